@@ -1,0 +1,45 @@
+"""A deterministic stand-in for the 1M-row EVE Online activity data of the original question.
+
+Four non-negative, heavy-tailed, mutually correlated count columns on very different scales,
+driven by one latent log-normal "activity" of a solar system, and the target hour_of_week
+(0..167) with a weak linear relation to them plus a lot of noise. Raw, the columns make a badly
+conditioned least-squares problem, as the original data did; standardized, a well-conditioned one.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from datasets.errors import InputError
+from datasets.problem import Problem
+
+FEATURES = ("ship_jumps", "npc_kills", "ship_kills", "pod_kills")
+LABEL = "hour_of_week"
+
+
+def eve_frame(rows: int = 1_000_000, seed: int = 0) -> pd.DataFrame:
+    """The data as the original program saw it: a pandas frame of int64 counts and the target."""
+    if not isinstance(rows, (int, np.integer)) or isinstance(rows, bool) or rows <= 0:
+        raise InputError(f"eve: rows must be a positive integer, got {rows!r}")
+    rng = np.random.default_rng(seed)
+    activity = rng.lognormal(mean=0.0, sigma=1.0, size=rows)
+    ship_jumps = rng.poisson(60.0 * activity)
+    npc_kills = rng.poisson(25.0 * activity**1.3 * rng.lognormal(0.0, 0.7, size=rows))
+    ship_kills = rng.poisson(1.5 * activity**1.5)
+    pod_kills = rng.binomial(ship_kills, 0.4)
+    signal = 70.0 + 0.05 * ship_jumps + 0.02 * npc_kills + 1.5 * ship_kills - 1.0 * pod_kills
+    hour = np.clip(np.rint(signal + rng.normal(0.0, 40.0, size=rows)), 0, 167)
+    return pd.DataFrame({
+        "ship_jumps": ship_jumps, "npc_kills": npc_kills, "ship_kills": ship_kills,
+        "pod_kills": pod_kills, LABEL: hour.astype(np.int64),
+    })
+
+
+def load(rows: int = 1_000_000, seed: int = 0, standardize: bool = False) -> Problem:
+    frame = eve_frame(rows, seed)
+    return Problem.from_arrays(
+        frame[list(FEATURES)].to_numpy(np.float64), frame[LABEL].to_numpy(np.float64),
+        name="eve", params={"rows": rows, "seed": seed, "standardize": standardize},
+        feature_names=FEATURES, label_names=(LABEL,), standardize=standardize,
+    )

@@ -1,0 +1,56 @@
+"""Optimizers by name, backends by name, and `run` for one configuration."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from datasets.errors import InputError
+from optimizers.adadelta import Adadelta
+from optimizers.driver import INITS, run
+from optimizers.gd import GradientDescent
+from optimizers.lbfgs import LBFGS
+from optimizers.reference import ClosedForm, ScipyLBFGS
+from optimizers.stopping import build_rules
+
+OPTIMIZERS = {
+    "gd": GradientDescent,
+    "adadelta": Adadelta,
+    "lbfgs": LBFGS,
+    "scipy-lbfgs": ScipyLBFGS,
+    "closed-form": ClosedForm,
+}
+
+
+def make_optimizer(name: str, **hyperparameters):
+    """Build the named optimizer; unknown names or hyperparameters list the allowed ones."""
+    cls = OPTIMIZERS.get(name)
+    if cls is None:
+        raise InputError(f"unknown optimizer '{name}'; allowed: {', '.join(OPTIMIZERS)}")
+    allowed = [f.name for f in dataclasses.fields(cls) if f.name != "name"]
+    for key in hyperparameters:
+        if key not in allowed:
+            raise InputError(f"optimizer '{name}' has no hyperparameter '{key}'; allowed: "
+                             f"{', '.join(allowed) or 'none'}")
+    return cls(**hyperparameters)
+
+
+def backend_names() -> tuple[str, ...]:
+    return ("numpy", "tensorflow")
+
+
+def make_backend(name: str, dtype: str = "float64", **options):
+    """The named backend; TensorFlow is imported only when asked for."""
+    if name == "numpy":
+        from optimizers.backends.numpy import NumpyBackend
+
+        if options:
+            raise InputError(f"backend 'numpy' takes no option '{next(iter(options))}'")
+        return NumpyBackend(dtype)
+    if name == "tensorflow":
+        from optimizers.backends.tensorflow import TensorflowBackend
+
+        return TensorflowBackend(dtype=dtype, **options)
+    raise InputError(f"unknown backend '{name}'; allowed: {', '.join(backend_names())}")
+
+
+__all__ = ["INITS", "OPTIMIZERS", "build_rules", "make_backend", "make_optimizer", "run"]

@@ -1,0 +1,1 @@
+"""Array backends: the small set of operations the algorithms are written against."""

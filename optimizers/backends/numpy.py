@@ -1,0 +1,89 @@
+"""NumPy backend: the algorithms' array operations on host arrays of one dtype.
+
+An algorithm only uses Python arithmetic operators on arrays plus the methods below, so the
+TensorFlow backend can run the very same algorithm code by providing the same methods.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from datasets.errors import InputError
+
+DTYPES = ("float64", "float32")
+
+
+class NumpyBackend:
+    name = "numpy"
+
+    def __init__(self, dtype: str = "float64"):
+        if dtype not in DTYPES:
+            raise InputError(f"unknown dtype '{dtype}'; allowed: {', '.join(DTYPES)}")
+        self.dtype = np.dtype(dtype)
+        self.device = "cpu"
+        self.tiny = self.dtype.type(np.finfo(self.dtype).tiny)  # guards divisions by zero
+
+    # conversions at the edges of a run
+    def asarray(self, value):
+        return np.asarray(value, dtype=self.dtype)
+
+    def scalar(self, value):
+        return self.dtype.type(value)
+
+    def to_host(self, value) -> np.ndarray:
+        return np.asarray(value)
+
+    # the operations algorithms use
+    matmul = staticmethod(np.matmul)
+    sqrt = staticmethod(np.sqrt)
+    abs = staticmethod(np.abs)
+    where = staticmethod(np.where)
+    isfinite = staticmethod(np.isfinite)
+    maximum = staticmethod(np.maximum)
+    zeros_like = staticmethod(np.zeros_like)
+
+    @staticmethod
+    def matmul_t(a, b):
+        """a^T @ b without materialising the transpose."""
+        return a.T @ b
+
+    @staticmethod
+    def sum(x, axis=None):
+        return np.sum(x, axis=axis)
+
+    @staticmethod
+    def vdot(a, b):
+        """Inner product of two arrays of the same shape, over all elements."""
+        return np.sum(a * b)
+
+    @staticmethod
+    def zeros(shape, like):
+        return np.zeros(shape, dtype=like.dtype)
+
+    @staticmethod
+    def push(history, item):
+        """Drop the oldest entry of a fixed-size history (axis 0) and append `item` last."""
+        return np.concatenate([history[1:], item[None]], axis=0)
+
+    def minimize(self, problem, optimizer, rules, w0):
+        """Setup (dtype conversion, the optimizer's constants) timed apart, then the host loop."""
+        from optimizers.driver import host_loop
+        from optimizers.objective import LeastSquaresObjective
+        from optimizers.result import Outcome, Stopwatch
+
+        setup_clock = Stopwatch()
+        objective = LeastSquaresObjective(self, self.asarray(problem.X), self.asarray(problem.y))
+        params = optimizer.setup(problem, objective, self)
+        start = self.asarray(w0)
+        setup_seconds = setup_clock.elapsed()
+
+        def observe(state):
+            return float(state.f), float(np.sqrt(self.vdot(state.g, state.g)))
+
+        state, iterations, seconds, status, message, trace = host_loop(
+            problem, rules,
+            init=lambda: optimizer.init(objective, self, params, start),
+            step=lambda state: optimizer.update(objective, self, params, state),
+            observe=observe,
+        )
+        return Outcome(state.w, iterations, seconds, setup_seconds, status, message, trace)

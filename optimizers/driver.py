@@ -1,0 +1,108 @@
+"""Runs an optimizer on a backend until a stopping rule fires, and builds the run record.
+
+The host loop serves every backend that steps from Python (NumPy, TensorFlow per-step): the
+clock covers the first evaluation, every iteration and the stopping checks, and is paused while
+the trace is written. Data conversion and the optimizer's setup are timed apart as setup.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from datasets.errors import InputError
+from optimizers.result import TRACE_COLUMNS, Outcome, RunResult, Stopwatch, on_trace_schedule
+from optimizers.stopping import Context
+
+INITS = ("zeros", "normal")
+_HOST = None
+
+
+def host_ops():
+    """Float64 NumPy ops for evaluating stopping rules on host scalars."""
+    global _HOST
+    if _HOST is None:
+        from optimizers.backends.numpy import NumpyBackend
+
+        _HOST = NumpyBackend("float64")
+    return _HOST
+
+
+def initial_point(problem, init: str, seed: int) -> np.ndarray:
+    """Zeros (the original NumPy program) or standard normal (the original TF program's init)."""
+    if init == "zeros":
+        return np.zeros((problem.d, problem.k))
+    if init == "normal":
+        return np.random.default_rng(seed).standard_normal((problem.d, problem.k))
+    raise InputError(f"unknown init '{init}'; allowed: {', '.join(INITS)}")
+
+
+def host_loop(problem, rules, *, init, step, observe):
+    """Iterate `step` from `init()` until a rule fires; `observe(state)` -> host (f, grad_norm).
+
+    Returns (state, iterations, seconds, status, message, trace).
+    """
+    ops = host_ops()
+    trace = {c: [] for c in TRACE_COLUMNS}
+    rule_states = rules.init_state(ops)
+    clock = Stopwatch()
+    state = init()
+    f0, f_prev, iteration = None, float("nan"), 0
+    while True:
+        f, grad_norm = observe(state)
+        f0 = f if f0 is None else f0
+        suboptimality = problem.suboptimality(f)
+        ctx = Context(iteration, clock.elapsed(), f, f0, f_prev, suboptimality, grad_norm)
+        fired, rule_states = rules.check(ops, ctx, rule_states)
+        with clock.paused():
+            if on_trace_schedule(iteration):
+                _append(trace, iteration, ctx.elapsed, f, suboptimality, grad_norm)
+        index = rules.first(fired)
+        if index >= 0:
+            break
+        state = step(state)
+        f_prev = f
+        iteration += 1
+    seconds = clock.elapsed()
+    if trace["iteration"][-1] != iteration:
+        _append(trace, iteration, seconds, f, suboptimality, grad_norm)
+    rule = rules.rules[index]
+    return state, iteration, seconds, rule.status, f"{rule!r} fired at iteration {iteration}", trace
+
+
+def _append(trace, iteration, seconds, f, suboptimality, grad_norm):
+    for column, value in zip(TRACE_COLUMNS, (iteration, seconds, f, suboptimality, grad_norm),
+                             strict=True):
+        trace[column].append(value)
+
+
+def counts(optimizer, iterations: int) -> dict:
+    """Evaluations of a run: one loss and gradient at the start, then `evaluations` per step."""
+    per = optimizer.evaluations
+    return {key: int(key != "nhvp") + iterations * per[key] for key in ("nfev", "ngev", "nhvp")}
+
+
+def run(problem, optimizer, rules, *, backend, init: str = "zeros", seed: int = 0) -> RunResult:
+    """One run: the backend minimises from the chosen start; the result is judged in float64."""
+    w0 = initial_point(problem, init, seed)
+    problem.solution  # noqa: B018 -- the float64 reference is computed before any clock starts
+    if hasattr(optimizer, "minimize"):  # a self-driven reference method (SciPy, closed form)
+        outcome: Outcome = optimizer.minimize(problem, rules, backend, w0)
+    else:
+        outcome = backend.minimize(problem, optimizer, rules, w0)
+    if outcome.nfev is None:
+        outcome.nfev, outcome.ngev, outcome.nhvp = counts(optimizer, outcome.iterations).values()
+    w = np.asarray(outcome.w, dtype=np.float64)
+    final_loss = problem.loss(w)
+    trace = pd.DataFrame(outcome.trace, columns=list(TRACE_COLUMNS))
+    return RunResult(
+        optimizer=optimizer.name, hyperparameters=optimizer.hyperparameters(),
+        backend=backend.name, device=outcome.device, dtype=str(backend.dtype),
+        dataset=problem.name, dataset_params=dict(problem.params), n=problem.n, d=problem.d,
+        init=init, seed=seed, stopping=dict(rules.spec), iterations=outcome.iterations,
+        nfev=outcome.nfev, ngev=outcome.ngev, nhvp=outcome.nhvp,
+        setup_seconds=outcome.setup_seconds, seconds=outcome.seconds, final_loss=final_loss,
+        suboptimality=problem.suboptimality(final_loss),
+        grad_norm=float(np.linalg.norm(problem.grad(w))), status=outcome.status,
+        message=outcome.message, f_star=problem.f_star, trace=trace, w=w, extra=outcome.extra,
+    )

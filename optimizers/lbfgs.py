@@ -1,0 +1,81 @@
+"""L-BFGS with a fixed-size history and the exact line search of a quadratic.
+
+The history is a fixed-shape queue (m x d x k arrays, oldest first) so the same code runs in a
+TensorFlow while_loop. Empty slots hold s = y = 0 and rho = 0, which makes their terms in the
+two-loop recursion vanish without branching. On least squares the exact minimiser along a
+direction p is alpha = -g.p / p^T H p, one extra pass over X; it guarantees descent. A direction
+that is not a descent direction (rounding) falls back to -g; a pair with s.y <= 0 is not stored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from datasets.errors import InputError
+
+
+class LBFGSState(NamedTuple):
+    w: object
+    f: object
+    g: object
+    S: object  # (m, d, k) steps, oldest first
+    Y: object  # (m, d, k) gradient differences
+    rho: object  # (m,) 1 / s.y, zero for empty slots
+
+
+@dataclass(frozen=True)
+class LBFGS:
+    history: int = 10
+    name: str = "lbfgs"
+    evaluations = {"nfev": 1, "ngev": 1, "nhvp": 1}
+
+    def __post_init__(self):
+        if isinstance(self.history, bool) or not isinstance(self.history, int) or self.history < 1:
+            raise InputError(f"lbfgs: history must be an integer >= 1, got {self.history!r}")
+
+    def hyperparameters(self) -> dict:
+        return {"history": self.history}
+
+    def setup(self, problem, objective, ops):
+        return ()
+
+    def init(self, objective, ops, params, w0) -> LBFGSState:
+        f, g = objective.value_and_grad(w0)
+        m = self.history
+        history = ops.zeros((m, *w0.shape), like=w0)
+        return LBFGSState(w0, f, g, history, history, ops.zeros((m,), like=w0))
+
+    def direction(self, ops, state):
+        """The two-loop recursion: -H_k g with H_0 = (s.y / y.y) I from the newest pair."""
+        q = state.g
+        alphas = []
+        for i in reversed(range(self.history)):
+            a = state.rho[i] * ops.vdot(state.S[i], q)
+            q = q - a * state.Y[i]
+            alphas.append(a)
+        alphas.reverse()
+        sy, yy = ops.vdot(state.S[-1], state.Y[-1]), ops.vdot(state.Y[-1], state.Y[-1])
+        r = ops.where(yy > 0, sy / ops.maximum(yy, ops.tiny), 1) * q
+        for i in range(self.history):
+            b = state.rho[i] * ops.vdot(state.Y[i], r)
+            r = r + (alphas[i] - b) * state.S[i]
+        return -r
+
+    def update(self, objective, ops, params, state) -> LBFGSState:
+        p = self.direction(ops, state)
+        slope = ops.vdot(state.g, p)
+        p = ops.where(slope < 0, p, -state.g)
+        slope = ops.where(slope < 0, slope, -ops.vdot(state.g, state.g))
+        curvature = objective.curvature(p)
+        alpha = ops.where(curvature > 0, -slope / ops.maximum(curvature, ops.tiny), 0)
+        w = state.w + alpha * p
+        f, g = objective.value_and_grad(w)
+        s, y = w - state.w, g - state.g
+        sy = ops.vdot(s, y)
+        keep = sy > 0
+        S = ops.where(keep, ops.push(state.S, s), state.S)
+        Y = ops.where(keep, ops.push(state.Y, y), state.Y)
+        rho = ops.where(keep, ops.push(state.rho, 1 / ops.maximum(sy, ops.tiny)),
+                        state.rho)
+        return LBFGSState(w, f, g, S, Y, rho)

@@ -1,0 +1,114 @@
+"""One run's result record and its convergence trace, the same for every optimizer and backend."""
+
+from __future__ import annotations
+
+import json
+import time
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import pandas as pd
+
+TRACE_COLUMNS = ("iteration", "seconds", "loss", "suboptimality", "grad_norm")
+
+
+def on_trace_schedule(iteration: int) -> bool:
+    """Which iterations the trace keeps: all of the first 100, then about 90 per decade."""
+    if iteration < 100:
+        return True
+    stride = 10 ** (len(str(iteration)) - 2)
+    return iteration % stride == 0
+
+
+class Stopwatch:
+    """Wall clock of the timed region, with bookkeeping (trace recording) paused out of it."""
+
+    def __init__(self):
+        self._start = time.perf_counter()
+        self._paused = 0.0
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self._start - self._paused
+
+    @contextmanager
+    def paused(self):
+        t = time.perf_counter()
+        try:
+            yield
+        finally:
+            self._paused += time.perf_counter() - t
+
+
+@dataclass
+class Outcome:
+    """What a backend's loop returns: the final iterate on the host and how the loop ended."""
+
+    w: np.ndarray
+    iterations: int
+    seconds: float
+    setup_seconds: float
+    status: str
+    message: str
+    trace: dict = field(default_factory=lambda: {c: [] for c in TRACE_COLUMNS})
+    nfev: int | None = None
+    ngev: int | None = None
+    nhvp: int | None = None
+    device: str = "cpu"
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class RunResult:
+    optimizer: str
+    hyperparameters: dict
+    backend: str
+    device: str
+    dtype: str
+    dataset: str
+    dataset_params: dict
+    n: int
+    d: int
+    init: str
+    seed: int
+    stopping: dict
+    iterations: int
+    nfev: int
+    ngev: int
+    nhvp: int
+    setup_seconds: float
+    seconds: float
+    final_loss: float
+    suboptimality: float
+    grad_norm: float
+    status: str
+    message: str
+    f_star: float
+    trace: pd.DataFrame = field(repr=False, default=None)
+    w: np.ndarray = field(repr=False, default=None)
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def seconds_per_iteration(self) -> float:
+        return self.seconds / self.iterations if self.iterations else float("nan")
+
+    def record(self) -> dict:
+        """The flat row of a results table: scalars only, parameters also as JSON strings."""
+        row = {k: v for k, v in asdict(self).items()
+               if k not in ("trace", "w", "hyperparameters", "dataset_params", "stopping", "extra")}
+        row["seconds_per_iteration"] = self.seconds_per_iteration
+        row["total_seconds"] = self.setup_seconds + self.seconds
+        row["hyperparameters"] = json.dumps(self.hyperparameters, sort_keys=True)
+        row["dataset_params"] = json.dumps(self.dataset_params, sort_keys=True, default=str)
+        row.update({f"hp_{k}": v for k, v in self.hyperparameters.items()})
+        row.update({f"stop_{k}": v for k, v in self.stopping.items()})
+        row.update(self.extra)
+        return row
+
+    def summary(self) -> str:
+        """The one line the CLI prints."""
+        return (f"{self.optimizer} on {self.backend}/{self.device} {self.dtype}: {self.status} "
+                f"after {self.iterations} iterations in {self.seconds:.4g} s "
+                f"(setup {self.setup_seconds:.3g} s, "
+                f"{self.seconds_per_iteration * 1e3:.4g} ms/iter), "
+                f"suboptimality {self.suboptimality:.3g}")

@@ -1,0 +1,198 @@
+"""Stopping rules: each says whether it fires at the current iterate and with which status.
+
+Rules only use comparisons and arithmetic on the values in `Context`, so the same rule objects
+work on the host (Python/NumPy scalars) and as tensor predicates inside a TensorFlow loop. A rule
+that needs memory (a patience counter) keeps it in a small tuple of scalars it initialises itself.
+`StoppingRules` composes rules as any-of; divergence is always checked first.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from datasets.errors import InputError
+
+STATUSES = ("converged", "stalled", "max_iter", "timeout", "diverged")
+
+
+class Context(NamedTuple):
+    iteration: object  # iterations done so far (0 at the starting point)
+    elapsed: object  # seconds in the timed region so far
+    f: object  # loss at the current iterate
+    f0: object  # loss at the starting point
+    f_prev: object  # loss at the previous iterate (NaN at the start)
+    suboptimality: object  # (f - f*) / f*
+    grad_norm: object  # ||g||_2
+
+
+def _tolerance(name: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or value <= 0:
+        raise InputError(f"stopping rule: {name} must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+def _count(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(f"stopping rule: {name} must be an integer >= 1, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class Suboptimality:
+    """(f - f*) / f* <= tol: the common target every backend is timed to."""
+
+    tol: float
+    status = "converged"
+
+    def __post_init__(self):
+        _tolerance("tol", self.tol)
+
+    def init_state(self, ops):
+        return ()
+
+    def check(self, ops, ctx, state):
+        return ctx.suboptimality <= self.tol, state
+
+
+@dataclass(frozen=True)
+class GradientNorm:
+    tol: float
+    status = "converged"
+
+    def __post_init__(self):
+        _tolerance("grad_tol", self.tol)
+
+    def init_state(self, ops):
+        return ()
+
+    def check(self, ops, ctx, state):
+        return ctx.grad_norm <= self.tol, state
+
+
+@dataclass(frozen=True)
+class RelativeImprovement:
+    """(f_prev - f) / |f_prev| < tol for `patience` iterations in a row: the run has stalled."""
+
+    tol: float
+    patience: int = 10
+    status = "stalled"
+
+    def __post_init__(self):
+        _tolerance("rel_tol", self.tol)
+        _count("patience", self.patience)
+
+    def init_state(self, ops):
+        return (ops.scalar(0),)
+
+    def check(self, ops, ctx, state):
+        (count,) = state
+        improvement = (ctx.f_prev - ctx.f) / ops.maximum(ops.abs(ctx.f_prev), ops.tiny)
+        count = ops.where(improvement < self.tol, count + 1, 0 * count)
+        return count >= self.patience, (count,)
+
+
+@dataclass(frozen=True)
+class ExactRepeat:
+    """The original program's rule: stop when the RMSE equals the previous one exactly."""
+
+    status = "stalled"
+
+    def init_state(self, ops):
+        return ()
+
+    def check(self, ops, ctx, state):
+        return ops.sqrt(ctx.f) == ops.sqrt(ctx.f_prev), state
+
+
+@dataclass(frozen=True)
+class MaxIter:
+    max_iter: int
+    status = "max_iter"
+
+    def __post_init__(self):
+        _count("max_iter", self.max_iter)
+
+    def init_state(self, ops):
+        return ()
+
+    def check(self, ops, ctx, state):
+        return ctx.iteration >= self.max_iter, state
+
+
+@dataclass(frozen=True)
+class TimeBudget:
+    seconds: float
+    status = "timeout"
+
+    def __post_init__(self):
+        _tolerance("time_budget", self.seconds)
+
+    def init_state(self, ops):
+        return ()
+
+    def check(self, ops, ctx, state):
+        return ctx.elapsed >= self.seconds, state
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """Loss not finite, or grown past `factor` times its start: recorded, never raised."""
+
+    factor: float = 1e5
+    status = "diverged"
+
+    def init_state(self, ops):
+        return ()
+
+    def check(self, ops, ctx, state):
+        return ~ops.isfinite(ctx.f) | (ctx.f > self.factor * ctx.f0), state
+
+
+class StoppingRules:
+    """Any-of composition. `check` returns (index of the first rule that fired or -1, states)."""
+
+    def __init__(self, rules, spec: dict | None = None):
+        rules = list(rules)
+        self.spec = dict(spec or {})  # the keyword form, recorded with every run
+        if not any(isinstance(r, (MaxIter, TimeBudget)) for r in rules):
+            raise InputError("stopping rules need an iteration or time budget (max_iter or "
+                             "time_budget) so that every run ends")
+        self.rules = [Divergence(), *rules]
+
+    def init_state(self, ops):
+        return tuple(rule.init_state(ops) for rule in self.rules)
+
+    def check(self, ops, ctx, states):
+        fired, new_states = [], []
+        for rule, state in zip(self.rules, states, strict=True):
+            hit, state = rule.check(ops, ctx, state)
+            fired.append(hit)
+            new_states.append(state)
+        return fired, tuple(new_states)
+
+    def first(self, fired) -> int:
+        """Host side: index of the first rule that fired, or -1."""
+        return next((i for i, hit in enumerate(fired) if bool(hit)), -1)
+
+def build_rules(*, tol=None, grad_tol=None, rel_tol=None, patience=10, exact_repeat=False,
+                max_iter=None, time_budget=None) -> StoppingRules:
+    """The rules a run asks for by keyword, in a fixed priority order."""
+    spec = {"tol": tol, "grad_tol": grad_tol, "rel_tol": rel_tol, "patience": patience,
+            "exact_repeat": exact_repeat, "max_iter": max_iter, "time_budget": time_budget}
+    rules = []
+    if tol is not None:
+        rules.append(Suboptimality(tol))
+    if grad_tol is not None:
+        rules.append(GradientNorm(grad_tol))
+    if rel_tol is not None:
+        rules.append(RelativeImprovement(rel_tol, patience))
+    if exact_repeat:
+        rules.append(ExactRepeat())
+    if max_iter is not None:
+        rules.append(MaxIter(max_iter))
+    if time_budget is not None:
+        rules.append(TimeBudget(time_budget))
+    return StoppingRules(rules, spec)
