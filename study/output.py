@@ -1,0 +1,35 @@
+"""Writing result files so that a reader never sees a partial one: temporary name, then rename."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from datasets.errors import InputError
+
+
+def check_output_path(path) -> Path:
+    """Fail before any work if `path` cannot become a file: a directory, or under a file."""
+    path = Path(path)
+    if path.is_dir():
+        raise InputError(f"--out '{path}' is a directory; give a file name")
+    for parent in path.parents:
+        if parent.exists() and not parent.is_dir():
+            raise InputError(f"--out '{path}' is inside '{parent}', which is a file")
+    existing = next((p for p in path.parents if p.exists()), Path("."))
+    if not os.access(existing, os.W_OK):
+        raise InputError(f"--out '{path}': folder '{existing}' is not writable")
+    return path
+
+
+def write_parquet_atomic(frame: pd.DataFrame, path) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        frame.to_parquet(tmp, index=False)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -1,0 +1,113 @@
+"""The regression study's single run: `python -m study regress ...` builds one configuration."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+
+import pandas as pd
+
+from datasets import DATASETS, make_problem
+from datasets.errors import InputError
+from optimizers import INITS, OPTIMIZERS, build_rules, make_backend, make_optimizer, run
+from optimizers.backends.numpy import DTYPES
+from study.output import check_output_path, write_parquet_atomic
+
+ROWS_PARAMETER = {"eve": "rows", "synthetic": "n"}
+HYPERPARAMETER_FLAGS = {"step": "step", "lr": "learning_rate", "rho": "rho", "epsilon": "epsilon",
+                        "history": "history", "solver": "solver"}
+TF_FLAGS = ("device", "feed", "xla")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    data = parser.add_argument_group("data")
+    data.add_argument("--dataset", default="eve", help=f"one of: {', '.join(DATASETS)}")
+    data.add_argument("--rows", type=int, help="rows of eve / n of synthetic")
+    data.add_argument("--standardize", action="store_true", help="z-score the features")
+    data.add_argument("--path", help="tabular: CSV or Parquet file")
+    data.add_argument("--features", nargs="+", help="tabular: feature column names")
+    data.add_argument("--labels", nargs="+", help="tabular: label column names")
+    data.add_argument("--data-param", action="append", default=[], metavar="KEY=VALUE",
+                      help="any other dataset parameter, e.g. kappa=1e4 or seed=3")
+    opt = parser.add_argument_group("optimizer")
+    opt.add_argument("--optimizer", default="lbfgs", help=f"one of: {', '.join(OPTIMIZERS)}")
+    opt.add_argument("--step", help="gd: fixed, 1/L or diag (the original program's update)")
+    opt.add_argument("--lr", type=float, help="learning rate (gd step=fixed, adadelta)")
+    opt.add_argument("--rho", type=float, help="adadelta decay (default 0.95)")
+    opt.add_argument("--epsilon", type=float, help="adadelta epsilon (default 1e-8, as TF1)")
+    opt.add_argument("--history", type=int, help="L-BFGS history size (default 10)")
+    opt.add_argument("--solver", help="closed-form: lstsq or normal")
+    opt.add_argument("--init", default="zeros", help=f"starting point: {', '.join(INITS)}")
+    opt.add_argument("--seed", type=int, default=0, help="seed of the random init")
+    back = parser.add_argument_group("backend")
+    back.add_argument("--backend", default="numpy", help="numpy or tensorflow")
+    back.add_argument("--dtype", default="float64", help=f"one of: {', '.join(DTYPES)}")
+    back.add_argument("--device", help="tensorflow: cpu or gpu")
+    back.add_argument("--feed", help="tensorflow: feed, resident or fused")
+    back.add_argument("--xla", action="store_true", default=None, help="tensorflow: XLA-compile")
+    stop = parser.add_argument_group("stopping")
+    stop.add_argument("--tol", type=float, default=1e-8, help="relative suboptimality target")
+    stop.add_argument("--grad-tol", type=float, help="stop when ||grad|| <= this")
+    stop.add_argument("--rel-tol", type=float, help="stall: relative improvement below this ...")
+    stop.add_argument("--patience", type=int, default=10, help="... for this many iterations")
+    stop.add_argument("--exact-repeat", action="store_true",
+                      help="the original rule: stop when the RMSE repeats exactly")
+    stop.add_argument("--max-iter", type=int, default=100_000, help="iteration budget")
+    stop.add_argument("--time-budget", type=float, help="seconds budget of the timed loop")
+    parser.add_argument("--out", help="write the record and its trace as Parquet")
+
+
+def dataset_params(args) -> dict:
+    params = {}
+    for item in args.data_param:
+        key, sep, text = item.partition("=")
+        if not sep or not key:
+            raise InputError(f"--data-param '{item}' is not KEY=VALUE")
+        try:
+            params[key] = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            params[key] = text
+    if args.rows is not None:
+        if args.dataset not in ROWS_PARAMETER:
+            raise InputError(f"--rows applies to {', '.join(ROWS_PARAMETER)}, not '{args.dataset}'")
+        params[ROWS_PARAMETER[args.dataset]] = args.rows
+    for flag in ("path", "features", "labels"):
+        if getattr(args, flag) is not None:
+            params[flag] = getattr(args, flag)
+    if args.standardize:
+        params["standardize"] = True
+    return params
+
+
+def configure(args):
+    """Everything a run needs, validated before any data is generated or file written."""
+    hyperparameters = {name: getattr(args, flag) for flag, name in HYPERPARAMETER_FLAGS.items()
+                       if getattr(args, flag) is not None}
+    optimizer = make_optimizer(args.optimizer, **hyperparameters)
+    options = {flag: getattr(args, flag) for flag in TF_FLAGS if getattr(args, flag) is not None}
+    backend = make_backend(args.backend, args.dtype, **options)
+    rules = build_rules(tol=args.tol, grad_tol=args.grad_tol, rel_tol=args.rel_tol,
+                        patience=args.patience, exact_repeat=args.exact_repeat,
+                        max_iter=args.max_iter, time_budget=args.time_budget)
+    if args.init not in INITS:
+        raise InputError(f"unknown init '{args.init}'; allowed: {', '.join(INITS)}")
+    if args.out:
+        check_output_path(args.out)
+    return optimizer, backend, rules
+
+
+def trace_path(out) -> str:
+    out = str(out)
+    return (out[: -len(".parquet")] if out.endswith(".parquet") else out) + ".trace.parquet"
+
+
+def main(args) -> int:
+    optimizer, backend, rules = configure(args)
+    problem = make_problem(args.dataset, **dataset_params(args))
+    result = run(problem, optimizer, rules, backend=backend, init=args.init, seed=args.seed)
+    print(result.summary())
+    if args.out:
+        write_parquet_atomic(result.trace.assign(run=0), trace_path(args.out))
+        write_parquet_atomic(pd.DataFrame([result.record()]), args.out)
+        print(f"wrote {args.out} and {trace_path(args.out)}")
+    return 0
