@@ -58,6 +58,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def dataset_params(args) -> dict:
+    if args.dataset not in DATASETS:
+        raise InputError(f"unknown dataset '{args.dataset}'; allowed: {', '.join(DATASETS)}")
     params = {}
     for item in args.data_param:
         key, sep, text = item.partition("=")
@@ -93,7 +95,7 @@ def configure(args):
         raise InputError(f"unknown init '{args.init}'; allowed: {', '.join(INITS)}")
     if args.out:
         check_output_path(args.out)
-    return optimizer, backend, rules
+    return optimizer, backend, rules, dataset_params(args)
 
 
 def trace_path(out) -> str:
@@ -102,8 +104,8 @@ def trace_path(out) -> str:
 
 
 def main(args) -> int:
-    optimizer, backend, rules = configure(args)
-    problem = make_problem(args.dataset, **dataset_params(args))
+    optimizer, backend, rules, params = configure(args)
+    problem = make_problem(args.dataset, **params)
     result = run(problem, optimizer, rules, backend=backend, init=args.init, seed=args.seed)
     print(result.summary())
     if args.out:

@@ -1,0 +1,91 @@
+import numpy as np
+import pandas as pd
+import pytest
+
+from datasets import InputError, make_problem
+from datasets.eve import FEATURES, LABEL, eve_frame
+from datasets.problem import Problem
+
+
+def test_gradient_matches_finite_differences(well_conditioned):
+    p = well_conditioned
+    w = np.random.default_rng(0).standard_normal((p.d, p.k))
+    g = p.grad(w)
+    h = 1e-6
+    numeric = np.zeros_like(w)
+    for j in range(p.d):
+        e = np.zeros_like(w)
+        e[j] = h
+        numeric[j] = (p.loss(w + e) - p.loss(w - e)) / (2 * h)
+    np.testing.assert_allclose(g, numeric, rtol=1e-6, atol=1e-8)
+
+
+def test_closed_form_optimum_matches_lstsq():
+    p = make_problem("eve", rows=5000, seed=3)
+    expected = np.linalg.lstsq(p.X, p.y, rcond=None)[0]
+    np.testing.assert_allclose(p.w_star, expected, rtol=1e-10)
+    assert np.linalg.norm(p.grad(p.w_star)) < 1e-8 * np.linalg.norm(p.grad(np.zeros_like(expected)))
+    assert p.f_star == pytest.approx(np.mean((p.X @ expected - p.y) ** 2), rel=1e-12)
+
+
+def test_synthetic_condition_number_is_exact():
+    for kappa in (10.0, 1e4):
+        p = make_problem("synthetic", n=3000, d=6, kappa=kappa, seed=2)
+        assert p.spectrum.kappa == pytest.approx(kappa, rel=1e-8)
+        assert p.spectrum.L == pytest.approx(1.0, rel=1e-10)
+
+
+def test_eve_is_deterministic_heavy_tailed_and_badly_conditioned_raw():
+    a, b = eve_frame(20_000, seed=5), eve_frame(20_000, seed=5)
+    pd.testing.assert_frame_equal(a, b)
+    assert not a.equals(eve_frame(20_000, seed=6))
+    assert list(a.columns) == [*FEATURES, LABEL]
+    assert (a[list(FEATURES)] >= 0).all().all()
+    assert a[LABEL].between(0, 167).all()
+    jumps = a["ship_jumps"]
+    assert jumps.max() > 10 * jumps.median()  # heavy tail
+    assert a["ship_jumps"].mean() > 20 * a["pod_kills"].mean()  # very different scales
+    assert a[list(FEATURES)].corr().min().min() > 0.2  # correlated
+    raw = make_problem("eve", rows=20_000)
+    standardized = make_problem("eve", rows=20_000, standardize=True)
+    assert raw.spectrum.kappa > 100 * standardized.spectrum.kappa
+    assert raw.f_star == pytest.approx(standardized.f_star, rel=1e-9)  # same column space
+
+
+def test_intercept_column_and_several_labels():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((50, 3))
+    Y = rng.standard_normal((50, 2))
+    p = Problem.from_arrays(X, Y, name="t")
+    assert p.X.shape == (50, 4) and p.k == 2 and np.all(p.X[:, 0] == 1)
+    assert p.feature_names[0] == "intercept"
+    assert p.grad(p.w_star).shape == (4, 2)
+
+
+@pytest.mark.parametrize("features, message", [
+    (np.array([[1.0, np.nan], [2.0, 3.0], [4, 5], [6, 8]]), "column 'x1' has 1 non-finite"),
+    (np.array([[1.0, np.inf], [2.0, 3.0], [4, 5], [6, 8]]), "non-finite"),
+    (np.array([[1.0, 7.0], [2.0, 7.0], [4, 7], [6, 7]]), "column 'x1' is constant"),
+    (np.array([[1.0, 1.0], [2.0, 2.0], [4, 4], [6, 6]]), "are identical"),
+    (np.array([[1.0, 2.0], [2.0, 4.0], [4, 8], [6, 12]]), "collinear"),
+    (np.zeros((0, 2)), "zero rows"),
+    (np.array([[1.0, 2.0]]), "1 rows but 3 coefficients"),
+    (np.array([["a", "b"], ["c", "d"], ["e", "f"], ["g", "h"]]), "must be numeric"),
+    (np.array([[True, False]] * 4), "must be numeric"),
+])
+def test_bad_arrays_are_rejected_with_a_named_reason(features, message):
+    labels = np.arange(len(features), dtype=float)
+    with pytest.raises(InputError, match=message):
+        Problem.from_arrays(features, labels, name="bad")
+
+
+@pytest.mark.parametrize("name, params, message", [
+    ("nope", {}, "unknown dataset 'nope'; allowed: eve, synthetic, tabular"),
+    ("eve", {"kappa": 3}, "dataset 'eve' has no parameter 'kappa'"),
+    ("eve", {"rows": 0}, "rows must be a positive integer"),
+    ("synthetic", {"kappa": 0.5}, "kappa must be a finite number >= 1"),
+    ("synthetic", {"n": 3, "d": 5}, "n=3 is smaller than d=5"),
+])
+def test_bad_dataset_parameters(name, params, message):
+    with pytest.raises(InputError, match=message):
+        make_problem(name, **params)
