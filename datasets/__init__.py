@@ -9,10 +9,26 @@ from datasets.errors import InputError
 from datasets.problem import Problem, Spectrum
 
 DATASETS = {"eve": eve.load, "synthetic": synthetic.load, "tabular": tabular.load}
+VALIDATORS = {"eve": eve.validate_params, "synthetic": synthetic.validate_params,
+              "tabular": tabular.validate_params}
+
+
+def validate_dataset(name: str, **params) -> None:
+    """Check a data set's name, parameter names and values without generating any data."""
+    _check_names(name, params)
+    try:
+        VALIDATORS[name](**params)
+    except TypeError as exc:  # a required parameter is missing
+        raise InputError(f"dataset '{name}': {exc}") from None
 
 
 def make_problem(name: str, **params) -> Problem:
     """Build the named data set; unknown names and parameters are rejected with the allowed ones."""
+    _check_names(name, params)
+    return DATASETS[name](**params)
+
+
+def _check_names(name: str, params: dict) -> None:
     factory = DATASETS.get(name)
     if factory is None:
         raise InputError(f"unknown dataset '{name}'; allowed: {', '.join(DATASETS)}")
@@ -21,7 +37,6 @@ def make_problem(name: str, **params) -> Problem:
         if key not in allowed:
             raise InputError(f"dataset '{name}' has no parameter '{key}'; allowed: "
                              f"{', '.join(allowed)}")
-    return factory(**params)
 
 
-__all__ = ["DATASETS", "InputError", "Problem", "Spectrum", "make_problem"]
+__all__ = ["DATASETS", "InputError", "Problem", "Spectrum", "make_problem", "validate_dataset"]

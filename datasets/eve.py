@@ -18,10 +18,18 @@ FEATURES = ("ship_jumps", "npc_kills", "ship_kills", "pod_kills")
 LABEL = "hour_of_week"
 
 
-def eve_frame(rows: int = 1_000_000, seed: int = 0) -> pd.DataFrame:
-    """The data as the original program saw it: a pandas frame of int64 counts and the target."""
+def validate_params(rows: int = 1_000_000, seed: int = 0, standardize: bool = False) -> None:
     if not isinstance(rows, (int, np.integer)) or isinstance(rows, bool) or rows <= 0:
         raise InputError(f"eve: rows must be a positive integer, got {rows!r}")
+    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
+        raise InputError(f"eve: seed must be an integer >= 0, got {seed!r}")
+    if not isinstance(standardize, bool):
+        raise InputError(f"eve: standardize must be true or false, got {standardize!r}")
+
+
+def eve_frame(rows: int = 1_000_000, seed: int = 0) -> pd.DataFrame:
+    """The data as the original program saw it: a pandas frame of int64 counts and the target."""
+    validate_params(rows, seed)
     rng = np.random.default_rng(seed)
     activity = rng.lognormal(mean=0.0, sigma=1.0, size=rows)
     ship_jumps = rng.poisson(60.0 * activity)
@@ -37,6 +45,7 @@ def eve_frame(rows: int = 1_000_000, seed: int = 0) -> pd.DataFrame:
 
 
 def load(rows: int = 1_000_000, seed: int = 0, standardize: bool = False) -> Problem:
+    validate_params(rows, seed, standardize)
     frame = eve_frame(rows, seed)
     return Problem.from_arrays(
         frame[list(FEATURES)].to_numpy(np.float64), frame[LABEL].to_numpy(np.float64),

@@ -13,8 +13,8 @@ from datasets.errors import InputError
 from datasets.problem import Problem
 
 
-def load(n: int = 10_000, d: int = 5, kappa: float = 10.0, noise: float = 0.1,
-         seed: int = 0) -> Problem:
+def validate_params(n: int = 10_000, d: int = 5, kappa: float = 10.0, noise: float = 0.1,
+                    seed: int = 0) -> None:
     for field, value in (("n", n), ("d", d)):
         if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value <= 0:
             raise InputError(f"synthetic: {field} must be a positive integer, got {value!r}")
@@ -24,6 +24,13 @@ def load(n: int = 10_000, d: int = 5, kappa: float = 10.0, noise: float = 0.1,
         raise InputError(f"synthetic: kappa must be a finite number >= 1, got {kappa!r}")
     if not noise >= 0.0 or not np.isfinite(noise):
         raise InputError(f"synthetic: noise must be a finite number >= 0, got {noise!r}")
+    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
+        raise InputError(f"synthetic: seed must be an integer >= 0, got {seed!r}")
+
+
+def load(n: int = 10_000, d: int = 5, kappa: float = 10.0, noise: float = 0.1,
+         seed: int = 0) -> Problem:
+    validate_params(n, d, kappa, noise, seed)
     rng = np.random.default_rng(seed)
     U, _ = np.linalg.qr(rng.standard_normal((n, d)))
     V, _ = np.linalg.qr(rng.standard_normal((d, d)))

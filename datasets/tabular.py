@@ -81,6 +81,13 @@ def from_frame(frame: pd.DataFrame, features, labels, *, standardize: bool = Fal
     )
 
 
+def validate_params(path, features, labels, standardize: bool = False,
+                    intercept: bool = True) -> None:
+    """The cheap checks a study config can make before anything runs."""
+    if not Path(path).is_file():
+        raise InputError(f"tabular: file '{path}' does not exist or is not a file")
+
+
 def load(path, features, labels, standardize: bool = False, intercept: bool = True) -> Problem:
     frame = read_table(path)
     if frame.empty:

@@ -13,6 +13,8 @@ from datasets.errors import InputError
 
 COMMANDS = {
     "regress": ("study.regression", "run one regression configuration"),
+    "run": ("study.runner", "run a study config's grid, one fresh process per run, resumable"),
+    "summarize": ("study.summary", "median time to target per configuration, with 95% CIs"),
     "feedmode": ("study.feedmode", "the CNN feed-mode experiment (constant vs placeholder ...)"),
 }
 

@@ -1,0 +1,216 @@
+"""Runs a study's grid, one run at a time, each in a fresh Python process.
+
+A fresh process per run keeps TensorFlow state, caches and first-call costs of one run out of the
+next. Each run's row is durable the moment it finishes, so an interrupted sweep (Ctrl-C, kill -9)
+loses at most the run in flight, and rerunning the same command resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from functools import lru_cache
+
+import psutil
+from tqdm import tqdm
+
+from datasets.errors import InputError
+from study.config import RunSpec, Study, axis_key, lookup_axis
+from study.environment import collect
+from study.records import ResultsFolder
+from study.worker import base_row
+
+POLL_SECONDS = 0.05
+
+
+def parse_only(items) -> dict:
+    """--only key=value [...] -> {key: [values]}; values are compared as text."""
+    out: dict[str, list[str]] = {}
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InputError(f"--only '{item}' is not KEY=VALUE")
+        out.setdefault(key, []).append(value)
+    return out
+
+
+def select(specs, only: dict) -> list[RunSpec]:
+    """The specs whose axis values match every --only key (any of its values)."""
+    known = {key for spec in specs for key in spec.axes()}
+    for key in only:
+        if axis_key(known, key) is None:
+            raise InputError(f"--only: unknown key '{key}'; keys: {', '.join(sorted(known))}")
+    return [s for s in specs
+            if all(str(lookup_axis(s.axes(), k)) in values for k, values in only.items())]
+
+
+@lru_cache(maxsize=1)
+def gpu_visible(python: str = sys.executable) -> bool:
+    """Asked once per sweep, in a subprocess, so the runner itself never imports TensorFlow."""
+    code = "import tensorflow as tf; print(len(tf.config.list_physical_devices('GPU')))"
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    try:
+        out = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=300,
+                             env=env)
+        return out.returncode == 0 and int(out.stdout.strip().splitlines()[-1]) > 0
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return False
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _tree_rss(pid: int) -> int:
+    try:
+        proc = psutil.Process(pid)
+        return proc.memory_info().rss + sum(c.memory_info().rss
+                                            for c in proc.children(recursive=True))
+    except psutil.Error:
+        return 0
+
+
+def run_in_subprocess(spec: RunSpec, folder: ResultsFolder, *, timeout: float,
+                      memory_budget_gb: float | None, python: str = sys.executable) -> str:
+    """Run one spec in a fresh process; record timeout, oom or a crash when it gives no row."""
+    with open(folder.log_path(spec.run_id), "w") as log:
+        proc = subprocess.Popen([python, "-m", "study.worker", str(folder.root)],
+                                stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True, text=True)
+        try:
+            proc.stdin.write(spec.to_json())
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        start, killed, peak = time.monotonic(), None, 0
+        try:
+            while True:
+                pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+                if pid:
+                    break
+                if time.monotonic() - start > timeout:
+                    killed = ("timeout", f"killed after the run time budget of {timeout:g} s")
+                    _kill_group(proc.pid)
+                elif memory_budget_gb is not None:
+                    peak = max(peak, _tree_rss(proc.pid))
+                    if peak > memory_budget_gb * 2**30:
+                        killed = ("oom", f"stopped at {peak / 2**30:.2f} GB, over the memory "
+                                         f"budget of {memory_budget_gb:g} GB")
+                        _kill_group(proc.pid)
+                time.sleep(POLL_SECONDS)
+        except BaseException:  # Ctrl-C: the run in flight is abandoned, never half-written
+            _kill_group(proc.pid)
+            proc.wait()
+            raise
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    record = folder.record_path(spec.run_id)
+    if killed is None and record.exists():
+        return _status_of(record)
+    if killed is None:
+        killed = ("error", f"the run's process ended with code {proc.returncode} and no result; "
+                           f"last log line: {_last_line(folder.log_path(spec.run_id))}")
+    row = {**base_row(spec), "status": killed[0], "message": killed[1], **collect(),
+           "peak_memory_mb": usage.ru_maxrss / 1024.0}
+    folder.write_run(row, None)
+    return killed[0]
+
+
+def _status_of(path) -> str:
+    import pandas as pd
+
+    return str(pd.read_parquet(path, columns=["status"])["status"].iloc[0])
+
+
+def _last_line(path) -> str:
+    try:
+        lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return "(no log)"
+    return lines[-1][:300] if lines else "(empty log)"
+
+
+def skip(spec: RunSpec, folder: ResultsFolder, reason: str) -> str:
+    folder.write_run({**base_row(spec), "status": "skipped", "message": reason, **collect()},
+                     None)
+    return "skipped"
+
+
+def run_study(study: Study, out_dir, *, only=None, retry_failed: bool = False,
+              quiet: bool = False, python: str = sys.executable) -> Counter:
+    """Run every pending spec of the study; returns the count of statuses of this invocation."""
+    folder = ResultsFolder(out_dir)
+    folder.prepare()
+    specs = select(study.specs, parse_only(only))
+    done = folder.finished()
+    pending = [s for s in specs if s.run_id not in done
+               or (retry_failed and done[s.run_id] == "error")]
+    statuses: Counter = Counter()
+    if not quiet:
+        print(f"{study.name}: {len(specs)} runs, {len(specs) - len(pending)} already done, "
+              f"{len(pending)} to run -> {folder.root}")
+    bar = tqdm(pending, disable=quiet, unit="run", dynamic_ncols=True, file=sys.stderr)
+    try:
+        for index, spec in enumerate(bar, 1):
+            bar.set_postfix_str(spec.label(), refresh=True)
+            if spec.backend_options.get("device") == "gpu" and not gpu_visible(python):
+                status = skip(spec, folder, "no GPU visible to TensorFlow")
+            else:
+                status = run_in_subprocess(spec, folder, timeout=study.run_timeout,
+                                           memory_budget_gb=study.memory_budget_gb,
+                                           python=python)
+            statuses[status] += 1
+            if quiet:
+                print(f"[{index}/{len(pending)}] {spec.run_id} {spec.label()}: {status}",
+                      flush=True)
+    finally:
+        bar.close()
+        folder.assemble()
+    return statuses
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("config", help="a study config, e.g. configs/regression.toml")
+    parser.add_argument("--out", help="results folder (default results/<study name>)")
+    parser.add_argument("--only", nargs="+", metavar="KEY=VALUE",
+                        help="run only the grid points with these axis values")
+    parser.add_argument("--dry-run", action="store_true", help="print the grid, run nothing")
+    parser.add_argument("--retry-failed", action="store_true",
+                        help="run again the runs that ended in error")
+    parser.add_argument("--quiet", action="store_true", help="log lines instead of a progress bar")
+
+
+def main(args) -> int:
+    import pandas as pd
+
+    from study.config import load_study
+    from study.summary import format_summary, summarize
+
+    study = load_study(args.config)
+    out = args.out or os.path.join("results", study.name)
+    specs = select(study.specs, parse_only(args.only))
+    if args.dry_run:
+        table = pd.DataFrame([{"run_id": s.run_id, **s.axes()} for s in specs])
+        table = table.drop(columns=["study"]).dropna(axis=1, how="all")
+        with pd.option_context("display.width", 200, "display.max_rows", None,
+                               "display.max_columns", None):
+            print(table.to_string(index=False))
+        print(f"{len(specs)} runs in {study.name} ({study.path})")
+        return 0
+    from study.output import check_output_path
+
+    check_output_path(os.path.join(out, "runs.parquet"))
+    statuses = run_study(study, out, only=args.only, retry_failed=args.retry_failed,
+                         quiet=args.quiet)
+    runs = pd.read_parquet(os.path.join(out, "runs.parquet"))
+    runs = runs[runs["run_id"].isin({s.run_id for s in specs})]
+    print(format_summary(summarize(runs)))
+    done = ", ".join(f"{k}={v}" for k, v in sorted(statuses.items())) or "nothing to do"
+    print(f"this invocation: {done}; results in {out}/runs.parquet and traces.parquet")
+    return 0

@@ -1,0 +1,111 @@
+"""Per-configuration summaries: median time to target with a bootstrap CI over seeds and repeats.
+
+A run that did not converge counts as infinite time, never as a missing row, so a method that
+fails half the time cannot look fast.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+CONFIG_COLUMNS = ("dataset", "dataset_params", "optimizer", "hyperparameters", "backend",
+                  "device", "feed", "xla", "dtype", "init")
+
+
+def bootstrap_median_ci(values, *, level: float = 0.95, resamples: int = 2000,
+                        seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap interval of the median; infinite values (failures) are kept."""
+    values = np.asarray(values, dtype=float)
+    if values.size == 0:
+        return float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    samples = values[rng.integers(0, values.size, size=(resamples, values.size))]
+    medians = np.median(samples, axis=1)
+    alpha = (1 - level) / 2
+    low, high = np.quantile(medians, [alpha, 1 - alpha], method="inverted_cdf")
+    return float(low), float(high)
+
+
+def time_to_target(runs: pd.DataFrame, column: str = "seconds") -> pd.Series:
+    """Seconds to the target for converged runs, infinity for every other status."""
+    return runs[column].where(runs["status"] == "converged", np.inf).astype(float)
+
+
+def summarize(runs) -> pd.DataFrame:
+    """One row per configuration, from a runs table or a results folder."""
+    if isinstance(runs, (str, Path)):
+        runs = pd.read_parquet(Path(runs) / "runs.parquet")
+    runs = runs.copy()
+    for column in ("seconds", "setup_seconds", "iterations", "seconds_per_iteration"):
+        if column not in runs:
+            runs[column] = np.nan
+    runs["time_to_target"] = time_to_target(runs)
+    runs["total_to_target"] = time_to_target(
+        runs.assign(total=runs["seconds"] + runs["setup_seconds"]), "total")
+    keys = [c for c in CONFIG_COLUMNS if c in runs]
+    rows = []
+    for key, group in runs.groupby(keys, dropna=False, sort=True):
+        low, high = bootstrap_median_ci(group["time_to_target"])
+        converged = group["status"] == "converged"
+        rows.append({
+            **dict(zip(keys, key if isinstance(key, tuple) else (key,), strict=True)),
+            "runs": len(group),
+            "success_rate": float(converged.mean()),
+            "median_seconds": float(np.median(group["time_to_target"])),
+            "ci_low": low, "ci_high": high,
+            "median_total_seconds": float(np.median(group["total_to_target"])),
+            "median_setup_seconds": float(group["setup_seconds"].median()),
+            "median_iterations": float(group["iterations"].median()),
+            "median_seconds_per_iteration": float(group["seconds_per_iteration"].median()),
+            "statuses": ", ".join(f"{s}={n}" for s, n in group["status"].value_counts().items()),
+        })
+    return pd.DataFrame(rows).sort_values(["dataset", "dataset_params", "median_seconds"],
+                                          ignore_index=True)
+
+
+def format_summary(table: pd.DataFrame) -> str:
+    """A compact text table for the terminal."""
+    if table.empty:
+        return "(no runs)"
+
+    def seconds(x):
+        return "inf" if np.isinf(x) else ("-" if np.isnan(x) else f"{x:.3g}")
+
+    view = pd.DataFrame({
+        "dataset": table["dataset"] + " " + table["dataset_params"].str.slice(0, 40),
+        "method": table["optimizer"] + " " + table["hyperparameters"].fillna(""),
+        "backend": table["backend"] + "/" + table["device"].fillna("cpu")
+        + table["feed"].map(lambda f: f"/{f}" if isinstance(f, str) else "")
+        + table["xla"].map(lambda x: "+xla" if x is True else ""),
+        "dtype": table["dtype"],
+        "ok": table["success_rate"].map(lambda r: f"{r:.0%}"),
+        "median s [95% CI]": [f"{seconds(m)} [{seconds(lo)}, {seconds(hi)}]" for m, lo, hi in
+                              zip(table["median_seconds"], table["ci_low"], table["ci_high"],
+                                  strict=True)],
+        "iters": table["median_iterations"].map(lambda x: "-" if np.isnan(x) else f"{x:.0f}"),
+        "ms/iter": (table["median_seconds_per_iteration"] * 1e3).map(
+            lambda x: "-" if np.isnan(x) else f"{x:.3g}"),
+        "statuses": table["statuses"],
+    })
+    return view.to_string(index=False)
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("results", help="a results folder, e.g. results/regression")
+    parser.add_argument("--csv", help="also write the summary table as CSV")
+
+
+def main(args) -> int:
+    from datasets.errors import InputError
+
+    path = Path(args.results) / "runs.parquet"
+    if not path.is_file():
+        raise InputError(f"no results table at '{path}'; run `python -m study run CONFIG` first")
+    table = summarize(pd.read_parquet(path))
+    print(format_summary(table))
+    if args.csv:
+        table.to_csv(args.csv, index=False)
+    return 0
