@@ -94,6 +94,14 @@ def run(problem, optimizer, rules, *, backend, init: str = "zeros", seed: int = 
         outcome.nfev, outcome.ngev, outcome.nhvp = counts(optimizer, outcome.iterations).values()
     w = np.asarray(outcome.w, dtype=np.float64)
     final_loss = problem.loss(w)
+    suboptimality = problem.suboptimality(final_loss)
+    tol = rules.spec.get("tol")
+    target_reached = None if tol is None else bool(suboptimality <= tol)
+    if outcome.status == "converged" and outcome.message.startswith("Suboptimality") \
+            and not target_reached:  # the run's own dtype could not resolve the target
+        outcome.status = "stalled"
+        outcome.message += (f", but the float64 suboptimality of the final iterate is "
+                            f"{suboptimality:.3g}, above tol {tol:g}")
     trace = pd.DataFrame(outcome.trace, columns=list(TRACE_COLUMNS))
     return RunResult(
         optimizer=optimizer.name, hyperparameters=optimizer.hyperparameters(),
@@ -102,7 +110,7 @@ def run(problem, optimizer, rules, *, backend, init: str = "zeros", seed: int = 
         init=init, seed=seed, stopping=dict(rules.spec), iterations=outcome.iterations,
         nfev=outcome.nfev, ngev=outcome.ngev, nhvp=outcome.nhvp,
         setup_seconds=outcome.setup_seconds, seconds=outcome.seconds, final_loss=final_loss,
-        suboptimality=problem.suboptimality(final_loss),
+        suboptimality=suboptimality, target_reached=target_reached,
         grad_norm=float(np.linalg.norm(problem.grad(w))), status=outcome.status,
         message=outcome.message, f_star=problem.f_star, trace=trace, w=w, extra=outcome.extra,
     )

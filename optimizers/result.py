@@ -80,6 +80,7 @@ class RunResult:
     seconds: float
     final_loss: float
     suboptimality: float
+    target_reached: bool | None  # float64 suboptimality <= tol (None without a tol rule)
     grad_norm: float
     status: str
     message: str

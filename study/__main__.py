@@ -15,6 +15,8 @@ COMMANDS = {
     "regress": ("study.regression", "run one regression configuration"),
     "run": ("study.runner", "run a study config's grid, one fresh process per run, resumable"),
     "summarize": ("study.summary", "median time to target per configuration, with 95% CIs"),
+    "figures": ("study.plots", "draw a study's comparison figures from its results tables"),
+    "report": ("study.report", "write reports/report.md and report.html from results and figures"),
     "feedmode": ("study.feedmode", "the CNN feed-mode experiment (constant vs placeholder ...)"),
 }
 

@@ -31,7 +31,15 @@ def bootstrap_median_ci(values, *, level: float = 0.95, resamples: int = 2000,
 
 def time_to_target(runs: pd.DataFrame, column: str = "seconds") -> pd.Series:
     """Seconds to the target for converged runs, infinity for every other status."""
-    return runs[column].where(runs["status"] == "converged", np.inf).astype(float)
+    return runs[column].where(converged(runs), np.inf).astype(float)
+
+
+def converged(runs: pd.DataFrame) -> pd.Series:
+    """Status converged, and the float64 check of the target agrees where one was made."""
+    ok = runs["status"] == "converged"
+    if "target_reached" in runs:
+        ok &= runs["target_reached"].astype(object).fillna(True).astype(bool)
+    return ok
 
 
 def summarize(runs) -> pd.DataFrame:
@@ -49,11 +57,11 @@ def summarize(runs) -> pd.DataFrame:
     rows = []
     for key, group in runs.groupby(keys, dropna=False, sort=True):
         low, high = bootstrap_median_ci(group["time_to_target"])
-        converged = group["status"] == "converged"
+        ok = converged(group)
         rows.append({
             **dict(zip(keys, key if isinstance(key, tuple) else (key,), strict=True)),
             "runs": len(group),
-            "success_rate": float(converged.mean()),
+            "success_rate": float(ok.mean()),
             "median_seconds": float(np.median(group["time_to_target"])),
             "ci_low": low, "ci_high": high,
             "median_total_seconds": float(np.median(group["total_to_target"])),

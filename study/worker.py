@@ -9,9 +9,12 @@ from __future__ import annotations
 import os
 import resource
 import sys
+import time
 import traceback
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
 
 from datasets import make_problem  # noqa: E402
 from optimizers import build_rules, make_backend, make_optimizer, run  # noqa: E402
@@ -39,7 +42,19 @@ def execute(spec: RunSpec) -> tuple[dict, object]:
                 "hyperparameters"):
         record.pop(key, None)  # the spec's axes are the canonical values
     record["device_name"] = record.pop("device")
+    record["read_pass_seconds"] = read_pass_seconds(problem.X.astype(spec.dtype))
     return record, result.trace
+
+
+def read_pass_seconds(X, repeats: int = 5) -> float:
+    """One read pass over X (X.sum()), timed in the run's own process after the run: the unit
+    that makes seconds per iteration comparable across machines ("passes per iteration")."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        X.sum()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
 
 
 def main(argv=None) -> int:

@@ -176,3 +176,17 @@ def test_unknown_backend_and_dtype():
         make_backend("jax")
     with pytest.raises(InputError, match="unknown dtype 'float16'"):
         make_backend("numpy", "float16")
+
+
+def test_float32_convergence_claim_is_checked_in_float64():
+    """In float32 the loss cannot resolve 1e-8 on an ill-conditioned problem: the rule fires on
+    rounding, and the float64 check of the final iterate turns the claim into `stalled`."""
+    problem = make_problem("synthetic", n=5000, d=20, kappa=1e4, noise=1e-3)
+    result = run(problem, make_optimizer("lbfgs"), build_rules(tol=1e-8, max_iter=500),
+                 backend=make_backend("numpy", "float32"))
+    assert result.suboptimality > 1e-8 and result.target_reached is False
+    assert result.status == "stalled"
+    assert "float64 suboptimality of the final iterate" in result.message
+    exact = run(problem, make_optimizer("lbfgs"), build_rules(tol=1e-8, max_iter=500),
+                backend=make_backend("numpy", "float64"))
+    assert exact.status == "converged" and exact.target_reached is True
