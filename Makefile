@@ -1,16 +1,30 @@
-# convergence-study: `make reproduce` runs the studies, `make test` runs the tests.
-# Both create the virtual environment first; it is refreshed only when pyproject.toml changes.
+# convergence-study: `make reproduce` runs the studies, draws the figures and writes the report;
+# `make test` runs the tests. Both create the virtual environment first (refreshed only when
+# pyproject.toml changes). Every stage is a real file target: running `make reproduce` twice
+# does nothing the second time, and touching one config reruns only that study (the runner
+# resumes: finished runs are kept; `make clean-results` forces a fresh run).
 SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DELETE_ON_ERROR:
+.SUFFIXES:
 MAKEFLAGS += --warn-undefined-variables --no-builtin-rules
 
 PYTHON_SYSTEM ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+RUN := $(PY) -m study
 
-.PHONY: all venv test lint reproduce clean
+# What produces results (plotting and report code are not part of it).
+ENGINE := $(wildcard datasets/*.py optimizers/*.py optimizers/backends/*.py) \
+	study/config.py study/runner.py study/worker.py study/records.py study/environment.py \
+	study/output.py
+
+REGRESSION_FIGURES := $(addprefix figures/regression/,convergence_time.png \
+	convergence_iterations.png time_to_target.png cost_tradeoff.png performance_profile.png \
+	regression_feed_modes.png)
+
+.PHONY: all venv test lint reproduce full figures report clean clean-results clean-figures
 all: test
 
 venv: $(STAMP)
@@ -27,9 +41,38 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
-reproduce: $(STAMP)
-	$(PY) -m study regress --dataset eve --rows 1000000 --optimizer lbfgs --backend numpy --tol 1e-8 \
-		--out results/regression/eve-lbfgs.parquet
+# ---- results -------------------------------------------------------------------------------
+results/regression/runs.parquet: configs/regression.toml $(ENGINE) | $(STAMP)
+	$(RUN) run $< --out $(@D)
 
-clean:
-	rm -rf $(VENV) results figures reports .pytest_cache .ruff_cache *.egg-info
+results/regression-full/runs.parquet: configs/regression-full.toml $(ENGINE) | $(STAMP)
+	$(RUN) run $< --out $(@D)
+
+# ---- figures (from results only) -------------------------------------------------------------
+$(REGRESSION_FIGURES) &: results/regression/runs.parquet study/plots.py | $(STAMP)
+	$(RUN) figures regression --results $(<D) --out $(@D)
+
+# ---- report ----------------------------------------------------------------------------------
+reports/report.md reports/report.html &: $(REGRESSION_FIGURES) study/report.py | $(STAMP)
+	$(RUN) report --results results --figures figures --out reports
+
+reproduce: reports/report.md
+	@echo "The report is at reports/report.md (self-contained: reports/report.html)."
+
+full: results/regression-full/runs.parquet
+	$(RUN) figures regression --results results/regression-full --out figures/regression-full
+
+# Rebuild figures or the report from existing results without running anything.
+figures: | $(STAMP)
+	$(RUN) figures regression --results results/regression --out figures/regression
+
+report: figures
+	$(RUN) report --results results --figures figures --out reports
+	@echo "The report is at reports/report.md (self-contained: reports/report.html)."
+
+clean-results:
+	rm -rf results
+clean-figures:
+	rm -rf figures reports
+clean: clean-results clean-figures
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

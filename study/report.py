@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -198,9 +199,8 @@ def render_markdown(blocks: list[Block], figures_relative_to: Path) -> str:
         elif block.kind == "table":
             parts.append(_md_table(block.content))
         elif block.kind == "figure":
-            rel = Path(block.content).resolve().relative_to(figures_relative_to.resolve(),
-                                                             walk_up=True)
-            parts.append(f"![{block.caption}]({rel.as_posix()})\n\n*{block.caption}*")
+            rel = os.path.relpath(Path(block.content).resolve(), figures_relative_to.resolve())
+            parts.append(f"![{block.caption}]({Path(rel).as_posix()})\n\n*{block.caption}*")
     return "\n\n".join(parts) + "\n"
 
 

@@ -1,0 +1,153 @@
+"""Figures and report from a small synthetic results table: what is drawn is what the data says."""
+
+import json
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import pytest
+
+from study import plots, report
+
+
+def make_tables():
+    """Two data sets, three configurations, three seeds; Adadelta never converges."""
+    runs, traces = [], []
+    configs = [("gd", {"step": "1/L"}, "numpy", None, None, 0.01, 100),
+               ("lbfgs", {}, "tensorflow", "fused", True, 0.03, 8),
+               ("adadelta", {"learning_rate": 1.0}, "tensorflow", "tf1", None, 0.02, 500)]
+    for data in ({"rows": 100}, {"rows": 100, "standardize": True}):
+        for optimizer, hp, backend, feed, xla, per_iteration, iterations in configs:
+            for seed in range(3):
+                run_id = f"{optimizer}-{len(runs)}"
+                ok = optimizer != "adadelta"
+                seconds = per_iteration * iterations * (1 + 0.1 * seed)
+                runs.append({
+                    "run_id": run_id, "dataset": "eve", "dataset_params": json.dumps(data),
+                    "optimizer": optimizer, "hyperparameters": json.dumps(hp),
+                    "backend": backend, "device": "cpu", "feed": feed, "xla": xla,
+                    "dtype": "float64", "init": "zeros", "seed": seed, "repeat": 0,
+                    "status": "converged" if ok else "max_iter", "target_reached": ok,
+                    "iterations": iterations, "seconds": seconds, "setup_seconds": 0.5,
+                    "seconds_per_iteration": seconds / iterations,
+                    "read_pass_seconds": 0.004, "stop_tol": 1e-8, "env_host": "h",
+                })
+                its = np.arange(iterations + 1)
+                sub = 10.0 ** (-9 * its / iterations) if ok else 10.0 ** (-its / iterations)
+                traces.append(pd.DataFrame({"run_id": run_id, "iteration": its,
+                                            "seconds": its * seconds / iterations,
+                                            "loss": 1 + sub, "suboptimality": sub,
+                                            "grad_norm": sub}))
+    runs.append({**runs[0], "run_id": "skip", "device": "gpu", "status": "skipped",
+                 "iterations": np.nan, "seconds": np.nan})
+    return pd.DataFrame(runs), pd.concat(traces, ignore_index=True)
+
+
+@pytest.fixture(scope="module")
+def tables():
+    return make_tables()
+
+
+def test_convergence_figure_draws_one_line_per_configuration(tables):
+    runs, traces = tables
+    for x, scale in (("seconds", "log"), ("iterations", "linear")):
+        fig = plots.figure_convergence(runs, traces, x=x)
+        axes = [ax for ax in fig.axes if ax.get_title()]
+        assert len(axes) == 2  # one facet per data set
+        for ax in axes:
+            assert len(ax.get_lines()) == 3
+            assert ax.get_yscale() == "log" and ax.get_xscale() == scale
+            assert "suboptimality" in ax.get_ylabel() and x in ax.get_xlabel()
+            labels = {line.get_label() for line in ax.get_lines()}
+            assert "adadelta(learning_rate=1.0) tf1/cpu float64" in labels
+            failed = [c for c in ax.collections if c.get_offsets().shape[0] == 3
+                      and c.get_paths()]
+            assert failed, "the three Adadelta runs that did not converge are marked"
+        if x == "seconds":  # setup is an offset: no line starts before 0.5 s
+            assert min(line.get_xdata()[~np.isnan(line.get_ydata())].min()
+                       for line in axes[0].get_lines()) >= 0.5
+        plt.close(fig)
+
+
+def test_time_to_target_shows_failures_and_setup(tables):
+    runs, _ = tables
+    fig = plots.figure_time_to_target(runs)
+    axes = [ax for ax in fig.axes if ax.get_title()]
+    assert len(axes) == 2
+    ax = axes[0]
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert any(label.startswith("adadelta") and "(0/3)" in label for label in labels)
+    assert ax.get_xscale() == "log" and "seconds" in ax.get_xlabel()
+    texts = [t.get_text().strip() for t in ax.texts]
+    assert "max_iter×3" in texts
+    hatched = [p for p in ax.patches if p.get_hatch()]
+    assert len(hatched) == 2  # the failing configuration and the skipped GPU one
+    assert "skipped×1" in texts and any("numpy/gpu" in label for label in labels)
+    plt.close(fig)
+
+
+def test_cost_tradeoff_is_log_log_with_equal_time_lines(tables):
+    runs, _ = tables
+    fig = plots.figure_cost_tradeoff(runs)
+    ax = fig.axes[0]
+    assert ax.get_xscale() == ax.get_yscale() == "log"
+    assert any(t.get_text().endswith(" s") for t in ax.texts)  # iso-time lines are labelled
+    offsets = np.vstack([c.get_offsets() for c in ax.collections if len(c.get_offsets())])
+    assert len(offsets) == 6  # 3 configurations x 2 data sets
+    plt.close(fig)
+
+
+def test_performance_profile_counts_failures_as_infinite(tables):
+    runs, _ = tables
+    taus = np.array([1.0, 2.0, 10.0, 1e6])
+    profile = plots.performance_profile(runs[runs["status"] != "skipped"], taus)
+    share = profile.set_index(["config", "tau"])["share"]
+    assert share[("adadelta(learning_rate=1.0) tf1/cpu float64", 1e6)] == 0.0
+    assert share[("gd(step=1/L) numpy/cpu float64", 1.0)] == 0.0  # 1 s vs L-BFGS 0.24 s
+    assert share[("lbfgs fused+xla/cpu float64", 1.0)] == 1.0
+    assert ((profile["low"] <= profile["share"]) & (profile["share"] <= profile["high"])).all()
+    fig = plots.figure_performance_profile(runs)
+    assert fig.axes[0].get_xscale() == "log" and len(fig.axes[0].get_lines()) == 3
+    plt.close(fig)
+
+
+def test_feed_mode_figure_has_a_read_pass_line(tables):
+    runs, _ = tables
+    fig = plots.figure_feed_modes(runs)
+    ax = fig.axes[0]
+    ticks = [t.get_text() for t in ax.get_xticklabels()]
+    assert ticks == ["numpy", "tf1"]  # GD and Adadelta only, in the fixed order
+    assert any(plots.READ_PASS_LABEL in line.get_label() for line in ax.get_lines())
+    assert ax.get_yscale() == "log"
+    plt.close(fig)
+
+
+def test_report_sentences_match_the_table(tables):
+    runs, _ = tables
+    findings = report.regression_findings(runs)
+    fastest = [f for f in findings if f.startswith("Fastest")]
+    assert len(fastest) == 2
+    # L-BFGS: 8 iterations at 0.03 s -> 0.24, 0.264, 0.288 s; median 0.264 s
+    assert fastest[0].startswith("Fastest to 1e-08 on eve(rows=100): lbfgs fused+xla/cpu "
+                                 "float64, 264 ms")
+    assert "in 8 iterations" in fastest[0]
+    assert any("No Adadelta configuration on eve(rows=100) reached 1e-08" in f and
+               "max_iter=3" in f for f in findings)
+    assert any("Best GD on eve(rows=100): gd(step=1/L) numpy/cpu float64 needed 100 "
+               "iterations (1.1 s)" in f for f in findings)
+
+
+def test_report_renders_markdown_and_self_contained_html(tmp_path, tables):
+    runs, traces = tables
+    results = tmp_path / "results" / "regression"
+    results.mkdir(parents=True)
+    runs.to_parquet(results / "runs.parquet")
+    traces.to_parquet(results / "traces.parquet")
+    plots.draw_regression(results, tmp_path / "figures" / "regression")
+    blocks = report.build_blocks(tmp_path / "results", tmp_path / "figures")
+    md, page = report.write_report(blocks, tmp_path / "reports", "t")
+    text = md.read_text()
+    assert "](../figures/regression/convergence_time.png)" in text
+    assert "| data set | configuration |" in text
+    assert "data:image/png;base64," in page.read_text()
+    assert "src=\"../" not in page.read_text()
