@@ -117,6 +117,17 @@ class Problem:
         eig = np.linalg.eigvalsh(gram_matrix(self.X))
         return Spectrum(L=float(eig[-1]), mu=float(max(eig[0], 0.0)))
 
+    def check_dtype_range(self, dtype) -> None:
+        """Reject data whose squares overflow `dtype` (the loss sums squared residuals)."""
+        limit = np.sqrt(np.finfo(dtype).max / max(self.n, 1)) / 4
+        for values, names in ((self.X, self.feature_names), (self.y, self.label_names)):
+            peak = np.abs(values).max(axis=0)
+            if (peak > limit).any():
+                j = int(np.argmax(peak > limit))
+                raise InputError(f"column '{names[j]}' has values up to {peak[j]:.3g}: their "
+                                 f"squares overflow {np.dtype(dtype).name} (keep |values| below "
+                                 f"{limit:.3g}, or rescale, or use float64)")
+
     def suboptimality(self, f: float) -> float:
         """Relative suboptimality (f - f*) / f*; absolute f - f* when f* is zero (noise-free)."""
         f_star = self.f_star

@@ -59,8 +59,9 @@ def select_columns(frame: pd.DataFrame, columns, role: str, source: str) -> pd.D
     for column in columns:
         dtype = chosen[column].dtype
         if pd.api.types.is_bool_dtype(dtype) or not pd.api.types.is_numeric_dtype(dtype):
+            example = f", e.g. {chosen[column].iloc[0]!r}" if len(chosen) else ""
             raise InputError(f"tabular: {role} column '{column}' is not numeric "
-                             f"(dtype {dtype}, e.g. {chosen[column].iloc[0]!r})")
+                             f"(dtype {dtype}{example})")
     return chosen
 
 

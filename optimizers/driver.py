@@ -85,6 +85,8 @@ def counts(optimizer, iterations: int) -> dict:
 def run(problem, optimizer, rules, *, backend, init: str = "zeros", seed: int = 0) -> RunResult:
     """One run: the backend minimises from the chosen start; the result is judged in float64."""
     w0 = initial_point(problem, init, seed)
+    dtype = np.dtype(getattr(backend.dtype, "as_numpy_dtype", backend.dtype))
+    problem.check_dtype_range(dtype)
     problem.solution  # noqa: B018 -- the float64 reference is computed before any clock starts
     if hasattr(optimizer, "minimize"):  # a self-driven reference method (SciPy, closed form)
         outcome: Outcome = optimizer.minimize(problem, rules, backend, w0)
@@ -105,7 +107,7 @@ def run(problem, optimizer, rules, *, backend, init: str = "zeros", seed: int = 
     trace = pd.DataFrame(outcome.trace, columns=list(TRACE_COLUMNS))
     return RunResult(
         optimizer=optimizer.name, hyperparameters=optimizer.hyperparameters(),
-        backend=backend.name, device=outcome.device, dtype=str(backend.dtype),
+        backend=backend.name, device=outcome.device, dtype=dtype.name,
         dataset=problem.name, dataset_params=dict(problem.params), n=problem.n, d=problem.d,
         init=init, seed=seed, stopping=dict(rules.spec), iterations=outcome.iterations,
         nfev=outcome.nfev, ngev=outcome.ngev, nhvp=outcome.nhvp,

@@ -10,6 +10,7 @@ import os
 import sys
 
 from datasets.errors import InputError
+from study.output import ResultsWriteError
 
 COMMANDS = {
     "regress": ("study.regression", "run one regression configuration"),
@@ -55,6 +56,13 @@ def main(argv=None) -> int:
     except InputError as exc:
         print(f"convergence-study {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except ResultsWriteError as exc:
+        print(f"convergence-study {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"convergence-study {args.command}: interrupted; finished runs are kept, "
+              "run the same command again to resume", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -260,7 +260,7 @@ def _blocks(raw: dict, key: str, where: str) -> list[dict]:
 def _expand_block(block: dict, where: str, key: str, names) -> list[tuple[str, dict]]:
     """One [[datasets]] / [[optimizers]] / [[backends]] table -> its (name, params) points."""
     name = block.get("name")
-    if name not in names:
+    if not isinstance(name, str) or name not in names:
         raise ConfigError(f"{where}: {key}: unknown name {name!r}; allowed: {', '.join(names)}")
     params = {k: v for k, v in block.items() if k != "name"}
     axes = []

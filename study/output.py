@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pandas as pd
 
 from datasets.errors import InputError
+
+
+class ResultsWriteError(RuntimeError):
+    """Results could not be written (disk full, read-only folder): what is done stays intact."""
 
 
 def check_output_path(path) -> Path:
@@ -19,8 +24,12 @@ def check_output_path(path) -> Path:
         if parent.exists() and not parent.is_dir():
             raise InputError(f"--out '{path}' is inside '{parent}', which is a file")
     existing = next((p for p in path.parents if p.exists()), Path("."))
-    if not os.access(existing, os.W_OK):
-        raise InputError(f"--out '{path}': folder '{existing}' is not writable")
+    try:  # a real probe: permission bits say nothing for root or read-only mounts
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as exc:
+        raise InputError(f"--out '{path}': cannot write in '{existing}' ({exc.strerror})") \
+            from None
     return path
 
 

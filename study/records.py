@@ -45,8 +45,10 @@ class ResultsFolder:
         for path in self.runs_dir.glob("*.parquet"):
             if path.name.endswith(".trace.parquet") or path.name.startswith("."):
                 continue
-            status = pd.read_parquet(path, columns=["status"])["status"].iloc[0]
-            out[path.stem] = status
+            try:
+                out[path.stem] = pd.read_parquet(path, columns=["status"])["status"].iloc[0]
+            except Exception:  # unreadable (damaged outside our atomic writes): run it again
+                continue
         return out
 
     def write_run(self, row: dict, trace: pd.DataFrame | None) -> None:

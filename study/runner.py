@@ -7,6 +7,7 @@ loses at most the run in flight, and rerunning the same command resumes where it
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -21,6 +22,7 @@ from tqdm import tqdm
 from datasets.errors import InputError
 from study.config import RunSpec, Study, axis_key, lookup_axis
 from study.environment import collect
+from study.output import ResultsWriteError
 from study.records import ResultsFolder
 from study.worker import base_row
 
@@ -142,13 +144,23 @@ def skip(spec: RunSpec, folder: ResultsFolder, reason: str) -> str:
     return "skipped"
 
 
+def _run_one(spec: RunSpec, study: Study, folder: ResultsFolder, python: str) -> str:
+    if spec.backend_options.get("device") == "gpu" and not gpu_visible(python):
+        return skip(spec, folder, "no GPU visible to TensorFlow")
+    return run_in_subprocess(spec, folder, timeout=study.run_timeout,
+                             memory_budget_gb=study.memory_budget_gb, python=python)
+
+
 def run_study(study: Study, out_dir, *, only=None, retry_failed: bool = False,
               quiet: bool = False, python: str = sys.executable) -> Counter:
     """Run every pending spec of the study; returns the count of statuses of this invocation."""
     folder = ResultsFolder(out_dir)
-    folder.prepare()
     specs = select(study.specs, parse_only(only))
-    done = folder.finished()
+    try:
+        folder.prepare()
+        done = folder.finished()
+    except OSError as exc:
+        raise ResultsWriteError(f"cannot use results folder '{folder.root}': {exc}") from None
     pending = [s for s in specs if s.run_id not in done
                or (retry_failed and done[s.run_id] == "error")]
     statuses: Counter = Counter()
@@ -159,19 +171,23 @@ def run_study(study: Study, out_dir, *, only=None, retry_failed: bool = False,
     try:
         for index, spec in enumerate(bar, 1):
             bar.set_postfix_str(spec.label(), refresh=True)
-            if spec.backend_options.get("device") == "gpu" and not gpu_visible(python):
-                status = skip(spec, folder, "no GPU visible to TensorFlow")
-            else:
-                status = run_in_subprocess(spec, folder, timeout=study.run_timeout,
-                                           memory_budget_gb=study.memory_budget_gb,
-                                           python=python)
+            status = _run_one(spec, study, folder, python)
             statuses[status] += 1
             if quiet:
                 print(f"[{index}/{len(pending)}] {spec.run_id} {spec.label()}: {status}",
                       flush=True)
+        folder.assemble()
+    except OSError as exc:
+        raise ResultsWriteError(
+            f"cannot write results in '{folder.root}': {exc}; the {sum(statuses.values())} "
+            f"runs finished in this invocation (and all earlier ones) are intact in "
+            f"'{folder.runs_dir}'") from None
+    except BaseException:  # Ctrl-C or a crash: the tables still show every finished run
+        with contextlib.suppress(OSError):
+            folder.assemble()
+        raise
     finally:
         bar.close()
-        folder.assemble()
     return statuses
 
 

@@ -1,0 +1,344 @@
+"""Bad input and faults: one-line errors with exit status 2, nothing written or changed, and
+sweeps that survive kills, interrupts, crashes and failing writes without losing finished work."""
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from datasets import InputError
+from datasets.problem import Problem
+from study.__main__ import main
+from study.config import ConfigError, load_study, parse_study
+from study.runner import run_study
+
+FRAME = pd.DataFrame({"a": [1.0, 2.0, 4.0, 3.0, 5.0, 7.0], "b": [2.0, 1.0, 0.0, 3.0, 1.0, 2.0],
+                      "y": [1.0, 2.0, 3.0, 1.0, 0.0, 2.0]})
+
+
+def csv(tmp, frame=FRAME, name="data.csv"):
+    path = tmp / name
+    frame.to_csv(path, index=False)
+    return path
+
+
+def tab(path, features=("a", "b"), labels=("y",)):
+    return ["regress", "--dataset", "tabular", "--path", str(path), "--features", *features,
+            "--labels", *labels]
+
+
+def config(tmp, text, name="c.toml"):
+    path = tmp / name
+    path.write_text(text)
+    return ["run", str(path), "--out", str(tmp / "res")]
+
+
+GOOD_CONFIG = """
+[[datasets]]
+name = "synthetic"
+n = 200
+[[optimizers]]
+name = "lbfgs"
+[[backends]]
+name = "numpy"
+"""
+
+
+def with_column(**values):
+    return lambda tmp: tab(csv(tmp, FRAME.assign(**values)), features=("a", "b", *values))
+
+
+CASES = {
+    # data
+    "nan": (lambda t: tab(csv(t, FRAME.assign(a=[1, np.nan, 2, 3, 4, 5]))),
+            "column 'a' has 1 non-finite"),
+    "inf": (lambda t: tab(csv(t, FRAME.assign(b=[1, 2, np.inf, 3, 4, 5]))),
+            "column 'b' has 1 non-finite"),
+    "-inf": (lambda t: tab(csv(t, FRAME.assign(y=[1, 2, -np.inf, 3, 4, 5]))),
+             "column 'y' has 1 non-finite"),
+    "string": (with_column(c=["x", "1", "2", "3", "4", "5"]), "column 'c' is not numeric"),
+    "boolean": (with_column(c=[True, False, True, True, False, True]),
+                "column 'c' is not numeric"),
+    "missing column": (lambda t: tab(csv(t), features=("a", "zz")),
+                       "feature column 'zz' is not in"),
+    "duplicate names": (lambda t: tab(_write(t, "d.csv", "a,b,a,y\n1,2,3,4\n2,1,5,6\n")),
+                        "duplicate column names"),
+    "zero rows": (lambda t: tab(_write(t, "z.csv", "a,b,y\n")), "has zero rows"),
+    "one row": (lambda t: tab(_write(t, "o.csv", "a,b,y\n1,2,3\n")), "1 rows but 3 coefficients"),
+    "fewer rows than features": (lambda t: tab(csv(t, FRAME.head(2))),
+                                 "2 rows but 3 coefficients"),
+    "constant column": (with_column(c=[3.0] * 6), "column 'c' is constant"),
+    "duplicated column": (with_column(c=FRAME["a"].tolist()), "'a' and 'c' are identical"),
+    "collinear columns": (with_column(c=(2 * FRAME["a"] - FRAME["b"]).tolist()), "collinear"),
+    "float32 limit": (lambda t: [*tab(csv(t, FRAME.assign(a=[1, 2, 3e37, 3, 4, 5]))),
+                                 "--dtype", "float32"], "squares overflow float32"),
+    "empty csv": (lambda t: tab(_write(t, "e.csv", "")), "is empty"),
+    "truncated parquet": (lambda t: tab(_truncated_parquet(t)), "cannot read"),
+    "no such path": (lambda t: tab(t / "nope.csv"), "does not exist"),
+    "directory": (lambda t: tab(t), "is a directory"),
+    "unknown suffix": (lambda t: tab(_write(t, "d.xlsx", "x")), "has suffix '.xlsx'"),
+    # config
+    "invalid toml": (lambda t: config(t, "name = [1,"), "invalid TOML"),
+    "unknown key": (lambda t: config(t, "speed = 3\n" + GOOD_CONFIG), "unknown top-level key"),
+    "unknown axis": (lambda t: config(t, GOOD_CONFIG + "[[exclude]]\ncolour = 1\n"),
+                     "unknown axis 'colour'"),
+    "unknown optimizer": (lambda t: config(t, GOOD_CONFIG.replace("lbfgs", "newton")),
+                          "unknown name 'newton'; allowed"),
+    "unknown backend": (lambda t: config(t, GOOD_CONFIG.replace('"numpy"', '"jax"')),
+                        "unknown name 'jax'"),
+    "unknown dataset": (lambda t: config(t, GOOD_CONFIG.replace("synthetic", "mnist")),
+                        "unknown name 'mnist'"),
+    "unknown mode": (lambda t: config(t, GOOD_CONFIG.replace(
+        'name = "numpy"', 'name = "tensorflow"\nfeed = "teleport"')), "feed = 'teleport'"),
+    "wrong type": (lambda t: config(t, GOOD_CONFIG.replace("n = 200", "n = \"many\"")),
+                   "n must be a positive integer"),
+    "zero tolerance": (lambda t: config(t, "[stopping]\ntol = 0\n" + GOOD_CONFIG),
+                       "tol must be a finite number > 0"),
+    "negative learning rate": (lambda t: config(t, GOOD_CONFIG.replace(
+        'name = "lbfgs"', 'name = "gd"\nstep = "fixed"\nlearning_rate = -1')),
+        "learning_rate must be"),
+    "negative budget": (lambda t: config(t, "[stopping]\ntime_budget = -1\n" + GOOD_CONFIG),
+                        "time_budget must be"),
+    "zero repeats": (lambda t: config(t, "repeats = 0\n" + GOOD_CONFIG), "repeats: must be"),
+    "empty grid": (lambda t: config(t, GOOD_CONFIG + "[[exclude]]\noptimizer = \"lbfgs\"\n"),
+                   "the grid is empty"),
+    # CLI
+    "--only unknown key": (lambda t: [*config(t, GOOD_CONFIG), "--only", "colour=red"],
+                           "--only: unknown key 'colour'"),
+    "--out inside a file": (lambda t: ["regress", "--rows", "200", "--out",
+                                       str(_write(t, "f", "x") / "r.parquet")],
+                            "which is a file"),
+    "--out unwritable": (lambda t: ["regress", "--rows", "200", "--out", "/proc/x/r.parquet"],
+                         "cannot write in '/proc'"),
+    "unknown init": (lambda t: ["regress", "--rows", "200", "--init", "ones"],
+                     "unknown init 'ones'"),
+}
+
+
+def _write(tmp, name, text):
+    path = tmp / name
+    path.write_text(text)
+    return path
+
+
+def _truncated_parquet(tmp):
+    path = tmp / "t.parquet"
+    FRAME.to_parquet(path)
+    path.write_bytes(path.read_bytes()[:60])
+    return path
+
+
+def snapshot(folder):
+    return {p: p.stat().st_mtime_ns for p in folder.rglob("*")}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_bad_input_contract(tmp_path, capsys, name):
+    make_args, message = CASES[name]
+    args = make_args(tmp_path)
+    if "regress" in args and "--out" not in args:
+        args = [*args, "--out", str(tmp_path / "out" / "r.parquet")]
+    before = snapshot(tmp_path)
+    code = main(args)
+    captured = capsys.readouterr()
+    assert code == 2
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], captured.err
+    assert "Traceback" not in captured.err + captured.out
+    assert snapshot(tmp_path) == before  # nothing created, nothing modified
+
+
+def test_at_least_25_distinct_bad_inputs():
+    assert len(CASES) >= 25
+
+
+def test_usage_errors_in_a_real_process(tmp_path):
+    for args in (["frobnicate"], ["regress", "--bogus"], ["run"]):
+        proc = subprocess.run([sys.executable, "-m", "study", *args], capture_output=True,
+                              text=True, cwd=tmp_path)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
+    assert not list(tmp_path.iterdir())
+
+
+# ---- generated malformed inputs ------------------------------------------------------------
+
+cell = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10, 10),
+                 st.text(max_size=3), st.booleans(), st.none())
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(rows=st.lists(st.tuples(cell, cell, cell), min_size=0, max_size=6))
+def test_random_frames_either_load_or_fail_cleanly(rows):
+    frame = pd.DataFrame(rows, columns=["a", "b", "y"])
+    from datasets.tabular import from_frame
+
+    try:
+        problem = from_frame(frame, ["a", "b"], ["y"])
+    except InputError as exc:
+        assert "\n" not in str(exc) and str(exc)
+        return
+    assert np.isfinite(problem.X).all() and problem.n >= problem.d
+
+
+toml_value = st.one_of(st.integers(-3, 3), st.floats(allow_nan=False, width=32),
+                       st.text(max_size=4), st.booleans(), st.lists(st.integers(-1, 2),
+                                                                    max_size=2))
+
+
+@settings(max_examples=80, deadline=None)
+@given(section=st.sampled_from(["top", "stopping", "datasets", "optimizers", "backends"]),
+       key=st.sampled_from(["name", "tol", "max_iter", "n", "kappa", "step", "history",
+                            "dtype", "seeds", "repeats", "run_timeout", "learning_rate", "zz"]),
+       value=toml_value)
+def test_random_config_edits_either_parse_or_fail_cleanly(section, key, value):
+    raw = {"datasets": [{"name": "synthetic", "n": 100}], "optimizers": [{"name": "gd"}],
+           "backends": [{"name": "numpy"}]}
+    if section == "top":
+        raw[key] = value
+    elif section == "stopping":
+        raw["stopping"] = {key: value}
+    else:
+        raw[section][0][key] = value
+    try:
+        study = parse_study(raw, "random.toml")
+    except ConfigError as exc:
+        assert str(exc).startswith("random.toml: ") and "\n" not in str(exc)
+        return
+    assert study.specs
+
+
+# ---- faults during a sweep -------------------------------------------------------------------
+
+SWEEP = """
+name = "faults"
+seeds = [0, 1, 2, 3]
+[stopping]
+max_iter = 400
+[[datasets]]
+name = "synthetic"
+n = 300
+[[optimizers]]
+name = "gd"
+step = ["1/L", "diag"]
+[[optimizers]]
+name = "adadelta"
+[[backends]]
+name = "numpy"
+"""
+
+
+def finished_ids(out):
+    return {p.stem for p in (out / "runs").glob("*.parquet") if ".trace" not in p.name}
+
+
+def test_kills_and_interrupts_at_random_points_lose_nothing(tmp_path):
+    path = tmp_path / "faults.toml"
+    path.write_text(SWEEP)
+    expected = {s.run_id for s in load_study(path).specs}
+    out = tmp_path / "res"
+    cmd = [sys.executable, "-m", "study", "run", str(path), "--out", str(out), "--quiet"]
+    schedule = random.Random(20261202)
+    interruptions = 0
+    while interruptions < 10:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                text=True)
+        time.sleep(schedule.uniform(0.2, 2.5))
+        sig = schedule.choice([signal.SIGKILL, signal.SIGINT])
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+        interruptions += 1
+        if sig == signal.SIGINT and proc.returncode == 130:
+            assert "interrupted" in err and "Traceback" not in err
+        done = finished_ids(out) if (out / "runs").exists() else set()
+        assert done <= expected
+        if (out / "runs.parquet").exists():  # whatever table exists reads back whole
+            assert set(pd.read_parquet(out / "runs.parquet")["run_id"]) <= expected
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    runs = pd.read_parquet(out / "runs.parquet")
+    assert sorted(runs["run_id"]) == sorted(expected)  # all there, none twice
+    traces = pd.read_parquet(out / "traces.parquet")
+    assert set(traces["run_id"]) == expected
+    assert not list((out / "runs").glob(".*tmp*"))
+
+
+def test_a_failing_write_is_a_clear_error_and_keeps_finished_runs(tmp_path, capsys,
+                                                                    monkeypatch):
+    import study.runner as runner
+
+    path = tmp_path / "faults.toml"
+    path.write_text(SWEEP)
+    out = tmp_path / "res"
+    original, calls = runner._run_one, []
+
+    def run_then_break_the_folder(*args, **kwargs):
+        status = original(*args, **kwargs)
+        calls.append(status)
+        if len(calls) == 2:  # halfway: results/ can no longer be written
+            (out / "runs").rename(tmp_path / "kept")
+            (out / "runs").write_text("not a folder")
+        return status
+
+    monkeypatch.setattr(runner, "_run_one", run_then_break_the_folder)
+    code = main(["run", str(path), "--out", str(out), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 1 and "cannot write results in" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+    kept = tmp_path / "kept"
+    rows = [pd.read_parquet(p) for p in kept.glob("*.parquet") if ".trace" not in p.name]
+    assert len(rows) == 2 and all(r["status"].iloc[0] != "error" for r in rows)
+    monkeypatch.setattr(runner, "_run_one", original)
+    (out / "runs").unlink()
+    kept.rename(out / "runs")  # the folder is fixed: the sweep resumes from the two kept runs
+    assert main(["run", str(path), "--out", str(out), "--quiet"]) == 0
+    assert len(pd.read_parquet(out / "runs.parquet")) == 12
+
+
+def test_memory_budget_stops_a_run_as_oom(tmp_path):
+    text = "memory_budget_gb = 0.03\n" + GOOD_CONFIG
+    study = load_study(_write(tmp_path, "m.toml", text))
+    run_study(study, tmp_path / "res", quiet=True)
+    row = pd.read_parquet(tmp_path / "res" / "runs.parquet").iloc[0]
+    assert row["status"] == "oom" and "over the memory budget of 0.03 GB" in row["message"]
+
+
+TIMING_COLUMNS = {"seconds", "setup_seconds", "total_seconds", "seconds_per_iteration",
+                  "read_pass_seconds", "peak_memory_mb"}
+
+
+def test_same_config_twice_gives_identical_rows(tmp_path):
+    path = _write(tmp_path, "d.toml", SWEEP.replace("seeds = [0, 1, 2, 3]", "seeds = [0, 1]"))
+    tables = []
+    for name in ("one", "two"):
+        run_study(load_study(path), tmp_path / name, quiet=True)
+        runs = pd.read_parquet(tmp_path / name / "runs.parquet").sort_values("run_id")
+        keep = [c for c in runs.columns if c not in TIMING_COLUMNS and not c.startswith("env_")
+                and c != "message"]
+        tables.append(runs[keep].reset_index(drop=True))
+    pd.testing.assert_frame_equal(tables[0], tables[1])
+    traces = [pd.read_parquet(tmp_path / n / "traces.parquet").sort_values(["run_id", "iteration"])
+              .drop(columns="seconds").reset_index(drop=True) for n in ("one", "two")]
+    pd.testing.assert_frame_equal(*traces)
+
+
+def test_problem_arrays_are_validated_directly():
+    with pytest.raises(InputError, match="features have 3 rows but labels have 2"):
+        Problem.from_arrays(np.ones((3, 1)), np.ones(2), name="t")
+
+
+def test_worker_crash_is_recorded(tmp_path, monkeypatch):
+    """A run whose process dies without a result (here: killed by a signal) is an error row."""
+    study = load_study(_write(tmp_path, "k.toml", GOOD_CONFIG))
+    wrapper = _write(tmp_path, "python", f"#!/bin/sh\nkill -9 $$\nexec {sys.executable} \"$@\"\n")
+    os.chmod(wrapper, 0o755)
+    run_study(study, tmp_path / "res", quiet=True, python=str(wrapper))
+    row = pd.read_parquet(tmp_path / "res" / "runs.parquet").iloc[0]
+    assert row["status"] == "error" and "ended with code -9" in row["message"]
