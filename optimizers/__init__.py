@@ -43,9 +43,11 @@ def make_backend(name: str, dtype: str = "float64", **options):
     if name == "numpy":
         from optimizers.backends.numpy import NumpyBackend
 
-        if options:
-            raise InputError(f"backend 'numpy' takes no option '{next(iter(options))}'")
-        return NumpyBackend(dtype)
+        unknown = set(options) - {"formulation"}
+        if unknown:
+            raise InputError(f"backend 'numpy' has no option '{unknown.pop()}'; allowed: "
+                             "formulation")
+        return NumpyBackend(dtype, **options)
     if name == "tensorflow":
         from optimizers.backends.tensorflow import TensorflowBackend
 

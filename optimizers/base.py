@@ -1,6 +1,6 @@
 """What every iterative optimizer provides, and the checks of its hyperparameters.
 
-An optimizer is written once against a backend `ops` and a `LeastSquaresObjective`:
+An optimizer is written once against a backend `ops` and an objective (optimizers/objective.py):
   setup(problem, objective, ops) -> params   constants it needs (step sizes), as backend arrays
   init(objective, ops, params, w0) -> state  a NamedTuple with at least w, f (loss), g (gradient)
   update(objective, ops, params, state) -> state   one iteration

@@ -94,6 +94,7 @@ def run(problem, optimizer, rules, *, backend, init: str = "zeros", seed: int = 
         outcome = backend.minimize(problem, optimizer, rules, w0)
     if outcome.nfev is None:
         outcome.nfev, outcome.ngev, outcome.nhvp = counts(optimizer, outcome.iterations).values()
+    outcome.extra.setdefault("formulation", getattr(backend, "formulation", "data"))
     w = np.asarray(outcome.w, dtype=np.float64)
     final_loss = problem.loss(w)
     suboptimality = problem.suboptimality(final_loss)

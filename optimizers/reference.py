@@ -14,7 +14,7 @@ import scipy.optimize
 
 from datasets.errors import InputError
 from optimizers.driver import _append, host_ops
-from optimizers.objective import LeastSquaresObjective
+from optimizers.objective import make_objective
 from optimizers.result import TRACE_COLUMNS, Outcome, Stopwatch, on_trace_schedule
 from optimizers.stopping import Context
 
@@ -43,8 +43,8 @@ class ScipyLBFGS:
     def minimize(self, problem, rules, backend, w0) -> Outcome:
         _require_numpy(self.name, backend)
         setup_clock = Stopwatch()
-        objective = LeastSquaresObjective(backend, backend.asarray(problem.X),
-                                          backend.asarray(problem.y))
+        objective = make_objective(backend, backend.asarray(problem.X),
+                                   backend.asarray(problem.y), backend.formulation)
         shape = w0.shape
         setup_seconds = setup_clock.elapsed()
 

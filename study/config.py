@@ -19,6 +19,7 @@ from datasets import DATASETS, validate_dataset
 from datasets.errors import InputError
 from optimizers import INITS, OPTIMIZERS, build_rules, make_optimizer
 from optimizers.backends.numpy import DTYPES
+from optimizers.objective import FORMULATIONS
 
 TOP_LEVEL = ("name", "description", "seeds", "repeats", "run_timeout", "memory_budget_gb",
              "init", "stopping", "datasets", "optimizers", "backends", "exclude")
@@ -26,8 +27,8 @@ STOPPING_KEYS = ("tol", "grad_tol", "rel_tol", "patience", "exact_repeat", "max_
                  "time_budget")
 DEFAULT_STOPPING = {"tol": 1e-8, "max_iter": 100_000}  # as the regress command's defaults
 BACKEND_OPTIONS = {
-    "numpy": {"dtype": DTYPES},
-    "tensorflow": {"dtype": DTYPES, "device": ("cpu", "gpu"),
+    "numpy": {"dtype": DTYPES, "formulation": FORMULATIONS},
+    "tensorflow": {"dtype": DTYPES, "formulation": FORMULATIONS, "device": ("cpu", "gpu"),
                    "feed": ("feed", "resident", "fused", "tf1"), "xla": (False, True)},
 }
 VALUE_KEYS = ("features", "labels")  # list-valued parameters: a list is one value, not an axis
@@ -79,6 +80,7 @@ class RunSpec:
             **{f"hp_{k}": v for k, v in self.hyperparameters.items()},
             "backend": self.backend, "device": self.backend_options.get("device", "cpu"),
             "feed": self.backend_options.get("feed"), "xla": self.backend_options.get("xla"),
+            "formulation": self.backend_options.get("formulation", "data"),
             "dtype": self.dtype, "init": self.init, "seed": self.seed, "repeat": self.repeat,
         }
 

@@ -40,6 +40,8 @@ def engine_label(row) -> str:
     else:
         engine = str(row.get("feed") or "resident")
         engine += "+xla" if row.get("xla") is True else ""
+    if row.get("formulation") == "gram":
+        engine += "+gram"
     device = row.get("device") or "cpu"
     return f"{engine}/{device}"
 
@@ -53,7 +55,7 @@ def dataset_label(row) -> str:
 def label_runs(runs: pd.DataFrame) -> pd.DataFrame:
     """Add the label columns every figure groups by."""
     runs = runs.copy()
-    for column in ("feed", "xla", "device", "hyperparameters", "dataset_params"):
+    for column in ("feed", "xla", "device", "formulation", "hyperparameters", "dataset_params"):
         if column not in runs:
             runs[column] = None
     runs["method"] = runs.apply(method_label, axis=1)

@@ -16,7 +16,7 @@ from study.output import check_output_path, write_parquet_atomic
 ROWS_PARAMETER = {"eve": "rows", "synthetic": "n"}
 HYPERPARAMETER_FLAGS = {"step": "step", "lr": "learning_rate", "rho": "rho", "epsilon": "epsilon",
                         "history": "history", "solver": "solver"}
-TF_FLAGS = ("device", "feed", "xla")
+BACKEND_FLAGS = ("formulation", "device", "feed", "xla")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,6 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     back = parser.add_argument_group("backend")
     back.add_argument("--backend", default="numpy", help="numpy or tensorflow")
     back.add_argument("--dtype", default="float64", help=f"one of: {', '.join(DTYPES)}")
+    back.add_argument("--formulation", help="data (every step reads X) or gram (X^T X formed "
+                      "once in setup, then O(d^2) per step)")
     back.add_argument("--device", help="tensorflow: cpu or gpu")
     back.add_argument("--feed", help="tensorflow: feed, resident or fused")
     back.add_argument("--xla", action="store_true", default=None, help="tensorflow: XLA-compile")
@@ -86,7 +88,8 @@ def configure(args):
     hyperparameters = {name: getattr(args, flag) for flag, name in HYPERPARAMETER_FLAGS.items()
                        if getattr(args, flag) is not None}
     optimizer = make_optimizer(args.optimizer, **hyperparameters)
-    options = {flag: getattr(args, flag) for flag in TF_FLAGS if getattr(args, flag) is not None}
+    options = {flag: getattr(args, flag) for flag in BACKEND_FLAGS
+               if getattr(args, flag) is not None}
     backend = make_backend(args.backend, args.dtype, **options)
     rules = build_rules(tol=args.tol, grad_tol=args.grad_tol, rel_tol=args.rel_tol,
                         patience=args.patience, exact_repeat=args.exact_repeat,

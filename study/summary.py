@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 CONFIG_COLUMNS = ("dataset", "dataset_params", "optimizer", "hyperparameters", "backend",
-                  "device", "feed", "xla", "dtype", "init")
+                  "device", "feed", "xla", "formulation", "dtype", "init")
 
 
 def bootstrap_median_ci(values, *, level: float = 0.95, resamples: int = 2000,

@@ -190,3 +190,26 @@ def test_float32_convergence_claim_is_checked_in_float64():
     exact = run(problem, make_optimizer("lbfgs"), build_rules(tol=1e-8, max_iter=500),
                 backend=make_backend("numpy", "float64"))
     assert exact.status == "converged" and exact.target_reached is True
+
+
+@pytest.mark.parametrize("name, hyperparameters", [
+    ("gd", {"step": "1/L"}), ("gd", {"step": "diag"}), ("adadelta", {"learning_rate": 0.1}),
+    ("lbfgs", {}), ("scipy-lbfgs", {})])
+def test_gram_formulation_gives_the_same_iterates_and_optimum(well_conditioned, name,
+                                                              hyperparameters):
+    rules = build_rules(tol=1e-8, max_iter=30_000)
+    data = run(well_conditioned, make_optimizer(name, **hyperparameters), rules,
+               backend=make_backend("numpy", "float64", formulation="data"))
+    gram = run(well_conditioned, make_optimizer(name, **hyperparameters), rules,
+               backend=make_backend("numpy", "float64", formulation="gram"))
+    assert gram.status == data.status == "converged"
+    assert gram.extra["formulation"] == "gram" and data.record()["formulation"] == "data"
+    np.testing.assert_allclose(gram.w, well_conditioned.w_star, rtol=1e-3, atol=1e-6)
+    assert abs(gram.iterations - data.iterations) <= max(2, 0.01 * data.iterations)
+    first = gram.trace["loss"].iloc[:5].to_numpy()
+    np.testing.assert_allclose(first, data.trace["loss"].iloc[:5].to_numpy(), rtol=1e-10)
+
+
+def test_unknown_formulation():
+    with pytest.raises(InputError, match="unknown formulation 'sparse'; allowed: data, gram"):
+        make_backend("numpy", formulation="sparse")

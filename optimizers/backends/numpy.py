@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from datasets.errors import InputError
+from optimizers.objective import FORMULATIONS, make_objective
 
 DTYPES = ("float64", "float32")
 
@@ -16,9 +17,13 @@ DTYPES = ("float64", "float32")
 class NumpyBackend:
     name = "numpy"
 
-    def __init__(self, dtype: str = "float64"):
+    def __init__(self, dtype: str = "float64", formulation: str = "data"):
         if dtype not in DTYPES:
             raise InputError(f"unknown dtype '{dtype}'; allowed: {', '.join(DTYPES)}")
+        if formulation not in FORMULATIONS:
+            raise InputError(f"unknown formulation '{formulation}'; allowed: "
+                             f"{', '.join(FORMULATIONS)}")
+        self.formulation = formulation
         self.dtype = np.dtype(dtype)
         self.device = "cpu"
         self.tiny = self.dtype.type(np.finfo(self.dtype).tiny)  # guards divisions by zero
@@ -52,6 +57,10 @@ class NumpyBackend:
         return np.sum(x, axis=axis)
 
     @staticmethod
+    def diag_part(a):
+        return np.diagonal(a).copy()
+
+    @staticmethod
     def vdot(a, b):
         """Inner product of two arrays of the same shape, over all elements."""
         return np.sum(a * b)
@@ -68,11 +77,11 @@ class NumpyBackend:
     def minimize(self, problem, optimizer, rules, w0):
         """Setup (dtype conversion, the optimizer's constants) timed apart, then the host loop."""
         from optimizers.driver import host_loop
-        from optimizers.objective import LeastSquaresObjective
         from optimizers.result import Outcome, Stopwatch
 
         setup_clock = Stopwatch()
-        objective = LeastSquaresObjective(self, self.asarray(problem.X), self.asarray(problem.y))
+        objective = make_objective(self, self.asarray(problem.X), self.asarray(problem.y),
+                                   self.formulation)
         params = optimizer.setup(problem, objective, self)
         start = self.asarray(w0)
         setup_seconds = setup_clock.elapsed()
