@@ -27,7 +27,7 @@ class LeastSquaresObjective:
         """Loss and gradient at w: two passes over X (X w, then X^T r)."""
         ops = self.ops
         r = ops.matmul(self.X, w) - self.y
-        f = ops.sum(r * r) * self.inv_n
+        f = ops.vdot(r, r) * self.inv_n
         g = (2 * self.inv_n) * ops.matmul_t(self.X, r)
         return f, g
 
@@ -35,7 +35,7 @@ class LeastSquaresObjective:
         """direction^T H direction for the Hessian H = 2/n X^T X: one pass over X."""
         ops = self.ops
         q = ops.matmul(self.X, direction)
-        return (2 * self.inv_n) * ops.sum(q * q)
+        return (2 * self.inv_n) * ops.vdot(q, q)
 
     def hessian_diagonal(self):
         """diag(H) = 2/n * sum_i x_ij^2, shaped (d, 1) to broadcast over label columns."""

@@ -43,7 +43,7 @@ class ScipyLBFGS:
     def minimize(self, problem, rules, backend, w0) -> Outcome:
         _require_numpy(self.name, backend)
         setup_clock = Stopwatch()
-        objective = make_objective(backend, backend.asarray(problem.X),
+        objective = make_objective(backend, backend.data_matrix(problem.X),
                                    backend.asarray(problem.y), backend.formulation)
         shape = w0.shape
         setup_seconds = setup_clock.elapsed()
@@ -126,7 +126,7 @@ class ClosedForm:
     def minimize(self, problem, rules, backend, w0) -> Outcome:
         _require_numpy(self.name, backend)
         setup_clock = Stopwatch()
-        X, y = backend.asarray(problem.X), backend.asarray(problem.y)
+        X, y = backend.data_matrix(problem.X), backend.asarray(problem.y)
         setup_seconds = setup_clock.elapsed()
         clock = Stopwatch()
         if self.solver == "lstsq":

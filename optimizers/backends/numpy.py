@@ -32,6 +32,11 @@ class NumpyBackend:
     def asarray(self, value):
         return np.asarray(value, dtype=self.dtype)
 
+    def data_matrix(self, X):
+        """X in column-major order: with d << n, both X @ w and X.T @ r then stream each column
+        contiguously (measured 2-3x faster per product than row-major on 1M x 5)."""
+        return np.asfortranarray(X, dtype=self.dtype)
+
     def scalar(self, value):
         return self.dtype.type(value)
 
@@ -62,8 +67,8 @@ class NumpyBackend:
 
     @staticmethod
     def vdot(a, b):
-        """Inner product of two arrays of the same shape, over all elements."""
-        return np.sum(a * b)
+        """Inner product of two arrays of the same shape, over all elements (BLAS dot)."""
+        return np.vdot(a, b)
 
     @staticmethod
     def zeros(shape, like):
@@ -80,7 +85,7 @@ class NumpyBackend:
         from optimizers.result import Outcome, Stopwatch
 
         setup_clock = Stopwatch()
-        objective = make_objective(self, self.asarray(problem.X), self.asarray(problem.y),
+        objective = make_objective(self, self.data_matrix(problem.X), self.asarray(problem.y),
                                    self.formulation)
         params = optimizer.setup(problem, objective, self)
         start = self.asarray(w0)
