@@ -3,6 +3,10 @@
 A fresh process per run keeps TensorFlow state, caches and first-call costs of one run out of the
 next. Each run's row is durable the moment it finishes, so an interrupted sweep (Ctrl-C, kill -9)
 loses at most the run in flight, and rerunning the same command resumes where it stopped.
+
+Where the runs execute is an executor's business: `LocalExecutor` (the default) runs them one
+at a time on this machine; `study.dask_executor.DaskExecutor` (`--executor dask`) sends them to a
+Dask cluster. Either way the rows are made durable here, in the study's results folder.
 """
 
 from __future__ import annotations
@@ -79,13 +83,29 @@ def _tree_rss(pid: int) -> int:
         return 0
 
 
+def _parent_death_signal():
+    """A preexec_fn that has Linux SIGKILL the child when the thread that started it dies."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before the fork
+    return lambda: prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+
+
 def run_in_subprocess(spec: RunSpec, folder: ResultsFolder, *, timeout: float,
-                      memory_budget_gb: float | None, python: str = sys.executable) -> str:
-    """Run one spec in a fresh process; record timeout, oom or a crash when it gives no row."""
+                      memory_budget_gb: float | None, python: str = sys.executable,
+                      die_with_parent: bool = False) -> str:
+    """Run one spec in a fresh process; record timeout, oom or a crash when it gives no row.
+
+    die_with_parent: kill the run if the calling process dies (a Dask worker killed mid-run
+    must not leave an orphan run computing beside the next one).
+    """
     with open(folder.log_path(spec.run_id), "w") as log:
         proc = subprocess.Popen([python, "-m", "study.worker", str(folder.root)],
                                 stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True, text=True)
+                                start_new_session=True, text=True,
+                                preexec_fn=_parent_death_signal() if die_with_parent else None)
         try:
             proc.stdin.write(spec.to_json())
             proc.stdin.close()
@@ -144,50 +164,79 @@ def skip(spec: RunSpec, folder: ResultsFolder, reason: str) -> str:
     return "skipped"
 
 
-def _run_one(spec: RunSpec, study: Study, folder: ResultsFolder, python: str) -> str:
-    if spec.backend_options.get("device") == "gpu" and not gpu_visible(python):
-        return skip(spec, folder, "no GPU visible to TensorFlow")
-    return run_in_subprocess(spec, folder, timeout=study.run_timeout,
-                             memory_budget_gb=study.memory_budget_gb, python=python)
+class LocalExecutor:
+    """One run at a time on this machine, in grid order, each in a fresh process."""
+
+    def __init__(self, python: str = sys.executable):
+        self.python = python
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def run(self, specs, folder: ResultsFolder, *, timeout: float,
+            memory_budget_gb: float | None, on_start=None):
+        """Yield (spec, status) as each run becomes durable in `folder`."""
+        for spec in specs:
+            if on_start is not None:
+                on_start(spec)
+            if spec.backend_options.get("device") == "gpu" and not gpu_visible(self.python):
+                yield spec, skip(spec, folder, "no GPU visible to TensorFlow")
+            else:
+                yield spec, run_in_subprocess(spec, folder, timeout=timeout,
+                                              memory_budget_gb=memory_budget_gb,
+                                              python=self.python)
 
 
 def run_study(study: Study, out_dir, *, only=None, retry_failed: bool = False,
-              quiet: bool = False, python: str = sys.executable) -> Counter:
-    """Run every pending spec of the study; returns the count of statuses of this invocation."""
-    folder = ResultsFolder(out_dir)
+              quiet: bool = False, python: str = sys.executable, executor=None) -> Counter:
+    """Run every pending spec of the study; returns the count of statuses of this invocation.
+
+    executor: where the runs execute (default: a LocalExecutor). It is entered before anything
+    is written, so a cluster that cannot run anything fails with the results folder untouched.
+    """
+    executor = LocalExecutor(python) if executor is None else executor
     specs = select(study.specs, parse_only(only))
-    try:
-        folder.prepare()
-        done = folder.finished()
-    except OSError as exc:
-        raise ResultsWriteError(f"cannot use results folder '{folder.root}': {exc}") from None
-    pending = [s for s in specs if s.run_id not in done
-               or (retry_failed and done[s.run_id] == "error")]
-    statuses: Counter = Counter()
-    if not quiet:
-        print(f"{study.name}: {len(specs)} runs, {len(specs) - len(pending)} already done, "
-              f"{len(pending)} to run -> {folder.root}")
-    bar = tqdm(pending, disable=quiet, unit="run", dynamic_ncols=True, file=sys.stderr)
-    try:
-        for index, spec in enumerate(bar, 1):
-            bar.set_postfix_str(spec.label(), refresh=True)
-            status = _run_one(spec, study, folder, python)
-            statuses[status] += 1
-            if quiet:
-                print(f"[{index}/{len(pending)}] {spec.run_id} {spec.label()}: {status}",
-                      flush=True)
-        folder.assemble()
-    except OSError as exc:
-        raise ResultsWriteError(
-            f"cannot write results in '{folder.root}': {exc}; the {sum(statuses.values())} "
-            f"runs finished in this invocation (and all earlier ones) are intact in "
-            f"'{folder.runs_dir}'") from None
-    except BaseException:  # Ctrl-C or a crash: the tables still show every finished run
-        with contextlib.suppress(OSError):
+    with executor:
+        folder = ResultsFolder(out_dir)
+        try:
+            folder.prepare()
+            done = folder.finished()
+        except OSError as exc:
+            raise ResultsWriteError(f"cannot use results folder '{folder.root}': {exc}") \
+                from None
+        pending = [s for s in specs if s.run_id not in done
+                   or (retry_failed and done[s.run_id] == "error")]
+        statuses: Counter = Counter()
+        if not quiet:
+            print(f"{study.name}: {len(specs)} runs, {len(specs) - len(pending)} already done, "
+                  f"{len(pending)} to run -> {folder.root}")
+        bar = tqdm(total=len(pending), disable=quiet, unit="run", dynamic_ncols=True,
+                   file=sys.stderr)
+        try:
+            runs = executor.run(pending, folder, timeout=study.run_timeout,
+                                memory_budget_gb=study.memory_budget_gb,
+                                on_start=lambda spec: bar.set_postfix_str(spec.label()))
+            for index, (spec, status) in enumerate(runs, 1):
+                statuses[status] += 1
+                bar.update()
+                if quiet:
+                    print(f"[{index}/{len(pending)}] {spec.run_id} {spec.label()}: {status}",
+                          flush=True)
             folder.assemble()
-        raise
-    finally:
-        bar.close()
+        except OSError as exc:
+            raise ResultsWriteError(
+                f"cannot write results in '{folder.root}': {exc}; the "
+                f"{sum(statuses.values())} runs finished in this invocation (and all earlier "
+                f"ones) are intact in '{folder.runs_dir}'") from None
+        except BaseException:  # Ctrl-C or a crash: the tables still show every finished run
+            with contextlib.suppress(OSError):
+                folder.assemble()
+            raise
+        finally:
+            bar.close()
     return statuses
 
 
@@ -200,6 +249,31 @@ def add_arguments(parser) -> None:
     parser.add_argument("--retry-failed", action="store_true",
                         help="run again the runs that ended in error")
     parser.add_argument("--quiet", action="store_true", help="log lines instead of a progress bar")
+    parser.add_argument("--executor", choices=("local", "dask"), default="local",
+                        help="local: one run at a time on this machine (default); dask: each "
+                             "run on a Dask cluster (needs the [dask] extra)")
+    parser.add_argument("--scheduler", metavar="ADDRESS",
+                        help="with --executor dask: the scheduler, e.g. tcp://HOST:8786 "
+                             "(default: start a local cluster)")
+    parser.add_argument("--workers", type=int, metavar="N",
+                        help="with --executor dask and no --scheduler: workers of the local "
+                             "cluster, each running one run at a time (default 1)")
+
+
+def make_executor(args):
+    """The executor the command line asks for; None is the local one."""
+    if args.executor == "local":
+        if args.scheduler or args.workers is not None:
+            raise InputError("--scheduler and --workers need --executor dask")
+        return None
+    try:
+        from study.dask_executor import DaskExecutor
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("dask", "distributed"):
+            raise
+        raise InputError("--executor dask needs Dask: pip install "
+                         "'convergence-study[dask]'") from None
+    return DaskExecutor(args.scheduler, workers=args.workers, quiet=args.quiet)
 
 
 def main(args) -> int:
@@ -222,8 +296,9 @@ def main(args) -> int:
     from study.output import check_output_path
 
     check_output_path(os.path.join(out, "runs.parquet"))
+    executor = make_executor(args)
     statuses = run_study(study, out, only=args.only, retry_failed=args.retry_failed,
-                         quiet=args.quiet)
+                         quiet=args.quiet, executor=executor)
     runs = pd.read_parquet(os.path.join(out, "runs.parquet"))
     runs = runs[runs["run_id"].isin({s.run_id for s in specs})]
     print(format_summary(summarize(runs)))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import resource
+import socket
 import sys
 import time
 import traceback
@@ -28,7 +29,9 @@ def peak_memory_mb() -> float:
 
 
 def base_row(spec: RunSpec) -> dict:
-    return {"run_id": spec.run_id, **spec.axes(), "spec": spec.to_json()}
+    """The columns every row starts with; a Dask executor fills in worker_address."""
+    return {"run_id": spec.run_id, **spec.axes(), "spec": spec.to_json(),
+            "worker_host": socket.gethostname(), "worker_address": None}
 
 
 def execute(spec: RunSpec) -> tuple[dict, object]:

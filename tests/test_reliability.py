@@ -18,6 +18,7 @@ from datasets import InputError
 from datasets.problem import Problem
 from study.__main__ import main
 from study.config import ConfigError, load_study, parse_study
+from study.records import TIMING_COLUMNS
 from study.runner import run_study
 
 FRAME = pd.DataFrame({"a": [1.0, 2.0, 4.0, 3.0, 5.0, 7.0], "b": [2.0, 1.0, 0.0, 3.0, 1.0, 2.0],
@@ -277,7 +278,7 @@ def test_a_failing_write_is_a_clear_error_and_keeps_finished_runs(tmp_path, caps
     path = tmp_path / "faults.toml"
     path.write_text(SWEEP)
     out = tmp_path / "res"
-    original, calls = runner._run_one, []
+    original, calls = runner.run_in_subprocess, []
 
     def run_then_break_the_folder(*args, **kwargs):
         status = original(*args, **kwargs)
@@ -287,7 +288,7 @@ def test_a_failing_write_is_a_clear_error_and_keeps_finished_runs(tmp_path, caps
             (out / "runs").write_text("not a folder")
         return status
 
-    monkeypatch.setattr(runner, "_run_one", run_then_break_the_folder)
+    monkeypatch.setattr(runner, "run_in_subprocess", run_then_break_the_folder)
     code = main(["run", str(path), "--out", str(out), "--quiet"])
     err = capsys.readouterr().err
     assert code == 1 and "cannot write results in" in err and "Traceback" not in err
@@ -295,7 +296,7 @@ def test_a_failing_write_is_a_clear_error_and_keeps_finished_runs(tmp_path, caps
     kept = tmp_path / "kept"
     rows = [pd.read_parquet(p) for p in kept.glob("*.parquet") if ".trace" not in p.name]
     assert len(rows) == 2 and all(r["status"].iloc[0] != "error" for r in rows)
-    monkeypatch.setattr(runner, "_run_one", original)
+    monkeypatch.setattr(runner, "run_in_subprocess", original)
     (out / "runs").unlink()
     kept.rename(out / "runs")  # the folder is fixed: the sweep resumes from the two kept runs
     assert main(["run", str(path), "--out", str(out), "--quiet"]) == 0
@@ -308,10 +309,6 @@ def test_memory_budget_stops_a_run_as_oom(tmp_path):
     run_study(study, tmp_path / "res", quiet=True)
     row = pd.read_parquet(tmp_path / "res" / "runs.parquet").iloc[0]
     assert row["status"] == "oom" and "over the memory budget of 0.03 GB" in row["message"]
-
-
-TIMING_COLUMNS = {"seconds", "setup_seconds", "total_seconds", "seconds_per_iteration",
-                  "read_pass_seconds", "peak_memory_mb"}
 
 
 def test_same_config_twice_gives_identical_rows(tmp_path):

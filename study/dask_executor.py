@@ -1,0 +1,243 @@
+"""Runs a study's grid on a Dask cluster (`python -m study run CONFIG --executor dask`).
+
+Timing integrity comes first, throughput second:
+- each task asks for one `timing_slot`, a resource every worker declares once
+  (`dask worker ADDRESS --nthreads 1 --resources "timing_slot=1"`), so a worker runs one timed
+  run at a time; a run that asks for a GPU also asks for `gpu`, which only GPU workers declare
+  (`--resources "timing_slot=1,gpu=1"`); when no worker declares one, those runs are recorded
+  `skipped` with that reason and never submitted;
+- on the worker, the run still executes in a fresh `python -m study.worker` process (the same
+  `run_in_subprocess` as a local sweep, with its time and memory budgets), in a temporary folder;
+  the row, the trace and the log come back to the client;
+- the client makes each run durable in the study's results folder as it finishes, keyed by its
+  run id, exactly as a local sweep does, so resume, `--retry-failed` and the statuses mean the
+  same thing; a worker that dies mid-run leaves its run to be scheduled again on another worker,
+  and a task that raises is retried (`retries=`); a run that still fails is an `error` row.
+
+Dask's nanny exports OMP_NUM_THREADS=1 (and MKL's and OpenBLAS's) to its worker by default, which
+every run would inherit; the local cluster started here leaves the thread settings of this
+process alone, and the env_* columns record what each run actually had.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import traceback
+from concurrent.futures import CancelledError
+from contextlib import contextmanager
+
+import dask
+import pandas as pd
+from distributed import Client, LocalCluster, as_completed, get_worker
+
+from datasets.errors import InputError
+from study.config import RunSpec
+from study.environment import collect
+from study.records import ResultsFolder
+from study.runner import gpu_visible, run_in_subprocess, skip
+from study.worker import base_row
+
+TIMING_SLOT = "timing_slot"
+GPU = "gpu"
+RETRIES = 2
+WORKER_WAIT_SECONDS = 60
+NANNY_THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+NANNY_EXPORTS = ("MALLOC_TRIM_THRESHOLD_", "PYTHONHASHSEED")
+
+
+def execute_on_worker(spec_json: str, timeout: float, memory_budget_gb: float | None) -> dict:
+    """The Dask task: one run in a fresh process on this worker; returns its row, trace and log.
+
+    Timeout, oom and a crashed run give a row here too (recorded by run_in_subprocess), so the
+    task itself only fails when the worker cannot run anything at all.
+    """
+    spec = RunSpec.from_json(spec_json)
+    with tempfile.TemporaryDirectory(prefix=f"study-{spec.run_id}-") as tmp:
+        folder = ResultsFolder(tmp)
+        folder.prepare()
+        run_in_subprocess(spec, folder, timeout=timeout, memory_budget_gb=memory_budget_gb,
+                          die_with_parent=True)
+        row = pd.read_parquet(folder.record_path(spec.run_id)).to_dict("records")[0]
+        trace_path = folder.trace_path(spec.run_id)
+        trace = pd.read_parquet(trace_path) if trace_path.exists() else None
+        log = folder.log_path(spec.run_id).read_text(errors="replace")
+    row["worker_address"] = get_worker().address
+    return {"row": row, "trace": trace, "log": log}
+
+
+def thread_settings() -> dict[str, str | None]:
+    """Run on a worker: the BLAS thread variables its runs will inherit."""
+    return {name: os.environ.get(name) for name in NANNY_THREAD_VARIABLES}
+
+
+def worker_resources(dask_scheduler) -> dict[str, dict]:
+    """Run on the scheduler: worker address -> the resources it declared."""
+    return {address: dict(ws.resources) for address, ws in dask_scheduler.workers.items()}
+
+
+@contextmanager
+def local_cluster(n_workers: int = 1, resources: dict | None = None, **kwargs):
+    """A LocalCluster of single-threaded worker processes, each with one timing slot.
+
+    Its workers (and so the runs) keep this process's thread settings instead of the nanny's
+    OMP_NUM_THREADS=1; the variables the nanny exports into this process are put back after.
+    """
+    saved = {name: os.environ.get(name) for name in NANNY_THREAD_VARIABLES + NANNY_EXPORTS}
+    unset = {f"distributed.nanny.pre-spawn-environ.{name}": None
+             for name in NANNY_THREAD_VARIABLES}
+    try:
+        with dask.config.set(unset):
+            cluster = LocalCluster(
+                n_workers=n_workers, processes=True, threads_per_worker=1,
+                resources={TIMING_SLOT: 1, **(resources or {})}, dashboard_address=None,
+                # no dashboard; its bare HTTP server on any free local port, not 8787
+                scheduler_kwargs={"dashboard_address": "127.0.0.1:0"}, **kwargs)
+        with cluster:
+            yield cluster
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _wants_gpu(spec: RunSpec) -> bool:
+    return spec.backend_options.get("device") == "gpu"
+
+
+class DaskExecutor:
+    """Sends each run to a Dask cluster; `scheduler=None` starts a local cluster of `workers`."""
+
+    def __init__(self, scheduler: str | None = None, *, workers: int | None = None,
+                 retries: int = RETRIES, worker_wait: float = WORKER_WAIT_SECONDS,
+                 quiet: bool = False):
+        if scheduler and workers:
+            raise InputError("--workers sets the size of a local cluster; with --scheduler the "
+                             "cluster's own workers are used")
+        if workers is not None and workers < 1:
+            raise InputError(f"--workers must be >= 1, got {workers}")
+        self.scheduler = scheduler
+        self.workers = workers or 1
+        self.retries = retries
+        self.worker_wait = worker_wait
+        self.quiet = quiet
+        self.client: Client | None = None
+        self._cluster = None
+
+    def __enter__(self):
+        try:
+            if self.scheduler:
+                self.client = Client(self.scheduler, timeout=self.worker_wait)
+            else:
+                self._cluster = local_cluster(self.workers)
+                self.client = Client(self._cluster.__enter__())
+            self._check_workers()
+        except BaseException as exc:
+            self.__exit__(type(exc), exc, exc.__traceback__)
+            if self.scheduler and isinstance(exc, OSError):  # TimeoutError included
+                raise InputError(f"--scheduler {self.scheduler}: cannot reach the Dask "
+                                 f"scheduler ({type(exc).__name__}: {exc})") from None
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        if self.client is not None:
+            self.client.close()
+            self.client = None
+        if self._cluster is not None:
+            cluster, self._cluster = self._cluster, None
+            cluster.__exit__(*exc)
+        return False
+
+    def _check_workers(self) -> None:
+        """At least one worker must declare a timing slot, or every task would wait forever."""
+        try:
+            self.client.wait_for_workers(1, timeout=self.worker_wait)
+        except TimeoutError:
+            raise InputError(f"no Dask worker joined {self.scheduler} within "
+                             f"{self.worker_wait:g} s") from None
+        resources = self.client.run_on_scheduler(worker_resources)
+        slots = sum(1 for r in resources.values() if r.get(TIMING_SLOT, 0) >= 1)
+        if not slots:
+            raise InputError(f"no Dask worker at {self.client.scheduler.address} declares the "
+                             f"'{TIMING_SLOT}' resource; start workers with "
+                             f"--nthreads 1 --resources \"{TIMING_SLOT}=1\"")
+        pinned = sorted(address for address, env in self.client.run(thread_settings).items()
+                        if "1" in env.values())
+        if pinned:  # recorded in the rows' env_* columns too; said here before hours are spent
+            print(f"dask: warning: {len(pinned)} workers (e.g. {pinned[0]}) give their runs one "
+                  f"BLAS thread (OMP_NUM_THREADS=1 or alike, Dask's nanny default); set these "
+                  f"variables in the worker's shell to time multi-threaded runs", file=sys.stderr)
+        if not self.quiet:
+            gpus = sum(1 for r in resources.values() if r.get(GPU, 0) >= 1)
+            print(f"dask: {self.client.scheduler.address}: {len(resources)} workers, {slots} "
+                  f"with a timing slot, {gpus} with a gpu", flush=True)
+
+    def _gpu_placement(self) -> tuple[dict, str | None]:
+        """(resources a GPU run asks for, or the reason GPU runs are skipped)."""
+        if self.scheduler is None:  # our own local cluster: one worker may use this GPU
+            if self.workers == 1 and gpu_visible():
+                return {TIMING_SLOT: 1}, None
+            if self.workers == 1:
+                return {}, "no GPU visible to TensorFlow"
+            return {}, (f"a local cluster of {self.workers} workers declares no gpu resource; "
+                        f"start a GPU worker with --resources \"{TIMING_SLOT}=1,{GPU}=1\"")
+        resources = self.client.run_on_scheduler(worker_resources)
+        if any(r.get(GPU, 0) >= 1 for r in resources.values()):
+            return {TIMING_SLOT: 1, GPU: 1}, None
+        return {}, f"no Dask worker declares a '{GPU}' resource"
+
+    def run(self, specs, folder: ResultsFolder, *, timeout: float,
+            memory_budget_gb: float | None, on_start=None):
+        """Submit every run, then yield (spec, status) as each becomes durable in `folder`."""
+        gpu_resources, gpu_reason = ({}, None)
+        if any(_wants_gpu(spec) for spec in specs):
+            gpu_resources, gpu_reason = self._gpu_placement()
+        futures, skipped = {}, []
+        for spec in specs:
+            if _wants_gpu(spec) and gpu_reason:
+                skipped.append(spec)
+                continue
+            future = self.client.submit(
+                execute_on_worker, spec.to_json(), timeout, memory_budget_gb,
+                key=f"study-run-{spec.run_id}", retries=self.retries,
+                resources=gpu_resources if _wants_gpu(spec) else {TIMING_SLOT: 1})
+            futures[future] = spec
+        for spec in skipped:
+            yield spec, skip(spec, folder, gpu_reason)
+        recorded: set[str] = set()
+        try:
+            for future in as_completed(futures):
+                spec = futures[future]
+                if spec.run_id in recorded:  # never written twice, whatever Dask reports
+                    continue
+                status = record(future, spec, folder)
+                recorded.add(spec.run_id)
+                future.release()  # a finished result is not kept (nor recomputed) on a worker
+                yield spec, status
+        finally:
+            left = [f for f, spec in futures.items() if spec.run_id not in recorded]
+            if left and self.client is not None:
+                self.client.cancel(left)
+
+
+def record(future, spec: RunSpec, folder: ResultsFolder) -> str:
+    """Make one finished task's run durable, as a local sweep would; returns its status."""
+    if future.status == "finished":
+        result = future.result()
+        folder.log_path(spec.run_id).write_text(result["log"])
+        folder.write_run(result["row"], result["trace"])
+        return result["row"]["status"]
+    try:
+        exc = future.exception()
+    except CancelledError as cancelled:
+        exc = cancelled
+    folder.log_path(spec.run_id).write_text("".join(traceback.format_exception(exc)))
+    message = f"the Dask task failed: {type(exc).__name__}: {exc}".splitlines()[0][:500]
+    row = {**base_row(spec), "worker_host": None, "status": "error", "message": message,
+           **collect()}
+    folder.write_run(row, None)
+    return "error"

@@ -1,0 +1,244 @@
+"""The Dask executor against a LocalCluster of 2 single-threaded worker processes (no services)."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pandas as pd
+import pytest
+
+pytest.importorskip("distributed")
+
+import psutil  # noqa: E402
+from distributed import Client, LocalCluster  # noqa: E402
+
+from datasets.errors import InputError  # noqa: E402
+from study.__main__ import main  # noqa: E402
+from study.config import load_study  # noqa: E402
+from study.dask_executor import DaskExecutor, local_cluster, record  # noqa: E402
+from study.records import TIMING_COLUMNS, ResultsFolder  # noqa: E402
+from study.runner import run_study  # noqa: E402
+
+# what may differ between two executions of the same run: the clock, the process, the worker
+VARYING = [*TIMING_COLUMNS, "worker_address"]
+
+SWEEP = """
+name = "dask"
+seeds = [0, 1]
+run_timeout = 120
+[stopping]
+tol = 1e-8
+max_iter = 3000
+[[datasets]]
+name = "synthetic"
+n = 300
+kappa = [10, 100]
+[[optimizers]]
+name = "gd"
+step = "1/L"
+[[optimizers]]
+name = "lbfgs"
+[[backends]]
+name = "numpy"
+"""
+
+GPU_SWEEP = """
+name = "gpu"
+[[datasets]]
+name = "synthetic"
+n = 200
+[[optimizers]]
+name = "lbfgs"
+[[backends]]
+name = "numpy"
+[[backends]]
+name = "tensorflow"
+device = "gpu"
+"""
+
+# runs long enough (a fresh interpreter, then seconds of iterations) to be caught mid-run
+SLOW = """
+name = "slow"
+seeds = [0, 1, 2]
+run_timeout = 120
+[stopping]
+tol = 1e-12
+max_iter = 80000
+[[datasets]]
+name = "synthetic"
+n = 2000
+kappa = 1e4
+[[optimizers]]
+name = "gd"
+step = "fixed"
+learning_rate = 1e-6
+[[backends]]
+name = "numpy"
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with local_cluster(2) as cluster:
+        yield cluster
+
+
+def write(tmp_path, text, name="study.toml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def runs_of(folder) -> pd.DataFrame:
+    return pd.read_parquet(folder / "runs.parquet").sort_values("run_id", ignore_index=True)
+
+
+def test_a_dask_sweep_gives_the_rows_of_a_local_sweep(tmp_path, cluster):
+    config = write(tmp_path, SWEEP)
+    run_study(load_study(config), tmp_path / "local", quiet=True)
+    assert main(["run", str(config), "--out", str(tmp_path / "dask"), "--quiet",
+                 "--executor", "dask", "--scheduler", cluster.scheduler_address]) == 0
+    local, dask = runs_of(tmp_path / "local"), runs_of(tmp_path / "dask")
+    assert len(dask) == 8 and set(dask["status"]) == {"converged"}
+    # every axis, result and environment column, the thread settings included
+    pd.testing.assert_frame_equal(local.drop(columns=VARYING), dask.drop(columns=VARYING))
+    assert (dask["worker_host"] == socket.gethostname()).all()
+    assert (local["worker_host"] == socket.gethostname()).all()
+    workers = set(cluster.scheduler_info["workers"])
+    assert set(dask["worker_address"]) <= workers and local["worker_address"].isna().all()
+    traces = {name: pd.read_parquet(tmp_path / name / "traces.parquet")
+              .sort_values(["run_id", "iteration"], ignore_index=True)
+              for name in ("local", "dask")}
+    pd.testing.assert_frame_equal(traces["local"].drop(columns="seconds"),
+                                  traces["dask"].drop(columns="seconds"))
+    assert all((tmp_path / "dask" / "logs" / f"{r}.log").exists() for r in dask["run_id"])
+    # resume: the same command again runs nothing
+    statuses = run_study(load_study(config), tmp_path / "dask", quiet=True,
+                         executor=DaskExecutor(cluster.scheduler_address, quiet=True))
+    assert not statuses
+
+
+def test_gpu_runs_without_gpu_workers_are_skipped_with_the_reason(tmp_path, cluster):
+    study = load_study(write(tmp_path, GPU_SWEEP))
+    statuses = run_study(study, tmp_path / "res", quiet=True,
+                         executor=DaskExecutor(cluster.scheduler_address, quiet=True))
+    assert statuses == {"converged": 1, "skipped": 1}
+    runs = runs_of(tmp_path / "res").set_index("backend")
+    assert runs.loc["tensorflow", "status"] == "skipped"
+    assert runs.loc["tensorflow", "message"] == "no Dask worker declares a 'gpu' resource"
+    assert runs.loc["numpy", "status"] == "converged"
+
+
+def test_without_a_scheduler_a_local_cluster_is_started(tmp_path, capsys):
+    config = write(tmp_path, SWEEP.replace("kappa = [10, 100]", "kappa = 10").replace(
+        "seeds = [0, 1]", "seeds = [0]"))
+    assert main(["run", str(config), "--out", str(tmp_path / "res"), "--executor", "dask",
+                 "--workers", "2"]) == 0
+    assert "2 workers, 2 with a timing slot, 0 with a gpu" in capsys.readouterr().out
+    runs = runs_of(tmp_path / "res")
+    assert len(runs) == 2 and runs["worker_address"].str.startswith("tcp://").all()
+
+
+def test_bad_executor_options_exit_2_before_writing(tmp_path, capsys):
+    config = write(tmp_path, SWEEP)
+    assert main(["run", str(config), "--out", str(tmp_path / "a"),
+                 "--scheduler", "tcp://127.0.0.1:8786"]) == 2
+    assert "--scheduler and --workers need --executor dask" in capsys.readouterr().err
+    assert main(["run", str(config), "--out", str(tmp_path / "a"), "--executor", "dask",
+                 "--scheduler", "tcp://127.0.0.1:8786", "--workers", "2"]) == 2
+    assert not (tmp_path / "a").exists()
+    # a cluster whose workers declare no timing slot would leave every run waiting forever
+    with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as plain:
+        executor = DaskExecutor(plain.scheduler_address, quiet=True, worker_wait=10)
+        with pytest.raises(InputError, match="declares the 'timing_slot' resource"):
+            run_study(load_study(config), tmp_path / "b", executor=executor)
+    assert not (tmp_path / "b").exists()
+
+
+def _fail(message):
+    raise RuntimeError(message)
+
+
+def test_a_task_that_fails_is_an_error_row_with_its_traceback(tmp_path, cluster):
+    spec = load_study(write(tmp_path, GPU_SWEEP)).specs[0]
+    folder = ResultsFolder(tmp_path / "res")
+    folder.prepare()
+    with Client(cluster.scheduler_address) as client:
+        future = client.submit(_fail, "disk full\non the worker", retries=1)
+        client.gather([future], errors="skip")
+        assert record(future, spec, folder) == "error"
+    assert folder.finished() == {spec.run_id: "error"}  # --retry-failed runs it again
+    row = pd.read_parquet(folder.record_path(spec.run_id)).iloc[0]
+    assert row["message"] == "the Dask task failed: RuntimeError: disk full"
+    assert "Traceback" in folder.log_path(spec.run_id).read_text()
+
+
+def _running_run(client):
+    """(run id, worker address, worker pid, run subprocess) of a run in flight, or None."""
+    for address, keys in client.processing().items():
+        keys = [str(k) for k in keys if str(k).startswith("study-run-")]
+        if not keys:
+            continue
+        pid = client.run(os.getpid, workers=[address])[address]
+        children = [c for c in psutil.Process(pid).children()
+                    if "study.worker" in " ".join(c.cmdline())]
+        if children:
+            return keys[0].removeprefix("study-run-"), address, pid, children[0]
+    return None
+
+
+def _gone_within(proc, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_a_worker_killed_mid_sweep_loses_and_duplicates_nothing(tmp_path, cluster):
+    study = load_study(write(tmp_path, SLOW))
+    out = tmp_path / "res"
+    result = {}
+
+    def sweep():
+        executor = DaskExecutor(cluster.scheduler_address, quiet=True)
+        result["statuses"] = run_study(study, out, quiet=True, executor=executor)
+
+    thread = threading.Thread(target=sweep)
+    thread.start()
+    with Client(cluster.scheduler_address) as client:
+        deadline, running = time.monotonic() + 120, None
+        while running is None and time.monotonic() < deadline:
+            running = _running_run(client)
+            time.sleep(0.02)
+        assert running is not None, "no run was ever seen in flight"
+        run_id, address, pid, orphan = running
+        os.kill(pid, signal.SIGKILL)  # the worker process, mid-run
+        gone = _gone_within(orphan, 1.0)  # its run has seconds of work left unless killed too
+        thread.join(timeout=300)
+        assert not thread.is_alive()
+        client.wait_for_workers(2, timeout=60)  # the nanny restarts it
+    runs = pd.read_parquet(out / "runs.parquet")
+    assert sorted(runs["run_id"]) == sorted(s.run_id for s in study.specs)  # each exactly once
+    assert set(runs["status"]) == {"max_iter"} and sum(result["statuses"].values()) == 3
+    killed = runs.set_index("run_id").loc[run_id]
+    assert killed["worker_address"] != address  # the killed run was run again, elsewhere
+    traces = pd.read_parquet(out / "traces.parquet")
+    assert not traces.duplicated(["run_id", "iteration"]).any()
+    assert set(traces["run_id"]) == set(runs["run_id"])
+    # the run in flight died with its worker instead of computing on beside the next run
+    assert gone, "the killed worker's run process went on running"
+
+
+def test_the_runner_does_not_import_dask():
+    code = "import sys, study.__main__, study.runner; print('distributed' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
