@@ -89,6 +89,8 @@ def configure(args):
     options = {flag: getattr(args, flag) for flag in TF_FLAGS if getattr(args, flag) is not None}
     backend = make_backend(args.backend, args.dtype, **options)
     reason = backend.unavailable() if hasattr(backend, "unavailable") else None
+    if reason is None and hasattr(optimizer, "unavailable"):
+        reason = optimizer.unavailable()
     if reason is not None:  # e.g. a GPU asked for and none visible: never run elsewhere
         raise InputError(reason)
     rules = build_rules(tol=args.tol, grad_tol=args.grad_tol, rel_tol=args.rel_tol,

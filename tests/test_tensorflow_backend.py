@@ -295,3 +295,47 @@ def test_cli_runs_tensorflow_and_records_the_feed_mode(tmp_path, capsys):
     assert (row["backend"], row["dtype"], row["feed"], bool(row["xla"])) == \
         ("tensorflow", "float32", "fused", True)
     assert row["device"] == "CPU:0" and row["device_name"].endswith("CPU:0")
+
+
+# -- TensorFlow Probability's L-BFGS, when it imports ---------------------------------------------
+
+def _tfp_reason():
+    from optimizers.tfp_lbfgs import TfpLBFGS
+
+    return TfpLBFGS().unavailable()
+
+
+@pytest.mark.skipif(_tfp_reason() is None, reason="tensorflow_probability imports here")
+def test_lbfgs_tfp_unavailable_is_a_skip_record_and_a_cli_error(problem, tmp_path, capsys):
+    from study.__main__ import main
+
+    result = run(problem, make_optimizer("lbfgs-tfp"), build_rules(max_iter=10),
+                 backend=tf_backend(feed="resident"))
+    assert result.status == "skipped" and "tensorflow_probability" in result.message
+    out = tmp_path / "tfp.parquet"
+    code = main(["regress", "--dataset", "synthetic", "--rows", "500", "--optimizer", "lbfgs-tfp",
+                 "--backend", "tensorflow", "--max-iter", "5", "--out", str(out)])
+    assert code == 2 and "tensorflow_probability" in capsys.readouterr().err
+    assert not out.exists()
+
+
+@pytest.mark.skipif(_tfp_reason() is not None, reason=str(_tfp_reason()))
+@pytest.mark.parametrize(("feed", "xla"), [("resident", False), ("fused", False), ("fused", True)],
+                         ids=["resident", "fused", "fused-xla"])
+def test_lbfgs_tfp_reaches_the_optimum_in_every_feed_mode(feed, xla):
+    problem = make_problem("synthetic", n=2000, d=20, kappa=1e3, seed=3)
+    rules = build_rules(tol=1e-10, max_iter=1000)
+    scipy_run = run(problem, make_optimizer("scipy-lbfgs"), rules, backend=make_backend("numpy"))
+    result = run(problem, make_optimizer("lbfgs-tfp"), rules,
+                 backend=tf_backend(feed=feed, xla=xla))
+    assert result.status == "converged", result.message
+    assert abs(result.final_loss - scipy_run.final_loss) <= 1e-8 * scipy_run.final_loss
+    assert result.iterations <= 2 * scipy_run.iterations
+    assert result.extra["tfp_iterations"] == result.iterations
+    assert result.nfev > result.iterations  # TFP's own count: its line search evaluates more
+
+
+def test_lbfgs_tfp_needs_the_tensorflow_backend(problem):
+    with pytest.raises(InputError, match="tensorflow backend only"):
+        run(problem, make_optimizer("lbfgs-tfp"), build_rules(max_iter=5),
+            backend=make_backend("numpy"))

@@ -189,25 +189,30 @@ class TensorflowBackend:
 
     def minimize(self, problem, optimizer, rules, w0) -> Outcome:
         reason = self.unavailable()
+        if reason is None and hasattr(optimizer, "unavailable"):  # e.g. TFP not importable
+            reason = optimizer.unavailable()
         if reason is not None:  # recorded, never run on the CPU under a GPU label
             return Outcome(np.asarray(w0, dtype=self.dtype), 0, 0.0, 0.0, "skipped", reason,
                            device=self.device, extra={**self.options(), "device_name": ""})
         if self.feed == "tf1":
             from optimizers.backends.tf1 import minimize_tf1
 
-            outcome = minimize_tf1(self, problem, optimizer, rules, w0)
-        elif self.feed == "fused":
-            outcome = self._fused(problem, optimizer, rules, w0)
-        else:
-            outcome = self._stepped(problem, optimizer, rules, w0)
-        self._check_placement(outcome)
-        return outcome
+            return self._checked(minimize_tf1(self, problem, optimizer, rules, w0))
+        run = self._fused if self.feed == "fused" else self._stepped
+        outcome, state = run(problem, optimizer, rules, w0)
+        if hasattr(optimizer, "report"):  # counts only the optimizer knows (TFP's evaluations)
+            report = optimizer.report(state)
+            outcome.nfev, outcome.ngev, outcome.nhvp = (report.pop(k) for k in
+                                                         ("nfev", "ngev", "nhvp"))
+            outcome.extra.update(report)
+        return self._checked(outcome)
 
     # helpers shared by the modes
 
-    def _check_placement(self, outcome: Outcome) -> None:
+    def _checked(self, outcome: Outcome) -> Outcome:
         if self.device == "gpu" and not outcome.device.upper().startswith("GPU"):
             raise RuntimeError(f"asked for the GPU but the result lies on {outcome.device}")
+        return outcome
 
     def _compile(self, function):
         return tf.function(function, jit_compile=self.xla)
@@ -272,7 +277,7 @@ class TensorflowBackend:
         w = state[0].w
         device, extra = self._extra(w)
         return Outcome(w.numpy(), iterations, seconds, setup_seconds, status, message, trace,
-                       device=device, extra=extra)
+                       device=device, extra=extra), state[0]
 
     # fused: one tf.function, one while_loop, rules as tensor predicates
 
@@ -321,7 +326,7 @@ class TensorflowBackend:
             i, state, _, _, fired, buffer, slot = tf.while_loop(
                 condition, body, (tf.constant(0), state, f0, rule_states, fired, buffer, slot))
             rows = slot + 1 - tf.cast(on_trace_schedule_tensor(i), tf.int32)
-            return state.w, i, tf.ensure_shape(fired, (n_rules,)), buffer, rows
+            return state, i, tf.ensure_shape(fired, (n_rules,)), buffer, rows
 
         return tf.function(loop)
 
@@ -339,7 +344,8 @@ class TensorflowBackend:
             setup_seconds = setup_clock.elapsed()
 
             clock = Stopwatch()
-            w, iterations, fired, buffer, rows = loop(*arguments, cap)
+            state, iterations, fired, buffer, rows = loop(*arguments, cap)
+            w = state.w
             w_host, iterations = w.numpy(), int(iterations.numpy())
             seconds = clock.elapsed()
         index = rules.first(fired.numpy())
@@ -353,4 +359,4 @@ class TensorflowBackend:
         trace["iteration"] = [int(v) for v in trace["iteration"]]
         device, extra = self._extra(w)
         return Outcome(w_host, iterations, seconds, setup_seconds, status, message, trace,
-                       device=device, extra=extra)
+                       device=device, extra=extra), state
