@@ -11,11 +11,13 @@ from optimizers.gd import GradientDescent
 from optimizers.lbfgs import LBFGS
 from optimizers.reference import ClosedForm, ScipyLBFGS
 from optimizers.stopping import build_rules
+from optimizers.tfp_lbfgs import TfpLBFGS
 
 OPTIMIZERS = {
     "gd": GradientDescent,
     "adadelta": Adadelta,
     "lbfgs": LBFGS,
+    "lbfgs-tfp": TfpLBFGS,  # TensorFlow Probability's, on the tensorflow backend (extra 'tfp')
     "scipy-lbfgs": ScipyLBFGS,
     "closed-form": ClosedForm,
 }

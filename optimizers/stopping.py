@@ -14,7 +14,8 @@ from typing import NamedTuple
 
 from datasets.errors import InputError
 
-STATUSES = ("converged", "stalled", "max_iter", "timeout", "diverged")
+STATUSES = ("converged", "stalled", "max_iter", "timeout", "diverged", "skipped")
+# "skipped": the run could not start here (a GPU asked for but none visible); set by a backend
 
 
 class Context(NamedTuple):

@@ -44,9 +44,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     back.add_argument("--dtype", default="float64", help=f"one of: {', '.join(DTYPES)}")
     back.add_argument("--formulation", help="data (every step reads X) or gram (X^T X formed "
                       "once in setup, then O(d^2) per step)")
-    back.add_argument("--device", help="tensorflow: cpu or gpu")
-    back.add_argument("--feed", help="tensorflow: feed, resident or fused")
-    back.add_argument("--xla", action="store_true", default=None, help="tensorflow: XLA-compile")
+    back.add_argument("--device", help="tensorflow: cpu or gpu (default cpu)")
+    back.add_argument("--feed", help="tensorflow: feed (host data every step), resident, fused "
+                      "(default: one while_loop) or tf1 (the original TF1 program)")
+    back.add_argument("--xla", action="store_true", default=None,
+                      help="tensorflow: XLA-compile the step (feed, resident, fused)")
     stop = parser.add_argument_group("stopping")
     stop.add_argument("--tol", type=float, default=1e-8, help="relative suboptimality target")
     stop.add_argument("--grad-tol", type=float, help="stop when ||grad|| <= this")
@@ -91,6 +93,11 @@ def configure(args):
     options = {flag: getattr(args, flag) for flag in BACKEND_FLAGS
                if getattr(args, flag) is not None}
     backend = make_backend(args.backend, args.dtype, **options)
+    reason = backend.unavailable() if hasattr(backend, "unavailable") else None
+    if reason is None and hasattr(optimizer, "unavailable"):
+        reason = optimizer.unavailable()
+    if reason is not None:  # e.g. a GPU asked for and none visible: never run elsewhere
+        raise InputError(reason)
     rules = build_rules(tol=args.tol, grad_tol=args.grad_tol, rel_tol=args.rel_tol,
                         patience=args.patience, exact_repeat=args.exact_repeat,
                         max_iter=args.max_iter, time_budget=args.time_budget)
@@ -110,6 +117,8 @@ def main(args) -> int:
     optimizer, backend, rules, params = configure(args)
     problem = make_problem(args.dataset, **params)
     result = run(problem, optimizer, rules, backend=backend, init=args.init, seed=args.seed)
+    if result.status == "skipped":  # the library records it; the CLI refuses, writing nothing
+        raise InputError(result.message)
     print(result.summary())
     if args.out:
         write_parquet_atomic(result.trace.assign(run=0), trace_path(args.out))

@@ -1,0 +1,362 @@
+"""TensorFlow backend: the same algorithm code on a CPU or GPU, fed in one of four ways.
+
+Feed modes (`feed=`):
+  feed      the data stays on the host (NumPy) and is handed to a compiled step every iteration,
+            which copies it to the device each time: TF2's equivalent of the original program's
+            `sess.run(..., feed_dict={features: df[cols], labels: df[label]})`;
+  resident  the data is copied to the device once; a compiled step is called from the host loop
+            (`optimizers.driver.host_loop`), which checks the stopping rules: one sync per step;
+  fused     the whole run is one `tf.function` holding a `tf.while_loop`; the stopping rules are
+            the same rule objects evaluated on tensors, the trace goes into a fixed device buffer
+            and everything is read back once at the end;
+  tf1       the original TensorFlow 1 program (graph, placeholders, feed_dict, the TF1 optimizer
+            classes), see `optimizers.backends.tf1`.
+`xla=True` compiles the optimizer's step (its init and update, with the loss and gradient norm)
+with `jit_compile=True`. In `fused` mode the loop control (rules, clock, trace) stays outside XLA:
+XLA has no clock op on the CPU, and the time budget and the trace's seconds need one.
+
+Setup (the host->device copy, the optimizer's constants, tracing and compilation, done by one
+warm-up call of each compiled function on the real inputs, whose results are thrown away because
+the functions are pure) is timed apart from the loop, whose clock stops only after a `.numpy()`.
+Hyperparameters, tolerances and f* enter the compiled functions as tensors. Nothing here touches
+TensorFlow's global configuration.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+import numpy as np
+import tensorflow as tf
+
+from datasets.errors import InputError
+from optimizers.backends.numpy import DTYPES
+from optimizers.objective import LeastSquaresObjective
+from optimizers.result import TRACE_COLUMNS, Outcome, Stopwatch
+from optimizers.stopping import Context
+
+DEVICES = {"cpu": "/CPU:0", "gpu": "/GPU:0"}
+FEEDS = ("feed", "resident", "fused", "tf1")
+NO_GPU = "no GPU visible to TensorFlow"
+TRACE_CAPACITY = 1024  # > the ~745 iterations the trace schedule keeps below 2**31
+_CAP = 2**31 - 1  # the fused loop's own iteration limit (the warm-up call uses 1)
+
+
+class TensorflowOps:
+    """The array operations of `optimizers.backends.numpy.NumpyBackend`, on TensorFlow tensors.
+
+    They work eagerly and inside `tf.function`; `dtype` is the NumPy dtype (as the record has it),
+    `tf_dtype` TensorFlow's.
+    """
+
+    name = "tensorflow"
+
+    def __init__(self, dtype="float64", device: str = "cpu"):
+        self.dtype = np.dtype(dtype)
+        self.tf_dtype = tf.as_dtype(self.dtype)
+        self.device = device
+        self.tiny = self.dtype.type(np.finfo(self.dtype).tiny)
+
+    def asarray(self, value):
+        if tf.is_tensor(value):
+            return tf.cast(value, self.tf_dtype)
+        return tf.constant(np.asarray(value, dtype=self.dtype))
+
+    def scalar(self, value):
+        return tf.constant(value, dtype=self.tf_dtype)
+
+    def to_host(self, value) -> np.ndarray:
+        return np.asarray(value)
+
+    @staticmethod
+    def matmul(a, b):
+        return tf.linalg.matmul(a, b)
+
+    @staticmethod
+    def matmul_t(a, b):
+        """a^T @ b without materialising the transpose."""
+        return tf.linalg.matmul(a, b, transpose_a=True)
+
+    sqrt = staticmethod(tf.math.sqrt)
+    abs = staticmethod(tf.math.abs)
+    isfinite = staticmethod(tf.math.is_finite)
+    maximum = staticmethod(tf.math.maximum)
+    zeros_like = staticmethod(tf.zeros_like)
+
+    def where(self, condition, x, y):
+        """Elementwise choice; a Python number in either branch takes the other branch's dtype."""
+        like = x if tf.is_tensor(x) else y if tf.is_tensor(y) else None
+        dtype = like.dtype if like is not None else self.tf_dtype
+        x = x if tf.is_tensor(x) else tf.constant(x, dtype=dtype)
+        y = y if tf.is_tensor(y) else tf.constant(y, dtype=dtype)
+        return tf.where(condition, x, y)
+
+    @staticmethod
+    def sum(x, axis=None):
+        return tf.reduce_sum(x, axis=axis)
+
+    @staticmethod
+    def vdot(a, b):
+        return tf.reduce_sum(a * b)
+
+    @staticmethod
+    def zeros(shape, like):
+        return tf.zeros(shape, dtype=like.dtype)
+
+    @staticmethod
+    def push(history, item):
+        """Drop the oldest entry of a fixed-size history (axis 0) and append `item` last."""
+        return tf.concat([history[1:], item[None]], axis=0)
+
+
+def gpu_available() -> bool:
+    return bool(tf.config.list_physical_devices("GPU"))
+
+
+def short_device(name: str) -> str:
+    """'/job:localhost/replica:0/task:0/device:GPU:0' -> 'GPU:0'."""
+    return name.rsplit("device:", 1)[-1] if name else "unknown"
+
+
+def on_trace_schedule_tensor(iteration):
+    """`optimizers.result.on_trace_schedule` as a predicate on an integer tensor."""
+    i = tf.cast(iteration, tf.int64)
+    stride = tf.constant(1, tf.int64)
+    for power in range(2, 19):
+        stride = tf.where(i >= 10**power, tf.constant(10 ** (power - 1), tf.int64), stride)
+    return tf.equal(i % stride, 0)
+
+
+def rule_values(rules) -> tuple:
+    """Every numeric field of every rule, in order: what enters a compiled loop as tensors."""
+    values = []
+    for rule in rules.rules:
+        for field in dataclasses.fields(rule):
+            value = getattr(rule, field.name)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                values.append(float(value))
+    return tuple(values)
+
+
+def rules_on_tensors(rules, values):
+    """A copy of `rules` whose numeric fields are the given (float64 tensor) values."""
+    values = list(values)
+    clone = copy.copy(rules)
+    clone.rules = []
+    for rule in rules.rules:
+        rule = copy.copy(rule)
+        for field in dataclasses.fields(rule):
+            value = getattr(rule, field.name)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                object.__setattr__(rule, field.name, values.pop(0))
+        clone.rules.append(rule)
+    return clone
+
+
+class TensorflowBackend:
+    """Runs an optimizer on TensorFlow: `minimize(problem, optimizer, rules, w0) -> Outcome`."""
+
+    name = "tensorflow"
+
+    def __init__(self, dtype: str = "float64", device: str = "cpu", feed: str = "fused",
+                 xla: bool = False):
+        if dtype not in DTYPES:
+            raise InputError(f"unknown dtype '{dtype}'; allowed: {', '.join(DTYPES)}")
+        if device not in DEVICES:
+            raise InputError(f"unknown device '{device}'; allowed: {', '.join(DEVICES)}")
+        if feed not in FEEDS:
+            raise InputError(f"unknown feed mode '{feed}'; allowed: {', '.join(FEEDS)}")
+        if not isinstance(xla, bool):
+            raise InputError(f"xla must be true or false, got {xla!r}")
+        if xla and feed == "tf1":
+            raise InputError("xla applies to the feed modes feed, resident and fused, not tf1")
+        self.dtype = np.dtype(dtype)
+        self.device = device
+        self.feed = feed
+        self.xla = xla
+        self.ops = TensorflowOps(dtype, device)
+        self.rule_ops = TensorflowOps("float64", device)  # rules see float64, as on the host
+
+    def options(self) -> dict:
+        return {"feed": self.feed, "xla": self.xla}
+
+    def unavailable(self) -> str | None:
+        """Why this backend cannot run here (a GPU asked for but none visible), or None."""
+        if self.device == "gpu" and not gpu_available():
+            return NO_GPU
+        return None
+
+    def minimize(self, problem, optimizer, rules, w0) -> Outcome:
+        reason = self.unavailable()
+        if reason is None and hasattr(optimizer, "unavailable"):  # e.g. TFP not importable
+            reason = optimizer.unavailable()
+        if reason is not None:  # recorded, never run on the CPU under a GPU label
+            return Outcome(np.asarray(w0, dtype=self.dtype), 0, 0.0, 0.0, "skipped", reason,
+                           device=self.device, extra={**self.options(), "device_name": ""})
+        if self.feed == "tf1":
+            from optimizers.backends.tf1 import minimize_tf1
+
+            return self._checked(minimize_tf1(self, problem, optimizer, rules, w0))
+        run = self._fused if self.feed == "fused" else self._stepped
+        outcome, state = run(problem, optimizer, rules, w0)
+        if hasattr(optimizer, "report"):  # counts only the optimizer knows (TFP's evaluations)
+            report = optimizer.report(state)
+            outcome.nfev, outcome.ngev, outcome.nhvp = (report.pop(k) for k in
+                                                         ("nfev", "ngev", "nhvp"))
+            outcome.extra.update(report)
+        return self._checked(outcome)
+
+    # helpers shared by the modes
+
+    def _checked(self, outcome: Outcome) -> Outcome:
+        if self.device == "gpu" and not outcome.device.upper().startswith("GPU"):
+            raise RuntimeError(f"asked for the GPU but the result lies on {outcome.device}")
+        return outcome
+
+    def _compile(self, function):
+        return tf.function(function, jit_compile=self.xla)
+
+    def _stats(self, state):
+        """Loss and gradient norm of a state as one float64 vector (one read to the host)."""
+        ops = self.ops
+        grad_norm = ops.sqrt(ops.vdot(state.g, state.g))
+        return tf.cast(tf.stack([state.f, grad_norm]), tf.float64)
+
+    def _step_functions(self, optimizer):
+        ops = self.ops
+
+        def init(X, y, params, w0):
+            objective = LeastSquaresObjective(ops, X, y)
+            state = optimizer.init(objective, ops, params, w0)
+            return state, self._stats(state)
+
+        def step(X, y, params, state):
+            objective = LeastSquaresObjective(ops, X, y)
+            state = optimizer.update(objective, ops, params, state)
+            return state, self._stats(state)
+
+        return init, step
+
+    def _setup(self, problem, optimizer, w0):
+        """Data and start point on the device, and the optimizer's constants."""
+        ops = self.ops
+        X, y = ops.asarray(problem.X), ops.asarray(problem.y)
+        params = optimizer.setup(problem, LeastSquaresObjective(ops, X, y), ops)
+        return X, y, params, ops.asarray(w0)
+
+    def _extra(self, tensor) -> tuple[str, dict]:
+        return short_device(tensor.device), {**self.options(), "device_name": tensor.device}
+
+    # feed and resident: compiled steps called from the host loop
+
+    def _stepped(self, problem, optimizer, rules, w0) -> Outcome:
+        from optimizers.driver import host_loop
+
+        setup_clock = Stopwatch()
+        with tf.device(DEVICES[self.device]):
+            X, y, params, start = self._setup(problem, optimizer, w0)
+            if self.feed == "feed":  # the host keeps the data; every call copies it over
+                X = np.asarray(problem.X, dtype=self.dtype)
+                y = np.asarray(problem.y, dtype=self.dtype)
+            init_fn, step_fn = (self._compile(f) for f in self._step_functions(optimizer))
+            warm, _ = init_fn(X, y, params, start)  # trace and compile; pure, so thrown away
+            step_fn(X, y, params, warm)[1].numpy()
+            setup_seconds = setup_clock.elapsed()
+
+            def observe(state):
+                f, grad_norm = state[1].numpy()
+                return float(f), float(grad_norm)
+
+            state, iterations, seconds, status, message, trace = host_loop(
+                problem, rules,
+                init=lambda: init_fn(X, y, params, start),
+                step=lambda state: step_fn(X, y, params, state[0]),
+                observe=observe,
+            )
+        w = state[0].w
+        device, extra = self._extra(w)
+        return Outcome(w.numpy(), iterations, seconds, setup_seconds, status, message, trace,
+                       device=device, extra=extra), state[0]
+
+    # fused: one tf.function, one while_loop, rules as tensor predicates
+
+    def _fused_function(self, problem, optimizer, rules):
+        rops = self.rule_ops
+        init_step, update_step = self._step_functions(optimizer)
+        if self.xla:
+            init_step = tf.function(init_step, jit_compile=True)
+            update_step = tf.function(update_step, jit_compile=True)
+        n_rules = len(rules.rules)
+
+        def loop(X, y, params, w0, values, f_star, f_scale, cap):
+            t0 = tf.timestamp()
+            tensor_rules = rules_on_tensors(rules, tf.unstack(values))
+
+            def check(i, stats, f0, f_prev, rule_states, buffer, slot):
+                f, grad_norm = stats[0], stats[1]
+                with tf.control_dependencies([stats]):
+                    elapsed = tf.timestamp() - t0
+                suboptimality = (f - f_star) / f_scale
+                iteration = tf.cast(i, tf.float64)
+                ctx = Context(iteration, elapsed, f, f0, f_prev, suboptimality, grad_norm)
+                fired, rule_states = tensor_rules.check(rops, ctx, rule_states)
+                row = tf.stack([iteration, elapsed, f, suboptimality, grad_norm])
+                buffer = tf.tensor_scatter_nd_update(buffer, [[slot]], row[None])
+                slot = slot + tf.cast(on_trace_schedule_tensor(i), tf.int32)
+                return tf.stack(fired), rule_states, buffer, slot
+
+            state, stats = init_step(X, y, params, w0)
+            f0 = stats[0]
+            buffer = tf.zeros((TRACE_CAPACITY, len(TRACE_COLUMNS)), tf.float64)
+            fired, rule_states, buffer, slot = check(
+                tf.constant(0), stats, f0, tf.constant(np.nan, tf.float64),
+                tensor_rules.init_state(rops), buffer, tf.constant(0))
+
+            def condition(i, state, f_prev, rule_states, fired, buffer, slot):
+                return tf.logical_and(tf.logical_not(tf.reduce_any(fired)), i < cap)
+
+            def body(i, state, f_prev, rule_states, fired, buffer, slot):
+                state, stats = update_step(X, y, params, state)
+                i = i + 1
+                fired, rule_states, buffer, slot = check(i, stats, f0, f_prev, rule_states,
+                                                         buffer, slot)
+                return i, state, stats[0], rule_states, fired, buffer, slot
+
+            i, state, _, _, fired, buffer, slot = tf.while_loop(
+                condition, body, (tf.constant(0), state, f0, rule_states, fired, buffer, slot))
+            rows = slot + 1 - tf.cast(on_trace_schedule_tensor(i), tf.int32)
+            return state, i, tf.ensure_shape(fired, (n_rules,)), buffer, rows
+
+        return tf.function(loop)
+
+    def _fused(self, problem, optimizer, rules, w0) -> Outcome:
+        setup_clock = Stopwatch()
+        with tf.device(DEVICES[self.device]):
+            X, y, params, start = self._setup(problem, optimizer, w0)
+            f_star = float(problem.f_star)
+            arguments = (X, y, params, start, tf.constant(rule_values(rules), tf.float64),
+                         tf.constant(f_star, tf.float64),
+                         tf.constant(f_star if f_star > 0 else 1.0, tf.float64))
+            loop = self._fused_function(problem, optimizer, rules)
+            loop(*arguments, tf.constant(1))[1].numpy()  # trace and compile: one iteration
+            cap = tf.constant(_CAP)
+            setup_seconds = setup_clock.elapsed()
+
+            clock = Stopwatch()
+            state, iterations, fired, buffer, rows = loop(*arguments, cap)
+            w = state.w
+            w_host, iterations = w.numpy(), int(iterations.numpy())
+            seconds = clock.elapsed()
+        index = rules.first(fired.numpy())
+        if index >= 0:
+            rule = rules.rules[index]
+            status, message = rule.status, f"{rule!r} fired at iteration {iterations}"
+        else:
+            status, message = "max_iter", f"the loop's own limit of {_CAP} iterations"
+        table = buffer.numpy()[: int(rows.numpy())]
+        trace = {c: table[:, j].tolist() for j, c in enumerate(TRACE_COLUMNS)}
+        trace["iteration"] = [int(v) for v in trace["iteration"]]
+        device, extra = self._extra(w)
+        return Outcome(w_host, iterations, seconds, setup_seconds, status, message, trace,
+                       device=device, extra=extra), state

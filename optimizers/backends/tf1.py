@@ -1,0 +1,101 @@
+"""The original TensorFlow 1 program's shape, through `tf.compat.v1`, on the common run record.
+
+A graph of its own with two placeholders, the weights in a variable, the loss and a TF1 optimizer
+class (`AdadeltaOptimizer(learning_rate, rho, epsilon)`, or `GradientDescentOptimizer` with the
+step the GD optimizer's setup resolves); every iteration is one `sess.run` that feeds the
+columns of a pandas frame (`feed_dict={features: frame[feature_cols], labels: frame[label_cols]}`),
+converting them to the run's dtype each time, as the original did. The original used float32 and a
+random normal start: `--dtype float32 --init normal` reproduces that; the start point comes from
+the run like every other backend's, so the record's init column stays true.
+
+One `sess.run` evaluates the loss and gradient at the current weights and applies the update, so
+it returns the loss, gradient norm and weights of the iterate *before* its update. The host loop
+therefore sees iterate k from the (k+1)-th call, and the update that call also applies is simply
+not observed when a rule fires. The graph and session are local to a run; nothing global changes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import tensorflow as tf
+
+from datasets.errors import InputError
+from optimizers.backends.numpy import NumpyBackend
+from optimizers.result import Outcome, Stopwatch
+
+OPTIMIZERS = ("gd", "adadelta")
+
+
+def _columns(names, width: int) -> list:
+    names = list(names)
+    return names if len(names) == width and len(set(names)) == width else list(range(width))
+
+
+def _tf1_optimizer(problem, optimizer, dtype):
+    """The TF1 optimizer class; its hyperparameters as tensors of the run's dtype (given Python
+    floats, TF1 rounds them to float32 first, which changes a float64 run by ~1e-8)."""
+    tf1 = tf.compat.v1
+
+    def constant(value):
+        return tf.constant(value, dtype=tf.as_dtype(dtype))
+
+    if optimizer.name == "adadelta":
+        return tf1.train.AdadeltaOptimizer(constant(optimizer.learning_rate),
+                                           constant(optimizer.rho), constant(optimizer.epsilon))
+    if optimizer.step == "diag":
+        raise InputError("feed 'tf1': gd step 'diag' is the original NumPy program's update, not "
+                         "a TF1 optimizer; use step '1/L' or 'fixed'")
+    params = optimizer.setup(problem, None, NumpyBackend(str(dtype)))  # the step size only
+    return tf1.train.GradientDescentOptimizer(constant(float(params.scale)))
+
+
+def minimize_tf1(backend, problem, optimizer, rules, w0) -> Outcome:
+    from optimizers.backends.tensorflow import DEVICES, short_device
+    from optimizers.driver import host_loop
+
+    if optimizer.name not in OPTIMIZERS:
+        raise InputError(f"feed 'tf1' runs the original program's optimizers only "
+                         f"({', '.join(OPTIMIZERS)}), not '{optimizer.name}'")
+    tf1 = tf.compat.v1
+    dtype = backend.dtype
+    setup_clock = Stopwatch()
+    feature_cols = _columns(problem.feature_names, problem.d)
+    label_cols = _columns(problem.label_names, problem.k)
+    features_frame = pd.DataFrame(problem.X, columns=feature_cols)
+    labels_frame = pd.DataFrame(problem.y, columns=label_cols)
+    graph = tf.Graph()
+    with graph.as_default(), graph.device(DEVICES[backend.device]):
+        tf_dtype = tf.as_dtype(dtype)
+        features = tf1.placeholder(tf_dtype, shape=(None, problem.d), name="features")
+        labels = tf1.placeholder(tf_dtype, shape=(None, problem.k), name="labels")
+        weights = tf1.Variable(np.asarray(w0, dtype=dtype), name="weights", use_resource=True)
+        current = weights.value()  # the one read: loss, gradient and the fetched iterate
+        residual = tf.linalg.matmul(features, current) - labels
+        rows = tf.cast(tf.shape(features)[0], tf_dtype)
+        loss = tf.reduce_sum(tf.square(residual)) / rows  # (1/n)||Xw - y||^2, as every backend
+        train = _tf1_optimizer(problem, optimizer, dtype)
+        ((gradient, _),) = train.compute_gradients(loss, var_list=[weights])
+        apply = train.apply_gradients([(gradient, weights)])
+        grad_norm = tf.norm(gradient)
+        initialize = tf1.global_variables_initializer()
+    graph.finalize()
+    with tf1.Session(graph=graph) as session:
+        fetches = [apply, loss, grad_norm, current]
+
+        def run_step():
+            _, f, g, w = session.run(fetches, feed_dict={
+                features: features_frame[feature_cols], labels: labels_frame[label_cols]})
+            return float(f), float(g), w
+
+        session.run(initialize)
+        run_step()  # warm-up: graph pruning and the executor are built here, as setup
+        session.run(initialize)  # back to the start point, optimizer slots zeroed
+        setup_seconds = setup_clock.elapsed()
+        state, iterations, seconds, status, message, trace = host_loop(
+            problem, rules, init=run_step, step=lambda state: run_step(),
+            observe=lambda state: state[:2])
+    device_name = weights.device
+    return Outcome(np.asarray(state[2]), iterations, seconds, setup_seconds, status, message,
+                   trace, device=short_device(device_name),
+                   extra={**backend.options(), "device_name": device_name})
