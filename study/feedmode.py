@@ -495,6 +495,7 @@ def run_child(spec: Spec, out: Path, run_timeout: float, memory_budget_gb: float
         except BaseException:   # Ctrl-C or anything else: never leave the child behind
             _kill_group(proc.pid)
             proc.wait()
+            partial.unlink(missing_ok=True)
             raise
         proc.returncode = returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - t0
@@ -529,6 +530,15 @@ def run_child(spec: Spec, out: Path, run_timeout: float, memory_budget_gb: float
 
 # --- summary and command line ------------------------------------------------------------------
 
+def checksum_deviation(runs: pd.DataFrame) -> pd.Series:
+    """|checksum - median checksum of the finished runs of the same dtype and N| / |median|:
+    whether every mode computed the same full-size output."""
+    checksum = pd.to_numeric(runs["checksum"], errors="coerce")
+    finished = checksum.where(runs["status"].isin(["ok", "mismatch"]))
+    median = finished.groupby([runs["dtype"], runs["n"]]).transform("median")
+    return (checksum - median).abs() / median.abs()
+
+
 def summary_table(runs: pd.DataFrame) -> str:
     if runs.empty:
         return "(no runs)"
@@ -545,9 +555,10 @@ def summary_table(runs: pd.DataFrame) -> str:
         "steady s": number("steady_median_seconds"), "first/steady": number("first_over_steady"),
         "total s": number("total_seconds"), "graphdef MB": number("graphdef_bytes") / 1e6,
         "peak GB": peak * 2**20 / 1e9, "check err": number("check_max_abs_error"),
+        "checksum dev": checksum_deviation(runs),
     })
     for column in table.columns[5:]:
-        spec = ".1e" if column == "check err" else ".3g"
+        spec = ".1e" if column in ("check err", "checksum dev") else ".3g"
         table[column] = ["-" if np.isnan(v) else format(v, spec) for v in table[column]]
     return table.to_string(index=False)
 
@@ -618,7 +629,9 @@ def run_study(study: Study, retry_failed: bool = False, force: bool = False,
     """Run every pending spec, one fresh process each; the tables show every finished run."""
     from tqdm import tqdm
 
-    study.out.mkdir(parents=True, exist_ok=True)
+    (study.out / "runs").mkdir(parents=True, exist_ok=True)
+    for stale in (study.out / "runs").glob(".*"):   # left by a study killed mid-write
+        stale.unlink(missing_ok=True)
     todo = pending_specs(study, retry_failed, force)
     done = len(study.specs) - len(todo)
     print(f"{study.name}: {len(study.specs)} runs, {done} already recorded, {len(todo)} to run "
