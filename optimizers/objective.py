@@ -5,6 +5,11 @@
 costs O(d^2), independent of n. The loss is then (w^T A w - 2 w^T b + c) / n, which cancels
 digits when f* is much smaller than y^T y / n: float32 gram runs cannot resolve small
 suboptimalities, and the float64 check of every run's final iterate shows it.
+
+`prepare_data` puts what a formulation needs on the backend once (setup, timed apart);
+`make_objective` wraps those arrays and costs nothing, so compiled steps can take the arrays as
+arguments and build the objective inside. The data matrix is stored in the backend's own layout
+(`ops.data_matrix`), and only the backend's `data_*` products touch it.
 """
 
 from __future__ import annotations
@@ -19,28 +24,26 @@ class LeastSquaresObjective:
 
     def __init__(self, ops, X, y):
         self.ops = ops
-        self.X = X
+        self.X = X  # in the backend's layout (ops.data_matrix)
         self.y = y
-        self.inv_n = ops.scalar(1.0 / X.shape[0])
+        self.inv_n = ops.scalar(1.0 / y.shape[0])
 
     def value_and_grad(self, w):
         """Loss and gradient at w: two passes over X (X w, then X^T r)."""
         ops = self.ops
-        r = ops.matmul(self.X, w) - self.y
+        r = ops.data_matvec(self.X, w) - self.y
         f = ops.vdot(r, r) * self.inv_n
-        g = (2 * self.inv_n) * ops.matmul_t(self.X, r)
+        g = (2 * self.inv_n) * ops.data_rmatvec(self.X, r)
         return f, g
 
     def curvature(self, direction):
         """direction^T H direction for the Hessian H = 2/n X^T X: one pass over X."""
-        ops = self.ops
-        q = ops.matmul(self.X, direction)
-        return (2 * self.inv_n) * ops.vdot(q, q)
+        q = self.ops.data_matvec(self.X, direction)
+        return (2 * self.inv_n) * self.ops.vdot(q, q)
 
     def hessian_diagonal(self):
         """diag(H) = 2/n * sum_i x_ij^2, shaped (d, 1) to broadcast over label columns."""
-        ops = self.ops
-        return (2 * self.inv_n) * ops.sum(self.X * self.X, axis=0)[:, None]
+        return (2 * self.inv_n) * self.ops.data_column_squares(self.X)[:, None]
 
 
 class GramObjective:
@@ -49,29 +52,33 @@ class GramObjective:
 
     formulation = "gram"
 
-    def __init__(self, ops, X, y):
-        self.ops = ops
-        self.inv_n = ops.scalar(1.0 / X.shape[0])
-        self.A = ops.matmul_t(X, X)
-        self.b = ops.matmul_t(X, y)
-        self.c = ops.sum(y * y)
+    def __init__(self, ops, A, b, c, inv_n):
+        self.ops, self.A, self.b, self.c, self.inv_n = ops, A, b, c, inv_n
 
     def value_and_grad(self, w):
         ops = self.ops
         Aw = ops.matmul(self.A, w)
-        f = (ops.sum(w * Aw) - 2 * ops.sum(w * self.b) + self.c) * self.inv_n
+        f = (ops.vdot(w, Aw) - 2 * ops.vdot(w, self.b) + self.c) * self.inv_n
         g = (2 * self.inv_n) * (Aw - self.b)
         return f, g
 
     def curvature(self, direction):
         ops = self.ops
-        return (2 * self.inv_n) * ops.sum(direction * ops.matmul(self.A, direction))
+        return (2 * self.inv_n) * ops.vdot(direction, ops.matmul(self.A, direction))
 
     def hessian_diagonal(self):
-        ops = self.ops
-        return (2 * self.inv_n) * ops.diag_part(self.A)[:, None]
+        return (2 * self.inv_n) * self.ops.diag_part(self.A)[:, None]
 
 
-def make_objective(ops, X, y, formulation: str = "data"):
-    """The objective for a formulation; X and y are already on the backend, in its dtype."""
-    return GramObjective(ops, X, y) if formulation == "gram" else LeastSquaresObjective(ops, X, y)
+def prepare_data(ops, X, y, formulation: str = "data") -> tuple:
+    """The backend arrays a formulation works from, made once from host X (n x d) and y."""
+    Xd, yd = ops.data_matrix(X), ops.asarray(y)
+    if formulation == "data":
+        return (Xd, yd)
+    return (ops.data_gram(Xd), ops.data_rmatvec(Xd, yd), ops.vdot(yd, yd),
+            ops.scalar(1.0 / X.shape[0]))
+
+
+def make_objective(ops, data: tuple, formulation: str = "data"):
+    """Wrap `prepare_data`'s arrays (cheap: safe to call inside a compiled step)."""
+    return GramObjective(ops, *data) if formulation == "gram" else LeastSquaresObjective(ops, *data)

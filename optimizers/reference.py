@@ -14,7 +14,7 @@ import scipy.optimize
 
 from datasets.errors import InputError
 from optimizers.driver import _append, host_ops
-from optimizers.objective import make_objective
+from optimizers.objective import make_objective, prepare_data
 from optimizers.result import TRACE_COLUMNS, Outcome, Stopwatch, on_trace_schedule
 from optimizers.stopping import Context
 
@@ -43,8 +43,8 @@ class ScipyLBFGS:
     def minimize(self, problem, rules, backend, w0) -> Outcome:
         _require_numpy(self.name, backend)
         setup_clock = Stopwatch()
-        objective = make_objective(backend, backend.data_matrix(problem.X),
-                                   backend.asarray(problem.y), backend.formulation)
+        data = prepare_data(backend, problem.X, problem.y, backend.formulation)
+        objective = make_objective(backend, data, backend.formulation)
         shape = w0.shape
         setup_seconds = setup_clock.elapsed()
 

@@ -5,13 +5,12 @@ import pytest
 
 from datasets import InputError, make_problem
 from optimizers import build_rules, make_backend, make_optimizer, run
-from optimizers.objective import LeastSquaresObjective
+from optimizers.objective import make_objective, prepare_data
 
 
 def iterates(problem, optimizer, steps, backend):
     """The optimizer's own init/update, stepped by hand: the iterates the driver would produce."""
-    objective = LeastSquaresObjective(backend, backend.asarray(problem.X),
-                                      backend.asarray(problem.y))
+    objective = make_objective(backend, prepare_data(backend, problem.X, problem.y))
     params = optimizer.setup(problem, objective, backend)
     state = optimizer.init(objective, backend, params,
                            backend.asarray(np.zeros((problem.d, problem.k))))

@@ -62,6 +62,26 @@ def test_iterates_equal_numpy_for_50_iterations(problem, name, hp, feed, xla):
     assert result.device == "CPU:0"
 
 
+@pytest.mark.parametrize(("name", "hp"), [*FIRST_ORDER, ("lbfgs", {})],
+                         ids=["gd-1/L", "gd-diag", "adadelta", "lbfgs"])
+@pytest.mark.parametrize(("feed", "xla"), MODES, ids=MODE_IDS)
+def test_gram_formulation_equals_the_numpy_gram_twin(problem, name, hp, feed, xla):
+    optimizer = make_optimizer(name, **hp)
+    rules = build_rules(max_iter=30 if name != "lbfgs" else 4)
+    reference = run(problem, optimizer, rules, init="normal", seed=2,
+                    backend=make_backend("numpy", formulation="gram"))
+    result = run(problem, optimizer, rules, init="normal", seed=2,
+                 backend=make_backend("tensorflow", feed=feed, xla=xla, formulation="gram"))
+    np.testing.assert_allclose(result.trace["loss"], reference.trace["loss"], rtol=1e-9)
+    assert relative(result.w, reference.w) <= 1e-9
+    assert result.record()["formulation"] == "gram"
+
+
+def test_tf1_refuses_the_gram_formulation():
+    with pytest.raises(InputError, match="formulation 'data' only"):
+        make_backend("tensorflow", "float32", feed="tf1", formulation="gram")
+
+
 def test_lbfgs_on_tensorflow_reaches_scipy_optimum():
     """Same f* as SciPy; never more than 2x SciPy's iterations (with its exact line search on a
     quadratic, our L-BFGS needs 2-5x fewer, so a two-sided 2x bound cannot hold); and the NumPy
