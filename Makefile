@@ -20,6 +20,8 @@ ENGINE := $(wildcard datasets/*.py optimizers/*.py optimizers/backends/*.py) \
 	study/config.py study/runner.py study/worker.py study/records.py study/environment.py \
 	study/output.py
 
+FEEDMODE := study/feedmode.py study/feedmode_worker.py study/output.py study/environment.py
+
 REGRESSION_FIGURES := $(addprefix figures/regression/,convergence_time.png \
 	convergence_iterations.png time_to_target.png cost_tradeoff.png performance_profile.png \
 	regression_feed_modes.png)
@@ -47,6 +49,12 @@ results/regression/runs.parquet: configs/regression.toml $(ENGINE) | $(STAMP)
 
 results/regression-full/runs.parquet: configs/regression-full.toml $(ENGINE) | $(STAMP)
 	$(RUN) run $< --out $(@D)
+
+results/feedmode/runs.parquet: configs/feedmode.toml $(FEEDMODE) | $(STAMP)
+	$(RUN) feedmode --config $< --out $(@D)
+
+results/feedmode-full/runs.parquet: configs/feedmode-full.toml $(FEEDMODE) | $(STAMP)
+	$(RUN) feedmode --config $< --out $(@D)
 
 # ---- figures (from results only) -------------------------------------------------------------
 $(REGRESSION_FIGURES) &: results/regression/runs.parquet study/plots.py | $(STAMP)
