@@ -151,3 +151,50 @@ def test_report_renders_markdown_and_self_contained_html(tmp_path, tables):
     assert "| data set | configuration |" in text
     assert "data:image/png;base64," in page.read_text()
     assert "src=\"../" not in page.read_text()
+
+
+def feedmode_table():
+    rows = []
+    for n, scale in ((500, 1.0), (2000, 4.0)):
+        for dtype in ("float64", "float32"):
+            for mode, grappler, first, steady, graph in (
+                    ("constant", "default", 2.0, 0.01, 8e6), ("constant", "off", 0.5, 0.2, 8e6),
+                    ("numpy", "default", 2.1, 0.01, 8e6), ("placeholder", "default", 0.4, 0.2,
+                                                           2e3),
+                    ("function-arg", "default", 0.6, 0.2, None)):
+                rows.append({"mode": mode, "grappler": grappler, "dtype": dtype, "n": n,
+                             "status": "ok", "first_call_seconds": first * scale,
+                             "steady_median_seconds": steady * scale,
+                             "graphdef_bytes": graph * scale if graph else None,
+                             "env_host": "h"})
+    rows.append({**rows[0], "mode": "variable", "n": 2000, "status": "timeout"})
+    return pd.DataFrame(rows)
+
+
+def test_feedmode_figure_reads_back_the_table():
+    runs = feedmode_table()
+    fig = plots.figure_feedmode(runs)
+    first, graph, ablation, sweep = fig.axes[:4]
+    assert "N = 2000" in first.get_title()  # the size where most modes ran
+    assert first.get_xscale() == "log" and graph.get_xscale() == "log"
+    assert {t.get_text() for t in first.get_yticklabels()} == {
+        "constant", "numpy", "placeholder", "function-arg"}
+    widths = sorted(round(p.get_width(), 6) for p in graph.patches if p.get_width() > 0)
+    assert widths == [0.008, 0.008, 32.0, 32.0, 32.0, 32.0]  # MB: placeholder tiny, constants big
+    assert ablation.get_yscale() == "log"
+    assert {t.get_text() for t in ablation.get_legend().get_texts()} == {"default", "off"}
+    assert sweep.get_xscale() == sweep.get_yscale() == "log" and len(sweep.get_lines()) >= 3
+    assert any("variable float64 N=2000 (timeout)" in t.get_text() for t in fig.texts)
+    plt.close(fig)
+
+
+def test_feedmode_answer_matches_the_table():
+    lines = report.original_feedmode_answer(feedmode_table())
+    assert lines[0] == ("N = 2000, float32: tf.constant's first call took 8 s and later calls "
+                        "40 ms; the placeholder's first call 1.6 s and later calls 800 ms. On "
+                        "the first call the placeholder was 5x faster; on later calls the "
+                        "constant was 20x faster.")
+    assert "32 MB GraphDef against 0.008 MB" in lines[1]
+    assert "all graph optimisations off, the constant's first call took 2 s" in lines[2]
+    assert any("grew from 2 s at N = 500 to 8 s at N = 2000" in line for line in lines)
+    assert lines[-1].startswith("Did not finish: variable float64 N=2000")
