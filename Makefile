@@ -60,19 +60,25 @@ results/feedmode-full/runs.parquet: configs/feedmode-full.toml $(FEEDMODE) | $(S
 $(REGRESSION_FIGURES) &: results/regression/runs.parquet study/plots.py | $(STAMP)
 	$(RUN) figures regression --results $(<D) --out $(@D)
 
+figures/feedmode/feedmode.png: results/feedmode/runs.parquet study/plots.py | $(STAMP)
+	$(RUN) figures feedmode --results $(<D) --out $(@D)
+
 # ---- report ----------------------------------------------------------------------------------
-reports/report.md reports/report.html &: $(REGRESSION_FIGURES) study/report.py | $(STAMP)
+reports/report.md reports/report.html &: $(REGRESSION_FIGURES) figures/feedmode/feedmode.png \
+		study/report.py | $(STAMP)
 	$(RUN) report --results results --figures figures --out reports
 
 reproduce: reports/report.md
 	@echo "The report is at reports/report.md (self-contained: reports/report.html)."
 
-full: results/regression-full/runs.parquet
+full: results/regression-full/runs.parquet results/feedmode-full/runs.parquet
 	$(RUN) figures regression --results results/regression-full --out figures/regression-full
+	$(RUN) figures feedmode --results results/feedmode-full --out figures/feedmode-full
 
 # Rebuild figures or the report from existing results without running anything.
 figures: | $(STAMP)
 	$(RUN) figures regression --results results/regression --out figures/regression
+	$(RUN) figures feedmode --results results/feedmode --out figures/feedmode
 
 report: figures
 	$(RUN) report --results results --figures figures --out reports

@@ -1,0 +1,86 @@
+"""The Makefile's file targets: a full build leaves nothing to do, and touching one config
+reruns only that study (checked with make's dry run on a copy whose files are stand-ins)."""
+
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+
+
+def age(path: Path, seconds_ago: float) -> None:
+    stamp = time.time() - seconds_ago
+    os.utime(path, (stamp, stamp))
+
+
+@pytest.fixture
+def built(tmp_path):
+    """A copy of the tree's Makefile inputs, with every output present and newer than them."""
+    for path in ROOT.glob("*/*.py"):
+        if path.parts[-2] in ("datasets", "optimizers", "study"):
+            target = tmp_path / path.relative_to(ROOT)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text("")
+    for path in list(ROOT.glob("optimizers/backends/*.py")) + list(ROOT.glob("configs/*.toml")):
+        target = tmp_path / path.relative_to(ROOT)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text("")
+    shutil.copy(ROOT / "Makefile", tmp_path / "Makefile")
+    (tmp_path / "pyproject.toml").write_text("")
+    dry = subprocess.run(["make", "-n", "-B", "reports/report.md"], cwd=tmp_path,
+                         capture_output=True, text=True, check=True).stdout
+    outputs = ["results/regression/runs.parquet", "results/feedmode/runs.parquet",
+               *[f"figures/regression/{n}.png" for n in (
+                   "convergence_time", "convergence_iterations", "time_to_target",
+                   "cost_tradeoff", "performance_profile", "regression_feed_modes")],
+               "figures/feedmode/feedmode.png", "reports/report.md", "reports/report.html"]
+    for inputs in tmp_path.rglob("*"):
+        if inputs.is_file():
+            age(inputs, 1000)
+    (tmp_path / ".venv").mkdir()
+    (tmp_path / ".venv" / ".installed").write_text("")
+    age(tmp_path / ".venv" / ".installed", 900)
+    for rank, name in enumerate(outputs):
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("")
+        age(path, 100 - rank)
+    return tmp_path, dry
+
+
+def make_dry(folder) -> str:
+    return subprocess.run(["make", "-n", "reports/report.md"], cwd=folder, capture_output=True,
+                          text=True, check=True).stdout
+
+
+def test_full_build_leaves_nothing_to_do(built):
+    folder, forced = built
+    assert "study run configs/regression.toml" in forced  # the chain is real...
+    assert "study feedmode --config configs/feedmode.toml" in forced
+    assert "study" not in make_dry(folder)  # ...and a built tree has nothing to do
+    code = subprocess.run(["make", "-q", "reports/report.md"], cwd=folder).returncode
+    assert code == 0
+
+
+def test_touching_one_config_reruns_only_that_study(built):
+    folder, _ = built
+    (folder / "configs" / "feedmode.toml").touch()
+    plan = make_dry(folder)
+    assert "study feedmode --config configs/feedmode.toml" in plan
+    assert "figures feedmode" in plan and "study report" in plan
+    assert "study run configs/regression.toml" not in plan
+    assert "figures regression" not in plan
+
+
+def test_plot_code_redraws_without_rerunning(built):
+    folder, _ = built
+    (folder / "study" / "plots.py").touch()
+    plan = make_dry(folder)
+    assert "figures regression" in plan and "figures feedmode" in plan
+    assert "study run" not in plan and "study feedmode --config" not in plan
