@@ -200,14 +200,14 @@ def test_a_run_over_its_budget_is_recorded_and_the_study_goes_on(tmp_path, capsy
 # --- bad parameters: one line on stderr, exit 2, nothing written ------------------------------
 
 @pytest.mark.parametrize("flags, words", [
-    (["--n", "0"], ["n", "positive"]),
-    (["--n", "-5"], ["n", "positive"]),
+    (["--n", "0"], ["--n", "positive"]),
+    (["--n", "-5"], ["--n", "positive"]),
     (["--modes", "constant", "telepathy"], ["telepathy", "allowed", "placeholder"]),
     (["--dtype", "float16"], ["float16", "allowed", "float32"]),
     (["--device", "tpu"], ["tpu", "cpu, gpu"]),
     (["--grappler", "aggressive"], ["aggressive", "no-constant-folding"]),
-    (["--calls", "0"], ["calls", "positive"]),
-    (["--run-timeout", "0"], ["run_timeout", "positive"]),
+    (["--calls", "0"], ["--calls", "positive"]),
+    (["--run-timeout", "0"], ["--run-timeout", "positive"]),
     (["--modes", "eager-numpy", "--grappler", "off"], ["TF1 modes only"]),
 ])
 def test_bad_parameters_give_one_line_and_exit_2(tmp_path, capsys, flags, words):
