@@ -88,6 +88,8 @@ DEVICES = ("cpu", "gpu")
 GRAPPLER = {
     "default": "TensorFlow's defaults",
     "no-constant-folding": "Grappler's constant folding off (RewriterConfig.constant_folding=OFF)",
+    "no-folding": "Grappler's and the classic graph optimizer's constant folding off (L0 with CSE "
+                  "and function inlining kept), every other optimisation on",
     "off": "all graph optimisations off (OptimizerOptions L0, Grappler meta-optimizer disabled)",
 }
 TOLERANCE = {"float64": 1e-12, "float32": 1e-5}   # of the check against the NumPy reference
