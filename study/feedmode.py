@@ -88,6 +88,8 @@ DEVICES = ("cpu", "gpu")
 GRAPPLER = {
     "default": "TensorFlow's defaults",
     "no-constant-folding": "Grappler's constant folding off (RewriterConfig.constant_folding=OFF)",
+    "no-folding": "Grappler's and the classic graph optimizer's constant folding off (L0 with CSE "
+                  "and function inlining kept), every other optimisation on",
     "off": "all graph optimisations off (OptimizerOptions L0, Grappler meta-optimizer disabled)",
 }
 TOLERANCE = {"float64": 1e-12, "float32": 1e-5}   # of the check against the NumPy reference
@@ -96,6 +98,9 @@ STATUSES = ("ok", "mismatch", "error", "oom", "timeout")
 DEFAULTS = {"name": "feedmode", "description": "", "n": [60000], "dtypes": ["float64"],
             "modes": list(MODES), "grappler": ["default"], "calls": 10, "device": "cpu",
             "seed": 0, "check_n": 16, "run_timeout": 900.0, "memory_budget_gb": None}
+FLAGS = {"n": "--n", "dtypes": "--dtype", "modes": "--modes", "grappler": "--grappler",
+         "calls": "--calls", "device": "--device", "seed": "--seed", "check_n": "--check-n",
+         "run_timeout": "--run-timeout", "memory_budget_gb": "--memory-budget-gb"}
 TOP_KEYS = ("name", "description", "calls", "device", "seed", "check_n", "run_timeout",
             "memory_budget_gb", "grid")
 GRID_KEYS = ("name", "modes", "dtypes", "n", "grappler")
@@ -269,23 +274,29 @@ def build_study(config: dict | None = None, overrides: dict | None = None) -> St
     source = config.pop("_source", "command line")
     top = {k: config.get(k, DEFAULTS.get(k)) for k in TOP_KEYS if k != "grid"}
     top.update({k: v for k, v in overrides.items() if k in top})
+
+    def name_of(key: str, where: str = source) -> str:
+        """Where a value came from, for error messages: its flag, or the file and key."""
+        return FLAGS[key] if key in overrides else f"{where}: {key}"
+
     name = top["name"]
     if not isinstance(name, str) or not name or "/" in name:
         raise InputError(f"{source}: name must be a non-empty string without '/', not {name!r}")
     if not isinstance(top["description"], str):
         raise InputError(f"{source}: description must be a string")
-    calls = _positive(top["calls"], f"{source}: calls", int)
+    calls = _positive(top["calls"], name_of("calls"), int)
     seed = top["seed"]
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
-        raise InputError(f"{source}: seed must be a non-negative integer, not {seed!r}")
-    check_n = _positive(top["check_n"], f"{source}: check_n", int)
-    run_timeout = float(_positive(top["run_timeout"], f"{source}: run_timeout"))
+        raise InputError(f"{name_of('seed')} must be a non-negative integer, not {seed!r}")
+    check_n = _positive(top["check_n"], name_of("check_n"), int)
+    run_timeout = float(_positive(top["run_timeout"], name_of("run_timeout")))
     budget = top["memory_budget_gb"]
     budget = default_memory_budget_gb() if budget is None else float(
-        _positive(budget, f"{source}: memory_budget_gb"))
+        _positive(budget, name_of("memory_budget_gb")))
     device = top["device"]
     if device not in DEVICES:
-        raise InputError(f"{source}: unknown device '{device}'; allowed: {', '.join(DEVICES)}")
+        raise InputError(f"{name_of('device')}: unknown device '{device}'; "
+                         f"allowed: {', '.join(DEVICES)}")
 
     grids = config.get("grid") or [{}]
     specs, skipped = {}, 0
@@ -293,10 +304,10 @@ def build_study(config: dict | None = None, overrides: dict | None = None) -> St
         where = f"{source}: [[grid]] {grid.get('name', number)}" if config.get("grid") else source
         grid = {**{k: DEFAULTS[k] for k in ("n", "dtypes", "modes", "grappler")}, **grid,
                 **{k: v for k, v in overrides.items() if k in GRID_KEYS}}
-        ns = _as_list(grid["n"], f"{where}: n", int)
-        dtypes = _as_list(grid["dtypes"], f"{where}: dtype", str, DTYPES)
-        modes = _as_list(grid["modes"], f"{where}: mode", str, tuple(MODES))
-        variants = _as_list(grid["grappler"], f"{where}: grappler", str, tuple(GRAPPLER))
+        ns = _as_list(grid["n"], name_of("n", where), int)
+        dtypes = _as_list(grid["dtypes"], name_of("dtypes", where), str, DTYPES)
+        modes = _as_list(grid["modes"], name_of("modes", where), str, tuple(MODES))
+        variants = _as_list(grid["grappler"], name_of("grappler", where), str, tuple(GRAPPLER))
         produced = 0
         for mode, variant, dtype, n in product(modes, variants, dtypes, ns):
             if variant != "default" and MODES[mode].api != "tf1":

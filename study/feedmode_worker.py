@@ -43,6 +43,15 @@ def session_config(grappler: str) -> tf.compat.v1.ConfigProto:
     rewrite = config.graph_options.rewrite_options
     if grappler == "no-constant-folding":
         rewrite.constant_folding = rewriter_config_pb2.RewriterConfig.OFF
+    elif grappler == "no-folding":
+        # L1 would switch the classic optimizer's constant folding back on; L0 with CSE and
+        # inlining kept on is L1 without it.
+        options = config.graph_options.optimizer_options
+        options.opt_level = tf.compat.v1.OptimizerOptions.L0
+        options.do_common_subexpression_elimination = True
+        options.do_function_inlining = True
+        options.do_constant_folding = False
+        rewrite.constant_folding = rewriter_config_pb2.RewriterConfig.OFF
     elif grappler == "off":
         options = config.graph_options.optimizer_options
         options.opt_level = tf.compat.v1.OptimizerOptions.L0

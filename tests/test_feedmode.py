@@ -76,7 +76,7 @@ def test_every_mode_agrees_with_the_reference(worker, mode, dtype):
 
 
 @pytest.mark.parametrize("dtype", fm.DTYPES)
-@pytest.mark.parametrize("grappler", ["no-constant-folding", "off"])
+@pytest.mark.parametrize("grappler", [g for g in fm.GRAPPLER if g != "default"])
 @pytest.mark.parametrize("mode", fm.tf1_modes())
 def test_graph_optimisation_variants_agree_with_the_reference(worker, mode, grappler, dtype):
     error, ok = worker.check(fm.Spec(mode=mode, dtype=dtype, n=N, grappler=grappler, check_n=N))
@@ -84,9 +84,15 @@ def test_graph_optimisation_variants_agree_with_the_reference(worker, mode, grap
 
 
 def test_session_config_of_the_variants(worker):
-    default, no_cf, off = (worker.session_config(g) for g in fm.GRAPPLER)
+    default, no_cf, no_folding, off = (worker.session_config(g) for g in fm.GRAPPLER)
     assert default == type(default)()
     assert no_cf.graph_options.rewrite_options.constant_folding == 2   # OFF
+    assert no_cf.graph_options.optimizer_options.opt_level == 0        # L1 (the default)
+    assert no_folding.graph_options.rewrite_options.constant_folding == 2
+    options = no_folding.graph_options.optimizer_options
+    assert options.opt_level == -1 and not options.do_constant_folding
+    assert options.do_common_subexpression_elimination and options.do_function_inlining
+    assert not no_folding.graph_options.rewrite_options.disable_meta_optimizer
     assert off.graph_options.rewrite_options.disable_meta_optimizer
     assert off.graph_options.optimizer_options.opt_level == -1         # L0
 
@@ -200,14 +206,14 @@ def test_a_run_over_its_budget_is_recorded_and_the_study_goes_on(tmp_path, capsy
 # --- bad parameters: one line on stderr, exit 2, nothing written ------------------------------
 
 @pytest.mark.parametrize("flags, words", [
-    (["--n", "0"], ["n", "positive"]),
-    (["--n", "-5"], ["n", "positive"]),
+    (["--n", "0"], ["--n", "positive"]),
+    (["--n", "-5"], ["--n", "positive"]),
     (["--modes", "constant", "telepathy"], ["telepathy", "allowed", "placeholder"]),
     (["--dtype", "float16"], ["float16", "allowed", "float32"]),
     (["--device", "tpu"], ["tpu", "cpu, gpu"]),
     (["--grappler", "aggressive"], ["aggressive", "no-constant-folding"]),
-    (["--calls", "0"], ["calls", "positive"]),
-    (["--run-timeout", "0"], ["run_timeout", "positive"]),
+    (["--calls", "0"], ["--calls", "positive"]),
+    (["--run-timeout", "0"], ["--run-timeout", "positive"]),
     (["--modes", "eager-numpy", "--grappler", "off"], ["TF1 modes only"]),
 ])
 def test_bad_parameters_give_one_line_and_exit_2(tmp_path, capsys, flags, words):
@@ -274,7 +280,7 @@ def test_shipped_configs_expand_to_their_grids(tmp_path):
     assert {(s.mode, s.dtype) for s in specs if s.n == 2000 and s.grappler == "default"} == {
         (m, d) for m in fm.MODES for d in fm.DTYPES}
     assert {(s.mode, s.grappler) for s in specs if s.grappler != "default"} == {
-        (m, g) for m in ("numpy", "constant") for g in ("no-constant-folding", "off")}
+        (m, g) for m in ("numpy", "constant") for g in fm.GRAPPLER if g != "default"}
     assert {s.n for s in specs if s.mode == "placeholder"} == {250, 1000, 2000, 4000}
     assert max(s.n for s in specs) <= 4000
     full = fm.build_study(fm.load_config(CONFIGS / "feedmode-full.toml"), {"out": str(tmp_path)})
