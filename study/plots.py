@@ -24,6 +24,7 @@ FAILED_MARKER = "x"
 STYLE = {"style": "whitegrid", "context": "paper", "font_scale": 1.1}
 READ_PASS_LABEL = "one read pass over X"
 FEED_ORDER = ("numpy", "tf1", "feed", "resident", "fused", "fused+xla")
+GRAPPLER_ORDER = ("default", "no-constant-folding", "no-folding", "off")
 
 
 def method_label(row) -> str:
@@ -331,7 +332,7 @@ def figure_feedmode(runs: pd.DataFrame):
     ax = axes[1, 0]
     ablation = ok[(ok["n"] == n_main) & ok["mode"].isin(["numpy", "constant"])]
     sns.barplot(data=ablation, x="mode", y="first_call_seconds", hue="grappler", ax=ax,
-                errorbar=None, hue_order=[g for g in ("default", "no-constant-folding", "off")
+                errorbar=None, hue_order=[g for g in GRAPPLER_ORDER
                                           if g in set(ablation["grappler"])])
     ax.set_yscale("log")
     ax.set_ylabel("first call seconds (log)")

@@ -180,12 +180,15 @@ def original_feedmode_answer(runs: pd.DataFrame) -> list[str]:
             out.append(f"  The constant's graph embeds the input: a "
                        f"{const['graphdef_bytes'] / 1e6:.3g} MB GraphDef against "
                        f"{holder['graphdef_bytes'] / 1e6:.3g} MB for the placeholder.")
-        off = _feed_row(runs, "constant", dtype, n, "off")
-        if off is not None:
-            out.append(f"  With all graph optimisations off, the constant's first call took "
+        for variant, words in (("no-folding", "constant folding off (Grappler's and the classic "
+                                               "optimizer's)"),
+                               ("off", "all graph optimisations off")):
+            off = _feed_row(runs, "constant", dtype, n, variant)
+            if off is None:
+                continue
+            out.append(f"  With {words}, the constant's first call took "
                        f"{fmt_seconds(off['first_call_seconds'])} (later calls "
-                       f"{fmt_seconds(off['steady_median_seconds'])}): Grappler's work on the "
-                       f"embedded constant accounts for the difference.")
+                       f"{fmt_seconds(off['steady_median_seconds'])}).")
         arg = _feed_row(runs, "function-arg", dtype, n)
         if arg is not None:
             out.append(f"  TF2's tf.function with the data as an argument: first call "
