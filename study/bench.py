@@ -81,7 +81,8 @@ class Plan:
     gram_iterations: int = 200                  # ... formulation gram (O(d^2) iterations)
     repeats: int = 3                            # timed runs per configuration (median)
     read_repeats: int = 3                       # read passes per timed run, interleaved
-    overhead_repeats: int = 5
+    overhead_repeats: int = 7
+    overhead_gram_iterations: int = 2000        # gram iterations are ~10 us: many per run
     overhead_backends: tuple = ("numpy", "numpy-blas1", "tf-fused", "tf-fused-xla")
     scaling_n: tuple = (10_000, 100_000, 1_000_000, 10_000_000)
     scaling_d: tuple = (5, 16, 64, 256, 512)
@@ -95,6 +96,7 @@ class Plan:
     scaling_time_budget: float = 10.0           # seconds of one run to the target
     feed_n: int = 5000
     feed_dtypes: tuple = ("float32", "float64")
+    feed_modes: tuple = ()                      # () = every mode of study.feedmode.MODES
     feed_calls: int = 5
     target_repeats: int = 5
     target_candidates: tuple = (("lbfgs", "numpy", "data"), ("lbfgs", "numpy", "gram"),
@@ -106,7 +108,7 @@ class Plan:
 FULL = Plan()
 QUICK = replace(
     FULL, name="quick", rows=100_000, dtypes=("float64",),
-    backends=("numpy", "numpy-blas1", "tf-resident", "tf-fused"), repeats=2, overhead_repeats=3,
+    backends=("numpy", "numpy-blas1", "tf-resident", "tf-fused"), repeats=2, overhead_repeats=5,
     overhead_backends=("numpy", "numpy-blas1", "tf-fused"),
     scaling_n=(10_000, 30_000, 100_000), scaling_d=(5, 32, 128), scaling_d_rows=2048,
     scaling_methods=(("gd", "numpy", "data"), ("lbfgs", "numpy", "data"),
@@ -393,10 +395,13 @@ def measure_harness(problem, label: str, formulation: str, dtype: str, *, iterat
                 return hand_tf_gd(problem, dtype, iterations, xla=xla)
         else:
             raise Unavailable(f"no hand-written loop for {label} {formulation}")
-        for _ in range(repeats):
+        for repeat in range(repeats):  # alternating which goes first
+            if repeat % 2:
+                hand.append(baseline())
             result = run_once(problem, "gd", label, dtype, formulation, max_iter=iterations)
             ours.append(result.seconds_per_iteration)
-            hand.append(baseline())
+            if not repeat % 2:
+                hand.append(baseline())
     except Exception as exc:  # noqa: BLE001
         return failed_row({"check": "harness", **describe(label), "formulation": formulation,
                            "dtype": dtype, "n": problem.n, "d": problem.d, "what": what,
@@ -434,8 +439,8 @@ def measure_trace(problem, label: str, formulation: str, dtype: str, *, iteratio
     try:
         if BACKENDS[label][1].get("feed") in ("fused", "tf1"):
             raise Unavailable(f"{label} keeps its own trace (not the host loop's)")
-        for _ in range(repeats):
-            for name, schedule in schedules.items():
+        for repeat in range(repeats):  # alternating which goes first
+            for name, schedule in list(schedules.items())[::-1 if repeat % 2 else 1]:
                 with trace_schedule(schedule):
                     start = time.perf_counter()
                     result = run_once(problem, "gd", label, dtype, formulation,
@@ -463,7 +468,8 @@ def bench_overhead(plan: Plan, problem) -> pd.DataFrame:
         for formulation in plan.formulations:
             if BACKENDS[label][0] != "numpy" and formulation == "gram":
                 continue  # the hand-written TensorFlow loop reads X (formulation data)
-            iterations = plan.data_iterations if formulation == "data" else plan.gram_iterations
+            iterations = (plan.data_iterations if formulation == "data"
+                          else plan.overhead_gram_iterations)
             rows.append(measure_harness(problem, label, formulation, dtype,
                                         iterations=iterations, repeats=plan.overhead_repeats))
             progress(f"[overhead] harness {label} {formulation}: "
@@ -472,7 +478,8 @@ def bench_overhead(plan: Plan, problem) -> pd.DataFrame:
         if label not in plan.backends and label not in plan.overhead_backends:
             continue
         for formulation in plan.formulations:
-            iterations = plan.data_iterations if formulation == "data" else plan.gram_iterations
+            iterations = (plan.data_iterations if formulation == "data"
+                          else plan.overhead_gram_iterations)
             rows += measure_trace(problem, label, formulation, dtype, iterations=iterations,
                                   repeats=plan.overhead_repeats)
             progress(f"[overhead] trace {label} {formulation}: {_shown(rows[-2], 'ratio', 'x')}")
@@ -626,7 +633,7 @@ def bench_feedmode(plan: Plan) -> pd.DataFrame:
         x = fm.make_input(plan.feed_n, dtype)
         kernel = fm.make_kernel(dtype)
         out = np.zeros((plan.feed_n, fm.OUT, fm.OUT, fm.CHANNELS), dtype=dtype)
-        for mode in fm.MODES:
+        for mode in plan.feed_modes or tuple(fm.MODES):
             row = measure_feedmode(mode, x, kernel, out, calls=plan.feed_calls)
             rows.append(row)
             progress(f"[feedmode] {mode} {dtype}: {_shown(row, 'steady_over_floor', 'x floor')}")
@@ -736,8 +743,8 @@ def _numeric(text: str) -> bool:
     return True
 
 
-LABEL_COLUMNS = ("optimizer", "backend", "formulation", "dtype", "mode", "method", "check",
-                 "sweep", "n", "d")
+LABEL_COLUMNS = ("optimizer", "backend", "feed", "xla", "formulation", "dtype", "mode", "method",
+                 "check", "sweep", "n", "d")
 
 
 def _cell(row, key: str) -> str:
