@@ -5,7 +5,8 @@ machines are shared and noisy: an absolute millisecond means little, a ratio to 
 same data measured a moment before means a lot. Sections (each a table, `<out>/<section>.parquet`):
 
 iterations  seconds per iteration of GD (1/L), Adadelta and L-BFGS for every backend and feed mode
-            (numpy; tensorflow feed, resident, fused, fused+XLA, tf1), formulation and dtype, on the
+            (numpy, also with its BLAS held to one thread; tensorflow feed, resident, fused,
+            fused+XLA, tf1), formulation and dtype, on the
             `eve` set, divided by one read pass over X (`X.sum()` on the same array and dtype, the
             definition of `study.worker.read_pass_seconds`): "passes per iteration". Every
             measurement runs a fixed number of iterations (max_iter, no tolerance), several times.
@@ -24,7 +25,9 @@ target      seconds to relative suboptimality 1e-8 of the candidate methods divi
 The driver's `seconds` (from the first evaluation to the stopping iteration, setup excluded) is
 the numerator wherever a run is timed; setup (conversion, the Gram pass, tracing, compilation) is
 reported beside it, and the `target` section also divides the totals (setup + loop).
-No figure printed here is an absolute time on its own.
+No figure printed here is an absolute time on its own. Beside each median ratio, "fastest" is
+the fastest run over the fastest denominator: on a loaded machine, the two together show how much
+of a figure is the implementation and how much the neighbours.
 """
 
 from __future__ import annotations
@@ -480,16 +483,20 @@ def bench_overhead(plan: Plan, problem) -> pd.DataFrame:
         for formulation in plan.formulations:
             iterations = (plan.data_iterations if formulation == "data"
                           else plan.overhead_gram_iterations)
-            rows += measure_trace(problem, label, formulation, dtype, iterations=iterations,
-                                  repeats=plan.overhead_repeats)
-            progress(f"[overhead] trace {label} {formulation}: {_shown(rows[-2], 'ratio', 'x')}")
+            measured = measure_trace(problem, label, formulation, dtype, iterations=iterations,
+                                     repeats=plan.overhead_repeats)
+            rows += measured
+            progress(f"[overhead] trace {label} {formulation}: "
+                     f"{_shown(measured[0], 'ratio', 'x')}")
     return pd.DataFrame(rows)
 
 
 def _shown(row: dict, key: str, unit: str) -> str:
+    """A row's figure for the progress lines on stderr."""
     if row.get("status") != "ok":
         return f"{row.get('status')}: {row.get('message')}"
-    return f"{row[key]:.3g}{unit}"
+    value = row.get(key, float("nan"))
+    return "target not reached" if value != value else f"{value:.3g}{unit}"
 
 
 # --- scaling: against n and d ------------------------------------------------------------------
@@ -777,6 +784,22 @@ def text_table(frame: pd.DataFrame, columns: list[tuple[str, str]]) -> str:
     return "\n".join(lines)
 
 
+def passes_summary(frame: pd.DataFrame) -> str:
+    """Passes per iteration (median), one small table per formulation: backends down,
+    optimizer and dtype across; configurations that did not run are left out."""
+    rows = frame[frame["status"] == "ok"] if "status" in frame else frame
+    if rows.empty or "passes_per_iteration" not in rows:
+        return "  (no configuration ran)"
+    parts = []
+    for formulation, part in rows.groupby("formulation", sort=False):
+        table = part.pivot_table(index="backend", columns=["dtype", "optimizer"],
+                                 values="passes_per_iteration", aggfunc="median", sort=False)
+        table.columns = [f"{optimizer} {dtype}" for dtype, optimizer in table.columns]
+        table = table.reset_index().rename(columns={"backend": f"formulation {formulation}"})
+        parts.append(text_table(table, [(c, c) for c in table.columns]))
+    return "\n".join(parts) + "\n  in detail:"
+
+
 def render(tables: dict, plan: Plan, seconds: float) -> str:
     parts = [f"convergence-study bench ({plan.name}; every figure a "
              f"ratio of timings taken side by side in this process; bench took {seconds:.0f} s)"]
@@ -785,20 +808,21 @@ def render(tables: dict, plan: Plan, seconds: float) -> str:
         reads = frame.groupby("dtype")["read_pass_seconds"].median() if "read_pass_seconds" \
             in frame else {}
         unit = ", ".join(f"{k} {v * 1e3:.3g} ms" for k, v in dict(reads).items())
-        parts.append(f"\n== passes over X per iteration: eve n={plan.rows}, d=5, "
+        parts.append(f"\n== passes over X per iteration: eve n={plan.rows}, d={frame['d'].max()}, "
                      f"{plan.data_iterations} (data) / {plan.gram_iterations} (gram) iterations "
                      f"per run, median of {plan.repeats} runs; one read pass X.sum(): {unit}")
+        parts.append(passes_summary(frame))
         parts.append(text_table(frame, [
             ("optimizer", "optimizer"), ("backend", "backend"), ("formulation", "form"),
             ("dtype", "dtype"), ("passes_per_iteration", "passes/iter"),
-            ("passes_per_iteration_best", "best"), ("seconds_per_iteration", "s/iter"),
+            ("passes_per_iteration_best", "fastest"), ("seconds_per_iteration", "s/iter"),
             ("setup_seconds", "setup s")]))
     if "overhead" in tables:
         parts.append(f"\n== overhead: GD 1/L, ours over a minimal loop (goal harness <= "
                      f"{HARNESS_GOAL}, trace <= {TRACE_GOAL}); dtype {plan.dtypes[0]}")
         parts.append(text_table(tables["overhead"], [
             ("check", "check"), ("backend", "backend"), ("formulation", "form"),
-            ("ratio", "ratio"), ("ratio_best", "best"), ("goal", "goal"),
+            ("ratio", "ratio"), ("ratio_best", "fastest"), ("goal", "goal"),
             ("meets_goal", "meets"),
             ("seconds", "ours s/iter"), ("baseline_seconds", "baseline s/iter"),
             ("what", "what")]))
@@ -819,7 +843,7 @@ def render(tables: dict, plan: Plan, seconds: float) -> str:
                      f"the input once + write the output once), N={plan.feed_n}")
         parts.append(text_table(tables["feedmode"], [
             ("mode", "mode"), ("dtype", "dtype"), ("steady_over_floor", "x floor"),
-            ("steady_over_floor_best", "best"),
+            ("steady_over_floor_best", "fastest"),
             ("first_over_steady", "first/steady"), ("steady_seconds", "steady s"),
             ("floor_seconds", "floor s")]))
     if "target" in tables:
@@ -889,11 +913,16 @@ def main(args) -> int:
     if out.exists() and not out.is_dir():
         raise InputError(f"--out '{out}' is a file; give a folder")
     check_output_path(out / "bench.txt")
-    if not getattr(args, "verbose", False):  # TensorFlow's retracing notes: each run traces anew
-        logging.getLogger("tensorflow").setLevel(logging.ERROR)
     plan = QUICK if args.quick else FULL
     start = time.perf_counter()
-    tables = run_bench(plan, sections)
+    logger = logging.getLogger("tensorflow")
+    level = logger.level
+    if not getattr(args, "verbose", False):  # TensorFlow's retracing notes: each run traces anew
+        logger.setLevel(logging.ERROR)
+    try:
+        tables = run_bench(plan, sections)
+    finally:
+        logger.setLevel(level)
     text = render(tables, plan, time.perf_counter() - start)
     for name, frame in tables.items():
         write_parquet_atomic(frame, out / f"{name}.parquet")
