@@ -245,7 +245,7 @@ def test_out_that_is_a_file_is_refused(tmp_path, capsys):
 # --- scripts/gpu_check.py: one line per missing piece ------------------------------------------
 
 def gpu_check(tmp_path, *, nvidia_smi: str | None, fake_tensorflow: bool = False,
-              args=()) -> subprocess.CompletedProcess:
+              args=(), python_flags=()) -> subprocess.CompletedProcess:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     if nvidia_smi is not None:
@@ -260,8 +260,8 @@ def gpu_check(tmp_path, *, nvidia_smi: str | None, fake_tensorflow: bool = False
         (package / "__init__.py").write_text(
             "raise ModuleNotFoundError(\"No module named 'tensorflow'\", name='tensorflow')\n")
         env["PYTHONPATH"] = str(package.parent)
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
-                          env=env, timeout=120)
+    return subprocess.run([sys.executable, *python_flags, str(SCRIPT), *args],
+                          capture_output=True, text=True, env=env, timeout=120)
 
 
 SMI_OK = 'echo "NVIDIA H100 80GB HBM3, 81559, 2619, 550.54.15"'
@@ -291,6 +291,13 @@ def test_gpu_check_with_a_failing_driver_says_so(tmp_path):
 def test_gpu_check_with_no_gpu_listed_says_so(tmp_path):
     result = gpu_check(tmp_path, nvidia_smi="exit 0")
     assert one_line(result) == "gpu-check: no GPU: nvidia-smi lists no GPU"
+
+
+def test_gpu_check_without_numpy_says_so(tmp_path):
+    """`python -S` leaves site-packages off the path: only the standard library is importable."""
+    result = gpu_check(tmp_path, nvidia_smi=SMI_OK, python_flags=["-S"])
+    assert result.returncode == 1
+    assert one_line(result).startswith("gpu-check: numpy is not installed for ")
 
 
 def test_gpu_check_without_tensorflow_says_so(tmp_path):
