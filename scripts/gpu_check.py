@@ -47,7 +47,7 @@ def nvidia_smi() -> tuple[str | None, dict]:
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return "no GPU: nvidia-smi is not on PATH (no NVIDIA driver on this machine)", {}
-    query = "name,memory.total,clocks.max.memory,driver_version"
+    query = "name,memory.total,driver_version"  # long-standing fields: an unknown one fails
     try:
         out = subprocess.run([exe, f"--query-gpu={query}", "--format=csv,noheader,nounits"],
                              capture_output=True, text=True, timeout=60)
@@ -61,7 +61,7 @@ def nvidia_smi() -> tuple[str | None, dict]:
     if not lines:
         return "no GPU: nvidia-smi lists no GPU", {}
     fields = [f.strip() for f in lines[0].split(",")]
-    info = dict(zip(("name", "memory_mib", "memory_clock_mhz", "driver"), fields, strict=False))
+    info = dict(zip(("name", "memory_mib", "driver"), fields, strict=False))
     info["count"] = len(lines)
     return None, info
 

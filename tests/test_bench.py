@@ -264,7 +264,7 @@ def gpu_check(tmp_path, *, nvidia_smi: str | None, fake_tensorflow: bool = False
                           capture_output=True, text=True, env=env, timeout=120)
 
 
-SMI_OK = 'echo "NVIDIA H100 80GB HBM3, 81559, 2619, 550.54.15"'
+SMI_OK = 'echo "NVIDIA H100 80GB HBM3, 81559, 550.54.15"'
 
 
 def one_line(result) -> str:
