@@ -19,6 +19,8 @@ COMMANDS = {
     "figures": ("study.plots", "draw a study's comparison figures from its results tables"),
     "report": ("study.report", "write reports/report.md and report.html from results and figures"),
     "feedmode": ("study.feedmode", "the CNN feed-mode experiment (constant vs placeholder ...)"),
+    "bench": ("study.bench", "how close each implementation is to the machine: ratios to a read "
+              "pass, a hand-written loop, the memory floor and the normal equations"),
 }
 
 

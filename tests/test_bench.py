@@ -1,0 +1,330 @@
+"""The bench's figures are ratios computed from real timings; no test here asserts a timing.
+
+One tiny bench runs once for the module (through the CLI, into a temporary folder); the tests
+check its structure and that every ratio is the quotient of the timings stored beside it.
+`scripts/gpu_check.py` is run as a subprocess for each missing piece (this machine has no GPU).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from study import bench
+from study.__main__ import main
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "scripts" / "gpu_check.py"
+
+TINY = replace(
+    bench.FULL, name="tiny", rows=3000, dtypes=("float64",), optimizers=("gd", "lbfgs"),
+    backends=("numpy", "numpy-blas1", "tf-fused", "tf1"), data_iterations=3, gram_iterations=5,
+    repeats=2, read_repeats=2, overhead_repeats=2, overhead_gram_iterations=5,
+    overhead_backends=("numpy", "tf-fused"), scaling_n=(1000, 2000, 4000), scaling_d=(5, 10),
+    scaling_d_rows=400, scaling_methods=(("gd", "numpy", "data"), ("lbfgs", "numpy", "gram")),
+    scaling_iterations=3, scaling_repeats=2, scaling_time_budget=5.0, feed_n=8,
+    feed_dtypes=("float32",), feed_modes=("placeholder", "function-arg", "fused"), feed_calls=2,
+    target_repeats=2, target_candidates=(("lbfgs", "numpy", "data"), ("lbfgs", "numpy", "gram")),
+)
+
+
+def from_json(text) -> list[float]:
+    return json.loads(text)
+
+
+@pytest.fixture(scope="module")
+def benched(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench") / "results"
+    printed = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(printed):
+        patch.setattr(bench, "FULL", TINY)
+        assert main(["bench", "--out", str(out)]) == 0
+    tables = {p.stem: pd.read_parquet(p) for p in out.glob("*.parquet")}
+    return out, printed.getvalue(), tables
+
+
+def ok(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame[frame["status"] == "ok"]
+
+
+def test_writes_every_table_and_the_printed_text(benched):
+    out, printed, tables = benched
+    assert set(tables) == {"iterations", "overhead", "scaling", "slopes", "feedmode", "target"}
+    text = (out / "bench.txt").read_text()
+    assert printed.startswith(text)
+    for heading in ("passes over X per iteration", "overhead", "scaling", "fitted log-log slopes",
+                    "CNN feed modes", "normal-equations solve"):
+        assert heading in text
+    assert not list(out.glob(".*"))  # no temporary file left
+    for name, frame in tables.items():
+        if name != "slopes":
+            assert "env_git_commit" in frame and "env_blas" in frame, name
+
+
+def test_passes_per_iteration_is_the_quotient_of_the_stored_timings(benched):
+    frame = benched[2]["iterations"]
+    # gd, lbfgs x numpy, numpy-blas1, tf-fused x data, gram, plus tf1 gd (data, gram)
+    assert len(frame) == 2 * 3 * 2 + 2
+    rows = ok(frame)
+    assert set(rows["backend"]) >= {"numpy", "numpy-blas1", "tf-fused", "tf1"}
+    assert set(rows["formulation"]) == {"data", "gram"}
+    for _, row in rows.iterrows():
+        per_iteration = from_json(row["seconds_per_iteration_samples"])
+        reads = from_json(row["read_pass_samples"])
+        assert len(per_iteration) == TINY.repeats
+        assert len(reads) == (TINY.repeats + 1) * TINY.read_repeats  # interleaved, and once more
+        assert all(v > 0 for v in per_iteration + reads)
+        assert row["seconds_per_iteration"] == np.median(per_iteration)
+        assert row["read_pass_seconds"] == np.median(reads)
+        assert row["passes_per_iteration"] == row["seconds_per_iteration"] / row[
+            "read_pass_seconds"]
+        assert row["passes_per_iteration_best"] == min(per_iteration) / min(reads)
+        assert row["iterations"] == row["max_iter"]
+    assert (rows.loc[rows["backend"] == "numpy-blas1", "blas_threads"] == 1).all()
+    assert (rows.loc[rows["backend"] == "numpy", "blas_threads"] == 0).all()
+    # the TensorFlow gram rows either run or say why not (the option arrives with issue 7)
+    tf_gram = frame[(frame["backend"] == "tf-fused") & (frame["formulation"] == "gram")]
+    assert set(tf_gram["status"]) <= {"ok", "unavailable"}
+    assert (tf_gram.loc[tf_gram["status"] == "unavailable", "message"].str.len() > 0).all()
+
+
+def test_a_known_denominator_gives_the_expected_ratio(well_conditioned):
+    reads = iter([[0.5, 0.25], [0.125, 0.5], [1.0, 0.25]])
+    row = bench.measure_iterations(well_conditioned, "gd", "numpy", "data", "float64",
+                                   iterations=4, repeats=2, read=lambda: next(reads))
+    assert row["status"] == "ok"
+    assert row["read_pass_seconds"] == np.median([0.5, 0.25, 0.125, 0.5, 1.0, 0.25])
+    assert row["seconds_per_iteration"] > 0
+    assert row["passes_per_iteration"] == row["seconds_per_iteration"] / row["read_pass_seconds"]
+
+
+def test_a_configuration_that_cannot_run_is_a_row_saying_why(well_conditioned):
+    row = bench.measure_iterations(well_conditioned, "lbfgs", "tf1", "data", "float64",
+                                   iterations=2, repeats=1, read=lambda: [1.0])
+    assert row["status"] == "unavailable" and "tf1 runs gd, adadelta only" in row["message"]
+    with pytest.raises(bench.Unavailable, match="formulation"):
+        bench.backend_for("numpy", "float64", "sketch")
+
+
+def test_overhead_ratios_are_quotients_of_interleaved_timings(benched):
+    frame = benched[2]["overhead"]
+    harness = frame[frame["check"] == "harness"]
+    assert set(zip(harness["backend"], harness["formulation"], strict=True)) == {
+        ("numpy", "data"), ("numpy", "gram"), ("tf-fused", "data")}
+    trace = frame[frame["check"].isin(["trace", "trace-wall"])]
+    assert set(trace["formulation"]) == {"data", "gram"}
+    for _, row in ok(frame).iterrows():
+        ours, baseline = from_json(row["seconds_samples"]), from_json(row["baseline_samples"])
+        assert len(ours) == len(baseline) == TINY.overhead_repeats
+        assert all(v > 0 for v in ours + baseline)
+        assert row["seconds"] == np.median(ours)
+        assert row["baseline_seconds"] == np.median(baseline)
+        assert row["ratio"] == row["seconds"] / row["baseline_seconds"]
+        assert row["ratio_best"] == min(ours) / min(baseline)
+        if row["check"] in ("harness", "trace"):
+            assert row["meets_goal"] == (row["ratio"] <= row["goal"])
+    assert (ok(harness)["goal"] == bench.HARNESS_GOAL).all()
+
+
+def test_the_hand_written_loops_compute_gradient_descent(well_conditioned):
+    assert bench.hand_numpy_gd(well_conditioned, "float64", "data", 3) > 0
+    assert bench.hand_numpy_gd(well_conditioned, "float32", "gram", 3) > 0
+    assert bench.hand_tf_gd(well_conditioned, "float64", 3, xla=False) > 0
+
+
+def test_trace_schedule_is_restored_after_the_measurement():
+    import optimizers.driver as driver
+
+    original = driver.on_trace_schedule
+    with pytest.raises(RuntimeError), bench.trace_schedule(lambda i: True):
+        assert driver.on_trace_schedule is not original
+        raise RuntimeError
+    assert driver.on_trace_schedule is original
+
+
+def test_scaling_slopes_are_fitted_to_the_stored_points(benched):
+    tables = benched[2]
+    scaling, slopes = tables["scaling"], tables["slopes"]
+    assert set(zip(scaling["sweep"], scaling["n"], scaling["d"], strict=True)) == {
+        ("n", 1000, 5), ("n", 2000, 5), ("n", 4000, 5), ("d", 400, 5), ("d", 400, 10)}
+    assert set(slopes["metric"]) == set(bench.SLOPE_METRICS)
+    for _, fit in slopes.iterrows():
+        same = (scaling["sweep"] == fit["sweep"]) & (scaling["method"] == fit["method"])
+        part = ok(scaling[same])
+        slope, points = bench.loglog_slope(part[fit["against"]], part[fit["metric"]])
+        assert fit["points"] == points
+        assert (math.isnan(slope) and math.isnan(fit["slope"])) or fit["slope"] == slope
+    for _, row in ok(scaling).iterrows():
+        assert row["passes_per_iteration"] == row["seconds_per_iteration"] / row[
+            "read_pass_seconds"]
+        if row["target_status"] == "converged":
+            assert row["seconds_to_target"] > 0
+            assert row["total_to_target"] == row["seconds_to_target"] + row["setup_to_target"]
+
+
+@pytest.mark.parametrize("slope", [0.0, 1.0, 1.5, -0.5])
+def test_loglog_slope_recovers_a_known_power_law(slope):
+    n = np.array([1e4, 1e5, 1e6, 1e7])
+    fitted, points = bench.loglog_slope(n, 3e-7 * n**slope)
+    assert points == 4 and fitted == pytest.approx(slope, abs=1e-12)
+
+
+def test_loglog_slope_ignores_missing_points_and_needs_two():
+    n = [1e4, 1e5, 1e6, 1e7]
+    fitted, points = bench.loglog_slope(n, [2e-3, 2e-2, float("nan"), 2.0])
+    assert points == 3 and fitted == pytest.approx(1.0)
+    assert math.isnan(bench.loglog_slope([1e4, 1e5], [1.0, float("nan")])[0])
+    assert math.isnan(bench.loglog_slope([1e4, 1e4], [1.0, 2.0])[0])
+
+
+def test_ratio_is_nan_without_a_positive_denominator():
+    assert bench.ratio(3.0, 2.0) == 1.5
+    assert math.isnan(bench.ratio(1.0, 0.0))
+    assert math.isnan(bench.ratio(float("nan"), 1.0))
+    assert math.isnan(bench.ratio(1.0, float("nan")))
+
+
+def test_feed_modes_are_divided_by_their_memory_floor(benched):
+    frame = benched[2]["feedmode"]
+    assert list(frame["mode"]) == list(TINY.feed_modes)
+    assert (frame["status"] == "ok").all()
+    for _, row in frame.iterrows():
+        steady, reads = from_json(row["steady_samples"]), from_json(row["read_samples"])
+        writes = from_json(row["write_samples"])
+        assert len(steady) == len(reads) == len(writes) == TINY.feed_calls
+        assert row["floor_seconds"] == np.median(reads) + np.median(writes)
+        assert row["steady_over_floor"] == row["steady_seconds"] / row["floor_seconds"]
+        assert row["input_bytes"] == TINY.feed_n * 32 * 32 * 4
+        assert row["output_bytes"] == TINY.feed_n * 15 * 15 * 6 * 4
+
+
+def test_time_to_target_is_divided_by_the_normal_equations(benched):
+    frame = benched[2]["target"]
+    assert list(frame["optimizer"]) == ["lbfgs", "lbfgs", "closed-form-lstsq"]
+    assert list(frame["formulation"]) == ["data", "gram", "data"]
+    assert frame["best"].sum() == 1
+    for _, row in ok(frame).iterrows():
+        assert row["reached"]
+        assert row["seconds_to_target"] == np.median(from_json(row["seconds_samples"]))
+        assert row["reference_seconds"] == np.median(from_json(row["reference_samples"]))
+        assert row["over_normal"] == row["seconds_to_target"] / row["reference_seconds"]
+        assert row["total_over_normal_total"] == row["total_seconds"] / row[
+            "reference_total_seconds"]
+    best = frame[frame["best"]].iloc[0]
+    assert best["total_over_normal_total"] == ok(frame)["total_over_normal_total"].min()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--sections", "roofline"], "unknown section 'roofline'; allowed: iterations"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, args, message):
+    assert main(["bench", "--out", str(tmp_path / "b"), *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "b").exists()
+
+
+def test_out_that_is_a_file_is_refused(tmp_path, capsys):
+    target = tmp_path / "file"
+    target.write_text("x")
+    assert main(["bench", "--out", str(target)]) == 2
+    assert "is a file" in capsys.readouterr().err
+
+
+# --- scripts/gpu_check.py: one line per missing piece ------------------------------------------
+
+def gpu_check(tmp_path, *, nvidia_smi: str | None, fake_tensorflow: bool = False,
+              args=(), python_flags=()) -> subprocess.CompletedProcess:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    if nvidia_smi is not None:
+        tool = bin_dir / "nvidia-smi"
+        tool.write_text(f"#!/bin/sh\n{nvidia_smi}\n")
+        tool.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PATH")}
+    env["PATH"] = str(bin_dir)  # no nvidia-smi unless faked here
+    if fake_tensorflow:
+        package = tmp_path / "shadow" / "tensorflow"
+        package.mkdir(parents=True)
+        (package / "__init__.py").write_text(
+            "raise ModuleNotFoundError(\"No module named 'tensorflow'\", name='tensorflow')\n")
+        env["PYTHONPATH"] = str(package.parent)
+    return subprocess.run([sys.executable, *python_flags, str(SCRIPT), *args],
+                          capture_output=True, text=True, env=env, timeout=120)
+
+
+SMI_OK = 'echo "NVIDIA H100 80GB HBM3, 81559, 550.54.15"'
+
+
+def one_line(result) -> str:
+    lines = result.stdout.strip().splitlines()
+    assert len(lines) == 1, result.stdout + result.stderr
+    return lines[0]
+
+
+def test_gpu_check_without_nvidia_smi_says_so(tmp_path):
+    result = gpu_check(tmp_path, nvidia_smi=None)
+    assert result.returncode == 1
+    assert one_line(result) == ("gpu-check: no GPU: nvidia-smi is not on PATH (no NVIDIA driver "
+                                "on this machine)")
+
+
+def test_gpu_check_with_a_failing_driver_says_so(tmp_path):
+    result = gpu_check(tmp_path, nvidia_smi="echo 'NVIDIA-SMI has failed because it could not "
+                       "communicate with the NVIDIA driver.'; exit 9")
+    assert result.returncode == 1
+    assert one_line(result).startswith("gpu-check: no GPU: nvidia-smi failed (exit 9): "
+                                       "NVIDIA-SMI has failed")
+
+
+def test_gpu_check_with_no_gpu_listed_says_so(tmp_path):
+    result = gpu_check(tmp_path, nvidia_smi="exit 0")
+    assert one_line(result) == "gpu-check: no GPU: nvidia-smi lists no GPU"
+
+
+def test_gpu_check_without_numpy_says_so(tmp_path):
+    """`python -S` leaves site-packages off the path: only the standard library is importable."""
+    result = gpu_check(tmp_path, nvidia_smi=SMI_OK, python_flags=["-S"])
+    assert result.returncode == 1
+    assert one_line(result).startswith("gpu-check: numpy is not installed for ")
+
+
+def test_gpu_check_without_tensorflow_says_so(tmp_path):
+    result = gpu_check(tmp_path, nvidia_smi=SMI_OK, fake_tensorflow=True)
+    assert result.returncode == 1
+    assert one_line(result).startswith("gpu-check: TensorFlow is not installed for ")
+
+
+def test_gpu_check_with_tensorflow_without_a_gpu_says_so(tmp_path):
+    result = gpu_check(tmp_path, nvidia_smi=SMI_OK)
+    assert result.returncode == 1
+    line = one_line(result)
+    assert line.startswith("gpu-check: TensorFlow 2.") and "GPU" in line
+
+
+def test_gpu_check_table_runs_on_the_cpu(tmp_path):
+    """The measuring path of the script, on /CPU:0 (the GPU path differs only in the device)."""
+    result = gpu_check(tmp_path, nvidia_smi=None, args=[
+        "--device", "cpu", "--rows", "2000", "--iterations", "3", "--repeats", "1",
+        "--optimizers", "gd", "lbfgs", "--feeds", "fused", "tf1", "--dtypes", "float32",
+        "--formulations", "data", "--copy-mib", "8"])
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("gpu-check on CPU (a test of this script, not a GPU check)")
+    header = lines[1]
+    for column in ("passes/iter", "s/iter", "X GB/s", "of copy bw"):
+        assert column in header
+    body = [line for line in lines[2:] if line.strip()]
+    assert len(body) == 3  # gd fused, lbfgs fused, gd tf1
+    assert sum("fused" in line for line in body) == 2
