@@ -26,7 +26,8 @@ REGRESSION_FIGURES := $(addprefix figures/regression/,convergence_time.png \
 	convergence_iterations.png time_to_target.png cost_tradeoff.png performance_profile.png \
 	regression_feed_modes.png)
 
-.PHONY: all venv test lint reproduce full figures report clean clean-results clean-figures
+.PHONY: all venv test lint reproduce full figures report bench gpu-check clean clean-results \
+	clean-figures
 all: test
 
 venv: $(STAMP)
@@ -83,6 +84,18 @@ figures: | $(STAMP)
 report: figures
 	$(RUN) report --results results --figures figures --out reports
 	@echo "The report is at reports/report.md (self-contained: reports/report.html)."
+
+# ---- performance ------------------------------------------------------------------------------
+# Every figure a ratio of timings taken side by side; always re-measures (~5 min on 2 cores;
+# BENCH_FLAGS=--quick: ~40 s).
+BENCH_FLAGS ?=
+bench: $(STAMP)
+	$(RUN) bench $(BENCH_FLAGS) --out results/bench
+
+# Installs nothing, so no $(STAMP) prerequisite: .venv's Python if present, else the system one.
+# Exits 1 with one line when a piece (GPU, driver, TensorFlow with GPU support) is missing.
+gpu-check:
+	$(if $(wildcard $(PY)),$(PY),$(PYTHON_SYSTEM)) scripts/gpu_check.py
 
 clean-results:
 	rm -rf results
