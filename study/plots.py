@@ -272,7 +272,8 @@ def figure_feed_modes(runs: pd.DataFrame):
                            & (runs["status"] != "skipped") & (runs["iterations"] > 0)])
     runs = runs.assign(mode=runs["engine"].str.split("/").str[0],
                        device=runs["device"].fillna("cpu"))
-    facets = sorted(runs.groupby(["data", "device"]).groups)
+    compared = runs.groupby(["data", "device"])["mode"].nunique()
+    facets = sorted(compared[compared > 1].index) or sorted(compared.index)
     fig, axes = plt.subplots(len(facets), 1, figsize=(9, 3.6 * max(len(facets), 1)),
                              squeeze=False)
     order = [m for m in FEED_ORDER if m in set(runs["mode"])]

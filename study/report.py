@@ -89,7 +89,7 @@ def regression_findings(runs: pd.DataFrame) -> list[str]:
 def per_iteration_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Median seconds per iteration and passes over X per engine, for GD and Adadelta."""
     runs = label_runs(runs[runs["optimizer"].isin(["gd", "adadelta"])
-                           & ~runs["status"].isin(["skipped", "error", "timeout", "oom"])
+                           & ~runs["status"].isin(["skipped", "error", "oom"])
                            & (runs["iterations"] > 0)])
     if runs.empty:
         return pd.DataFrame()
@@ -98,6 +98,13 @@ def per_iteration_table(runs: pd.DataFrame) -> pd.DataFrame:
             .agg(ms_per_iteration=("seconds_per_iteration", lambda s: 1e3 * s.median()),
                  passes_over_X=("passes", "median"), runs=("run_id", "count"))
             .reset_index())
+
+
+def times_phrase(ours: float, theirs: float, whom: str) -> str:
+    """'2.6x slower than NumPy' / '1.8x faster than NumPy' from two seconds-per-iteration."""
+    if ours >= theirs:
+        return f"{ours / theirs:.2g}x slower than {whom}"
+    return f"{theirs / ours:.2g}x faster than {whom}"
 
 
 def original_regression_answer(runs: pd.DataFrame) -> list[str]:
@@ -124,13 +131,15 @@ def original_regression_answer(runs: pd.DataFrame) -> list[str]:
                    f"frame every step, float32) took {tf1['ms_per_iteration']:.3g} ms "
                    f"({tf1['passes_over_X']:.2g} passes over X), NumPy float64 "
                    f"{numpy64['ms_per_iteration']:.3g} ms ({numpy64['passes_over_X']:.2g} passes): "
-                   f"a ratio of {tf1['ms_per_iteration'] / numpy64['ms_per_iteration']:.2g}x.")
+                   f"TF1 was "
+                   f"{times_phrase(tf1['ms_per_iteration'], numpy64['ms_per_iteration'], 'NumPy')}"
+                   f" per iteration.")
     if fused is not None and numpy64 is not None:
         out.append(f"With the data resident and the whole loop compiled "
                    f"({fused['engine']}), TensorFlow took {fused['ms_per_iteration']:.3g} ms "
-                   f"per iteration ({fused['passes_over_X']:.2g} passes over X), "
-                   f"{numpy64['ms_per_iteration'] / fused['ms_per_iteration']:.2g}x "
-                   f"NumPy's speed.")
+                   f"per iteration ({fused['passes_over_X']:.2g} passes over X): "
+                   + times_phrase(fused["ms_per_iteration"], numpy64["ms_per_iteration"], "NumPy")
+                   + ".")
     summary = _labelled_summary(runs[runs["status"] != "skipped"])
     on_data = summary[summary["data"] == data]
     original = on_data[(on_data["optimizer"] == "adadelta")

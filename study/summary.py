@@ -87,7 +87,9 @@ def format_summary(table: pd.DataFrame) -> str:
         "method": table["optimizer"] + " " + table["hyperparameters"].fillna(""),
         "backend": table["backend"] + "/" + table["device"].fillna("cpu")
         + table["feed"].map(lambda f: f"/{f}" if isinstance(f, str) else "")
-        + table["xla"].map(lambda x: "+xla" if x is True else ""),
+        + table["xla"].map(lambda x: "+xla" if x is True else "")
+        + (table["formulation"].map(lambda f: "+gram" if f == "gram" else "")
+           if "formulation" in table else ""),
         "dtype": table["dtype"],
         "ok": table["success_rate"].map(lambda r: f"{r:.0%}"),
         "median s [95% CI]": [f"{seconds(m)} [{seconds(lo)}, {seconds(hi)}]" for m, lo, hi in
