@@ -133,11 +133,6 @@ class Problem:
         f_star = self.f_star
         return (f - f_star) / f_star if f_star > 0 else f - f_star
 
-    def describe(self) -> dict:
-        """Dataset columns of a run record."""
-        return {"dataset": self.name, "dataset_params": dict(self.params),
-                "n": self.n, "d": self.d, "k": self.k}
-
 
 def gram_matrix(X: np.ndarray) -> np.ndarray:
     """The Hessian 2/n X^T X of the mean squared error (one pass over X)."""

@@ -13,6 +13,7 @@ from optimizers.reference import ClosedForm, ScipyLBFGS
 from optimizers.stopping import build_rules
 from optimizers.tfp_lbfgs import TfpLBFGS
 
+BACKENDS = ("numpy", "tensorflow")
 OPTIMIZERS = {
     "gd": GradientDescent,
     "adadelta": Adadelta,
@@ -36,10 +37,6 @@ def make_optimizer(name: str, **hyperparameters):
     return cls(**hyperparameters)
 
 
-def backend_names() -> tuple[str, ...]:
-    return ("numpy", "tensorflow")
-
-
 def make_backend(name: str, dtype: str = "float64", **options):
     """The named backend; TensorFlow is imported only when asked for."""
     if name == "numpy":
@@ -54,7 +51,7 @@ def make_backend(name: str, dtype: str = "float64", **options):
         from optimizers.backends.tensorflow import TensorflowBackend
 
         return TensorflowBackend(dtype=dtype, **options)
-    raise InputError(f"unknown backend '{name}'; allowed: {', '.join(backend_names())}")
+    raise InputError(f"unknown backend '{name}'; allowed: {', '.join(BACKENDS)}")
 
 
 __all__ = ["INITS", "OPTIMIZERS", "build_rules", "make_backend", "make_optimizer", "run"]

@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 from datasets.errors import InputError
 
+# What a run itself can end with; the runner adds "error" and "oom" for runs that end abnormally.
 STATUSES = ("converged", "stalled", "max_iter", "timeout", "diverged", "skipped")
 # "skipped": the run could not start here (a GPU asked for but none visible); set by a backend
 

@@ -161,37 +161,19 @@ def parse_study(raw: dict, source: str) -> Study:
     except TypeError as exc:
         fail("stopping", f"wrong type: {exc}")
 
-    datasets = [_expand_block(b, where, "datasets", DATASETS)
-                for b in _blocks(raw, "datasets", where)]
-    optimizers = [_expand_block(b, where, "optimizers", OPTIMIZERS)
-                  for b in _blocks(raw, "optimizers", where)]
-    backends = [_expand_block(b, where, "backends", BACKEND_OPTIONS)
-                for b in _blocks(raw, "backends", where)]
-    for block in datasets:
-        for dname, params in block:
+    checks = {"datasets": (DATASETS, validate_dataset), "optimizers": (OPTIMIZERS, make_optimizer),
+              "backends": (BACKEND_OPTIONS, _check_backend)}
+    points = {}
+    for section, (names, check) in checks.items():
+        points[section] = [point for block in _blocks(raw, section, where)
+                           for point in _expand_block(block, where, section, names)]
+        for point_name, params in points[section]:
             try:
-                validate_dataset(dname, **params)
+                check(point_name, **params)
             except InputError as exc:
-                fail("datasets", str(exc))
-    for block in optimizers:
-        for oname, params in block:
-            try:
-                make_optimizer(oname, **params)
-            except InputError as exc:
-                fail("optimizers", str(exc))
+                fail(section, str(exc))
             except TypeError as exc:
-                fail("optimizers", f"wrong type: {exc}")
-    for block in backends:
-        for bname, params in block:
-            allowed = BACKEND_OPTIONS[bname]
-            for key, value in params.items():
-                if key not in allowed:
-                    fail("backends", f"backend '{bname}' has no option '{key}'; allowed: "
-                                     f"{', '.join(allowed)}")
-                if value not in allowed[key] or isinstance(value, bool) != isinstance(
-                        allowed[key][0], bool):
-                    fail("backends", f"{bname} {key} = {value!r} is not allowed; allowed: "
-                                     f"{', '.join(map(str, allowed[key]))}")
+                fail(section, f"wrong type: {exc}")
 
     excludes = raw.get("exclude", [])
     if not isinstance(excludes, list) or not all(isinstance(e, dict) for e in excludes):
@@ -199,8 +181,8 @@ def parse_study(raw: dict, source: str) -> Study:
 
     grid = []
     for (dname, dparams), (oname, hparams), (bname, bparams), init, seed, repeat in \
-            itertools.product(_flat(datasets), _flat(optimizers), _flat(backends), inits,
-                              seeds, range(repeats)):
+            itertools.product(points["datasets"], points["optimizers"], points["backends"],
+                              inits, seeds, range(repeats)):
         bparams = dict(bparams)
         dtype = bparams.pop("dtype", "float64")
         grid.append(RunSpec(name, dname, dict(dparams), oname, dict(hparams), bname, bparams,
@@ -277,8 +259,16 @@ def _expand_block(block: dict, where: str, key: str, names) -> list[tuple[str, d
     return [(name, dict(point)) for point in itertools.product(*axes)]
 
 
-def _flat(blocks):
-    return [point for block in blocks for point in block]
+def _check_backend(name: str, **options) -> None:
+    allowed = BACKEND_OPTIONS[name]
+    for key, value in options.items():
+        if key not in allowed:
+            raise InputError(f"backend '{name}' has no option '{key}'; allowed: "
+                             f"{', '.join(allowed)}")
+        if value not in allowed[key] or isinstance(value, bool) != isinstance(allowed[key][0],
+                                                                                bool):
+            raise InputError(f"{name} {key} = {value!r} is not allowed; allowed: "
+                             f"{', '.join(map(str, allowed[key]))}")
 
 
 def _list(value) -> list:

@@ -14,8 +14,6 @@ import pandas as pd
 
 from study.output import write_parquet_atomic
 
-STATUSES = ("converged", "max_iter", "timeout", "diverged", "stalled", "skipped", "error", "oom")
-FAILURES = tuple(s for s in STATUSES if s != "converged")
 # Columns that differ between two executions of the same run: clocks and the process's memory.
 TIMING_COLUMNS = ("seconds", "setup_seconds", "total_seconds", "seconds_per_iteration",
                   "read_pass_seconds", "peak_memory_mb")
