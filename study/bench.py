@@ -340,18 +340,23 @@ def hand_numpy_gd(problem, dtype: str, formulation: str, iterations: int) -> flo
 
 def hand_tf_gd(problem, dtype: str, iterations: int, *, xla: bool, device: str = "cpu") -> float:
     """Seconds per iteration of a minimal GD `tf.while_loop` in one `tf.function` (the whole loop
-    XLA-compiled when `xla`), data resident on the device, traced and compiled by a one-iteration
-    warm-up call outside the clock; the clock stops after the result is on the host."""
+    XLA-compiled when `xla`), data resident on the device in the layout the TensorFlow backend
+    uses for this dtype and XLA setting, traced and compiled by a one-iteration warm-up call
+    outside the clock; the clock stops after the result is on the host."""
     import tensorflow as tf
+
+    from optimizers.backends.tensorflow import data_layout
+
+    columns = data_layout(dtype, xla) == "columns"  # X stored transposed (d x n)
 
     @tf.function(jit_compile=xla)
     def loop(X, y, w, step, count):
-        inv_n = tf.cast(1.0 / tf.cast(tf.shape(X)[0], tf.float64), X.dtype)
+        inv_n = tf.cast(1.0 / tf.cast(tf.shape(y)[0], tf.float64), X.dtype)
 
         def evaluate(w):
-            r = tf.linalg.matmul(X, w) - y
+            r = tf.linalg.matmul(X, w, transpose_a=columns) - y
             return tf.reduce_sum(r * r) * inv_n, (2 * inv_n) * tf.linalg.matmul(
-                X, r, transpose_a=True)
+                X, r, transpose_a=not columns)
 
         def body(i, w, f, g):
             w = w - step * g
@@ -363,7 +368,8 @@ def hand_tf_gd(problem, dtype: str, iterations: int, *, xla: bool, device: str =
         return w, f
 
     with tf.device("/GPU:0" if device == "gpu" else "/CPU:0"):
-        X = tf.identity(tf.constant(np.asarray(problem.X, dtype=dtype)))
+        X = np.asarray(problem.X, dtype=dtype)
+        X = tf.identity(tf.constant(np.ascontiguousarray(X.T) if columns else X))
         y = tf.identity(tf.constant(np.asarray(problem.y, dtype=dtype)))
         w = tf.zeros((problem.d, problem.y.shape[1]), dtype=X.dtype)
         step = tf.constant(gd_step(problem), dtype=X.dtype)

@@ -16,7 +16,12 @@ from datasets import make_problem  # noqa: E402
 from datasets.errors import InputError  # noqa: E402
 from optimizers import build_rules, make_backend, make_optimizer, run  # noqa: E402
 from optimizers.adadelta import Adadelta  # noqa: E402
-from optimizers.backends.tensorflow import NO_GPU, on_trace_schedule_tensor  # noqa: E402
+from optimizers.backends.tensorflow import (  # noqa: E402
+    NO_GPU,
+    TensorflowOps,
+    data_layout,
+    on_trace_schedule_tensor,
+)
 from optimizers.gd import GradientDescent  # noqa: E402
 from optimizers.lbfgs import LBFGS  # noqa: E402
 from optimizers.result import on_trace_schedule  # noqa: E402
@@ -42,6 +47,27 @@ def relative(a, b) -> float:
 
 
 # -- the same iterates as NumPy -------------------------------------------------------------------
+
+@pytest.mark.parametrize("layout", ["columns", "rows"])
+def test_data_products_match_numpy_in_either_layout(layout):
+    rng = np.random.default_rng(0)
+    X, w, r = rng.normal(size=(300, 4)), rng.normal(size=(4, 2)), rng.normal(size=(300, 2))
+    ops = TensorflowOps("float64", layout=layout)
+    stored = ops.data_matrix(X)
+    assert stored.shape == ((4, 300) if layout == "columns" else (300, 4))
+    np.testing.assert_allclose(ops.data_matvec(stored, w), X @ w, rtol=1e-12)
+    np.testing.assert_allclose(ops.data_rmatvec(stored, r), X.T @ r, rtol=1e-12)
+    np.testing.assert_allclose(ops.data_column_squares(stored), (X * X).sum(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(ops.data_gram(stored), X.T @ X, rtol=1e-12)
+
+
+def test_layout_follows_the_kernels_that_read_it():
+    assert data_layout("float64", xla=False) == "rows"  # Eigen's float64 matmul
+    assert data_layout("float64", xla=True) == "columns"
+    assert data_layout("float32", xla=False) == "columns"  # oneDNN
+    with pytest.raises(ValueError, match="layout"):
+        TensorflowOps("float64", layout="diagonal")
+
 
 @pytest.mark.parametrize(("name", "hp"), FIRST_ORDER, ids=["gd-1/L", "gd-diag", "adadelta"])
 @pytest.mark.parametrize(("feed", "xla"), MODES, ids=MODE_IDS)

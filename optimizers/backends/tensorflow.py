@@ -43,6 +43,18 @@ TRACE_CAPACITY = 1024  # > the ~745 iterations the trace schedule keeps below 2*
 _CAP = 2**31 - 1  # the fused loop's own iteration limit (the warm-up call uses 1)
 
 
+LAYOUTS = ("columns", "rows")
+
+
+def data_layout(dtype, xla: bool) -> str:
+    """How X is stored on the device, chosen by which kernels run the products (measured on
+    1M x 5, CPU, passes over X of X w + X^T r): XLA's emitters and oneDNN (float32 matmuls)
+    stream a transposed X (d x n) fastest (XLA float64 2.6 vs 3.3, float32 without XLA 1.9
+    vs 3.7), but TensorFlow's float64 matmul (Eigen, no oneDNN) is faster on X as given
+    (4.6 vs 6.4)."""
+    return "rows" if np.dtype(dtype) == np.float64 and not xla else "columns"
+
+
 class TensorflowOps:
     """The array operations of `optimizers.backends.numpy.NumpyBackend`, on TensorFlow tensors.
 
@@ -52,7 +64,10 @@ class TensorflowOps:
 
     name = "tensorflow"
 
-    def __init__(self, dtype="float64", device: str = "cpu"):
+    def __init__(self, dtype="float64", device: str = "cpu", layout: str = "columns"):
+        if layout not in LAYOUTS:
+            raise ValueError(f"unknown layout {layout!r}; allowed: {', '.join(LAYOUTS)}")
+        self.layout = layout
         self.dtype = np.dtype(dtype)
         self.tf_dtype = tf.as_dtype(self.dtype)
         self.device = device
@@ -68,25 +83,23 @@ class TensorflowOps:
 
     # the data matrix, in this backend's layout, and the products that read it
     def data_matrix(self, X):
-        """X stored transposed (d x n, i.e. column-major X): with d << n, X w and X^T r then
-        stream contiguous rows (measured on 1M x 5: float32 6.3 -> 3.0 ms per gradient)."""
-        return tf.constant(np.ascontiguousarray(np.asarray(X, dtype=self.dtype).T))
+        """X as stored on the device: transposed (d x n, i.e. column-major X) or as given (n x d),
+        see `data_layout`."""
+        X = np.asarray(X, dtype=self.dtype)
+        return tf.constant(np.ascontiguousarray(X.T if self.layout == "columns" else X))
 
-    @staticmethod
-    def data_matvec(XT, w):
-        return tf.linalg.matmul(XT, w, transpose_a=True)
+    def data_matvec(self, X, w):
+        return tf.linalg.matmul(X, w, transpose_a=self.layout == "columns")
 
-    @staticmethod
-    def data_rmatvec(XT, r):
-        return tf.linalg.matmul(XT, r)
+    def data_rmatvec(self, X, r):
+        return tf.linalg.matmul(X, r, transpose_a=self.layout == "rows")
 
-    @staticmethod
-    def data_column_squares(XT):
-        return tf.reduce_sum(XT * XT, axis=1)
+    def data_column_squares(self, X):
+        return tf.reduce_sum(X * X, axis=1 if self.layout == "columns" else 0)
 
-    @staticmethod
-    def data_gram(XT):
-        return tf.linalg.matmul(XT, XT, transpose_b=True)
+    def data_gram(self, X):
+        columns = self.layout == "columns"
+        return tf.linalg.matmul(X, X, transpose_a=not columns, transpose_b=columns)
 
     diag_part = staticmethod(tf.linalg.diag_part)
 
@@ -143,13 +156,16 @@ def short_device(name: str) -> str:
     return name.rsplit("device:", 1)[-1] if name else "unknown"
 
 
+_DECADES = [10**power for power in range(2, 19)]  # iteration >= 10**p: stride 10**(p - 1)
+_STRIDES = [1] + [10**power for power in range(1, 18)]
+
+
 def on_trace_schedule_tensor(iteration):
-    """`optimizers.result.on_trace_schedule` as a predicate on an integer tensor."""
+    """`optimizers.result.on_trace_schedule` as a predicate on an integer tensor: the stride is
+    looked up by decade (a handful of ops; it runs every iteration of the fused loop)."""
     i = tf.cast(iteration, tf.int64)
-    stride = tf.constant(1, tf.int64)
-    for power in range(2, 19):
-        stride = tf.where(i >= 10**power, tf.constant(10 ** (power - 1), tf.int64), stride)
-    return tf.equal(i % stride, 0)
+    decade = tf.reduce_sum(tf.cast(i >= tf.constant(_DECADES, tf.int64), tf.int32))
+    return tf.equal(i % tf.gather(tf.constant(_STRIDES, tf.int64), decade), 0)
 
 
 def rule_values(rules) -> tuple:
@@ -206,7 +222,7 @@ class TensorflowBackend:
         self.feed = feed
         self.xla = xla
         self.formulation = formulation
-        self.ops = TensorflowOps(dtype, device)
+        self.ops = TensorflowOps(dtype, device, data_layout(dtype, xla))
         self.rule_ops = TensorflowOps("float64", device)  # rules see float64, as on the host
 
     def options(self) -> dict:
