@@ -54,11 +54,10 @@ def host_loop(problem, rules, *, init, step, observe):
         suboptimality = problem.suboptimality(f)
         ctx = Context(iteration, clock.elapsed(), f, f0, f_prev, suboptimality, grad_norm)
         fired, rule_states = rules.check(ops, ctx, rule_states)
-        with clock.paused():
-            if on_trace_schedule(iteration):
+        if on_trace_schedule(iteration):
+            with clock.paused():
                 _append(trace, iteration, ctx.elapsed, f, suboptimality, grad_norm)
-        index = rules.first(fired)
-        if index >= 0:
+        if any(fired):
             break
         state = step(state)
         f_prev = f
@@ -66,7 +65,7 @@ def host_loop(problem, rules, *, init, step, observe):
     seconds = clock.elapsed()
     if trace["iteration"][-1] != iteration:
         _append(trace, iteration, seconds, f, suboptimality, grad_norm)
-    rule = rules.rules[index]
+    rule = rules.rules[rules.first(fired)]
     return state, iteration, seconds, rule.status, f"{rule!r} fired at iteration {iteration}", trace
 
 
