@@ -12,7 +12,7 @@ import pandas as pd
 
 from datasets.errors import InputError
 from optimizers.result import TRACE_COLUMNS, Outcome, RunResult, Stopwatch, on_trace_schedule
-from optimizers.stopping import Context
+from optimizers.stopping import Context, Suboptimality
 
 INITS = ("zeros", "normal")
 _HOST = None
@@ -40,7 +40,7 @@ def initial_point(problem, init: str, seed: int) -> np.ndarray:
 def host_loop(problem, rules, *, init, step, observe):
     """Iterate `step` from `init()` until a rule fires; `observe(state)` -> host (f, grad_norm).
 
-    Returns (state, iterations, seconds, status, message, trace).
+    Returns (state, iterations, seconds, ending, trace); `ending` is a `stopping.Ending`.
     """
     ops = host_ops()
     trace = {c: [] for c in TRACE_COLUMNS}
@@ -65,8 +65,7 @@ def host_loop(problem, rules, *, init, step, observe):
     seconds = clock.elapsed()
     if trace["iteration"][-1] != iteration:
         _append(trace, iteration, seconds, f, suboptimality, grad_norm)
-    rule = rules.rules[rules.first(fired)]
-    return state, iteration, seconds, rule.status, f"{rule!r} fired at iteration {iteration}", trace
+    return state, iteration, seconds, rules.ending(rules.first(fired), iteration), trace
 
 
 def _append(trace, iteration, seconds, f, suboptimality, grad_norm):
@@ -99,7 +98,7 @@ def run(problem, optimizer, rules, *, backend, init: str = "zeros", seed: int = 
     suboptimality = problem.suboptimality(final_loss)
     tol = rules.spec.get("tol")
     target_reached = None if tol is None else bool(suboptimality <= tol)
-    if outcome.status == "converged" and outcome.message.startswith("Suboptimality") \
+    if isinstance(outcome.rule, Suboptimality) and outcome.status == "converged" \
             and not target_reached:  # the run's own dtype could not resolve the target
         outcome.status = "stalled"
         outcome.message += (f", but the float64 suboptimality of the final iterate is "

@@ -16,7 +16,7 @@ from datasets.errors import InputError
 from optimizers.driver import _append, host_ops
 from optimizers.objective import make_objective, prepare_data
 from optimizers.result import TRACE_COLUMNS, Outcome, Stopwatch, on_trace_schedule
-from optimizers.stopping import Context
+from optimizers.stopping import Context, Ending
 
 CLOSED_FORM_SOLVERS = ("lstsq", "normal")
 
@@ -93,19 +93,16 @@ class ScipyLBFGS:
                          "ftol": 0.0, "gtol": 0.0})
         seconds = clock.elapsed()
         iteration = memory["iteration"]
-        if memory["fired"] >= 0:
-            rule = rules.rules[memory["fired"]]
-            status, message = rule.status, f"{rule!r} fired at iteration {iteration}"
-        else:
-            status, message = "stalled", f"SciPy stopped by itself: {result.message}"
+        ending = (rules.ending(memory["fired"], iteration) if memory["fired"] >= 0 else
+                  Ending("stalled", f"SciPy stopped by itself: {result.message}"))
         x = result.x if result is not None else w0.ravel()
         if not trace["iteration"] or trace["iteration"][-1] != iteration:
             f_end, g_end = fun(x)
             _append(trace, iteration, seconds, f_end, problem.suboptimality(f_end),
                     float(np.linalg.norm(g_end)))
         nfev = 1 + (result.nfev if result is not None else 0)
-        return Outcome(x.reshape(shape), iteration, seconds, setup_seconds, status, message,
-                       trace, nfev=nfev, ngev=nfev, nhvp=0)
+        return Outcome(x.reshape(shape), iteration, seconds, setup_seconds, ending.status,
+                       ending.message, trace, rule=ending.rule, nfev=nfev, ngev=nfev, nhvp=0)
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,7 @@ class Outcome:
     nhvp: int | None = None
     device: str = "cpu"
     extra: dict = field(default_factory=dict)
+    rule: object = None  # the stopping rule that ended the run; None if it ended otherwise
 
 
 @dataclass

@@ -153,6 +153,15 @@ class Divergence:
         return ~ops.isfinite(ctx.f) | (ctx.f > self.factor * ctx.f0), state
 
 
+class Ending(NamedTuple):
+    """How a run ended: its status, a one-line message, and the rule that fired (None when the
+    method stopped by itself), so that callers test the rule, not the message's wording."""
+
+    status: str
+    message: str
+    rule: object = None
+
+
 class StoppingRules:
     """Any-of composition. `check` returns (index of the first rule that fired or -1, states)."""
 
@@ -178,6 +187,11 @@ class StoppingRules:
     def first(self, fired) -> int:
         """Host side: index of the first rule that fired, or -1."""
         return next((i for i, hit in enumerate(fired) if bool(hit)), -1)
+
+    def ending(self, index: int, iteration: int) -> Ending:
+        """The Ending of a run that the rule at `index` stopped at `iteration`."""
+        rule = self.rules[index]
+        return Ending(rule.status, f"{rule!r} fired at iteration {iteration}", rule)
 
 def build_rules(*, tol=None, grad_tol=None, rel_tol=None, patience=10, exact_repeat=False,
                 max_iter=None, time_budget=None) -> StoppingRules:

@@ -212,3 +212,22 @@ def test_gram_formulation_gives_the_same_iterates_and_optimum(well_conditioned, 
 def test_unknown_formulation():
     with pytest.raises(InputError, match="unknown formulation 'sparse'; allowed: data, gram"):
         make_backend("numpy", formulation="sparse")
+
+
+@pytest.mark.parametrize("name", ["gd", "scipy-lbfgs"])
+def test_outcome_names_the_rule_that_ended_the_run(name):
+    """The driver's float64 re-check keys on the rule object, not on the message's wording."""
+    from optimizers.driver import initial_point
+    from optimizers.stopping import GradientNorm, MaxIter, Suboptimality
+
+    problem = make_problem("synthetic", n=500, d=4, kappa=10.0, seed=1)
+    backend = make_backend("numpy", "float64")
+    w0 = initial_point(problem, "zeros", 0)
+    for rules, kind in ((build_rules(tol=1e-6, max_iter=10_000), Suboptimality),
+                        (build_rules(grad_tol=1e-6, max_iter=10_000), GradientNorm),
+                        (build_rules(max_iter=2), MaxIter)):
+        optimizer = make_optimizer(name)
+        outcome = (optimizer.minimize(problem, rules, backend, w0) if name == "scipy-lbfgs"
+                   else backend.minimize(problem, optimizer, rules, w0))
+        assert isinstance(outcome.rule, kind), (kind, outcome.message)
+        assert outcome.status == outcome.rule.status

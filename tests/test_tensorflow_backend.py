@@ -163,6 +163,17 @@ def test_feed_modes_agree_and_stop_at_the_same_iteration(problem, stop):
             assert reference.iterations == iterations["fused"]
 
 
+@pytest.mark.parametrize("feed", ["resident", "fused", "tf1"])
+def test_outcome_names_the_rule_that_ended_the_run(problem, feed):
+    from optimizers.driver import initial_point
+    from optimizers.stopping import Suboptimality
+
+    rules = build_rules(tol=1e-6, max_iter=10_000)
+    outcome = tf_backend(feed=feed).minimize(problem, make_optimizer("gd"), rules,
+                                             initial_point(problem, "zeros", 0))
+    assert isinstance(outcome.rule, Suboptimality) and outcome.status == "converged"
+
+
 def test_fused_loop_honours_a_time_budget(problem):
     rules = build_rules(time_budget=0.05)  # no iteration budget: only the in-graph clock stops it
     result = run(problem, make_optimizer("adadelta", learning_rate=1e-3), rules,

@@ -111,10 +111,11 @@ class NumpyBackend:
         def observe(state):
             return float(state.f), float(np.sqrt(self.vdot(state.g, state.g)))
 
-        state, iterations, seconds, status, message, trace = host_loop(
+        state, iterations, seconds, ending, trace = host_loop(
             problem, rules,
             init=lambda: optimizer.init(objective, self, params, start),
             step=lambda state: optimizer.update(objective, self, params, state),
             observe=observe,
         )
-        return Outcome(state.w, iterations, seconds, setup_seconds, status, message, trace)
+        return Outcome(state.w, iterations, seconds, setup_seconds, ending.status, ending.message,
+                       trace, rule=ending.rule)

@@ -34,7 +34,7 @@ from datasets.errors import InputError
 from optimizers.backends.numpy import DTYPES
 from optimizers.objective import FORMULATIONS, make_objective, prepare_data
 from optimizers.result import TRACE_COLUMNS, Outcome, Stopwatch
-from optimizers.stopping import Context
+from optimizers.stopping import Context, Ending
 
 DEVICES = {"cpu": "/CPU:0", "gpu": "/GPU:0"}
 FEEDS = ("feed", "resident", "fused", "tf1")
@@ -314,7 +314,7 @@ class TensorflowBackend:
                 f, grad_norm = state[1].numpy()
                 return float(f), float(grad_norm)
 
-            state, iterations, seconds, status, message, trace = host_loop(
+            state, iterations, seconds, ending, trace = host_loop(
                 problem, rules,
                 init=lambda: init_fn(data, params, start),
                 step=lambda state: step_fn(data, params, state[0]),
@@ -322,8 +322,9 @@ class TensorflowBackend:
             )
         w = state[0].w
         device, extra = self._extra(w)
-        return Outcome(w.numpy(), iterations, seconds, setup_seconds, status, message, trace,
-                       device=device, extra=extra), state[0]
+        return Outcome(w.numpy(), iterations, seconds, setup_seconds, ending.status,
+                       ending.message, trace, rule=ending.rule, device=device,
+                       extra=extra), state[0]
 
     # fused: one tf.function, one while_loop, rules as tensor predicates
 
@@ -395,14 +396,11 @@ class TensorflowBackend:
             w_host, iterations = w.numpy(), int(iterations.numpy())
             seconds = clock.elapsed()
         index = rules.first(fired.numpy())
-        if index >= 0:
-            rule = rules.rules[index]
-            status, message = rule.status, f"{rule!r} fired at iteration {iterations}"
-        else:
-            status, message = "max_iter", f"the loop's own limit of {_CAP} iterations"
+        ending = (rules.ending(index, iterations) if index >= 0 else
+                  Ending("max_iter", f"the loop's own limit of {_CAP} iterations"))
         table = buffer.numpy()[: int(rows.numpy())]
         trace = {c: table[:, j].tolist() for j, c in enumerate(TRACE_COLUMNS)}
         trace["iteration"] = [int(v) for v in trace["iteration"]]
         device, extra = self._extra(w)
-        return Outcome(w_host, iterations, seconds, setup_seconds, status, message, trace,
-                       device=device, extra=extra), state
+        return Outcome(w_host, iterations, seconds, setup_seconds, ending.status, ending.message,
+                       trace, rule=ending.rule, device=device, extra=extra), state
