@@ -231,3 +231,51 @@ def test_outcome_names_the_rule_that_ended_the_run(name):
                    else backend.minimize(problem, optimizer, rules, w0))
         assert isinstance(outcome.rule, kind), (kind, outcome.message)
         assert outcome.status == outcome.rule.status
+
+
+def two_loop_direction(g, S, Y, rho):
+    """Nocedal and Wright's Algorithm 7.4, written out plainly: the reference for L-BFGS's
+    compact-form direction (empty slots, rho = 0, contribute nothing)."""
+    q, alphas = g.copy(), []
+    for i in reversed(range(len(rho))):
+        alphas.append(rho[i] * np.vdot(S[i], q))
+        q = q - alphas[-1] * Y[i]
+    alphas.reverse()
+    yy = np.vdot(Y[-1], Y[-1])
+    r = (np.vdot(S[-1], Y[-1]) / yy if yy > 0 else 1.0) * q
+    for i in range(len(rho)):
+        r = r + (alphas[i] - rho[i] * np.vdot(Y[i], r)) * S[i]
+    return -r
+
+
+@pytest.mark.parametrize("dtype, rtol", [("float64", 1e-10), ("float32", 1e-3)])
+@pytest.mark.parametrize("filled", [0, 1, 4, 10])
+def test_lbfgs_direction_equals_the_two_loop_recursion(filled, dtype, rtol):
+    from optimizers.lbfgs import LBFGS, LBFGSState
+
+    rng = np.random.default_rng(filled)
+    m, d, k = 10, 5, 2
+    A = rng.normal(size=(d * k, d * k))
+    H = A @ A.T + 0.1 * np.eye(d * k)  # an SPD Hessian: every stored pair has s.y > 0
+    S, Y, rho = np.zeros((m, d, k)), np.zeros((m, d, k)), np.zeros(m)
+    for i in range(m - filled, m):  # newest last, empty slots first, as the queue keeps them
+        S[i] = rng.normal(size=(d, k))
+        Y[i] = (H @ S[i].reshape(-1)).reshape(d, k)
+        rho[i] = 1 / np.vdot(S[i], Y[i])
+    g = rng.normal(size=(d, k))
+    ops = make_backend("numpy", dtype)
+    state = LBFGSState(None, None, *(ops.asarray(v) for v in (g, S, Y, rho)))
+    got = LBFGS(history=m).direction(ops, state)
+    assert got.dtype == np.dtype(dtype) and got.shape == (d, k)
+    np.testing.assert_allclose(got, two_loop_direction(g, S, Y, rho), rtol=rtol,
+                               atol=rtol * np.abs(g).max())
+
+
+def test_numpy_triangular_solve_and_its_singular_case():
+    ops = make_backend("numpy", "float64")
+    R = np.triu(np.arange(1.0, 10.0).reshape(3, 3))
+    b = np.array([[1.0], [2.0], [3.0]])
+    np.testing.assert_allclose(R @ ops.solve_triangular(R, b, lower=False), b, rtol=1e-12)
+    np.testing.assert_allclose(R.T @ ops.solve_triangular(R.T, b, lower=True), b, rtol=1e-12)
+    R[1, 1] = 0.0
+    assert np.isnan(ops.solve_triangular(R, b, lower=False)).all()

@@ -115,6 +115,22 @@ class TensorflowOps:
         """a^T @ b without materialising the transpose."""
         return tf.linalg.matmul(a, b, transpose_a=True)
 
+    reshape = staticmethod(tf.reshape)
+    transpose = staticmethod(tf.transpose)
+
+    @staticmethod
+    def strict_upper(a):
+        """The entries above the diagonal of a square matrix, zeros elsewhere."""
+        return tf.linalg.band_part(a, 0, -1) - tf.linalg.band_part(a, 0, 0)
+
+    @staticmethod
+    def eye(n, like):
+        return tf.eye(n, dtype=like.dtype)
+
+    @staticmethod
+    def solve_triangular(a, b, lower: bool):
+        return tf.linalg.triangular_solve(a, b, lower=lower)
+
     sqrt = staticmethod(tf.math.sqrt)
     abs = staticmethod(tf.math.abs)
     isfinite = staticmethod(tf.math.is_finite)
