@@ -82,7 +82,7 @@ class Plan:
     backends: tuple = tuple(BACKENDS)
     data_iterations: int = 20                   # iterations per timed run, formulation data
     gram_iterations: int = 200                  # ... formulation gram (O(d^2) iterations)
-    repeats: int = 3                            # timed runs per configuration (median)
+    repeats: int = 5                            # timed runs per configuration (median)
     read_repeats: int = 3                       # read passes per timed run, interleaved
     overhead_repeats: int = 7
     overhead_gram_iterations: int = 2000        # gram iterations are ~10 us: many per run
