@@ -193,6 +193,7 @@ class StoppingRules:
         rule = self.rules[index]
         return Ending(rule.status, f"{rule!r} fired at iteration {iteration}", rule)
 
+
 def build_rules(*, tol=None, grad_tol=None, rel_tol=None, patience=10, exact_repeat=False,
                 max_iter=None, time_budget=None) -> StoppingRules:
     """The rules a run asks for by keyword, in a fixed priority order."""
