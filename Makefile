@@ -86,7 +86,7 @@ report: figures
 	@echo "The report is at reports/report.md (self-contained: reports/report.html)."
 
 # ---- performance ------------------------------------------------------------------------------
-# Every figure a ratio of timings taken side by side; always re-measures (~9 min on 2 cores;
+# Every figure a ratio of timings taken side by side; always re-measures (~7 min on 2 cores;
 # BENCH_FLAGS=--quick: ~40 s).
 BENCH_FLAGS ?=
 bench: $(STAMP)
