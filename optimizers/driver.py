@@ -12,7 +12,7 @@ import pandas as pd
 
 from datasets.errors import InputError
 from optimizers.result import TRACE_COLUMNS, Outcome, RunResult, Stopwatch, on_trace_schedule
-from optimizers.stopping import Context, Suboptimality
+from optimizers.stopping import Context, Ending, Suboptimality
 
 INITS = ("zeros", "normal")
 _HOST = None
@@ -37,41 +37,66 @@ def initial_point(problem, init: str, seed: int) -> np.ndarray:
     raise InputError(f"unknown init '{init}'; allowed: {', '.join(INITS)}")
 
 
+class RuleMonitor:
+    """The stopping rules and the trace of one run, checked at each iterate on the host.
+
+    Its clock starts when it is made and pauses while a trace row is written. The host loop and
+    the self-driven methods (SciPy's callback) share it; `iteration` is advanced by the caller.
+    """
+
+    def __init__(self, problem, rules):
+        self.problem, self.rules, self.ops = problem, rules, host_ops()
+        self.states = rules.init_state(self.ops)
+        self.trace = {c: [] for c in TRACE_COLUMNS}
+        self.iteration, self.fired = 0, -1
+        self.f0, self.f_prev, self.last = None, float("nan"), None
+        self.clock = Stopwatch()
+
+    def check(self, f: float, grad_norm: float) -> bool:
+        """The rules at the iterate `iteration` (loss f); True when one fires."""
+        self.f0 = f if self.f0 is None else self.f0
+        suboptimality = self.problem.suboptimality(f)
+        ctx = Context(self.iteration, self.clock.elapsed(), f, self.f0, self.f_prev,
+                      suboptimality, grad_norm)
+        fired, self.states = self.rules.check(self.ops, ctx, self.states)
+        self.last = (f, suboptimality, grad_norm)
+        if on_trace_schedule(self.iteration):
+            with self.clock.paused():
+                self._append(ctx.elapsed)
+        self.f_prev = f
+        if any(fired):
+            self.fired = self.rules.first(fired)
+        return self.fired >= 0
+
+    def finish(self) -> float:
+        """Seconds of the run; the last checked iterate joins the trace if the schedule left
+        it out."""
+        seconds = self.clock.elapsed()
+        if self.trace["iteration"][-1] != self.iteration:
+            self._append(seconds)
+        return seconds
+
+    def ending(self) -> Ending:
+        return self.rules.ending(self.fired, self.iteration)
+
+    def _append(self, seconds):
+        row = (self.iteration, seconds, *self.last)
+        for column, value in zip(TRACE_COLUMNS, row, strict=True):
+            self.trace[column].append(value)
+
+
 def host_loop(problem, rules, *, init, step, observe):
     """Iterate `step` from `init()` until a rule fires; `observe(state)` -> host (f, grad_norm).
 
     Returns (state, iterations, seconds, ending, trace); `ending` is a `stopping.Ending`.
     """
-    ops = host_ops()
-    trace = {c: [] for c in TRACE_COLUMNS}
-    rule_states = rules.init_state(ops)
-    clock = Stopwatch()
+    monitor = RuleMonitor(problem, rules)
     state = init()
-    f0, f_prev, iteration = None, float("nan"), 0
-    while True:
-        f, grad_norm = observe(state)
-        f0 = f if f0 is None else f0
-        suboptimality = problem.suboptimality(f)
-        ctx = Context(iteration, clock.elapsed(), f, f0, f_prev, suboptimality, grad_norm)
-        fired, rule_states = rules.check(ops, ctx, rule_states)
-        if on_trace_schedule(iteration):
-            with clock.paused():
-                _append(trace, iteration, ctx.elapsed, f, suboptimality, grad_norm)
-        if any(fired):
-            break
+    while not monitor.check(*observe(state)):
         state = step(state)
-        f_prev = f
-        iteration += 1
-    seconds = clock.elapsed()
-    if trace["iteration"][-1] != iteration:
-        _append(trace, iteration, seconds, f, suboptimality, grad_norm)
-    return state, iteration, seconds, rules.ending(rules.first(fired), iteration), trace
-
-
-def _append(trace, iteration, seconds, f, suboptimality, grad_norm):
-    for column, value in zip(TRACE_COLUMNS, (iteration, seconds, f, suboptimality, grad_norm),
-                             strict=True):
-        trace[column].append(value)
+        monitor.iteration += 1
+    seconds = monitor.finish()
+    return state, monitor.iteration, seconds, monitor.ending(), monitor.trace
 
 
 def counts(optimizer, iterations: int) -> dict:
@@ -98,8 +123,8 @@ def run(problem, optimizer, rules, *, backend, init: str = "zeros", seed: int = 
     suboptimality = problem.suboptimality(final_loss)
     tol = rules.spec.get("tol")
     target_reached = None if tol is None else bool(suboptimality <= tol)
-    if isinstance(outcome.rule, Suboptimality) and outcome.status == "converged" \
-            and not target_reached:  # the run's own dtype could not resolve the target
+    if isinstance(outcome.rule, Suboptimality) and not target_reached:
+        # the run's own dtype claimed the target but could not resolve it
         outcome.status = "stalled"
         outcome.message += (f", but the float64 suboptimality of the final iterate is "
                             f"{suboptimality:.3g}, above tol {tol:g}")

@@ -13,10 +13,10 @@ import scipy.linalg
 import scipy.optimize
 
 from datasets.errors import InputError
-from optimizers.driver import _append, host_ops
+from optimizers.driver import RuleMonitor
 from optimizers.objective import make_objective, prepare_data
-from optimizers.result import TRACE_COLUMNS, Outcome, Stopwatch, on_trace_schedule
-from optimizers.stopping import Context, Ending
+from optimizers.result import Outcome, Stopwatch
+from optimizers.stopping import Ending
 
 CLOSED_FORM_SOLVERS = ("lstsq", "normal")
 
@@ -56,53 +56,33 @@ class ScipyLBFGS:
             last["x"], last["g"] = np.array(x), g
             return float(f), g
 
-        ops, trace = host_ops(), {c: [] for c in TRACE_COLUMNS}
-        memory = {"states": rules.init_state(ops), "f0": None, "f_prev": float("nan"),
-                  "iteration": 0, "fired": -1}
-        clock = Stopwatch()
-
-        def check(f, g):
-            """Evaluate the rules at an iterate; True when one fires."""
-            memory["f0"] = f if memory["f0"] is None else memory["f0"]
-            grad_norm = float(np.linalg.norm(g))
-            ctx = Context(memory["iteration"], clock.elapsed(), f, memory["f0"],
-                          memory["f_prev"], problem.suboptimality(f), grad_norm)
-            fired, memory["states"] = rules.check(ops, ctx, memory["states"])
-            with clock.paused():
-                if on_trace_schedule(ctx.iteration):
-                    _append(trace, ctx.iteration, ctx.elapsed, f, ctx.suboptimality, grad_norm)
-            memory["fired"], memory["f_prev"] = rules.first(fired), f
-            return memory["fired"] >= 0
+        monitor = RuleMonitor(problem, rules)
 
         def callback(intermediate_result):
-            memory["iteration"] += 1
+            monitor.iteration += 1
             f, x = float(intermediate_result.fun), intermediate_result.x
             g = last["g"]  # SciPy's last evaluation is normally the accepted iterate
             if not np.array_equal(last["x"], x):
-                with clock.paused():  # an evaluation the method itself does not need
+                with monitor.clock.paused():  # an evaluation the method itself does not need
                     g = fun(x)[1]
-            if check(f, g):
+            if monitor.check(f, float(np.linalg.norm(g))):
                 raise StopIteration
 
         f_start, g_start = fun(w0.ravel())
         result = None
-        if not check(f_start, g_start):
+        if not monitor.check(f_start, float(np.linalg.norm(g_start))):
             result = scipy.optimize.minimize(
                 fun, w0.ravel(), jac=True, method="L-BFGS-B", callback=callback,
                 options={"maxcor": self.history, "maxiter": 10**9, "maxfun": 10**9,
                          "ftol": 0.0, "gtol": 0.0})
-        seconds = clock.elapsed()
-        iteration = memory["iteration"]
-        ending = (rules.ending(memory["fired"], iteration) if memory["fired"] >= 0 else
+        seconds = monitor.finish()
+        ending = (monitor.ending() if monitor.fired >= 0 else
                   Ending("stalled", f"SciPy stopped by itself: {result.message}"))
         x = result.x if result is not None else w0.ravel()
-        if not trace["iteration"] or trace["iteration"][-1] != iteration:
-            f_end, g_end = fun(x)
-            _append(trace, iteration, seconds, f_end, problem.suboptimality(f_end),
-                    float(np.linalg.norm(g_end)))
         nfev = 1 + (result.nfev if result is not None else 0)
-        return Outcome(x.reshape(shape), iteration, seconds, setup_seconds, ending.status,
-                       ending.message, trace, rule=ending.rule, nfev=nfev, ngev=nfev, nhvp=0)
+        return Outcome(x.reshape(shape), monitor.iteration, seconds, setup_seconds,
+                       ending.status, ending.message, monitor.trace, rule=ending.rule,
+                       nfev=nfev, ngev=nfev, nhvp=0)
 
 
 @dataclass(frozen=True)
