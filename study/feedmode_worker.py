@@ -41,27 +41,20 @@ def session_config(grappler: str) -> tf.compat.v1.ConfigProto:
     """The TF1 session options of a graph optimisation variant (see feedmode.GRAPPLER)."""
     config = tf.compat.v1.ConfigProto()
     rewrite = config.graph_options.rewrite_options
-    if grappler == "no-constant-folding":
-        rewrite.constant_folding = rewriter_config_pb2.RewriterConfig.OFF
-    elif grappler == "no-folding":
-        # L1 would switch the classic optimizer's constant folding back on; L0 with CSE and
-        # inlining kept on is L1 without it.
-        options = config.graph_options.optimizer_options
-        options.opt_level = tf.compat.v1.OptimizerOptions.L0
-        options.do_common_subexpression_elimination = True
-        options.do_function_inlining = True
-        options.do_constant_folding = False
-        rewrite.constant_folding = rewriter_config_pb2.RewriterConfig.OFF
-    elif grappler == "off":
-        options = config.graph_options.optimizer_options
-        options.opt_level = tf.compat.v1.OptimizerOptions.L0
-        options.do_constant_folding = False
-        options.do_common_subexpression_elimination = False
-        options.do_function_inlining = False
-        rewrite.constant_folding = rewriter_config_pb2.RewriterConfig.OFF
-        rewrite.disable_meta_optimizer = True
-    elif grappler != "default":
+    if grappler not in fm.GRAPPLER:
         raise ValueError(f"unknown grappler variant '{grappler}'")
+    if grappler != "default":
+        rewrite.constant_folding = rewriter_config_pb2.RewriterConfig.OFF
+    if grappler in ("no-folding", "off"):
+        # the classic graph optimizer at L0 without its constant folding; "no-folding" keeps
+        # CSE and inlining on (L1 would switch constant folding back on), "off" drops them
+        options = config.graph_options.optimizer_options
+        options.opt_level = tf.compat.v1.OptimizerOptions.L0
+        options.do_constant_folding = False
+        options.do_common_subexpression_elimination = grappler == "no-folding"
+        options.do_function_inlining = grappler == "no-folding"
+    if grappler == "off":
+        rewrite.disable_meta_optimizer = True
     return config
 
 
