@@ -409,8 +409,9 @@ class TensorflowBackend:
             clock = Stopwatch()
             state, iterations, fired, buffer, rows = loop(*arguments, cap)
             w = state.w
-            w_host, iterations = w.numpy(), int(iterations.numpy())
+            w_host = w.numpy()  # the clock stops once the result is on the host
             seconds = clock.elapsed()
+        iterations = int(iterations.numpy())  # bookkeeping reads, outside the clock
         index = rules.first(fired.numpy())
         ending = (rules.ending(index, iterations) if index >= 0 else
                   Ending("max_iter", f"the loop's own limit of {_CAP} iterations"))
