@@ -1,24 +1,29 @@
 """Command line: `python -m study <command>` (also installed as `convergence-study`).
 
 Bad input ends with one line on stderr and exit status 2, before any output file is written.
+Only the chosen command's module is imported (`--help` imports none, NumPy-only commands never
+import TensorFlow or the plotting stack). Ctrl-C, SIGTERM and SIGHUP end a command with one
+line; a sweep keeps every finished run and kills the runs it started.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
+import signal
 import sys
 
-from datasets.errors import InputError
-from study.output import ResultsWriteError
-
 COMMANDS = {
-    "regress": ("study.regression", "run one regression configuration"),
-    "run": ("study.runner", "run a study config's grid, one fresh process per run, resumable"),
-    "summarize": ("study.summary", "median time to target per configuration, with 95% CIs"),
-    "figures": ("study.plots", "draw a study's comparison figures from its results tables"),
-    "report": ("study.report", "write reports/report.md and report.html from results and figures"),
-    "feedmode": ("study.feedmode", "the CNN feed-mode experiment (constant vs placeholder ...)"),
+    "regress": ("study.regression.regress", "run one regression configuration"),
+    "run": ("study.sweep.runner", "run a study config's grid, one fresh process per run, "
+                                  "resumable"),
+    "summarize": ("study.results", "summary of a results folder, with paired comparisons"),
+    "figures": ("study.figures", "draw a study's comparison figures from its results tables"),
+    "report": ("study.report.build", "write reports/report.md and report.html from results and "
+                                     "figures"),
+    "feedmode": ("study.feedmode.command", "the CNN feed-mode experiment (constant vs "
+                                           "placeholder ...)"),
     "bench": ("study.bench", "how close each implementation is to the machine: ratios to a read "
               "pass, a hand-written loop, the memory floor and the normal equations"),
 }
@@ -31,41 +36,62 @@ class Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def chosen_command(argv) -> str | None:
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser, with the arguments of `command` only (its module is imported for them)."""
     parser = Parser(prog="convergence-study", description=__doc__.splitlines()[0])
     parser.add_argument("--verbose", action="store_true",
                         help="show TensorFlow's own log messages on the terminal")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     for name, (module, help_text) in COMMANDS.items():
-        try:
-            __import__(module)
-        except ModuleNotFoundError as exc:  # a study still being built
-            if exc.name != module:
-                raise
-            continue
-        command = sub.add_parser(name, help=help_text, description=help_text)
-        sys.modules[module].add_arguments(command)
+        command_parser = sub.add_parser(name, help=help_text, description=help_text)
+        if name == command:
+            importlib.import_module(module).add_arguments(command_parser)
     return parser
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, handled like Ctrl-C: runs in flight are killed, finished ones kept."""
+
+
+def _terminate(signum, frame):
+    raise Terminated(signal.Signals(signum).name)
 
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if "--verbose" not in argv:
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is imported
-    args = build_parser().parse_args(argv)
+    command = chosen_command(argv)
     try:
-        return sys.modules[COMMANDS[args.command][0]].main(args)
-    except InputError as exc:
-        print(f"convergence-study {args.command}: error: {exc}", file=sys.stderr)
-        return 2
-    except ResultsWriteError as exc:
-        print(f"convergence-study {args.command}: error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print(f"convergence-study {args.command}: interrupted; finished runs are kept, "
-              "run the same command again to resume", file=sys.stderr)
-        return 130
+        if "--verbose" not in argv:
+            os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is imported
+        args = build_parser(command if command in COMMANDS else None).parse_args(argv)
+        from datasets.errors import InputError
+        from study.output import ResultsWriteError
+
+        try:
+            return importlib.import_module(COMMANDS[args.command][0]).main(args)
+        except InputError as exc:
+            print(f"convergence-study {args.command}: error: {exc}", file=sys.stderr)
+            return 2
+        except ResultsWriteError as exc:
+            print(f"convergence-study {args.command}: error: {exc}", file=sys.stderr)
+            return 1
+    except KeyboardInterrupt as exc:
+        what = "terminated" if isinstance(exc, Terminated) else "interrupted"
+        print(f"convergence-study {command or ''}: {what}; finished runs are kept, run the "
+              "same command again to resume", file=sys.stderr)
+        return 143 if isinstance(exc, Terminated) else 130
+
+
+def run() -> None:
+    """The entry point: signals become clean endings before anything heavy is imported."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _terminate)
+    sys.exit(main())
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -6,9 +6,9 @@ same data measured a moment before means a lot. Sections (each a table, `<out>/<
 
 iterations  seconds per iteration of GD (1/L), Adadelta and L-BFGS for every backend and feed mode
             (numpy, also with its BLAS held to one thread; tensorflow feed, resident, fused,
-            fused+XLA, tf1), formulation and dtype, on the
-            `eve` set, divided by one read pass over X (`X.sum()` on the same array and dtype, the
-            definition of `study.worker.read_pass_seconds`): "passes per iteration". Every
+            fused+XLA, tf1), formulation and dtype, on the `eve` set, divided by one read pass
+            over X (`X.sum()` on the same array and dtype, the definition of
+            `study.regression.measure.read_pass_seconds`): "passes per iteration". Every
             measurement runs a fixed number of iterations (max_iter, no tolerance), several times.
 overhead    our driver against a minimal hand-written loop of the same algorithm on the same
             backend (goal <= 1.05), and the trace recording: the host loop with its trace written
@@ -17,7 +17,7 @@ scaling     synthetic problems (kappa 10): n from 1e4 to 1e7 rows at d = 5, and 
             a fixed n; seconds per iteration and seconds to relative suboptimality 1e-8, with the
             fitted log-log slope per method (`<out>/slopes.parquet`).
 feedmode    the CNN feed-mode experiment's steady-state seconds per call of every mode (built by
-            `study.feedmode_worker.build`, as the study does) divided by its memory floor: one
+            `study.feedmode.measure.build`, as the study does) divided by its memory floor: one
             read pass over the input plus one write pass over the output, as NumPy array passes.
 target      seconds to relative suboptimality 1e-8 of the candidate methods divided by the
             normal-equations solve (`closed-form`, solver `normal`), interleaved.
@@ -604,11 +604,11 @@ def measure_feedmode(mode: str, x: np.ndarray, kernel: np.ndarray, out: np.ndarr
     """Steady seconds per call of one feed mode over the memory floor: a read pass over the
     input (`x.sum()`) plus a write pass over an output-sized array (`out.fill(0)`), interleaved
     call by call. The mode is built by the study's own worker code (setup outside the clock)."""
-    from study import feedmode as fm
-    from study import feedmode_worker as worker
+    from study.feedmode import measure as worker
+    from study.feedmode import model as fm
 
     dtype = x.dtype.name
-    spec = fm.Spec(mode=mode, dtype=dtype, n=x.shape[0], calls=calls, device=device)
+    spec = worker.Spec(mode=mode, dtype=dtype, n=x.shape[0], calls=calls, device=device)
     model = fm.MODES[mode].model
     row = {"mode": mode, "api": fm.MODES[mode].api, "feed": fm.MODES[mode].feed, "model": model,
            "xla": fm.MODES[mode].xla, "dtype": dtype, "n": x.shape[0], "calls": calls,
@@ -645,7 +645,7 @@ def measure_feedmode(mode: str, x: np.ndarray, kernel: np.ndarray, out: np.ndarr
 
 
 def bench_feedmode(plan: Plan) -> pd.DataFrame:
-    from study import feedmode as fm
+    from study.feedmode import model as fm
 
     rows = []
     for dtype in plan.feed_dtypes:
@@ -892,7 +892,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run_bench(plan: Plan, sections=SECTIONS) -> dict[str, pd.DataFrame]:
     """Measure the sections in order; the tables by name (slopes beside scaling)."""
     from datasets import make_problem
-    from study.environment import collect
+    from study.sweep.environment import collect
 
     tables: dict[str, pd.DataFrame] = {}
     problem = None

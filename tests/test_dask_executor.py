@@ -15,13 +15,13 @@ pytest.importorskip("distributed")
 
 import psutil  # noqa: E402
 from distributed import Client, LocalCluster  # noqa: E402
-
-from datasets.errors import InputError  # noqa: E402
-from study.__main__ import main  # noqa: E402
 from study.config import load_study  # noqa: E402
 from study.dask_executor import DaskExecutor, local_cluster, record  # noqa: E402
 from study.records import TIMING_COLUMNS, ResultsFolder  # noqa: E402
 from study.runner import run_study  # noqa: E402
+
+from datasets.errors import InputError  # noqa: E402
+from study.__main__ import main  # noqa: E402
 
 # what may differ between two executions of the same run: the clock, the process, the worker
 VARYING = [*TIMING_COLUMNS, "worker_address"]

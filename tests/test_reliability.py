@@ -13,13 +13,13 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from study.config import ConfigError, load_study, parse_study
+from study.records import TIMING_COLUMNS
+from study.runner import run_study
 
 from datasets import InputError
 from datasets.problem import Problem
 from study.__main__ import main
-from study.config import ConfigError, load_study, parse_study
-from study.records import TIMING_COLUMNS
-from study.runner import run_study
 
 FRAME = pd.DataFrame({"a": [1.0, 2.0, 4.0, 3.0, 5.0, 7.0], "b": [2.0, 1.0, 0.0, 3.0, 1.0, 2.0],
                       "y": [1.0, 2.0, 3.0, 1.0, 0.0, 2.0]})

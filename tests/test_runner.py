@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
-from study.__main__ import main
 from study.config import ConfigError, load_study, parse_study
 from study.runner import gpu_visible, run_study
 from study.summary import bootstrap_median_ci, summarize
+
+from study.__main__ import main
 
 BASE = """
 name = "t"

@@ -1,7 +1,7 @@
-"""The comparison figures, drawn from the results tables only (a plot never re-runs anything).
+"""The regression study's figures, drawn from its results tables only.
 
 Each `figure_*` function takes tidy tables and returns a matplotlib Figure, so tests can read
-back what was drawn; `draw_all` saves every figure as PNG and SVG.
+back what was drawn; `draw` saves every figure (study.figures.save).
 """
 
 from __future__ import annotations
@@ -10,21 +10,16 @@ import json
 import warnings
 from pathlib import Path
 
-import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import seaborn as sns  # noqa: E402
+from study.figures import FAILED_MARKER, save
+from study.regression.summary import time_to_target
 
-from study.summary import time_to_target  # noqa: E402
-
-FAILED_MARKER = "x"
-STYLE = {"style": "whitegrid", "context": "paper", "font_scale": 1.1}
 READ_PASS_LABEL = "one read pass over X"
 FEED_ORDER = ("numpy", "tf1", "feed", "resident", "fused", "fused+xla")
-GRAPPLER_ORDER = ("default", "no-constant-folding", "no-folding", "off")
 
 
 def method_label(row) -> str:
@@ -295,75 +290,6 @@ def figure_feed_modes(runs: pd.DataFrame):
     return fig
 
 
-def main_size(runs: pd.DataFrame) -> int:
-    """The batch size N at which the most modes ran: the one the mode table is about."""
-    ok = runs[runs["status"] == "ok"]
-    counts = ok.groupby("n")["mode"].nunique()
-    if not len(counts):
-        return int(runs["n"].max())
-    return int(counts[counts == counts.max()].index.max())
-
-
-def figure_feedmode(runs: pd.DataFrame):
-    """CNN feed modes: first call against steady state per mode (log), the GraphDef each TF1
-    mode builds, the Grappler ablation of the constant modes, and first-call cost against N."""
-    ok = runs[runs["status"] == "ok"].copy()
-    n_main = main_size(runs)
-    fig, axes = plt.subplots(2, 2, figsize=(13, 9))
-    ax = axes[0, 0]
-    main = ok[(ok["n"] == n_main) & (ok["grappler"] == "default")]
-    long = main.melt(id_vars=["mode", "dtype"], value_vars=["first_call_seconds",
-                                                            "steady_median_seconds"],
-                     var_name="call", value_name="seconds")
-    long["call"] = long["call"].map({"first_call_seconds": "first call",
-                                     "steady_median_seconds": "later calls (median)"})
-    long["bar"] = long["call"] + " " + long["dtype"]
-    sns.barplot(data=long, y="mode", x="seconds", hue="bar", ax=ax, errorbar=None)
-    ax.set_xscale("log")
-    ax.set_xlabel("seconds per call (log)")
-    ax.set_title(f"First call and later calls per mode, N = {n_main}", fontsize=9)
-    ax.legend(fontsize=7)
-    ax = axes[0, 1]
-    graph = main[main["graphdef_bytes"].notna() & (main["graphdef_bytes"] > 0)]
-    sns.barplot(data=graph.assign(MB=graph["graphdef_bytes"] / 1e6), y="mode", x="MB",
-                hue="dtype", ax=ax, errorbar=None)
-    ax.set_xscale("log")
-    ax.set_xlabel("serialized GraphDef (MB, log)")
-    ax.set_title(f"Graph size of the TF1 modes, N = {n_main}", fontsize=9)
-    ax = axes[1, 0]
-    ablation = ok[(ok["n"] == n_main) & ok["mode"].isin(["numpy", "constant"])]
-    sns.barplot(data=ablation, x="mode", y="first_call_seconds", hue="grappler", ax=ax,
-                errorbar=None, hue_order=[g for g in GRAPPLER_ORDER
-                                          if g in set(ablation["grappler"])])
-    ax.set_yscale("log")
-    ax.set_ylabel("first call seconds (log)")
-    ax.set_title("Ablation: the constant modes' first call with graph optimisations "
-                 "switched off", fontsize=9)
-    ax = axes[1, 1]
-    sweep = ok[ok["mode"].isin(["constant", "placeholder"]) & (ok["dtype"] == "float64")]
-    sweep = sweep.assign(variant=sweep["mode"] + " (grappler " + sweep["grappler"] + ")")
-    sns.lineplot(data=sweep, x="n", y="first_call_seconds", hue="variant", marker="o", ax=ax,
-                 errorbar=None)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("N (images, log)")
-    ax.set_ylabel("first call seconds (log)")
-    ax.set_title("First call against N (float64)", fontsize=9)
-    failed = runs[runs["status"] != "ok"]
-    if len(failed):
-        fig.text(0.01, 0.005, "did not finish: " + "; ".join(
-            f"{r.mode} {r.dtype} N={r.n} ({r.status})" for r in failed.itertuples()),
-            fontsize=7, color="#c44e52")
-    fig.tight_layout()
-    return fig
-
-
-def draw_feedmode(results: Path, figures: Path) -> list[Path]:
-    sns.set_theme(**STYLE)
-    return save(figure_feedmode(pd.read_parquet(results / "runs.parquet")), figures,
-                "feedmode")
-
-
 REGRESSION_FIGURES = {
     "convergence_time": lambda runs, traces: figure_convergence(runs, traces, x="seconds"),
     "convergence_iterations": lambda runs, traces: figure_convergence(runs, traces,
@@ -375,40 +301,10 @@ REGRESSION_FIGURES = {
 }
 
 
-def save(fig, folder: Path, name: str) -> list[Path]:
-    folder.mkdir(parents=True, exist_ok=True)
-    paths = [folder / f"{name}.png", folder / f"{name}.svg"]
-    fig.savefig(paths[0], dpi=110, bbox_inches="tight")
-    fig.savefig(paths[1], bbox_inches="tight")
-    plt.close(fig)
-    return paths
-
-
-def draw_regression(results: Path, figures: Path) -> list[Path]:
-    sns.set_theme(**STYLE)
-    runs = pd.read_parquet(results / "runs.parquet")
-    traces = pd.read_parquet(results / "traces.parquet")
+def draw(results, figures: Path) -> list[Path]:
+    """Every regression figure from a results folder (`study.results.Results`)."""
+    runs, traces = results.runs, results.table("traces")
     written = []
     for name, make in REGRESSION_FIGURES.items():
         written += save(make(runs, traces), figures, name)
     return written
-
-
-DRAWERS = {"regression": draw_regression, "feedmode": draw_feedmode}
-
-
-def add_arguments(parser) -> None:
-    parser.add_argument("study", choices=sorted(DRAWERS), help="which study's figures to draw")
-    parser.add_argument("--results", help="results folder (default results/<study>)")
-    parser.add_argument("--out", help="figures folder (default figures/<study>)")
-
-
-def main(args) -> int:
-    from datasets.errors import InputError
-
-    results = Path(args.results or f"results/{args.study}")
-    if not (results / "runs.parquet").is_file():
-        raise InputError(f"no results table at '{results / 'runs.parquet'}'; run the study first")
-    written = DRAWERS[args.study](results, Path(args.out or f"figures/{args.study}"))
-    print(f"wrote {len(written)} figure files to {written[0].parent}")
-    return 0

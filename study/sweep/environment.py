@@ -1,4 +1,4 @@
-"""The machine and software a run happened on, as flat columns repeated on every result row."""
+"""The machine and software a run happened on, as flat env_* columns repeated on every row."""
 
 from __future__ import annotations
 
@@ -52,10 +52,11 @@ def _gpus() -> tuple[str | None, str | None]:
 
 def _blas() -> str:
     try:
+        import scipy.linalg  # noqa: F401 -- load SciPy's BLAS too, so every process reads alike
         from threadpoolctl import threadpool_info
 
-        libs = [f"{i['internal_api']} {i.get('version') or ''} ({i['num_threads']} threads)"
-                for i in threadpool_info() if i.get("user_api") == "blas"]
+        libs = sorted({f"{i['internal_api']} {i.get('version') or ''} ({i['num_threads']} "
+                       f"threads)" for i in threadpool_info() if i.get("user_api") == "blas"})
         if libs:
             return "; ".join(libs)
     except ImportError:
@@ -68,7 +69,7 @@ def _blas() -> str:
 
 
 def _git_commit() -> str | None:
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     try:
         out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
                              text=True, timeout=10)
@@ -99,3 +100,21 @@ def collect() -> dict:
     env.update({f"env_{p.replace('-', '_')}": _version(p) for p in PACKAGES})
     env.update({f"env_{v.lower()}": os.environ.get(v) for v in THREAD_VARIABLES})
     return env
+
+
+# What decides whether a timing taken then still stands now: software, BLAS, thread settings
+# and the processor. Not the host name or platform string (the same machine image on another
+# host measures alike), nor the GPU (a device is compared explicitly, as its own column).
+TIMING_ENVIRONMENT = ("env_cpu", "env_cores", "env_python", "env_blas",
+                      *(f"env_{p.replace('-', '_')}" for p in PACKAGES),
+                      *(f"env_{v.lower()}" for v in THREAD_VARIABLES))
+
+
+def fingerprint(env: dict | None = None) -> str:
+    """A short hash of the environment columns that matter for timing."""
+    import hashlib
+    import json
+
+    env = collect() if env is None else env
+    values = {key: env.get(key) for key in TIMING_ENVIRONMENT}
+    return hashlib.sha256(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -1,8 +1,7 @@
-"""One feed-mode run, measured in this process: `python -m study.feedmode_worker SPEC RESULT`.
+"""One feed-mode run, measured in its own process (forked by the sweep engine for each run).
 
-SPEC is a `study.feedmode.Spec` as JSON; RESULT a path where the record is written (atomically)
-after every phase, so that a run killed for time or memory still tells how far it got. The
-study starts one such process per run; the tests call `measure` directly.
+The record is saved (`ctx.save_partial`) at every phase, so that a run killed for time or
+memory still tells how far it got; the tests call `measure_record` directly.
 
 What is timed, in order (each phase outside the others' clocks):
 - build: graph construction (TF1 modes; the constant modes embed the whole input here);
@@ -11,28 +10,26 @@ What is timed, in order (each phase outside the others' clocks):
 - first call, then `calls` further calls, each ending with the result on the host as a NumPy
   array (`sess.run` / `.numpy()`), so the device is synchronised. For tf.function modes the
   first call includes tracing (and XLA compilation).
-Then, outside every clock: the peak resident size, the serialized GraphDef size, and the check of
-the mode against the NumPy reference at `check_n` rows (a fresh graph or function).
+The noise probe (`ctx.probe`) wraps the calls. Then, outside every clock: the serialized
+GraphDef size, and the check of the mode against the NumPy reference at `check_n` rows (a fresh
+graph or function). Peak memory is the engine's (net of what the process inherited).
 """
 
 from __future__ import annotations
 
-import json
-import resource
-import sys
 import time
-import traceback
 from collections.abc import Callable
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
-import psutil
+import pandas as pd
 import tensorflow as tf
 from tensorflow.core.protobuf import rewriter_config_pb2
 
-from study import feedmode as fm
+from study.feedmode import model as fm
+from study.feedmode.spec import Spec
+from study.sweep.plugin import Context, Measurement
 
 DEVICE_NAMES = {"cpu": "/device:CPU:0", "gpu": "/device:GPU:0"}
 
@@ -105,7 +102,7 @@ def _to_device(x: np.ndarray, device: str):
     return tensor
 
 
-def build(spec: fm.Spec, x: np.ndarray, kernel: np.ndarray, clock: Clock) -> Prepared:
+def build(spec: Spec, x: np.ndarray, kernel: np.ndarray, clock: Clock) -> Prepared:
     """The mode's callable, with its setup phases timed through `clock`."""
     mode = fm.MODES[spec.mode]
     device = DEVICE_NAMES[spec.device]
@@ -190,7 +187,7 @@ def _build_tf1(mode, grappler, x, kernel, dtype, device, clock) -> Prepared:
                     {"device": output.device})
 
 
-def check(spec: fm.Spec) -> tuple[float, bool]:
+def check(spec: Spec) -> tuple[float, bool]:
     """The mode at check_n rows, in a fresh graph or function, against the NumPy reference."""
     x = fm.make_input(spec.check_n, spec.dtype, spec.seed)
     kernel = fm.make_kernel(spec.dtype, spec.seed)
@@ -209,41 +206,36 @@ def check(spec: fm.Spec) -> tuple[float, bool]:
     return error, bool(np.allclose(got, expected, rtol=tol, atol=tol))
 
 
-def peak_memory_mb() -> float:
-    """This process's peak resident size so far, in MiB (ru_maxrss is in KiB on Linux)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
-def measure(spec: fm.Spec, record: dict | None = None,
-            save: Callable[[dict], None] = lambda record: None) -> dict:
+def measure_record(spec: Spec, record: dict | None = None,
+                   save: Callable[[dict], None] = lambda record: None, probe=None) -> dict:
     """Measure one spec in this process (see the module docstring for what and in which order)."""
     record = {} if record is None else record
     clock = Clock(record, save)
     clock.enter("setup")
-    record["baseline_memory_mb"] = psutil.Process().memory_info().rss / 2**20
     x = fm.make_input(spec.n, spec.dtype, spec.seed)
     kernel = fm.make_kernel(spec.dtype, spec.seed)
     if fm.MODES[spec.mode].model == "fused-conv":
         kernel = fm.fused_kernel(kernel)
     prepared = build(spec, x, kernel, clock)
 
-    clock.enter("first_call")
-    t0 = time.perf_counter()
-    y = prepared.call()
-    record["first_call_seconds"] = time.perf_counter() - t0
-    record["output_shape"] = list(y.shape)
-    record["checksum"] = checksum = fm.checksum(y)
-    record["device_name"] = prepared.placed.get("device")
-    del y
-    stable, steady = True, []
-    record["steady_seconds"] = steady
-    for call in range(1, spec.calls + 1):
-        clock.enter(f"call {call}")
+    with probe if probe is not None else nullcontext():
+        clock.enter("first_call")
         t0 = time.perf_counter()
         y = prepared.call()
-        steady.append(time.perf_counter() - t0)
-        stable = stable and fm.checksum(y) == checksum
+        record["first_call_seconds"] = time.perf_counter() - t0
+        record["output_shape"] = list(y.shape)
+        record["checksum"] = checksum = fm.checksum(y)
+        record["device_name"] = prepared.placed.get("device")
         del y
+        stable, steady = True, []
+        record["steady_seconds"] = steady
+        for call in range(1, spec.calls + 1):
+            clock.enter(f"call {call}")
+            t0 = time.perf_counter()
+            y = prepared.call()
+            steady.append(time.perf_counter() - t0)
+            stable = stable and fm.checksum(y) == checksum
+            del y
     record["checksum_stable"] = stable
     record["steady_median_seconds"] = float(np.median(steady))
     record["steady_min_seconds"] = float(np.min(steady))
@@ -252,7 +244,6 @@ def measure(spec: fm.Spec, record: dict | None = None,
     record["total_calls_seconds"] = record["first_call_seconds"] + float(np.sum(steady))
     record["total_seconds"] = record["total_calls_seconds"] + sum(
         record.get(f"{p}_seconds") or 0.0 for p in ("build", "session", "data"))
-    record["peak_memory_mb"] = peak_memory_mb()
 
     clock.enter("graphdef")
     record["graphdef_bytes"] = prepared.graph_bytes() if prepared.graph_bytes else None
@@ -273,29 +264,18 @@ def measure(spec: fm.Spec, record: dict | None = None,
     return record
 
 
-def _save_to(path: Path) -> Callable[[dict], None]:
-    def save(record: dict) -> None:
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(record))
-        tmp.replace(path)
-    return save
-
-
-def main(argv: list[str]) -> int:
-    spec = fm.Spec.from_json(argv[0])
-    save = _save_to(Path(argv[1]))
+def measure(spec: Spec, ctx: Context) -> Measurement:
+    """The engine's entry: the record as the row, the calls as a side table."""
     record: dict = {}
     try:
-        measure(spec, record, save)
+        measure_record(spec, record, ctx.save_partial, ctx.probe)
     except (tf.errors.ResourceExhaustedError, MemoryError) as exc:
-        traceback.print_exc()
-        record.update(status="oom", message=f"{type(exc).__name__}: {exc}")
-    except Exception as exc:  # recorded as the run's status; the study goes on
-        traceback.print_exc()
-        record.update(status="error", message=f"{type(exc).__name__}: {exc}")
-    save(record)
-    return 0 if record.get("status") in ("ok", "mismatch") else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+        record.update(status="oom", message=f"{type(exc).__name__}: {exc}".splitlines()[0])
+    steady = record.pop("steady_seconds", None) or []
+    if isinstance(record.get("output_shape"), list):
+        record["output_shape"] = "x".join(map(str, record["output_shape"]))
+    calls = [{"call": i, "kind": "first" if i == 0 else "steady", "seconds": seconds}
+             for i, seconds in enumerate([record["first_call_seconds"], *steady])
+             if seconds is not None] if "first_call_seconds" in record else []
+    return Measurement(record, {"calls": pd.DataFrame(calls, columns=["call", "kind",
+                                                                      "seconds"])})

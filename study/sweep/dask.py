@@ -6,9 +6,10 @@ Timing integrity comes first, throughput second:
   run at a time; a run that asks for a GPU also asks for `gpu`, which only GPU workers declare
   (`--resources "timing_slot=1,gpu=1"`); when no worker declares one, those runs are recorded
   `skipped` with that reason and never submitted;
-- on the worker, the run still executes in a fresh `python -m study.worker` process (the same
-  `run_in_subprocess` as a local sweep, with its time and memory budgets), in a temporary folder;
-  the row, the trace and the log come back to the client;
+- on the worker, the run still executes in a process of its own, forked by a warm server as in
+  a local sweep (`study.sweep.isolate.run_isolated`, with its time and memory budgets), in a
+  temporary folder; the server is started per task (and dies with it), so a worker keeps
+  nothing between runs; the row, the side tables and the log come back to the client;
 - the client makes each run durable in the study's results folder as it finishes, keyed by its
   run id, exactly as a local sweep does, so resume, `--retry-failed` and the statuses mean the
   same thing; a worker that dies mid-run leaves its run to be scheduled again on another worker,
@@ -33,11 +34,12 @@ import pandas as pd
 from distributed import Client, LocalCluster, as_completed, get_worker
 
 from datasets.errors import InputError
-from study.config import RunSpec
-from study.environment import collect
-from study.records import ResultsFolder
-from study.runner import gpu_visible, run_in_subprocess, skip
-from study.worker import base_row
+from study.sweep import environment
+from study.sweep.child import base_row
+from study.sweep.executors import NO_GPU, Job, gpu_visible, skip
+from study.sweep.folder import ResultsFolder
+from study.sweep.isolate import ForkServer, run_isolated
+from study.sweep.plugin import load_kind
 
 TIMING_SLOT = "timing_slot"
 GPU = "gpu"
@@ -47,24 +49,28 @@ NANNY_THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_TH
 NANNY_EXPORTS = ("MALLOC_TRIM_THRESHOLD_", "PYTHONHASHSEED")
 
 
-def execute_on_worker(spec_json: str, timeout: float, memory_budget_gb: float | None) -> dict:
-    """The Dask task: one run in a fresh process on this worker; returns its row, trace and log.
-
-    Timeout, oom and a crashed run give a row here too (recorded by run_in_subprocess), so the
-    task itself only fails when the worker cannot run anything at all.
-    """
-    spec = RunSpec.from_json(spec_json)
-    with tempfile.TemporaryDirectory(prefix=f"study-{spec.run_id}-") as tmp:
-        folder = ResultsFolder(tmp)
+def execute_on_worker(job: Job, timeout: float, memory_budget_gb: float | None) -> dict:
+    """The Dask task: one run in a process of its own on this worker; returns its row, side
+    tables and log. Timeout, oom and a crashed run give a row here too, so the task itself only
+    fails when the worker cannot run anything at all."""
+    plugin = load_kind(job.request["kind"])
+    run_id = job.spec.run_id
+    with tempfile.TemporaryDirectory(prefix=f"study-{run_id}-") as tmp:
+        folder = ResultsFolder(tmp, plugin.SCHEMA, plugin.SIDE_TABLES)
         folder.prepare()
-        run_in_subprocess(spec, folder, timeout=timeout, memory_budget_gb=memory_budget_gb,
-                          die_with_parent=True)
-        row = pd.read_parquet(folder.record_path(spec.run_id)).to_dict("records")[0]
-        trace_path = folder.trace_path(spec.run_id)
-        trace = pd.read_parquet(trace_path) if trace_path.exists() else None
-        log = folder.log_path(spec.run_id).read_text(errors="replace")
+        server = ForkServer(job.preload, log=folder.logs_dir / "server.log")
+        try:
+            server.start()
+            outcome = run_isolated(server, job, folder, timeout=timeout,
+                                   memory_budget_gb=memory_budget_gb)
+        finally:
+            server.close()
+        row = pd.read_parquet(folder.row_path(run_id)).to_dict("records")[0]
+        tables = {name: pd.read_parquet(path) for name in plugin.SIDE_TABLES
+                  if (path := folder.table_path(run_id, name)).exists()}
+        log = folder.log_path(run_id).read_text(errors="replace")
     row["worker_address"] = get_worker().address
-    return {"row": row, "trace": trace, "log": log}
+    return {"row": row, "tables": tables, "log": log, "outcome": outcome}
 
 
 def thread_settings() -> dict[str, str | None]:
@@ -102,10 +108,6 @@ def local_cluster(n_workers: int = 1, resources: dict | None = None, **kwargs):
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-
-
-def _wants_gpu(spec: RunSpec) -> bool:
-    return spec.backend_options.get("device") == "gpu"
 
 
 class DaskExecutor:
@@ -182,7 +184,7 @@ class DaskExecutor:
             if self.workers == 1 and gpu_visible():
                 return {TIMING_SLOT: 1}, None
             if self.workers == 1:
-                return {}, "no GPU visible to TensorFlow"
+                return {}, NO_GPU
             return {}, (f"a local cluster of {self.workers} workers declares no gpu resource; "
                         f"start a GPU worker with --resources \"{TIMING_SLOT}=1,{GPU}=1\"")
         resources = self.client.run_on_scheduler(worker_resources)
@@ -190,54 +192,61 @@ class DaskExecutor:
             return {TIMING_SLOT: 1, GPU: 1}, None
         return {}, f"no Dask worker declares a '{GPU}' resource"
 
-    def run(self, specs, folder: ResultsFolder, *, timeout: float,
+    def env_fingerprints(self) -> set[str]:
+        """The environment fingerprint of every worker: a row measured on any of them is
+        current."""
+        return set(self.client.run(environment.fingerprint).values())
+
+    def run(self, jobs, folder: ResultsFolder, *, timeout: float,
             memory_budget_gb: float | None, on_start=None):
-        """Submit every run, then yield (spec, status) as each becomes durable in `folder`."""
+        """Submit every run, then yield (job, outcome) as each becomes durable in `folder`."""
         gpu_resources, gpu_reason = ({}, None)
-        if any(_wants_gpu(spec) for spec in specs):
+        if any(job.needs_gpu for job in jobs):
             gpu_resources, gpu_reason = self._gpu_placement()
         futures, skipped = {}, []
-        for spec in specs:
-            if _wants_gpu(spec) and gpu_reason:
-                skipped.append(spec)
+        for job in jobs:
+            if job.needs_gpu and gpu_reason:
+                skipped.append(job)
                 continue
             future = self.client.submit(
-                execute_on_worker, spec.to_json(), timeout, memory_budget_gb,
-                key=f"study-run-{spec.run_id}", retries=self.retries,
-                resources=gpu_resources if _wants_gpu(spec) else {TIMING_SLOT: 1})
-            futures[future] = spec
-        for spec in skipped:
-            yield spec, skip(spec, folder, gpu_reason)
+                execute_on_worker, job, timeout, memory_budget_gb,
+                key=f"study-run-{job.spec.run_id}", retries=self.retries,
+                resources=gpu_resources if job.needs_gpu else {TIMING_SLOT: 1})
+            futures[future] = job
+        for job in skipped:
+            yield job, skip(job, folder, gpu_reason)
         recorded: set[str] = set()
         try:
             for future in as_completed(futures):
-                spec = futures[future]
-                if spec.run_id in recorded:  # never written twice, whatever Dask reports
+                job = futures[future]
+                if job.spec.run_id in recorded:  # never written twice, whatever Dask reports
                     continue
-                status = record(future, spec, folder)
-                recorded.add(spec.run_id)
+                outcome = record(future, job, folder)
+                recorded.add(job.spec.run_id)
                 future.release()  # a finished result is not kept (nor recomputed) on a worker
-                yield spec, status
+                yield job, outcome
         finally:
-            left = [f for f, spec in futures.items() if spec.run_id not in recorded]
+            left = [f for f, job in futures.items() if job.spec.run_id not in recorded]
             if left and self.client is not None:
                 self.client.cancel(left)
 
 
-def record(future, spec: RunSpec, folder: ResultsFolder) -> str:
-    """Make one finished task's run durable, as a local sweep would; returns its status."""
+def record(future, job: Job, folder: ResultsFolder) -> dict:
+    """Make one finished task's run durable, as a local sweep would; returns its outcome."""
+    run_id = job.spec.run_id
     if future.status == "finished":
         result = future.result()
-        folder.log_path(spec.run_id).write_text(result["log"])
-        folder.write_run(result["row"], result["trace"])
-        return result["row"]["status"]
+        folder.log_path(run_id).write_text(result["log"])
+        folder.write_run(result["row"], result["tables"])
+        return result["outcome"]
     try:
         exc = future.exception()
     except CancelledError as cancelled:
         exc = cancelled
-    folder.log_path(spec.run_id).write_text("".join(traceback.format_exception(exc)))
+    folder.log_path(run_id).write_text("".join(traceback.format_exception(exc)))
     message = f"the Dask task failed: {type(exc).__name__}: {exc}".splitlines()[0][:500]
-    row = {**base_row(spec), "worker_host": None, "status": "error", "message": message,
-           **collect()}
-    folder.write_run(row, None)
-    return "error"
+    env = environment.collect()
+    folder.write_run({**base_row(job.request, job.spec), "worker_host": None, "status": "error",
+                      "message": message, **env,
+                      "env_fingerprint": environment.fingerprint(env)})
+    return {"status": "error", "wall_seconds": None}

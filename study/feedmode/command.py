@@ -1,0 +1,85 @@
+"""`python -m study feedmode`: the feed-mode study from a config and/or flags, run by the same
+engine as `study run` (a config with `kind = "feedmode"` runs the same way)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+
+from datasets.errors import InputError
+from study.feedmode.config import with_flags
+from study.feedmode.model import DTYPES, GRAPPLER, MODES
+from study.sweep import runner
+from study.sweep.grid import parse_study, read_config
+
+FLAG_KEYS = ("n", "dtypes", "modes", "grappler", "calls", "device", "run_timeout",
+             "memory_budget_gb", "check_n", "seed")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "conv2d(3x3x1x6) -> avg_pool(2x2) -> relu on N x 32 x 32 x 1, fed in different ways, each "
+        "run in a fresh process. Flags given here replace the same key in every [[grid]] of "
+        "--config. Modes: " + "; ".join(f"{k}: {m.help}" for k, m in MODES.items()))
+    parser.add_argument("--config", help="study TOML (e.g. configs/feedmode.toml)")
+    parser.add_argument("--n", type=int, nargs="+", help="batch size(s) N (default 60000)")
+    parser.add_argument("--dtype", nargs="+", dest="dtypes",
+                        help=f"one or more of: {', '.join(DTYPES)} (default float64)")
+    parser.add_argument("--modes", nargs="+", help=f"default all: {', '.join(MODES)}")
+    parser.add_argument("--grappler", nargs="+",
+                        help=f"graph optimisation variants of the TF1 modes: {', '.join(GRAPPLER)} "
+                             "(default: default)")
+    parser.add_argument("--calls", type=int, help="timed calls after the first (default 10)")
+    parser.add_argument("--device", help="cpu or gpu (default cpu)")
+    parser.add_argument("--out", help="output folder (default results/<name>, name 'feedmode' "
+                                      "unless the config sets it)")
+    parser.add_argument("--run-timeout", type=float, dest="run_timeout",
+                        help="seconds one run may take before it is killed (default 600)")
+    parser.add_argument("--memory-budget-gb", type=float, dest="memory_budget_gb",
+                        help="stop a run that adds more than this resident memory (default 80%% "
+                             "of the machine's memory)")
+    parser.add_argument("--check-n", type=int, dest="check_n",
+                        help="N of the check against the NumPy reference (default 16)")
+    parser.add_argument("--seed", type=int, help="seed of the input and kernel (default 0)")
+    parser.add_argument("--retry-failed", action="store_true",
+                        help="measure again the runs that ended in error")
+    parser.add_argument("--keep-stale", action="store_true",
+                        help="keep rows measured by other code or in another environment")
+    parser.add_argument("--remeasure-noisy", action="store_true",
+                        help="measure again the runs flagged noisy")
+    parser.add_argument("--order-seed", type=int, metavar="N",
+                        help="seed of the shuffled run order (default: a fresh one, recorded)")
+    parser.add_argument("--quiet", action="store_true", help="log lines instead of a progress bar")
+
+
+def visible_gpus() -> int:
+    """How many GPUs TensorFlow sees (asked in a subprocess: this process stays TF-free)."""
+    code = "import tensorflow as tf; print(len(tf.config.list_physical_devices('GPU')))"
+    try:
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+        return int(done.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return 0
+
+
+def configure(args):
+    """The study, validated before anything is written or any run starts."""
+    raw = read_config(args.config) if args.config else {}
+    if raw.get("kind", "feedmode") != "feedmode":
+        raise InputError(f"{args.config}: kind = {raw['kind']!r}; `study feedmode` runs "
+                         "feed-mode configs (use `study run` for this one)")
+    raw = with_flags({**raw, "kind": "feedmode", "name": raw.get("name", "feedmode")},
+                     {key: getattr(args, key) for key in FLAG_KEYS})
+    study = parse_study(raw, args.config or "command line")
+    if any(spec.device == "gpu" for spec in study.specs) and visible_gpus() == 0:
+        raise InputError("--device gpu: TensorFlow sees no GPU on this machine")
+    return study
+
+
+def main(args) -> int:
+    args.only, args.dry_run = None, False
+    args.executor, args.scheduler, args.workers = "local", None, None
+    return runner.execute(configure(args), args)

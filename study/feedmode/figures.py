@@ -1,0 +1,80 @@
+"""The feed-mode study's figure, drawn from its results table only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+
+from study.figures import save
+
+GRAPPLER_ORDER = ("default", "no-constant-folding", "no-folding", "off")
+
+
+def main_size(runs: pd.DataFrame) -> int:
+    """The batch size N at which the most modes ran: the one the mode table is about."""
+    ok = runs[runs["status"] == "ok"]
+    counts = ok.groupby("n")["mode"].nunique()
+    if not len(counts):
+        return int(runs["n"].max())
+    return int(counts[counts == counts.max()].index.max())
+
+
+def figure_feedmode(runs: pd.DataFrame):
+    """CNN feed modes: first call against steady state per mode (log), the GraphDef each TF1
+    mode builds, the Grappler ablation of the constant modes, and first-call cost against N."""
+    ok = runs[runs["status"] == "ok"].copy()
+    n_main = main_size(runs)
+    fig, axes = plt.subplots(2, 2, figsize=(13, 9))
+    ax = axes[0, 0]
+    main = ok[(ok["n"] == n_main) & (ok["grappler"] == "default")]
+    long = main.melt(id_vars=["mode", "dtype"], value_vars=["first_call_seconds",
+                                                            "steady_median_seconds"],
+                     var_name="call", value_name="seconds")
+    long["call"] = long["call"].map({"first_call_seconds": "first call",
+                                     "steady_median_seconds": "later calls (median)"})
+    long["bar"] = long["call"] + " " + long["dtype"]
+    sns.barplot(data=long, y="mode", x="seconds", hue="bar", ax=ax, errorbar=None)
+    ax.set_xscale("log")
+    ax.set_xlabel("seconds per call (log)")
+    ax.set_title(f"First call and later calls per mode, N = {n_main}", fontsize=9)
+    ax.legend(fontsize=7)
+    ax = axes[0, 1]
+    graph = main[main["graphdef_bytes"].notna() & (main["graphdef_bytes"] > 0)]
+    sns.barplot(data=graph.assign(MB=graph["graphdef_bytes"] / 1e6), y="mode", x="MB",
+                hue="dtype", ax=ax, errorbar=None)
+    ax.set_xscale("log")
+    ax.set_xlabel("serialized GraphDef (MB, log)")
+    ax.set_title(f"Graph size of the TF1 modes, N = {n_main}", fontsize=9)
+    ax = axes[1, 0]
+    ablation = ok[(ok["n"] == n_main) & ok["mode"].isin(["numpy", "constant"])]
+    sns.barplot(data=ablation, x="mode", y="first_call_seconds", hue="grappler", ax=ax,
+                errorbar=None, hue_order=[g for g in GRAPPLER_ORDER
+                                          if g in set(ablation["grappler"])])
+    ax.set_yscale("log")
+    ax.set_ylabel("first call seconds (log)")
+    ax.set_title("Ablation: the constant modes' first call with graph optimisations "
+                 "switched off", fontsize=9)
+    ax = axes[1, 1]
+    sweep = ok[ok["mode"].isin(["constant", "placeholder"]) & (ok["dtype"] == "float64")]
+    sweep = sweep.assign(variant=sweep["mode"] + " (grappler " + sweep["grappler"] + ")")
+    sns.lineplot(data=sweep, x="n", y="first_call_seconds", hue="variant", marker="o", ax=ax,
+                 errorbar=None)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("N (images, log)")
+    ax.set_ylabel("first call seconds (log)")
+    ax.set_title("First call against N (float64)", fontsize=9)
+    failed = runs[runs["status"] != "ok"]
+    if len(failed):
+        fig.text(0.01, 0.005, "did not finish: " + "; ".join(
+            f"{r.mode} {r.dtype} N={r.n} ({r.status})" for r in failed.itertuples()),
+            fontsize=7, color="#c44e52")
+    fig.tight_layout()
+    return fig
+
+
+def draw(results, figures: Path) -> list[Path]:
+    return save(figure_feedmode(results.runs), figures, "feedmode")

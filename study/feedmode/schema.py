@@ -1,0 +1,50 @@
+"""The feed-mode study's tables: one row per run and one row per timed call."""
+
+from __future__ import annotations
+
+from study.sweep.schema import ENGINE, Column, Schema
+
+RUN_COLUMNS = Schema("runs", (
+    Column("mode", "str", "how the input reaches the network (see study.feedmode.model.MODES)"),
+    Column("api", "str", "tf1, eager or function"),
+    Column("feed", "str", "the mode's way of feeding"),
+    Column("model", "str", "conv-pool (the original network) or fused-conv"),
+    Column("xla", "bool", "XLA-compiled"),
+    Column("grappler", "str", "graph optimisation variant (TF1 modes)"),
+    Column("dtype", "str", "float64 or float32"),
+    Column("n", "int", "images N"),
+    Column("device", "str", "cpu or gpu"),
+    Column("calls", "int", "timed calls after the first"),
+    Column("seed", "int", "seed of the input and kernel"),
+    Column("check_n", "int", "images in the check against the NumPy reference"),
+    Column("phase", "str", "the last phase entered (where a killed run stopped)"),
+    Column("build_seconds", "float", "TF1 graph construction"),
+    Column("session_seconds", "float", "Session creation / runtime initialisation"),
+    Column("data_seconds", "float", "placing the input where the mode keeps it"),
+    Column("first_call_seconds", "float", "first call, result on the host"),
+    Column("steady_median_seconds", "float", "median of the later calls"),
+    Column("steady_min_seconds", "float", "fastest later call"),
+    Column("steady_max_seconds", "float", "slowest later call"),
+    Column("first_over_steady", "float", "first call over the later calls' median"),
+    Column("total_calls_seconds", "float", "first call plus the later calls"),
+    Column("total_seconds", "float", "build + session + data + every call"),
+    Column("graphdef_bytes", "int", "serialized GraphDef size (graph modes)"),
+    Column("device_name", "str", "where the output was computed"),
+    Column("output_shape", "str", "shape of the output"),
+    Column("checksum", "float", "sum of the full-size output"),
+    Column("checksum_stable", "bool", "every call gave the same checksum"),
+    Column("check_max_abs_error", "float", "largest error against the NumPy reference"),
+    Column("check_tolerance", "float", "the tolerance of that check"),
+    Column("check_ok", "bool", "the check passed"),
+))
+
+SCHEMA = ENGINE + RUN_COLUMNS
+
+CALLS = Schema("calls", (
+    Column("run_id", "str", "the run"),
+    Column("call", "int", "0 = the first call, then 1, 2, ..."),
+    Column("kind", "str", "first or steady"),
+    Column("seconds", "float", "the call, result on the host"),
+))
+
+SIDE_TABLES = {"calls": CALLS}

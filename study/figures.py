@@ -1,0 +1,47 @@
+"""`python -m study figures STUDY`: a study's figures from its results tables (a plot never
+re-runs anything), and what every figure shares: the style and an atomic save."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+from study.output import check_output_folder, write_atomic  # noqa: E402
+
+FAILED_MARKER = "x"
+STYLE = {"style": "whitegrid", "context": "paper", "font_scale": 1.1}
+DRAWERS = {"regression": "study.regression.figures", "feedmode": "study.feedmode.figures"}
+
+
+def save(fig, folder: Path, name: str) -> list[Path]:
+    """The figure as PNG and SVG, each written whole or not at all."""
+    paths = [folder / f"{name}.png", folder / f"{name}.svg"]
+    write_atomic(paths[0], lambda tmp: fig.savefig(tmp, format="png", dpi=110,
+                                                   bbox_inches="tight"))
+    write_atomic(paths[1], lambda tmp: fig.savefig(tmp, format="svg", bbox_inches="tight"))
+    plt.close(fig)
+    return paths
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("study", choices=sorted(DRAWERS), help="which study's figures to draw")
+    parser.add_argument("--results", help="results folder (default results/<study>)")
+    parser.add_argument("--out", help="figures folder (default figures/<study>)")
+
+
+def main(args) -> int:
+    from study.results import load
+
+    out = Path(args.out or f"figures/{args.study}")
+    check_output_folder(out)
+    results = load(args.results or f"results/{args.study}", expected_kind=args.study)
+    sns.set_theme(**STYLE)
+    written = importlib.import_module(DRAWERS[args.study]).draw(results, out)
+    print(f"wrote {len(written)} figure files to {out} ({results.provenance()})")
+    return 0

@@ -1,0 +1,96 @@
+"""The regression study's config sections: [[datasets]], [[optimizers]], [[backends]], seeds,
+init and [stopping]. Every list value is an axis; the grid is the Cartesian product of the
+sections with seeds and repeats (the engine's `study.sweep.grid` reads the common keys and
+applies [[exclude]])."""
+
+from __future__ import annotations
+
+import itertools
+
+from datasets import DATASETS, validate_dataset
+from datasets.errors import InputError
+from optimizers import INITS, OPTIMIZERS, build_rules, make_optimizer
+from optimizers.backends.numpy import DTYPES
+from optimizers.objective import FORMULATIONS
+from study.regression.spec import RunSpec
+from study.sweep.grid import ConfigError, as_list, blocks, expand, unknown
+
+CONFIG_KEYS = ("seeds", "init", "stopping", "datasets", "optimizers", "backends")
+STOPPING_KEYS = ("tol", "grad_tol", "rel_tol", "patience", "exact_repeat", "max_iter",
+                 "time_budget")
+DEFAULT_STOPPING = {"tol": 1e-8, "max_iter": 100_000}  # as the regress command's defaults
+BACKEND_OPTIONS = {
+    "numpy": {"dtype": DTYPES, "formulation": FORMULATIONS},
+    "tensorflow": {"dtype": DTYPES, "formulation": FORMULATIONS, "device": ("cpu", "gpu"),
+                   "feed": ("feed", "resident", "fused", "tf1"), "xla": (False, True)},
+}
+VALUE_KEYS = ("features", "labels")  # list-valued parameters: a list is one value, not an axis
+
+
+def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[RunSpec]:
+    def fail(key, message):
+        raise ConfigError(f"{source}: {key}: {message}")
+
+    seeds = as_list(raw.get("seeds", [0]))
+    if not seeds:
+        fail("seeds", "is an empty list; give at least one seed, e.g. seeds = [0]")
+    for seed in seeds:
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            fail("seeds", f"each seed must be an integer >= 0, got {seed!r}")
+    inits = as_list(raw.get("init", "zeros"))
+    for init in inits:
+        if init not in INITS:
+            fail("init", f"unknown init {init!r}; allowed: {', '.join(INITS)}")
+
+    stopping = raw.get("stopping", {})
+    if not isinstance(stopping, dict):
+        fail("stopping", "must be a table")
+    unknown(stopping, STOPPING_KEYS, source, "key in [stopping]")
+    stopping = {**DEFAULT_STOPPING, **stopping}
+    try:
+        build_rules(**stopping)
+    except InputError as exc:
+        fail("stopping", str(exc))
+    except TypeError as exc:
+        fail("stopping", f"wrong type: {exc}")
+
+    checks = {"datasets": (DATASETS, validate_dataset), "optimizers": (OPTIMIZERS, make_optimizer),
+              "backends": (BACKEND_OPTIONS, check_backend)}
+    points = {}
+    for section, (names, check) in checks.items():
+        points[section] = []
+        for block in blocks(raw, section, source):
+            block_name = block.get("name")
+            if not isinstance(block_name, str) or block_name not in names:
+                fail(section, f"unknown name {block_name!r}; allowed: {', '.join(names)}")
+            params = {k: v for k, v in block.items() if k != "name"}
+            for point in expand(params, f"{source}: {section}: '{block_name}'", VALUE_KEYS):
+                try:
+                    check(block_name, **point)
+                except InputError as exc:
+                    fail(section, str(exc))
+                except TypeError as exc:
+                    fail(section, f"wrong type: {exc}")
+                points[section].append((block_name, point))
+
+    specs = []
+    for (dname, dparams), (oname, hparams), (bname, bparams), init, seed, repeat in \
+            itertools.product(points["datasets"], points["optimizers"], points["backends"],
+                              inits, seeds, range(repeats)):
+        bparams = dict(bparams)
+        dtype = bparams.pop("dtype", "float64")
+        specs.append(RunSpec(name, dname, dict(dparams), oname, dict(hparams), bname, bparams,
+                             dtype, init, seed, repeat, dict(stopping)))
+    return specs
+
+
+def check_backend(name: str, **options) -> None:
+    allowed = BACKEND_OPTIONS[name]
+    for key, value in options.items():
+        if key not in allowed:
+            raise InputError(f"backend '{name}' has no option '{key}'; allowed: "
+                             f"{', '.join(allowed)}")
+        if value not in allowed[key] or isinstance(value, bool) != isinstance(allowed[key][0],
+                                                                                bool):
+            raise InputError(f"{name} {key} = {value!r} is not allowed; allowed: "
+                             f"{', '.join(map(str, allowed[key]))}")

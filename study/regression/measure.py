@@ -1,0 +1,83 @@
+"""One regression run, in its own process: the data set (from the sweep's cache), the run, its
+record and trace. Data generation and the reference solve happen outside every timed region,
+once per data set in a sweep."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from datasets import make_problem
+from datasets.problem import Problem
+from optimizers import build_rules, make_backend, make_optimizer, run
+from study.regression.spec import RunSpec
+from study.sweep import cache
+from study.sweep.fingerprint import manifest, python_files
+from study.sweep.plugin import Context, Measurement
+
+SPEC_COLUMNS = ("optimizer", "backend", "dtype", "dataset", "init", "seed", "dataset_params",
+                "hyperparameters")
+
+
+def problem_key(spec: RunSpec) -> dict:
+    """What the data set and its reference depend on: parameters, the data code, and for a
+    file the file's size and modification time."""
+    params = spec.data_params()
+    key = {"dataset": spec.dataset, "params": params,
+           "code": manifest(python_files("datasets"))}
+    if "path" in params:
+        stat = Path(params["path"]).stat()
+        key["file"] = [stat.st_size, stat.st_mtime_ns]
+    return key
+
+
+def load_problem(spec: RunSpec, cache_dir: Path) -> Problem:
+    """The spec's data set with its reference optimum: made (and validated) once per sweep,
+    then read from the cache."""
+
+    def make(folder: Path) -> None:
+        problem = make_problem(spec.dataset, **spec.data_params())
+        w_star, f_star = problem.solution
+        np.save(folder / "X.npy", problem.X)
+        np.save(folder / "y.npy", problem.y)
+        np.save(folder / "w_star.npy", w_star)
+        (folder / "meta.json").write_text(json.dumps({
+            "name": problem.name, "params": problem.params, "f_star": f_star,
+            "feature_names": list(problem.feature_names),
+            "label_names": list(problem.label_names)}, default=str))
+
+    folder = cache.entry(cache_dir, problem_key(spec), make)
+    meta = json.loads((folder / "meta.json").read_text())
+    problem = Problem(np.load(folder / "X.npy"), np.load(folder / "y.npy"), meta["name"],
+                      meta["params"], tuple(meta["feature_names"]), tuple(meta["label_names"]))
+    problem.__dict__["solution"] = (np.load(folder / "w_star.npy"), float(meta["f_star"]))
+    return problem
+
+
+def measure(spec: RunSpec, ctx: Context) -> Measurement:
+    problem = load_problem(spec, ctx.cache_dir)
+    optimizer = make_optimizer(spec.optimizer, **spec.hyperparameters)
+    backend = make_backend(spec.backend, spec.dtype, **spec.backend_options)
+    rules = build_rules(**spec.stopping)
+    with ctx.probe:
+        result = run(problem, optimizer, rules, backend=backend, init=spec.init, seed=spec.seed)
+    record = result.record()
+    for key in SPEC_COLUMNS:
+        record.pop(key, None)  # the spec's axes are the canonical values
+    record["placed_on"] = record.pop("device")
+    record["read_pass_seconds"] = read_pass_seconds(problem.X.astype(spec.dtype))
+    return Measurement(record, {"traces": result.trace})
+
+
+def read_pass_seconds(X, repeats: int = 5) -> float:
+    """One read pass over X (X.sum()), timed in the run's own process after the run: the unit
+    that makes seconds per iteration comparable across machines ("passes per iteration")."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        X.sum()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))

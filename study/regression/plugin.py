@@ -1,0 +1,73 @@
+"""The regression study as the sweep engine sees it (see study.sweep.plugin)."""
+
+from __future__ import annotations
+
+import inspect
+
+from study.regression.config import CONFIG_KEYS, expand_specs
+from study.regression.schema import SCHEMA, SIDE_TABLES
+from study.regression.spec import RunSpec
+from study.sweep.fingerprint import ENGINE_FILES, python_files, relative
+
+KIND = "regression"
+MEASURE_MODULE = "study.regression.measure"
+STATUSES = ("converged", "stalled", "max_iter", "timeout", "diverged", "skipped")
+BACKEND_FILES = {
+    "numpy": ("optimizers/backends/numpy.py",),
+    "tensorflow": ("optimizers/backends/numpy.py", "optimizers/backends/tensorflow.py",
+                   "optimizers/backends/tf1.py"),
+}
+MEASURING_FILES = ("study/regression/measure.py", "study/regression/spec.py")
+
+__all__ = ["CONFIG_KEYS", "KIND", "MEASURE_MODULE", "SCHEMA", "SIDE_TABLES", "STATUSES",
+           "code_files", "expand", "measure", "needs_gpu", "needs_tensorflow", "spec_from_json",
+           "summary"]
+
+
+def expand(raw: dict, source: str, name: str, repeats: int) -> list[RunSpec]:
+    return expand_specs(raw, source, name, repeats)
+
+
+def spec_from_json(text: str) -> RunSpec:
+    return RunSpec.from_json(text)
+
+
+def needs_tensorflow(spec: RunSpec) -> bool:
+    return spec.backend == "tensorflow"
+
+
+def needs_gpu(spec: RunSpec) -> bool:
+    return spec.backend_options.get("device") == "gpu"
+
+
+def _selectable() -> tuple[set[str], dict, dict]:
+    from datasets import DATASETS
+    from optimizers import OPTIMIZERS
+
+    optimizers = {name: relative(inspect.getsourcefile(cls)) for name, cls in OPTIMIZERS.items()}
+    datasets = {name: relative(inspect.getsourcefile(f)) for name, f in DATASETS.items()}
+    chosen = set(optimizers.values()) | set(datasets.values()) | set(python_files(
+        "optimizers/backends"))
+    return chosen, optimizers, datasets
+
+
+def code_files(spec: RunSpec) -> list[str]:
+    """The measuring code shared by every run, plus the modules of this spec's optimizer, data
+    set and backend (so that editing gd.py leaves the L-BFGS rows standing)."""
+    chosen, optimizers, datasets = _selectable()
+    shared = [f for f in python_files("datasets") + python_files("optimizers")
+              if f not in chosen]
+    own = [optimizers[spec.optimizer], datasets[spec.dataset], *BACKEND_FILES[spec.backend]]
+    return sorted({*shared, *own, *ENGINE_FILES, *MEASURING_FILES})
+
+
+def measure(spec, ctx):
+    from study.regression.measure import measure as measure_run
+
+    return measure_run(spec, ctx)
+
+
+def summary(runs) -> str:
+    from study.regression.summary import format_summary, summarize
+
+    return format_summary(summarize(runs))

@@ -1,0 +1,58 @@
+"""The regression study's tables: one row per run (the engine's columns, the spec's axes and the
+run record) and its convergence trace. Declared here once; writers, readers and tests use it."""
+
+from __future__ import annotations
+
+from study.sweep.schema import ENGINE, Column, Schema
+
+RUN_COLUMNS = Schema("runs", (
+    # the spec's axes
+    Column("dataset", "str", "data set name"),
+    Column("dataset_params", "str", "its parameters as JSON (also as data_* columns)"),
+    Column("optimizer", "str", "optimizer name"),
+    Column("hyperparameters", "str", "its hyperparameters as JSON (also as hp_* columns)"),
+    Column("backend", "str", "numpy or tensorflow"),
+    Column("device", "str", "the device asked for: cpu or gpu"),
+    Column("feed", "str", "tensorflow feed mode: feed, resident, fused, tf1"),
+    Column("xla", "bool", "tensorflow: XLA-compiled step"),
+    Column("formulation", "str", "data (X every step) or gram (X^T X once in setup)"),
+    Column("dtype", "str", "float64 or float32"),
+    Column("init", "str", "starting point: zeros or normal"),
+    Column("seed", "int", "seed of the data set and of a random init"),
+    # the run record
+    Column("n", "int", "rows"),
+    Column("d", "int", "coefficients per label column"),
+    Column("iterations", "int", "iterations until a stopping rule fired"),
+    Column("nfev", "int", "loss evaluations"),
+    Column("ngev", "int", "gradient evaluations"),
+    Column("nhvp", "int", "curvature (Hessian-vector) evaluations"),
+    Column("setup_seconds", "float", "conversion, transfer, tracing, compilation: before the loop"),
+    Column("seconds", "float", "the timed loop: first evaluation to the stopping iteration"),
+    Column("total_seconds", "float", "setup + loop"),
+    Column("seconds_per_iteration", "float", "loop seconds over iterations"),
+    Column("final_loss", "float", "loss of the final iterate, recomputed in float64"),
+    Column("suboptimality", "float", "(final_loss - f*) / suboptimality scale, in float64"),
+    Column("target_reached", "bool", "float64 suboptimality <= tol (None without a tol rule)"),
+    Column("grad_norm", "float", "gradient norm of the final iterate, float64"),
+    Column("f_star", "float", "the reference optimum"),
+    Column("placed_on", "str", "where the result lay (short device name, checked on a GPU)"),
+    Column("device_name", "str", "TensorFlow's full device name of the result"),
+    Column("read_pass_seconds", "float", "one X.sum() in the run's process: seconds per "
+                                        "iteration over it = passes over X per iteration"),
+    Column("tfp_iterations", "int", "lbfgs-tfp: TensorFlow Probability's own iteration count"),
+    Column("tfp_converged", "bool", "lbfgs-tfp: TFP's own convergence flag"),
+    Column("tfp_failed", "bool", "lbfgs-tfp: TFP's own failure flag"),
+), families=("data_", "hp_", "stop_"))
+
+SCHEMA = ENGINE + RUN_COLUMNS
+
+TRACES = Schema("traces", (
+    Column("run_id", "str", "the run"),
+    Column("iteration", "int", "iterations done"),
+    Column("seconds", "float", "timed loop seconds so far (bookkeeping excluded)"),
+    Column("loss", "float", "loss at the iterate, in the run's dtype"),
+    Column("suboptimality", "float", "relative suboptimality at the iterate"),
+    Column("grad_norm", "float", "gradient norm at the iterate"),
+))
+
+SIDE_TABLES = {"traces": TRACES}

@@ -1,0 +1,75 @@
+"""One point of a regression study's grid: everything needed to repeat the run in a fresh
+process. Its id is a stable hash of its content, so a changed config reruns only what changed."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+
+SEEDED_DATASETS = ("eve", "synthetic")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    study: str
+    dataset: str
+    dataset_params: dict
+    optimizer: str
+    hyperparameters: dict
+    backend: str
+    backend_options: dict
+    dtype: str
+    init: str
+    seed: int
+    repeat: int
+    stopping: dict = field(default_factory=dict)
+
+    @property
+    def run_id(self) -> str:
+        return hashlib.sha256(self.to_json().encode()).hexdigest()[:16]
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True, default=str)
+
+    @classmethod
+    def from_json(cls, text: str) -> RunSpec:
+        return cls(**json.loads(text))
+
+    def data_params(self) -> dict:
+        """The dataset's parameters; a seeded data set takes the run's seed unless it sets one."""
+        if self.dataset in SEEDED_DATASETS and "seed" not in self.dataset_params:
+            return {**self.dataset_params, "seed": self.seed}
+        return dict(self.dataset_params)
+
+    def instance(self) -> tuple:
+        """What a paired comparison holds fixed: the data (its parameters and seed) and the
+        starting point (init and its seed)."""
+        return (self.dataset, json.dumps(self.dataset_params, sort_keys=True), self.seed,
+                self.init)
+
+    def axes(self) -> dict:
+        """The flat axis values: what exclusions and --only match, and the results' columns."""
+        return {
+            "study": self.study, "dataset": self.dataset,
+            "dataset_params": json.dumps(self.dataset_params, sort_keys=True),
+            **{f"data_{k}": _scalar(v) for k, v in self.dataset_params.items()},
+            "optimizer": self.optimizer,
+            "hyperparameters": json.dumps(self.hyperparameters, sort_keys=True),
+            **{f"hp_{k}": v for k, v in self.hyperparameters.items()},
+            "backend": self.backend, "device": self.backend_options.get("device", "cpu"),
+            "feed": self.backend_options.get("feed"), "xla": self.backend_options.get("xla"),
+            "formulation": self.backend_options.get("formulation", "data"),
+            "dtype": self.dtype, "init": self.init, "seed": self.seed, "repeat": self.repeat,
+        }
+
+    def label(self) -> str:
+        """A short human name for progress bars and logs."""
+        hp = ",".join(f"{k}={v}" for k, v in self.hyperparameters.items())
+        opts = ",".join(f"{k}={v}" for k, v in self.backend_options.items())
+        return (f"{self.dataset} {self.optimizer}({hp}) {self.backend}({opts}) {self.dtype} "
+                f"seed={self.seed} rep={self.repeat}")
+
+
+def _scalar(value):
+    return json.dumps(value) if isinstance(value, (list, dict)) else value

@@ -1,0 +1,64 @@
+"""`python -m study report`: reports/report.md and a self-contained reports/report.html from
+whatever study results exist. Every sentence that carries a number is generated from the tables,
+never typed by hand; each study contributes its section."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import pandas as pd
+
+from study.output import check_output_folder
+from study.report.blocks import Block, write_report
+from study.results import load
+
+
+def environment_table(*frames: pd.DataFrame) -> pd.DataFrame:
+    rows = {}
+    for frame in frames:
+        for column in sorted(c for c in frame.columns if c.startswith("env_")):
+            values = sorted({str(v) for v in frame[column].dropna()})
+            if values:
+                rows.setdefault(column[4:], set()).update(values)
+    return pd.DataFrame({"item": list(rows), "value": ["; ".join(sorted(v)) for v in
+                                                       rows.values()]})
+
+
+SECTIONS = {"regression": "study.regression.report", "feedmode": "study.feedmode.report"}
+
+
+def build_blocks(results_root: Path, figures_root: Path, studies) -> list[Block]:
+    """The whole report from the named studies' results folders under `results_root`."""
+    found = [load(results_root / name) for name in studies]
+    blocks = [Block("h1", "Convergence study report"),
+              Block("p", "Generated from the results tables; every number below is computed "
+                         "from them.")]
+    body = []
+    for results in found:
+        body.append(Block("p", f"{results.folder.name}: {len(results.runs)} runs, based on "
+                               f"{results.provenance()}."))
+        section = importlib.import_module(SECTIONS[results.kind]).section
+        body += section(results, figures_root / results.folder.name)
+    blocks += body
+    blocks.append(Block("h2", "Environment"))
+    blocks.append(Block("table", environment_table(*(r.runs for r in found))))
+    return blocks
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--results", default="results", help="folder holding the studies' "
+                                                               "results folders")
+    parser.add_argument("--studies", nargs="+", default=["regression", "feedmode"],
+                        help="which studies (folders under --results) the report covers "
+                             "(default: regression feedmode)")
+    parser.add_argument("--figures", default="figures", help="folder holding <study>/*.png")
+    parser.add_argument("--out", default="reports", help="where report.md and report.html go")
+
+
+def main(args) -> int:
+    check_output_folder(args.out)
+    blocks = build_blocks(Path(args.results), Path(args.figures), args.studies)
+    md, page = write_report(blocks, Path(args.out), "Convergence study report")
+    print(f"report: {md} and {page}")
+    return 0

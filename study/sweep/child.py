@@ -1,0 +1,95 @@
+"""What a run's own process does: measure the spec, add the engine's columns, write the row.
+
+It writes into the pending folder the runner made for it (side tables first, the row last, each
+atomically); the runner moves the files into place once this process has exited. A measurement
+that raises becomes an `error` row (its traceback is in the run's log).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import traceback
+from datetime import UTC, datetime
+from pathlib import Path
+
+from study.output import write_parquet_atomic, write_text_atomic
+from study.sweep import environment
+from study.sweep.noise import NoiseProbe
+from study.sweep.plugin import Context, load_kind
+
+
+def reset_peak_memory() -> int:
+    """Reset this process's peak resident size (VmHWM) to its current size and return that:
+    what it inherited from the warm process, to subtract from the peak."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
+    return _status_kb("VmRSS") * 1024
+
+
+def peak_memory_bytes() -> int:
+    return _status_kb("VmHWM") * 1024
+
+
+def _status_kb(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def one_line(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip().splitlines()
+    return text[0][:500] if text else type(exc).__name__
+
+
+def base_row(request: dict, spec) -> dict:
+    return {"run_id": spec.run_id, "study": request["study"], "kind": request["kind"],
+            "spec": spec.to_json(), "repeat": spec.repeat, **spec.axes(),
+            "code_fingerprint": request["code_fingerprint"],
+            "sweep_id": request.get("sweep_id"), "order_seed": request.get("order_seed"),
+            "order_position": request.get("order_position"),
+            "worker_host": socket.gethostname(), "worker_address": None}
+
+
+def execute(request: dict) -> None:
+    t0 = time.perf_counter()
+    inherited = reset_peak_memory()
+    plugin = load_kind(request["kind"])
+    spec = plugin.spec_from_json(request["spec"])
+    pending = Path(request["pending"])
+    row = {**base_row(request, spec), "pid": os.getpid(),
+           "started_at": datetime.now(UTC).isoformat(timespec="seconds")}
+    probe = NoiseProbe()
+    ctx = Context(cache_dir=Path(request["cache"]), probe=probe,
+                  save_partial=lambda record: write_text_atomic(
+                      json.dumps(record, default=str), pending / "partial.json"))
+    tables = {}
+    try:
+        measurement = plugin.measure(spec, ctx)
+        row.update(measurement.row)
+        tables = measurement.tables
+    except Exception as exc:  # recorded as the run's status; the traceback goes to the log
+        traceback.print_exc()
+        row.update(status="error", message=one_line(exc))
+    env = environment.collect()
+    row.update(probe.columns(), **env, env_fingerprint=environment.fingerprint(env),
+               inherited_memory_mb=inherited / 2**20,
+               peak_memory_mb=(peak_memory_bytes() - inherited) / 2**20,
+               wall_seconds=time.perf_counter() - t0)
+    try:
+        frame = plugin.SCHEMA.frame([row])
+    except ValueError as exc:  # an undeclared column: a bug, recorded rather than lost
+        traceback.print_exc()
+        keep = {k: v for k, v in row.items() if plugin.SCHEMA.kind_of(k) is not None}
+        frame = plugin.SCHEMA.frame([{**keep, "status": "error", "message": one_line(exc)}])
+        tables = {}
+    for name, table in tables.items():
+        if table is not None and len(table):
+            write_parquet_atomic(plugin.SIDE_TABLES[name].frame(table.assign(run_id=spec.run_id)),
+                                 pending / f"{name}.parquet")
+    write_parquet_atomic(frame, pending / "row.parquet")

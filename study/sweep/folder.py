@@ -1,0 +1,186 @@
+"""A study's results folder: per-run files written atomically, assembled into tables.
+
+results/<study>/runs/<run_id>.parquet          one finished run's row (its presence = finished)
+results/<study>/runs/<run_id>.<table>.parquet  its side tables (traces, calls)
+results/<study>/runs/.pending/<run_id>.<token>/ where a run's process writes; the runner moves
+                                                the files into place only from the run it started
+results/<study>/runs/damaged/                  files that could not be read (kept, re-measured)
+results/<study>/logs/<run_id>.log              the run's output (tracebacks, TensorFlow's logs)
+results/<study>/cache/                         data sets and reference optima, made once
+results/<study>/fingerprints/<hash>.json       the source files behind each code fingerprint
+results/<study>/study.json                     which config owns the folder
+results/<study>/runs.parquet, <table>.parquet  assembled from the above for the config's runs
+A lock file keeps a second runner out while one works in the folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+import pandas as pd
+
+from datasets.errors import InputError
+from study.output import write_parquet_atomic, write_text_atomic
+from study.sweep.schema import Schema
+
+LOCK_NAME = ".lock"
+
+
+class FolderInUse(InputError):
+    pass
+
+
+class ResultsFolder:
+    def __init__(self, root, schema: Schema, side_tables: dict[str, Schema] | None = None):
+        self.root = Path(root)
+        self.schema = schema
+        self.side_tables = dict(side_tables or {})
+        self.runs_dir = self.root / "runs"
+        self.logs_dir = self.root / "logs"
+        self.cache_dir = self.root / "cache"
+        self.pending_dir = self.runs_dir / ".pending"
+        self.damaged_dir = self.runs_dir / "damaged"
+        self.fingerprints_dir = self.root / "fingerprints"
+
+    # ---- ownership ----------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def lock(self):
+        """Exclusive use of the folder for one runner; a second one is refused, naming the pid."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        path = self.root / LOCK_NAME
+        handle = open(path, "a+")
+        try:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                holder = handle.read().strip() or "unknown"
+                raise FolderInUse(f"results folder '{self.root}' is in use by another `study "
+                                  f"run` (pid {holder}); wait for it to finish or use another "
+                                  "--out") from None
+            handle.seek(0)
+            handle.truncate()
+            handle.write(str(os.getpid()))
+            handle.flush()
+            yield self
+        finally:
+            handle.close()  # releases the lock
+
+    def claim(self, study) -> None:
+        """The folder belongs to one config: a different config with the same name is refused."""
+        path = self.root / "study.json"
+        mine = {"kind": study.kind, "name": study.name, "source": _resolved(study.source)}
+        if path.is_file():
+            try:
+                theirs = json.loads(path.read_text())
+            except (OSError, ValueError):
+                theirs = None
+            if isinstance(theirs, dict) and (theirs.get("kind"), theirs.get("source")) != \
+                    (mine["kind"], mine["source"]):
+                raise InputError(f"results folder '{self.root}' holds the {theirs.get('kind')} "
+                                 f"study '{theirs.get('name')}' of {theirs.get('source')}, not "
+                                 f"{mine['source']}; give this config another name or --out")
+        write_text_atomic(json.dumps(mine, indent=1) + "\n", path)
+
+    def prepare(self) -> None:
+        for folder in (self.runs_dir, self.logs_dir, self.cache_dir, self.fingerprints_dir):
+            folder.mkdir(parents=True, exist_ok=True)
+        for stale in self.runs_dir.glob(".*.tmp-*"):  # a write cut short by a kill
+            stale.unlink(missing_ok=True)
+        shutil.rmtree(self.pending_dir, ignore_errors=True)  # left by a runner that died
+
+    # ---- per-run files ------------------------------------------------------------------------
+
+    def row_path(self, run_id: str) -> Path:
+        return self.runs_dir / f"{run_id}.parquet"
+
+    def table_path(self, run_id: str, table: str) -> Path:
+        return self.runs_dir / f"{run_id}.{table}.parquet"
+
+    def log_path(self, run_id: str) -> Path:
+        return self.logs_dir / f"{run_id}.log"
+
+    def new_pending(self, run_id: str) -> Path:
+        """A fresh folder for one run's process to write into; only its files are accepted."""
+        path = self.pending_dir / f"{run_id}.{uuid.uuid4().hex[:12]}"
+        path.mkdir(parents=True)
+        return path
+
+    def write_run(self, row: dict, tables: dict[str, pd.DataFrame] | None = None) -> None:
+        """Side tables first, then the row: a row on disk always has its tables beside it."""
+        run_id = row["run_id"]
+        for name, table in (tables or {}).items():
+            if table is not None and len(table):
+                frame = self.side_tables[name].frame(table.assign(run_id=run_id))
+                write_parquet_atomic(frame, self.table_path(run_id, name))
+        write_parquet_atomic(self.schema.frame([row]), self.row_path(run_id))
+
+    def accept(self, pending: Path, run_id: str) -> bool:
+        """Move a finished run's files from its pending folder into place (tables first)."""
+        row = pending / "row.parquet"
+        if not row.is_file():
+            return False
+        for name in self.side_tables:
+            table = pending / f"{name}.parquet"
+            if table.is_file():
+                os.replace(table, self.table_path(run_id, name))
+        os.replace(row, self.row_path(run_id))
+        shutil.rmtree(pending, ignore_errors=True)
+        return True
+
+    def row_files(self) -> dict[str, Path]:
+        return {p.name[: -len(".parquet")]: p for p in self.runs_dir.glob("*.parquet")
+                if "." not in p.name[: -len(".parquet")]}
+
+    def scan(self, report=print) -> pd.DataFrame:
+        """Every readable finished row; an unreadable file is moved to runs/damaged/ with one
+        line said about it, and its run counts as not done (it is measured again)."""
+        frames = []
+        for run_id, path in sorted(self.row_files().items()):
+            try:
+                frame = pd.read_parquet(path)
+                if len(frame) != 1 or frame["run_id"].iloc[0] != run_id:
+                    raise ValueError("not one row of this run")
+            except Exception as exc:  # noqa: BLE001 -- any unreadable file is set aside
+                self.set_aside(path, run_id)
+                report(f"{path}: damaged ({type(exc).__name__}: "
+                       f"{str(exc).splitlines()[0][:120] if str(exc) else ''}); moved to "
+                       f"{self.damaged_dir}, the run will be measured again")
+                continue
+            frames.append(frame)
+        if not frames:
+            return self.schema.frame([])
+        return self.schema.frame(pd.concat(frames, ignore_index=True))
+
+    def set_aside(self, path: Path, run_id: str) -> None:
+        self.damaged_dir.mkdir(parents=True, exist_ok=True)
+        for file in [path, *(self.table_path(run_id, t) for t in self.side_tables)]:
+            if file.exists():
+                os.replace(file, self.damaged_dir / file.name)
+
+    # ---- the assembled tables -----------------------------------------------------------------
+
+    def assemble(self, runs: pd.DataFrame) -> None:
+        """Write runs.parquet and the side tables for these rows; nothing when there are none,
+        so that no empty or schema-less table is ever left for a reader."""
+        if runs.empty:
+            return
+        for name, schema in self.side_tables.items():
+            parts = [pd.read_parquet(p) for run_id in runs["run_id"]
+                     if (p := self.table_path(run_id, name)).is_file()]
+            table = schema.frame(pd.concat(parts, ignore_index=True)) if parts else \
+                schema.frame([])
+            write_parquet_atomic(table, self.root / f"{name}.parquet")
+        write_parquet_atomic(self.schema.frame(runs), self.root / "runs.parquet")
+
+
+def _resolved(source: str) -> str:
+    path = Path(source)
+    return str(path.resolve()) if path.exists() else source

@@ -1,0 +1,105 @@
+"""A warm process that forks one fresh child per run (`python -m study.sweep.forkserver PID MOD..`).
+
+Starting a Python interpreter and importing NumPy, SciPy and pandas (and TensorFlow: 3-6 s)
+for every run cost more than most runs measure. This process imports them once, then forks a
+child for each run, so every run still has a process of its own (its own TensorFlow context,
+graphs and caches: TensorFlow is imported here but never initialised, which keeps forking safe)
+without paying for the interpreter. Nothing a run's timing must include is done here: tracing,
+compilation, device placement and data transfer all happen in the child.
+
+Protocol, one JSON object per line: the server says {"ready": pid}; each request line is a run
+(see `study.sweep.child.execute`); the server answers {"started": pid, "inherited_rss": bytes}
+and, when the child has exited, {"exited": pid, "status": wait status, "maxrss_kb": n}.
+It dies with the runner that started it (parent-death signal), and its children die with it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import signal
+import sys
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(expected_parent: int | None = None) -> None:
+    """Have Linux kill this process when its parent dies (and check it has not already)."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if expected_parent is not None and os.getppid() != expected_parent:
+        os._exit(1)
+
+
+def resident_bytes() -> int:
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def say(message: dict) -> None:
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+
+def serve(preload) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the runner's to handle
+    for module in preload:
+        importlib.import_module(module)
+    from study.sweep.environment import collect
+
+    collect()  # once here; every child inherits it (the git and nvidia-smi calls included)
+    say({"ready": os.getpid()})
+    me = os.getpid()
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        request = json.loads(line)
+        inherited = resident_bytes()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            _child(request, me)
+        say({"started": pid, "inherited_rss": inherited})
+        _, status, usage = os.wait4(pid, 0)
+        say({"exited": pid, "status": status, "maxrss_kb": usage.ru_maxrss})
+
+
+def _child(request: dict, server: int) -> None:
+    """In the forked child: its own process group, dies with the server, output to its log."""
+    code = 1
+    try:
+        os.setsid()  # a process group of its own: the runner kills it (and what it started)
+        die_with_parent(server)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        sys.stdin = open(os.devnull)  # noqa: SIM115 -- replaces the server's stdin for good
+        sys.stdout = os.fdopen(1, "w", buffering=1)
+        sys.stderr = os.fdopen(2, "w", buffering=1)
+        from study.sweep.child import execute
+
+        execute(request)
+        code = 0
+    except BaseException:  # noqa: BLE001 -- whatever happens, the child must not return
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+if __name__ == "__main__":
+    die_with_parent(int(sys.argv[1]))
+    serve(sys.argv[2:])

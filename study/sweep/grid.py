@@ -1,0 +1,203 @@
+"""A study config (TOML) -> the list of specs to run.
+
+The engine reads the keys every study has (kind, name, description, repeats, run_timeout,
+memory_budget_gb, [[exclude]]); the study's plugin expands its own sections into specs. A list
+value is an axis: blocks expand to the Cartesian product of their axes. `[[exclude]]` tables and
+`--only KEY=VALUE` select by the specs' axis values (`spec.axes()`), where a parameter may be
+named bare (`step` for `hp_step`, `kappa` for `data_kappa`). Every key, name and value is
+checked before anything runs; an error names the file, the key and what is allowed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from datasets.errors import InputError
+
+COMMON_KEYS = ("kind", "name", "description", "repeats", "run_timeout", "memory_budget_gb",
+               "exclude")
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+class ConfigError(InputError):
+    pass
+
+
+@dataclass(frozen=True)
+class Study:
+    """A config, validated: which plugin, the folder name, the runs and their budgets."""
+
+    kind: str
+    name: str
+    source: str
+    specs: tuple
+    run_timeout: float
+    memory_budget_gb: float
+    description: str = ""
+
+
+def read_config(path) -> dict:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config '{path}' does not exist or is not a file")
+    try:
+        return tomllib.loads(path.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"config '{path}': cannot read it ({exc.strerror})") from None
+
+
+def load_study(path) -> Study:
+    return parse_study(read_config(path), str(path))
+
+
+def parse_study(raw: dict, source: str) -> Study:
+    """Validate the common keys, let the study's plugin expand its sections, apply excludes."""
+    from study.sweep.plugin import KINDS, load_kind
+
+    def fail(key, message):
+        raise ConfigError(f"{source}: {key}: {message}")
+
+    kind = raw.get("kind", "regression")
+    if kind not in KINDS:
+        fail("kind", f"unknown study kind {kind!r}; allowed: {', '.join(KINDS)}")
+    plugin = load_kind(kind)
+    unknown(raw, COMMON_KEYS + plugin.CONFIG_KEYS, source, "top-level key")
+    name = raw.get("name", Path(source).stem)
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+        fail("name", f"must be a plain folder name (letters, digits, '.', '_', '-'), "
+                     f"got {name!r}")
+    description = raw.get("description", "")
+    if not isinstance(description, str):
+        fail("description", f"must be a string, got {description!r}")
+    repeats = raw.get("repeats", 1)
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        fail("repeats", f"must be an integer >= 1, got {repeats!r}")
+    run_timeout = raw.get("run_timeout", 600)
+    if not positive_number(run_timeout):
+        fail("run_timeout", f"must be a number of seconds > 0, got {run_timeout!r}")
+    memory = raw.get("memory_budget_gb")
+    if memory is not None and not positive_number(memory):
+        fail("memory_budget_gb", f"must be a number > 0, got {memory!r}")
+    excludes = raw.get("exclude", [])
+    if not isinstance(excludes, list) or not all(isinstance(e, dict) for e in excludes):
+        fail("exclude", "must be an array of tables ([[exclude]])")
+
+    specs = plugin.expand(raw, source, name, repeats)
+    known = {key for spec in specs for key in spec.axes()}
+    for rule in excludes:
+        for key in rule:
+            if axis_key(known, key) is None:
+                fail("exclude", f"unknown axis '{key}'; axes: {', '.join(sorted(known))}")
+    specs = [s for s in specs if not any(matches(s.axes(), rule) for rule in excludes)]
+    if not specs:
+        fail("grid", "the grid is empty (every combination is excluded)")
+    ids = [s.run_id for s in specs]
+    if len(set(ids)) != len(ids):
+        fail("grid", "the grid contains the same run twice; check for repeated list values")
+    budget = float(memory) if memory is not None else default_memory_budget_gb()
+    return Study(kind, name, source, tuple(specs), float(run_timeout), budget, description)
+
+
+def default_memory_budget_gb() -> float:
+    """80% of the machine's memory: a run above it is stopped before the machine swaps or the
+    kernel's OOM killer picks a process of its own choosing."""
+    return round(0.8 * psutil.virtual_memory().total / 2**30, 1)
+
+
+# ---- blocks and axes --------------------------------------------------------------------------
+
+def blocks(raw: dict, key: str, source: str) -> list[dict]:
+    """The [[key]] tables of a config; at least one is required."""
+    found = raw.get(key)
+    if not found:
+        raise ConfigError(f"{source}: {key}: at least one [[{key}]] table is required")
+    if not isinstance(found, list) or not all(isinstance(b, dict) for b in found):
+        raise ConfigError(f"{source}: {key}: must be an array of tables ([[{key}]])")
+    return found
+
+
+def expand(block: dict, where: str, value_keys=()) -> list[dict]:
+    """A table's points: every list value is an axis, except `value_keys`, whose value is a
+    list (a list of lists is then the axis)."""
+    axes = []
+    for key, value in block.items():
+        if key in value_keys:
+            values = value if value and isinstance(value, list) and isinstance(value[0], list) \
+                else [value]
+        else:
+            values = as_list(value)
+        if not values:
+            raise ConfigError(f"{where}: {key} is an empty list")
+        axes.append([(key, v) for v in values])
+    return [dict(point) for point in itertools.product(*axes)]
+
+
+def as_list(value) -> list:
+    return value if isinstance(value, list) else [value]
+
+
+def unknown(table: dict, allowed, source: str, what: str) -> None:
+    for key in table:
+        if key not in allowed:
+            raise ConfigError(f"{source}: unknown {what} '{key}'; allowed: {', '.join(allowed)}")
+
+
+def positive_number(value) -> bool:
+    return (not isinstance(value, bool) and isinstance(value, (int, float))
+            and math.isfinite(value) and value > 0)
+
+
+# ---- selecting by axis values -------------------------------------------------------------------
+
+def axis_key(axes, key: str) -> str | None:
+    """The column an axis name refers to: itself, or a parameter's bare name (step = hp_step)."""
+    return next((c for c in (key, f"hp_{key}", f"data_{key}") if c in axes), None)
+
+
+def lookup_axis(axes: dict, key: str):
+    column = axis_key(axes, key)
+    return axes[column] if column is not None else None
+
+
+def matches(axes: dict, rule: dict) -> bool:
+    for key, wanted in rule.items():
+        if lookup_axis(axes, key) not in as_list(wanted):
+            return False
+    return True
+
+
+def parse_only(items) -> dict:
+    """--only key=value [...] (repeatable) -> {key: [values]}; values are compared as text."""
+    out: dict[str, list[str]] = {}
+    for item in items or ():
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InputError(f"--only '{item}' is not KEY=VALUE")
+        out.setdefault(key, []).append(value)
+    return out
+
+
+def select(specs, only: dict) -> list:
+    """The specs whose axis values match every --only key (any of its values); matching
+    nothing is an error, so a typo never runs (or writes) nothing quietly."""
+    if not only:
+        return list(specs)
+    known = {key for spec in specs for key in spec.axes()}
+    for key in only:
+        if axis_key(known, key) is None:
+            raise InputError(f"--only: unknown key '{key}'; keys: {', '.join(sorted(known))}")
+    chosen = [s for s in specs
+              if all(str(lookup_axis(s.axes(), k)) in values for k, values in only.items())]
+    if not chosen:
+        wanted = " ".join(f"{k}={v}" for k, vs in only.items() for v in vs)
+        raise InputError(f"--only {wanted}: no run of the study matches")
+    return chosen

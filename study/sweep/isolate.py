@@ -1,0 +1,206 @@
+"""One run in its own process, forked from a warm server, under a watchdog.
+
+The runner starts one fork server per kind of process (the NumPy stack; TensorFlow), asks it to
+fork a child for each run, and watches the child: past `run_timeout` seconds or past the memory
+budget (resident memory the child added to what it inherited) its process group is killed and
+the run recorded `timeout` / `oom`. The child writes into a pending folder made for it, and only
+those files are accepted, so a process left by a dead runner can never overwrite a row. Every
+process dies with its parent (servers with the runner, children with their server), and the
+runner kills what it started on Ctrl-C, SIGTERM and SIGHUP.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+from study.sweep.child import base_row
+from study.sweep.environment import collect
+from study.sweep.fingerprint import ROOT
+from study.sweep.folder import ResultsFolder
+
+POLL_SECONDS = 0.05
+START_TIMEOUT = 300.0
+NUMPY_STACK = ("numpy", "scipy.linalg", "scipy.optimize", "pandas", "pyarrow.parquet",
+               "threadpoolctl", "study.sweep.child", "study.sweep.noise")
+TENSORFLOW = ("tensorflow",)
+
+
+class ServerDied(RuntimeError):
+    pass
+
+
+class ForkServer:
+    """The runner's end of `study.sweep.forkserver`."""
+
+    def __init__(self, preload: tuple[str, ...], python: str = sys.executable,
+                 log: Path | None = None):
+        self.preload, self.python, self.log = tuple(preload), python, log
+        self.proc: subprocess.Popen | None = None
+        self._buffer = b""
+
+    def start(self) -> None:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+        stderr = open(self.log, "a") if self.log else subprocess.DEVNULL  # noqa: SIM115
+        try:
+            self.proc = subprocess.Popen(
+                [self.python, "-m", "study.sweep.forkserver", str(os.getpid()), *self.preload],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env)
+        finally:
+            if self.log:
+                stderr.close()
+        message = self.receive(START_TIMEOUT)
+        if message is None or "ready" not in message:
+            self.close()
+            raise ServerDied(f"the warm process ({' '.join(self.preload)}) did not start"
+                             + (f"; see {self.log}" if self.log else ""))
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def send(self, request: dict) -> None:
+        try:
+            self.proc.stdin.write((json.dumps(request) + "\n").encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError) as exc:
+            raise ServerDied(f"the warm process is gone ({exc})") from None
+
+    def receive(self, timeout: float | None) -> dict | None:
+        """The next message, or None when none came within `timeout` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self._buffer:
+            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                return None
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                raise ServerDied("the warm process exited")
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def close(self) -> None:
+        if self.proc is None:
+            return
+        proc, self.proc = self.proc, None
+        try:
+            proc.stdin.close()
+            proc.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            proc.kill()
+            proc.wait()
+
+
+def kill_group(pid: int) -> None:
+    """Kill a run's process group (and the process itself, should it not have made its group
+    yet)."""
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def tree_rss(pid: int) -> int:
+    try:
+        proc = psutil.Process(pid)
+        return proc.memory_info().rss + sum(c.memory_info().rss
+                                            for c in proc.children(recursive=True))
+    except psutil.Error:
+        return 0
+
+
+def run_isolated(server: ForkServer, job, folder: ResultsFolder, *, timeout: float,
+                 memory_budget_gb: float | None) -> dict:
+    """Run one job in a child of `server`; its row is in `folder` when this returns.
+
+    Returns the runner's view of the run: {"status", "wall_seconds"}.
+    """
+    spec = job.spec
+    pending = folder.new_pending(spec.run_id)
+    log = folder.log_path(spec.run_id)
+    server.send({**job.request, "pending": str(pending), "log": str(log),
+                 "cache": str(folder.cache_dir)})
+    started = server.receive(START_TIMEOUT)
+    if started is None:
+        raise ServerDied("the warm process did not fork the run")
+    pid, inherited = started["started"], started["inherited_rss"]
+    t0, killed, peak, exited = time.monotonic(), None, 0, None
+    try:
+        while exited is None:
+            exited = server.receive(POLL_SECONDS)
+            if exited is not None or killed is not None:
+                continue
+            wall = time.monotonic() - t0
+            if wall > timeout:
+                killed = ("timeout", f"killed after the run time budget of {timeout:g} s")
+                kill_group(pid)
+            elif memory_budget_gb is not None:
+                peak = max(peak, tree_rss(pid) - inherited)
+                if peak > memory_budget_gb * 2**30:
+                    killed = ("oom", f"stopped at {peak / 2**30:.2f} GB, over the memory "
+                                     f"budget of {memory_budget_gb:g} GB")
+                    kill_group(pid)
+    except BaseException:  # Ctrl-C, SIGTERM: the run in flight is abandoned, never half-written
+        kill_group(pid)
+        raise
+    wall = time.monotonic() - t0
+    status = os.waitstatus_to_exitcode(exited["status"])
+    if killed is None and folder.accept(pending, spec.run_id):
+        return {"status": _status_of(folder, spec.run_id), "wall_seconds": wall}
+    partial = _partial(pending)
+    if killed is None:
+        killed = ("error", f"the run's process ended with code {status} and no result"
+                           + (f", during {partial['phase']}" if partial.get("phase") else "")
+                           + f"; last log line: {last_line(log)}")
+    elif partial.get("phase"):
+        killed = (killed[0], f"{killed[1]}, during {partial['phase']}")
+    row = {**{k: v for k, v in partial.items() if folder.schema.kind_of(k) is not None
+              and not isinstance(v, (list, dict))},
+           **base_row(job.request, spec), "pid": pid, "status": killed[0], "message": killed[1],
+           **collect(), "env_fingerprint": job.request.get("env_fingerprint"),
+           "wall_seconds": wall}
+    folder.write_run(row)
+    _remove(pending)
+    return {"status": killed[0], "wall_seconds": wall}
+
+
+def _status_of(folder: ResultsFolder, run_id: str) -> str:
+    import pandas as pd
+
+    return str(pd.read_parquet(folder.row_path(run_id), columns=["status"])["status"].iloc[0])
+
+
+def _partial(pending: Path) -> dict:
+    try:
+        record = json.loads((pending / "partial.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def _remove(pending: Path) -> None:
+    import shutil
+
+    shutil.rmtree(pending, ignore_errors=True)
+
+
+def last_line(path) -> str:
+    try:
+        lines = [line for line in Path(path).read_text(errors="replace").splitlines()
+                 if line.strip()]
+    except OSError:
+        return "(no log)"
+    return lines[-1][:300] if lines else "(empty log)"

@@ -1,0 +1,263 @@
+"""`python -m study run CONFIG`: measure what is missing, stale or asked for, in an order that
+spreads repeats across the sweep, and assemble the study's tables.
+
+A run is *done* when its row exists and was measured by the current code (code fingerprint)
+in the current environment (environment fingerprint); otherwise it is measured again (saying
+how many and why), unless `--keep-stale`. `--retry-failed` re-measures `error` rows,
+`--remeasure-noisy` the rows flagged noisy. Runs are shuffled with a recorded seed, blocked by
+repeat (every configuration's first repeat, then every second one, ...), so that a burst of
+background load lands on different configurations, not on all repeats of one. A sweep in which
+any run ended in `error` exits with status 1 (after saying how many and where their logs are).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+import uuid
+from collections import Counter
+from dataclasses import dataclass
+
+import pandas as pd
+
+from datasets.errors import InputError
+from study.output import ResultsWriteError, check_output_folder
+from study.sweep import fingerprint, noise
+from study.sweep.executors import Job, LocalExecutor, preload_for
+from study.sweep.folder import ResultsFolder
+from study.sweep.grid import Study, parse_only, select
+from study.sweep.plugin import load_kind
+
+
+@dataclass
+class Plan:
+    """What one invocation will do: the jobs in order and why each one runs."""
+
+    jobs: list[Job]
+    done: int
+    reasons: Counter  # why runs are measured (again): "new", "stale: changed x.py", ...
+    order_seed: int
+
+
+def plan_runs(study: Study, specs, folder: ResultsFolder, existing: pd.DataFrame,
+              env_fingerprints: set[str], *, retry_failed=False, keep_stale=False,
+              remeasure_noisy=False, order_seed=None) -> Plan:
+    plugin = load_kind(study.kind)
+    rows = {r["run_id"]: r for r in existing.to_dict("records")}
+    noisy = set()
+    if remeasure_noisy and len(existing):
+        flagged = noise.flag(existing)
+        noisy = set(flagged.loc[flagged["noisy"].fillna(False).astype(bool), "run_id"])
+    seed = random.SystemRandom().randrange(2**31) if order_seed is None else order_seed
+    sweep_id = uuid.uuid4().hex[:12]
+    manifests: dict[tuple, dict] = {}
+    todo, reasons, done = [], Counter(), 0
+    for spec in specs:
+        files = tuple(plugin.code_files(spec))
+        if files not in manifests:
+            manifests[files] = fingerprint.manifest(files)
+        current = fingerprint.save(folder.fingerprints_dir, manifests[files])
+        row = rows.get(spec.run_id)
+        reason = None
+        if row is None:
+            reason = "new"
+        elif retry_failed and row["status"] == "error":
+            reason = "retry of an error"
+        elif spec.run_id in noisy:
+            reason = "noisy"
+        elif row["code_fingerprint"] != current and not keep_stale:
+            reason = "stale: " + fingerprint.explain(folder.fingerprints_dir,
+                                                     row["code_fingerprint"], manifests[files])
+        elif row["env_fingerprint"] not in env_fingerprints and row["status"] != "skipped" \
+                and not keep_stale:
+            reason = "stale: measured in another environment"
+        if reason is None:
+            done += 1
+            continue
+        reasons[reason] += 1
+        needs_tf = plugin.needs_tensorflow(spec)
+        todo.append(Job(spec, {"kind": study.kind, "study": study.name,
+                               "spec": spec.to_json(), "code_fingerprint": current,
+                               "sweep_id": sweep_id, "order_seed": seed},
+                        preload_for(needs_tf, plugin.MEASURE_MODULE),
+                        needs_gpu=plugin.needs_gpu(spec)))
+    shuffle = random.Random(seed)
+    keys = {id(job): (job.spec.repeat, shuffle.random()) for job in todo}
+    todo.sort(key=lambda job: keys[id(job)])
+    for position, job in enumerate(todo):
+        job.request["order_position"] = position
+    return Plan(todo, done, reasons, seed)
+
+
+def run_study(study: Study, out_dir, *, only=None, retry_failed: bool = False,
+              keep_stale: bool = False, remeasure_noisy: bool = False,
+              order_seed: int | None = None, quiet: bool = False,
+              python: str = sys.executable, executor=None) -> Counter:
+    """Run every pending spec of the study; returns the statuses of this invocation.
+
+    The executor is entered before anything is written, so a cluster that cannot run anything
+    fails with the results folder untouched.
+    """
+    from tqdm import tqdm
+
+    plugin = load_kind(study.kind)
+    specs = select(study.specs, parse_only(only))
+    executor = LocalExecutor(python) if executor is None else executor
+    folder = ResultsFolder(out_dir, plugin.SCHEMA, plugin.SIDE_TABLES)
+    statuses: Counter = Counter()
+    with executor, folder.lock():
+        try:
+            folder.claim(study)
+            folder.prepare()
+            existing = folder.scan(report=lambda line: print(line, file=sys.stderr))
+        except OSError as exc:
+            raise ResultsWriteError(f"cannot use results folder '{folder.root}': {exc}") \
+                from None
+        plan = plan_runs(study, specs, folder, existing, executor.env_fingerprints(),
+                         retry_failed=retry_failed, keep_stale=keep_stale,
+                         remeasure_noisy=remeasure_noisy, order_seed=order_seed)
+        print(describe(study, specs, plan, folder), flush=True)
+        bar = tqdm(total=len(plan.jobs), disable=quiet, unit="run", dynamic_ncols=True,
+                   file=sys.stderr)
+        try:
+            runs = executor.run(plan.jobs, folder, timeout=study.run_timeout,
+                                memory_budget_gb=study.memory_budget_gb,
+                                on_start=lambda job: bar.set_postfix_str(job.spec.label()))
+            for index, (job, outcome) in enumerate(runs, 1):
+                statuses[outcome["status"]] += 1
+                bar.update()
+                if quiet:
+                    print(f"[{index}/{len(plan.jobs)}] {job.spec.run_id} {job.spec.label()}: "
+                          f"{outcome['status']}", flush=True)
+            assemble(study, folder)
+        except OSError as exc:
+            raise ResultsWriteError(
+                f"cannot write results in '{folder.root}': {exc}; the "
+                f"{sum(statuses.values())} runs finished in this invocation (and all earlier "
+                f"ones) are intact in '{folder.runs_dir}'") from None
+        except BaseException:  # Ctrl-C, SIGTERM: the tables still show every finished run
+            try:
+                assemble(study, folder)
+            except (OSError, InputError):
+                pass
+            raise
+        finally:
+            bar.close()
+    return statuses
+
+
+def assemble(study: Study, folder: ResultsFolder) -> pd.DataFrame:
+    """The config's rows (every finished run of its grid) with noise flags, written as tables."""
+    existing = folder.scan(report=lambda line: print(line, file=sys.stderr))
+    ids = {s.run_id for s in study.specs}
+    runs = existing[existing["run_id"].isin(ids)]
+    if len(runs):
+        runs = noise.flag(runs)
+    folder.assemble(runs)
+    return runs
+
+
+def describe(study: Study, specs, plan: Plan, folder: ResultsFolder) -> str:
+    lines = [f"{study.name}: {len(specs)} runs, {plan.done} done, {len(plan.jobs)} to run "
+             f"-> {folder.root} (order seed {plan.order_seed})"]
+    for reason, count in sorted(plan.reasons.items(), key=lambda kv: -kv[1]):
+        if reason != "new":
+            lines.append(f"  {count} to measure again: {reason}")
+    return "\n".join(lines)
+
+
+# ---- the command ------------------------------------------------------------------------------
+
+def add_arguments(parser) -> None:
+    parser.add_argument("config", help="a study config, e.g. configs/regression.toml")
+    parser.add_argument("--out", help="results folder (default results/<study name>)")
+    parser.add_argument("--only", nargs="+", action="append", metavar="KEY=VALUE",
+                        help="run only the grid points with these axis values (repeatable; "
+                             "every key must match)")
+    parser.add_argument("--dry-run", action="store_true", help="print the grid, run nothing")
+    parser.add_argument("--retry-failed", action="store_true",
+                        help="measure again the runs that ended in error")
+    parser.add_argument("--keep-stale", action="store_true",
+                        help="keep rows measured by other code or in another environment")
+    parser.add_argument("--remeasure-noisy", action="store_true",
+                        help="measure again the runs flagged noisy")
+    parser.add_argument("--order-seed", type=int, metavar="N",
+                        help="seed of the shuffled run order (default: a fresh one, recorded)")
+    parser.add_argument("--quiet", action="store_true", help="log lines instead of a progress bar")
+    parser.add_argument("--executor", choices=("local", "dask"), default="local",
+                        help="local: one run at a time on this machine (default); dask: each "
+                             "run on a Dask cluster (needs the [dask] extra)")
+    parser.add_argument("--scheduler", metavar="ADDRESS",
+                        help="with --executor dask: the scheduler, e.g. tcp://HOST:8786 "
+                             "(default: start a local cluster)")
+    parser.add_argument("--workers", type=int, metavar="N",
+                        help="with --executor dask and no --scheduler: workers of the local "
+                             "cluster, each running one run at a time (default 1)")
+
+
+def make_executor(args):
+    """The executor the command line asks for; None is the local one."""
+    if args.executor == "local":
+        if args.scheduler or args.workers is not None:
+            raise InputError("--scheduler and --workers need --executor dask")
+        return None
+    try:
+        from study.sweep.dask import DaskExecutor
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("dask", "distributed"):
+            raise
+        raise InputError("--executor dask needs Dask: pip install "
+                         "'convergence-study[dask]'") from None
+    return DaskExecutor(args.scheduler, workers=args.workers, quiet=args.quiet)
+
+
+def flatten_only(only) -> list[str]:
+    return [item for group in (only or []) for item in (group if isinstance(group, list)
+                                                        else [group])]
+
+
+def print_grid(specs, study: Study) -> None:
+    table = pd.DataFrame([{"run_id": s.run_id, **s.axes()} for s in specs])
+    table = table.drop(columns=["study"], errors="ignore").dropna(axis=1, how="all")
+    with pd.option_context("display.width", 200, "display.max_rows", None,
+                           "display.max_columns", None):
+        print(table.to_string(index=False))
+    print(f"{len(specs)} runs in {study.name} ({study.source})")
+
+
+def execute(study: Study, args) -> int:
+    """Run a validated study as the command line asks; the exit status of the command."""
+    only = flatten_only(args.only)
+    specs = select(study.specs, parse_only(only))
+    if args.dry_run:
+        print_grid(specs, study)
+        return 0
+    out = args.out or os.path.join("results", study.name)
+    check_output_folder(out)
+    statuses = run_study(study, out, only=only, retry_failed=args.retry_failed,
+                         keep_stale=getattr(args, "keep_stale", False),
+                         remeasure_noisy=getattr(args, "remeasure_noisy", False),
+                         order_seed=getattr(args, "order_seed", None), quiet=args.quiet,
+                         executor=make_executor(args))
+    plugin = load_kind(study.kind)
+    runs_path = os.path.join(out, "runs.parquet")
+    if os.path.exists(runs_path):
+        runs = pd.read_parquet(runs_path)
+        print(plugin.summary(runs[runs["run_id"].isin({s.run_id for s in specs})]))
+    done = ", ".join(f"{k}={v}" for k, v in sorted(statuses.items())) or "nothing to do"
+    print(f"this invocation: {done}; results in {out}/runs.parquet")
+    failed = {s: statuses[s] for s in getattr(plugin, "FAILED_STATUSES", ("error",))
+              if statuses.get(s)}
+    if failed:
+        counts = ", ".join(f"{n} {s}" for s, n in failed.items())
+        print(f"convergence-study: {counts} in this sweep; their logs are in "
+              f"{os.path.join(out, 'logs')}/<run_id>.log", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(args) -> int:
+    from study.sweep.grid import load_study
+
+    return execute(load_study(args.config), args)

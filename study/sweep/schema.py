@@ -1,0 +1,194 @@
+"""Declared, typed columns: the one place a results table's shape is written down.
+
+Every row a study writes goes through `Schema.row` (an undeclared column is a programming error,
+caught in tests), every table through `Schema.frame` (declared order and dtypes), and every
+reader through `read_table` (a damaged, empty or foreign file is named in one line). Families of
+columns whose names depend on the configuration (hyperparameters `hp_*`, data set parameters
+`data_*`, stopping rules `stop_*`, environment `env_*`) are declared by their prefix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from datasets.errors import InputError
+
+KINDS = ("str", "int", "float", "bool", "any")
+PANDAS_DTYPES = {"str": "object", "int": "Int64", "float": "float64", "bool": "boolean"}
+
+
+class DamagedResults(InputError):
+    """A results file that cannot be read as the table it should be."""
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    kind: str
+    doc: str = ""
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"column {self.name}: unknown kind {self.kind!r}")
+
+
+@dataclass(frozen=True)
+class Schema:
+    """A table's columns in order, plus column families declared by prefix (kind "any")."""
+
+    name: str
+    columns: tuple[Column, ...]
+    families: tuple[str, ...] = ()
+    required: tuple[str, ...] = ("run_id",)
+
+    def __add__(self, other: Schema) -> Schema:
+        names = {c.name for c in self.columns}
+        clash = [c.name for c in other.columns if c.name in names]
+        if clash:
+            raise ValueError(f"schema {other.name}: columns {clash} are already declared")
+        return Schema(other.name, self.columns + other.columns,
+                      tuple(dict.fromkeys(self.families + other.families)),
+                      tuple(dict.fromkeys(self.required + other.required)))
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    def kind_of(self, name: str) -> str | None:
+        for column in self.columns:
+            if column.name == name:
+                return column.kind
+        return "any" if name.startswith(self.families) and self.families else None
+
+    def row(self, values: dict) -> dict:
+        """A complete row: every declared column (missing ones None), values of their kind."""
+        unknown = [k for k in values if self.kind_of(k) is None]
+        if unknown:
+            raise ValueError(f"{self.name}: undeclared columns {unknown}; declare them in the "
+                             "study's schema")
+        out = {c.name: _coerce(values.get(c.name), c) for c in self.columns}
+        out.update({k: v for k, v in values.items() if k not in out})
+        return out
+
+    def frame(self, rows) -> pd.DataFrame:
+        """Rows (dicts or a DataFrame) as a table in declared order with declared dtypes."""
+        frame = rows if isinstance(rows, pd.DataFrame) else pd.DataFrame(
+            [self.row(r) for r in rows])
+        for column in self.columns:
+            if column.name not in frame:
+                frame[column.name] = None
+        extra = sorted(c for c in frame.columns if c not in self.names)
+        frame = frame[list(self.names) + extra].copy()
+        for column in self.columns:
+            if column.kind in PANDAS_DTYPES:
+                frame[column.name] = _cast(frame[column.name], column)
+        return frame
+
+    def check(self, frame: pd.DataFrame, source) -> pd.DataFrame:
+        """A table read from `source` has the required columns and declared kinds."""
+        missing = [c for c in self.required if c not in frame.columns]
+        if missing:
+            raise DamagedResults(f"'{source}' is not a {self.name} table: columns "
+                                 f"{missing} are missing")
+        try:
+            return self.frame(frame)
+        except (TypeError, ValueError) as exc:
+            raise DamagedResults(f"'{source}' has a column of the wrong type: "
+                                 f"{str(exc).splitlines()[0]}") from None
+
+
+def _coerce(value, column: Column):
+    if column.kind == "any" or value is None:
+        return value
+    if _missing(value):
+        return None
+    if column.kind == "str":
+        return value
+    if column.kind == "bool":
+        return bool(value)
+    if column.kind == "int":
+        return int(value)
+    if column.kind == "float":
+        return float(value)
+    return value
+
+
+def _missing(value) -> bool:
+    """None, NaN, pd.NA or NaT (scalars only)."""
+    try:
+        return bool(pd.isna(value)) if np.ndim(value) == 0 else False
+    except (TypeError, ValueError):
+        return False
+
+
+def _cast(series: pd.Series, column: Column) -> pd.Series:
+    if column.kind == "str":
+        return series.astype(object).where(series.notna(), None)
+    if column.kind == "float":
+        return pd.to_numeric(series, errors="raise").astype("float64")
+    if column.kind == "int":
+        values = pd.to_numeric(series, errors="raise")
+        if values.dtype.kind == "f" and not np.all(np.isnan(values) | (values == np.round(values))):
+            raise ValueError(f"column '{column.name}' holds non-integer numbers")
+        return values.astype("Int64")
+    if column.kind == "bool":
+        return series.astype("boolean")
+    return series
+
+
+def read_table(path, schema: Schema, *, recover: str) -> pd.DataFrame:
+    """Read a results table, or fail with one line naming the file and how to recover."""
+    path = Path(path)
+    if not path.is_file():
+        raise DamagedResults(f"no {schema.name} table at '{path}'; {recover}")
+    try:
+        frame = pd.read_parquet(path)
+    except Exception as exc:  # pyarrow raises several types for damaged files
+        raise DamagedResults(f"'{path}' is damaged ({type(exc).__name__}: "
+                             f"{str(exc).splitlines()[0] if str(exc) else ''}); {recover}") \
+            from None
+    if frame.empty:
+        raise DamagedResults(f"'{path}' holds no rows; {recover}")
+    return schema.check(frame, path)
+
+
+# The columns every study's rows have: identity, outcome, provenance, memory and noise.
+ENGINE = Schema("runs", (
+    Column("run_id", "str", "hash of the spec: the same spec is one run"),
+    Column("study", "str", "the study's name (its results folder)"),
+    Column("kind", "str", "the study plugin: regression, feedmode"),
+    Column("spec", "str", "the spec as JSON: everything needed to repeat the run"),
+    Column("repeat", "int", "repeat index of the same spec (repeats are interleaved)"),
+    Column("status", "str", "how the run ended (the study lists its own; error, timeout, oom "
+                            "and skipped come from the engine)"),
+    Column("message", "str", "one line on how it ended"),
+    Column("code_fingerprint", "str", "hash of the source files that measured this run"),
+    Column("env_fingerprint", "str", "hash of the software and machine settings that matter "
+                                     "for timing"),
+    Column("sweep_id", "str", "the `study run` invocation that measured the run"),
+    Column("order_seed", "int", "seed of that invocation's shuffled run order"),
+    Column("order_position", "int", "the run's place in that order"),
+    Column("pid", "int", "the run's own process"),
+    Column("worker_host", "str", "machine that ran it"),
+    Column("worker_address", "str", "Dask worker address (None for a local sweep)"),
+    Column("started_at", "str", "UTC start time"),
+    Column("wall_seconds", "float", "the run's process from fork to exit, as the runner saw it"),
+    Column("peak_memory_mb", "float", "peak resident memory the run added to what its process "
+                                      "inherited (VmHWM reset at the start, minus VmRSS then)"),
+    Column("inherited_memory_mb", "float", "resident memory inherited from the warm process"),
+    Column("calibration_before_seconds", "float", "a fixed 32 MiB read pass just before the run"),
+    Column("calibration_after_seconds", "float", "the same read pass just after the run"),
+    Column("probe_seconds", "float", "wall time between the two calibrations"),
+    Column("cpu_wait_fraction", "float", "time the run's threads waited for a CPU, over the "
+                                         "probe window (schedstat run_delay)"),
+    Column("others_cpu_cores", "float", "CPU time other processes used during the probe window, "
+                                        "in cores (/proc/stat minus this process)"),
+    Column("load_1m_before", "float", "1-minute load average before the run"),
+    Column("load_1m_after", "float", "1-minute load average after the run"),
+    Column("noisy", "bool", "measured while the machine was disturbed (see noisy_reason)"),
+    Column("noisy_reason", "str", "which noise check flagged the run"),
+), families=("env_",))
