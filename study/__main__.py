@@ -79,18 +79,39 @@ def main(argv=None) -> int:
         except ResultsWriteError as exc:
             print(f"convergence-study {args.command}: error: {exc}", file=sys.stderr)
             return 1
-    except KeyboardInterrupt as exc:
-        what = "terminated" if isinstance(exc, Terminated) else "interrupted"
+    except (KeyboardInterrupt, ImportError) as exc:
+        interrupt = _interrupt_behind(exc)
+        if interrupt is None:
+            raise
+        what = "terminated" if isinstance(interrupt, Terminated) else "interrupted"
         print(f"convergence-study {command or ''}: {what}; finished runs are kept, run the "
               "same command again to resume", file=sys.stderr)
-        return 143 if isinstance(exc, Terminated) else 130
+        return 143 if isinstance(interrupt, Terminated) else 130
+
+
+def _interrupt_behind(exc: BaseException) -> KeyboardInterrupt | None:
+    """The Ctrl-C (or SIGTERM) behind an exception: an extension module's import turns one
+    into "ImportError: initialization failed"."""
+    while exc is not None:
+        if isinstance(exc, KeyboardInterrupt):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 def run() -> None:
     """The entry point: signals become clean endings before anything heavy is imported."""
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, _terminate)
-    sys.exit(main())
+    code = main()
+    if code in (130, 143):
+        # Interrupted and cleaned up. CPython marks a KeyboardInterrupt that passed through
+        # certain C calls (an import, say) as unhandled even though it was caught here, and
+        # would end the process by SIGINT: leave with the status that was said instead.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from types import ModuleType
 import pandas as pd
 
 from datasets.errors import InputError
+from study.sweep.fingerprint import fingerprint_of
 from study.sweep.plugin import KINDS, load_kind
 from study.sweep.schema import read_table
 
@@ -26,6 +27,7 @@ class Results:
     kind: str
     plugin: ModuleType
     runs: pd.DataFrame
+    code: str  # one fingerprint of every source file behind the rows (one version each)
 
     def table(self, name: str) -> pd.DataFrame:
         """A side table (traces, calls), checked like the runs table."""
@@ -36,8 +38,8 @@ class Results:
         """One line naming what the numbers are based on."""
         measured = self.runs[self.runs["code_fingerprint"].notna()]
         commits = sorted({str(c) for c in measured.get("env_git_commit", pd.Series()).dropna()})
-        return (f"code fingerprint {_only(measured['code_fingerprint'])}, environment "
-                f"fingerprint {_only(measured['env_fingerprint'])}"
+        return (f"code fingerprint {self.code}, environment fingerprint "
+                f"{_only(measured['env_fingerprint'])}"
                 + (f", git commit {', '.join(c[:12] for c in commits)}" if commits else ""))
 
 
@@ -74,20 +76,35 @@ def load(folder, expected_kind: str | None = None) -> Results:
     kind = study_kind(folder, expected_kind)
     plugin = load_kind(kind)
     runs = read_table(folder / "runs.parquet", plugin.SCHEMA, recover=recovery(folder))
-    check_one_fingerprint(runs, folder)
-    return Results(folder, kind, plugin, runs)
+    code = check_one_fingerprint(runs, folder)
+    return Results(folder, kind, plugin, runs, code)
 
 
-def check_one_fingerprint(runs: pd.DataFrame, folder) -> None:
-    """Refuse a table whose measured rows come from more than one code or environment."""
+def check_one_fingerprint(runs: pd.DataFrame, folder) -> str:
+    """Refuse a table that mixes versions of any source file (each row's code fingerprint
+    names the files behind it, stored in fingerprints/) or more than one environment."""
     measured = runs[runs["status"] != "skipped"]
-    for column, what in (("code_fingerprint", "code"), ("env_fingerprint", "environments")):
-        values = measured[column].dropna().unique()
-        if len(values) > 1:
-            raise InputError(f"'{folder}' mixes rows measured by {len(values)} different "
-                             f"{what} ({column}: {', '.join(sorted(map(str, values)))}); "
-                             "comparisons need one: run `python -m study run CONFIG` without "
-                             "--keep-stale to re-measure the stale rows")
+    versions: dict[str, set] = {}
+    for code in measured["code_fingerprint"].dropna().unique():
+        try:
+            files = json.loads((Path(folder) / "fingerprints" / f"{code}.json").read_text())
+        except (OSError, ValueError):
+            continue  # its file list is not stored: nothing to check it against
+        for path, digest in files.items():
+            versions.setdefault(path, set()).add(digest)
+    mixed = sorted(path for path, digests in versions.items() if len(digests) > 1)
+    if mixed:
+        raise InputError(f"'{folder}' mixes rows measured by two versions of "
+                         f"{', '.join(mixed[:4])}{' ...' if len(mixed) > 4 else ''}; "
+                         "comparisons need one: run `python -m study run CONFIG` without "
+                         "--keep-stale or --only to re-measure the stale rows")
+    environments = measured["env_fingerprint"].dropna().unique()
+    if len(environments) > 1:
+        raise InputError(f"'{folder}' mixes rows measured in {len(environments)} environments "
+                         f"({', '.join(sorted(map(str, environments)))}); comparisons need one: "
+                         "run `python -m study run CONFIG` here to re-measure the others")
+    return fingerprint_of({path: digests.pop() for path, digests in versions.items()}) \
+        if versions else "unknown"
 
 
 def _only(values: pd.Series) -> str:

@@ -15,13 +15,15 @@ pytest.importorskip("distributed")
 
 import psutil  # noqa: E402
 from distributed import Client, LocalCluster  # noqa: E402
-from study.config import load_study  # noqa: E402
-from study.dask_executor import DaskExecutor, local_cluster, record  # noqa: E402
-from study.records import TIMING_COLUMNS, ResultsFolder  # noqa: E402
-from study.runner import run_study  # noqa: E402
 
 from datasets.errors import InputError  # noqa: E402
 from study.__main__ import main  # noqa: E402
+from study.regression.plugin import SCHEMA, SIDE_TABLES  # noqa: E402
+from study.regression.schema import TIMING_COLUMNS  # noqa: E402
+from study.sweep.dask import DaskExecutor, local_cluster, record  # noqa: E402
+from study.sweep.folder import ResultsFolder  # noqa: E402
+from study.sweep.grid import load_study  # noqa: E402
+from study.sweep.runner import plan_runs, run_study  # noqa: E402
 
 # what may differ between two executions of the same run: the clock, the process, the worker
 VARYING = [*TIMING_COLUMNS, "worker_address"]
@@ -164,17 +166,21 @@ def _fail(message):
 
 
 def test_a_task_that_fails_is_an_error_row_with_its_traceback(tmp_path, cluster):
-    spec = load_study(write(tmp_path, GPU_SWEEP)).specs[0]
-    folder = ResultsFolder(tmp_path / "res")
+    study = load_study(write(tmp_path, GPU_SWEEP))
+    folder = ResultsFolder(tmp_path / "res", SCHEMA, SIDE_TABLES)
     folder.prepare()
+    job = plan_runs(study, study.specs[:1], folder, SCHEMA.frame([]), set()).jobs[0]
+    run_id = job.spec.run_id
     with Client(cluster.scheduler_address) as client:
         future = client.submit(_fail, "disk full\non the worker", retries=1)
         client.gather([future], errors="skip")
-        assert record(future, spec, folder) == "error"
-    assert folder.finished() == {spec.run_id: "error"}  # --retry-failed runs it again
-    row = pd.read_parquet(folder.record_path(spec.run_id)).iloc[0]
+        assert record(future, job, folder)["status"] == "error"
+    scanned = folder.scan()
+    assert list(scanned["run_id"]) == [run_id]  # --retry-failed runs it again
+    row = scanned.iloc[0]
+    assert row["status"] == "error"
     assert row["message"] == "the Dask task failed: RuntimeError: disk full"
-    assert "Traceback" in folder.log_path(spec.run_id).read_text()
+    assert "Traceback" in folder.log_path(run_id).read_text()
 
 
 def _running_run(client):
@@ -184,10 +190,10 @@ def _running_run(client):
         if not keys:
             continue
         pid = client.run(os.getpid, workers=[address])[address]
-        children = [c for c in psutil.Process(pid).children()
-                    if "study.worker" in " ".join(c.cmdline())]
-        if children:
-            return keys[0].removeprefix("study-run-"), address, pid, children[0]
+        runs = [c for c in psutil.Process(pid).children(recursive=True)
+                if "study.sweep.forkserver" in " ".join(c.cmdline()) and c.ppid() != pid]
+        if runs:  # the run: a child of the worker's fork server
+            return keys[0].removeprefix("study-run-"), address, pid, runs[0]
     return None
 
 
@@ -239,6 +245,7 @@ def test_a_worker_killed_mid_sweep_loses_and_duplicates_nothing(tmp_path, cluste
 
 
 def test_the_runner_does_not_import_dask():
-    code = "import sys, study.__main__, study.runner; print('distributed' in sys.modules)"
+    code = ("import sys, study.__main__, study.sweep.runner; "
+            "print('distributed' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

@@ -13,8 +13,12 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from study import feedmode as fm  # noqa: E402
 from study.__main__ import main as cli  # noqa: E402
+from study.feedmode import config  # noqa: E402
+from study.feedmode import model as fm  # noqa: E402
+from study.feedmode.command import visible_gpus  # noqa: E402
+from study.feedmode.spec import Spec  # noqa: E402
+from study.sweep.grid import parse_study, read_config  # noqa: E402
 
 N = 24
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
@@ -22,9 +26,9 @@ CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 
 @pytest.fixture(scope="module")
 def worker():
-    from study import feedmode_worker
+    from study.feedmode import measure
 
-    return feedmode_worker
+    return measure
 
 
 # --- the arithmetic, NumPy only --------------------------------------------------------------
@@ -63,8 +67,8 @@ def test_input_is_seeded_and_its_rows_do_not_depend_on_n():
 @pytest.mark.parametrize("dtype", fm.DTYPES)
 @pytest.mark.parametrize("mode", list(fm.MODES))
 def test_every_mode_agrees_with_the_reference(worker, mode, dtype):
-    spec = fm.Spec(mode=mode, dtype=dtype, n=N, calls=2, check_n=N)
-    record = worker.measure(spec)
+    spec = Spec(mode=mode, dtype=dtype, n=N, calls=2, check_n=N)
+    record = worker.measure_record(spec)
     tol = fm.TOLERANCE[dtype]
     assert record["status"] == "ok", record.get("message")
     assert record["check_ok"] and record["check_max_abs_error"] <= tol
@@ -77,9 +81,9 @@ def test_every_mode_agrees_with_the_reference(worker, mode, dtype):
 
 @pytest.mark.parametrize("dtype", fm.DTYPES)
 @pytest.mark.parametrize("grappler", [g for g in fm.GRAPPLER if g != "default"])
-@pytest.mark.parametrize("mode", fm.tf1_modes())
+@pytest.mark.parametrize("mode", config.tf1_modes())
 def test_graph_optimisation_variants_agree_with_the_reference(worker, mode, grappler, dtype):
-    error, ok = worker.check(fm.Spec(mode=mode, dtype=dtype, n=N, grappler=grappler, check_n=N))
+    error, ok = worker.check(Spec(mode=mode, dtype=dtype, n=N, grappler=grappler, check_n=N))
     assert ok and error <= fm.TOLERANCE[dtype]
 
 
@@ -108,7 +112,7 @@ def test_fused_single_convolution_equals_conv_pool_composition_in_tensorflow(wor
 
 def test_graphdef_of_constant_modes_grows_with_n_and_the_placeholders_does_not(worker):
     small, large = 10, 60
-    sizes = {(mode, n): worker.measure(fm.Spec(mode=mode, dtype="float64", n=n, calls=1,
+    sizes = {(mode, n): worker.measure_record(Spec(mode=mode, dtype="float64", n=n, calls=1,
                                                check_n=2))["graphdef_bytes"]
              for mode in ("numpy", "constant", "function-numpy", "placeholder", "variable",
                           "function-arg", "function-const")
@@ -121,7 +125,7 @@ def test_graphdef_of_constant_modes_grows_with_n_and_the_placeholders_does_not(w
 
 
 def test_first_call_and_steady_calls_are_recorded_apart(worker):
-    record = worker.measure(fm.Spec(mode="constant", dtype="float32", n=N, calls=4, check_n=4))
+    record = worker.measure_record(Spec(mode="constant", dtype="float32", n=N, calls=4, check_n=4))
     assert len(record["steady_seconds"]) == 4
     for key in ("build_seconds", "session_seconds", "first_call_seconds",
                 "steady_median_seconds", "total_calls_seconds", "total_seconds"):
@@ -129,15 +133,15 @@ def test_first_call_and_steady_calls_are_recorded_apart(worker):
     assert record["steady_median_seconds"] == float(np.median(record["steady_seconds"]))
     assert record["total_calls_seconds"] == pytest.approx(
         record["first_call_seconds"] + sum(record["steady_seconds"]))
-    assert record["peak_memory_mb"] > 0 and record["baseline_memory_mb"] > 0
     assert record["phase"] == "done"
 
 
-def test_a_failing_mode_is_recorded_as_an_error(worker, tmp_path):
-    bad = fm.Spec(mode="function-arg", dtype="float64", n=N, grappler="off")  # not via the CLI
-    assert worker.main([bad.to_json(), str(tmp_path / "result.json")]) == 1
-    record = fm._read_json(tmp_path / "result.json")
-    assert record["status"] == "error" and "TF1 modes only" in record["message"]
+def test_a_failing_mode_raises_and_leaves_its_phase(worker):
+    bad = Spec(mode="function-arg", dtype="float64", n=N, grappler="off")  # not via the CLI
+    record = {}
+    with pytest.raises(ValueError, match="TF1 modes only"):
+        worker.measure_record(bad, record)
+    assert record["phase"] == "setup"
 
 
 # --- the study through the CLI: fresh processes, tables, resume --------------------------------
@@ -160,7 +164,7 @@ def test_study_writes_runs_and_calls_tables(study_run):
     assert (runs["status"] == "ok").all() and runs["check_ok"].all()
     assert {"env_tensorflow", "env_cpu", "env_git_commit"} <= set(runs.columns)
     assert runs["first_call_seconds"].notna().all() and runs["steady_median_seconds"].notna().all()
-    assert runs["graphdef_bytes"].notna().all() and runs["process_peak_memory_mb"].gt(0).all()
+    assert runs["graphdef_bytes"].notna().all() and runs["peak_memory_mb"].gt(0).all()
     for run_id, group in calls.groupby("run_id"):
         assert list(group["kind"]) == ["first", "steady", "steady", "steady"]
         row = runs.set_index("run_id").loc[run_id]
@@ -169,38 +173,42 @@ def test_study_writes_runs_and_calls_tables(study_run):
     for run_id in runs["run_id"]:
         assert (out / "runs" / f"{run_id}.parquet").exists()
         assert (out / "logs" / f"{run_id}.log").exists()
-    assert not list((out / "runs").glob(".*"))   # no partial or temporary files left
+    assert not list((out / "runs").glob(".*.tmp*"))   # no partial or temporary files left
+    assert not any((out / "runs" / ".pending").iterdir())
 
 
-def test_rerun_skips_finished_runs_and_resumes_a_missing_one(study_run, monkeypatch, capsys):
+def test_rerun_skips_finished_runs_and_resumes_a_missing_one(study_run, capsys):
     argv, out = study_run
-    started = []
-    monkeypatch.setattr(fm, "run_child", lambda spec, *a, **k: started.append(spec) or {
-        "status": "ok", "message": ""})
-    before = {p.name: p.stat().st_mtime_ns for p in (out / "runs").iterdir()}
+    before = {p.name: p.stat().st_mtime_ns for p in (out / "runs").glob("*.parquet")}
+    capsys.readouterr()
     assert cli(argv) == 0
-    assert started == []
-    assert "3 already recorded, 0 to run" in capsys.readouterr().out
-    assert {p.name: p.stat().st_mtime_ns for p in (out / "runs").iterdir()} == before
+    assert "3 runs, 3 done, 0 to run" in capsys.readouterr().out
+    assert {p.name: p.stat().st_mtime_ns for p in (out / "runs").glob("*.parquet")} == before
 
     runs = pd.read_parquet(out / "runs.parquet")
     lost = runs["run_id"].iloc[1]      # as if the study had been interrupted during this run
     (out / "runs" / f"{lost}.parquet").unlink()
     assert cli(argv) == 0
-    assert [spec.run_id for spec in started] == [lost]
+    assert "3 runs, 2 done, 1 to run" in capsys.readouterr().out
+    again = pd.read_parquet(out / "runs.parquet")
+    assert sorted(again["run_id"]) == sorted(runs["run_id"])
+    changed = [p.name for p in (out / "runs").glob("*.parquet") if before.get(p.name) !=
+               p.stat().st_mtime_ns]
+    assert sorted(changed) == sorted([f"{lost}.parquet", f"{lost}.calls.parquet"])
 
 
 def test_a_run_over_its_budget_is_recorded_and_the_study_goes_on(tmp_path, capsys):
     out = tmp_path / "r"
     assert cli(["feedmode", "--n", "10", "--modes", "placeholder", "fused", "--run-timeout",
-                "0.5", "--out", str(out), "--quiet"]) == 0
+                "0.05", "--out", str(out), "--quiet"]) == 0
     runs = pd.read_parquet(out / "runs.parquet")
     assert list(runs["status"]) == ["timeout", "timeout"]
-    assert runs["message"].str.contains("0.5 s budget").all()
+    assert runs["message"].str.contains("time budget of 0.05 s").all()
+    assert runs["message"].str.contains("during ").all()  # the phase it was killed in
     assert cli(["feedmode", "--n", "10", "--modes", "variable", "--memory-budget-gb", "0.05",
-                "--out", str(out), "--quiet"]) == 0
-    runs = pd.read_parquet(out / "runs.parquet")
-    assert list(runs["status"]) == ["oom"] and "GiB budget" in runs["message"].iloc[0]
+                "--out", str(tmp_path / "m"), "--quiet"]) == 0
+    runs = pd.read_parquet(tmp_path / "m" / "runs.parquet")
+    assert list(runs["status"]) == ["oom"] and "memory budget" in runs["message"].iloc[0]
 
 
 # --- bad parameters: one line on stderr, exit 2, nothing written ------------------------------
@@ -227,7 +235,7 @@ def test_bad_parameters_give_one_line_and_exit_2(tmp_path, capsys, flags, words)
 
 
 def test_gpu_without_a_gpu_is_refused(tmp_path, capsys):
-    if fm.visible_gpus():
+    if visible_gpus():
         pytest.skip("a GPU is visible here")
     out = tmp_path / "never"
     assert cli(["feedmode", "--n", "10", "--device", "gpu", "--out", str(out)]) == 2
@@ -274,7 +282,7 @@ def test_missing_config_and_out_that_is_a_file(tmp_path, capsys):
 # --- the shipped configs -----------------------------------------------------------------------
 
 def test_shipped_configs_expand_to_their_grids(tmp_path):
-    default = fm.build_study(fm.load_config(CONFIGS / "feedmode.toml"), {"out": str(tmp_path)})
+    default = parse_study(read_config(CONFIGS / "feedmode.toml"), "feedmode.toml")
     specs = default.specs
     assert default.name == "feedmode" and len(specs) == len({s.run_id for s in specs})
     assert {(s.mode, s.dtype) for s in specs if s.n == 2000 and s.grappler == "default"} == {
@@ -283,21 +291,21 @@ def test_shipped_configs_expand_to_their_grids(tmp_path):
         (m, g) for m in ("numpy", "constant") for g in fm.GRAPPLER if g != "default"}
     assert {s.n for s in specs if s.mode == "placeholder"} == {250, 1000, 2000, 4000}
     assert max(s.n for s in specs) <= 4000
-    full = fm.build_study(fm.load_config(CONFIGS / "feedmode-full.toml"), {"out": str(tmp_path)})
+    full = parse_study(read_config(CONFIGS / "feedmode-full.toml"), "feedmode-full.toml")
     assert full.name == "feedmode-full"
     assert {(s.mode, s.dtype) for s in full.specs if s.n == 60000} >= {
         (m, d) for m in fm.MODES for d in fm.DTYPES}
 
 
 def test_command_line_flags_replace_config_keys(tmp_path):
-    config = fm.load_config(CONFIGS / "feedmode.toml")
-    study = fm.build_study(config, {"n": [7], "dtypes": ["float32"], "out": str(tmp_path)})
+    raw = config.with_flags(read_config(CONFIGS / "feedmode.toml"),
+                            {"n": [7], "dtypes": ["float32"]})
+    study = parse_study(raw, "feedmode.toml")
     assert {s.n for s in study.specs} == {7} and {s.dtype for s in study.specs} == {"float32"}
-    assert study.out == tmp_path
 
 
 def test_run_id_is_a_stable_hash_of_the_spec():
-    a = fm.Spec(mode="constant", dtype="float64", n=100)
+    a = Spec(mode="constant", dtype="float64", n=100)
     assert a.run_id == fm.Spec.from_json(a.to_json()).run_id
-    assert a.run_id != fm.Spec(mode="constant", dtype="float64", n=101).run_id
-    assert a.run_id != fm.Spec(mode="constant", dtype="float64", n=100, grappler="off").run_id
+    assert a.run_id != Spec(mode="constant", dtype="float64", n=101).run_id
+    assert a.run_id != Spec(mode="constant", dtype="float64", n=100, grappler="off").run_id

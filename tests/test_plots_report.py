@@ -7,7 +7,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from study import plots, report
+from study.feedmode import figures as feed_figures
+from study.feedmode import report as feed_report
+from study.regression import figures as plots
+from study.regression import report
+from study.report import blocks, build
 
 
 def make_tables():
@@ -141,11 +145,13 @@ def test_report_renders_markdown_and_self_contained_html(tmp_path, tables):
     runs, traces = tables
     results = tmp_path / "results" / "regression"
     results.mkdir(parents=True)
-    runs.to_parquet(results / "runs.parquet")
+    runs.assign(kind="regression").to_parquet(results / "runs.parquet")
     traces.to_parquet(results / "traces.parquet")
-    plots.draw_regression(results, tmp_path / "figures" / "regression")
-    blocks = report.build_blocks(tmp_path / "results", tmp_path / "figures")
-    md, page = report.write_report(blocks, tmp_path / "reports", "t")
+    from study.results import load
+
+    plots.draw(load(results), tmp_path / "figures" / "regression")
+    made = build.build_blocks(tmp_path / "results", tmp_path / "figures", ["regression"])
+    md, page = blocks.write_report(made, tmp_path / "reports", "t")
     text = md.read_text()
     assert "](../figures/regression/convergence_time.png)" in text
     assert "| data set | configuration |" in text
@@ -173,7 +179,7 @@ def feedmode_table():
 
 def test_feedmode_figure_reads_back_the_table():
     runs = feedmode_table()
-    fig = plots.figure_feedmode(runs)
+    fig = feed_figures.figure_feedmode(runs)
     first, graph, ablation, sweep = fig.axes[:4]
     assert "N = 2000" in first.get_title()  # the size where most modes ran
     assert first.get_xscale() == "log" and graph.get_xscale() == "log"
@@ -189,7 +195,7 @@ def test_feedmode_figure_reads_back_the_table():
 
 
 def test_feedmode_answer_matches_the_table():
-    lines = report.original_feedmode_answer(feedmode_table())
+    lines = feed_report.original_feedmode_answer(feedmode_table())
     assert lines[0] == ("N = 2000, float32: tf.constant's first call took 8 s and later calls "
                         "40 ms; the placeholder's first call 1.6 s and later calls 800 ms. On "
                         "the first call the placeholder was 5x faster; on later calls the "

@@ -13,13 +13,13 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from study.config import ConfigError, load_study, parse_study
-from study.records import TIMING_COLUMNS
-from study.runner import run_study
 
 from datasets import InputError
 from datasets.problem import Problem
 from study.__main__ import main
+from study.regression.schema import TIMING_COLUMNS
+from study.sweep.grid import ConfigError, load_study, parse_study
+from study.sweep.runner import run_study
 
 FRAME = pd.DataFrame({"a": [1.0, 2.0, 4.0, 3.0, 5.0, 7.0], "b": [2.0, 1.0, 0.0, 3.0, 1.0, 2.0],
                       "y": [1.0, 2.0, 3.0, 1.0, 0.0, 2.0]})
@@ -273,12 +273,12 @@ def test_kills_and_interrupts_at_random_points_lose_nothing(tmp_path):
 
 def test_a_failing_write_is_a_clear_error_and_keeps_finished_runs(tmp_path, capsys,
                                                                     monkeypatch):
-    import study.runner as runner
+    import study.sweep.executors as executors
 
     path = tmp_path / "faults.toml"
     path.write_text(SWEEP)
     out = tmp_path / "res"
-    original, calls = runner.run_in_subprocess, []
+    original, calls = executors.run_isolated, []
 
     def run_then_break_the_folder(*args, **kwargs):
         status = original(*args, **kwargs)
@@ -288,7 +288,7 @@ def test_a_failing_write_is_a_clear_error_and_keeps_finished_runs(tmp_path, caps
             (out / "runs").write_text("not a folder")
         return status
 
-    monkeypatch.setattr(runner, "run_in_subprocess", run_then_break_the_folder)
+    monkeypatch.setattr(executors, "run_isolated", run_then_break_the_folder)
     code = main(["run", str(path), "--out", str(out), "--quiet"])
     err = capsys.readouterr().err
     assert code == 1 and "cannot write results in" in err and "Traceback" not in err
@@ -296,19 +296,11 @@ def test_a_failing_write_is_a_clear_error_and_keeps_finished_runs(tmp_path, caps
     kept = tmp_path / "kept"
     rows = [pd.read_parquet(p) for p in kept.glob("*.parquet") if ".trace" not in p.name]
     assert len(rows) == 2 and all(r["status"].iloc[0] != "error" for r in rows)
-    monkeypatch.setattr(runner, "run_in_subprocess", original)
+    monkeypatch.setattr(executors, "run_isolated", original)
     (out / "runs").unlink()
     kept.rename(out / "runs")  # the folder is fixed: the sweep resumes from the two kept runs
     assert main(["run", str(path), "--out", str(out), "--quiet"]) == 0
     assert len(pd.read_parquet(out / "runs.parquet")) == 12
-
-
-def test_memory_budget_stops_a_run_as_oom(tmp_path):
-    text = "memory_budget_gb = 0.03\n" + GOOD_CONFIG
-    study = load_study(_write(tmp_path, "m.toml", text))
-    run_study(study, tmp_path / "res", quiet=True)
-    row = pd.read_parquet(tmp_path / "res" / "runs.parquet").iloc[0]
-    assert row["status"] == "oom" and "over the memory budget of 0.03 GB" in row["message"]
 
 
 def test_same_config_twice_gives_identical_rows(tmp_path):
@@ -331,11 +323,12 @@ def test_problem_arrays_are_validated_directly():
         Problem.from_arrays(np.ones((3, 1)), np.ones(2), name="t")
 
 
-def test_worker_crash_is_recorded(tmp_path, monkeypatch):
-    """A run whose process dies without a result (here: killed by a signal) is an error row."""
+def test_a_warm_process_that_cannot_start_is_an_error_row(tmp_path, monkeypatch):
+    """The fork server's interpreter dies at once (killed by a signal): the run is an error row
+    naming it, and the sweep ends."""
     study = load_study(_write(tmp_path, "k.toml", GOOD_CONFIG))
     wrapper = _write(tmp_path, "python", f"#!/bin/sh\nkill -9 $$\nexec {sys.executable} \"$@\"\n")
     os.chmod(wrapper, 0o755)
     run_study(study, tmp_path / "res", quiet=True, python=str(wrapper))
     row = pd.read_parquet(tmp_path / "res" / "runs.parquet").iloc[0]
-    assert row["status"] == "error" and "ended with code -9" in row["message"]
+    assert row["status"] == "error" and "did not start" in row["message"]

@@ -8,11 +8,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from study.config import ConfigError, load_study, parse_study
-from study.runner import gpu_visible, run_study
-from study.summary import bootstrap_median_ci, summarize
 
 from study.__main__ import main
+from study.regression.summary import bootstrap_median_ci, summarize
+from study.sweep.executors import gpu_visible
+from study.sweep.grid import ConfigError, load_study, parse_study
+from study.sweep.runner import run_study
 
 BASE = """
 name = "t"
@@ -173,13 +174,15 @@ def test_statuses_are_recorded_while_the_sweep_goes_on(tmp_path):
 
 
 def test_error_and_timeout_are_recorded(tmp_path):
-    text = STATUS_CONFIG.replace("run_timeout = 60", "run_timeout = 0.2").replace(
-        'device = "gpu"', 'device = "cpu"')
+    text = STATUS_CONFIG.replace("run_timeout = 60", "run_timeout = 0.3").replace(
+        'device = "gpu"', 'device = "cpu"').replace("learning_rate = [0.5, 80.0]",
+                                                    "learning_rate = 1e-9").replace(
+        "max_iter = 2000", "max_iter = 100000000")
     study = load_study(write(tmp_path, text))
     run_study(study, tmp_path / "res", quiet=True)
-    runs = pd.read_parquet(tmp_path / "res" / "runs.parquet")
-    assert set(runs["status"]) == {"timeout"}
-    assert runs["message"].str.contains("time budget of 0.2 s").all()
+    runs = pd.read_parquet(tmp_path / "res" / "runs.parquet").set_index("optimizer")
+    assert runs.loc["gd", "status"] == "timeout"  # a billion tiny steps, killed at 0.3 s
+    assert "time budget of 0.3 s" in runs.loc["gd", "message"]
     data = tmp_path / "data.csv"
     pd.DataFrame({"a": [1.0, 2.0, 4.0, 3.0], "y": [0.0, 1.0, 3.0, 1.0]}).to_csv(data, index=False)
     study = load_study(write(tmp_path, f"""

@@ -3,7 +3,7 @@ run record) and its convergence trace. Declared here once; writers, readers and 
 
 from __future__ import annotations
 
-from study.sweep.schema import ENGINE, Column, Schema
+from study.sweep.schema import ENGINE, VARYING, Column, Schema
 
 RUN_COLUMNS = Schema("runs", (
     # the spec's axes
@@ -56,3 +56,7 @@ TRACES = Schema("traces", (
 ))
 
 SIDE_TABLES = {"traces": TRACES}
+
+# What differs between two executions of the same run (the rest must be identical on a CPU).
+TIMING_COLUMNS = (*VARYING, "seconds", "setup_seconds", "total_seconds", "seconds_per_iteration",
+                  "read_pass_seconds")

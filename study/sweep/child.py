@@ -7,6 +7,7 @@ that raises becomes an `error` row (its traceback is in the run's log).
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import socket
@@ -18,7 +19,7 @@ from pathlib import Path
 from study.output import write_parquet_atomic, write_text_atomic
 from study.sweep import environment
 from study.sweep.noise import NoiseProbe
-from study.sweep.plugin import Context, load_kind
+from study.sweep.plugin import Context
 
 
 def reset_peak_memory() -> int:
@@ -59,7 +60,7 @@ def base_row(request: dict, spec) -> dict:
 def execute(request: dict) -> None:
     t0 = time.perf_counter()
     inherited = reset_peak_memory()
-    plugin = load_kind(request["kind"])
+    plugin = importlib.import_module(request["plugin"])
     spec = plugin.spec_from_json(request["spec"])
     pending = Path(request["pending"])
     row = {**base_row(request, spec), "pid": os.getpid(),

@@ -22,6 +22,7 @@ process alone, and the env_* columns record what each run actually had.
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 import tempfile
@@ -39,7 +40,6 @@ from study.sweep.child import base_row
 from study.sweep.executors import NO_GPU, Job, gpu_visible, skip
 from study.sweep.folder import ResultsFolder
 from study.sweep.isolate import ForkServer, run_isolated
-from study.sweep.plugin import load_kind
 
 TIMING_SLOT = "timing_slot"
 GPU = "gpu"
@@ -53,7 +53,7 @@ def execute_on_worker(job: Job, timeout: float, memory_budget_gb: float | None) 
     """The Dask task: one run in a process of its own on this worker; returns its row, side
     tables and log. Timeout, oom and a crashed run give a row here too, so the task itself only
     fails when the worker cannot run anything at all."""
-    plugin = load_kind(job.request["kind"])
+    plugin = importlib.import_module(job.request["plugin"])
     run_id = job.spec.run_id
     with tempfile.TemporaryDirectory(prefix=f"study-{run_id}-") as tmp:
         folder = ResultsFolder(tmp, plugin.SCHEMA, plugin.SIDE_TABLES)

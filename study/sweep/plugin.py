@@ -24,8 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
-import pandas as pd
-
 KINDS = {"regression": "study.regression.plugin", "feedmode": "study.feedmode.plugin"}
 ENGINE_STATUSES = ("error", "timeout", "oom", "skipped")
 
@@ -35,7 +33,7 @@ class Measurement:
     """What `measure` returns: the row's study columns and its side tables by name."""
 
     row: dict
-    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    tables: dict = field(default_factory=dict)  # name -> pandas DataFrame
 
 
 @dataclass

@@ -27,7 +27,7 @@ from study.sweep import fingerprint, noise
 from study.sweep.executors import Job, LocalExecutor, preload_for
 from study.sweep.folder import ResultsFolder
 from study.sweep.grid import Study, parse_only, select
-from study.sweep.plugin import load_kind
+from study.sweep.plugin import KINDS, load_kind
 
 
 @dataclass
@@ -77,7 +77,8 @@ def plan_runs(study: Study, specs, folder: ResultsFolder, existing: pd.DataFrame
             continue
         reasons[reason] += 1
         needs_tf = plugin.needs_tensorflow(spec)
-        todo.append(Job(spec, {"kind": study.kind, "study": study.name,
+        todo.append(Job(spec, {"kind": study.kind, "plugin": KINDS[study.kind],
+                               "study": study.name,
                                "spec": spec.to_json(), "code_fingerprint": current,
                                "sweep_id": sweep_id, "order_seed": seed},
                         preload_for(needs_tf, plugin.MEASURE_MODULE),

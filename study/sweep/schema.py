@@ -192,3 +192,10 @@ ENGINE = Schema("runs", (
     Column("noisy", "bool", "measured while the machine was disturbed (see noisy_reason)"),
     Column("noisy_reason", "str", "which noise check flagged the run"),
 ), families=("env_",))
+
+# Engine columns that differ between two executions of the same run: the invocation, the
+# process, the clock, memory and the machine's noise.
+VARYING = ("sweep_id", "order_seed", "order_position", "pid", "started_at", "wall_seconds",
+           "peak_memory_mb", "inherited_memory_mb", "calibration_before_seconds",
+           "calibration_after_seconds", "probe_seconds", "cpu_wait_fraction",
+           "others_cpu_cores", "load_1m_before", "load_1m_after", "noisy", "noisy_reason")

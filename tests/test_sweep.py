@@ -1,0 +1,310 @@
+"""The sweep engine: isolation, faults, locking, damaged files, fingerprints, noise flags.
+
+Most tests use the probe study (tests/probe_study.py), whose runs report their process and
+misbehave on request, so that the engine is tested apart from any real measurement."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import psutil
+import pytest
+
+from study.__main__ import main
+from study.sweep import plugin
+from study.sweep.grid import load_study
+from study.sweep.runner import run_study
+
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+CLI = ("import study.sweep.plugin as p; p.KINDS['probe'] = 'probe_study'; "
+       "from study.__main__ import run; run()")
+
+
+@pytest.fixture
+def probe(monkeypatch):
+    monkeypatch.setitem(plugin.KINDS, "probe", "probe_study")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        p for p in (str(TESTS), str(ROOT), os.environ.get("PYTHONPATH")) if p))
+    monkeypatch.syspath_prepend(str(TESTS))
+
+
+def config(tmp_path, text, name="p.toml"):
+    path = tmp_path / name
+    path.write_text('kind = "probe"\n' + text)
+    return path
+
+
+def rows(out):
+    return pd.read_parquet(out / "runs.parquet")
+
+
+def cli(*args):
+    return [sys.executable, "-c", CLI, *map(str, args)]
+
+
+def env():
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (str(TESTS), str(ROOT), os.environ.get("PYTHONPATH")) if p)}
+
+
+def wait_for(predicate, seconds=60.0):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+# ---- isolation ----------------------------------------------------------------------------------
+
+def test_every_run_has_its_own_process_and_no_tensorflow_state_leaks(tmp_path, probe):
+    path = config(tmp_path, 'actions = ["ok"]\nseeds = [0, 1, 2]\ntf = true\n')
+    run_study(load_study(path), tmp_path / "res", quiet=True)
+    runs = rows(tmp_path / "res")
+    assert list(runs["status"]) == ["ok"] * 3
+    assert runs["pid"].nunique() == 3 and os.getpid() not in set(runs["pid"])
+    assert (runs["counter"] == 1).all()  # no run saw another run's module state
+    assert (runs["tf_ops_before"] == 0).all()  # ... nor the graph ops another run left
+    assert runs["ppid"].nunique() == 1  # all forked by one warm process
+    steps = pd.read_parquet(tmp_path / "res" / "steps.parquet")
+    assert sorted(steps["run_id"].unique()) == sorted(runs["run_id"])
+
+
+def test_crash_raise_timeout_and_memory_are_recorded_and_the_sweep_goes_on(tmp_path, probe):
+    path = config(tmp_path, 'actions = ["crash", "raise", "sleep", "alloc", "ok"]\n'
+                            'seconds = 3\nrun_timeout = 1.5\nmemory_budget_gb = 0.5\n')
+    statuses = run_study(load_study(path), tmp_path / "res", quiet=True)
+    runs = rows(tmp_path / "res").set_index("action")
+    assert sum(statuses.values()) == 5
+    assert runs.loc["crash", "status"] == "error"
+    assert "ended with code -9" in runs.loc["crash", "message"]
+    assert runs.loc["raise", "status"] == "error"
+    assert "the probe was asked to fail" in runs.loc["raise", "message"]
+    assert runs.loc["sleep", "status"] == "timeout"
+    assert runs.loc["alloc", "status"] in ("oom", "timeout")
+    assert runs.loc["ok", "status"] == "ok"
+    log = tmp_path / "res" / "logs" / f"{runs.loc['raise', 'run_id']}.log"
+    assert "Traceback" in log.read_text()
+
+
+def test_a_sweep_with_errors_exits_1_naming_the_logs(tmp_path, probe, capsys):
+    path = config(tmp_path, 'actions = ["raise", "ok"]\n')
+    assert main(["run", str(path), "--out", str(tmp_path / "res"), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert "1 error" in err and str(tmp_path / "res" / "logs") in err
+
+
+# ---- faults of the runner ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_a_killed_runner_leaves_no_orphan_and_resumes(tmp_path, probe, sig):
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    path = config(tmp_path, f'actions = ["sleep"]\nseconds = 30\npid_dir = "{pids}"\n')
+    out = tmp_path / "res"
+    proc = subprocess.Popen(cli("run", path, "--out", out, "--quiet"), env=env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    assert wait_for(lambda: any(pids.iterdir()))
+    child = int(next(pids.iterdir()).name)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=30)
+    if sig == signal.SIGTERM:
+        assert proc.returncode == 143 and "terminated" in err and "Traceback" not in err
+    assert wait_for(lambda: not alive(child), 10), "the run outlived its runner"
+    assert not (out / "runs.parquet").exists() or rows(out).empty
+    # resume at once: the run is measured again, by the new runner's own child
+    fast = path.read_text().replace("seconds = 30", "seconds = 0.1")
+    path.write_text(fast)
+    done = subprocess.run(cli("run", path, "--out", out, "--quiet"), env=env(),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    runs = rows(out)
+    assert len(runs) == 1 and runs["pid"].iloc[0] != child
+
+
+def test_two_runners_on_one_folder_the_second_is_refused(tmp_path, probe):
+    path = config(tmp_path, 'actions = ["sleep"]\nseconds = 20\n')
+    out = tmp_path / "res"
+    first = subprocess.Popen(cli("run", path, "--out", out, "--quiet"), env=env(),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert wait_for(lambda: (out / "runs" / ".pending").exists())
+        second = subprocess.run(cli("run", path, "--out", out, "--quiet"), env=env(),
+                                capture_output=True, text=True, timeout=60)
+        assert second.returncode == 2
+        assert f"in use by another `study run` (pid {first.pid})" in second.stderr
+        assert len(second.stderr.strip().splitlines()) == 1
+    finally:
+        first.kill()
+        first.wait()
+
+
+def test_damaged_and_empty_row_files_are_reported_and_measured_again(tmp_path, probe, capsys):
+    path = config(tmp_path, 'actions = ["ok"]\nseeds = [0, 1, 2]\n')
+    out = tmp_path / "res"
+    run_study(load_study(path), out, quiet=True)
+    ids = sorted(rows(out)["run_id"])
+    (out / "runs" / f"{ids[0]}.parquet").write_bytes(b"")
+    (out / "runs" / f"{ids[1]}.parquet").write_bytes(b"PAR1 not really")
+    capsys.readouterr()
+    statuses = run_study(load_study(path), out, quiet=True)
+    err = capsys.readouterr().err
+    assert statuses["ok"] == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 2 and all(": damaged (" in line for line in lines), err
+    assert sorted(rows(out)["run_id"]) == ids
+    set_aside = [p.name for p in (out / "runs" / "damaged").iterdir()]
+    assert sorted(n for n in set_aside if n.count(".") == 1) == sorted(
+        f"{i}.parquet" for i in ids[:2])
+
+
+def test_only_matching_nothing_exits_2_and_writes_nothing(tmp_path, probe, capsys):
+    path = config(tmp_path, 'actions = ["ok"]\n')
+    out = tmp_path / "res"
+    assert main(["run", str(path), "--out", str(out), "--only", "action=nope"]) == 2
+    assert "no run of the study matches" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_only_flags_combine(tmp_path, probe, capsys):
+    path = config(tmp_path, 'actions = ["ok", "work"]\nseeds = [0, 1]\n')
+    assert main(["run", str(path), "--dry-run", "--only", "action=ok", "--only", "seed=1"]) == 0
+    assert "1 runs in" in capsys.readouterr().out
+
+
+def test_two_configs_with_one_name_in_one_folder_are_refused(tmp_path, probe, capsys):
+    one = config(tmp_path, 'name = "same"\nactions = ["ok"]\n', "one.toml")
+    two = config(tmp_path, 'name = "same"\nactions = ["work"]\n', "two.toml")
+    out = tmp_path / "res"
+    assert main(["run", str(one), "--out", str(out), "--quiet"]) == 0
+    assert main(["run", str(two), "--out", str(out), "--quiet"]) == 2
+    assert "holds the probe study 'same'" in capsys.readouterr().err
+    assert len(rows(out)) == 1
+
+
+def test_a_study_name_must_be_a_plain_folder_name(tmp_path, probe, capsys):
+    path = config(tmp_path, 'name = "../elsewhere"\nactions = ["ok"]\n')
+    assert main(["run", str(path)]) == 2
+    assert "plain folder name" in capsys.readouterr().err
+
+
+def test_ctrl_c_at_start_up_is_one_line(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('[[datasets]]\nname = "synthetic"\nn = 100\n[[optimizers]]\nname = "gd"\n'
+                    '[[backends]]\nname = "numpy"\n')
+    for delay in (0.1, 0.3, 0.6, 1.0, 1.5):
+        proc = subprocess.Popen([sys.executable, "-m", "study", "run", str(path), "--out",
+                                 str(tmp_path / "res")], stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        assert "Traceback" not in err, err
+        if proc.returncode:
+            assert proc.returncode == 130 and len(err.strip().splitlines()) == 1, err
+
+
+# ---- fingerprints ------------------------------------------------------------------------------
+
+def test_editing_one_optimizer_re_measures_exactly_its_rows(tmp_path):
+    copy = tmp_path / "tree"
+    for folder in ("datasets", "optimizers", "study"):
+        shutil.copytree(ROOT / folder, copy / folder,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "c.toml").write_text("""
+[stopping]
+max_iter = 50
+[[datasets]]
+name = "synthetic"
+n = 200
+[[optimizers]]
+name = "gd"
+[[optimizers]]
+name = "lbfgs"
+[[backends]]
+name = "numpy"
+""")
+    environment = {**os.environ, "PYTHONPATH": str(copy)}
+
+    def study(*args):
+        return subprocess.run([sys.executable, "-m", "study", *args], cwd=copy,
+                              env=environment, capture_output=True, text=True)
+
+    def edit(path):
+        with open(copy / path, "a") as handle:
+            handle.write("# an edit\n")
+
+    run = ("run", "c.toml", "--out", "res", "--quiet")
+    assert study(*run).returncode == 0
+    before = pd.read_parquet(copy / "res" / "runs.parquet").set_index("optimizer")
+    edit("optimizers/gd.py")
+    again = study(*run)
+    assert "1 to measure again: stale: changed optimizers/gd.py" in again.stdout
+    after = pd.read_parquet(copy / "res" / "runs.parquet").set_index("optimizer")
+    assert after.loc["gd", "code_fingerprint"] != before.loc["gd", "code_fingerprint"]
+    assert after.loc["gd", "sweep_id"] != before.loc["gd", "sweep_id"]
+    assert after.loc["lbfgs", "sweep_id"] == before.loc["lbfgs", "sweep_id"]
+    assert study("summarize", "res").returncode == 0  # each file in one version: comparable
+    # shared code edited, one row re-measured, the other kept: the table mixes versions
+    edit("optimizers/driver.py")
+    assert study(*run, "--only", "optimizer=gd").returncode == 0
+    refused = study("summarize", "res")
+    assert refused.returncode == 2 and "optimizers/driver.py" in refused.stderr
+    assert "two versions" in refused.stderr and len(refused.stderr.splitlines()) == 1
+    assert study(*run).returncode == 0  # the stale L-BFGS row is measured again
+    assert study("summarize", "res").returncode == 0
+
+
+def test_readers_refuse_rows_of_mixed_code(tmp_path, probe, capsys):
+    path = config(tmp_path, 'actions = ["ok", "work"]\nseconds = 0.05\n')
+    out = tmp_path / "res"
+    run_study(load_study(path), out, quiet=True)
+    table = rows(out)
+    (out / "fingerprints" / "0123456789abcdef.json").write_text(
+        '{"tests/probe_study.py": "another version"}')
+    table.loc[0, "code_fingerprint"] = "0123456789abcdef"
+    table.to_parquet(out / "runs.parquet")
+    assert main(["summarize", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "tests/probe_study.py" in err and "--keep-stale" in err
+
+
+# ---- noise --------------------------------------------------------------------------------------
+
+def others_cpu_now(seconds: float = 1.0) -> float:
+    """Cores other processes keep busy right now (sampled over `seconds`)."""
+    from study.sweep.noise import _machine_busy_seconds, _own_cpu_seconds
+
+    busy, own, start = _machine_busy_seconds(), _own_cpu_seconds(), time.perf_counter()
+    time.sleep(seconds)
+    return ((_machine_busy_seconds() - busy) - (_own_cpu_seconds() - own)) / (
+        time.perf_counter() - start)
+
+
+def test_runs_under_injected_load_are_flagged_noisy_and_quiet_ones_are_not(tmp_path, probe):
+    busy = others_cpu_now()
+    if busy > 0.2:
+        pytest.skip(f"this machine is busy already (other processes use {busy:.2g} cores): "
+                    "no run here can be quiet")
+    path = config(tmp_path, 'actions = ["work", "loaded"]\nseeds = [0, 1, 2]\nseconds = 0.6\n')
+    run_study(load_study(path), tmp_path / "res", quiet=True)
+    runs = rows(tmp_path / "res").set_index("action")
+    loaded, quiet = runs.loc["loaded"], runs.loc["work"]
+    assert loaded["noisy"].all(), loaded[["noisy_reason", "cpu_wait_fraction"]]
+    assert quiet["noisy"].sum() <= 1, quiet[["noisy_reason", "cpu_wait_fraction"]]
+    assert loaded["cpu_wait_fraction"].min() > quiet["cpu_wait_fraction"].max()
+    assert loaded["others_cpu_cores"].min() > quiet["others_cpu_cores"].max()
