@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from study.feedmode.config import expand_specs
+from study.feedmode.config import CONFIG_KEYS, expand_specs
+from study.feedmode.schema import SCHEMA, SIDE_TABLES
 from study.feedmode.spec import Spec
 from study.sweep.fingerprint import ENGINE_FILES
 
@@ -12,6 +13,10 @@ STATUSES = ("ok", "mismatch")
 FAILED_STATUSES = ("error", "mismatch")  # a sweep with these exits 1
 MEASURING_FILES = ("study/feedmode/measure.py", "study/feedmode/model.py",
                    "study/feedmode/spec.py")
+
+__all__ = ["CONFIG_KEYS", "FAILED_STATUSES", "KIND", "MEASURE_MODULE", "SCHEMA", "SIDE_TABLES",
+           "STATUSES", "code_files", "expand", "measure", "needs_gpu", "needs_tensorflow",
+           "spec_from_json", "summary"]
 
 
 def expand(raw: dict, source: str, name: str, repeats: int) -> list[Spec]:
