@@ -34,7 +34,7 @@ def summary_table(runs: pd.DataFrame) -> str:
     })
     for column in table.columns[5:]:
         spec = ".1e" if column in ("check err", "checksum dev") else ".3g"
-        table[column] = ["-" if np.isnan(v) else format(v, spec) for v in table[column]]
+        table[column] = ["-" if pd.isna(v) else format(v, spec) for v in table[column]]
     with pd.option_context("display.width", 250, "display.max_rows", None,
                            "display.max_columns", None):
         return table.to_string(index=False)

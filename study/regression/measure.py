@@ -29,6 +29,8 @@ def problem_key(spec: RunSpec) -> dict:
     key = {"dataset": spec.dataset, "params": params,
            "code": manifest(python_files("datasets"))}
     if "path" in params:
+        if not Path(params["path"]).is_file():
+            make_problem(spec.dataset, **params)  # the loader's own error names the file
         stat = Path(params["path"]).stat()
         key["file"] = [stat.st_size, stat.st_mtime_ns]
     return key

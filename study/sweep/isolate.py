@@ -58,10 +58,15 @@ class ForkServer:
         finally:
             if self.log:
                 stderr.close()
-        message = self.receive(START_TIMEOUT)
+        try:
+            message = self.receive(START_TIMEOUT)
+        except ServerDied:
+            message = None
         if message is None or "ready" not in message:
+            code = self.proc.poll()
             self.close()
-            raise ServerDied(f"the warm process ({' '.join(self.preload)}) did not start"
+            how = "" if code is None else f" (exit status {code})"
+            raise ServerDied(f"the warm process ({' '.join(self.preload)}) did not start{how}"
                              + (f"; see {self.log}" if self.log else ""))
 
     @property

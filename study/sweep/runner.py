@@ -119,8 +119,9 @@ def run_study(study: Study, out_dir, *, only=None, retry_failed: bool = False,
                          retry_failed=retry_failed, keep_stale=keep_stale,
                          remeasure_noisy=remeasure_noisy, order_seed=order_seed)
         print(describe(study, specs, plan, folder), flush=True)
-        bar = tqdm(total=len(plan.jobs), disable=quiet, unit="run", dynamic_ncols=True,
-                   file=sys.stderr)
+        # The bar is for a person at a terminal; in a log file it would be a line per update.
+        bar = tqdm(total=len(plan.jobs), disable=quiet or not sys.stderr.isatty(), unit="run",
+                   dynamic_ncols=True, file=sys.stderr)
         try:
             runs = executor.run(plan.jobs, folder, timeout=study.run_timeout,
                                 memory_budget_gb=study.memory_budget_gb,
@@ -149,10 +150,12 @@ def run_study(study: Study, out_dir, *, only=None, retry_failed: bool = False,
 
 
 def assemble(study: Study, folder: ResultsFolder) -> pd.DataFrame:
-    """The config's rows (every finished run of its grid) with noise flags, written as tables."""
+    """The config's rows (every finished run of its grid, in the grid's order, not the shuffled
+    order they ran in) with noise flags, written as tables."""
     existing = folder.scan(report=lambda line: print(line, file=sys.stderr))
-    ids = {s.run_id for s in study.specs}
-    runs = existing[existing["run_id"].isin(ids)]
+    grid_order = {s.run_id: i for i, s in enumerate(study.specs)}
+    runs = existing[existing["run_id"].isin(grid_order)]
+    runs = runs.iloc[runs["run_id"].map(grid_order).argsort()].reset_index(drop=True)
     if len(runs):
         runs = noise.flag(runs)
     folder.assemble(runs)
