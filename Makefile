@@ -15,12 +15,20 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 RUN := $(PY) -m study
 
-# What produces results (plotting and report code are not part of it).
-ENGINE := $(wildcard datasets/*.py optimizers/*.py optimizers/backends/*.py) \
-	study/config.py study/runner.py study/worker.py study/records.py study/environment.py \
-	study/output.py
+# What produces results (plotting and report code are not part of it). The runner itself keeps
+# only the rows whose code fingerprint still matches, so a change here re-measures just the
+# runs whose code changed.
+SWEEP := $(wildcard study/sweep/*.py) study/output.py
+ENGINE := $(wildcard datasets/*.py optimizers/*.py optimizers/backends/*.py) $(SWEEP) \
+	$(addprefix study/regression/,config.py measure.py plugin.py schema.py spec.py)
+FEEDMODE := $(SWEEP) $(addprefix study/feedmode/,command.py config.py measure.py model.py \
+	plugin.py schema.py spec.py)
 
-FEEDMODE := study/feedmode.py study/feedmode_worker.py study/output.py study/environment.py
+# What draws the figures and writes the report from results.
+READ := study/results.py study/figures.py
+REGRESSION_DRAW := $(READ) study/regression/figures.py study/regression/summary.py
+FEEDMODE_DRAW := $(READ) study/feedmode/figures.py study/feedmode/summary.py
+REPORT := $(wildcard study/report/*.py) study/regression/report.py study/feedmode/report.py
 
 REGRESSION_FIGURES := $(addprefix figures/regression/,convergence_time.png \
 	convergence_iterations.png time_to_target.png cost_tradeoff.png performance_profile.png \
@@ -58,15 +66,15 @@ results/feedmode-full/runs.parquet: configs/feedmode-full.toml $(FEEDMODE) | $(S
 	$(RUN) feedmode --config $< --out $(@D)
 
 # ---- figures (from results only) -------------------------------------------------------------
-$(REGRESSION_FIGURES) &: results/regression/runs.parquet study/plots.py | $(STAMP)
+$(REGRESSION_FIGURES) &: results/regression/runs.parquet $(REGRESSION_DRAW) | $(STAMP)
 	$(RUN) figures regression --results $(<D) --out $(@D)
 
-figures/feedmode/feedmode.png: results/feedmode/runs.parquet study/plots.py | $(STAMP)
+figures/feedmode/feedmode.png: results/feedmode/runs.parquet $(FEEDMODE_DRAW) | $(STAMP)
 	$(RUN) figures feedmode --results $(<D) --out $(@D)
 
 # ---- report ----------------------------------------------------------------------------------
 reports/report.md reports/report.html &: $(REGRESSION_FIGURES) figures/feedmode/feedmode.png \
-		study/report.py | $(STAMP)
+		$(REPORT) | $(STAMP)
 	$(RUN) report --results results --figures figures --out reports
 
 reproduce: reports/report.md

@@ -22,8 +22,8 @@ def age(path: Path, seconds_ago: float) -> None:
 @pytest.fixture
 def built(tmp_path):
     """A copy of the tree's Makefile inputs, with every output present and newer than them."""
-    for path in ROOT.glob("*/*.py"):
-        if path.parts[-2] in ("datasets", "optimizers", "study"):
+    for path in [*ROOT.glob("*/*.py"), *ROOT.glob("study/*/*.py")]:
+        if path.relative_to(ROOT).parts[0] in ("datasets", "optimizers", "study"):
             target = tmp_path / path.relative_to(ROOT)
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text("")
@@ -80,7 +80,21 @@ def test_touching_one_config_reruns_only_that_study(built):
 
 def test_plot_code_redraws_without_rerunning(built):
     folder, _ = built
-    (folder / "study" / "plots.py").touch()
+    (folder / "study" / "regression" / "figures.py").touch()
+    (folder / "study" / "feedmode" / "figures.py").touch()
     plan = make_dry(folder)
     assert "figures regression" in plan and "figures feedmode" in plan
     assert "study run" not in plan and "study feedmode --config" not in plan
+
+
+def test_measuring_code_reruns_the_studies_and_report_code_only_the_report(built):
+    folder, _ = built
+    (folder / "study" / "sweep" / "runner.py").touch()
+    plan = make_dry(folder)
+    assert "study run configs/regression.toml" in plan
+    assert "study feedmode --config configs/feedmode.toml" in plan
+    age(folder / "study" / "sweep" / "runner.py", 2000)
+    (folder / "study" / "report" / "build.py").touch()
+    plan = make_dry(folder)
+    assert "study report" in plan and "study run" not in plan
+    assert "figures regression" not in plan and "figures feedmode" not in plan

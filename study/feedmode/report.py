@@ -7,13 +7,30 @@ from pathlib import Path
 import pandas as pd
 
 from study.feedmode.figures import main_size
+from study.paired import compare
 from study.report.blocks import Block, fmt_seconds
+
+# What a comparison of two modes holds fixed; the repeats are measurements of it.
+INSTANCE_COLUMNS = ["n", "dtype", "seed", "device"]
+
+
+def _feed_rows(runs, mode, dtype, n, grappler="default"):
+    return runs[(runs["mode"] == mode) & (runs["dtype"] == dtype) & (runs["n"] == n)
+                & (runs["grappler"] == grappler) & (runs["status"] == "ok")]
 
 
 def _feed_row(runs, mode, dtype, n, grappler="default"):
-    rows = runs[(runs["mode"] == mode) & (runs["dtype"] == dtype) & (runs["n"] == n)
-                & (runs["grappler"] == grappler) & (runs["status"] == "ok")]
-    return None if rows.empty else rows.iloc[0]
+    """The medians over a mode's repeats (None when it has no finished run)."""
+    rows = _feed_rows(runs, mode, dtype, n, grappler)
+    if rows.empty:
+        return None
+    return rows.median(numeric_only=True)
+
+
+def mode_phrase(runs, a: str, b: str, dtype: str, n: int, value: str, quantity: str) -> str:
+    """Mode a against mode b on one quantity, paired on the instance, over the repeats."""
+    return compare(_feed_rows(runs, a, dtype, n), _feed_rows(runs, b, dtype, n),
+                   INSTANCE_COLUMNS, value).phrase(a, b, quantity)
 
 
 def original_feedmode_answer(runs: pd.DataFrame) -> list[str]:
@@ -30,10 +47,11 @@ def original_feedmode_answer(runs: pd.DataFrame) -> list[str]:
             f"{fmt_seconds(const['first_call_seconds'])} and later calls "
             f"{fmt_seconds(const['steady_median_seconds'])}; the placeholder's first call "
             f"{fmt_seconds(holder['first_call_seconds'])} and later calls "
-            f"{fmt_seconds(holder['steady_median_seconds'])}. On the first call the "
-            f"placeholder was {const['first_call_seconds'] / holder['first_call_seconds']:.2g}x "
-            f"faster; on later calls the constant was "
-            f"{holder['steady_median_seconds'] / const['steady_median_seconds']:.2g}x faster.")
+            f"{fmt_seconds(holder['steady_median_seconds'])} (medians over repeats). First "
+            "call: " + mode_phrase(runs, "constant", "placeholder", dtype, n,
+                                   "first_call_seconds", "first-call time")
+            + "; later calls: " + mode_phrase(runs, "constant", "placeholder", dtype, n,
+                                              "steady_median_seconds", "time per call") + ".")
         if const["graphdef_bytes"] and holder["graphdef_bytes"]:
             out.append(f"  The constant's graph embeds the input: a "
                        f"{const['graphdef_bytes'] / 1e6:.3g} MB GraphDef against "

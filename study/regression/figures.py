@@ -16,7 +16,8 @@ import pandas as pd
 import seaborn as sns
 
 from study.figures import FAILED_MARKER, save
-from study.regression.summary import time_to_target
+from study.paired import common_instances
+from study.regression.summary import CONFIG_COLUMNS, DATA_COLUMNS, INSTANCE_COLUMNS, time_to_target
 
 READ_PASS_LABEL = "one read pass over X"
 FEED_ORDER = ("numpy", "tf1", "feed", "resident", "fused", "fused+xla")
@@ -301,9 +302,18 @@ REGRESSION_FIGURES = {
 }
 
 
+def paired_rows(runs: pd.DataFrame) -> pd.DataFrame:
+    """Within each data set, only the draws (seed, init) that every configuration ran, so that
+    medians drawn side by side describe the same instances."""
+    config = [c for c in CONFIG_COLUMNS if c in runs]
+    parts = [common_instances(part, config, INSTANCE_COLUMNS)
+             for _, part in runs.groupby(DATA_COLUMNS, dropna=False, sort=False)]
+    return pd.concat(parts) if parts else runs
+
+
 def draw(results, figures: Path) -> list[Path]:
     """Every regression figure from a results folder (`study.results.Results`)."""
-    runs, traces = results.runs, results.table("traces")
+    runs, traces = paired_rows(results.runs), results.table("traces")
     written = []
     for name, make in REGRESSION_FIGURES.items():
         written += save(make(runs, traces), figures, name)

@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from study.paired import compare
 from study.regression.figures import label_runs
-from study.regression.summary import summarize
+from study.regression.summary import INSTANCE_COLUMNS, summarize, time_to_target
 from study.report.blocks import Block, fmt_seconds
 
 
@@ -41,6 +42,10 @@ def regression_findings(runs: pd.DataFrame) -> list[str]:
                     f"[{fmt_seconds(best['ci_low'])}, {fmt_seconds(best['ci_high'])}] "
                     f"(median over {best['runs']} runs, 95% CI) in "
                     f"{best['median_iterations']:.0f} iterations")
+        if len(solved) > 1:
+            second = solved.sort_values("median_seconds").iloc[1]
+            sentence += ("; against the next, " + paired_time(runs, best["config"],
+                                                              second["config"], data))
         reference = part[part["optimizer"] == "closed-form"]
         if len(reference) and np.isfinite(reference["median_seconds"].min()):
             closed = reference.sort_values("median_seconds").iloc[0]
@@ -77,11 +82,27 @@ def per_iteration_table(runs: pd.DataFrame) -> pd.DataFrame:
             .reset_index())
 
 
-def times_phrase(ours: float, theirs: float, whom: str) -> str:
-    """'2.6x slower than NumPy' / '1.8x faster than NumPy' from two seconds-per-iteration."""
-    if ours >= theirs:
-        return f"{ours / theirs:.2g}x slower than {whom}"
-    return f"{theirs / ours:.2g}x faster than {whom}"
+def paired_time(runs: pd.DataFrame, a: str, b: str, data: str) -> str:
+    """Configuration a's time to target against b's on data set `data`, paired on instances."""
+    labelled = label_runs(runs)
+    labelled = labelled.assign(time_to_target=time_to_target(labelled))
+    on = labelled[labelled["data"] == data]
+    return compare(on[on["config"] == a], on[on["config"] == b], INSTANCE_COLUMNS,
+                   "time_to_target").phrase(a, b)
+
+
+def paired_per_iteration(runs: pd.DataFrame, a: tuple[str, str], b: tuple[str, str]):
+    """Seconds per iteration of engine/dtype `a` over `b`, pairing each instance and algorithm
+    (optimizer and its hyperparameters) with itself."""
+    runs = label_runs(runs[runs["optimizer"].isin(["gd", "adadelta"])
+                           & ~runs["status"].isin(["skipped", "error", "oom"])
+                           & (runs["iterations"] > 0)])
+
+    def side(engine, dtype):
+        return runs[(runs["engine"] == engine) & (runs["dtype"] == dtype)]
+
+    return compare(side(*a), side(*b), [*INSTANCE_COLUMNS, "optimizer", "hyperparameters"],
+                   "seconds_per_iteration")
 
 
 def original_regression_answer(runs: pd.DataFrame) -> list[str]:
@@ -103,20 +124,22 @@ def original_regression_answer(runs: pd.DataFrame) -> list[str]:
     fused = cost("fused+xla/cpu", "float64")
     if fused is None:
         fused = cost("fused/cpu", "float64")
+    raw_runs = runs[label_runs(runs)["data"] == data]
     if numpy64 is not None and tf1 is not None:
+        c = paired_per_iteration(raw_runs, ("tf1/cpu", "float32"), ("numpy/cpu", "float64"))
         out.append(f"Per iteration on {data}: the original TF1 pattern (feed_dict of the whole "
                    f"frame every step, float32) took {tf1['ms_per_iteration']:.3g} ms "
                    f"({tf1['passes_over_X']:.2g} passes over X), NumPy float64 "
-                   f"{numpy64['ms_per_iteration']:.3g} ms ({numpy64['passes_over_X']:.2g} passes): "
-                   f"TF1 was "
-                   f"{times_phrase(tf1['ms_per_iteration'], numpy64['ms_per_iteration'], 'NumPy')}"
-                   f" per iteration.")
+                   f"{numpy64['ms_per_iteration']:.3g} ms ({numpy64['passes_over_X']:.2g} passes); "
+                   "paired on the same data, seed and algorithm, "
+                   + c.phrase("TF1", "NumPy", "time per iteration") + ".")
     if fused is not None and numpy64 is not None:
+        c = paired_per_iteration(raw_runs, (fused["engine"], "float64"),
+                                 ("numpy/cpu", "float64"))
         out.append(f"With the data resident and the whole loop compiled "
                    f"({fused['engine']}), TensorFlow took {fused['ms_per_iteration']:.3g} ms "
                    f"per iteration ({fused['passes_over_X']:.2g} passes over X): "
-                   + times_phrase(fused["ms_per_iteration"], numpy64["ms_per_iteration"], "NumPy")
-                   + ".")
+                   + c.phrase(fused["engine"], "NumPy", "time per iteration") + ".")
     summary = _labelled_summary(runs[runs["status"] != "skipped"])
     on_data = summary[summary["data"] == data]
     original = on_data[(on_data["optimizer"] == "adadelta")

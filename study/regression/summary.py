@@ -1,4 +1,5 @@
-"""Per-configuration summaries: median time to target with a bootstrap CI over seeds and repeats.
+"""Per-configuration summaries: median time to target with a bootstrap CI over seeds and repeats,
+and each configuration against its data set's fastest, paired on the instances both ran.
 
 A run that did not converge counts as infinite time, never as a missing row, so a method that
 fails half the time cannot look fast.
@@ -11,8 +12,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from study.paired import compare
+
 CONFIG_COLUMNS = ("dataset", "dataset_params", "optimizer", "hyperparameters", "backend",
                   "device", "feed", "xla", "formulation", "dtype", "init")
+DATA_COLUMNS = ["dataset", "dataset_params"]
+# What a comparison holds fixed within one data set: the draw (seed) and the starting point.
+INSTANCE_COLUMNS = ["dataset", "dataset_params", "seed", "init"]
 
 
 def bootstrap_median_ci(values, *, level: float = 0.95, resamples: int = 2000,
@@ -54,8 +60,9 @@ def summarize(runs) -> pd.DataFrame:
     runs["total_to_target"] = time_to_target(
         runs.assign(total=runs["seconds"] + runs["setup_seconds"]), "total")
     keys = [c for c in CONFIG_COLUMNS if c in runs]
-    rows = []
+    rows, groups = [], []
     for key, group in runs.groupby(keys, dropna=False, sort=True):
+        groups.append(group)
         low, high = bootstrap_median_ci(group["time_to_target"])
         ok = converged(group)
         rows.append({
@@ -69,9 +76,33 @@ def summarize(runs) -> pd.DataFrame:
             "median_iterations": float(group["iterations"].median()),
             "median_seconds_per_iteration": float(group["seconds_per_iteration"].median()),
             "statuses": ", ".join(f"{s}={n}" for s, n in group["status"].value_counts().items()),
+            "instances": int(group[[c for c in INSTANCE_COLUMNS if c in group]]
+                             .drop_duplicates().shape[0]),
         })
-    return pd.DataFrame(rows).sort_values(["dataset", "dataset_params", "median_seconds"],
-                                          ignore_index=True)
+    table = pd.DataFrame(rows)
+    table = pd.concat([table, against_best(table, groups)], axis=1)
+    return table.sort_values(["dataset", "dataset_params", "median_seconds", "ci_high"],
+                             ignore_index=True)
+
+
+def against_best(table: pd.DataFrame, groups: list[pd.DataFrame]) -> pd.DataFrame:
+    """Each configuration's time to target over its data set's fastest (lowest median, then
+    lowest CI bound), paired on their common instances."""
+    out = pd.DataFrame(index=table.index, columns=["vs_best", "vs_best_low", "vs_best_high",
+                                                   "vs_best_instances", "vs_best_text"])
+    instance = [c for c in INSTANCE_COLUMNS if c in groups[0]] if groups else []
+    for _, part in table.groupby(DATA_COLUMNS, dropna=False, sort=False):
+        best = part.sort_values(["median_seconds", "ci_high"]).index[0]
+        for i in part.index:
+            if i == best:
+                out.loc[i] = [1.0, 1.0, 1.0, table.loc[i, "instances"], "fastest"]
+                continue
+            c = compare(groups[i], groups[best], instance, "time_to_target")
+            text = ("no common instance" if not c.instances else
+                    f"{c.ratio:.3g}x (one run each, no CI)" if c.measurements == 1 else
+                    f"{c.ratio:.3g}x {c.ci()}" if c.distinguishable else "not distinguishable")
+            out.loc[i] = [c.ratio, c.low, c.high, c.instances, text]
+    return out.astype({"vs_best": float, "vs_best_low": float, "vs_best_high": float})
 
 
 def format_summary(table: pd.DataFrame) -> str:
@@ -98,6 +129,7 @@ def format_summary(table: pd.DataFrame) -> str:
         "iters": table["median_iterations"].map(lambda x: "-" if np.isnan(x) else f"{x:.0f}"),
         "ms/iter": (table["median_seconds_per_iteration"] * 1e3).map(
             lambda x: "-" if np.isnan(x) else f"{x:.3g}"),
+        "vs fastest (paired) [95% CI]": table["vs_best_text"],
         "statuses": table["statuses"],
     })
     return view.to_string(index=False)

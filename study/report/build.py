@@ -28,6 +28,26 @@ def environment_table(*frames: pd.DataFrame) -> pd.DataFrame:
 SECTIONS = {"regression": "study.regression.report", "feedmode": "study.feedmode.report"}
 
 
+def noise_sentence(runs: pd.DataFrame) -> str:
+    """How many rows were measured while the machine was busy, and why (see study.sweep.noise);
+    `study run --remeasure-noisy` measures them again."""
+    if "noisy" not in runs or runs["noisy"].isna().all():
+        return "No row carries a noise probe."
+    noisy = runs[runs["noisy"].fillna(False).astype(bool)]
+    probed = int(runs["noisy"].notna().sum())
+    if noisy.empty:
+        return f"Machine noise: none of the {probed} probed runs was flagged noisy."
+    kinds = {"a slow calibration pass": "calibration", "threads waiting for a CPU": "waited",
+             "other processes using the CPUs": "other processes"}
+    counts = {kind: int(noisy["noisy_reason"].str.contains(word).sum())
+              for kind, word in kinds.items()}
+    why = ", ".join(f"{kind}: {n}" for kind, n in counts.items() if n)
+    return (f"Machine noise: {len(noisy)} of {probed} probed runs were measured while the "
+            f"machine was busy ({why});"
+            " their timings are kept but marked, and `python -m study run CONFIG "
+            "--remeasure-noisy` measures them again.")
+
+
 def build_blocks(results_root: Path, figures_root: Path, studies) -> list[Block]:
     """The whole report from the named studies' results folders under `results_root`."""
     found = [load(results_root / name) for name in studies]
@@ -38,6 +58,7 @@ def build_blocks(results_root: Path, figures_root: Path, studies) -> list[Block]
     for results in found:
         body.append(Block("p", f"{results.folder.name}: {len(results.runs)} runs, based on "
                                f"{results.provenance()}."))
+        body.append(Block("p", noise_sentence(results.runs)))
         section = importlib.import_module(SECTIONS[results.kind]).section
         body += section(results, figures_root / results.folder.name)
     blocks += body

@@ -1,0 +1,85 @@
+"""Paired comparisons: ratios on common instances, bootstrap CIs, and wording that never calls
+a difference inside the noise 'faster'."""
+
+import numpy as np
+import pandas as pd
+
+from study.paired import common_instances, compare
+from study.regression.summary import summarize
+
+INSTANCE = ["seed"]
+
+
+def runs(values: dict[int, list[float]]) -> pd.DataFrame:
+    return pd.DataFrame([{"seed": seed, "t": v} for seed, vs in values.items() for v in vs])
+
+
+def test_only_common_instances_are_compared():
+    # Pooled medians would say A is 5x slower (10 over 2); on the one shared draw A is 2x faster.
+    a = runs({0: [1.0, 1.0], 1: [10.0, 10.0], 2: [10.0, 10.0]})
+    b = runs({0: [2.0, 2.0]})
+    c = compare(a, b, INSTANCE, "t")
+    assert c.ratio == 0.5 and c.instances == 1 and c.only_a == 2 and c.only_b == 0
+    assert "2 not shared, left out" in c.phrase("A", "B")
+
+
+def test_a_clear_difference_has_a_ci_excluding_one():
+    rng = np.random.default_rng(1)
+    b = runs({s: list(1 + 0.02 * rng.standard_normal(3)) for s in range(5)})
+    a = runs({s: list(2 + 0.04 * rng.standard_normal(3)) for s in range(5)})
+    c = compare(a, b, INSTANCE, "t")
+    assert c.distinguishable and 1.9 < c.low <= c.ratio <= c.high < 2.1
+    assert c.phrase("A", "B").startswith(f"A took {c.ratio:.3g}x the time of B")
+    faster = compare(b, a, INSTANCE, "t")
+    assert faster.high < 1 and "less" in faster.phrase("B", "A")
+
+
+def test_overlapping_noise_is_not_distinguishable():
+    a = runs({0: [1.0, 1.3, 0.8], 1: [1.1, 0.9, 1.2]})
+    b = runs({0: [1.2, 0.9, 1.0], 1: [1.0, 1.25, 0.85]})
+    c = compare(a, b, INSTANCE, "t")
+    assert c.low < 1 < c.high and not c.distinguishable
+    text = c.phrase("A", "B")
+    assert "not distinguishable" in text and "less" not in text and "took" not in text
+
+
+def test_failures_count_as_infinite_time_and_both_failing_is_a_tie():
+    a = runs({0: [np.inf, np.inf], 1: [np.inf, np.inf], 2: [np.inf, np.inf]})
+    b = runs({0: [1.0, 1.1], 1: [1.0, 0.9], 2: [np.inf, np.inf]})
+    c = compare(a, b, INSTANCE, "t")
+    assert np.isinf(c.ratio) and c.both_failed == 1 and "did not finish" in c.phrase("A", "B")
+    both = compare(a, a, INSTANCE, "t")
+    assert both.ratio == 1 and both.both_failed == 3 and not both.distinguishable
+
+
+def test_one_measurement_a_side_is_never_a_verdict():
+    c = compare(runs({0: [1.0]}), runs({0: [3.0]}), INSTANCE, "t")
+    assert c.measurements == 1 and not c.distinguishable
+    assert "no confidence interval" in c.phrase("A", "B")
+
+
+def test_no_common_instance():
+    c = compare(runs({0: [1.0]}), runs({1: [1.0]}), INSTANCE, "t")
+    assert c.instances == 0 and "not compared" in c.phrase("A", "B")
+
+
+def test_common_instances_keeps_the_draws_every_configuration_ran():
+    table = pd.concat([runs({0: [1.0], 1: [1.0]}).assign(cfg="a"),
+                       runs({0: [2.0], 1: [2.0], 2: [2.0]}).assign(cfg="b")])
+    assert set(common_instances(table, ["cfg"], INSTANCE)["seed"]) == {0, 1}
+
+
+def test_the_summary_compares_each_configuration_with_the_fastest_on_shared_draws():
+    def rows(optimizer, times):
+        return [{"dataset": "eve", "dataset_params": "{}", "optimizer": optimizer,
+                 "hyperparameters": "{}", "backend": "numpy", "device": "cpu", "dtype": "float64",
+                 "init": "zeros", "seed": seed, "status": "converged", "seconds": t,
+                 "setup_seconds": 0.0, "iterations": 10, "seconds_per_iteration": t / 10}
+                for seed, t in times]
+    # gd ran seeds 0-2 (slow on the extra draws); lbfgs only seed 0, where it is 3x slower.
+    table = summarize(pd.DataFrame(rows("gd", [(0, 1.0), (1, 9.0), (2, 9.0)])
+                                   + rows("lbfgs", [(0, 3.0)])))
+    by = table.set_index("optimizer")
+    assert by.loc["lbfgs", "vs_best_text"] == "fastest"  # lowest median, 3 s against 9 s
+    assert by.loc["gd", "vs_best"] == 1 / 3 and by.loc["gd", "vs_best_instances"] == 1
+    assert by.loc["gd", "instances"] == 3
