@@ -82,7 +82,11 @@ def _bootstrap_medians(values: np.ndarray, rng, resamples: int) -> np.ndarray:
 
 def compare(a: pd.DataFrame, b: pd.DataFrame, instance: list[str], value: str, *,
             level: float = LEVEL, resamples: int = RESAMPLES, seed: int = 0) -> Comparison:
-    """Paired ratio of `value` (A over B) on the instances (rows' `instance` columns) both ran."""
+    """Paired ratio of `value` (A over B) on the instances (rows' `instance` columns) both ran;
+    instance columns a table lacks hold nothing apart."""
+    instance = [c for c in instance if c in a.columns and c in b.columns]
+    if not instance:
+        a, b, instance = a.assign(_instance=0), b.assign(_instance=0), ["_instance"]
     a_groups = {k: g[value].to_numpy(float) for k, g in a.groupby(instance, dropna=False)}
     b_groups = {k: g[value].to_numpy(float) for k, g in b.groupby(instance, dropna=False)}
     common = [k for k in a_groups if k in b_groups]
@@ -112,8 +116,8 @@ def common_instances(runs: pd.DataFrame, config: list[str], instance: list[str])
     medians may compare side by side."""
     if runs.empty:
         return runs
-    keys = runs[instance].astype(str).agg("|".join, axis=1)
-    configs = runs[config].astype(str).agg("|".join, axis=1)
+    keys = runs[instance].map(str).agg("|".join, axis=1)
+    configs = runs[config].map(str).agg("|".join, axis=1)
     per_config = keys.groupby(configs).agg(set)
     shared = set.intersection(*per_config)
     return runs[keys.isin(shared)]

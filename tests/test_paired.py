@@ -83,3 +83,21 @@ def test_the_summary_compares_each_configuration_with_the_fastest_on_shared_draw
     assert by.loc["lbfgs", "vs_best_text"] == "fastest"  # lowest median, 3 s against 9 s
     assert by.loc["gd", "vs_best"] == 1 / 3 and by.loc["gd", "vs_best_instances"] == 1
     assert by.loc["gd", "instances"] == 3
+
+
+def test_the_default_study_runs_every_configuration_of_a_data_set_on_the_same_draws():
+    from pathlib import Path
+
+    from study.sweep.grid import load_study
+
+    root = Path(__file__).resolve().parent.parent
+    for name in ("regression.toml", "regression-full.toml"):
+        specs = load_study(root / "configs" / name).specs
+        draws: dict = {}
+        for spec in specs:
+            data, config = spec.instance()[:2], (spec.optimizer, str(spec.hyperparameters),
+                                                 spec.backend, str(spec.backend_options),
+                                                 spec.dtype)
+            draws.setdefault(data, {}).setdefault(config, set()).add(spec.instance()[2:])
+        for data, per_config in draws.items():
+            assert len({frozenset(d) for d in per_config.values()}) == 1, (name, data)
