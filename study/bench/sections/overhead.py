@@ -197,6 +197,11 @@ def measure_trace(problem, label: str, formulation: str, dtype: str, *, iteratio
     ]
 
 
+def overhead_iterations(plan: Plan, formulation: str) -> int:
+    """Iterations per timed run: gram iterations are ~10 us, so many more of them."""
+    return plan.data_iterations if formulation == "data" else plan.overhead_gram_iterations
+
+
 def bench_overhead(plan: Plan, problem) -> pd.DataFrame:
     rows = []
     dtype = plan.dtypes[0]
@@ -204,8 +209,7 @@ def bench_overhead(plan: Plan, problem) -> pd.DataFrame:
         for formulation in plan.formulations:
             if BACKENDS[label][0] != "numpy" and formulation == "gram":
                 continue  # the hand-written TensorFlow loop reads X (formulation data)
-            iterations = (plan.data_iterations if formulation == "data"
-                          else plan.overhead_gram_iterations)
+            iterations = overhead_iterations(plan, formulation)
             rows.append(measure_harness(problem, label, formulation, dtype,
                                         iterations=iterations, repeats=plan.overhead_repeats))
             progress(f"[overhead] harness {label} {formulation}: "
@@ -214,8 +218,7 @@ def bench_overhead(plan: Plan, problem) -> pd.DataFrame:
         if label not in plan.backends and label not in plan.overhead_backends:
             continue
         for formulation in plan.formulations:
-            iterations = (plan.data_iterations if formulation == "data"
-                          else plan.overhead_gram_iterations)
+            iterations = overhead_iterations(plan, formulation)
             measured = measure_trace(problem, label, formulation, dtype, iterations=iterations,
                                      repeats=plan.overhead_repeats)
             rows += measured

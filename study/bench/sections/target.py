@@ -12,6 +12,11 @@ from study.bench.runs import describe, failed_row, progress, run_once, shown
 from study.bench.timing import median, ratio, samples
 
 
+def median_total(seconds: list[float], setup: list[float]) -> float:
+    """The median over runs of loop seconds + setup seconds (summed run by run)."""
+    return median([s + u for s, u in zip(seconds, setup, strict=True)])
+
+
 def bench_target(plan: Plan, problem) -> pd.DataFrame:
     """Every candidate and the normal-equations solve, interleaved run by run (float64)."""
     from optimizers import build_rules, make_backend, make_optimizer, run
@@ -51,7 +56,7 @@ def bench_target(plan: Plan, problem) -> pd.DataFrame:
             entry["iterations"].append(result.iterations)
             entry["reached"].append(bool(result.target_reached))
     ref_seconds = median(ref["seconds"])
-    ref_total = median([s + u for s, u in zip(ref["seconds"], ref["setup"], strict=True)])
+    ref_total = median_total(ref["seconds"], ref["setup"])
     rows = []
     for candidate in candidates:
         optimizer, label, formulation = candidate
@@ -66,7 +71,7 @@ def bench_target(plan: Plan, problem) -> pd.DataFrame:
         entry = results[candidate]
         reached = all(entry["reached"])
         seconds = median(entry["seconds"])
-        total = median([s + u for s, u in zip(entry["seconds"], entry["setup"], strict=True)])
+        total = median_total(entry["seconds"], entry["setup"])
         rows.append({**row, "run_status": entry["status"][-1], "reached": reached,
                      "iterations": int(np.median(entry["iterations"])),
                      "seconds_to_target": seconds, "setup_seconds": median(entry["setup"]),
