@@ -17,8 +17,9 @@ same data measured a moment before means a lot. Each section is a table,
 
 A new section is a module in `sections/` with a `bench_<name>(plan, ...)` returning its table,
 its name in `plan.SECTIONS` (and any sizes in `Plan`), a line in `command.run_bench`, and its
-block in `render.render`. Imports go one way: plan <- timing, runs <- sections <- command;
-render reads only plan.
+block in `render.render`. Imports go one way: plan and timing import nothing of the bench,
+runs imports plan, the sections import those three, render imports plan, and command imports
+the sections and render only when the bench runs (building the parser needs just plan).
 
 The driver's `seconds` (from the first evaluation to the stopping iteration, setup excluded) is
 the numerator wherever a run is timed; setup (conversion, the Gram pass, tracing, compilation) is
