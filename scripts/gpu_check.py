@@ -4,11 +4,12 @@
 On a machine with a GPU this measures, on /GPU:0, GD (1/L), Adadelta and L-BFGS for every
 TensorFlow feed mode (feed, resident, fused, fused+XLA, tf1) and dtype (float32, float64), with
 formulations data and gram, on the 1M-row `eve` set, through the bench's own measurement
-(`study.bench.measure_iterations`): seconds per iteration, passes per iteration (a device read
-pass, `tf.reduce_sum(X)` on the GPU, timed between the runs), and for `fused` with formulation
-data the fraction of the device's memory bandwidth reached: bytes of X per iteration (X's size
-times the passes the algorithm makes: 2 for GD and Adadelta, 3 for L-BFGS) / seconds per
-iteration, over a measured device-to-device copy bandwidth (read + write of a 1 GiB buffer).
+(`study.bench.sections.iterations.measure_iterations`): seconds per iteration, passes per
+iteration (a device read pass, `tf.reduce_sum(X)` on the GPU, timed between the runs), and for
+`fused` with formulation data the fraction of the device's memory bandwidth reached: bytes of X
+per iteration (X's size times the passes the algorithm makes: 2 for GD and Adadelta, 3 for
+L-BFGS) / seconds per iteration, over a measured device-to-device copy bandwidth (read + write
+of a 1 GiB buffer).
 
 It installs nothing and starts no new row after --budget seconds (default 210, so that the whole
 check, TensorFlow's start and the data included, stays under 5 minutes). When a piece is missing
@@ -149,7 +150,11 @@ def measure(args, tf) -> int:
     import numpy as np
 
     from datasets import make_problem
-    from study import bench
+    from study.bench.plan import TF1_OPTIMIZERS
+    from study.bench.render import text_table
+    from study.bench.runs import describe
+    from study.bench.sections.iterations import measure_iterations
+    from study.bench.timing import ratio
 
     logging.getLogger("tensorflow").setLevel(logging.ERROR)
     device = "/GPU:0" if args.device == "gpu" else "/CPU:0"
@@ -160,25 +165,25 @@ def measure(args, tf) -> int:
     rows = []
     grid = [(feed, optimizer, dtype, formulation) for formulation in args.formulations
             for feed in args.feeds for dtype in args.dtypes for optimizer in args.optimizers
-            if not (feed == "tf1" and optimizer not in bench.TF1_OPTIMIZERS)]
+            if not (feed == "tf1" and optimizer not in TF1_OPTIMIZERS)]
     reads = {dtype: device_read(tf, np.asarray(problem.X, dtype=dtype), device, 3)
              for dtype in args.dtypes}
     for number, (feed, optimizer, dtype, formulation) in enumerate(grid, 1):
         label = FEEDS[feed]
         if time.perf_counter() - start > args.budget:
-            rows.append({"optimizer": optimizer, **bench.describe(label), "dtype": dtype,
+            rows.append({"optimizer": optimizer, **describe(label), "dtype": dtype,
                          "formulation": formulation, "status": "skipped",
                          "message": f"past the {args.budget:g} s budget of this check"})
             continue
         iterations = args.iterations if formulation == "data" else 5 * args.iterations
-        row = bench.measure_iterations(problem, optimizer, label, formulation, dtype,
-                                       iterations=iterations, repeats=args.repeats,
-                                       read=reads[dtype], device=args.device)
+        row = measure_iterations(problem, optimizer, label, formulation, dtype,
+                                 iterations=iterations, repeats=args.repeats,
+                                 read=reads[dtype], device=args.device)
         if row["status"] == "ok" and formulation == "data" and feed.startswith("fused"):
             x_bytes = problem.n * problem.d * np.dtype(dtype).itemsize
             reached = x_bytes * PASSES[optimizer] / row["seconds_per_iteration"]
             row["achieved_gb_per_s"] = reached / 1e9
-            row["bandwidth_fraction"] = bench.ratio(reached, bandwidth)
+            row["bandwidth_fraction"] = ratio(reached, bandwidth)
         rows.append(row)
         print(f"[{number}/{len(grid)}] {optimizer} {feed} {dtype} {formulation}: "
               f"{row['status']}", file=sys.stderr, flush=True)
@@ -190,7 +195,7 @@ def measure(args, tf) -> int:
           f"'passes/iter' = seconds per iteration / one read pass of X on the device "
           f"(tf.reduce_sum); device copy bandwidth measured {bandwidth / 1e9:.4g} GB/s; "
           f"took {time.perf_counter() - start:.0f} s")
-    print(bench.text_table(table, [
+    print(text_table(table, [
         ("optimizer", "optimizer"), ("feed", "feed"), ("xla", "xla"), ("dtype", "dtype"),
         ("formulation", "form"), ("passes_per_iteration", "passes/iter"),
         ("seconds_per_iteration", "s/iter"), ("setup_seconds", "setup s"),

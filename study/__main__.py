@@ -24,8 +24,9 @@ COMMANDS = {
                                      "figures"),
     "feedmode": ("study.feedmode.command", "the CNN feed-mode experiment (constant vs "
                                            "placeholder ...)"),
-    "bench": ("study.bench", "how close each implementation is to the machine: ratios to a read "
-              "pass, a hand-written loop, the memory floor and the normal equations"),
+    "bench": ("study.bench.command", "how close each implementation is to the machine: ratios "
+                                     "to a read pass, a hand-written loop, the memory floor and "
+                                     "the normal equations"),
 }
 
 

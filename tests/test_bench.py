@@ -21,14 +21,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from study import bench
 from study.__main__ import main
+from study.bench import plan, runs, timing
+from study.bench.sections import iterations, overhead
+from study.bench.sections.scaling import SLOPE_METRICS
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "gpu_check.py"
 
 TINY = replace(
-    bench.FULL, name="tiny", rows=3000, dtypes=("float64",), optimizers=("gd", "lbfgs"),
+    plan.FULL, name="tiny", rows=3000, dtypes=("float64",), optimizers=("gd", "lbfgs"),
     backends=("numpy", "numpy-blas1", "tf-fused", "tf1"), data_iterations=3, gram_iterations=5,
     repeats=2, read_repeats=2, overhead_repeats=2, overhead_gram_iterations=5,
     overhead_backends=("numpy", "tf-fused"), scaling_n=(1000, 2000, 4000), scaling_d=(5, 10),
@@ -48,7 +50,7 @@ def benched(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench") / "results"
     printed = io.StringIO()
     with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(printed):
-        patch.setattr(bench, "FULL", TINY)
+        patch.setattr(plan, "FULL", TINY)
         assert main(["bench", "--out", str(out)]) == 0
     tables = {p.stem: pd.read_parquet(p) for p in out.glob("*.parquet")}
     return out, printed.getvalue(), tables
@@ -101,8 +103,8 @@ def test_passes_per_iteration_is_the_quotient_of_the_stored_timings(benched):
 
 def test_a_known_denominator_gives_the_expected_ratio(well_conditioned):
     reads = iter([[0.5, 0.25], [0.125, 0.5], [1.0, 0.25]])
-    row = bench.measure_iterations(well_conditioned, "gd", "numpy", "data", "float64",
-                                   iterations=4, repeats=2, read=lambda: next(reads))
+    row = iterations.measure_iterations(well_conditioned, "gd", "numpy", "data", "float64",
+                                        iterations=4, repeats=2, read=lambda: next(reads))
     assert row["status"] == "ok"
     assert row["read_pass_seconds"] == np.median([0.5, 0.25, 0.125, 0.5, 1.0, 0.25])
     assert row["seconds_per_iteration"] > 0
@@ -110,11 +112,11 @@ def test_a_known_denominator_gives_the_expected_ratio(well_conditioned):
 
 
 def test_a_configuration_that_cannot_run_is_a_row_saying_why(well_conditioned):
-    row = bench.measure_iterations(well_conditioned, "lbfgs", "tf1", "data", "float64",
-                                   iterations=2, repeats=1, read=lambda: [1.0])
+    row = iterations.measure_iterations(well_conditioned, "lbfgs", "tf1", "data", "float64",
+                                        iterations=2, repeats=1, read=lambda: [1.0])
     assert row["status"] == "unavailable" and "tf1 runs gd, adadelta only" in row["message"]
-    with pytest.raises(bench.Unavailable, match="formulation"):
-        bench.backend_for("numpy", "float64", "sketch")
+    with pytest.raises(runs.Unavailable, match="formulation"):
+        runs.backend_for("numpy", "float64", "sketch")
 
 
 def test_overhead_ratios_are_quotients_of_interleaved_timings(benched):
@@ -134,20 +136,20 @@ def test_overhead_ratios_are_quotients_of_interleaved_timings(benched):
         assert row["ratio_best"] == min(ours) / min(baseline)
         if row["check"] in ("harness", "trace"):
             assert row["meets_goal"] == (row["ratio"] <= row["goal"])
-    assert (ok(harness)["goal"] == bench.HARNESS_GOAL).all()
+    assert (ok(harness)["goal"] == plan.HARNESS_GOAL).all()
 
 
 def test_the_hand_written_loops_compute_gradient_descent(well_conditioned):
-    assert bench.hand_numpy_gd(well_conditioned, "float64", "data", 3) > 0
-    assert bench.hand_numpy_gd(well_conditioned, "float32", "gram", 3) > 0
-    assert bench.hand_tf_gd(well_conditioned, "float64", 3, xla=False) > 0
+    assert overhead.hand_numpy_gd(well_conditioned, "float64", "data", 3) > 0
+    assert overhead.hand_numpy_gd(well_conditioned, "float32", "gram", 3) > 0
+    assert overhead.hand_tf_gd(well_conditioned, "float64", 3, xla=False) > 0
 
 
 def test_trace_schedule_is_restored_after_the_measurement():
     import optimizers.driver as driver
 
     original = driver.on_trace_schedule
-    with pytest.raises(RuntimeError), bench.trace_schedule(lambda i: True):
+    with pytest.raises(RuntimeError), overhead.trace_schedule(lambda i: True):
         assert driver.on_trace_schedule is not original
         raise RuntimeError
     assert driver.on_trace_schedule is original
@@ -158,11 +160,11 @@ def test_scaling_slopes_are_fitted_to_the_stored_points(benched):
     scaling, slopes = tables["scaling"], tables["slopes"]
     assert set(zip(scaling["sweep"], scaling["n"], scaling["d"], strict=True)) == {
         ("n", 1000, 5), ("n", 2000, 5), ("n", 4000, 5), ("d", 400, 5), ("d", 400, 10)}
-    assert set(slopes["metric"]) == set(bench.SLOPE_METRICS)
+    assert set(slopes["metric"]) == set(SLOPE_METRICS)
     for _, fit in slopes.iterrows():
         same = (scaling["sweep"] == fit["sweep"]) & (scaling["method"] == fit["method"])
         part = ok(scaling[same])
-        slope, points = bench.loglog_slope(part[fit["against"]], part[fit["metric"]])
+        slope, points = timing.loglog_slope(part[fit["against"]], part[fit["metric"]])
         assert fit["points"] == points
         assert (math.isnan(slope) and math.isnan(fit["slope"])) or fit["slope"] == slope
     for _, row in ok(scaling).iterrows():
@@ -176,23 +178,23 @@ def test_scaling_slopes_are_fitted_to_the_stored_points(benched):
 @pytest.mark.parametrize("slope", [0.0, 1.0, 1.5, -0.5])
 def test_loglog_slope_recovers_a_known_power_law(slope):
     n = np.array([1e4, 1e5, 1e6, 1e7])
-    fitted, points = bench.loglog_slope(n, 3e-7 * n**slope)
+    fitted, points = timing.loglog_slope(n, 3e-7 * n**slope)
     assert points == 4 and fitted == pytest.approx(slope, abs=1e-12)
 
 
 def test_loglog_slope_ignores_missing_points_and_needs_two():
     n = [1e4, 1e5, 1e6, 1e7]
-    fitted, points = bench.loglog_slope(n, [2e-3, 2e-2, float("nan"), 2.0])
+    fitted, points = timing.loglog_slope(n, [2e-3, 2e-2, float("nan"), 2.0])
     assert points == 3 and fitted == pytest.approx(1.0)
-    assert math.isnan(bench.loglog_slope([1e4, 1e5], [1.0, float("nan")])[0])
-    assert math.isnan(bench.loglog_slope([1e4, 1e4], [1.0, 2.0])[0])
+    assert math.isnan(timing.loglog_slope([1e4, 1e5], [1.0, float("nan")])[0])
+    assert math.isnan(timing.loglog_slope([1e4, 1e4], [1.0, 2.0])[0])
 
 
 def test_ratio_is_nan_without_a_positive_denominator():
-    assert bench.ratio(3.0, 2.0) == 1.5
-    assert math.isnan(bench.ratio(1.0, 0.0))
-    assert math.isnan(bench.ratio(float("nan"), 1.0))
-    assert math.isnan(bench.ratio(1.0, float("nan")))
+    assert timing.ratio(3.0, 2.0) == 1.5
+    assert math.isnan(timing.ratio(1.0, 0.0))
+    assert math.isnan(timing.ratio(float("nan"), 1.0))
+    assert math.isnan(timing.ratio(1.0, float("nan")))
 
 
 def test_feed_modes_are_divided_by_their_memory_floor(benched):

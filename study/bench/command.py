@@ -1,0 +1,83 @@
+"""`python -m study bench`: the arguments, the sections run in order on one data set, and the
+outputs written. Building the parser imports only the plan; the sections, the data sets and the
+rendering are imported when the bench runs (TensorFlow only by the runs that use it)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from datasets.errors import InputError
+from study.bench import plan as plans
+from study.bench.plan import SECTIONS, Plan
+from study.output import check_output_path
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quick", action="store_true",
+                        help="100k rows, fewer configurations, n up to 1e5 (about 2 minutes)")
+    parser.add_argument("--out", default="results/bench",
+                        help="folder for <section>.parquet and bench.txt (default results/bench)")
+    parser.add_argument("--sections", nargs="+", metavar="SECTION",
+                        help=f"only these sections: {', '.join(SECTIONS)}")
+
+
+def run_bench(plan: Plan, sections=SECTIONS) -> dict[str, pd.DataFrame]:
+    """Measure the sections in order; the tables by name (slopes beside scaling)."""
+    from datasets import make_problem
+    from study.bench.sections import feedmode, iterations, overhead, scaling, target
+    from study.sweep.environment import collect
+
+    tables: dict[str, pd.DataFrame] = {}
+    problem = None
+    if any(s in sections for s in ("iterations", "overhead", "target")):
+        problem = make_problem("eve", rows=plan.rows)
+        problem.solution  # noqa: B018 -- f* in float64, before any clock
+    if "iterations" in sections:
+        tables["iterations"] = iterations.bench_iterations(plan, problem)
+    if "overhead" in sections:
+        tables["overhead"] = overhead.bench_overhead(plan, problem)
+    if "scaling" in sections:
+        tables["scaling"], tables["slopes"] = scaling.bench_scaling(plan)
+    if "feedmode" in sections:
+        tables["feedmode"] = feedmode.bench_feedmode(plan)
+    if "target" in sections:
+        tables["target"] = target.bench_target(plan, problem)
+    environment = collect()
+    return {name: frame.assign(**environment) if len(frame) else frame
+            for name, frame in tables.items()}
+
+
+def main(args) -> int:
+    import logging
+
+    from study.bench.render import render, write_outputs
+
+    sections = tuple(args.sections or SECTIONS)
+    unknown = [s for s in sections if s not in SECTIONS]
+    if unknown:
+        raise InputError(f"unknown section '{unknown[0]}'; allowed: {', '.join(SECTIONS)}")
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out '{out}' is a file; give a folder")
+    check_output_path(out / "bench.txt")
+    plan = plans.QUICK if args.quick else plans.FULL  # read at call time: the tests swap FULL
+    start = time.perf_counter()
+    logger = logging.getLogger("tensorflow")
+    level = logger.level
+    if not getattr(args, "verbose", False):  # TensorFlow's retracing notes: each run traces anew
+        logger.setLevel(logging.ERROR)
+    try:
+        tables = run_bench(plan, sections)
+    finally:
+        logger.setLevel(level)
+    text = render(tables, plan, time.perf_counter() - start)
+    write_outputs(tables, text, out)
+    print(text, end="")
+    print(f"wrote {', '.join(f'{name}.parquet' for name in tables)} and bench.txt in {out}")
+    return 0

@@ -1,0 +1,82 @@
+"""What a bench measures, in one place: the sections and their order, the backend labels, the
+goals and the target tolerance, and the plans (`FULL`, `QUICK`; the tests make a tiny one with
+`dataclasses.replace`). The sections read every size from the `Plan` they are given."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+SECTIONS = ("iterations", "overhead", "scaling", "feedmode", "target")
+
+# label -> (backend name, options); formulation and device are added per measurement
+BACKENDS = {
+    "numpy": ("numpy", {}),
+    "numpy-blas1": ("numpy", {}),  # BLAS limited to one thread, see BLAS_THREADS
+    "tf-feed": ("tensorflow", {"feed": "feed"}),
+    "tf-resident": ("tensorflow", {"feed": "resident"}),
+    "tf-fused": ("tensorflow", {"feed": "fused"}),
+    "tf-fused-xla": ("tensorflow", {"feed": "fused", "xla": True}),
+    "tf1": ("tensorflow", {"feed": "tf1"}),
+}
+# the NumPy backend with its BLAS (OpenBLAS, MKL) limited to this many threads for the run
+# (threadpoolctl, restored afterwards): on a loaded machine, a BLAS thread waiting for a
+# descheduled sibling costs more than the second core gives
+BLAS_THREADS = {"numpy-blas1": 1}
+TF1_OPTIMIZERS = ("gd", "adadelta")  # the original TF1 program's optimizer classes
+TARGET_TOL = 1e-8
+HARNESS_GOAL = 1.05
+TRACE_GOAL = 1.03
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one bench measures; `FULL` and `QUICK` below, the tests use a tiny one."""
+
+    name: str = "full"
+    rows: int = 1_000_000                       # of the eve set (iterations, overhead, target)
+    dtypes: tuple = ("float64", "float32")
+    formulations: tuple = ("data", "gram")
+    optimizers: tuple = ("gd", "adadelta", "lbfgs")
+    backends: tuple = tuple(BACKENDS)
+    data_iterations: int = 20                   # iterations per timed run, formulation data
+    gram_iterations: int = 200                  # ... formulation gram (O(d^2) iterations)
+    repeats: int = 5                            # timed runs per configuration (median)
+    read_repeats: int = 3                       # read passes per timed run, interleaved
+    overhead_repeats: int = 7
+    overhead_gram_iterations: int = 2000        # gram iterations are ~10 us: many per run
+    overhead_backends: tuple = ("numpy", "numpy-blas1", "tf-fused", "tf-fused-xla")
+    scaling_n: tuple = (10_000, 100_000, 1_000_000, 10_000_000)
+    scaling_d: tuple = (5, 16, 64, 256, 512)
+    scaling_d_rows: int = 4096                  # n of the d sweep (>= max d)
+    scaling_methods: tuple = (("gd", "numpy", "data"), ("adadelta", "numpy", "data"),
+                              ("lbfgs", "numpy", "data"), ("gd", "numpy", "gram"),
+                              ("lbfgs", "numpy", "gram"), ("gd", "tf-fused", "data"),
+                              ("lbfgs", "tf-fused", "data"), ("lbfgs", "tf-fused", "gram"))
+    scaling_iterations: int = 5
+    scaling_repeats: int = 3
+    scaling_time_budget: float = 10.0           # seconds of one run to the target
+    feed_n: int = 5000
+    feed_dtypes: tuple = ("float32", "float64")
+    feed_modes: tuple = ()                      # () = every mode of study.feedmode.MODES
+    feed_calls: int = 5
+    target_repeats: int = 5
+    target_candidates: tuple = (("lbfgs", "numpy", "data"), ("lbfgs", "numpy", "gram"),
+                                ("lbfgs", "tf-fused", "data"), ("lbfgs", "tf-fused", "gram"),
+                                ("lbfgs", "tf-fused-xla", "data"),
+                                ("scipy-lbfgs", "numpy", "data"), ("gd", "numpy", "gram"))
+
+
+FULL = Plan()
+QUICK = replace(
+    FULL, name="quick", rows=100_000, dtypes=("float64",),
+    backends=("numpy", "numpy-blas1", "tf-resident", "tf-fused"), repeats=2, overhead_repeats=5,
+    overhead_backends=("numpy", "numpy-blas1", "tf-fused"),
+    scaling_n=(10_000, 30_000, 100_000), scaling_d=(5, 32, 128), scaling_d_rows=2048,
+    scaling_methods=(("gd", "numpy", "data"), ("lbfgs", "numpy", "data"),
+                     ("lbfgs", "numpy", "gram"), ("lbfgs", "tf-fused", "data")),
+    scaling_repeats=2, scaling_time_budget=3.0, feed_n=1000, feed_dtypes=("float32",),
+    feed_calls=3, target_repeats=3,
+    target_candidates=(("lbfgs", "numpy", "data"), ("lbfgs", "numpy", "gram"),
+                       ("lbfgs", "tf-fused", "data"), ("lbfgs", "tf-fused", "gram"),
+                       ("scipy-lbfgs", "numpy", "data")),
+)

@@ -1,0 +1,91 @@
+"""One run through the public API (`optimizers.run`) and the row it becomes: the backend a label
+names, its BLAS thread limit, and a configuration that cannot run here turned into a row that
+says why (`Unavailable`) rather than a crash of the bench. Also the progress lines on stderr."""
+
+from __future__ import annotations
+
+import sys
+from contextlib import nullcontext
+
+from datasets.errors import InputError
+from study.bench.plan import BACKENDS, BLAS_THREADS, TF1_OPTIMIZERS
+
+
+class Unavailable(Exception):
+    """A configuration that cannot run here (an option not in this version, no GPU): a row
+    with status 'unavailable' and the reason, never a crash of the bench."""
+
+
+def first_line(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def shown(row: dict, key: str, unit: str) -> str:
+    """A row's figure for the progress lines on stderr."""
+    if row.get("status") != "ok":
+        return f"{row.get('status')}: {row.get('message')}"
+    value = row.get(key, float("nan"))
+    return "target not reached" if value != value else f"{value:.3g}{unit}"
+
+
+def backend_for(label: str, dtype: str, formulation: str = "data", device: str = "cpu"):
+    """The backend a label names; an option this version does not have -> Unavailable."""
+    from optimizers import make_backend
+
+    name, options = BACKENDS[label]
+    options = dict(options)
+    if name == "tensorflow" and device != "cpu":
+        options["device"] = device
+    if formulation != "data":
+        options["formulation"] = formulation
+    try:
+        return make_backend(name, dtype, **options)
+    except InputError as exc:  # e.g. tf1 with the gram formulation
+        raise Unavailable(f"{label} {formulation}: {first_line(exc)}") from None
+
+
+def run_once(problem, optimizer: str, label: str, dtype: str, formulation: str, *,
+             device: str = "cpu", **stopping):
+    """One run through `optimizers.run`; a run this machine cannot do -> Unavailable."""
+    from optimizers import build_rules, make_optimizer, run
+
+    if label == "tf1" and optimizer not in TF1_OPTIMIZERS:
+        raise Unavailable(f"tf1 runs {', '.join(TF1_OPTIMIZERS)} only")
+    backend = backend_for(label, dtype, formulation, device)
+    try:
+        with blas_threads(label):
+            result = run(problem, make_optimizer(optimizer), build_rules(**stopping),
+                         backend=backend)
+    except InputError as exc:
+        raise Unavailable(first_line(exc)) from None
+    if result.status == "skipped":
+        raise Unavailable(result.message)
+    return result
+
+
+def blas_threads(label: str):
+    """The BLAS thread limit of a backend label, as a context (nothing for most labels)."""
+    limit = BLAS_THREADS.get(label)
+    if limit is None:
+        return nullcontext()
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=limit, user_api="blas")
+
+
+def describe(label: str) -> dict:
+    name, options = BACKENDS[label]
+    return {"backend": label, "backend_name": name, "feed": options.get("feed", ""),
+            "xla": bool(options.get("xla", False)),
+            "blas_threads": BLAS_THREADS.get(label, 0)}  # 0: the library's default
+
+
+def failed_row(row: dict, exc: BaseException) -> dict:
+    status = "unavailable" if isinstance(exc, Unavailable) else "error"
+    return {**row, "status": status, "message": str(exc) if status == "unavailable"
+            else first_line(exc)}

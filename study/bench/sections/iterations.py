@@ -1,0 +1,68 @@
+"""Section `iterations`: seconds per iteration of GD (1/L), Adadelta and L-BFGS for every backend
+and feed mode (numpy, also with its BLAS held to one thread; tensorflow feed, resident, fused,
+fused+XLA, tf1), formulation and dtype, on the `eve` set, divided by one read pass over X
+(`X.sum()` on the same array and dtype, the definition of
+`study.regression.measure.read_pass_seconds`): "passes per iteration". Every measurement runs a
+fixed number of iterations (max_iter, no tolerance), several times. `measure_iterations` is also
+what `scripts/gpu_check.py` and the `scaling` section measure with."""
+
+from __future__ import annotations
+
+from itertools import product
+
+import numpy as np
+import pandas as pd
+
+from study.bench.plan import TF1_OPTIMIZERS, Plan
+from study.bench.runs import describe, failed_row, progress, run_once
+from study.bench.timing import median, ratio, read_passes, samples
+
+
+def measure_iterations(problem, optimizer: str, label: str, formulation: str, dtype: str, *,
+                       iterations: int, repeats: int, read, device: str = "cpu") -> dict:
+    """Seconds per iteration of `repeats` runs of `iterations` iterations, each run preceded by
+    read passes (`read()` -> list of seconds), and one more batch of read passes at the end."""
+    row = {"optimizer": optimizer, **describe(label), "formulation": formulation, "dtype": dtype,
+           "device": device, "n": problem.n, "d": problem.d, "max_iter": iterations,
+           "status": "ok", "message": ""}
+    per_iteration, setup, counts, reads, statuses = [], [], [], [], []
+    try:
+        for _ in range(repeats):
+            reads += read()
+            result = run_once(problem, optimizer, label, dtype, formulation, device=device,
+                              max_iter=iterations)
+            per_iteration.append(result.seconds_per_iteration)
+            setup.append(result.setup_seconds)
+            counts.append(result.iterations)
+            statuses.append(result.status)
+        reads += read()
+    except Exception as exc:  # noqa: BLE001 -- recorded on the row; the bench goes on
+        return failed_row(row, exc)
+    seconds, read_seconds = median(per_iteration), median(reads)
+    return {**row, "run_status": statuses[-1], "iterations": int(np.median(counts)),
+            "seconds_per_iteration": seconds, "setup_seconds": median(setup),
+            "read_pass_seconds": read_seconds,
+            "passes_per_iteration": ratio(seconds, read_seconds),
+            "passes_per_iteration_best": ratio(min(per_iteration), min(reads)),
+            "seconds_per_iteration_samples": samples(per_iteration),
+            "read_pass_samples": samples(reads)}
+
+
+def bench_iterations(plan: Plan, problem) -> pd.DataFrame:
+    rows = []
+    arrays = {dtype: np.asarray(problem.X, dtype=dtype) for dtype in plan.dtypes}
+    grid = [(dtype, formulation, optimizer, label) for dtype, formulation, optimizer, label
+            in product(plan.dtypes, plan.formulations, plan.optimizers, plan.backends)
+            if not (label == "tf1" and optimizer not in TF1_OPTIMIZERS)]
+    for number, (dtype, formulation, optimizer, label) in enumerate(grid, 1):
+        iterations = plan.data_iterations if formulation == "data" else plan.gram_iterations
+        X = arrays[dtype]
+        row = measure_iterations(problem, optimizer, label, formulation, dtype,
+                                 iterations=iterations, repeats=plan.repeats,
+                                 read=lambda X=X: read_passes(X, plan.read_repeats))
+        rows.append(row)
+        shown = (f"{row['passes_per_iteration']:.3g} passes/iter" if row["status"] == "ok"
+                 else f"{row['status']}: {row['message']}")
+        progress(f"[iterations {number}/{len(grid)}] {optimizer} {label} {formulation} {dtype}: "
+                 f"{shown}")
+    return pd.DataFrame(rows)

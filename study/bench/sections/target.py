@@ -1,0 +1,91 @@
+"""Section `target`: seconds to relative suboptimality 1e-8 of the candidate methods divided by
+the normal-equations solve (`closed-form`, solver `normal`), interleaved run by run. It also
+divides the totals (setup + loop), since setup is where the direct solves spend their time."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from study.bench.plan import TARGET_TOL, Plan
+from study.bench.runs import describe, failed_row, progress, run_once, shown
+from study.bench.timing import median, ratio, samples
+
+
+def median_total(seconds: list[float], setup: list[float]) -> float:
+    """The median over runs of loop seconds + setup seconds (summed run by run)."""
+    return median([s + u for s, u in zip(seconds, setup, strict=True)])
+
+
+def bench_target(plan: Plan, problem) -> pd.DataFrame:
+    """Every candidate and the normal-equations solve, interleaved run by run (float64)."""
+    from optimizers import build_rules, make_backend, make_optimizer, run
+
+    def reference():
+        return run(problem, make_optimizer("closed-form", solver="normal"),
+                   build_rules(tol=TARGET_TOL, max_iter=1), backend=make_backend("numpy"))
+
+    candidates = list(plan.target_candidates) + [("closed-form-lstsq", "numpy", "data")]
+    results = {c: {"seconds": [], "setup": [], "status": [], "iterations": [], "reached": []}
+               for c in candidates}
+    failures: dict = {}
+    ref = {"seconds": [], "setup": []}
+    for _ in range(plan.target_repeats):
+        result = reference()
+        ref["seconds"].append(result.seconds)
+        ref["setup"].append(result.setup_seconds)
+        for candidate in candidates:
+            if candidate in failures:
+                continue
+            optimizer, label, formulation = candidate
+            try:
+                if optimizer == "closed-form-lstsq":
+                    result = run(problem, make_optimizer("closed-form", solver="lstsq"),
+                                 build_rules(tol=TARGET_TOL, max_iter=1),
+                                 backend=make_backend("numpy"))
+                else:
+                    result = run_once(problem, optimizer, label, "float64", formulation,
+                                      tol=TARGET_TOL, max_iter=10_000)
+            except Exception as exc:  # noqa: BLE001
+                failures[candidate] = exc
+                continue
+            entry = results[candidate]
+            entry["seconds"].append(result.seconds)
+            entry["setup"].append(result.setup_seconds)
+            entry["status"].append(result.status)
+            entry["iterations"].append(result.iterations)
+            entry["reached"].append(bool(result.target_reached))
+    ref_seconds = median(ref["seconds"])
+    ref_total = median_total(ref["seconds"], ref["setup"])
+    rows = []
+    for candidate in candidates:
+        optimizer, label, formulation = candidate
+        row = {"optimizer": optimizer, **describe(label), "formulation": formulation,
+               "dtype": "float64", "n": problem.n, "d": problem.d, "tol": TARGET_TOL,
+               "status": "ok", "message": "", "reference_seconds": ref_seconds,
+               "reference_total_seconds": ref_total,
+               "reference_samples": samples(ref["seconds"])}
+        if candidate in failures:
+            rows.append(failed_row(row, failures[candidate]))
+            continue
+        entry = results[candidate]
+        reached = all(entry["reached"])
+        seconds = median(entry["seconds"])
+        total = median_total(entry["seconds"], entry["setup"])
+        rows.append({**row, "run_status": entry["status"][-1], "reached": reached,
+                     "iterations": int(np.median(entry["iterations"])),
+                     "seconds_to_target": seconds, "setup_seconds": median(entry["setup"]),
+                     "total_seconds": total,
+                     "over_normal": ratio(seconds, ref_seconds) if reached else float("nan"),
+                     "total_over_normal_total": ratio(total, ref_total) if reached
+                     else float("nan"),
+                     "seconds_samples": samples(entry["seconds"])})
+        progress(f"[target] {optimizer} {label} {formulation}: "
+                 f"{shown(rows[-1], 'over_normal', 'x normal equations')}")
+    table = pd.DataFrame(rows)
+    if "total_over_normal_total" in table:
+        ranked = table["total_over_normal_total"].astype(float)
+        table["best"] = False
+        if ranked.notna().any():
+            table.loc[ranked.idxmin(), "best"] = True
+    return table

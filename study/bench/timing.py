@@ -1,0 +1,60 @@
+"""The timing primitives every section uses: raw timings, their medians, and ratios of two
+timings taken side by side. On a shared, noisy machine an absolute time means little; a ratio
+to a denominator measured a moment before means a lot, so each figure is built from these."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+
+import numpy as np
+
+
+def median(values) -> float:
+    values = [v for v in values if v is not None and not math.isnan(v)]
+    return float(np.median(values)) if values else float("nan")
+
+
+def ratio(numerator: float, denominator: float) -> float:
+    """numerator / denominator, NaN when either is missing or the denominator is not > 0."""
+    if not (numerator == numerator and denominator == denominator) or not denominator > 0:
+        return float("nan")
+    return numerator / denominator
+
+
+def time_calls(function, repeats: int) -> list[float]:
+    """Wall-clock seconds of `repeats` calls of `function()`."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return times
+
+
+SETTLE_SECONDS = 0.01
+
+
+def read_passes(X: np.ndarray, repeats: int) -> list[float]:
+    """`repeats` timings of one read pass over X (`X.sum()`), after a 10 ms pause: BLAS worker
+    threads spin for a while after a product, and on two cores a read pass taken at once runs
+    about 1.5x slower (measured) than one taken after the pause."""
+    time.sleep(SETTLE_SECONDS)
+    return time_calls(X.sum, repeats)
+
+
+def loglog_slope(x, y) -> tuple[float, int]:
+    """Least-squares slope of log y against log x over the finite positive points, and how many
+    points it used (NaN below two distinct x)."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    keep = np.isfinite(x) & np.isfinite(y) & (x > 0) & (y > 0)
+    if len(np.unique(x[keep])) < 2:
+        return float("nan"), int(keep.sum())
+    slope, _ = np.polyfit(np.log(x[keep]), np.log(y[keep]), 1)
+    return float(slope), int(keep.sum())
+
+
+def samples(values) -> str:
+    """Raw timings as JSON, kept on the row so that every figure can be recomputed."""
+    return json.dumps([float(v) for v in values])
