@@ -42,17 +42,20 @@ def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[RunSpe
         if init not in INITS:
             fail("init", f"unknown init {init!r}; allowed: {', '.join(INITS)}")
 
-    stopping = raw.get("stopping", {})
-    if not isinstance(stopping, dict):
-        fail("stopping", "must be a table")
-    unknown(stopping, STOPPING_KEYS, source, "key in [stopping]")
-    stopping = {**DEFAULT_STOPPING, **stopping}
-    try:
-        build_rules(**stopping)
-    except InputError as exc:
-        fail("stopping", str(exc))
-    except TypeError as exc:
-        fail("stopping", f"wrong type: {exc}")
+    def check_stopping(table, where: str, base: dict) -> dict:
+        if not isinstance(table, dict):
+            fail(where, "must be a table")
+        unknown(table, STOPPING_KEYS, source, f"key in {where}")
+        rules = {**base, **{k: None if v == "off" else v for k, v in table.items()}}
+        try:
+            build_rules(**rules)
+        except InputError as exc:
+            fail(where, str(exc))
+        except TypeError as exc:
+            fail(where, f"wrong type: {exc}")
+        return rules
+
+    stopping = check_stopping(raw.get("stopping", {}), "[stopping]", DEFAULT_STOPPING)
 
     checks = {"datasets": (DATASETS, validate_dataset), "optimizers": (OPTIMIZERS, make_optimizer),
               "backends": (BACKEND_OPTIONS, check_backend)}
@@ -63,7 +66,12 @@ def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[RunSpe
             block_name = block.get("name")
             if not isinstance(block_name, str) or block_name not in names:
                 fail(section, f"unknown name {block_name!r}; allowed: {', '.join(names)}")
-            params = {k: v for k, v in block.items() if k != "name"}
+            params = {k: v for k, v in block.items() if k not in ("name", "stopping")}
+            # An optimizer block may bring its own rules (e.g. the original program's: tol
+            # "off", exact_repeat = true), over the study's [stopping].
+            own = (check_stopping(block["stopping"], f"{section}: '{block_name}': stopping",
+                                  stopping) if section == "optimizers" and "stopping" in block
+                   else None)
             for point in expand(params, f"{source}: {section}: '{block_name}'", VALUE_KEYS):
                 try:
                     check(block_name, **point)
@@ -71,16 +79,16 @@ def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[RunSpe
                     fail(section, str(exc))
                 except TypeError as exc:
                     fail(section, f"wrong type: {exc}")
-                points[section].append((block_name, point))
+                points[section].append((block_name, point, own))
 
     specs = []
-    for (dname, dparams), (oname, hparams), (bname, bparams), init, seed, repeat in \
+    for (dname, dparams, _), (oname, hparams, own), (bname, bparams, _), init, seed, repeat in \
             itertools.product(points["datasets"], points["optimizers"], points["backends"],
                               inits, seeds, range(repeats)):
         bparams = dict(bparams)
         dtype = bparams.pop("dtype", "float64")
         specs.append(RunSpec(name, dname, dict(dparams), oname, dict(hparams), bname, bparams,
-                             dtype, init, seed, repeat, dict(stopping)))
+                             dtype, init, seed, repeat, dict(own or stopping)))
     return specs
 
 

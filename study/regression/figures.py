@@ -6,7 +6,6 @@ back what was drawn; `draw` saves every figure (study.figures.save).
 
 from __future__ import annotations
 
-import json
 import warnings
 from pathlib import Path
 
@@ -17,49 +16,11 @@ import seaborn as sns
 
 from study.figures import FAILED_MARKER, save
 from study.paired import common_instances
+from study.regression.labels import label_runs
 from study.regression.summary import CONFIG_COLUMNS, DATA_COLUMNS, INSTANCE_COLUMNS, time_to_target
 
 READ_PASS_LABEL = "one read pass over X"
 FEED_ORDER = ("numpy", "tf1", "feed", "resident", "fused", "fused+xla")
-
-
-def method_label(row) -> str:
-    """optimizer(hyperparameters) as a short legend entry."""
-    hp = json.loads(row["hyperparameters"]) if isinstance(row["hyperparameters"], str) else {}
-    inner = ",".join(f"{k}={v}" for k, v in hp.items() if v is not None)
-    return f"{row['optimizer']}({inner})" if inner else row["optimizer"]
-
-
-def engine_label(row) -> str:
-    """numpy, or tensorflow's feed mode (+xla), with the device."""
-    if row["backend"] == "numpy":
-        engine = "numpy"
-    else:
-        engine = str(row.get("feed") or "resident")
-        engine += "+xla" if row.get("xla") is True else ""
-    if row.get("formulation") == "gram":
-        engine += "+gram"
-    device = row.get("device") or "cpu"
-    return f"{engine}/{device}"
-
-
-def dataset_label(row) -> str:
-    params = json.loads(row["dataset_params"]) if isinstance(row["dataset_params"], str) else {}
-    inner = ",".join(f"{k}={v}" for k, v in params.items())
-    return f"{row['dataset']}({inner})" if inner else row["dataset"]
-
-
-def label_runs(runs: pd.DataFrame) -> pd.DataFrame:
-    """Add the label columns every figure groups by."""
-    runs = runs.copy()
-    for column in ("feed", "xla", "device", "formulation", "hyperparameters", "dataset_params"):
-        if column not in runs:
-            runs[column] = None
-    runs["method"] = runs.apply(method_label, axis=1)
-    runs["engine"] = runs.apply(engine_label, axis=1)
-    runs["config"] = runs["method"] + " " + runs["engine"] + " " + runs["dtype"]
-    runs["data"] = runs.apply(dataset_label, axis=1)
-    return runs
 
 
 def _median_band(curves: list[np.ndarray]):

@@ -50,7 +50,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     back.add_argument("--xla", action="store_true", default=None,
                       help="tensorflow: XLA-compile the step (feed, resident, fused)")
     stop = parser.add_argument_group("stopping")
-    stop.add_argument("--tol", type=float, default=1e-8, help="relative suboptimality target")
+    stop.add_argument("--tol", type=tolerance, default=1e-8,
+                      help="relative suboptimality target, or 'off' (e.g. with --exact-repeat, "
+                           "the original program's own rule alone)")
     stop.add_argument("--grad-tol", type=float, help="stop when ||grad|| <= this")
     stop.add_argument("--rel-tol", type=float, help="stall: relative improvement below this ...")
     stop.add_argument("--patience", type=int, default=10, help="... for this many iterations")
@@ -59,6 +61,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     stop.add_argument("--max-iter", type=int, default=100_000, help="iteration budget")
     stop.add_argument("--time-budget", type=float, help="seconds budget of the timed loop")
     parser.add_argument("--out", help="write the record and its trace as Parquet")
+
+
+def tolerance(text: str) -> float | None:
+    """A positive number, or 'off' for no suboptimality target."""
+    if text.strip().lower() == "off":
+        return None
+    return float(text)
 
 
 def dataset_params(args) -> dict:

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from study.paired import compare
-from study.regression.figures import label_runs
+from study.regression.labels import label_runs
 from study.regression.summary import INSTANCE_COLUMNS, summarize, time_to_target
 from study.report.blocks import Block, fmt_seconds
 

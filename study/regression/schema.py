@@ -17,6 +17,8 @@ RUN_COLUMNS = Schema("runs", (
     Column("xla", "bool", "tensorflow: XLA-compiled step"),
     Column("formulation", "str", "data (X every step) or gram (X^T X once in setup)"),
     Column("dtype", "str", "float64 or float32"),
+    Column("stopping", "str", "the run's stopping rules as JSON (also as stop_* columns); an "
+                              "optimizer block may set its own"),
     Column("init", "str", "starting point: zeros or normal"),
     Column("seed", "int", "seed of the data set and of a random init"),
     # the run record

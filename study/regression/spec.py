@@ -61,6 +61,8 @@ class RunSpec:
             "feed": self.backend_options.get("feed"), "xla": self.backend_options.get("xla"),
             "formulation": self.backend_options.get("formulation", "data"),
             "dtype": self.dtype, "init": self.init, "seed": self.seed, "repeat": self.repeat,
+            "stopping": json.dumps(self.stopping, sort_keys=True),
+            **{f"stop_{k}": v for k, v in self.stopping.items()},
         }
 
     def label(self) -> str:

@@ -13,9 +13,10 @@ import numpy as np
 import pandas as pd
 
 from study.paired import compare
+from study.regression.labels import label_runs
 
 CONFIG_COLUMNS = ("dataset", "dataset_params", "optimizer", "hyperparameters", "backend",
-                  "device", "feed", "xla", "formulation", "dtype", "init")
+                  "device", "feed", "xla", "formulation", "dtype", "init", "stopping")
 DATA_COLUMNS = ["dataset", "dataset_params"]
 # What a comparison holds fixed within one data set: the draw (seed) and the starting point.
 INSTANCE_COLUMNS = ["dataset", "dataset_params", "seed", "init"]
@@ -115,7 +116,7 @@ def format_summary(table: pd.DataFrame) -> str:
 
     view = pd.DataFrame({
         "dataset": table["dataset"] + " " + table["dataset_params"].str.slice(0, 40),
-        "method": table["optimizer"] + " " + table["hyperparameters"].fillna(""),
+        "method": label_runs(table)["method"],
         "backend": table["backend"] + "/" + table["device"].fillna("cpu")
         + table["feed"].map(lambda f: f"/{f}" if isinstance(f, str) else "")
         + table["xla"].map(lambda x: "+xla" if x is True else "")

@@ -182,8 +182,14 @@ def parse_only(items) -> dict:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise InputError(f"--only '{item}' is not KEY=VALUE")
-        out.setdefault(key, []).append(value)
+        out.setdefault(key, []).append(value.lower() if value.lower() in ("true", "false")
+                                       else value)
     return out
+
+
+def axis_text(value) -> str:
+    """An axis value as --only compares it: booleans as true/false, as TOML writes them."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def select(specs, only: dict) -> list:
@@ -196,7 +202,8 @@ def select(specs, only: dict) -> list:
         if axis_key(known, key) is None:
             raise InputError(f"--only: unknown key '{key}'; keys: {', '.join(sorted(known))}")
     chosen = [s for s in specs
-              if all(str(lookup_axis(s.axes(), k)) in values for k, values in only.items())]
+              if all(axis_text(lookup_axis(s.axes(), k)) in values
+                     for k, values in only.items())]
     if not chosen:
         wanted = " ".join(f"{k}={v}" for k, vs in only.items() for v in vs)
         raise InputError(f"--only {wanted}: no run of the study matches")

@@ -1,0 +1,53 @@
+"""The names a reader sees for a run's method, engine and data set, the same in every figure,
+table and sentence (kept apart from the figures so that summaries need no plotting stack)."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+
+def method_label(row) -> str:
+    """optimizer(hyperparameters) as a short legend entry; a run under the original program's
+    own rule (no target, stop when the RMSE repeats) says so."""
+    hp = json.loads(row["hyperparameters"]) if isinstance(row["hyperparameters"], str) else {}
+    inner = ",".join(f"{k}={v}" for k, v in hp.items() if v is not None)
+    label = f"{row['optimizer']}({inner})" if inner else row["optimizer"]
+    stopping = row.get("stopping")
+    rules = json.loads(stopping) if isinstance(stopping, str) else {}
+    if rules.get("exact_repeat") and rules.get("tol") is None:
+        label += " [original rule]"
+    return label
+
+
+def engine_label(row) -> str:
+    """numpy, or tensorflow's feed mode (+xla), with the device."""
+    if row["backend"] == "numpy":
+        engine = "numpy"
+    else:
+        engine = str(row.get("feed") or "resident")
+        engine += "+xla" if row.get("xla") is True else ""
+    if row.get("formulation") == "gram":
+        engine += "+gram"
+    device = row.get("device") or "cpu"
+    return f"{engine}/{device}"
+
+
+def dataset_label(row) -> str:
+    params = json.loads(row["dataset_params"]) if isinstance(row["dataset_params"], str) else {}
+    inner = ",".join(f"{k}={v}" for k, v in params.items())
+    return f"{row['dataset']}({inner})" if inner else row["dataset"]
+
+
+def label_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """Add the label columns every figure groups by."""
+    runs = runs.copy()
+    for column in ("feed", "xla", "device", "formulation", "hyperparameters", "dataset_params"):
+        if column not in runs:
+            runs[column] = None
+    runs["method"] = runs.apply(method_label, axis=1)
+    runs["engine"] = runs.apply(engine_label, axis=1)
+    runs["config"] = runs["method"] + " " + runs["engine"] + " " + runs["dtype"]
+    runs["data"] = runs.apply(dataset_label, axis=1)
+    return runs
