@@ -19,6 +19,14 @@ STYLE = {"style": "whitegrid", "context": "paper", "font_scale": 1.1}
 DRAWERS = {"regression": "study.regression.figures", "feedmode": "study.feedmode.figures"}
 
 
+def log_axis(axis) -> None:
+    """A log axis labelled at its decades only (minor labels crowd a short range)."""
+    from matplotlib.ticker import NullFormatter
+
+    axis.axes.set_xscale("log") if axis is axis.axes.xaxis else axis.axes.set_yscale("log")
+    axis.set_minor_formatter(NullFormatter())
+
+
 def save(fig, folder: Path, name: str) -> list[Path]:
     """The figure as PNG and SVG, each written whole or not at all."""
     paths = [folder / f"{name}.png", folder / f"{name}.svg"]

@@ -37,9 +37,10 @@ def built(tmp_path):
                          capture_output=True, text=True, check=True).stdout
     outputs = ["results/regression/runs.parquet", "results/feedmode/runs.parquet",
                *[f"figures/regression/{n}.png" for n in (
-                   "convergence_time", "convergence_iterations", "time_to_target",
+                   "headline", "convergence_time", "convergence_iterations", "time_to_target",
                    "cost_tradeoff", "performance_profile", "regression_feed_modes")],
-               "figures/feedmode/feedmode.png", "reports/report.md", "reports/report.html"]
+               "figures/feedmode/feedmode.png", "figures/feedmode/headline.png",
+               "reports/report.md", "reports/report.html"]
     for inputs in tmp_path.rglob("*"):
         if inputs.is_file():
             age(inputs, 1000)

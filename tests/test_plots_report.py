@@ -32,6 +32,7 @@ def make_tables():
                     "backend": backend, "device": "cpu", "feed": feed, "xla": xla,
                     "dtype": "float64", "init": "zeros", "seed": seed, "repeat": 0,
                     "status": "converged" if ok else "max_iter", "target_reached": ok,
+                    "suboptimality": 1e-9 if ok else 0.1,
                     "iterations": iterations, "seconds": seconds, "setup_seconds": 0.5,
                     "seconds_per_iteration": seconds / iterations,
                     "read_pass_seconds": 0.004, "stop_tol": 1e-8, "env_host": "h",
@@ -52,28 +53,32 @@ def tables():
     return make_tables()
 
 
-def test_convergence_figure_draws_one_line_per_configuration(tables):
+def test_convergence_figure_has_a_row_per_optimizer_and_a_line_per_engine(tables):
     runs, traces = tables
     for x, scale in (("seconds", "log"), ("iterations", "linear")):
         fig = plots.figure_convergence(runs, traces, x=x)
-        axes = [ax for ax in fig.axes if ax.get_title()]
-        assert len(axes) == 2  # one facet per data set
-        for ax in axes:
-            assert len(ax.get_lines()) == 3
+        grid = np.array(fig.axes).reshape(3, 2)  # adadelta, gd, lbfgs x two data sets
+        assert [ax.get_title() for ax in grid[0]] == ["eve(rows=100)",
+                                                      "eve(rows=100,standardize=True)"]
+        assert [ax.get_ylabel().split("\n")[0] for ax in grid[:, 0]] == ["adadelta", "gd",
+                                                                         "lbfgs"]
+        for (row, ax), engine in zip(enumerate(grid[:, 0]), ["tf1/cpu", "numpy/cpu",
+                                                            "fused+xla/cpu"], strict=True):
+            assert [line.get_label() for line in ax.get_lines()] == [engine]
             assert ax.get_yscale() == "log" and ax.get_xscale() == scale
-            assert "suboptimality" in ax.get_ylabel() and x in ax.get_xlabel()
-            labels = {line.get_label() for line in ax.get_lines()}
-            assert "adadelta(learning_rate=1.0) tf1/cpu float64" in labels
             failed = [c for c in ax.collections if c.get_offsets().shape[0] == 3
                       and c.get_paths()]
-            assert failed, "the three Adadelta runs that did not converge are marked"
+            assert bool(failed) == (row == 0), "the three Adadelta runs are marked, no other"
+        assert x.split("s")[0] in grid[-1, 0].get_xlabel()
         if x == "seconds":  # setup is an offset: no line starts before 0.5 s
             assert min(line.get_xdata()[~np.isnan(line.get_ydata())].min()
-                       for line in axes[0].get_lines()) >= 0.5
+                       for ax in grid.flat for line in ax.get_lines()) >= 0.5
+        styles = {line.get_linestyle() for ax in grid.flat for line in ax.get_lines()}
+        assert len(styles) == 3  # one line style per engine
         plt.close(fig)
 
 
-def test_time_to_target_shows_failures_and_setup(tables):
+def test_time_to_target_marks_failures_and_lists_what_never_ran(tables):
     runs, _ = tables
     fig = plots.figure_time_to_target(runs)
     axes = [ax for ax in fig.axes if ax.get_title()]
@@ -81,12 +86,11 @@ def test_time_to_target_shows_failures_and_setup(tables):
     ax = axes[0]
     labels = [t.get_text() for t in ax.get_yticklabels()]
     assert any(label.startswith("adadelta") and "(0/3)" in label for label in labels)
-    assert ax.get_xscale() == "log" and "seconds" in ax.get_xlabel()
-    texts = [t.get_text().strip() for t in ax.texts]
-    assert "max_iter×3" in texts
-    hatched = [p for p in ax.patches if p.get_hatch()]
-    assert len(hatched) == 2  # the failing configuration and the skipped GPU one
-    assert "skipped×1" in texts and any("numpy/gpu" in label for label in labels)
+    assert not any("gpu" in label for label in labels)  # skipped: not a bar
+    assert ax.get_xscale() == "log" and "seconds" in axes[-1].get_xlabel()
+    assert "max_iter 3" in [t.get_text().strip() for t in ax.texts]
+    assert not [p for p in ax.patches if p.get_hatch()]
+    assert any("skipped" in t.get_text() and "numpy/gpu" in t.get_text() for t in fig.texts)
     plt.close(fig)
 
 
@@ -97,7 +101,46 @@ def test_cost_tradeoff_is_log_log_with_equal_time_lines(tables):
     assert ax.get_xscale() == ax.get_yscale() == "log"
     assert any(t.get_text().endswith(" s") for t in ax.texts)  # iso-time lines are labelled
     offsets = np.vstack([c.get_offsets() for c in ax.collections if len(c.get_offsets())])
-    assert len(offsets) == 6  # 3 configurations x 2 data sets
+    assert len(offsets) == 3  # 3 configurations on this data set's panel
+    plt.close(fig)
+
+
+def _legend_entries(fig) -> list[int]:
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend()] + list(fig.legends)
+    return [len(legend.get_texts()) for legend in legends]
+
+
+def _plot_share(fig) -> float:
+    """The panels' area over the whole drawn figure (legends and captions included)."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    whole = fig.get_tightbbox(renderer)
+    panels = sum(ax.get_window_extent(renderer).width * ax.get_window_extent(renderer).height
+                 for ax in fig.axes if ax.get_visible()) / fig.dpi ** 2
+    return panels / (whole.width * whole.height)
+
+
+def test_every_figure_is_legible(tables):
+    runs, traces = tables
+    made = [make(runs, traces) for make in plots.REGRESSION_FIGURES.values()]
+    made += [feed_figures.figure_headline(feedmode_table()),
+             feed_figures.figure_feedmode(feedmode_table())]
+    for fig in made:
+        assert all(n <= 12 for n in _legend_entries(fig)), fig.get_suptitle()
+        assert _plot_share(fig) >= 0.5, fig.get_suptitle()
+        width, _ = fig.get_size_inches() * 110  # pixels at the saved dpi
+        assert width <= 1600
+        plt.close(fig)
+
+
+def test_the_headline_shows_time_to_target_beside_time_per_iteration(tables):
+    runs, _ = tables
+    fig = plots.figure_headline(runs, 1e-8)
+    left, right = fig.axes
+    labels = [t.get_text() for t in left.get_yticklabels()]
+    assert labels == ["adadelta  ·  tf1/cpu", "gd  ·  numpy/cpu", "lbfgs  ·  fused+xla/cpu"]
+    assert "1e-08" in left.get_xlabel() and "per iteration" in right.get_xlabel()
+    assert any("not reached" in t.get_text() for t in left.texts)  # adadelta
     plt.close(fig)
 
 

@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from study.figures import save
+from study.figures import log_axis, save
 
 GRAPPLER_ORDER = ("default", "no-constant-folding", "no-folding", "off")
 
@@ -76,5 +76,53 @@ def figure_feedmode(runs: pd.DataFrame):
     return fig
 
 
+def figure_headline(runs: pd.DataFrame):
+    """Q2 at a glance: per mode, the first call against the later calls (medians over repeats,
+    log), with the size of the graph each TF1 mode builds written beside it; a panel per
+    dtype at the size where most modes ran."""
+    import numpy as np
+
+    ok = runs[runs["status"] == "ok"]
+    n_main = main_size(runs)
+    main = ok[(ok["n"] == n_main) & (ok["grappler"] == "default")]
+    dtypes = sorted(main["dtype"].unique()) or ["(none)"]
+    modes = list(dict.fromkeys(m for m in MODE_ORDER if m in set(main["mode"])))
+    modes += sorted(set(main["mode"]) - set(modes))
+    fig, axes = plt.subplots(1, len(dtypes), figsize=(5.5 * len(dtypes), 2.2 + 0.45 * max(
+        len(modes), 1)), squeeze=False, sharey=True)
+    y = np.arange(len(modes))
+    for ax, dtype in zip(axes[0], dtypes, strict=True):
+        part = main[main["dtype"] == dtype].groupby("mode").median(numeric_only=True)
+        part = part.reindex(modes)
+        ax.barh(y - 0.2, part["first_call_seconds"], height=0.38, color="#c44e52",
+                label="first call")
+        ax.barh(y + 0.2, part["steady_median_seconds"], height=0.38, color="#4c72b0",
+                label="later calls (median)")
+        log_axis(ax.xaxis)
+        right = np.nanmax(part[["first_call_seconds", "steady_median_seconds"]].to_numpy()) \
+            if part[["first_call_seconds", "steady_median_seconds"]].notna().any().any() else 1
+        for yi, graph in zip(y, part["graphdef_bytes"], strict=True):
+            if graph == graph and graph:
+                ax.text(right * 1.5, yi, f"GraphDef {graph / 1e6:.3g} MB", va="center",
+                        fontsize=7, color="#555555")
+        ax.set_xlim(right=right * 40)
+        ax.set_yticks(y, modes, fontsize=8)
+        ax.set_xlabel("seconds per call (log)")
+        ax.set_title(dtype, fontsize=9, loc="left")
+    axes[0, 0].invert_yaxis()  # once: the panels share the axis
+    fig.suptitle(f"Q2: first call against later calls per feed mode, N = {n_main} images",
+                 fontsize=10)
+    axes[0, -1].legend(fontsize=8, loc="lower left", bbox_to_anchor=(0.55, 1.0), ncol=2,
+                       frameon=False, borderaxespad=0.2)
+    fig.tight_layout()
+    return fig
+
+
+MODE_ORDER = ("numpy", "constant", "placeholder", "variable", "eager-numpy", "eager-tensor",
+              "function-arg", "function-const", "function-numpy", "function-xla", "fused")
+
+
 def draw(results, figures: Path) -> list[Path]:
-    return save(figure_feedmode(results.runs), figures, "feedmode")
+    # headline last: the Makefile treats it as made with (and so newer than) feedmode.png
+    return (save(figure_feedmode(results.runs), figures, "feedmode")
+            + save(figure_headline(results.runs), figures, "headline"))

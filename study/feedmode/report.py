@@ -97,20 +97,35 @@ def feedmode_table(runs: pd.DataFrame) -> pd.DataFrame:
             table[column] = table[column].map(fmt_seconds)
     if "graphdef_bytes" in table:
         table["graphdef_bytes"] = table["graphdef_bytes"].map(
-            lambda b: "-" if not b or b != b else f"{b / 1e6:.3g} MB")
-    return table
+            lambda b: "–" if not b or b != b else f"{b / 1e6:.3g} MB")
+    if "peak_memory_mb" in table:
+        table["peak_memory_mb"] = table["peak_memory_mb"].map(
+            lambda m: "–" if m != m else f"{m:.0f} MB" if m < 1024 else f"{m / 1024:.3g} GB")
+    if "check_max_abs_error" in table:
+        table["check_max_abs_error"] = table["check_max_abs_error"].map(
+            lambda e: "–" if e != e else f"{e:.1e}")
+    return table.rename(columns={
+        "build_seconds": "graph build", "session_seconds": "session", "first_call_seconds":
+        "first call", "steady_median_seconds": "later calls (median)", "total_calls_seconds":
+        "all calls", "graphdef_bytes": "GraphDef", "peak_memory_mb": "peak memory (net)",
+        "check_max_abs_error": "max error vs NumPy"})
 
 
 def section(results, figures: Path) -> list[Block]:
     runs = results.runs
     blocks = [Block("h2", "The second question: was tf.placeholder really 4-5x faster than "
-                          "tf.constant?"),
-              Block("list", original_feedmode_answer(runs)),
-              Block("h3", "CNN feed modes: every run"),
-              Block("table", feedmode_table(runs))]
+                          "tf.constant?")]
+    headline = figures / "headline.png"
+    if headline.exists():
+        blocks.append(Block("figure", headline, "First call against later calls per feed mode, "
+                                                "with the size of the graph each TF1 mode "
+                                                "builds."))
+    blocks.append(Block("list", original_feedmode_answer(runs)))
     figure = figures / "feedmode.png"
     if figure.exists():
         blocks.append(Block("figure", figure, "First call against later calls per mode, "
                                               "GraphDef size, the Grappler ablation and "
                                               "first-call cost against N."))
+    blocks += [Block("h3", "CNN feed modes: every run"),
+               Block("table", feedmode_table(runs), "every run")]
     return blocks

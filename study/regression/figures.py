@@ -14,8 +14,10 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from study.figures import FAILED_MARKER, save
+from study.figures import FAILED_MARKER, log_axis, save
 from study.paired import common_instances
+from study.regression import style
+from study.regression.headline import best_per_family_and_engine, figure_headline
 from study.regression.labels import label_runs
 from study.regression.summary import CONFIG_COLUMNS, DATA_COLUMNS, INSTANCE_COLUMNS, time_to_target
 
@@ -38,92 +40,138 @@ def _step_on_grid(x, y, grid):
     return out
 
 
+def _best_configs(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per data set, the rows of the best configuration of each optimizer family on each engine
+    (as the headline picks them), so that no panel carries more than one line per engine."""
+    keep = []
+    for data, part in label_runs(runs).groupby("data"):
+        chosen = best_per_family_and_engine(part, data)
+        keep += list(chosen["config"].map(lambda c, d=data: (d, c)))
+    labelled = label_runs(runs)
+    mask = [(d, c) in set(keep) for d, c in zip(labelled["data"], labelled["config"],
+                                                  strict=True)]
+    return runs[mask]
+
+
+def skipped_caption(fig, runs: pd.DataFrame) -> None:
+    """Configurations that never ran here are named under the figure, never drawn."""
+    skipped = label_runs(runs[runs["status"] == "skipped"]) if "status" in runs else runs[:0]
+    if skipped.empty:
+        return
+    engines = sorted(skipped["engine"].unique())
+    fig.text(0.01, -0.01, f"Not run on this machine (skipped): {skipped['config'].nunique()} "
+             f"configurations on {', '.join(engines)}.", fontsize=8, color="#555555",
+             va="top")
+
+
 def figure_convergence(runs: pd.DataFrame, traces: pd.DataFrame, *, x: str = "seconds"):
-    """Suboptimality (log) against time (setup added as an offset) or iterations; the median
-    over seeds with an interquartile band, one line per configuration, a facet per data set."""
-    runs = label_runs(runs[runs["status"] != "skipped"])
-    traces = traces.merge(runs[["run_id", "config", "data", "setup_seconds", "status"]],
-                          on="run_id")
+    """Suboptimality (log) against time (setup added as an offset) or iterations: a column per
+    data set, a row per optimizer family, one line per engine (its style) in the family's
+    colour; the median over seeds with an interquartile band."""
+    ran = label_runs(_best_configs(runs[runs["status"] != "skipped"]))
+    ran = ran.assign(family=ran.apply(style.family, axis=1))
+    traces = traces.merge(ran[["run_id", "config", "data", "family", "engine", "setup_seconds",
+                               "status"]], on="run_id")
     if x == "seconds":
         traces = traces.assign(x=traces["seconds"] + traces["setup_seconds"].fillna(0))
-        xlabel = "seconds (setup included as an offset)"
+        xlabel = "seconds, setup included (log)"
     else:
         traces = traces.assign(x=traces["iteration"].astype(float))
         xlabel = "iterations"
     traces = traces.assign(y=traces["suboptimality"].clip(lower=1e-17))
-    data_sets = sorted(traces["data"].unique())
-    fig, axes = plt.subplots(1, max(len(data_sets), 1), figsize=(6 * max(len(data_sets), 1), 4.8),
-                             squeeze=False, sharey=True)
-    palette = dict(zip(sorted(runs["config"].unique()),
-                       sns.color_palette("husl", runs["config"].nunique()), strict=True))
-    for ax, data in zip(axes[0], data_sets, strict=False):
-        subset = traces[traces["data"] == data]
-        for config, group in subset.groupby("config"):
-            positive = group["x"][group["x"] > 0]
-            low = positive.min() if x == "seconds" and len(positive) else 0.0
-            grid = (np.geomspace(max(low, 1e-6), group["x"].max() * 1.0001, 200)
-                    if x == "seconds" else np.linspace(0, group["x"].max(), 200))
-            curves = [_step_on_grid(run["x"].to_numpy(), run["y"].to_numpy(), grid)
-                      for _, run in group.sort_values("x").groupby("run_id")]
-            median, q1, q3 = _median_band(curves)
-            color = palette[config]
-            ax.plot(grid, median, label=config, color=color, lw=1.4)
-            ax.fill_between(grid, q1, q3, color=color, alpha=0.15, lw=0)
-            failed = group[group["status"] != "converged"]
-            if len(failed):
-                ends = failed.sort_values("x").groupby("run_id").tail(1)
-                ax.scatter(ends["x"], ends["y"], marker=FAILED_MARKER, color=color, s=30,
-                           zorder=3)
-        ax.set_yscale("log")
-        ax.set_xscale("log" if x == "seconds" else "linear")
-        ax.set_title(data, fontsize=9)
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel("relative suboptimality (f - f*) / f*")
-    handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=3,
-               fontsize=7, frameon=False)
-    fig.suptitle(f"Convergence against {'time' if x == 'seconds' else 'iterations'} "
-                 f"(median over seeds, IQR band; {FAILED_MARKER} = run did not converge)")
-    fig.tight_layout()
+    data_sets = sorted(traces["data"].unique()) or ["(no runs)"]
+    families = sorted(traces["family"].unique()) or ["(none)"]
+    fig, axes = plt.subplots(len(families), len(data_sets), squeeze=False, sharey=True,
+                             figsize=(3.2 * len(data_sets) + 1.0, 2.3 * len(families) + 0.8))
+    for row, fam in enumerate(families):
+        for col, data in enumerate(data_sets):
+            ax = axes[row, col]
+            subset = traces[(traces["data"] == data) & (traces["family"] == fam)]
+            for (engine, _config), group in subset.groupby(["engine", "config"]):
+                positive = group["x"][group["x"] > 0]
+                low = positive.min() if x == "seconds" and len(positive) else 0.0
+                grid = (np.geomspace(max(low, 1e-6), group["x"].max() * 1.0001, 200)
+                        if x == "seconds" else np.linspace(0, group["x"].max(), 200))
+                curves = [_step_on_grid(r["x"].to_numpy(), r["y"].to_numpy(), grid)
+                          for _, r in group.sort_values("x").groupby("run_id")]
+                median, q1, q3 = _median_band(curves)
+                c = style.color(fam)
+                ax.plot(grid, median, color=c, ls=style.line_style(engine), lw=1.3,
+                        label=engine)
+                ax.fill_between(grid, q1, q3, color=c, alpha=0.12, lw=0)
+                failed = group[group["status"] != "converged"]
+                if len(failed):
+                    ends = failed.sort_values("x").groupby("run_id").tail(1)
+                    ax.scatter(ends["x"], ends["y"], marker=FAILED_MARKER, color=c, s=20,
+                               zorder=3)
+            log_axis(ax.yaxis)
+            if x == "seconds":
+                log_axis(ax.xaxis)
+            if row == 0:
+                ax.set_title(data, fontsize=8)
+            if col == 0:
+                ax.set_ylabel(f"{fam}\n(f - f*) / f*", fontsize=8)
+            if row == len(families) - 1:
+                ax.set_xlabel(xlabel, fontsize=8)
+            ax.tick_params(labelsize=7)
+    engines = sorted(traces["engine"].map(style.engine_key).unique(), key=style.engine_rank)
+    handles = [plt.Line2D([], [], color="#333333", ls=style.line_style(e), lw=1.3, label=e)
+               for e in engines]
+    handles.append(plt.Line2D([], [], color="#333333", marker=FAILED_MARKER, ls="none",
+                              label="run did not converge"))
+    fig.suptitle(f"Convergence against {'time' if x == 'seconds' else 'iterations'}: a row per "
+                 "optimizer, a line style per engine\n(its best configuration; median over "
+                 "seeds, IQR band)", fontsize=9, y=0.995)
+    top = 1 - 0.75 / fig.get_size_inches()[1]
+    fig.legend(handles=handles, loc="upper center", ncol=min(len(handles), 5), fontsize=8,
+               frameon=False, bbox_to_anchor=(0.5, top + 0.01))
+    skipped_caption(fig, runs)
+    fig.tight_layout(rect=(0, 0, 1, top - 0.35 / fig.get_size_inches()[1]))
     return fig
 
 
 def figure_time_to_target(runs: pd.DataFrame):
-    """Setup and iteration seconds to the target per configuration; failures drawn as such."""
-    runs = label_runs(runs)
+    """Setup and iteration seconds to the target for the best configuration of each family
+    on each engine, per data set; what did not get there is marked and named."""
+    ran = label_runs(_best_configs(runs[runs["status"] != "skipped"]))
+    ran = ran.assign(family=ran.apply(style.family, axis=1))
     rows = []
-    for (data, config), group in runs.groupby(["data", "config"]):
+    for (data, fam, engine, config), group in ran.groupby(["data", "family", "engine",
+                                                           "config"]):
         converged = group[group["status"] == "converged"]
         statuses = group["status"].value_counts()
-        rows.append({"data": data, "config": config, "n": len(group),
-                     "converged": len(converged),
+        rows.append({"data": data, "family": fam, "engine": engine, "config": config,
+                     "n": len(group), "converged": len(converged),
                      "setup": converged["setup_seconds"].median() if len(converged) else np.nan,
                      "loop": converged["seconds"].median() if len(converged) else np.nan,
-                     "failure": ", ".join(f"{s}×{n}" for s, n in statuses.items()
+                     "failure": ", ".join(f"{s} {n}" for s, n in statuses.items()
                                           if s != "converged")})
-    table = pd.DataFrame(rows).sort_values(["data", "loop"], na_position="last")
-    data_sets = list(dict.fromkeys(table["data"]))
-    heights = [max(2.0, 0.28 * (table["data"] == d).sum() + 1) for d in data_sets]
-    fig, axes = plt.subplots(len(data_sets), 1, figsize=(10, sum(heights)), squeeze=False,
-                             gridspec_kw={"height_ratios": heights})
+    table = pd.DataFrame(rows, columns=["data", "family", "engine", "config", "n", "converged",
+                                        "setup", "loop", "failure"])
+    table = table.sort_values(["data", "loop"], na_position="last")
+    data_sets = list(dict.fromkeys(table["data"])) or ["(no runs)"]
+    heights = [max(2.4, 0.26 * (table["data"] == d).sum() + 0.8) for d in data_sets]
+    fig, axes = plt.subplots(len(data_sets), 1, figsize=(12, sum(heights) + 0.6),
+                             squeeze=False, gridspec_kw={"height_ratios": heights})
     for ax, data in zip(axes[:, 0], data_sets, strict=True):
         part = table[table["data"] == data].reset_index(drop=True)
         finite = (part["setup"] + part["loop"]).dropna()
-        right = finite.max() * 3 if len(finite) else 1.0
+        right = finite.max() * 30 if len(finite) else 1.0
         left = max(min(part["setup"].min(), part["loop"].min()) / 3, 1e-6) if len(finite) \
             else 1e-6
         y = np.arange(len(part))
         ok = part["converged"] > 0
-        ax.barh(y[ok], part["setup"][ok].clip(lower=left), left=left, color="#bbbbbb",
-                label="setup (transfer, tracing, compilation)")
+        colors = [style.color(f) for f in part["family"]]
+        ax.barh(y[ok], part["setup"][ok].clip(lower=left), left=left, color="#cccccc",
+                label="setup (conversion, transfer, tracing, compilation)")
         ax.barh(y[ok], part["loop"][ok], left=left + part["setup"][ok].clip(lower=0),
-                color="#3b75af", label="iterations to target (median of converged)")
-        failed = ~ok
-        ax.barh(y[failed], right - left, left=left, color="none", edgecolor="#c44e52",
-                hatch="///", label="no run reached the target")
-        for yi, text in zip(y, part["failure"], strict=True):
+                color=[c for c, k in zip(colors, ok, strict=True) if k],
+                label="iterations to target (median of converged runs)")
+        for yi, text, k, c in zip(y, part["failure"], ok, colors, strict=True):
+            if not k:
+                ax.plot(left, yi, marker=FAILED_MARKER, color=c, ms=7, mew=2)
             if text:
-                ax.text(right, yi, f"  {text}", va="center", fontsize=7, color="#c44e52")
+                ax.text(right, yi, f" {text}", va="center", fontsize=7, color="#c44e52")
         ax.set_yticks(y, [f"{c} ({k}/{n})" for c, k, n in
                           zip(part["config"], part["converged"], part["n"], strict=True)],
                       fontsize=7)
@@ -131,44 +179,63 @@ def figure_time_to_target(runs: pd.DataFrame):
         ax.set_xlim(left, right)
         ax.invert_yaxis()
         ax.set_title(data, fontsize=9)
-        ax.set_xlabel("seconds to relative suboptimality target (log)")
+    axes[-1, 0].set_xlabel("seconds to the target (log); (k/n) = runs that reached it")
     axes[0, 0].legend(fontsize=7, loc="lower right")
+    skipped_caption(fig, runs)
     fig.tight_layout()
     return fig
 
 
 def figure_cost_tradeoff(runs: pd.DataFrame):
     """Seconds per iteration against iterations to target (log-log), with lines of equal total
-    time: cheap iterations that need many against expensive ones that need few."""
-    runs = label_runs(runs[runs["status"] != "skipped"])
-    runs = runs[runs["iterations"] > 0]
-    agg = runs.groupby(["data", "config"]).agg(
+    time: cheap iterations that need many against expensive ones that need few. Colour: the
+    optimizer family; marker: the engine; a panel per data set."""
+    ran = label_runs(_best_configs(runs[runs["status"] != "skipped"]))
+    ran = ran[ran["iterations"] > 0]
+    ran = ran.assign(family=ran.apply(style.family, axis=1))
+    agg = ran.groupby(["data", "family", "engine", "config"]).agg(
         iterations=("iterations", "median"), per_iteration=("seconds_per_iteration", "median"),
         converged=("status", lambda s: (s == "converged").mean())).reset_index()
-    fig, ax = plt.subplots(figsize=(8, 6))
-    markers = dict(zip(sorted(agg["data"].unique()), "osD^vP*", strict=False))
-    ok = agg["converged"] >= 0.5
-    sns.scatterplot(data=agg[ok], x="iterations", y="per_iteration", hue="config",
-                    style="data", markers=markers, ax=ax, s=60, legend="brief")
-    if (~ok).any():
-        ax.scatter(agg.loc[~ok, "iterations"], agg.loc[~ok, "per_iteration"],
-                   marker=FAILED_MARKER, color="#c44e52", s=50,
-                   label="did not converge (iterations at stop)")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    xs = np.geomspace(max(agg["iterations"].min() / 2, 0.5), agg["iterations"].max() * 2, 50)
-    y_low, y_high = agg["per_iteration"].min() / 2, agg["per_iteration"].max() * 2
-    for total in 10.0 ** np.arange(-4, 4):
-        ys = total / xs
-        if ys.max() >= y_low and ys.min() <= y_high:
-            ax.plot(xs, ys, color="grey", lw=0.6, ls=":")
-            ax.annotate(f"{total:g} s", (xs[-1], ys[-1]), fontsize=7, color="grey")
-    ax.set_ylim(y_low, y_high)
-    ax.set_xlabel("iterations (median; to target when converged)")
-    ax.set_ylabel("seconds per iteration (median)")
-    ax.set_title("Cost per iteration against iterations (dotted: equal total time)")
-    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.tight_layout()
+    data_sets = sorted(agg["data"].unique()) or ["(no runs)"]
+    cols = min(len(data_sets), 2)
+    rows = -(-len(data_sets) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 4.2 * rows + 1.0), squeeze=False)
+    for ax, data in zip(axes.flat, data_sets, strict=False):
+        part = agg[agg["data"] == data]
+        for r in part.itertuples():
+            ax.scatter(r.iterations, r.per_iteration, color=style.color(r.family),
+                       marker=style.marker(r.engine), s=40,
+                       facecolors=style.color(r.family) if r.converged >= 0.5 else "none")
+        log_axis(ax.xaxis)
+        log_axis(ax.yaxis)
+        if len(part):
+            xs = np.geomspace(max(part["iterations"].min() / 2, 0.5),
+                              part["iterations"].max() * 2, 50)
+            y_low, y_high = part["per_iteration"].min() / 2, part["per_iteration"].max() * 2
+            for total in 10.0 ** np.arange(-4, 4):
+                ys = total / xs
+                if ys.max() >= y_low and ys.min() <= y_high:
+                    ax.plot(xs, ys, color="grey", lw=0.6, ls=":")
+                    ax.annotate(f"{total:g} s", (xs[-1], ys[-1]), fontsize=7, color="grey")
+            ax.set_ylim(y_low, y_high)
+        ax.set_title(data, fontsize=9)
+        ax.set_xlabel("iterations (median; to target when converged)")
+        ax.set_ylabel("seconds per iteration (median)")
+    for ax in list(axes.flat)[len(data_sets):]:
+        ax.set_visible(False)
+    families = sorted(agg["family"].unique())
+    engines = sorted(agg["engine"].map(style.engine_key).unique(), key=style.engine_rank)
+    handles = [plt.Line2D([], [], color=style.color(f), marker="o", ls="none", label=f)
+               for f in families]
+    handles += [plt.Line2D([], [], color="#333333", marker=style.marker(e), ls="none",
+                           label=e) for e in engines]
+    handles.append(plt.Line2D([], [], color="#333333", marker="o", mfc="none", ls="none",
+                              label="open: did not converge"))
+    fig.suptitle("Cost per iteration against iterations (dotted: equal total time)",
+                 fontsize=10)
+    fig.legend(handles=handles, loc="upper center", ncol=5, fontsize=7, frameon=False,
+               bbox_to_anchor=(0.5, 0.97))
+    fig.tight_layout(rect=(0, 0, 1, 0.97 - 0.12 / rows))
     return fig
 
 
@@ -201,23 +268,40 @@ def performance_profile(runs: pd.DataFrame, taus: np.ndarray, *, resamples: int 
     return pd.DataFrame(rows)
 
 
+def best_of_family(runs: pd.DataFrame) -> pd.DataFrame:
+    """The rows of each optimizer family's best configuration over every problem: the lowest
+    median time to target, then the most problems solved."""
+    runs = label_runs(runs).assign(time=lambda r: time_to_target(r, "seconds"))
+    runs = runs.assign(family=runs.apply(style.family, axis=1))
+    score = runs.groupby(["family", "config"]).agg(
+        median=("time", "median"), solved=("time", lambda t: np.isfinite(t).mean()))
+    best = score.sort_values(["median", "solved"], ascending=[True, False]) \
+        .groupby(level="family").head(1).index.get_level_values("config")
+    return runs[runs["config"].isin(best)]
+
+
 def figure_performance_profile(runs: pd.DataFrame):
-    runs = runs[runs["status"] != "skipped"]
+    """Dolan-More profiles of each optimizer family's best configuration (one curve each)."""
+    chosen = best_of_family(runs[runs["status"] != "skipped"])
     taus = np.geomspace(1, 1e4, 200)
-    profile = performance_profile(runs, taus)
-    fig, ax = plt.subplots(figsize=(8, 5))
-    palette = sns.color_palette("husl", profile["config"].nunique())
-    for color, (config, group) in zip(palette, profile.groupby("config"), strict=True):
-        ax.step(group["tau"], group["share"], where="post", label=config, color=color, lw=1.3)
-        ax.fill_between(group["tau"], group["low"], group["high"], step="post", color=color,
-                        alpha=0.12, lw=0)
+    profile = performance_profile(chosen, taus)
+    names = chosen.drop_duplicates("config").set_index("config")
+    fig, ax = plt.subplots(figsize=(8.5, 5))
+    for config, group in profile.groupby("config"):
+        fam, engine = names.loc[config, "family"], names.loc[config, "engine"]
+        c = style.color(fam)
+        ax.step(group["tau"], group["share"], where="post", color=c, lw=1.5,
+                ls=style.line_style(engine), label=f"{fam}: {config}")
+        ax.fill_between(group["tau"], group["low"], group["high"], step="post", color=c,
+                        alpha=0.10, lw=0)
     ax.set_xscale("log")
     ax.set_ylim(-0.02, 1.02)
-    ax.set_xlabel("tau: time within tau x the best configuration's on the same problem (log)")
+    ax.set_xlabel("tau: solved within tau x the best of these on the same problem (log)")
     ax.set_ylabel("share of problems solved")
-    ax.set_title("Performance profiles over data sets x seeds (failures = infinite time; "
-                 "90% bootstrap band)", fontsize=9)
-    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.set_title("Performance profiles: each optimizer's best configuration over data sets x "
+                 "seeds (failures = infinite time; 90% bootstrap band)", fontsize=9)
+    ax.legend(fontsize=7, loc="lower right")
+    skipped_caption(fig, runs)
     fig.tight_layout()
     return fig
 
@@ -253,6 +337,7 @@ def figure_feed_modes(runs: pd.DataFrame):
 
 
 REGRESSION_FIGURES = {
+    "headline": lambda runs, traces: figure_headline(runs, _tol(runs)),
     "convergence_time": lambda runs, traces: figure_convergence(runs, traces, x="seconds"),
     "convergence_iterations": lambda runs, traces: figure_convergence(runs, traces,
                                                                       x="iterations"),
@@ -261,6 +346,11 @@ REGRESSION_FIGURES = {
     "performance_profile": lambda runs, traces: figure_performance_profile(runs),
     "regression_feed_modes": lambda runs, traces: figure_feed_modes(runs),
 }
+
+
+def _tol(runs: pd.DataFrame) -> float | None:
+    tols = runs["stop_tol"].dropna() if "stop_tol" in runs else pd.Series(dtype=float)
+    return float(tols.mode().iloc[0]) if len(tols) else None
 
 
 def paired_rows(runs: pd.DataFrame) -> pd.DataFrame:

@@ -46,6 +46,9 @@ def label_runs(runs: pd.DataFrame) -> pd.DataFrame:
     for column in ("feed", "xla", "device", "formulation", "hyperparameters", "dataset_params"):
         if column not in runs:
             runs[column] = None
+    if runs.empty:
+        return runs.assign(method=pd.Series(dtype=str), engine=pd.Series(dtype=str),
+                           config=pd.Series(dtype=str), data=pd.Series(dtype=str))
     runs["method"] = runs.apply(method_label, axis=1)
     runs["engine"] = runs.apply(engine_label, axis=1)
     runs["config"] = runs["method"] + " " + runs["engine"] + " " + runs["dtype"]

@@ -176,28 +176,33 @@ def summary_table(runs: pd.DataFrame) -> pd.DataFrame:
     })
 
 
+CAPTIONS = {
+    "convergence_time": "Relative suboptimality against seconds, setup included: a row per "
+                        "optimizer, a column per data set, a line style per engine.",
+    "convergence_iterations": "Relative suboptimality against iterations (same layout).",
+    "time_to_target": "Seconds to the target, setup (grey) and iterations, for the best "
+                      "configuration of each optimizer on each engine; x = did not get there.",
+    "cost_tradeoff": "Seconds per iteration against iterations, with lines of equal total "
+                     "time: where cheap-but-many meets costly-but-few.",
+    "performance_profile": "Performance profiles of each optimizer's best configuration over "
+                           "data sets and seeds.",
+    "regression_feed_modes": "Seconds per iteration per engine, beside one read pass over X.",
+}
+
+
 def regression_blocks(runs: pd.DataFrame, figures: Path) -> list[Block]:
-    captions = {
-        "convergence_time": "Relative suboptimality against seconds (setup as an offset).",
-        "convergence_iterations": "Relative suboptimality against iterations.",
-        "time_to_target": "Seconds to the target: setup and iterations; failures hatched.",
-        "cost_tradeoff": "Seconds per iteration against iterations, with equal-time lines.",
-        "performance_profile": "Performance profiles over data sets and seeds.",
-        "regression_feed_modes": "Seconds per iteration per engine, beside one read pass "
-                                 "over X.",
-    }
     blocks = [Block("h2", "Regression study: time to convergence"),
               Block("list", regression_findings(runs))]
-    blocks.append(Block("h3", "Median time to target per configuration"))
-    blocks.append(Block("table", summary_table(runs)))
-    per_iteration = per_iteration_table(runs)
-    if not per_iteration.empty:
-        blocks.append(Block("h3", "Seconds per iteration and passes over X (GD, Adadelta)"))
-        blocks.append(Block("table", per_iteration.round(3)))
-    for name, caption in captions.items():
+    for name, caption in CAPTIONS.items():
         path = figures / f"{name}.png"
         if path.exists():
             blocks.append(Block("figure", path, caption))
+    blocks.append(Block("h3", "Median time to target per configuration"))
+    blocks.append(Block("table", summary_table(runs), "every configuration"))
+    per_iteration = per_iteration_table(runs)
+    if not per_iteration.empty:
+        blocks.append(Block("h3", "Seconds per iteration and passes over X (GD, Adadelta)"))
+        blocks.append(Block("table", per_iteration.round(3), "per engine"))
     return blocks
 
 
@@ -210,7 +215,11 @@ def stopping_sentence(runs: pd.DataFrame) -> str:
 
 def section(results, figures: Path) -> list[Block]:
     runs = results.runs
+    headline = figures / "headline.png"
     return [Block("h2", "The first question: was NumPy really 3x faster than TensorFlow?"),
+            *([Block("figure", headline, "Best configuration of each optimizer on each "
+                     "engine: time to the target (left) against time per iteration (right).")]
+              if headline.exists() else []),
             Block("list", original_regression_answer(runs)),
             *regression_blocks(runs, figures),
             Block("p", stopping_sentence(runs))]

@@ -23,7 +23,11 @@ class Block:
 
 
 def fmt_seconds(value: float) -> str:
-    if value is None or not np.isfinite(value):
+    """Seconds with a unit and three digits; '–' where the quantity does not apply, '∞' for
+    a target not reached."""
+    if value is None or value != value:
+        return "–"
+    if not np.isfinite(value):
         return "∞"
     if value >= 1:
         return f"{value:.3g} s"
@@ -32,9 +36,13 @@ def fmt_seconds(value: float) -> str:
     return f"{value * 1e6:.3g} µs"
 
 
+LONG_TABLE = 15
+
+
 def _md_table(frame: pd.DataFrame) -> str:
-    cells = [[str(c) for c in frame.columns]] + [[str(v) for v in row] for row in
-                                                 frame.itertuples(index=False)]
+    cells = [[str(c) for c in frame.columns]] + [
+        ["–" if v is None or v != v else str(v) for v in row]
+        for row in frame.itertuples(index=False)]
     cells = [[c.replace("|", "\\|") for c in row] for row in cells]
     lines = ["| " + " | ".join(cells[0]) + " |", "|" + "---|" * len(cells[0])]
     lines += ["| " + " | ".join(row) + " |" for row in cells[1:]]
@@ -69,8 +77,12 @@ def render_html(blocks: list[Block], title: str) -> str:
             items = "".join(f"<li>{html.escape(i.strip())}</li>" for i in block.content)
             body.append(f"<ul>{items}</ul>")
         elif block.kind == "table":
-            body.append(block.content.to_html(index=False, border=0, classes="results",
-                                              escape=True))
+            table = block.content.to_html(index=False, border=0, classes="results",
+                                          escape=True, na_rep="–")
+            if len(block.content) > LONG_TABLE:  # long tables fold away, the figures lead
+                table = (f"<details><summary>{html.escape(block.caption or 'table')} "
+                         f"({len(block.content)} rows)</summary>{table}</details>")
+            body.append(table)
         elif block.kind == "figure":
             data = base64.b64encode(Path(block.content).read_bytes()).decode()
             body.append(f'<figure><img src="data:image/png;base64,{data}" '

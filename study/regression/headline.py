@@ -1,0 +1,108 @@
+"""The first question's headline figure: for the original question's data, the best
+configuration of each optimizer family on each engine, time to the target (with CI whiskers and
+a mark where it did not get there) beside time per iteration, so the reader sees at once why
+time per epoch misleads."""
+
+from __future__ import annotations
+
+import json
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from study.figures import FAILED_MARKER
+from study.regression import style
+from study.regression.labels import label_runs
+from study.regression.summary import bootstrap_median_ci, time_to_target
+
+
+def headline_data(runs: pd.DataFrame) -> str | None:
+    """The original question's data set (raw eve) when the results hold it, else the first."""
+    ran = runs[runs["status"] != "skipped"]
+    if ran.empty:
+        return None
+    labelled = label_runs(ran)
+    raw_eve = labelled[(labelled["dataset"] == "eve") & ~labelled["dataset_params"].map(
+        lambda p: json.loads(p).get("standardize", False) if isinstance(p, str) else False)]
+    return (raw_eve if len(raw_eve) else labelled)["data"].sort_values().iloc[0]
+
+
+def best_per_family_and_engine(runs: pd.DataFrame, data: str) -> pd.DataFrame:
+    """One row per (family, engine): the configuration with the lowest median time to target
+    (when none got there, the one that came closest), with its CI and time per iteration."""
+    runs = label_runs(runs[runs["status"] != "skipped"])
+    runs = runs[runs["data"] == data]
+    runs = runs.assign(family=runs.apply(style.family, axis=1),
+                       time=time_to_target(runs), engine_dtype=runs["engine"] + " "
+                       + runs["dtype"])
+    rows = []
+    for (family, engine), part in runs.groupby(["family", "engine"]):
+        per_config = part.groupby("config").agg(
+            time=("time", "median"), closest=("suboptimality", "median"))
+        best = per_config.sort_values(["time", "closest"]).index[0]
+        chosen = part[part["config"] == best]
+        low, high = bootstrap_median_ci(chosen["time"])
+        per_iter = chosen["seconds_per_iteration"].dropna()
+        rows.append({
+            "family": family, "engine": engine, "config": best, "runs": len(chosen),
+            "time": float(np.median(chosen["time"])), "low": low, "high": high,
+            "per_iteration": float(per_iter.median()) if len(per_iter) else np.nan,
+            "per_iteration_low": float(per_iter.quantile(0.25)) if len(per_iter) else np.nan,
+            "per_iteration_high": float(per_iter.quantile(0.75)) if len(per_iter) else np.nan,
+            "iterations": float(chosen["iterations"].median()),
+            "statuses": ", ".join(f"{s} {n}" for s, n in chosen["status"].value_counts().items()),
+            "closest": float(chosen["suboptimality"].median()),
+        })
+    table = pd.DataFrame(rows)
+    if table.empty:
+        return table
+    order = sorted(table.index, key=lambda i: (table.loc[i, "family"],
+                                               style.engine_rank(table.loc[i, "engine"])))
+    return table.loc[order].reset_index(drop=True)
+
+
+def figure_headline(runs: pd.DataFrame, tol: float | None):
+    data = headline_data(runs)
+    table = best_per_family_and_engine(runs, data) if data else pd.DataFrame()
+    rows = max(len(table), 1)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 2.4 + 0.3 * rows), sharey=True,
+                                      gridspec_kw={"width_ratios": [1.25, 1]})
+    if table.empty:
+        left.text(0.5, 0.5, "no runs", ha="center")
+        return fig
+    y = np.arange(len(table))
+    finite = table[np.isfinite(table["time"])]
+    top = (finite["high"].replace(np.inf, np.nan).max() if len(finite) else 1.0)
+    top = top if np.isfinite(top) else finite["time"].max() if len(finite) else 1.0
+    edge = top * 4
+    for yi, row in zip(y, table.itertuples(), strict=True):
+        c = style.color(row.family)
+        if np.isfinite(row.time):
+            high = row.high if np.isfinite(row.high) else edge
+            left.errorbar(row.time, yi, xerr=[[row.time - row.low], [high - row.time]],
+                          fmt=style.marker(row.engine), color=c, ms=6, capsize=2, lw=1)
+        else:
+            left.plot(edge, yi, marker=FAILED_MARKER, color=c, ms=8, mew=2)
+            left.annotate(f"not reached: {row.statuses}; median subopt. {row.closest:.1e}",
+                          (edge, yi), xytext=(-6, 0), textcoords="offset points",
+                          ha="right", va="center", fontsize=7, color=c)
+        if np.isfinite(row.per_iteration):
+            right.errorbar(row.per_iteration, yi,
+                           xerr=[[row.per_iteration - row.per_iteration_low],
+                                 [row.per_iteration_high - row.per_iteration]],
+                           fmt=style.marker(row.engine), color=c, ms=6, capsize=2, lw=1)
+    labels = [f"{f}  ·  {e}" for f, e in zip(table["family"], table["engine"], strict=True)]
+    left.set_yticks(y, labels, fontsize=8)
+    left.invert_yaxis()
+    target = f"{tol:g}" if tol else "its own stopping rule"
+    left.set_xscale("log")
+    left.set_xlabel(f"seconds to relative suboptimality {target} (median, 95% CI; log)")
+    left.set_title(f"Time to converge ({FAILED_MARKER} = did not get there)", fontsize=10)
+    right.set_xscale("log")
+    right.set_xlabel("seconds per iteration (median, IQR; log)")
+    right.set_title("Time per iteration (what per-epoch timing shows)", fontsize=10)
+    fig.suptitle(f"Q1, {data}: best configuration of each optimizer on each engine",
+                 fontsize=11)
+    fig.tight_layout()
+    return fig

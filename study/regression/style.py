@@ -1,0 +1,47 @@
+"""One colour per optimizer family and one line style (and marker) per engine, the same in every
+regression figure, so a reader learns the code once."""
+
+from __future__ import annotations
+
+FAMILY_COLORS = {
+    "gd": "#4c72b0", "momentum": "#64b5cd", "nesterov": "#8172b3", "adadelta": "#dd8452",
+    "adadelta [original rule]": "#c44e52", "adam": "#da8bc3", "rmsprop": "#937860",
+    "adagrad": "#8c8c8c", "lbfgs": "#55a868", "lbfgs-tfp": "#2f7d43", "scipy-lbfgs": "#ccb974",
+    "cg": "#17becf", "scipy-lsqr": "#bcbd22", "scipy-lsmr": "#7f7f7f", "closed-form": "#222222",
+}
+OTHER_COLOR = "#999999"
+
+ENGINE_STYLES = {  # engine (without the device) -> (line style, marker)
+    "numpy": ("-", "o"), "numpy+gram": ((0, (8, 2, 1, 2)), "s"), "tf1": (":", "v"),
+    "feed": ("--", "^"), "resident": ("-.", "D"), "fused": ((0, (5, 1)), "P"),
+    "fused+xla": ((0, (3, 1, 1, 1)), "X"), "fused+gram": ((0, (1, 2)), "*"),
+}
+ENGINE_ORDER = tuple(ENGINE_STYLES)
+
+
+def family(row) -> str:
+    """The optimizer family a configuration belongs to (keras:<Class> runs are their own)."""
+    name = str(row["optimizer"])
+    return f"{name} [original rule]" if "[original rule]" in str(row.get("method", "")) else name
+
+
+def color(name: str) -> str:
+    return FAMILY_COLORS.get(name, OTHER_COLOR)
+
+
+def engine_key(engine: str) -> str:
+    """'fused+xla/gpu' -> 'fused+xla'."""
+    return engine.split("/")[0]
+
+
+def line_style(engine: str):
+    return ENGINE_STYLES.get(engine_key(engine), ("-", "o"))[0]
+
+
+def marker(engine: str) -> str:
+    return ENGINE_STYLES.get(engine_key(engine), ("-", "o"))[1]
+
+
+def engine_rank(engine: str) -> tuple:
+    key = engine_key(engine)
+    return (ENGINE_ORDER.index(key) if key in ENGINE_ORDER else len(ENGINE_ORDER), engine)
