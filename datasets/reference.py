@@ -25,6 +25,7 @@ EXT = np.longdouble
 EPS = float(np.finfo(np.float64).eps)
 EPS_EXT = float(np.finfo(EXT).eps)
 FLOOR = EPS  # suboptimality is relative to max(f*, FLOOR * f(0)): float64 resolves no finer
+MARGIN = 100  # a tolerance is judged only against an f* this many times more accurate
 MAX_STEPS = 12
 CHUNK = 1 << 16  # rows per extended-precision block: memory stays O(CHUNK * d)
 
@@ -49,6 +50,20 @@ class Reference:
     def scale(self) -> float:
         """What suboptimality divides by: f*, or the floor when f* is (nearly) zero."""
         return max(self.f, self.floor)
+
+    def refusal(self, tol: float | None) -> str | None:
+        """Why f* cannot judge a run to `tol` (one line naming the conditioning and what to do),
+        or None when it can."""
+        if tol is None or self.accuracy * MARGIN <= tol:
+            return None
+        where = (f"kappa {self.kappa:.3g} after column scaling, {self.kappa_raw:.3g} raw")
+        if self.rank < self.w.shape[0]:
+            return (f"the features are numerically rank deficient (rank {self.rank} of "
+                    f"{self.w.shape[0]}, {where}): w* and f* are not determined; drop or "
+                    "combine the redundant columns")
+        return (f"the reference f* is accurate only to {self.accuracy:.2g} (relative), not "
+                f"{MARGIN}x below tol {tol:g} ({where}): standardize the features "
+                f"(--standardize) or loosen --tol to {MARGIN * self.accuracy:.2g} or more")
 
     def to_dict(self) -> dict:
         """Everything but w (stored apart as an array), as plain JSON numbers."""

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+ALARMS = {"reference-error": "reference_errors", "uncertifiable": "uncertifiable"}
 CONFIG_COLUMNS = ("dataset", "dataset_params", "optimizer", "hyperparameters", "backend",
                   "device", "feed", "xla", "formulation", "dtype", "init")
 
@@ -69,15 +70,36 @@ def summarize(runs) -> pd.DataFrame:
             "median_iterations": float(group["iterations"].median()),
             "median_seconds_per_iteration": float(group["seconds_per_iteration"].median()),
             "statuses": ", ".join(f"{s}={n}" for s, n in group["status"].value_counts().items()),
+            **{column: int((group["status"] == status).sum())
+               for status, column in ALARMS.items()},
         })
     return pd.DataFrame(rows).sort_values(["dataset", "dataset_params", "median_seconds"],
                                           ignore_index=True)
 
 
 def format_summary(table: pd.DataFrame) -> str:
-    """A compact text table for the terminal."""
+    """A compact text table for the terminal, then a loud line for each alarm status."""
     if table.empty:
         return "(no runs)"
+    return "\n".join([_format_table(table), *alarm_lines(table)])
+
+
+def alarm_lines(table: pd.DataFrame) -> list[str]:
+    """Runs whose f* was contradicted, or too coarse to judge them: never silent."""
+    lines = []
+    errors = int(table.get("reference_errors", pd.Series(dtype=int)).sum())
+    if errors:
+        lines.append(f"!! REFERENCE ERROR in {errors} run(s): a final loss fell below the "
+                     "certified f* by more than its accuracy, so f* is wrong and these "
+                     "configurations cannot be judged; see the runs' messages")
+    refused = int(table.get("uncertifiable", pd.Series(dtype=int)).sum())
+    if refused:
+        lines.append(f"note: {refused} run(s) uncertifiable: f* is not accurate enough for "
+                     "their tol (counted as not converged); standardize or loosen tol")
+    return lines
+
+
+def _format_table(table: pd.DataFrame) -> str:
 
     def seconds(x):
         return "inf" if np.isinf(x) else ("-" if np.isnan(x) else f"{x:.3g}")
