@@ -12,8 +12,8 @@ from functools import cached_property
 
 import numpy as np
 
-from datasets.reference import Reference, solve
 from datasets.errors import InputError
+from datasets.reference import Reference, solve
 
 
 @dataclass(frozen=True, eq=False)

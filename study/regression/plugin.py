@@ -22,9 +22,9 @@ BACKEND_FILES = {
 }
 MEASURING_FILES = ("study/regression/measure.py", "study/regression/spec.py")
 
-__all__ = ["CONFIG_KEYS", "FAILED_STATUSES", "KIND", "MEASURE_MODULE", "SCHEMA", "SIDE_TABLES", "STATUSES",
-           "code_files", "expand", "measure", "needs_gpu", "needs_tensorflow", "spec_from_json",
-           "summary"]
+__all__ = ["CONFIG_KEYS", "FAILED_STATUSES", "KIND", "MEASURE_MODULE", "SCHEMA", "SIDE_TABLES",
+           "STATUSES", "code_files", "expand", "measure", "needs_gpu", "needs_tensorflow",
+           "spec_from_json", "summary"]
 
 
 def expand(raw: dict, source: str, name: str, repeats: int) -> list[RunSpec]:

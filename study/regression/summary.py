@@ -66,15 +66,20 @@ def summarize(runs) -> pd.DataFrame:
             "median_seconds": float(np.median(group["time_to_target"])),
             "ci_low": low, "ci_high": high,
             "median_total_seconds": float(np.median(group["total_to_target"])),
-            "median_setup_seconds": float(group["setup_seconds"].median()),
-            "median_iterations": float(group["iterations"].median()),
-            "median_seconds_per_iteration": float(group["seconds_per_iteration"].median()),
+            "median_setup_seconds": _median(group["setup_seconds"]),
+            "median_iterations": _median(group["iterations"]),
+            "median_seconds_per_iteration": _median(group["seconds_per_iteration"]),
             "statuses": ", ".join(f"{s}={n}" for s, n in group["status"].value_counts().items()),
             **{column: int((group["status"] == status).sum())
                for status, column in ALARMS.items()},
         })
     return pd.DataFrame(rows).sort_values(["dataset", "dataset_params", "median_seconds"],
                                           ignore_index=True)
+
+
+def _median(values: pd.Series) -> float:
+    """Median of a column whose rows may all be missing (runs refused or failed early)."""
+    return float(values.astype("float64").median())
 
 
 def format_summary(table: pd.DataFrame) -> str:
