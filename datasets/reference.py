@@ -129,7 +129,7 @@ def solve(X: np.ndarray, y: np.ndarray) -> Reference:
     norms = np.linalg.norm(X, axis=0)
     scale = np.where(norms > 0, np.exp2(np.round(np.log2(np.where(norms > 0, norms, 1.0)))), 1.0)
     Xs = X / scale  # exact: powers of two
-    Q, R = np.linalg.qr(Xs)
+    Q, R = scipy.linalg.qr(Xs, mode="economic", overwrite_a=True, check_finite=False)
     sv = np.linalg.svd(R, compute_uv=False)
     sv_raw = np.linalg.svd(R * scale, compute_uv=False)
     kappa = (sv[0] / sv[-1]) ** 2 if sv[-1] > 0 else float("inf")
@@ -149,8 +149,11 @@ def solve(X: np.ndarray, y: np.ndarray) -> Reference:
     dz = np.zeros_like(z, dtype=np.float64)
     c_norm = float("inf")
     while steps < MAX_STEPS:
-        f = residual(X, y, z / scale[:, None]) - r  # y - r - Xs z
-        g = -transpose_times(X, r) / scale[:, None]  # -Xs^T r
+        if steps == 0:  # z = 0, r = 0: the first correction is the plain QR solution
+            f, g = y.astype(EXT), np.zeros_like(z)
+        else:
+            f = residual(X, y, z / scale[:, None]) - r  # y - r - Xs z
+            g = -transpose_times(X, r) / scale[:, None]  # -Xs^T r
         a = scipy.linalg.solve_triangular(R, np.asarray(g, np.float64), trans="T")
         c = Q.T @ np.asarray(f, np.float64) - a
         dz = scipy.linalg.solve_triangular(R, c)
@@ -158,8 +161,8 @@ def solve(X: np.ndarray, y: np.ndarray) -> Reference:
         dz_norm, c_norm = _norm(dz), _norm(c)
         z += dz
         r += f - (Q @ c)
-        if dz_norm <= EPS_EXT * _norm(z) or dz_norm > previous / 2:
-            break  # converged to extended precision, or the correction stopped shrinking
+        if dz_norm <= EPS * _norm(z) or dz_norm > previous / 2:
+            break  # below what float64 w* can hold, or the correction stopped shrinking
         previous = dz_norm
 
     w = np.asarray(z / scale[:, None], dtype=np.float64)
