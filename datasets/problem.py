@@ -120,8 +120,10 @@ class Problem:
 
     @cached_property
     def spectrum(self) -> Spectrum:
-        eig = np.linalg.eigvalsh(gram_matrix(self.X))
-        return Spectrum(L=float(eig[-1]), mu=float(max(eig[0], 0.0)))
+        """L from an eigen-solve of X^T X (its largest eigenvalue is accurate); mu from the
+        reference's kappa (singular values of the scaled QR), which X^T X cannot resolve."""
+        L = float(np.linalg.eigvalsh(gram_matrix(self.X))[-1])
+        return Spectrum(L=L, mu=L / self.reference.kappa_raw)
 
     def check_dtype_range(self, dtype) -> None:
         """Reject data whose squares overflow `dtype` (the loss sums squared residuals)."""

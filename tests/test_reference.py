@@ -109,3 +109,11 @@ def test_a_sweep_records_a_refused_run_as_uncertifiable(tmp_path):
     assert row["status"] == "uncertifiable" and "loosen --tol" in row["message"]
     assert row["kappa"] >= 1 and row["f_star_accuracy"] > 0 and row["stop_tol"] == 1e-16
     assert "uncertifiable" in format_summary(summarize(tmp_path / "res"))
+
+
+def test_the_spectrum_stays_finite_where_x_t_x_cannot_resolve_mu():
+    x = np.linspace(-8.8, -3.1, 82)  # Filip's range and degree: X^T X is singular in float64
+    p = Problem.from_arrays(np.column_stack([x**k for k in range(1, 11)]), np.sin(x), name="f")
+    assert np.isfinite(p.spectrum.kappa) and p.spectrum.kappa == pytest.approx(
+        p.reference.kappa_raw)
+    assert p.reference.kappa < p.reference.kappa_raw
