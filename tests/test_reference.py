@@ -117,3 +117,15 @@ def test_the_spectrum_stays_finite_where_x_t_x_cannot_resolve_mu():
     assert np.isfinite(p.spectrum.kappa) and p.spectrum.kappa == pytest.approx(
         p.reference.kappa_raw)
     assert p.reference.kappa < p.reference.kappa_raw
+
+
+def test_the_report_opens_with_a_reference_error(well_conditioned, tmp_path, monkeypatch):
+    from study.regression import report
+
+    monkeypatch.setattr(report, "per_iteration_table", lambda runs: pd.DataFrame())
+
+    ref = well_conditioned.reference
+    result = fit(well_conditioned.with_reference(replace(ref, f=ref.f * 1.01)), "closed-form")
+    runs = pd.DataFrame([{**result.record(), "feed": None, "xla": None, "device": "cpu"}])
+    blocks = report.regression_blocks(runs, tmp_path)
+    assert "REFERENCE ERROR" in str(blocks[1])

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from study.regression.figures import label_runs
-from study.regression.summary import summarize
+from study.regression.summary import alarm_lines, summarize
 from study.report.blocks import Block, fmt_seconds
 
 
@@ -163,7 +163,9 @@ def regression_blocks(runs: pd.DataFrame, figures: Path) -> list[Block]:
         "regression_feed_modes": "Seconds per iteration per engine, beside one read pass "
                                  "over X.",
     }
+    alarms = alarm_lines(summarize(runs[runs["status"] != "skipped"]))  # first, never buried
     blocks = [Block("h2", "Regression study: time to convergence"),
+              *(Block("p", line) for line in alarms),
               Block("list", regression_findings(runs))]
     blocks.append(Block("h3", "Median time to target per configuration"))
     blocks.append(Block("table", summary_table(runs)))
