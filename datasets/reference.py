@@ -5,13 +5,15 @@ Every reported figure is a distance to f*, so f* must be vouched for. The solve:
    the cut-off and kappa describe the problem and not the units of the columns;
 2. one Householder QR of the scaled X; the singular values of R (d x d) are those of the scaled
    X, which reveal its rank (cut-off max(n, d) * eps) and give kappa scaled and raw;
-3. refine the augmented system [I X; X^T 0][r; z] = [y; 0] (Bjorck), residuals of both block
-   rows accumulated in extended precision (np.longdouble), corrections from the float64 QR,
-   until the correction stops shrinking. Plain refinement of w alone would stall at the
-   float64 error of Q for problems with a large residual; refining r too does not.
-Then f* is evaluated in extended precision at the float64 w*, and its accuracy estimated from the
-last correction and the optimality residual X^T r. Cost: one QR plus a few passes over X.
-On a platform whose longdouble is float64 the estimate is honestly larger (and may refuse).
+3. refine the augmented system [I X; X^T 0][r; z] = [y; 0] (Bjorck), y - r - X z computed
+   with error-free products and sums (twice float64's precision) and X^T r in np.longdouble,
+   corrections from the float64 QR, until the correction stops shrinking. Plain refinement of
+   w alone would stall at the float64 error of Q when the residual is large; refining r too
+   does not. (A longdouble residual alone left Filip's f* at 11.9 digits: its cancellation
+   is 1e10 deep.)
+Then f* is evaluated the same way at the float64 w*, and its accuracy estimated from the last
+correction and the optimality residual X^T r. Cost: one QR plus a few passes over X.
+A numerically rank-deficient scaled X gets the minimum-norm solution and accuracy inf (refused).
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ class Reference:
     @property
     def scale(self) -> float:
         """What suboptimality divides by: f*, or the floor when f* is (nearly) zero."""
-        return max(self.f, self.floor)
+        return max(self.f, self.floor) or 1.0  # all-zero labels: absolute
 
     def refusal(self, tol: float | None) -> str | None:
         """Why f* cannot judge a run to `tol` (one line naming the conditioning and what to do),
@@ -179,7 +181,7 @@ def solve(X: np.ndarray, y: np.ndarray) -> Reference:
     r64 = np.abs(np.asarray(r_final, np.float64))
     bound = (d + 2) * EPS**2 * (np.abs(X) @ np.abs(w) + np.abs(y)) + EPS_EXT * r64
     evaluation = float(np.sum(2 * r64 * bound + bound**2)) / n + EPS * f_star
-    accuracy = (fit_error**2 / n + evaluation) / max(f_star, floor)
+    accuracy = (fit_error**2 / n + evaluation) / (max(f_star, floor) or 1.0)
     step = scipy.linalg.solve_triangular(R, newton)
     w_norm = _norm(w)
     w_accuracy = max(_norm(dz / scale[:, None]), _norm(step / scale[:, None])) / w_norm \
