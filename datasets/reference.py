@@ -4,7 +4,7 @@ Every reported figure is a distance to f*, so f* must be vouched for. The solve:
 1. equilibrate: divide each column of X by a power of two near its norm (exact in float64), so
    the cut-off and kappa describe the problem and not the units of the columns;
 2. one Householder QR of the scaled X; the singular values of R (d x d) are those of the scaled
-   X, which reveal its rank (cut-off max(n, d) * eps) and give kappa scaled and raw;
+   X, which reveal its rank (cut-off d * eps) and give kappa scaled and raw;
 3. refine the augmented system [I X; X^T 0][r; z] = [y; 0] (Bjorck), y - r - X z computed
    with error-free products and sums (twice float64's precision) and X^T r in np.longdouble,
    corrections from the float64 QR, until the correction stops shrinking. Plain refinement of
@@ -137,7 +137,7 @@ def solve(X: np.ndarray, y: np.ndarray) -> Reference:
     kappa = (sv[0] / sv[-1]) ** 2 if sv[-1] > 0 else float("inf")
     kappa_raw = (sv_raw[0] / sv_raw[-1]) ** 2 if sv_raw[-1] > 0 else float("inf")
     floor = FLOOR * float(np.sum(y * y)) / n
-    keep = sv > sv[0] * max(n, d) * EPS
+    keep = sv > sv[0] * d * EPS  # below: float64 QR cannot see it; above: refinement decides
     if not keep.all():  # numerically rank deficient: w* is not determined by the data
         U, s, Vt = np.linalg.svd(R)
         z = Vt[keep].T @ ((U[:, keep].T @ (Q.T @ y)) / s[keep][:, None])
