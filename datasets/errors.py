@@ -3,3 +3,8 @@
 
 class InputError(ValueError):
     """Bad user input: the message is one line naming the field, column or value at fault."""
+
+
+class Uncertifiable(InputError):
+    """The reference f* is not accurate enough to judge the requested tolerance: the run is
+    refused (the CLI exits 2; a sweep records the status `uncertifiable`)."""

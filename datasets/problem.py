@@ -1,18 +1,19 @@
-"""The least-squares problem every optimizer solves, with its exact reference solution.
+"""The least-squares problem every optimizer solves, with its certified reference solution.
 
 loss(w) = (1/n) * ||X w - y||_F^2, gradient 2/n * X^T (X w - y), Hessian 2/n * X^T X.
-The reference optimum w*, f* is always computed in float64 on the host, whatever dtype a run uses,
-so every backend is judged against the same target.
+The reference optimum w*, f* (datasets.reference) is always computed on the host from the
+float64 data, whatever dtype a run uses, so every backend is judged against the same target.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
 
 from datasets.errors import InputError
+from datasets.reference import Reference, solve
 
 
 @dataclass(frozen=True, eq=False)
@@ -99,23 +100,30 @@ class Problem:
         return (2.0 / self.n) * (self.X.T @ (self.X @ w - self.y))
 
     @cached_property
-    def solution(self) -> tuple[np.ndarray, float]:
-        """(w*, f*) by a float64 least-squares solve (LAPACK gelsd via np.linalg.lstsq)."""
-        w_star = np.linalg.lstsq(self.X, self.y, rcond=None)[0]
-        return w_star, self.loss(w_star)
+    def reference(self) -> Reference:
+        """w*, f* with their accuracy and kappa: solved once, before any clock starts."""
+        return solve(self.X, self.y)
+
+    def with_reference(self, ref: Reference) -> Problem:
+        """The same problem with a reference solved earlier (a sweep's data cache)."""
+        problem = replace(self)
+        problem.__dict__["reference"] = ref
+        return problem
 
     @property
     def w_star(self) -> np.ndarray:
-        return self.solution[0]
+        return self.reference.w
 
     @property
     def f_star(self) -> float:
-        return self.solution[1]
+        return self.reference.f
 
     @cached_property
     def spectrum(self) -> Spectrum:
-        eig = np.linalg.eigvalsh(gram_matrix(self.X))
-        return Spectrum(L=float(eig[-1]), mu=float(max(eig[0], 0.0)))
+        """L from an eigen-solve of X^T X (its largest eigenvalue is accurate); mu from the
+        reference's kappa (singular values of the scaled QR), which X^T X cannot resolve."""
+        L = float(np.linalg.eigvalsh(gram_matrix(self.X))[-1])
+        return Spectrum(L=L, mu=L / self.reference.kappa_raw)
 
     def check_dtype_range(self, dtype) -> None:
         """Reject data whose squares overflow `dtype` (the loss sums squared residuals)."""
@@ -129,9 +137,9 @@ class Problem:
                                  f"{limit:.3g}, or rescale, or use float64)")
 
     def suboptimality(self, f: float) -> float:
-        """Relative suboptimality (f - f*) / f*; absolute f - f* when f* is zero (noise-free)."""
-        f_star = self.f_star
-        return (f - f_star) / f_star if f_star > 0 else f - f_star
+        """(f - f*) / max(f*, floor), floor = eps * f(0): relative to f*, except that an exact
+        fit (f* ~ 0, rounding noise) is judged against the smallest loss float64 resolves."""
+        return (f - self.f_star) / self.reference.scale
 
 
 def gram_matrix(X: np.ndarray) -> np.ndarray:

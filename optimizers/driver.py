@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from datasets.errors import InputError
+from datasets.errors import InputError, Uncertifiable
+from datasets.reference import loss_extended
 from optimizers.result import TRACE_COLUMNS, Outcome, RunResult, Stopwatch, on_trace_schedule
 from optimizers.stopping import Context, Ending, Suboptimality
 
@@ -110,7 +111,10 @@ def run(problem, optimizer, rules, *, backend, init: str = "zeros", seed: int = 
     w0 = initial_point(problem, init, seed)
     dtype = np.dtype(getattr(backend.dtype, "as_numpy_dtype", backend.dtype))
     problem.check_dtype_range(dtype)
-    problem.solution  # noqa: B018 -- the float64 reference is computed before any clock starts
+    reference = problem.reference  # solved before any clock starts
+    refusal = reference.refusal(rules.spec.get("tol"))
+    if refusal is not None:
+        raise Uncertifiable(refusal)
     if hasattr(optimizer, "minimize"):  # a self-driven reference method (SciPy, closed form)
         outcome: Outcome = optimizer.minimize(problem, rules, backend, w0)
     else:
@@ -128,6 +132,12 @@ def run(problem, optimizer, rules, *, backend, init: str = "zeros", seed: int = 
         outcome.status = "stalled"
         outcome.message += (f", but the float64 suboptimality of the final iterate is "
                             f"{suboptimality:.3g}, above tol {tol:g}")
+    if below_reference(problem, w, final_loss):
+        outcome.status, outcome.message = "reference-error", (
+            f"REFERENCE ERROR: the final loss {final_loss:.17g} is below the "
+            f"certified f* {reference.f:.17g} by more than its accuracy "
+            f"{reference.accuracy:.2g}; f* is wrong, no run here can be judged "
+            f"(the run itself ended {outcome.status}: {outcome.message})")
     trace = pd.DataFrame(outcome.trace, columns=list(TRACE_COLUMNS))
     return RunResult(
         optimizer=optimizer.name, hyperparameters=optimizer.hyperparameters(),
@@ -138,5 +148,15 @@ def run(problem, optimizer, rules, *, backend, init: str = "zeros", seed: int = 
         setup_seconds=outcome.setup_seconds, seconds=outcome.seconds, final_loss=final_loss,
         suboptimality=suboptimality, target_reached=target_reached,
         grad_norm=float(np.linalg.norm(problem.grad(w))), status=outcome.status,
-        message=outcome.message, f_star=problem.f_star, trace=trace, w=w, extra=outcome.extra,
+        message=outcome.message, f_star=reference.f, f_star_accuracy=reference.accuracy,
+        suboptimality_floor=reference.floor, kappa=reference.kappa,
+        kappa_raw=reference.kappa_raw, trace=trace, w=w, extra=outcome.extra,
     )
+
+
+def below_reference(problem, w, final_loss: float) -> bool:
+    """A loss below f* by more than f*'s accuracy: f* is wrong. The float64 loss screens; the
+    extended-precision loss confirms, so float64 rounding of the loss never raises the alarm."""
+    ref = problem.reference
+    margin = ref.accuracy * ref.scale
+    return final_loss < ref.f - margin and loss_extended(problem.X, problem.y, w) < ref.f - margin

@@ -6,6 +6,7 @@ w0)` instead of init/update, and run on the NumPy backend only.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,6 +25,11 @@ CLOSED_FORM_SOLVERS = ("lstsq", "normal")
 def _require_numpy(name: str, backend) -> None:
     if backend.name != "numpy":
         raise InputError(f"{name} runs on the numpy backend only, not '{backend.name}'")
+
+
+def first_line(error) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
 
 
 @dataclass(frozen=True)
@@ -106,10 +112,20 @@ class ClosedForm:
         X, y = backend.data_matrix(problem.X), backend.asarray(problem.y)
         setup_seconds = setup_clock.elapsed()
         clock = Stopwatch()
-        if self.solver == "lstsq":
-            w = np.linalg.lstsq(X, y, rcond=None)[0]
-        else:  # normal equations: one pass for X^T X and X^T y, then a d x d Cholesky solve
-            w = scipy.linalg.solve(X.T @ X, X.T @ y, assume_a="pos")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", scipy.linalg.LinAlgWarning)
+            try:
+                if self.solver == "lstsq":
+                    w = np.linalg.lstsq(X, y, rcond=None)[0]
+                else:  # normal equations: one pass for X^T X and X^T y, a d x d Cholesky solve
+                    w = scipy.linalg.solve(X.T @ X, X.T @ y, assume_a="pos")
+            except np.linalg.LinAlgError as exc:  # e.g. X^T X not positive definite in float64
+                seconds = clock.elapsed()
+                return Outcome(w0, 0, seconds, setup_seconds, "failed",
+                               f"{self.solver} solve failed: {first_line(exc)} (kappa "
+                               f"{problem.reference.kappa_raw:.3g}: X^T X is singular in "
+                               "float64; use solver=lstsq or standardize)",
+                               nfev=0, ngev=0, nhvp=0)
         seconds = clock.elapsed()
         f = problem.loss(np.asarray(w, dtype=np.float64))
         subopt = problem.suboptimality(f)
@@ -118,6 +134,7 @@ class ClosedForm:
         status = "converged" if converged else "stalled"
         message = f"{self.solver} solve" + ("" if converged else
                                             f": suboptimality {subopt:.3g} above tol {tol}")
+        message += "".join(f"; {first_line(warning.message)}" for warning in caught)
         grad_norm = float(np.linalg.norm(problem.grad(np.asarray(w, dtype=np.float64))))
         trace = {"iteration": [1], "seconds": [seconds], "loss": [f],
                  "suboptimality": [subopt], "grad_norm": [grad_norm]}

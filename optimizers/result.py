@@ -86,6 +86,10 @@ class RunResult:
     status: str
     message: str
     f_star: float
+    f_star_accuracy: float  # estimated relative accuracy of f* (datasets.reference)
+    suboptimality_floor: float  # suboptimality = (f - f*) / max(f*, this)
+    kappa: float  # Hessian condition number, columns equilibrated
+    kappa_raw: float  # ... of X as given
     trace: pd.DataFrame = field(repr=False, default=None)
     w: np.ndarray = field(repr=False, default=None)
     extra: dict = field(default_factory=dict)
@@ -114,3 +118,9 @@ class RunResult:
                 f"(setup {self.setup_seconds:.3g} s, "
                 f"{self.seconds_per_iteration * 1e3:.4g} ms/iter), "
                 f"suboptimality {self.suboptimality:.3g}")
+
+    def reference_line(self) -> str:
+        """What the run was judged against: f*, its accuracy and the conditioning."""
+        return (f"reference f* = {self.f_star:.17g} (relative accuracy {self.f_star_accuracy:.2g}"
+                f", floor {self.suboptimality_floor:.3g}); kappa {self.kappa:.3g} scaled, "
+                f"{self.kappa_raw:.3g} raw")

@@ -15,8 +15,11 @@ from typing import NamedTuple
 from datasets.errors import InputError
 
 # What a run itself can end with; the runner adds "error" and "oom" for runs that end abnormally.
-STATUSES = ("converged", "stalled", "max_iter", "timeout", "diverged", "skipped")
+STATUSES = ("converged", "stalled", "max_iter", "timeout", "diverged", "skipped", "failed",
+            "reference-error")
 # "skipped": the run could not start here (a GPU asked for but none visible); set by a backend
+# "failed": a closed-form solve that LAPACK refused (Cholesky of a singular X^T X)
+# "reference-error": the final loss is below the certified f* by more than its accuracy
 
 
 class Context(NamedTuple):

@@ -397,10 +397,9 @@ class TensorflowBackend:
         setup_clock = Stopwatch()
         with tf.device(DEVICES[self.device]):
             data, params, start = self._setup(problem, optimizer, w0)
-            f_star = float(problem.f_star)
             arguments = (data, params, start, tf.constant(rule_values(rules), tf.float64),
-                         tf.constant(f_star, tf.float64),
-                         tf.constant(f_star if f_star > 0 else 1.0, tf.float64))
+                         tf.constant(problem.f_star, tf.float64),
+                         tf.constant(problem.reference.scale, tf.float64))
             loop = self._fused_function(problem, optimizer, rules)
             loop(*arguments, tf.constant(1))[1].numpy()  # trace and compile: one iteration
             cap = tf.constant(_CAP)

@@ -11,7 +11,9 @@ from pathlib import Path
 import numpy as np
 
 from datasets import make_problem
+from datasets.errors import Uncertifiable
 from datasets.problem import Problem
+from datasets.reference import Reference
 from optimizers import build_rules, make_backend, make_optimizer, run
 from study.regression.spec import RunSpec
 from study.sweep import cache
@@ -37,17 +39,17 @@ def problem_key(spec: RunSpec) -> dict:
 
 
 def load_problem(spec: RunSpec, cache_dir: Path) -> Problem:
-    """The spec's data set with its reference optimum: made (and validated) once per sweep,
-    then read from the cache."""
+    """The spec's data set with its certified reference: made, validated and solved once per
+    sweep, then read from the cache."""
 
     def make(folder: Path) -> None:
         problem = make_problem(spec.dataset, **spec.data_params())
-        w_star, f_star = problem.solution
+        reference = problem.reference
         np.save(folder / "X.npy", problem.X)
         np.save(folder / "y.npy", problem.y)
-        np.save(folder / "w_star.npy", w_star)
+        np.save(folder / "w_star.npy", reference.w)
         (folder / "meta.json").write_text(json.dumps({
-            "name": problem.name, "params": problem.params, "f_star": f_star,
+            "name": problem.name, "params": problem.params, "reference": reference.to_dict(),
             "feature_names": list(problem.feature_names),
             "label_names": list(problem.label_names)}, default=str))
 
@@ -55,8 +57,8 @@ def load_problem(spec: RunSpec, cache_dir: Path) -> Problem:
     meta = json.loads((folder / "meta.json").read_text())
     problem = Problem(np.load(folder / "X.npy"), np.load(folder / "y.npy"), meta["name"],
                       meta["params"], tuple(meta["feature_names"]), tuple(meta["label_names"]))
-    problem.__dict__["solution"] = (np.load(folder / "w_star.npy"), float(meta["f_star"]))
-    return problem
+    return problem.with_reference(Reference.from_dict(meta["reference"],
+                                                      np.load(folder / "w_star.npy")))
 
 
 def measure(spec: RunSpec, ctx: Context) -> Measurement:
@@ -64,14 +66,27 @@ def measure(spec: RunSpec, ctx: Context) -> Measurement:
     optimizer = make_optimizer(spec.optimizer, **spec.hyperparameters)
     backend = make_backend(spec.backend, spec.dtype, **spec.backend_options)
     rules = build_rules(**spec.stopping)
-    with ctx.probe:
-        result = run(problem, optimizer, rules, backend=backend, init=spec.init, seed=spec.seed)
+    try:
+        with ctx.probe:
+            result = run(problem, optimizer, rules, backend=backend, init=spec.init,
+                         seed=spec.seed)
+    except Uncertifiable as refusal:  # recorded, not raised: the sweep goes on
+        return Measurement(uncertifiable_record(problem, spec, str(refusal)), {})
     record = result.record()
     for key in SPEC_COLUMNS:
         record.pop(key, None)  # the spec's axes are the canonical values
     record["placed_on"] = record.pop("device")
     record["read_pass_seconds"] = read_pass_seconds(problem.X.astype(spec.dtype))
     return Measurement(record, {"traces": result.trace})
+
+
+def uncertifiable_record(problem: Problem, spec: RunSpec, message: str) -> dict:
+    """The row of a refused run: the reference it could not be judged against, and why."""
+    ref = problem.reference
+    return {"status": "uncertifiable", "message": message, "n": problem.n, "d": problem.d,
+            "f_star": ref.f, "f_star_accuracy": ref.accuracy,
+            "suboptimality_floor": ref.floor, "kappa": ref.kappa, "kappa_raw": ref.kappa_raw,
+            **{f"stop_{k}": v for k, v in spec.stopping.items()}}
 
 
 def read_pass_seconds(X, repeats: int = 5) -> float:

@@ -11,7 +11,10 @@ from study.sweep.fingerprint import ENGINE_FILES, python_files, relative
 
 KIND = "regression"
 MEASURE_MODULE = "study.regression.measure"
-STATUSES = ("converged", "stalled", "max_iter", "timeout", "diverged", "skipped")
+STATUSES = ("converged", "stalled", "max_iter", "timeout", "diverged", "skipped", "failed",
+            "reference-error", "uncertifiable")
+# a sweep with these exits 1; "uncertifiable" (f* too coarse for the tol) is a refusal, not one
+FAILED_STATUSES = ("error", "failed", "reference-error")
 BACKEND_FILES = {
     "numpy": ("optimizers/backends/numpy.py",),
     "tensorflow": ("optimizers/backends/numpy.py", "optimizers/backends/tensorflow.py",
@@ -19,9 +22,9 @@ BACKEND_FILES = {
 }
 MEASURING_FILES = ("study/regression/measure.py", "study/regression/spec.py")
 
-__all__ = ["CONFIG_KEYS", "KIND", "MEASURE_MODULE", "SCHEMA", "SIDE_TABLES", "STATUSES",
-           "code_files", "expand", "measure", "needs_gpu", "needs_tensorflow", "spec_from_json",
-           "summary"]
+__all__ = ["CONFIG_KEYS", "FAILED_STATUSES", "KIND", "MEASURE_MODULE", "SCHEMA", "SIDE_TABLES",
+           "STATUSES", "code_files", "expand", "measure", "needs_gpu", "needs_tensorflow",
+           "spec_from_json", "summary"]
 
 
 def expand(raw: dict, source: str, name: str, repeats: int) -> list[RunSpec]:

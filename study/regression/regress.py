@@ -129,6 +129,9 @@ def main(args) -> int:
     if result.status == "skipped":  # the library records it; the CLI refuses, writing nothing
         raise InputError(result.message)
     print(result.summary())
+    if result.status != "converged":
+        print(f"  {result.message}")
+    print(result.reference_line())
     if args.out:
         write_parquet_atomic(result.trace.assign(run=0), trace_path(args.out))
         write_parquet_atomic(pd.DataFrame([result.record()]), args.out)

@@ -11,7 +11,7 @@ import pandas as pd
 
 from study.paired import compare
 from study.regression.labels import label_runs
-from study.regression.summary import INSTANCE_COLUMNS, summarize, time_to_target
+from study.regression.summary import INSTANCE_COLUMNS, alarm_lines, summarize, time_to_target
 from study.report.blocks import Block, fmt_seconds
 
 
@@ -191,7 +191,9 @@ CAPTIONS = {
 
 
 def regression_blocks(runs: pd.DataFrame, figures: Path) -> list[Block]:
+    alarms = alarm_lines(summarize(runs[runs["status"] != "skipped"]))  # first, never buried
     blocks = [Block("h2", "Regression study: time to convergence"),
+              *(Block("p", line) for line in alarms),
               Block("list", regression_findings(runs))]
     for name, caption in CAPTIONS.items():
         path = figures / f"{name}.png"

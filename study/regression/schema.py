@@ -33,10 +33,16 @@ RUN_COLUMNS = Schema("runs", (
     Column("total_seconds", "float", "setup + loop"),
     Column("seconds_per_iteration", "float", "loop seconds over iterations"),
     Column("final_loss", "float", "loss of the final iterate, recomputed in float64"),
-    Column("suboptimality", "float", "(final_loss - f*) / suboptimality scale, in float64"),
+    Column("suboptimality", "float", "(final_loss - f*) / max(f*, suboptimality_floor), float64"),
     Column("target_reached", "bool", "float64 suboptimality <= tol (None without a tol rule)"),
     Column("grad_norm", "float", "gradient norm of the final iterate, float64"),
-    Column("f_star", "float", "the reference optimum"),
+    Column("f_star", "float", "the certified reference optimum (datasets.reference)"),
+    Column("f_star_accuracy", "float", "estimated relative accuracy of f*: |f* - exact| / "
+                                      "max(f*, floor); a run is refused unless 100x below tol"),
+    Column("suboptimality_floor", "float", "eps * f(0): suboptimality's divisor when f* ~ 0"),
+    Column("kappa", "float", "condition number of the Hessian 2/n X^T X, columns equilibrated "
+                             "(from singular values)"),
+    Column("kappa_raw", "float", "condition number of the Hessian of X as given"),
     Column("placed_on", "str", "where the result lay (short device name, checked on a GPU)"),
     Column("device_name", "str", "TensorFlow's full device name of the result"),
     Column("read_pass_seconds", "float", "one X.sum() in the run's process: seconds per "

@@ -15,6 +15,7 @@ import pandas as pd
 from study.paired import compare
 from study.regression.labels import label_runs
 
+ALARMS = {"reference-error": "reference_errors", "uncertifiable": "uncertifiable"}
 CONFIG_COLUMNS = ("dataset", "dataset_params", "optimizer", "hyperparameters", "backend",
                   "device", "feed", "xla", "formulation", "dtype", "init", "stopping")
 DATA_COLUMNS = ["dataset", "dataset_params"]
@@ -73,12 +74,14 @@ def summarize(runs) -> pd.DataFrame:
             "median_seconds": float(np.median(group["time_to_target"])),
             "ci_low": low, "ci_high": high,
             "median_total_seconds": float(np.median(group["total_to_target"])),
-            "median_setup_seconds": float(group["setup_seconds"].median()),
-            "median_iterations": float(group["iterations"].median()),
-            "median_seconds_per_iteration": float(group["seconds_per_iteration"].median()),
+            "median_setup_seconds": _median(group["setup_seconds"]),
+            "median_iterations": _median(group["iterations"]),
+            "median_seconds_per_iteration": _median(group["seconds_per_iteration"]),
             "statuses": ", ".join(f"{s}={n}" for s, n in group["status"].value_counts().items()),
             "instances": int(group[[c for c in INSTANCE_COLUMNS if c in group]]
                              .drop_duplicates().shape[0]),
+            **{column: int((group["status"] == status).sum())
+               for status, column in ALARMS.items()},
         })
     table = pd.DataFrame(rows)
     table = pd.concat([table, against_best(table, groups)], axis=1)
@@ -106,10 +109,34 @@ def against_best(table: pd.DataFrame, groups: list[pd.DataFrame]) -> pd.DataFram
     return out.astype({"vs_best": float, "vs_best_low": float, "vs_best_high": float})
 
 
+def _median(values: pd.Series) -> float:
+    """Median of a column whose rows may all be missing (runs refused or failed early)."""
+    return float(values.astype("float64").median())
+
+
 def format_summary(table: pd.DataFrame) -> str:
-    """A compact text table for the terminal."""
+    """A compact text table for the terminal, then a loud line for each alarm status."""
     if table.empty:
         return "(no runs)"
+    return "\n".join([_format_table(table), *alarm_lines(table)])
+
+
+def alarm_lines(table: pd.DataFrame) -> list[str]:
+    """Runs whose f* was contradicted, or too coarse to judge them: never silent."""
+    lines = []
+    errors = int(table.get("reference_errors", pd.Series(dtype=int)).sum())
+    if errors:
+        lines.append(f"!! REFERENCE ERROR in {errors} run(s): a final loss fell below the "
+                     "certified f* by more than its accuracy, so f* is wrong and these "
+                     "configurations cannot be judged; see the runs' messages")
+    refused = int(table.get("uncertifiable", pd.Series(dtype=int)).sum())
+    if refused:
+        lines.append(f"note: {refused} run(s) uncertifiable: f* is not accurate enough for "
+                     "their tol (counted as not converged); standardize or loosen tol")
+    return lines
+
+
+def _format_table(table: pd.DataFrame) -> str:
 
     def seconds(x):
         return "inf" if np.isinf(x) else ("-" if np.isnan(x) else f"{x:.3g}")

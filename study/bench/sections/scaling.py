@@ -63,7 +63,7 @@ def bench_scaling(plan: Plan) -> tuple[pd.DataFrame, pd.DataFrame]:
             progress(f"[scaling {sweep}] n={n} d={d}: skipped, {why}")
             continue
         problem = make_problem("synthetic", n=n, d=d, kappa=10.0)
-        problem.solution  # noqa: B018 -- the float64 reference, before any clock
+        problem.reference  # noqa: B018 -- the float64 reference, before any clock
         for method in plan.scaling_methods:
             row = measure_point(problem, method, iterations=plan.scaling_iterations,
                                 repeats=plan.scaling_repeats, read_repeats=plan.read_repeats,
