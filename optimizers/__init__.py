@@ -6,10 +6,16 @@ import dataclasses
 
 from datasets.errors import InputError
 from optimizers.adadelta import Adadelta
+from optimizers.adagrad import Adagrad
+from optimizers.adam import Adam
+from optimizers.cgls import CGLS
 from optimizers.driver import INITS, run
 from optimizers.gd import GradientDescent
 from optimizers.lbfgs import LBFGS
+from optimizers.momentum import Momentum
+from optimizers.nesterov import Nesterov
 from optimizers.reference import ClosedForm, ScipyLBFGS
+from optimizers.rmsprop import RMSprop
 from optimizers.stopping import build_rules
 from optimizers.tfp_lbfgs import TfpLBFGS
 
@@ -17,6 +23,12 @@ BACKENDS = ("numpy", "tensorflow")
 OPTIMIZERS = {
     "gd": GradientDescent,
     "adadelta": Adadelta,
+    "momentum": Momentum,
+    "nesterov": Nesterov,
+    "adam": Adam,
+    "rmsprop": RMSprop,
+    "adagrad": Adagrad,
+    "cgls": CGLS,
     "lbfgs": LBFGS,
     "lbfgs-tfp": TfpLBFGS,  # TensorFlow Probability's, on the tensorflow backend (extra 'tfp')
     "scipy-lbfgs": ScipyLBFGS,

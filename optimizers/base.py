@@ -14,7 +14,10 @@ from __future__ import annotations
 import math
 from typing import Protocol
 
+import numpy as np
+
 from datasets.errors import InputError
+from datasets.problem import gram_matrix
 
 
 class Optimizer(Protocol):
@@ -35,3 +38,28 @@ def positive(name: str, value, *, optimizer: str, allow_none: bool = False):
             or value <= 0:
         raise InputError(f"{optimizer}: {name} must be a finite number > 0, got {value!r}")
     return float(value)
+
+
+def fraction(name: str, value, *, optimizer: str, closed_low: bool = False) -> float:
+    """A number in (0, 1) ([0, 1) with closed_low), or an InputError naming the hyperparameter."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not (0.0 <= value < 1.0 if closed_low else 0.0 < value < 1.0):
+        interval = "[0, 1)" if closed_low else "(0, 1)"
+        raise InputError(f"{optimizer}: {name} must be in {interval}, got {value!r}")
+    return float(value)
+
+
+def hessian_bounds(problem, optimizer: str) -> tuple[float, float]:
+    """(mu, L): the extreme eigenvalues of the Hessian 2/n X^T X, from one pass to form X^T X
+    (timed as setup). The textbook step and momentum need mu > 0."""
+    eigenvalues = np.linalg.eigvalsh(gram_matrix(problem.X))
+    mu, L = float(eigenvalues[0]), float(eigenvalues[-1])
+    if not mu > 0:
+        raise InputError(f"{optimizer}: the textbook parameters need a strongly convex problem "
+                         f"(smallest Hessian eigenvalue {mu:.3g}); give step='fixed'")
+    return mu, L
+
+
+def epsilon_convention(epsilon: float, defaults: dict) -> str:
+    """Whose default an epsilon is ('keras3', 'tf1'), or 'custom': the libraries differ."""
+    return next((who for who, value in defaults.items() if value == epsilon), "custom")
