@@ -16,6 +16,7 @@ from optimizers.momentum import Momentum
 from optimizers.nesterov import Nesterov
 from optimizers.reference import ClosedForm, ScipyLBFGS
 from optimizers.rmsprop import RMSprop
+from optimizers.scipy_krylov import ScipyLSMR, ScipyLSQR
 from optimizers.stopping import build_rules
 from optimizers.tfp_lbfgs import TfpLBFGS
 
@@ -32,6 +33,8 @@ OPTIMIZERS = {
     "lbfgs": LBFGS,
     "lbfgs-tfp": TfpLBFGS,  # TensorFlow Probability's, on the tensorflow backend (extra 'tfp')
     "scipy-lbfgs": ScipyLBFGS,
+    "scipy-lsqr": ScipyLSQR,
+    "scipy-lsmr": ScipyLSMR,
     "closed-form": ClosedForm,
 }
 

@@ -48,7 +48,7 @@ class CGLS:
                              f"got {self.restart!r}")
 
     def hyperparameters(self) -> dict:
-        return {"restart": self.restart}
+        return {"restart": str(self.restart)}  # one column type for 'd', 'never' and periods
 
     def setup(self, problem, objective, ops) -> CGLSParams:
         if self.restart == "never":

@@ -82,7 +82,7 @@ class ScipyLBFGS:
         nfev = 1 + (result.nfev if result is not None else 0)
         return Outcome(x.reshape(shape), monitor.iteration, seconds, setup_seconds,
                        ending.status, ending.message, monitor.trace, rule=ending.rule,
-                       nfev=nfev, ngev=nfev, nhvp=0)
+                       nfev=nfev, ngev=nfev, nhvp=0, extra={"stopping_via": "callback"})
 
 
 @dataclass(frozen=True)
@@ -122,4 +122,4 @@ class ClosedForm:
         trace = {"iteration": [1], "seconds": [seconds], "loss": [f],
                  "suboptimality": [subopt], "grad_norm": [grad_norm]}
         return Outcome(w, 1, seconds, setup_seconds, status, message, trace,
-                       nfev=0, ngev=0, nhvp=0)
+                       nfev=0, ngev=0, nhvp=0, extra={"stopping_via": "none"})
