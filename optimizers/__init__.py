@@ -21,6 +21,7 @@ from optimizers.stopping import build_rules
 from optimizers.tfp_lbfgs import TfpLBFGS
 
 BACKENDS = ("numpy", "tensorflow")
+KERAS_PREFIX = "keras:"  # any Keras optimizer by class name (optimizers/keras_optimizer.py)
 OPTIMIZERS = {
     "gd": GradientDescent,
     "adadelta": Adadelta,
@@ -40,10 +41,16 @@ OPTIMIZERS = {
 
 
 def make_optimizer(name: str, **hyperparameters):
-    """Build the named optimizer; unknown names or hyperparameters list the allowed ones."""
+    """Build the named optimizer; unknown names or hyperparameters list the allowed ones.
+    `keras:<Class>` is Keras's optimizer of that class, its parameters Keras's own."""
+    if name.startswith(KERAS_PREFIX):
+        from optimizers.keras_optimizer import KerasOptimizer
+
+        return KerasOptimizer(name[len(KERAS_PREFIX):], **hyperparameters)
     cls = OPTIMIZERS.get(name)
     if cls is None:
-        raise InputError(f"unknown optimizer '{name}'; allowed: {', '.join(OPTIMIZERS)}")
+        raise InputError(f"unknown optimizer '{name}'; allowed: {', '.join(OPTIMIZERS)}, "
+                         f"{KERAS_PREFIX}<Class>")
     allowed = [f.name for f in dataclasses.fields(cls) if f.name != "name"]
     for key in hyperparameters:
         if key not in allowed:
@@ -69,4 +76,5 @@ def make_backend(name: str, dtype: str = "float64", **options):
     raise InputError(f"unknown backend '{name}'; allowed: {', '.join(BACKENDS)}")
 
 
-__all__ = ["INITS", "OPTIMIZERS", "build_rules", "make_backend", "make_optimizer", "run"]
+__all__ = ["INITS", "KERAS_PREFIX", "OPTIMIZERS", "build_rules", "make_backend", "make_optimizer",
+           "run"]

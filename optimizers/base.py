@@ -49,6 +49,24 @@ def fraction(name: str, value, *, optimizer: str, closed_low: bool = False) -> f
     return float(value)
 
 
+MOMENTUM_STEPS = ("textbook", "fixed")
+
+
+def check_momentum_step(optimizer: str, step, learning_rate, momentum) -> None:
+    """momentum and nesterov: step 'fixed' needs both values, 'textbook' chooses both."""
+    if step not in MOMENTUM_STEPS:
+        raise InputError(f"{optimizer}: unknown step '{step}'; allowed: "
+                         f"{', '.join(MOMENTUM_STEPS)}")
+    if step == "fixed":
+        if learning_rate is None or momentum is None:
+            raise InputError(f"{optimizer}: step='fixed' needs a learning_rate and a momentum")
+        positive("learning_rate", learning_rate, optimizer=optimizer)
+        fraction("momentum", momentum, optimizer=optimizer, closed_low=True)
+    elif learning_rate is not None or momentum is not None:
+        raise InputError(f"{optimizer}: step='textbook' chooses its own learning_rate and "
+                         "momentum from L and mu; give them only with step='fixed'")
+
+
 def hessian_bounds(problem, optimizer: str) -> tuple[float, float]:
     """(mu, L): the extreme eigenvalues of the Hessian 2/n X^T X, from one pass to form X^T X
     (timed as setup). The textbook step and momentum need mu > 0."""
@@ -63,3 +81,9 @@ def hessian_bounds(problem, optimizer: str) -> tuple[float, float]:
 def epsilon_convention(epsilon: float, defaults: dict) -> str:
     """Whose default an epsilon is ('keras3', 'tf1'), or 'custom': the libraries differ."""
     return next((who for who, value in defaults.items() if value == epsilon), "custom")
+
+
+def require_numpy(name: str, backend) -> None:
+    """The self-driven SciPy and closed-form references run on the numpy backend only."""
+    if backend.name != "numpy":
+        raise InputError(f"{name} runs on the numpy backend only, not '{backend.name}'")

@@ -14,10 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from datasets.errors import InputError
-from optimizers.base import fraction, hessian_bounds, positive
-
-STEPS = ("textbook", "fixed")
+from optimizers.base import check_momentum_step, hessian_bounds
 
 
 class MomentumState(NamedTuple):
@@ -32,20 +29,6 @@ class MomentumParams(NamedTuple):
     momentum: object
 
 
-def check_step(optimizer: str, step, learning_rate, momentum) -> None:
-    """Shared by momentum and nesterov: fixed needs both values, textbook chooses both."""
-    if step not in STEPS:
-        raise InputError(f"{optimizer}: unknown step '{step}'; allowed: {', '.join(STEPS)}")
-    if step == "fixed":
-        if learning_rate is None or momentum is None:
-            raise InputError(f"{optimizer}: step='fixed' needs a learning_rate and a momentum")
-        positive("learning_rate", learning_rate, optimizer=optimizer)
-        fraction("momentum", momentum, optimizer=optimizer, closed_low=True)
-    elif learning_rate is not None or momentum is not None:
-        raise InputError(f"{optimizer}: step='textbook' chooses its own learning_rate and "
-                         "momentum from L and mu; give them only with step='fixed'")
-
-
 @dataclass(frozen=True)
 class Momentum:
     step: str = "textbook"
@@ -55,7 +38,7 @@ class Momentum:
     evaluations = {"nfev": 1, "ngev": 1, "nhvp": 0}
 
     def __post_init__(self):
-        check_step(self.name, self.step, self.learning_rate, self.momentum)
+        check_momentum_step(self.name, self.step, self.learning_rate, self.momentum)
 
     def hyperparameters(self) -> dict:
         return {"step": self.step, "learning_rate": self.learning_rate, "momentum": self.momentum}

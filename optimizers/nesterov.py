@@ -14,9 +14,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
-from optimizers.base import hessian_bounds
-from optimizers.momentum import MomentumParams, MomentumState, check_step
+from optimizers.base import check_momentum_step, hessian_bounds
+
+
+class NesterovState(NamedTuple):
+    w: object  # the look-ahead point y
+    f: object
+    g: object
+    v: object
+
+
+class NesterovParams(NamedTuple):
+    learning_rate: object
+    momentum: object
 
 
 @dataclass(frozen=True)
@@ -28,24 +40,24 @@ class Nesterov:
     evaluations = {"nfev": 1, "ngev": 1, "nhvp": 0}
 
     def __post_init__(self):
-        check_step(self.name, self.step, self.learning_rate, self.momentum)
+        check_momentum_step(self.name, self.step, self.learning_rate, self.momentum)
 
     def hyperparameters(self) -> dict:
         return {"step": self.step, "learning_rate": self.learning_rate, "momentum": self.momentum}
 
-    def setup(self, problem, objective, ops) -> MomentumParams:
+    def setup(self, problem, objective, ops) -> NesterovParams:
         if self.step == "fixed":
-            return MomentumParams(ops.scalar(self.learning_rate), ops.scalar(self.momentum))
+            return NesterovParams(ops.scalar(self.learning_rate), ops.scalar(self.momentum))
         mu, L = hessian_bounds(problem, self.name)
         root_L, root_mu = math.sqrt(L), math.sqrt(mu)
-        return MomentumParams(ops.scalar(1.0 / L),
+        return NesterovParams(ops.scalar(1.0 / L),
                               ops.scalar((root_L - root_mu) / (root_L + root_mu)))
 
-    def init(self, objective, ops, params, w0) -> MomentumState:
-        return MomentumState(w0, *objective.value_and_grad(w0), ops.zeros_like(w0))
+    def init(self, objective, ops, params, w0) -> NesterovState:
+        return NesterovState(w0, *objective.value_and_grad(w0), ops.zeros_like(w0))
 
-    def update(self, objective, ops, params, state) -> MomentumState:
+    def update(self, objective, ops, params, state) -> NesterovState:
         step = params.learning_rate * state.g
         v = params.momentum * state.v - step
         w = state.w + params.momentum * v - step
-        return MomentumState(w, *objective.value_and_grad(w), v)
+        return NesterovState(w, *objective.value_and_grad(w), v)

@@ -13,17 +13,13 @@ import scipy.linalg
 import scipy.optimize
 
 from datasets.errors import InputError
+from optimizers.base import require_numpy
 from optimizers.driver import RuleMonitor
 from optimizers.objective import make_objective, prepare_data
 from optimizers.result import Outcome, Stopwatch
 from optimizers.stopping import Ending
 
 CLOSED_FORM_SOLVERS = ("lstsq", "normal")
-
-
-def _require_numpy(name: str, backend) -> None:
-    if backend.name != "numpy":
-        raise InputError(f"{name} runs on the numpy backend only, not '{backend.name}'")
 
 
 @dataclass(frozen=True)
@@ -41,7 +37,7 @@ class ScipyLBFGS:
         return {"history": self.history}
 
     def minimize(self, problem, rules, backend, w0) -> Outcome:
-        _require_numpy(self.name, backend)
+        require_numpy(self.name, backend)
         setup_clock = Stopwatch()
         data = prepare_data(backend, problem.X, problem.y, backend.formulation)
         objective = make_objective(backend, data, backend.formulation)
@@ -101,7 +97,7 @@ class ClosedForm:
         return {"solver": self.solver}
 
     def minimize(self, problem, rules, backend, w0) -> Outcome:
-        _require_numpy(self.name, backend)
+        require_numpy(self.name, backend)
         setup_clock = Stopwatch()
         X, y = backend.data_matrix(problem.X), backend.asarray(problem.y)
         setup_seconds = setup_clock.elapsed()

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse.linalg
 
+from optimizers.base import require_numpy
 from optimizers.driver import RuleMonitor
 from optimizers.objective import make_objective, prepare_data
-from optimizers.reference import _require_numpy
 from optimizers.result import Outcome, Stopwatch, on_trace_schedule
 from optimizers.stopping import Ending
 
@@ -74,7 +74,7 @@ class _ScipyKrylov:
         return w, max(int(c[2]) for c in columns), max(int(c[1]) for c in columns)
 
     def minimize(self, problem, rules, backend, w0) -> Outcome:
-        _require_numpy(self.name, backend)
+        require_numpy(self.name, backend)
         setup_clock = Stopwatch()
         X, y = backend.data_matrix(problem.X), backend.asarray(problem.y)
         objective = make_objective(backend, prepare_data(backend, problem.X, problem.y))
