@@ -6,29 +6,51 @@ import dataclasses
 
 from datasets.errors import InputError
 from optimizers.adadelta import Adadelta
+from optimizers.adagrad import Adagrad
+from optimizers.adam import Adam
+from optimizers.cgls import CGLS
 from optimizers.driver import INITS, run
 from optimizers.gd import GradientDescent
 from optimizers.lbfgs import LBFGS
+from optimizers.momentum import Momentum
+from optimizers.nesterov import Nesterov
 from optimizers.reference import ClosedForm, ScipyLBFGS
+from optimizers.rmsprop import RMSprop
+from optimizers.scipy_krylov import ScipyLSMR, ScipyLSQR
 from optimizers.stopping import build_rules
 from optimizers.tfp_lbfgs import TfpLBFGS
 
 BACKENDS = ("numpy", "tensorflow")
+KERAS_PREFIX = "keras:"  # any Keras optimizer by class name (optimizers/keras_optimizer.py)
 OPTIMIZERS = {
     "gd": GradientDescent,
     "adadelta": Adadelta,
+    "momentum": Momentum,
+    "nesterov": Nesterov,
+    "adam": Adam,
+    "rmsprop": RMSprop,
+    "adagrad": Adagrad,
+    "cgls": CGLS,
     "lbfgs": LBFGS,
     "lbfgs-tfp": TfpLBFGS,  # TensorFlow Probability's, on the tensorflow backend (extra 'tfp')
     "scipy-lbfgs": ScipyLBFGS,
+    "scipy-lsqr": ScipyLSQR,
+    "scipy-lsmr": ScipyLSMR,
     "closed-form": ClosedForm,
 }
 
 
 def make_optimizer(name: str, **hyperparameters):
-    """Build the named optimizer; unknown names or hyperparameters list the allowed ones."""
+    """Build the named optimizer; unknown names or hyperparameters list the allowed ones.
+    `keras:<Class>` is Keras's optimizer of that class, its parameters Keras's own."""
+    if name.startswith(KERAS_PREFIX):
+        from optimizers.keras_optimizer import KerasOptimizer
+
+        return KerasOptimizer(name[len(KERAS_PREFIX):], **hyperparameters)
     cls = OPTIMIZERS.get(name)
     if cls is None:
-        raise InputError(f"unknown optimizer '{name}'; allowed: {', '.join(OPTIMIZERS)}")
+        raise InputError(f"unknown optimizer '{name}'; allowed: {', '.join(OPTIMIZERS)}, "
+                         f"{KERAS_PREFIX}<Class>")
     allowed = [f.name for f in dataclasses.fields(cls) if f.name != "name"]
     for key in hyperparameters:
         if key not in allowed:
@@ -54,4 +76,5 @@ def make_backend(name: str, dtype: str = "float64", **options):
     raise InputError(f"unknown backend '{name}'; allowed: {', '.join(BACKENDS)}")
 
 
-__all__ = ["INITS", "OPTIMIZERS", "build_rules", "make_backend", "make_optimizer", "run"]
+__all__ = ["INITS", "KERAS_PREFIX", "OPTIMIZERS", "build_rules", "make_backend", "make_optimizer",
+           "run"]

@@ -14,7 +14,10 @@ from __future__ import annotations
 import math
 from typing import Protocol
 
+import numpy as np
+
 from datasets.errors import InputError
+from datasets.problem import gram_matrix
 
 
 class Optimizer(Protocol):
@@ -35,3 +38,52 @@ def positive(name: str, value, *, optimizer: str, allow_none: bool = False):
             or value <= 0:
         raise InputError(f"{optimizer}: {name} must be a finite number > 0, got {value!r}")
     return float(value)
+
+
+def fraction(name: str, value, *, optimizer: str, closed_low: bool = False) -> float:
+    """A number in (0, 1) ([0, 1) with closed_low), or an InputError naming the hyperparameter."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not (0.0 <= value < 1.0 if closed_low else 0.0 < value < 1.0):
+        interval = "[0, 1)" if closed_low else "(0, 1)"
+        raise InputError(f"{optimizer}: {name} must be in {interval}, got {value!r}")
+    return float(value)
+
+
+MOMENTUM_STEPS = ("textbook", "fixed")
+
+
+def check_momentum_step(optimizer: str, step, learning_rate, momentum) -> None:
+    """momentum and nesterov: step 'fixed' needs both values, 'textbook' chooses both."""
+    if step not in MOMENTUM_STEPS:
+        raise InputError(f"{optimizer}: unknown step '{step}'; allowed: "
+                         f"{', '.join(MOMENTUM_STEPS)}")
+    if step == "fixed":
+        if learning_rate is None or momentum is None:
+            raise InputError(f"{optimizer}: step='fixed' needs a learning_rate and a momentum")
+        positive("learning_rate", learning_rate, optimizer=optimizer)
+        fraction("momentum", momentum, optimizer=optimizer, closed_low=True)
+    elif learning_rate is not None or momentum is not None:
+        raise InputError(f"{optimizer}: step='textbook' chooses its own learning_rate and "
+                         "momentum from L and mu; give them only with step='fixed'")
+
+
+def hessian_bounds(problem, optimizer: str) -> tuple[float, float]:
+    """(mu, L): the extreme eigenvalues of the Hessian 2/n X^T X, from one pass to form X^T X
+    (timed as setup). The textbook step and momentum need mu > 0."""
+    eigenvalues = np.linalg.eigvalsh(gram_matrix(problem.X))
+    mu, L = float(eigenvalues[0]), float(eigenvalues[-1])
+    if not mu > 0:
+        raise InputError(f"{optimizer}: the textbook parameters need a strongly convex problem "
+                         f"(smallest Hessian eigenvalue {mu:.3g}); give step='fixed'")
+    return mu, L
+
+
+def epsilon_convention(epsilon: float, defaults: dict) -> str:
+    """Whose default an epsilon is ('keras3', 'tf1'), or 'custom': the libraries differ."""
+    return next((who for who, value in defaults.items() if value == epsilon), "custom")
+
+
+def require_numpy(name: str, backend) -> None:
+    """The self-driven SciPy and closed-form references run on the numpy backend only."""
+    if backend.name != "numpy":
+        raise InputError(f"{name} runs on the numpy backend only, not '{backend.name}'")

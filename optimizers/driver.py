@@ -122,6 +122,7 @@ def run(problem, optimizer, rules, *, backend, init: str = "zeros", seed: int = 
     if outcome.nfev is None:
         outcome.nfev, outcome.ngev, outcome.nhvp = counts(optimizer, outcome.iterations).values()
     outcome.extra.setdefault("formulation", getattr(backend, "formulation", "data"))
+    outcome.extra.setdefault("stopping_via", "loop")
     w = np.asarray(outcome.w, dtype=np.float64)
     final_loss = problem.loss(w)
     suboptimality = problem.suboptimality(final_loss)

@@ -41,6 +41,11 @@ class LeastSquaresObjective:
         q = self.ops.data_matvec(self.X, direction)
         return (2 * self.inv_n) * self.ops.vdot(q, q)
 
+    def hessian_product(self, direction):
+        """H direction = 2/n X^T (X direction): two passes over X."""
+        ops = self.ops
+        return (2 * self.inv_n) * ops.data_rmatvec(self.X, ops.data_matvec(self.X, direction))
+
     def hessian_diagonal(self):
         """diag(H) = 2/n * sum_i x_ij^2, shaped (d, 1) to broadcast over label columns."""
         return (2 * self.inv_n) * self.ops.data_column_squares(self.X)[:, None]
@@ -65,6 +70,9 @@ class GramObjective:
     def curvature(self, direction):
         ops = self.ops
         return (2 * self.inv_n) * ops.vdot(direction, ops.matmul(self.A, direction))
+
+    def hessian_product(self, direction):
+        return (2 * self.inv_n) * self.ops.matmul(self.A, direction)
 
     def hessian_diagonal(self):
         return (2 * self.inv_n) * self.ops.diag_part(self.A)[:, None]

@@ -14,17 +14,13 @@ import scipy.linalg
 import scipy.optimize
 
 from datasets.errors import InputError
+from optimizers.base import require_numpy
 from optimizers.driver import RuleMonitor
 from optimizers.objective import make_objective, prepare_data
 from optimizers.result import Outcome, Stopwatch
 from optimizers.stopping import Ending
 
 CLOSED_FORM_SOLVERS = ("lstsq", "normal")
-
-
-def _require_numpy(name: str, backend) -> None:
-    if backend.name != "numpy":
-        raise InputError(f"{name} runs on the numpy backend only, not '{backend.name}'")
 
 
 def first_line(error) -> str:
@@ -47,7 +43,7 @@ class ScipyLBFGS:
         return {"history": self.history}
 
     def minimize(self, problem, rules, backend, w0) -> Outcome:
-        _require_numpy(self.name, backend)
+        require_numpy(self.name, backend)
         setup_clock = Stopwatch()
         data = prepare_data(backend, problem.X, problem.y, backend.formulation)
         objective = make_objective(backend, data, backend.formulation)
@@ -88,7 +84,7 @@ class ScipyLBFGS:
         nfev = 1 + (result.nfev if result is not None else 0)
         return Outcome(x.reshape(shape), monitor.iteration, seconds, setup_seconds,
                        ending.status, ending.message, monitor.trace, rule=ending.rule,
-                       nfev=nfev, ngev=nfev, nhvp=0)
+                       nfev=nfev, ngev=nfev, nhvp=0, extra={"stopping_via": "callback"})
 
 
 @dataclass(frozen=True)
@@ -107,7 +103,7 @@ class ClosedForm:
         return {"solver": self.solver}
 
     def minimize(self, problem, rules, backend, w0) -> Outcome:
-        _require_numpy(self.name, backend)
+        require_numpy(self.name, backend)
         setup_clock = Stopwatch()
         X, y = backend.data_matrix(problem.X), backend.asarray(problem.y)
         setup_seconds = setup_clock.elapsed()
@@ -139,4 +135,4 @@ class ClosedForm:
         trace = {"iteration": [1], "seconds": [seconds], "loss": [f],
                  "suboptimality": [subopt], "grad_norm": [grad_norm]}
         return Outcome(w, 1, seconds, setup_seconds, status, message, trace,
-                       nfev=0, ngev=0, nhvp=0)
+                       nfev=0, ngev=0, nhvp=0, extra={"stopping_via": "none"})

@@ -72,6 +72,11 @@ class NumpyBackend:
     zeros_like = staticmethod(np.zeros_like)
 
     @staticmethod
+    def cond(predicate, true_fn, false_fn):
+        """One of two computations, chosen by a scalar predicate (only the chosen one runs)."""
+        return true_fn() if predicate else false_fn()
+
+    @staticmethod
     def matmul_t(a, b):
         """a^T @ b without materialising the transpose."""
         return a.T @ b

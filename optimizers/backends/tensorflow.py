@@ -111,6 +111,11 @@ class TensorflowOps:
         return tf.linalg.matmul(a, b)
 
     @staticmethod
+    def cond(predicate, true_fn, false_fn):
+        """One of two computations, chosen by a scalar predicate (only the chosen one runs)."""
+        return tf.cond(predicate, true_fn, false_fn)
+
+    @staticmethod
     def matmul_t(a, b):
         """a^T @ b without materialising the transpose."""
         return tf.linalg.matmul(a, b, transpose_a=True)

@@ -9,7 +9,7 @@ import itertools
 
 from datasets import DATASETS, validate_dataset
 from datasets.errors import InputError
-from optimizers import INITS, OPTIMIZERS, build_rules, make_optimizer
+from optimizers import INITS, KERAS_PREFIX, OPTIMIZERS, build_rules, make_optimizer
 from optimizers.backends.numpy import DTYPES
 from optimizers.objective import FORMULATIONS
 from study.regression.spec import RunSpec
@@ -64,7 +64,9 @@ def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[RunSpe
         points[section] = []
         for block in blocks(raw, section, source):
             block_name = block.get("name")
-            if not isinstance(block_name, str) or block_name not in names:
+            keras = section == "optimizers" and isinstance(block_name, str) \
+                and block_name.startswith(KERAS_PREFIX)
+            if not isinstance(block_name, str) or (block_name not in names and not keras):
                 fail(section, f"unknown name {block_name!r}; allowed: {', '.join(names)}")
             params = {k: v for k, v in block.items() if k not in ("name", "stopping")}
             # An optimizer block may bring its own rules (e.g. the original program's: tol

@@ -20,6 +20,7 @@ BACKEND_FILES = {
     "tensorflow": ("optimizers/backends/numpy.py", "optimizers/backends/tensorflow.py",
                    "optimizers/backends/tf1.py"),
 }
+KERAS_MODULE = "optimizers/keras_optimizer.py"  # every keras:<Class> runs through it
 MEASURING_FILES = ("study/regression/measure.py", "study/regression/spec.py")
 
 __all__ = ["CONFIG_KEYS", "FAILED_STATUSES", "KIND", "MEASURE_MODULE", "SCHEMA", "SIDE_TABLES",
@@ -45,9 +46,10 @@ def needs_gpu(spec: RunSpec) -> bool:
 
 def _selectable() -> tuple[set[str], dict, dict]:
     from datasets import DATASETS
-    from optimizers import OPTIMIZERS
+    from optimizers import KERAS_PREFIX, OPTIMIZERS
 
     optimizers = {name: relative(inspect.getsourcefile(cls)) for name, cls in OPTIMIZERS.items()}
+    optimizers[KERAS_PREFIX] = KERAS_MODULE
     datasets = {name: relative(inspect.getsourcefile(f)) for name, f in DATASETS.items()}
     chosen = set(optimizers.values()) | set(datasets.values()) | set(python_files(
         "optimizers/backends"))
@@ -60,7 +62,10 @@ def code_files(spec: RunSpec) -> list[str]:
     chosen, optimizers, datasets = _selectable()
     shared = [f for f in python_files("datasets") + python_files("optimizers")
               if f not in chosen]
-    own = [optimizers[spec.optimizer], datasets[spec.dataset], *BACKEND_FILES[spec.backend]]
+    from optimizers import KERAS_PREFIX
+
+    name = KERAS_PREFIX if spec.optimizer.startswith(KERAS_PREFIX) else spec.optimizer
+    own = [optimizers[name], datasets[spec.dataset], *BACKEND_FILES[spec.backend]]
     return sorted({*shared, *own, *ENGINE_FILES, *MEASURING_FILES})
 
 

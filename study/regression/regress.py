@@ -30,13 +30,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     data.add_argument("--data-param", action="append", default=[], metavar="KEY=VALUE",
                       help="any other dataset parameter, e.g. kappa=1e4 or seed=3")
     opt = parser.add_argument_group("optimizer")
-    opt.add_argument("--optimizer", default="lbfgs", help=f"one of: {', '.join(OPTIMIZERS)}")
+    opt.add_argument("--optimizer", default="lbfgs",
+                     help=f"one of: {', '.join(OPTIMIZERS)}, or keras:<Class> (any Keras "
+                          "optimizer, tensorflow backend)")
     opt.add_argument("--step", help="gd: fixed, 1/L or diag (the original program's update)")
     opt.add_argument("--lr", type=float, help="learning rate (gd step=fixed, adadelta)")
     opt.add_argument("--rho", type=float, help="adadelta decay (default 0.95)")
     opt.add_argument("--epsilon", type=float, help="adadelta epsilon (default 1e-8, as TF1)")
     opt.add_argument("--history", type=int, help="L-BFGS history size (default 10)")
     opt.add_argument("--solver", help="closed-form: lstsq or normal")
+    opt.add_argument("--opt-param", action="append", default=[], metavar="KEY=VALUE",
+                     help="any other optimizer hyperparameter, e.g. momentum=0.9, or a Keras "
+                          "optimizer's argument, e.g. learning_rate=0.01")
     opt.add_argument("--init", default="zeros", help=f"starting point: {', '.join(INITS)}")
     opt.add_argument("--seed", type=int, default=0, help="seed of the random init")
     back = parser.add_argument_group("backend")
@@ -70,18 +75,24 @@ def tolerance(text: str) -> float | None:
     return float(text)
 
 
-def dataset_params(args) -> dict:
-    if args.dataset not in DATASETS:
-        raise InputError(f"unknown dataset '{args.dataset}'; allowed: {', '.join(DATASETS)}")
+def key_values(items, flag: str) -> dict:
+    """KEY=VALUE pairs; a value is a Python literal where it parses as one, else a string."""
     params = {}
-    for item in args.data_param:
+    for item in items:
         key, sep, text = item.partition("=")
         if not sep or not key:
-            raise InputError(f"--data-param '{item}' is not KEY=VALUE")
+            raise InputError(f"{flag} '{item}' is not KEY=VALUE")
         try:
             params[key] = ast.literal_eval(text)
         except (ValueError, SyntaxError):
             params[key] = text
+    return params
+
+
+def dataset_params(args) -> dict:
+    if args.dataset not in DATASETS:
+        raise InputError(f"unknown dataset '{args.dataset}'; allowed: {', '.join(DATASETS)}")
+    params = key_values(args.data_param, "--data-param")
     if args.rows is not None:
         if args.dataset not in ROWS_PARAMETER:
             raise InputError(f"--rows applies to {', '.join(ROWS_PARAMETER)}, not '{args.dataset}'")
@@ -98,6 +109,7 @@ def configure(args):
     """Everything a run needs, validated before any data is generated or file written."""
     hyperparameters = {name: getattr(args, flag) for flag, name in HYPERPARAMETER_FLAGS.items()
                        if getattr(args, flag) is not None}
+    hyperparameters.update(key_values(args.opt_param, "--opt-param"))
     optimizer = make_optimizer(args.optimizer, **hyperparameters)
     options = {flag: getattr(args, flag) for flag in BACKEND_FLAGS
                if getattr(args, flag) is not None}

@@ -50,6 +50,15 @@ RUN_COLUMNS = Schema("runs", (
     Column("tfp_iterations", "int", "lbfgs-tfp: TensorFlow Probability's own iteration count"),
     Column("tfp_converged", "bool", "lbfgs-tfp: TFP's own convergence flag"),
     Column("tfp_failed", "bool", "lbfgs-tfp: TFP's own failure flag"),
+    Column("stopping_via", "str", "how the stopping rules were applied: loop (our backends), "
+                                  "callback (scipy-lbfgs), iteration sweep (scipy-lsqr/lsmr, "
+                                  "no callback), none (closed-form)"),
+    Column("matvecs", "int", "scipy-lsqr/lsmr: products with X and X^T, initial ones included"),
+    Column("scipy_istop", "int", "scipy-lsqr/lsmr: SciPy's own stop code of the final solve "
+                                 "(7: iteration limit, i.e. the rules ended the run)"),
+    Column("keras_class", "str", "keras:<Class>: the Keras optimizer's class"),
+    Column("keras_config", "str", "keras:<Class>: its full get_config() as JSON"),
+    Column("keras_version", "str", "keras:<Class>: the Keras version that ran it"),
 ), families=("data_", "hp_", "stop_"))
 
 SCHEMA = ENGINE + RUN_COLUMNS

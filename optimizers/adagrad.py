@@ -1,0 +1,68 @@
+"""Adagrad, in Keras 3's update:
+
+  a = a + g^2   (a starts at initial_accumulator_value)
+  w = w - lr * g / sqrt(a + epsilon)
+Epsilon sits inside the square root; Keras 3's default is 1e-7, TF1's AdagradOptimizer has none
+(epsilon = 0, allowed since a starts above zero); `epsilon_convention` records which. Both start
+a at 0.1. Defaults are Keras 3's.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from datasets.errors import InputError
+from optimizers.base import epsilon_convention, positive
+
+EPSILONS = {"keras3": 1e-7, "tf1": 0.0}
+
+
+class AdagradState(NamedTuple):
+    w: object
+    f: object
+    g: object
+    accumulator: object
+
+
+class AdagradParams(NamedTuple):
+    learning_rate: object
+    epsilon: object
+
+
+@dataclass(frozen=True)
+class Adagrad:
+    learning_rate: float = 0.001
+    initial_accumulator_value: float = 0.1
+    epsilon: float = 1e-7
+    name: str = "adagrad"
+    evaluations = {"nfev": 1, "ngev": 1, "nhvp": 0}
+
+    def __post_init__(self):
+        positive("learning_rate", self.learning_rate, optimizer=self.name)
+        positive("initial_accumulator_value", self.initial_accumulator_value,
+                 optimizer=self.name)
+        if isinstance(self.epsilon, bool) or not isinstance(self.epsilon, (int, float)) \
+                or not math.isfinite(self.epsilon) or self.epsilon < 0:
+            raise InputError(f"adagrad: epsilon must be a finite number >= 0, "
+                             f"got {self.epsilon!r}")
+
+    def hyperparameters(self) -> dict:
+        return {"learning_rate": self.learning_rate,
+                "initial_accumulator_value": self.initial_accumulator_value,
+                "epsilon": self.epsilon,
+                "epsilon_convention": epsilon_convention(self.epsilon, EPSILONS)}
+
+    def setup(self, problem, objective, ops) -> AdagradParams:
+        return AdagradParams(ops.scalar(self.learning_rate), ops.scalar(self.epsilon))
+
+    def init(self, objective, ops, params, w0) -> AdagradState:
+        f, g = objective.value_and_grad(w0)
+        return AdagradState(w0, f, g, ops.zeros_like(w0) + self.initial_accumulator_value)
+
+    def update(self, objective, ops, params, state) -> AdagradState:
+        g = state.g
+        accumulator = state.accumulator + g * g
+        w = state.w - params.learning_rate * g / ops.sqrt(accumulator + params.epsilon)
+        return AdagradState(w, *objective.value_and_grad(w), accumulator)

@@ -1,0 +1,94 @@
+"""Any Keras optimizer by name (`keras:Adam`, `keras:SGD`, ...) on the TensorFlow backend.
+
+The Keras object's own update runs: the iterate lives in a `keras.Variable`, and each iteration
+is `optimizer.apply([g], [variable])` on the full-batch gradient, inside the compiled step of the
+feed and resident modes and inside the fused while_loop (XLA included), timed like every other
+method. The Keras object is stateful, so `init` puts the start point and the optimizer's initial
+slot values back into its variables (the warm-up call has moved them). The record holds the
+class, its full `get_config()` and the Keras version. Keras keeps its learning rate in a
+float32 variable: a float64 run uses that float32-rounded rate.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import NamedTuple
+
+import numpy as np
+
+from datasets.errors import InputError
+from optimizers import KERAS_PREFIX as PREFIX
+
+
+class KerasState(NamedTuple):
+    w: object
+    f: object
+    g: object
+
+
+def keras_classes() -> list[str]:
+    """The optimizer classes keras.optimizers exports, by name."""
+    import keras
+
+    base = keras.optimizers.Optimizer
+    return sorted(name for name, value in vars(keras.optimizers).items()
+                  if isinstance(value, type) and issubclass(value, base) and value is not base)
+
+
+class KerasOptimizer:
+    evaluations = {"nfev": 1, "ngev": 1, "nhvp": 0}
+
+    def __init__(self, class_name: str, **config):
+        self.class_name, self.config = class_name, dict(config)
+        self.name = PREFIX + class_name
+        self._keras = self._variable = self._initial = None
+        self._build()  # refuses a bad class or parameter before any data is made
+
+    def _build(self):
+        import keras
+
+        if self.class_name not in keras_classes():
+            raise InputError(f"unknown Keras optimizer '{self.class_name}'; allowed: "
+                             f"{', '.join(keras_classes())}")
+        try:
+            return getattr(keras.optimizers, self.class_name)(**self.config)
+        except (TypeError, ValueError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise InputError(f"{self.name}: {first}") from None
+
+    def hyperparameters(self) -> dict:
+        return dict(self.config)
+
+    def setup(self, problem, objective, ops):
+        if ops.name != "tensorflow":
+            raise InputError(f"{self.name} runs on the tensorflow backend only, not '{ops.name}'")
+        import keras
+
+        self._keras = self._build()
+        self._variable = keras.Variable(np.zeros((problem.d, problem.k)), dtype=ops.dtype.name,
+                                        name="w")
+        self._keras.build([self._variable])
+        self._initial = [np.array(v.numpy()) for v in self._keras.variables]
+        return ()
+
+    def init(self, objective, ops, params, w0) -> KerasState:
+        self._variable.assign(w0)
+        for variable, value in zip(self._keras.variables, self._initial, strict=True):
+            variable.assign(value)
+        w = self._variable.value + 0  # a read ordered after the assignments
+        return KerasState(w, *objective.value_and_grad(w))
+
+    def update(self, objective, ops, params, state) -> KerasState:
+        self._keras.apply([state.g], [self._variable])
+        w = self._variable.value + 0
+        return KerasState(w, *objective.value_and_grad(w))
+
+    def report(self, state) -> dict:
+        """Counts from Keras's own iteration counter, and what the record says of the object."""
+        import keras
+
+        updates = int(self._keras.iterations.numpy())
+        return {"nfev": 1 + updates, "ngev": 1 + updates, "nhvp": 0,
+                "keras_class": type(self._keras).__name__,
+                "keras_config": json.dumps(self._keras.get_config(), sort_keys=True, default=str),
+                "keras_version": keras.__version__}

@@ -1,0 +1,163 @@
+"""keras:<Class>: the Keras object's own update on the TensorFlow backend, against ours."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("tensorflow")
+
+import tomllib  # noqa: E402
+
+from datasets import InputError, make_problem  # noqa: E402
+from optimizers import build_rules, make_backend, make_optimizer, run  # noqa: E402
+from study.regression.plugin import code_files  # noqa: E402
+from study.regression.spec import RunSpec  # noqa: E402
+from study.sweep.grid import ConfigError, parse_study  # noqa: E402
+
+MODES = [("resident", False), ("fused", False), ("fused", True)]
+MODE_IDS = ["resident", "fused", "fused-xla"]
+# float32-representable rates and betas: Keras turns beta_1 and beta_2 into tensors through
+# float32 before its bias-correction powers (ops.cast of a Python float), so only these give
+# float64-equal iterates; see test_default_betas_differ_by_their_float32_rounding
+EXACT = {"learning_rate": 2**-5, "beta_1": 0.875, "beta_2": 1 - 2**-9, "epsilon": 1e-7}
+
+
+@pytest.fixture(scope="module")
+def problem():
+    return make_problem("synthetic", n=2000, d=5, kappa=100.0, seed=3)
+
+
+def relative(a, b) -> float:
+    return float(np.max(np.abs(a - b)) / np.max(np.abs(b)))
+
+
+def side_by_side(problem, keras_name, keras_hp, ours_name, ours_hp, dtype="float64",
+                 feed="fused", xla=False, steps=50):
+    rules = build_rules(max_iter=steps)
+    keras = run(problem, make_optimizer(keras_name, **keras_hp), rules, init="normal", seed=1,
+                backend=make_backend("tensorflow", dtype, feed=feed, xla=xla))
+    ours = run(problem, make_optimizer(ours_name, **ours_hp), rules, init="normal", seed=1,
+               backend=make_backend("numpy", dtype))
+    assert keras.iterations == ours.iterations == steps
+    return keras, ours
+
+
+@pytest.mark.parametrize(("feed", "xla"), MODES, ids=MODE_IDS)
+def test_keras_adam_and_ours_have_equal_iterates_in_float64(problem, feed, xla):
+    keras, ours = side_by_side(problem, "keras:Adam", EXACT, "adam", EXACT, feed=feed, xla=xla)
+    np.testing.assert_allclose(keras.trace["loss"], ours.trace["loss"], rtol=1e-10)
+    assert relative(keras.w, ours.w) <= 1e-10
+    assert (keras.nfev, keras.ngev) == (51, 51)  # from Keras's own iteration counter
+
+
+def test_default_betas_differ_by_their_float32_rounding(problem):
+    """beta_2 = 0.999 becomes 0.99900001 in Keras's powers: lr_t is 6e-6 smaller, relatively."""
+    keras, ours = side_by_side(problem, "keras:Adam", {"learning_rate": 2**-5}, "adam",
+                               {"learning_rate": 2**-5})
+    assert 1e-7 < relative(keras.w, ours.w) <= 2e-5
+
+
+def test_keras_adam_and_ours_agree_in_float32(problem):
+    keras, ours = side_by_side(problem, "keras:Adam", EXACT, "adam", EXACT, dtype="float32")
+    assert keras.dtype == ours.dtype == "float32"
+    assert relative(keras.w, ours.w) <= 1e-4
+
+
+def test_keras_sgd_nesterov_and_ours_have_equal_iterates(problem):
+    hp = {"learning_rate": 0.5, "momentum": 0.5}
+    keras, ours = side_by_side(problem, "keras:SGD", {**hp, "nesterov": True}, "nesterov",
+                               {"step": "fixed", **hp}, feed="resident")
+    assert relative(keras.w, ours.w) <= 1e-10
+
+
+def test_keras_reaches_the_target_and_the_record_holds_the_object(well_conditioned):
+    result = run(well_conditioned, make_optimizer("keras:Adam", learning_rate=0.05),
+                 build_rules(tol=1e-8, max_iter=5000), backend=make_backend("tensorflow"))
+    assert result.status == "converged" and result.suboptimality <= 1e-8
+    record = result.record()
+    assert record["optimizer"] == "keras:Adam" and record["hp_learning_rate"] == 0.05
+    assert record["keras_class"] == "Adam" and record["keras_version"]
+    config = json.loads(record["keras_config"])
+    # Keras holds the rate in a float32 variable, and its config says so
+    assert config["learning_rate"] == float(np.float32(0.05)) and config["epsilon"] == 1e-7
+
+
+@pytest.mark.parametrize(("name", "hp", "message"), [
+    ("keras:Adamm", {}, "unknown Keras optimizer 'Adamm'; allowed: "),
+    ("keras:Adam", {"learning_rat": 0.1}, "keras:Adam: "),
+    ("keras:Optimizer", {}, "unknown Keras optimizer 'Optimizer'"),
+])
+def test_bad_class_or_parameter_is_an_input_error(name, hp, message):
+    with pytest.raises(InputError, match=message) as info:
+        make_optimizer(name, **hp)
+    assert "\n" not in str(info.value)
+
+
+def test_numpy_backend_is_refused(problem):
+    with pytest.raises(InputError, match="tensorflow backend only"):
+        run(problem, make_optimizer("keras:Adam"), build_rules(max_iter=3),
+            backend=make_backend("numpy"))
+
+
+@pytest.mark.parametrize("arguments", [["--optimizer", "keras:Nope"],
+                                       ["--optimizer", "keras:Adam", "--opt-param", "lr=0.1"]])
+def test_cli_bad_keras_class_or_parameter_is_one_line_and_exit_2(tmp_path, capsys, arguments):
+    from study.__main__ import main
+
+    out = tmp_path / "run.parquet"
+    code = main(["regress", "--dataset", "synthetic", "--rows", "500", "--backend",
+                 "tensorflow", "--max-iter", "5", "--out", str(out), *arguments])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "keras" in err.lower()
+    assert not out.exists()
+
+
+def test_cli_runs_a_keras_optimizer_with_its_parameters(tmp_path, capsys):
+    import pandas as pd
+
+    from study.__main__ import main
+
+    out = tmp_path / "run.parquet"
+    code = main(["regress", "--dataset", "synthetic", "--rows", "500", "--backend",
+                 "tensorflow", "--feed", "resident", "--optimizer", "keras:Adam",
+                 "--opt-param", "learning_rate=0.01", "--max-iter", "5", "--out", str(out)])
+    assert code == 0, capsys.readouterr().err
+    row = pd.read_parquet(out).iloc[0]
+    assert row["optimizer"] == "keras:Adam" and row["hp_learning_rate"] == 0.01
+    assert json.loads(row["keras_config"])["learning_rate"] == float(np.float32(0.01))
+
+
+CONFIG = """
+name = "k"
+[stopping]
+max_iter = 5
+[[datasets]]
+name = "synthetic"
+n = 300
+[[optimizers]]
+name = "keras:Adam"
+learning_rate = [0.01, 0.1]
+[[backends]]
+name = "tensorflow"
+feed = "fused"
+"""
+
+
+def test_config_accepts_keras_names_and_fingerprints_their_module(tmp_path):
+    study = parse_study(tomllib.loads(CONFIG), "k.toml")
+    assert [s.hyperparameters for s in study.specs] == [{"learning_rate": 0.01},
+                                                        {"learning_rate": 0.1}]
+    assert "optimizers/keras_optimizer.py" in code_files(study.specs[0])
+    with pytest.raises(ConfigError, match="unknown Keras optimizer 'Adamm'"):
+        parse_study(tomllib.loads(CONFIG.replace("keras:Adam", "keras:Adamm")), "k.toml")
+    with pytest.raises(ConfigError, match="keras:Adam: "):
+        parse_study(tomllib.loads(CONFIG.replace("learning_rate", "learning_rat")), "k.toml")
+
+
+def test_plain_optimizers_do_not_fingerprint_the_keras_module():
+    spec = RunSpec("s", "synthetic", {}, "adam", {}, "numpy", {}, "float64", "zeros", 0, 0)
+    files = code_files(spec)
+    assert "optimizers/adam.py" in files and "optimizers/keras_optimizer.py" not in files

@@ -1,0 +1,212 @@
+"""Momentum, Nesterov, Adam, RMSprop, Adagrad and CGLS: hand computations, the target, the
+accelerated rates and CG's finite termination (on NumPy; tests/test_tensorflow_backend.py holds
+their TensorFlow twins)."""
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from test_optimizers import iterates
+
+from datasets import InputError, make_problem
+from datasets.problem import Problem
+from optimizers import build_rules, make_optimizer, run
+from optimizers.base import hessian_bounds
+from optimizers.objective import make_objective, prepare_data
+
+# learning rates at which each reaches 1e-8 on synthetic (kappa 10); item 4 of issue 18 tunes them
+AT_TARGET = [
+    ("momentum", {}), ("nesterov", {}),
+    ("momentum", {"step": "fixed", "learning_rate": 0.5, "momentum": 0.5}),
+    ("nesterov", {"step": "fixed", "learning_rate": 0.5, "momentum": 0.5}),
+    ("adam", {"learning_rate": 0.05}), ("adam", {"learning_rate": 0.05, "bias_correction": False}),
+    ("rmsprop", {"learning_rate": 3e-4}), ("adagrad", {"learning_rate": 0.5}),
+    ("cgls", {}), ("cgls", {"restart": "never"}), ("cgls", {"restart": 2}),
+]
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    rng = np.random.default_rng(3)
+    X, y = rng.standard_normal((40, 2)), rng.standard_normal(40)
+    return Problem.from_arrays(X, y, name="tiny")
+
+
+def gradient(problem, w):
+    """The loss and gradient of (1/n)||Xw - y||^2, written out."""
+    r = problem.X @ w - problem.y[:, 0]
+    return r @ r / len(r), 2.0 / len(r) * problem.X.T @ r
+
+
+def check_against(ours, hand):
+    for step, expected in enumerate(hand):
+        np.testing.assert_allclose(ours[step + 1][:, 0], expected, rtol=1e-12,
+                                   err_msg=f"step {step}")
+
+
+def test_momentum_and_nesterov_match_a_hand_computation(tiny, numpy64):
+    lr, beta = 0.3, 0.7
+    for name in ("momentum", "nesterov"):
+        w, v, hand = np.zeros(3), np.zeros(3), []
+        for _ in range(5):
+            g = gradient(tiny, w)[1]
+            v = beta * v - lr * g
+            w = w + (beta * v - lr * g if name == "nesterov" else v)
+            hand.append(w)
+        optimizer = make_optimizer(name, step="fixed", learning_rate=lr, momentum=beta)
+        check_against(iterates(tiny, optimizer, 5, numpy64), hand)
+
+
+def test_nesterov_iterate_is_the_look_ahead_point_of_the_textbook_scheme(tiny, numpy64):
+    """x_{k+1} = y_k - lr g(y_k), y_{k+1} = x_{k+1} + beta (x_{k+1} - x_k): ours stores y."""
+    lr, beta = 0.3, 0.7
+    x_prev = y = np.zeros(3)
+    hand = []
+    for _ in range(5):
+        x = y - lr * gradient(tiny, y)[1]
+        y = x + beta * (x - x_prev)
+        x_prev = x
+        hand.append(y)
+    optimizer = make_optimizer("nesterov", step="fixed", learning_rate=lr, momentum=beta)
+    check_against(iterates(tiny, optimizer, 5, numpy64), hand)
+
+
+@pytest.mark.parametrize("bias_correction", [True, False])
+def test_adam_matches_a_hand_computation(tiny, numpy64, bias_correction):
+    lr, b1, b2, eps = 0.1, 0.8, 0.95, 1e-6
+    w, m, v, hand = np.zeros(3), np.zeros(3), np.zeros(3), []
+    for t in range(1, 6):
+        g = gradient(tiny, w)[1]
+        m = b1 * m + (1 - b1) * g
+        v = b2 * v + (1 - b2) * g * g
+        lr_t = lr * math.sqrt(1 - b2**t) / (1 - b1**t) if bias_correction else lr
+        w = w - lr_t * m / (np.sqrt(v) + eps)
+        hand.append(w)
+    optimizer = make_optimizer("adam", learning_rate=lr, beta_1=b1, beta_2=b2, epsilon=eps,
+                               bias_correction=bias_correction)
+    check_against(iterates(tiny, optimizer, 5, numpy64), hand)
+
+
+def test_rmsprop_and_adagrad_match_a_hand_computation(tiny, numpy64):
+    lr, rho, eps = 0.05, 0.8, 1e-3
+    w, v, hand = np.zeros(3), np.zeros(3), []
+    for _ in range(5):
+        g = gradient(tiny, w)[1]
+        v = rho * v + (1 - rho) * g * g
+        w = w - lr * g / np.sqrt(v + eps)
+        hand.append(w)
+    check_against(iterates(tiny, make_optimizer("rmsprop", learning_rate=lr, rho=rho,
+                                                epsilon=eps), 5, numpy64), hand)
+    w, a, hand = np.zeros(3), np.full(3, 0.2), []
+    for _ in range(5):
+        g = gradient(tiny, w)[1]
+        a = a + g * g
+        w = w - lr * g / np.sqrt(a + eps)
+        hand.append(w)
+    check_against(iterates(tiny, make_optimizer("adagrad", learning_rate=lr, epsilon=eps,
+                                                initial_accumulator_value=0.2), 5, numpy64),
+                  hand)
+
+
+def test_cgls_matches_the_textbook_recursion_and_terminates_in_d_steps(tiny, numpy64):
+    """Bjorck's CGLS on the data residual: r = y - Xw, s = X^T r, p = s, ..."""
+    X, y = tiny.X, tiny.y[:, 0]
+    w, r = np.zeros(3), y.copy()
+    s = X.T @ r
+    p, gamma, hand = s.copy(), s @ s, []
+    for _ in range(3):
+        q = X @ p
+        alpha = gamma / (q @ q)
+        w, r = w + alpha * p, r - alpha * q
+        s = X.T @ r
+        gamma, previous = s @ s, gamma
+        p = s + gamma / previous * p
+        hand.append(w)
+    ours = iterates(tiny, make_optimizer("cgls", restart="never"), 3, numpy64)
+    check_against(ours, hand)
+    np.testing.assert_allclose(ours[3], tiny.w_star, rtol=1e-10)  # d = 3 steps: the optimum
+
+
+def test_hyperparameters_record_the_choices(well_conditioned, numpy64):
+    rules = build_rules(max_iter=2)
+    record = run(well_conditioned, make_optimizer("nesterov"), rules, backend=numpy64).record()
+    assert record["hp_step"] == "textbook" and record["hp_learning_rate"] is None
+    assert make_optimizer("adam").hyperparameters()["epsilon_convention"] == "keras3"
+    assert make_optimizer("adam", epsilon=1e-8).hyperparameters()["epsilon_convention"] == "tf1"
+    assert make_optimizer("rmsprop", epsilon=1e-10).hyperparameters()["epsilon_convention"] \
+        == "tf1"
+    assert make_optimizer("adagrad", epsilon=0.0).hyperparameters()["epsilon_convention"] == "tf1"
+    assert make_optimizer("adam", epsilon=1e-5).hyperparameters()["epsilon_convention"] == "custom"
+    assert make_optimizer("cgls").hyperparameters() == {"restart": "d"}
+
+
+@pytest.mark.parametrize("name, hyperparameters", AT_TARGET)
+def test_reaches_relative_suboptimality_1e8(well_conditioned, numpy64, name, hyperparameters):
+    result = run(well_conditioned, make_optimizer(name, **hyperparameters),
+                 build_rules(tol=1e-8, max_iter=30_000), backend=numpy64)
+    assert result.status == "converged", result.message
+    assert result.suboptimality <= 1e-8
+
+
+def test_textbook_momentum_and_nesterov_need_far_fewer_iterations_than_gd(numpy64):
+    """Theory: GD 1/L needs ~kappa ln(1/eps) iterations, Nesterov ~sqrt(kappa) ln(1/eps) and
+    heavy ball about half that; at kappa 1e4 the ratio to GD should be tens, not a few."""
+    problem = make_problem("synthetic", n=2000, d=5, kappa=1e4, noise=0.1, seed=1)
+    rules = build_rules(tol=1e-8, max_iter=200_000)
+    counts = {name: run(problem, make_optimizer(name), rules, backend=numpy64)
+              for name in ("gd", "momentum", "nesterov")}
+    assert all(r.status == "converged" for r in counts.values())
+    assert counts["gd"].iterations > 10 * counts["nesterov"].iterations
+    assert counts["gd"].iterations > 10 * counts["momentum"].iterations
+
+
+@pytest.mark.parametrize("d", [5, 20])
+def test_cgls_reaches_the_target_in_about_d_iterations(numpy64, d):
+    problem = make_problem("synthetic", n=3000, d=d, kappa=10.0, seed=2)
+    result = run(problem, make_optimizer("cgls"), build_rules(tol=1e-8, max_iter=1000),
+                 backend=numpy64)
+    assert result.status == "converged" and result.iterations <= d + 1
+    assert (result.nfev, result.nhvp) == (1, result.iterations)
+
+
+def test_cgls_restart_recomputes_the_loss_and_gradient_from_x(numpy64):
+    """At a restart the state's loss and gradient are the objective's own (bit for bit) and the
+    direction is steepest descent; in between they come from the recurrence."""
+    problem = make_problem("synthetic", n=2000, d=20, kappa=1e6, seed=4)
+    objective = make_objective(numpy64, prepare_data(numpy64, problem.X, problem.y))
+    optimizer = make_optimizer("cgls", restart=3)
+    params = optimizer.setup(problem, objective, numpy64)
+    state = optimizer.init(objective, numpy64, params, np.zeros((problem.d, 1)))
+    for k in range(1, 7):
+        state = optimizer.update(objective, numpy64, params, state)
+        f, g = objective.value_and_grad(state.w)
+        if k % 3 == 0:
+            assert state.f == f and np.array_equal(state.g, g)
+            np.testing.assert_array_equal(state.p, -g)
+        else:
+            np.testing.assert_allclose(state.g, g, rtol=1e-6, atol=1e-12)
+
+
+@pytest.mark.parametrize("name, hyperparameters, message", [
+    ("momentum", {"step": "fixed", "learning_rate": 0.1}, "needs a learning_rate and a momentum"),
+    ("momentum", {"learning_rate": 0.1}, "chooses its own"),
+    ("nesterov", {"step": "fixed", "learning_rate": 0.1, "momentum": 1.0}, "momentum must be in"),
+    ("nesterov", {"step": "1/L"}, "unknown step '1/L'; allowed: textbook, fixed"),
+    ("adam", {"beta_1": 1.0}, "beta_1 must be in"),
+    ("adam", {"bias_correction": "yes"}, "bias_correction must be true or false"),
+    ("adam", {"epsilon": 0}, "epsilon must be"),
+    ("rmsprop", {"rho": 0.0}, "rho must be in"),
+    ("adagrad", {"epsilon": -1.0}, "epsilon must be a finite number >= 0"),
+    ("adagrad", {"initial_accumulator_value": 0}, "initial_accumulator_value must be"),
+    ("cgls", {"restart": 0}, "restart must be 'd', 'never' or an integer >= 1"),
+])
+def test_bad_hyperparameters(name, hyperparameters, message):
+    with pytest.raises(InputError, match=message):
+        make_optimizer(name, **hyperparameters)
+
+
+def test_textbook_parameters_refuse_a_singular_problem():
+    collinear = SimpleNamespace(X=np.ones((20, 2)))
+    with pytest.raises(InputError, match="momentum: the textbook parameters need"):
+        hessian_bounds(collinear, "momentum")
