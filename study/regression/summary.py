@@ -99,10 +99,16 @@ def against_best(table: pd.DataFrame, groups: list[pd.DataFrame]) -> pd.DataFram
         best = part.sort_values(["median_seconds", "ci_high"]).index[0]
         for i in part.index:
             if i == best:
-                out.loc[i] = [1.0, 1.0, 1.0, table.loc[i, "instances"], "fastest"]
+                fastest = ("fastest" if np.isfinite(table.loc[i, "median_seconds"]) else
+                           "none reached the target")
+                out.loc[i] = [1.0, 1.0, 1.0, table.loc[i, "instances"], fastest]
                 continue
             c = compare(groups[i], groups[best], instance, "time_to_target")
-            text = ("no common instance" if not c.instances else
+            statuses = set(groups[i]["status"])
+            text = ("not run here (skipped)" if statuses == {"skipped"} else
+                    "did not reach the target" if np.isinf(c.ratio) else
+                    "none reached the target" if np.isinf(table.loc[best, "median_seconds"]) else
+                    "no common instance" if not c.instances else
                     f"{c.ratio:.3g}x (one run each, no CI)" if c.measurements == 1 else
                     f"{c.ratio:.3g}x {c.ci()}" if c.distinguishable else "not distinguishable")
             out.loc[i] = [c.ratio, c.low, c.high, c.instances, text]
