@@ -102,7 +102,7 @@ def figure_headline(runs: pd.DataFrame):
         right = np.nanmax(part[["first_call_seconds", "steady_median_seconds"]].to_numpy()) \
             if part[["first_call_seconds", "steady_median_seconds"]].notna().any().any() else 1
         for yi, graph in zip(y, part["graphdef_bytes"], strict=True):
-            if graph == graph and graph:
+            if pd.notna(graph) and graph:
                 ax.text(right * 1.5, yi, f"GraphDef {graph / 1e6:.3g} MB", va="center",
                         fontsize=7, color="#555555")
         ax.set_xlim(right=right * 40)

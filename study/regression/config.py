@@ -42,10 +42,10 @@ def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[RunSpe
         if init not in INITS:
             fail("init", f"unknown init {init!r}; allowed: {', '.join(INITS)}")
 
-    def check_stopping(table, where: str, base: dict) -> dict:
+    def check_stopping(table, where: str, base: dict, label: str | None = None) -> dict:
         if not isinstance(table, dict):
             fail(where, "must be a table")
-        unknown(table, STOPPING_KEYS, source, f"key in {where}")
+        unknown(table, STOPPING_KEYS, source, f"key in {label or where}")
         rules = {**base, **{k: None if v == "off" else v for k, v in table.items()}}
         try:
             build_rules(**rules)
@@ -55,7 +55,8 @@ def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[RunSpe
             fail(where, f"wrong type: {exc}")
         return rules
 
-    stopping = check_stopping(raw.get("stopping", {}), "[stopping]", DEFAULT_STOPPING)
+    stopping = check_stopping(raw.get("stopping", {}), "stopping", DEFAULT_STOPPING,
+                              "[stopping]")
 
     checks = {"datasets": (DATASETS, validate_dataset), "optimizers": (OPTIMIZERS, make_optimizer),
               "backends": (BACKEND_OPTIONS, check_backend)}
