@@ -76,7 +76,7 @@ def measure(spec: RunSpec, ctx: Context) -> Measurement:
     for key in SPEC_COLUMNS:
         record.pop(key, None)  # the spec's axes are the canonical values
     record["placed_on"] = record.pop("device")
-    record["read_pass_seconds"] = read_pass_seconds(problem.X.astype(spec.dtype))
+    record["read_pass_seconds"] = read_pass_seconds(problem.X.astype(spec.dtype, copy=False))
     return Measurement(record, {"traces": result.trace})
 
 
