@@ -8,7 +8,9 @@ time other processes used (`/proc/stat` minus this process, in cores; 10 ms reso
 judged on windows of half a second or more). A run is flagged `noisy` when
 
   - its calibration is more than CALIBRATION_LIMIT times the sweep's median, or
-  - its threads waited for a CPU more than WAIT_LIMIT of the window, or
+  - its threads waited for a CPU more than WAIT_LIMIT of the window while other processes used
+    at least OTHERS_WAITING cores (a multi-threaded run's threads also queue behind each other:
+    TensorFlow's gd on 2 cores waits 30-40% with nothing else running, which is not noise), or
   - other processes used more than OTHERS_LIMIT cores during a window of >= OTHERS_MIN_WINDOW s.
 
 A noisy run is kept (and said so); `study run --remeasure-noisy` measures it again.
@@ -28,6 +30,7 @@ CALIBRATION_REPEATS = 3
 CALIBRATION_LIMIT = 1.5
 WAIT_LIMIT = 0.15
 OTHERS_LIMIT = 0.3
+OTHERS_WAITING = 0.1
 OTHERS_MIN_WINDOW = 0.5
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -112,7 +115,7 @@ def flag(runs: pd.DataFrame) -> pd.DataFrame:
         why = []
         if pd.notna(value) and median > 0 and value > CALIBRATION_LIMIT * median:
             why.append(f"calibration {value / median:.2g}x the sweep's median")
-        if pd.notna(wait) and wait > WAIT_LIMIT:
+        if pd.notna(wait) and wait > WAIT_LIMIT and pd.notna(others) and others >= OTHERS_WAITING:
             why.append(f"threads waited for a CPU {wait:.0%} of the time")
         if pd.notna(others) and pd.notna(window) and window >= OTHERS_MIN_WINDOW \
                 and others > OTHERS_LIMIT:
