@@ -97,13 +97,13 @@ def feedmode_table(runs: pd.DataFrame) -> pd.DataFrame:
             table[column] = table[column].map(fmt_seconds)
     if "graphdef_bytes" in table:
         table["graphdef_bytes"] = table["graphdef_bytes"].map(
-            lambda b: "–" if not b or b != b else f"{b / 1e6:.3g} MB")
+            lambda b: "–" if pd.isna(b) or not b else f"{b / 1e6:.3g} MB")
     if "peak_memory_mb" in table:
         table["peak_memory_mb"] = table["peak_memory_mb"].map(
-            lambda m: "–" if m != m else f"{m:.0f} MB" if m < 1024 else f"{m / 1024:.3g} GB")
+            lambda m: "–" if pd.isna(m) else f"{m:.0f} MB" if m < 1024 else f"{m / 1024:.3g} GB")
     if "check_max_abs_error" in table:
         table["check_max_abs_error"] = table["check_max_abs_error"].map(
-            lambda e: "–" if e != e else f"{e:.1e}")
+            lambda e: "–" if pd.isna(e) else f"{e:.1e}")
     return table.rename(columns={
         "build_seconds": "graph build", "session_seconds": "session", "first_call_seconds":
         "first call", "steady_median_seconds": "later calls (median)", "total_calls_seconds":
