@@ -11,7 +11,6 @@ from pathlib import Path
 
 import matplotlib.image
 import pytest
-
 from test_plots_report import make_tables
 
 BROWSERS = ("chromium-headless-shell", "chromium", "google-chrome", "chrome")
