@@ -73,6 +73,9 @@ def summarize(runs) -> pd.DataFrame:
             "success_rate": float(ok.mean()),
             "median_seconds": float(np.median(group["time_to_target"])),
             "ci_low": low, "ci_high": high,
+            "min_seconds": float(np.min(group["time_to_target"])),
+            "noisy_runs": int(group["noisy"].fillna(False).astype(bool).sum())
+            if "noisy" in group else 0,
             "median_total_seconds": float(np.median(group["total_to_target"])),
             "median_setup_seconds": _median(group["setup_seconds"]),
             "median_iterations": _median(group["iterations"]),
@@ -160,6 +163,8 @@ def _format_table(table: pd.DataFrame) -> str:
         "median s [95% CI]": [f"{seconds(m)} [{seconds(lo)}, {seconds(hi)}]" for m, lo, hi in
                               zip(table["median_seconds"], table["ci_low"], table["ci_high"],
                                   strict=True)],
+        "min s": table["min_seconds"].map(seconds),
+        "noisy": table["noisy_runs"],
         "iters": table["median_iterations"].map(lambda x: "-" if np.isnan(x) else f"{x:.0f}"),
         "ms/iter": (table["median_seconds_per_iteration"] * 1e3).map(
             lambda x: "-" if np.isnan(x) else f"{x:.3g}"),
