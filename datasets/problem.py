@@ -129,7 +129,7 @@ class Problem:
         """Reject data whose squares overflow `dtype` (the loss sums squared residuals)."""
         limit = np.sqrt(np.finfo(dtype).max / max(self.n, 1)) / 4
         for values, names in ((self.X, self.feature_names), (self.y, self.label_names)):
-            peak = np.maximum(values.max(axis=0), -values.min(axis=0))  # |values| without a copy
+            peak = np.abs(values).max(axis=0)
             if (peak > limit).any():
                 j = int(np.argmax(peak > limit))
                 raise InputError(f"column '{names[j]}' has values up to {peak[j]:.3g}: their "

@@ -23,7 +23,10 @@ def log_axis(axis) -> None:
     """A log axis labelled at its decades only (minor labels crowd a short range)."""
     from matplotlib.ticker import NullFormatter
 
-    axis.axes.set_xscale("log") if axis is axis.axes.xaxis else axis.axes.set_yscale("log")
+    if axis is axis.axes.xaxis:
+        axis.axes.set_xscale("log")
+    else:
+        axis.axes.set_yscale("log")
     axis.set_minor_formatter(NullFormatter())
 
 

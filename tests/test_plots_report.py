@@ -184,17 +184,23 @@ def test_report_sentences_match_the_table(tables):
                "iterations (1.1 s)" in f for f in findings)
 
 
-def test_report_renders_markdown_and_self_contained_html(tmp_path, tables):
+def build_report(root, tables):
+    """results/, figures/ and reports/ under `root` from the tables, as `make reproduce` lays
+    them out; returns (report.md, report.html)."""
+    from study.results import load
+
     runs, traces = tables
-    results = tmp_path / "results" / "regression"
+    results = root / "results" / "regression"
     results.mkdir(parents=True)
     runs.assign(kind="regression").to_parquet(results / "runs.parquet")
     traces.to_parquet(results / "traces.parquet")
-    from study.results import load
+    plots.draw(load(results), root / "figures" / "regression")
+    made = build.build_blocks(root / "results", root / "figures", ["regression"])
+    return blocks.write_report(made, root / "reports", "Convergence study report")
 
-    plots.draw(load(results), tmp_path / "figures" / "regression")
-    made = build.build_blocks(tmp_path / "results", tmp_path / "figures", ["regression"])
-    md, page = blocks.write_report(made, tmp_path / "reports", "t")
+
+def test_report_renders_markdown_and_self_contained_html(tmp_path, tables):
+    md, page = build_report(tmp_path, tables)
     text = md.read_text()
     assert "](../figures/regression/convergence_time.png)" in text
     assert "| data set | configuration |" in text

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import matplotlib.image
 import pytest
-from test_plots_report import make_tables
+from test_plots_report import build_report, make_tables
 
 BROWSERS = ("chromium-headless-shell", "chromium", "google-chrome", "chrome")
 BROWSER = next((path for name in BROWSERS if (path := shutil.which(name))), None)
@@ -45,19 +45,7 @@ def chromium(*args, timeout=120) -> str:
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
-    from study.regression import figures as plots
-    from study.report import blocks, build
-    from study.results import load
-
-    root = tmp_path_factory.mktemp("browser")
-    runs, traces = make_tables()
-    results = root / "results" / "regression"
-    results.mkdir(parents=True)
-    runs.assign(kind="regression").to_parquet(results / "runs.parquet")
-    traces.to_parquet(results / "traces.parquet")
-    plots.draw(load(results), root / "figures" / "regression")
-    made = build.build_blocks(root / "results", root / "figures", ["regression"])
-    _, page = blocks.write_report(made, root / "reports", "Convergence study report")
+    _, page = build_report(tmp_path_factory.mktemp("browser"), make_tables())
     return page
 
 

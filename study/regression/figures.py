@@ -43,13 +43,11 @@ def _step_on_grid(x, y, grid):
 def _best_configs(runs: pd.DataFrame) -> pd.DataFrame:
     """Per data set, the rows of the best configuration of each optimizer family on each engine
     (as the headline picks them), so that no panel carries more than one line per engine."""
-    keep = []
-    for data, part in label_runs(runs).groupby("data"):
-        chosen = best_per_family_and_engine(part, data)
-        keep += list(chosen["config"].map(lambda c, d=data: (d, c)))
     labelled = label_runs(runs)
-    mask = [(d, c) in set(keep) for d, c in zip(labelled["data"], labelled["config"],
-                                                  strict=True)]
+    keep = set()
+    for data, part in labelled.groupby("data"):
+        keep |= {(data, c) for c in best_per_family_and_engine(part, data)["config"]}
+    mask = [(d, c) in keep for d, c in zip(labelled["data"], labelled["config"], strict=True)]
     return runs[mask]
 
 

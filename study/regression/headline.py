@@ -33,9 +33,7 @@ def best_per_family_and_engine(runs: pd.DataFrame, data: str) -> pd.DataFrame:
     (when none got there, the one that came closest), with its CI and time per iteration."""
     runs = label_runs(runs[runs["status"] != "skipped"])
     runs = runs[runs["data"] == data]
-    runs = runs.assign(family=runs.apply(style.family, axis=1),
-                       time=time_to_target(runs), engine_dtype=runs["engine"] + " "
-                       + runs["dtype"])
+    runs = runs.assign(family=runs.apply(style.family, axis=1), time=time_to_target(runs))
     rows = []
     for (family, engine), part in runs.groupby(["family", "engine"]):
         per_config = part.groupby("config").agg(
