@@ -35,7 +35,7 @@ REGRESSION_FIGURES := $(addprefix figures/regression/,headline.png convergence_t
 	convergence_iterations.png time_to_target.png cost_tradeoff.png performance_profile.png \
 	regression_feed_modes.png)
 
-.PHONY: all venv test lint reproduce full figures report bench gpu-check clean clean-results \
+.PHONY: all venv test lint reproduce full reference-report figures report bench gpu-check clean clean-results \
 	clean-figures
 all: test
 
@@ -86,9 +86,24 @@ reports/report.md reports/report.html &: $(REGRESSION_FIGURES) $(FEEDMODE_FIGURE
 reproduce: reports/report.md
 	@echo "The report is at reports/report.md (self-contained: reports/report.html)."
 
+# The original scale (about an hour on 2 cores): results, figures and reports/full/.
 full: results/regression-full/runs.parquet results/feedmode-full/runs.parquet
 	$(RUN) figures regression --results results/regression-full --out figures/regression-full
 	$(RUN) figures feedmode --results results/feedmode-full --out figures/feedmode-full
+	$(RUN) report --results results --studies regression-full feedmode-full --figures figures \
+		--out reports/full
+	@echo "The report is at reports/full/report.md (self-contained: reports/full/report.html)."
+
+# docs/reference-report/: the report of `make full` with its PNG figures beside it, so that
+# its links work on a fresh checkout (the self-contained HTML is not stored: it repeats them).
+REFERENCE := docs/reference-report
+reference-report: full
+	rm -rf $(REFERENCE) && mkdir -p $(REFERENCE)/figures
+	for study in regression-full feedmode-full; do mkdir -p $(REFERENCE)/figures/$$study && \
+		cp figures/$$study/*.png $(REFERENCE)/figures/$$study/; done
+	$(RUN) report --results results --studies regression-full feedmode-full \
+		--figures $(REFERENCE)/figures --out $(REFERENCE)
+	rm $(REFERENCE)/report.html
 
 # Rebuild figures or the report from existing results without running anything.
 figures: | $(STAMP)

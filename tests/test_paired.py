@@ -91,7 +91,7 @@ def test_the_default_study_runs_every_configuration_of_a_data_set_on_the_same_dr
     from study.sweep.grid import load_study
 
     root = Path(__file__).resolve().parent.parent
-    for name in ("regression.toml", "regression-full.toml"):
+    for name in ("regression.toml", "regression-full.toml", "regression-cluster.toml"):
         specs = load_study(root / "configs" / name).specs
         draws: dict = {}
         for spec in specs:
