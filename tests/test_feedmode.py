@@ -257,6 +257,8 @@ def test_non_integer_n_is_a_usage_error(capsys):
     ('[[grid]]\nn = [100, 0]\n', ["n", "positive"]),
     ('[[grid]]\nn = 100\ndtypes = ["float64", "int8"]\n', ["int8", "allowed"]),
     ("calls = [\n", ["invalid TOML"]),
+    ('[[grid]]\nn = 100\nrepeats = 0\n', ["[[grid]] 1", "repeats", "0"]),
+    ('[[grid]]\nn = 100\nrepeats = true\n', ["[[grid]] 1", "repeats", "True"]),
 ])
 def test_bad_config_names_file_and_key(tmp_path, capsys, text, words):
     config = tmp_path / "study.toml"
@@ -291,6 +293,12 @@ def test_shipped_configs_expand_to_their_grids(tmp_path):
         (m, g) for m in ("numpy", "constant") for g in fm.GRAPPLER if g != "default"}
     assert {s.n for s in specs if s.mode == "placeholder"} == {250, 1000, 2000, 4000}
     assert max(s.n for s in specs) <= 4000
+    # The mode table has three repeats (a CI for every mode ratio); the rest one.
+    repeats = {}
+    for s in specs:
+        repeats.setdefault((s.mode, s.dtype, s.n, s.grappler), set()).add(s.repeat)
+    assert repeats[("constant", "float64", 2000, "default")] == {0, 1, 2}
+    assert repeats[("constant", "float64", 250, "default")] == {0}
     full = parse_study(read_config(CONFIGS / "feedmode-full.toml"), "feedmode-full.toml")
     assert full.name == "feedmode-full"
     assert {(s.mode, s.dtype) for s in full.specs if s.n == 60000} >= {

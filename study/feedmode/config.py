@@ -1,6 +1,6 @@
 """The feed-mode study's config: calls, device, seed, check_n and [[grid]] tables of modes,
-dtypes, n and grappler variants (each run = mode x grappler x dtype x n; a run in two grids runs
-once). `python -m study feedmode` flags replace the same key everywhere (`with_flags`)."""
+dtypes, n, grappler variants and repeats (each run = mode x grappler x dtype x n x repeat; a
+grid's own `repeats` replaces the study's; a run in two grids runs once). `python -m study feedmode` flags replace the same key everywhere (`with_flags`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from study.feedmode.spec import Spec
 from study.sweep.grid import ConfigError, positive_number
 
 CONFIG_KEYS = ("calls", "device", "seed", "check_n", "grid")
-GRID_KEYS = ("name", "modes", "dtypes", "n", "grappler")
+GRID_KEYS = ("name", "modes", "dtypes", "n", "grappler", "repeats")
 DEFAULTS = {"n": [60000], "dtypes": ["float64"], "modes": list(MODES), "grappler": ["default"],
             "calls": 10, "device": "cpu", "seed": 0, "check_n": 16}
 FLAGS = {"n": "--n", "dtypes": "--dtype", "modes": "--modes", "grappler": "--grappler",
@@ -92,10 +92,14 @@ def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[Spec]:
         where = f"{source}: [[grid]] {grid.get('name', number)}"
         axes = {k: check_list(grid.get(k, DEFAULTS[k]), f"{where}: {k}", *GRID_CHECKS[k])
                 for k in GRID_CHECKS}
+        grid_repeats = grid.get("repeats", repeats)
+        if isinstance(grid_repeats, bool) or not isinstance(grid_repeats, int) \
+                or grid_repeats < 1:
+            raise ConfigError(f"{where}: repeats must be an integer >= 1, got {grid_repeats!r}")
         produced = 0
         for mode, variant, dtype, n, repeat in product(axes["modes"], axes["grappler"],
                                                        axes["dtypes"], axes["n"],
-                                                       range(repeats)):
+                                                       range(grid_repeats)):
             if variant != "default" and MODES[mode].api != "tf1":
                 continue
             spec = Spec(mode=mode, dtype=dtype, n=n, grappler=variant, repeat=repeat, **top)
