@@ -1,6 +1,7 @@
 """The feed-mode study's config: calls, device, seed, check_n and [[grid]] tables of modes,
 dtypes, n, grappler variants and repeats (each run = mode x grappler x dtype x n x repeat; a
-grid's own `repeats` replaces the study's; a run in two grids runs once). `python -m study feedmode` flags replace the same key everywhere (`with_flags`)."""
+grid's own `repeats` replaces the study's; a run in two grids runs once). `python -m study
+feedmode` flags replace the same key everywhere (`with_flags`)."""
 
 from __future__ import annotations
 

@@ -11,6 +11,8 @@ from study.sweep.fingerprint import ENGINE_FILES, python_files, relative
 
 KIND = "regression"
 MEASURE_MODULE = "study.regression.measure"
+# imported by the warm process of TensorFlow runs (importing them initialises nothing)
+TENSORFLOW_MODULES = ("optimizers.backends.tensorflow", "optimizers.backends.tf1")
 STATUSES = ("converged", "stalled", "max_iter", "timeout", "diverged", "skipped", "failed",
             "reference-error", "uncertifiable")
 # a sweep with these exits 1; "uncertifiable" (f* too coarse for the tol) is a refusal, not one
@@ -24,8 +26,8 @@ KERAS_MODULE = "optimizers/keras_optimizer.py"  # every keras:<Class> runs throu
 MEASURING_FILES = ("study/regression/measure.py", "study/regression/spec.py")
 
 __all__ = ["CONFIG_KEYS", "FAILED_STATUSES", "KIND", "MEASURE_MODULE", "SCHEMA", "SIDE_TABLES",
-           "STATUSES", "code_files", "expand", "measure", "needs_gpu", "needs_tensorflow",
-           "spec_from_json", "summary"]
+           "STATUSES", "TENSORFLOW_MODULES", "code_files", "expand", "measure", "needs_gpu",
+           "needs_tensorflow", "spec_from_json", "summary"]
 
 
 def expand(raw: dict, source: str, name: str, repeats: int) -> list[RunSpec]:

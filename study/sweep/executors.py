@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 from dataclasses import dataclass
-from functools import lru_cache
 
 from study.sweep import environment
 from study.sweep.child import base_row
@@ -28,17 +27,40 @@ class Job:
     needs_gpu: bool = False
 
 
-@lru_cache(maxsize=1)
-def gpu_visible(python: str = sys.executable) -> bool:
-    """Asked once, in a subprocess, so that no warm process ever initialises a device."""
-    code = "import tensorflow as tf; print(len(tf.config.list_physical_devices('GPU')))"
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    try:
-        out = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=300,
-                             env=env)
-        return out.returncode == 0 and int(out.stdout.strip().splitlines()[-1]) > 0
-    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
-        return False
+class GpuProbe:
+    """Whether TensorFlow sees a GPU, asked in a subprocess (so that no warm process ever
+    initialises a device); started early, it runs while the warm processes import."""
+
+    CODE = "import tensorflow as tf; print(len(tf.config.list_physical_devices('GPU')))"
+
+    def __init__(self, python: str = sys.executable):
+        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+        try:
+            self.proc = subprocess.Popen([python, "-c", self.CODE], stdout=subprocess.PIPE,
+                                         stderr=subprocess.DEVNULL, text=True, env=env)
+        except OSError:
+            self.proc = None
+
+    def result(self) -> bool:
+        if self.proc is None:
+            return False
+        try:
+            out, _ = self.proc.communicate(timeout=300)
+            return self.proc.returncode == 0 and int(out.strip().splitlines()[-1]) > 0
+        except (subprocess.SubprocessError, ValueError, IndexError):
+            self.proc.kill()
+            self.proc.wait()
+            return False
+
+
+_GPU_ANSWERS: dict[str, bool] = {}
+
+
+def gpu_visible(python: str = sys.executable, probe: GpuProbe | None = None) -> bool:
+    """Asked once per interpreter (from `probe` when one was started early)."""
+    if python not in _GPU_ANSWERS:
+        _GPU_ANSWERS[python] = (probe or GpuProbe(python)).result()
+    return _GPU_ANSWERS[python]
 
 
 def skip(job: Job, folder: ResultsFolder, reason: str) -> dict:
@@ -67,20 +89,47 @@ class LocalExecutor:
     def env_fingerprints(self) -> set[str]:
         return {environment.fingerprint()}
 
+    @staticmethod
+    def server_log(preload, folder: ResultsFolder):
+        kind = "tensorflow" if "tensorflow" in preload else "numpy"
+        return folder.logs_dir / f"server-{kind}.log"
+
     def server(self, preload, folder: ResultsFolder) -> ForkServer:
         server = self.servers.get(preload)
         if server is None or not server.alive:
             if server is not None:
                 server.close()
-            server = ForkServer(preload, self.python,
-                                log=folder.logs_dir / f"server-{'+'.join(preload[-1:])}.log")
+            server = ForkServer(preload, self.python, log=self.server_log(preload, folder))
             server.start()
             self.servers[preload] = server
         return server
 
+    def warm_up(self, jobs, folder: ResultsFolder) -> None:
+        """Start every warm process the jobs need, and the GPU question, at once, and wait for
+        all of them before the first run: their imports overlap each other, never a run."""
+        probe = (GpuProbe(self.python) if any(job.needs_gpu for job in jobs)
+                 and self.python not in _GPU_ANSWERS else None)
+        launched = []
+        for preload in dict.fromkeys(job.preload for job in jobs):
+            if preload in self.servers and self.servers[preload].alive:
+                continue
+            server = ForkServer(preload, self.python, log=self.server_log(preload, folder))
+            server.launch()
+            launched.append(server)
+            self.servers[preload] = server
+        if probe is not None:
+            gpu_visible(self.python, probe)
+        for server in launched:
+            try:
+                server.wait_ready()
+            except ServerDied:  # its runs find it dead and are recorded as errors
+                pass
+
     def run(self, jobs, folder: ResultsFolder, *, timeout: float,
             memory_budget_gb: float | None, on_start=None):
         """Yield (job, outcome) as each run becomes durable in `folder`."""
+        jobs = list(jobs)
+        self.warm_up(jobs, folder)
         for job in jobs:
             if on_start is not None:
                 on_start(job)
@@ -102,7 +151,10 @@ class LocalExecutor:
             yield job, outcome
 
 
-def preload_for(needs_tensorflow: bool, measure_module: str) -> tuple[str, ...]:
+def preload_for(needs_tensorflow: bool, plugin) -> tuple[str, ...]:
     """The warm process's imports: the NumPy stack and the study's measuring module, plus
-    TensorFlow for runs that use it (never initialised there: see study.sweep.forkserver)."""
-    return (*NUMPY_STACK, *(TENSORFLOW if needs_tensorflow else ()), measure_module)
+    TensorFlow and the study's TensorFlow modules for runs that use it (imported, never
+    initialised there: see study.sweep.forkserver)."""
+    tensorflow = (*TENSORFLOW, *getattr(plugin, "TENSORFLOW_MODULES", ())) \
+        if needs_tensorflow else ()
+    return (*NUMPY_STACK, *tensorflow, plugin.MEASURE_MODULE)

@@ -48,6 +48,11 @@ class ForkServer:
         self._buffer = b""
 
     def start(self) -> None:
+        self.launch()
+        self.wait_ready()
+
+    def launch(self) -> None:
+        """Start the process without waiting for its imports (see `wait_ready`)."""
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
         stderr = open(self.log, "a") if self.log else subprocess.DEVNULL  # noqa: SIM115
@@ -58,6 +63,8 @@ class ForkServer:
         finally:
             if self.log:
                 stderr.close()
+
+    def wait_ready(self) -> None:
         try:
             message = self.receive(START_TIMEOUT)
         except ServerDied:

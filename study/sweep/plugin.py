@@ -6,6 +6,7 @@ A spec is a frozen dataclass with `run_id` (a stable hash of its content), `repe
 
   KIND, CONFIG_KEYS         its name and the top-level config keys it reads
   MEASURE_MODULE            the module that measures (imported by the warm process)
+  TENSORFLOW_MODULES        optional: more modules for the warm process of TensorFlow runs
   SCHEMA, SIDE_TABLES       its row schema (engine columns included) and per-run side tables
   STATUSES                  what its `measure` can end with (besides error/timeout/oom/skipped)
   expand(raw, source, name, repeats) -> specs       its config sections, validated

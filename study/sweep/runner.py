@@ -81,7 +81,7 @@ def plan_runs(study: Study, specs, folder: ResultsFolder, existing: pd.DataFrame
                                "study": study.name,
                                "spec": spec.to_json(), "code_fingerprint": current,
                                "sweep_id": sweep_id, "order_seed": seed},
-                        preload_for(needs_tf, plugin.MEASURE_MODULE),
+                        preload_for(needs_tf, plugin),
                         needs_gpu=plugin.needs_gpu(spec)))
     shuffle = random.Random(seed)
     keys = {id(job): (job.spec.repeat, shuffle.random()) for job in todo}
