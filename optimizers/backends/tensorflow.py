@@ -19,7 +19,9 @@ Setup (the host->device copy, the optimizer's constants, tracing and compilation
 warm-up call of each compiled function on the real inputs, whose results are thrown away because
 the functions are pure) is timed apart from the loop, whose clock stops only after a `.numpy()`.
 Hyperparameters, tolerances and f* enter the compiled functions as tensors. Nothing here touches
-TensorFlow's global configuration.
+TensorFlow's global configuration. Every function is traced with `autograph=False`: the
+algorithms state their control flow explicitly (`ops.cond`, `tf.while_loop`), so AutoGraph's
+source conversion would only add tracing time (seconds, for L-BFGS's fused loop).
 """
 
 from __future__ import annotations
@@ -283,7 +285,7 @@ class TensorflowBackend:
         return outcome
 
     def _compile(self, function):
-        return tf.function(function, jit_compile=self.xla)
+        return tf.function(function, jit_compile=self.xla, autograph=False)
 
     def _stats(self, state):
         """Loss and gradient norm of a state as one float64 vector (one read to the host)."""
@@ -353,8 +355,8 @@ class TensorflowBackend:
         rops = self.rule_ops
         init_step, update_step = self._step_functions(optimizer)
         if self.xla:
-            init_step = tf.function(init_step, jit_compile=True)
-            update_step = tf.function(update_step, jit_compile=True)
+            init_step = tf.function(init_step, jit_compile=True, autograph=False)
+            update_step = tf.function(update_step, jit_compile=True, autograph=False)
         n_rules = len(rules.rules)
 
         def loop(data, params, w0, values, f_star, f_scale, cap):
@@ -396,7 +398,7 @@ class TensorflowBackend:
             rows = slot + 1 - tf.cast(on_trace_schedule_tensor(i), tf.int32)
             return state, i, tf.ensure_shape(fired, (n_rules,)), buffer, rows
 
-        return tf.function(loop)
+        return tf.function(loop, autograph=False)
 
     def _fused(self, problem, optimizer, rules, w0) -> Outcome:
         setup_clock = Stopwatch()
