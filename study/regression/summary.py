@@ -57,6 +57,8 @@ def summarize(runs) -> pd.DataFrame:
     if isinstance(runs, (str, Path)):
         runs = pd.read_parquet(Path(runs) / "runs.parquet")
     runs = measured_runs(runs).copy()
+    if runs.empty:
+        return pd.DataFrame()
     for column in ("seconds", "setup_seconds", "iterations", "seconds_per_iteration"):
         if column not in runs:
             runs[column] = np.nan
