@@ -16,7 +16,9 @@ reached the target fastest by the criterion; if none reached it, the lowest fina
 suboptimality; ties go to the smaller rate. A rate whose run diverged, failed or has no finite
 suboptimality is never chosen. The measured seeds then run at the chosen rate: their rows say
 `tuning = "tuned"` with the grid, seed, budget, criterion and the `tuned_value`. If no rate is
-usable, the measured runs are recorded as skipped, saying so.
+usable, the measured runs are recorded as skipped, saying so. (A data set that fixes its own
+seed gives the grid the same data as the measured runs; the held-apart seed then changes only a
+random init.)
 
 Iterations are the default criterion because, for one method on one engine, each iteration
 costs the same whatever the rate, so the fewest iterations is the fastest time without the
