@@ -12,10 +12,11 @@ from datasets.errors import InputError
 from optimizers import INITS, KERAS_PREFIX, OPTIMIZERS, build_rules, make_optimizer
 from optimizers.backends.numpy import DTYPES
 from optimizers.objective import FORMULATIONS
+from study.regression import tuning as protocol
 from study.regression.spec import RunSpec
 from study.sweep.grid import ConfigError, as_list, blocks, expand, unknown
 
-CONFIG_KEYS = ("seeds", "init", "stopping", "datasets", "optimizers", "backends")
+CONFIG_KEYS = ("seeds", "init", "stopping", "tuning", "datasets", "optimizers", "backends")
 STOPPING_KEYS = ("tol", "grad_tol", "rel_tol", "patience", "exact_repeat", "max_iter",
                  "time_budget")
 DEFAULT_STOPPING = {"tol": 1e-8, "max_iter": 100_000}  # as the regress command's defaults
@@ -58,6 +59,45 @@ def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[RunSpe
     stopping = check_stopping(raw.get("stopping", {}), "stopping", DEFAULT_STOPPING,
                               "[stopping]")
 
+    def table_of(parent: dict, key: str, where: str) -> dict:
+        value = parent.get(key, {})
+        if not isinstance(value, dict):
+            fail(f"{where}: {key}" if where else key, f"must be a table, got {value!r}")
+        return value
+
+    study_tuning = table_of(raw, "tuning", "")
+
+    def check_tuning(table, where: str, rules: dict) -> dict:
+        """A tuned block's protocol: the study's [tuning] under the block's own keys."""
+        if not isinstance(table, dict) or not table:
+            fail(where, f"{protocol.PARAMETER} = '{protocol.TUNED}' needs a [tuning] table "
+                        f"(or the block's tuning = {{...}}) with {', '.join(protocol.KEYS)}")
+        unknown(table, protocol.KEYS, source, f"key in {where}: tuning")
+        for key in ("grid", "seed", "stopping"):
+            if key not in table:
+                fail(f"{where}: tuning", f"'{key}' is required")
+        grid = table["grid"]
+        if not isinstance(grid, list) or len(grid) < 2 or not all(
+                isinstance(r, (int, float)) and not isinstance(r, bool) and r > 0
+                for r in grid) or sorted(set(grid)) != grid:
+            fail(f"{where}: tuning: grid", f"must be at least two increasing rates > 0 "
+                                           f"(log-spaced, e.g. [1e-3, 1e-2, 1e-1]), got {grid!r}")
+        seed = table["seed"]
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            fail(f"{where}: tuning: seed", f"must be an integer >= 0, got {seed!r}")
+        if seed in seeds:
+            fail(f"{where}: tuning: seed", f"{seed} is one of the measured seeds {seeds}; the "
+                                           "held-apart seed must be another")
+        criterion = table.get("criterion", "iterations")
+        if criterion not in protocol.CRITERIA:
+            fail(f"{where}: tuning: criterion", f"unknown criterion {criterion!r}; allowed: "
+                                                f"{', '.join(protocol.CRITERIA)}")
+        check_stopping(table["stopping"], f"{where}: tuning: stopping", rules,
+                       f"{where}: tuning: stopping")
+        return {"role": protocol.TUNED, "grid": [float(r) for r in grid], "seed": seed,
+                "stopping": {k: None if v == "off" else v for k, v in table["stopping"].items()},
+                "criterion": criterion}
+
     checks = {"datasets": (DATASETS, validate_dataset), "optimizers": (OPTIMIZERS, make_optimizer),
               "backends": (BACKEND_OPTIONS, check_backend)}
     points = {}
@@ -69,29 +109,43 @@ def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[RunSpe
                 and block_name.startswith(KERAS_PREFIX)
             if not isinstance(block_name, str) or (block_name not in names and not keras):
                 fail(section, f"unknown name {block_name!r}; allowed: {', '.join(names)}")
-            params = {k: v for k, v in block.items() if k not in ("name", "stopping")}
+            own_keys = ("name", "stopping", *(("tuning",) if section == "optimizers" else ()))
+            params = {k: v for k, v in block.items() if k not in own_keys}
             # An optimizer block may bring its own rules (e.g. the original program's: tol
             # "off", exact_repeat = true), over the study's [stopping].
             own = (check_stopping(block["stopping"], f"{section}: '{block_name}': stopping",
                                   stopping) if section == "optimizers" and "stopping" in block
                    else None)
-            for point in expand(params, f"{source}: {section}: '{block_name}'", VALUE_KEYS):
-                try:
-                    check(block_name, **point)
-                except InputError as exc:
-                    fail(section, str(exc))
-                except TypeError as exc:
-                    fail(section, f"wrong type: {exc}")
-                points[section].append((block_name, point, own))
+            where = f"{section}: '{block_name}'"
+            block_points = expand(params, f"{source}: {where}", VALUE_KEYS)
+            tuned = section == "optimizers" and any(
+                p.get(protocol.PARAMETER) == protocol.TUNED for p in block_points)
+            if section == "optimizers" and "tuning" in block and not tuned:
+                fail(f"{where}: tuning", f"is given, but {protocol.PARAMETER} is not "
+                                         f"'{protocol.TUNED}'")
+            tuning = (check_tuning({**study_tuning, **table_of(block, "tuning", where)}, where,
+                                   own or stopping) if tuned else None)
+            for point in block_points:
+                asks = tuning is not None and point.get(protocol.PARAMETER) == protocol.TUNED
+                for candidate in ([{**point, protocol.PARAMETER: rate} for rate in
+                                   tuning["grid"]] if asks else [point]):
+                    try:
+                        check(block_name, **candidate)
+                    except InputError as exc:
+                        fail(section, str(exc))
+                    except TypeError as exc:
+                        fail(section, f"wrong type: {exc}")
+                points[section].append((block_name, point, (own, tuning if asks else None)))
 
     specs = []
-    for (dname, dparams, _), (oname, hparams, own), (bname, bparams, _), init, seed, repeat in \
-            itertools.product(points["datasets"], points["optimizers"], points["backends"],
-                              inits, seeds, range(repeats)):
+    for (dname, dparams, _), (oname, hparams, (own, tuning)), (bname, bparams, _), init, seed, \
+            repeat in itertools.product(points["datasets"], points["optimizers"],
+                                        points["backends"], inits, seeds, range(repeats)):
         bparams = dict(bparams)
         dtype = bparams.pop("dtype", "float64")
         specs.append(RunSpec(name, dname, dict(dparams), oname, dict(hparams), bname, bparams,
-                             dtype, init, seed, repeat, dict(own or stopping)))
+                             dtype, init, seed, repeat, dict(own or stopping),
+                             dict(tuning or {})))
     return specs
 
 

@@ -20,6 +20,7 @@ from study.regression import style
 from study.regression.headline import best_per_family_and_engine, figure_headline
 from study.regression.labels import label_runs
 from study.regression.summary import CONFIG_COLUMNS, DATA_COLUMNS, INSTANCE_COLUMNS, time_to_target
+from study.regression.tuning import measured_runs
 
 READ_PASS_LABEL = "one read pass over X"
 FEED_ORDER = ("numpy", "tf1", "feed", "resident", "fused", "fused+xla")
@@ -362,7 +363,7 @@ def paired_rows(runs: pd.DataFrame) -> pd.DataFrame:
 
 def draw(results, figures: Path) -> list[Path]:
     """Every regression figure from a results folder (`study.results.Results`)."""
-    runs, traces = paired_rows(results.runs), results.table("traces")
+    runs, traces = paired_rows(measured_runs(results.runs)), results.table("traces")
     written = []
     for name, make in REGRESSION_FIGURES.items():
         written += save(make(runs, traces), figures, name)

@@ -10,9 +10,11 @@ import pandas as pd
 
 def method_label(row) -> str:
     """optimizer(hyperparameters) as a short legend entry; a run under the original program's
-    own rule (no target, stop when the RMSE repeats) says so."""
+    own rule (no target, stop when the RMSE repeats) says so, as does a tuned learning rate."""
     hp = json.loads(row["hyperparameters"]) if isinstance(row["hyperparameters"], str) else {}
-    inner = ",".join(f"{k}={v}" for k, v in hp.items() if v is not None)
+    tuned = row.get("tuning") == "tuned"
+    inner = ",".join(f"{k}={v}" + (" tuned" if tuned and k == "learning_rate" else "")
+                     for k, v in hp.items() if v is not None)
     label = f"{row['optimizer']}({inner})" if inner else row["optimizer"]
     stopping = row.get("stopping")
     rules = json.loads(stopping) if isinstance(stopping, str) else {}

@@ -16,6 +16,7 @@ from datasets.problem import Problem
 from datasets.reference import Reference
 from optimizers import build_rules, make_backend, make_optimizer, run
 from study.regression.spec import RunSpec
+from study.regression.tuning import NO_RATE, is_tuned
 from study.sweep import cache
 from study.sweep.fingerprint import manifest, python_files
 from study.sweep.plugin import Context, Measurement
@@ -62,6 +63,8 @@ def load_problem(spec: RunSpec, cache_dir: Path) -> Problem:
 
 
 def measure(spec: RunSpec, ctx: Context) -> Measurement:
+    if is_tuned(spec) and spec.tuning.get("value") is None:
+        return Measurement({"status": "skipped", "message": NO_RATE})
     problem = load_problem(spec, ctx.cache_dir)
     optimizer = make_optimizer(spec.optimizer, **spec.hyperparameters)
     backend = make_backend(spec.backend, spec.dtype, **spec.backend_options)

@@ -7,6 +7,8 @@ import inspect
 from study.regression.config import CONFIG_KEYS, expand_specs
 from study.regression.schema import SCHEMA, SIDE_TABLES
 from study.regression.spec import RunSpec
+from study.regression.tuning import resolve as resolve_tuned
+from study.regression.tuning import tuning_runs
 from study.sweep.fingerprint import ENGINE_FILES, python_files, relative
 
 KIND = "regression"
@@ -27,11 +29,20 @@ MEASURING_FILES = ("study/regression/measure.py", "study/regression/spec.py")
 
 __all__ = ["CONFIG_KEYS", "FAILED_STATUSES", "KIND", "MEASURE_MODULE", "SCHEMA", "SIDE_TABLES",
            "STATUSES", "TENSORFLOW_MODULES", "code_files", "expand", "measure", "needs_gpu",
-           "needs_tensorflow", "spec_from_json", "summary"]
+           "needs_tensorflow", "prerequisites", "resolve", "spec_from_json", "summary"]
 
 
 def expand(raw: dict, source: str, name: str, repeats: int) -> list[RunSpec]:
     return expand_specs(raw, source, name, repeats)
+
+
+def prerequisites(spec: RunSpec) -> list[RunSpec]:
+    """A tuned spec waits for its learning-rate grid's runs (study.regression.tuning)."""
+    return tuning_runs(spec)
+
+
+def resolve(spec: RunSpec, rows: dict) -> RunSpec | None:
+    return resolve_tuned(spec, rows)
 
 
 def spec_from_json(text: str) -> RunSpec:

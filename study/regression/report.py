@@ -12,6 +12,7 @@ import pandas as pd
 from study.paired import compare
 from study.regression.labels import label_runs
 from study.regression.summary import INSTANCE_COLUMNS, alarm_lines, summarize, time_to_target
+from study.regression.tuning import measured_runs, tuning_table
 from study.report.blocks import Block, fmt_seconds
 
 
@@ -215,8 +216,23 @@ def stopping_sentence(runs: pd.DataFrame) -> str:
     return "Stopping rules (any-of): " + json.dumps(spec, default=str) + "."
 
 
+def tuning_blocks(runs: pd.DataFrame) -> list[Block]:
+    """The tuned learning rates and the grid behind each (study.regression.tuning)."""
+    table = tuning_table(runs)
+    if table.empty:
+        return []
+    return [Block("h3", "Learning rates tuned on a held-apart seed"),
+            Block("p", "Each tuned rate was chosen from a log-spaced grid, each rate run once on "
+                       "a seed no measured run uses, with a short budget: the fastest to the "
+                       "target by the criterion; if none reached it, the lowest final "
+                       "suboptimality; a rate that diverged or failed was never chosen. The "
+                       "measured seeds then ran at that rate."),
+            Block("table", table, "tuned rates and their grids")]
+
+
 def section(results, figures: Path) -> list[Block]:
-    runs = results.runs
+    tuning = tuning_blocks(results.runs)
+    runs = measured_runs(results.runs)
     headline = figures / "headline.png"
     return [Block("h2", "The first question: was NumPy really 3x faster than TensorFlow?"),
             *([Block("figure", headline, "Best configuration of each optimizer on each "
@@ -224,4 +240,5 @@ def section(results, figures: Path) -> list[Block]:
               if headline.exists() else []),
             Block("list", original_regression_answer(runs)),
             *regression_blocks(runs, figures),
+            *tuning,
             Block("p", stopping_sentence(runs))]

@@ -21,6 +21,16 @@ RUN_COLUMNS = Schema("runs", (
                               "optimizer block may set its own"),
     Column("init", "str", "starting point: zeros or normal"),
     Column("seed", "int", "seed of the data set and of a random init"),
+    # the learning-rate tuning protocol (study/regression/tuning.py); empty for other runs
+    Column("tuning", "str", "'tuning': a grid run on the held-apart seed (left out of every "
+                            "comparison); 'tuned': a measured run at the rate the grid chose"),
+    Column("tuned_value", "float", "tuned: the learning rate chosen (also in hyperparameters)"),
+    Column("tuning_grid", "str", "tuned: the rates tried, as JSON"),
+    Column("tuning_seed", "int", "tuned: the held-apart seed the grid ran on"),
+    Column("tuning_stopping", "str", "tuned: the grid runs' short budget over the run's own "
+                                     "rules, as JSON"),
+    Column("tuning_criterion", "str", "tuned: iterations or seconds to the target; if none "
+                                      "reached it, the lowest suboptimality"),
     # the run record
     Column("n", "int", "rows"),
     Column("d", "int", "coefficients per label column"),

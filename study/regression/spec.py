@@ -24,13 +24,19 @@ class RunSpec:
     seed: int
     repeat: int
     stopping: dict = field(default_factory=dict)
+    # the learning-rate tuning protocol (study/regression/tuning.py): {} for an ordinary run,
+    # {"role": "tuning"} for a grid run, {"role": "tuned", grid, seed, ...} for a measured one
+    tuning: dict = field(default_factory=dict)
 
     @property
     def run_id(self) -> str:
         return hashlib.sha256(self.to_json().encode()).hexdigest()[:16]
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True, default=str)
+        fields = asdict(self)
+        if not self.tuning:  # left out, so that an untuned run keeps the id it always had
+            del fields["tuning"]
+        return json.dumps(fields, sort_keys=True, default=str)
 
     @classmethod
     def from_json(cls, text: str) -> RunSpec:
@@ -63,14 +69,27 @@ class RunSpec:
             "dtype": self.dtype, "init": self.init, "seed": self.seed, "repeat": self.repeat,
             "stopping": json.dumps(self.stopping, sort_keys=True),
             **{f"stop_{k}": v for k, v in self.stopping.items()},
+            **self.tuning_axes(),
         }
+
+    def tuning_axes(self) -> dict:
+        if not self.tuning:
+            return {}
+        if self.tuning["role"] != "tuned":
+            return {"tuning": self.tuning["role"]}
+        return {"tuning": "tuned", "tuned_value": self.tuning.get("value"),
+                "tuning_grid": json.dumps(self.tuning["grid"]),
+                "tuning_seed": self.tuning["seed"],
+                "tuning_stopping": json.dumps(self.tuning["stopping"], sort_keys=True),
+                "tuning_criterion": self.tuning["criterion"]}
 
     def label(self) -> str:
         """A short human name for progress bars and logs."""
         hp = ",".join(f"{k}={v}" for k, v in self.hyperparameters.items())
         opts = ",".join(f"{k}={v}" for k, v in self.backend_options.items())
+        role = f" [{self.tuning['role']}]" if self.tuning else ""
         return (f"{self.dataset} {self.optimizer}({hp}) {self.backend}({opts}) {self.dtype} "
-                f"seed={self.seed} rep={self.repeat}")
+                f"seed={self.seed} rep={self.repeat}{role}")
 
 
 def _scalar(value):

@@ -14,10 +14,11 @@ import pandas as pd
 
 from study.paired import compare
 from study.regression.labels import label_runs
+from study.regression.tuning import measured_runs
 
 ALARMS = {"reference-error": "reference_errors", "uncertifiable": "uncertifiable"}
-CONFIG_COLUMNS = ("dataset", "dataset_params", "optimizer", "hyperparameters", "backend",
-                  "device", "feed", "xla", "formulation", "dtype", "init", "stopping")
+CONFIG_COLUMNS = ("dataset", "dataset_params", "optimizer", "hyperparameters", "tuning",
+                  "backend", "device", "feed", "xla", "formulation", "dtype", "init", "stopping")
 DATA_COLUMNS = ["dataset", "dataset_params"]
 # What a comparison holds fixed within one data set: the draw (seed) and the starting point.
 INSTANCE_COLUMNS = ["dataset", "dataset_params", "seed", "init"]
@@ -51,10 +52,13 @@ def converged(runs: pd.DataFrame) -> pd.Series:
 
 
 def summarize(runs) -> pd.DataFrame:
-    """One row per configuration, from a runs table or a results folder."""
+    """One row per configuration, from a runs table or a results folder (tuning runs, on
+    another seed with a short budget, left out)."""
     if isinstance(runs, (str, Path)):
         runs = pd.read_parquet(Path(runs) / "runs.parquet")
-    runs = runs.copy()
+    runs = measured_runs(runs).copy()
+    if runs.empty:
+        return pd.DataFrame()
     for column in ("seconds", "setup_seconds", "iterations", "seconds_per_iteration"):
         if column not in runs:
             runs[column] = np.nan

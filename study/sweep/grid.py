@@ -6,6 +6,10 @@ value is an axis: blocks expand to the Cartesian product of their axes. `[[exclu
 `--only KEY=VALUE` select by the specs' axis values (`spec.axes()`), where a parameter may be
 named bare (`step` for `hp_step`, `kappa` for `data_kappa`). Every key, name and value is
 checked before anything runs; an error names the file, the key and what is allowed.
+
+A spec may wait for other runs (a plugin's `prerequisites`, e.g. the grid of a tuned learning
+rate): those runs join the grid just before it, and it is run as the plugin's `resolve` makes
+it from their rows.
 """
 
 from __future__ import annotations
@@ -103,6 +107,7 @@ def parse_study(raw: dict, source: str) -> Study:
     ids = [s.run_id for s in specs]
     if len(set(ids)) != len(ids):
         fail("grid", "the grid contains the same run twice; check for repeated list values")
+    specs = with_prerequisites(plugin, specs)
     budget = float(memory) if memory is not None else default_memory_budget_gb()
     return Study(kind, name, source, tuple(specs), float(run_timeout), budget, description)
 
@@ -154,6 +159,43 @@ def unknown(table: dict, allowed, source: str, what: str) -> None:
 def positive_number(value) -> bool:
     return (not isinstance(value, bool) and isinstance(value, (int, float))
             and math.isfinite(value) and value > 0)
+
+
+# ---- runs that wait for others ------------------------------------------------------------------
+
+def waits(plugin, spec) -> bool:
+    return bool(getattr(plugin, "prerequisites", lambda s: ())(spec))
+
+
+def with_prerequisites(plugin, specs) -> list:
+    """The specs, each preceded by the runs it waits for that are not yet listed (once each)."""
+    listed = {s.run_id for s in specs}
+    out = []
+    for spec in specs:
+        for first in getattr(plugin, "prerequisites", lambda s: ())(spec):
+            if first.run_id not in listed:
+                listed.add(first.run_id)
+                out.append(first)
+        out.append(spec)
+    return out
+
+
+def resolved(plugin, specs, rows) -> tuple[list, int]:
+    """The specs as they run: one that waits for others is made from their rows (a DataFrame or
+    dicts by run_id), or left out while any has none. Returns (specs, how many were left out)."""
+    if not isinstance(rows, dict):  # a runs table
+        rows = {r["run_id"]: r for r in rows.to_dict("records")}
+    out, waiting = [], 0
+    for spec in specs:
+        if not waits(plugin, spec):
+            out.append(spec)
+            continue
+        ready = plugin.resolve(spec, rows)
+        if ready is None:
+            waiting += 1
+        else:
+            out.append(ready)
+    return out, waiting
 
 
 # ---- selecting by axis values -------------------------------------------------------------------

@@ -16,6 +16,13 @@ A spec is a frozen dataclass with `run_id` (a stable hash of its content), `repe
   code_files(spec) -> [paths]        the source files whose content measured the spec
   measure(spec, ctx) -> Measurement  in the run's own process
   summary(runs) -> str               printed at the end of a sweep
+
+and, for a spec that can only be settled by other runs (a learning rate tuned on a grid), both
+or neither of:
+
+  prerequisites(spec) -> [specs]     the runs it waits for ([] for a spec that waits for none)
+  resolve(spec, rows) -> spec | None the spec to run, from those runs' rows (dicts by run_id);
+                                     None while any of them has no row
 """
 
 from __future__ import annotations

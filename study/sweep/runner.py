@@ -8,6 +8,8 @@ how many and why), unless `--keep-stale`. `--retry-failed` re-measures `error` r
 repeat (every configuration's first repeat, then every second one, ...), so that a burst of
 background load lands on different configurations, not on all repeats of one. A sweep in which
 any run ended in `error` exits with status 1 (after saying how many and where their logs are).
+Runs that wait for others (a tuned learning rate waits for its grid's runs) are planned in a
+second round, made from the rows the first round left.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from study.output import ResultsWriteError, check_output_folder
 from study.sweep import fingerprint, noise
 from study.sweep.executors import Job, LocalExecutor, preload_for
 from study.sweep.folder import ResultsFolder
-from study.sweep.grid import Study, parse_only, select
+from study.sweep.grid import Study, parse_only, resolved, select, waits, with_prerequisites
 from study.sweep.plugin import KINDS, load_kind
 
 
@@ -38,11 +40,12 @@ class Plan:
     done: int
     reasons: Counter  # why runs are measured (again): "new", "stale: changed x.py", ...
     order_seed: int
+    sweep_id: str = ""
 
 
 def plan_runs(study: Study, specs, folder: ResultsFolder, existing: pd.DataFrame,
               env_fingerprints: set[str], *, retry_failed=False, keep_stale=False,
-              remeasure_noisy=False, order_seed=None) -> Plan:
+              remeasure_noisy=False, order_seed=None, sweep_id=None) -> Plan:
     plugin = load_kind(study.kind)
     rows = {r["run_id"]: r for r in existing.to_dict("records")}
     noisy = set()
@@ -50,7 +53,7 @@ def plan_runs(study: Study, specs, folder: ResultsFolder, existing: pd.DataFrame
         flagged = noise.flag(existing)
         noisy = set(flagged.loc[flagged["noisy"].fillna(False).astype(bool), "run_id"])
     seed = random.SystemRandom().randrange(2**31) if order_seed is None else order_seed
-    sweep_id = uuid.uuid4().hex[:12]
+    sweep_id = sweep_id or uuid.uuid4().hex[:12]
     manifests: dict[tuple, dict] = {}
     todo, reasons, done = [], Counter(), 0
     for spec in specs:
@@ -88,7 +91,7 @@ def plan_runs(study: Study, specs, folder: ResultsFolder, existing: pd.DataFrame
     todo.sort(key=lambda job: keys[id(job)])
     for position, job in enumerate(todo):
         job.request["order_position"] = position
-    return Plan(todo, done, reasons, seed)
+    return Plan(todo, done, reasons, seed, sweep_id)
 
 
 def run_study(study: Study, out_dir, *, only=None, retry_failed: bool = False,
@@ -103,10 +106,11 @@ def run_study(study: Study, out_dir, *, only=None, retry_failed: bool = False,
     from tqdm import tqdm
 
     plugin = load_kind(study.kind)
-    specs = select(study.specs, parse_only(only))
+    specs = selected(study, only)
     executor = LocalExecutor(python) if executor is None else executor
     folder = ResultsFolder(out_dir, plugin.SCHEMA, plugin.SIDE_TABLES)
     statuses: Counter = Counter()
+    rounds = ([s for s in specs if not waits(plugin, s)], [s for s in specs if waits(plugin, s)])
     with executor, folder.lock():
         try:
             folder.claim(study)
@@ -115,23 +119,40 @@ def run_study(study: Study, out_dir, *, only=None, retry_failed: bool = False,
         except OSError as exc:
             raise ResultsWriteError(f"cannot use results folder '{folder.root}': {exc}") \
                 from None
-        plan = plan_runs(study, specs, folder, existing, executor.env_fingerprints(),
-                         retry_failed=retry_failed, keep_stale=keep_stale,
-                         remeasure_noisy=remeasure_noisy, order_seed=order_seed)
-        print(describe(study, specs, plan, folder), flush=True)
         # The bar is for a person at a terminal; in a log file it would be a line per update.
-        bar = tqdm(total=len(plan.jobs), disable=quiet or not sys.stderr.isatty(), unit="run",
+        bar = tqdm(total=0, disable=quiet or not sys.stderr.isatty(), unit="run",
                    dynamic_ncols=True, file=sys.stderr)
+        first = None
         try:
-            runs = executor.run(plan.jobs, folder, timeout=study.run_timeout,
-                                memory_budget_gb=study.memory_budget_gb,
-                                on_start=lambda job: bar.set_postfix_str(job.spec.label()))
-            for index, (job, outcome) in enumerate(runs, 1):
-                statuses[outcome["status"]] += 1
-                bar.update()
-                if quiet:
-                    print(f"[{index}/{len(plan.jobs)}] {job.spec.run_id} {job.spec.label()}: "
-                          f"{outcome['status']}", flush=True)
+            for waited, todo in enumerate(rounds):
+                if not todo:
+                    continue
+                if waited:  # made from the rows the first round left
+                    existing = folder.scan(report=lambda line: print(line, file=sys.stderr))
+                    todo, waiting = resolved(plugin, todo, existing)
+                    if waiting:
+                        print(f"{study.name}: {waiting} runs still wait for runs that have no "
+                              "row (see above); they run once those have one", flush=True)
+                plan = plan_runs(study, todo, folder, existing, executor.env_fingerprints(),
+                                 retry_failed=retry_failed, keep_stale=keep_stale,
+                                 remeasure_noisy=remeasure_noisy,
+                                 order_seed=first.order_seed if first else order_seed,
+                                 sweep_id=first.sweep_id if first else None)
+                first = first or plan
+                print(describe(study, todo, plan, folder,
+                               "runs made from earlier runs' rows" if waited else "runs"),
+                      flush=True)
+                bar.total += len(plan.jobs)
+                bar.refresh()
+                runs = executor.run(plan.jobs, folder, timeout=study.run_timeout,
+                                    memory_budget_gb=study.memory_budget_gb,
+                                    on_start=lambda job: bar.set_postfix_str(job.spec.label()))
+                for index, (job, outcome) in enumerate(runs, 1):
+                    statuses[outcome["status"]] += 1
+                    bar.update()
+                    if quiet:
+                        print(f"[{index}/{len(plan.jobs)}] {job.spec.run_id} "
+                              f"{job.spec.label()}: {outcome['status']}", flush=True)
             assemble(study, folder)
         except OSError as exc:
             raise ResultsWriteError(
@@ -149,11 +170,17 @@ def run_study(study: Study, out_dir, *, only=None, retry_failed: bool = False,
     return statuses
 
 
+def selected(study: Study, only) -> list:
+    """The specs --only picks, with the runs they wait for."""
+    return with_prerequisites(load_kind(study.kind), select(study.specs, parse_only(only)))
+
+
 def assemble(study: Study, folder: ResultsFolder) -> pd.DataFrame:
     """The config's rows (every finished run of its grid, in the grid's order, not the shuffled
     order they ran in) with noise flags, written as tables."""
     existing = folder.scan(report=lambda line: print(line, file=sys.stderr))
-    grid_order = {s.run_id: i for i, s in enumerate(study.specs)}
+    specs, _ = resolved(load_kind(study.kind), study.specs, existing)
+    grid_order = {s.run_id: i for i, s in enumerate(specs)}
     runs = existing[existing["run_id"].isin(grid_order)]
     runs = runs.iloc[runs["run_id"].map(grid_order).argsort()].reset_index(drop=True)
     if len(runs):
@@ -162,8 +189,8 @@ def assemble(study: Study, folder: ResultsFolder) -> pd.DataFrame:
     return runs
 
 
-def describe(study: Study, specs, plan: Plan, folder: ResultsFolder) -> str:
-    lines = [f"{study.name}: {len(specs)} runs, {plan.done} done, {len(plan.jobs)} to run "
+def describe(study: Study, specs, plan: Plan, folder: ResultsFolder, what: str = "runs") -> str:
+    lines = [f"{study.name}: {len(specs)} {what}, {plan.done} done, {len(plan.jobs)} to run "
              f"-> {folder.root} (order seed {plan.order_seed})"]
     for reason, count in sorted(plan.reasons.items(), key=lambda kv: -kv[1]):
         if reason != "new":
@@ -233,7 +260,7 @@ def print_grid(specs, study: Study) -> None:
 def execute(study: Study, args) -> int:
     """Run a validated study as the command line asks; the exit status of the command."""
     only = flatten_only(args.only)
-    specs = select(study.specs, parse_only(only))
+    specs = selected(study, only)
     if args.dry_run:
         print_grid(specs, study)
         return 0
@@ -248,7 +275,8 @@ def execute(study: Study, args) -> int:
     runs_path = os.path.join(out, "runs.parquet")
     if os.path.exists(runs_path):
         runs = pd.read_parquet(runs_path)
-        print(plugin.summary(runs[runs["run_id"].isin({s.run_id for s in specs})]))
+        ran, _ = resolved(plugin, specs, runs)
+        print(plugin.summary(runs[runs["run_id"].isin({s.run_id for s in ran})]))
     done = ", ".join(f"{k}={v}" for k, v in sorted(statuses.items())) or "nothing to do"
     print(f"this invocation: {done}; results in {out}/runs.parquet")
     failed = {s: statuses[s] for s in getattr(plugin, "FAILED_STATUSES", ("error",))

@@ -1,0 +1,142 @@
+"""Learning rates chosen fairly: the tuning protocol for methods with a free learning rate.
+
+A method block asks for it with `learning_rate = "tuned"` and a `[tuning]` table (the study's,
+overridden key by key by the block's own `tuning = {...}`):
+
+  grid       the rates tried, log-spaced, e.g. [1e-4, 1e-3, 1e-2, 1e-1, 1.0]
+  seed       the held-apart seed the grid runs on; never one of the measured seeds
+  stopping   the short budget, over the block's rules (e.g. {max_iter = 300, time_budget = 0.3})
+  criterion  "iterations" (the default) or "seconds": what "fastest to the target" counts
+
+For each configuration (method point, data set point, engine point, dtype, init: everything but
+the seed and the repeat) every grid rate is run once on the held-apart seed with the short
+budget. Those tuning runs are ordinary runs of the sweep (own rows, `tuning = "tuning"`), so
+they are isolated, fingerprinted and resumed like any other. The rate chosen is the one that
+reached the target fastest by the criterion; if none reached it, the lowest final
+suboptimality; ties go to the smaller rate. A rate whose run diverged, failed or has no finite
+suboptimality is never chosen. The measured seeds then run at the chosen rate: their rows say
+`tuning = "tuned"` with the grid, seed, budget, criterion and the `tuned_value`. If no rate is
+usable, the measured runs are recorded as skipped, saying so. (A data set that fixes its own
+seed gives the grid the same data as the measured runs; the held-apart seed then changes only a
+random init.)
+
+Iterations are the default criterion because, for one method on one engine, each iteration
+costs the same whatever the rate, so the fewest iterations is the fastest time without the
+timer's noise in a choice made from single short runs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+
+from study.regression.spec import RunSpec
+
+PARAMETER = "learning_rate"
+TUNED = "tuned"  # the value that asks for tuning
+KEYS = ("grid", "seed", "stopping", "criterion")
+CRITERIA = ("iterations", "seconds")
+USABLE = ("converged", "stalled", "max_iter", "timeout")  # ended by a rule, not by failing
+NO_RATE = ("no rate of the tuning grid is usable: every tuning run on the held-apart seed "
+           "diverged, failed or was skipped (see the rows with tuning = 'tuning')")
+
+
+def is_tuned(spec: RunSpec) -> bool:
+    return spec.tuning.get("role") == TUNED
+
+
+def tuning_runs(spec: RunSpec) -> list[RunSpec]:
+    """The grid's runs a tuned spec waits for: its configuration at each rate, on the held-apart
+    seed, with the short budget. The grid is not part of them, so a grown grid reuses them."""
+    if not is_tuned(spec):
+        return []
+    tuning = spec.tuning
+    stopping = {**spec.stopping, **tuning["stopping"]}
+    return [replace(spec, hyperparameters={**spec.hyperparameters, PARAMETER: rate},
+                    seed=tuning["seed"], repeat=0, stopping=stopping,
+                    tuning={"role": "tuning"})
+            for rate in tuning["grid"]]
+
+
+def resolve(spec: RunSpec, rows: dict) -> RunSpec | None:
+    """The tuned spec at its chosen rate, once every tuning run has a row (else None)."""
+    found = [rows.get(run.run_id) for run in tuning_runs(spec)]
+    if any(row is None for row in found):
+        return None
+    value = choose(spec.tuning["grid"], found, spec.tuning["criterion"])
+    return replace(spec, hyperparameters={**spec.hyperparameters, PARAMETER: value},
+                   tuning={**spec.tuning, "value": value})
+
+
+def choose(rates, rows, criterion: str = "iterations"):
+    """The protocol's pick among the grid's runs (rows as dicts, one per rate), or None."""
+    usable = [(rate, row) for rate, row in zip(rates, rows, strict=True)
+              if row.get("status") in USABLE and _finite(row.get("suboptimality"))]
+    reached = [(rate, row) for rate, row in usable
+               if row["status"] == "converged" and not _false(row.get("target_reached"))
+               and _finite(row.get(criterion))]
+    if reached:
+        return min(reached, key=lambda p: (p[1][criterion], p[1]["suboptimality"], p[0]))[0]
+    if usable:
+        return min(usable, key=lambda p: (p[1]["suboptimality"], p[0]))[0]
+    return None
+
+
+def measured_runs(runs):
+    """The rows a comparison reads: tuning runs (another seed, a short budget) left out."""
+    if "tuning" not in runs:
+        return runs
+    return runs[runs["tuning"].astype(object).ne("tuning")]
+
+
+def _false(value) -> bool:
+    """False, but not missing (a run without a tol rule has no target check)."""
+    try:
+        return value is not None and not bool(value)
+    except TypeError:  # pandas' NA
+        return False
+
+
+def _finite(value) -> bool:
+    try:
+        return value is not None and math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def tuning_table(runs):
+    """One row per tuned configuration: the rate chosen, the grid and what each rate did on the
+    held-apart seed, read from the rows (the measured rows' specs name their grid's runs)."""
+    import pandas as pd
+
+    from study.regression.labels import label_runs
+
+    if "tuning" not in runs:
+        return pd.DataFrame()
+    tuned = label_runs(runs[runs["tuning"].astype(object).eq(TUNED)])
+    rows = {r["run_id"]: r for r in runs.to_dict("records")}
+    out = []
+    for (data, config), group in tuned.groupby(["data", "config"], sort=True):
+        spec = RunSpec.from_json(group["spec"].iloc[0])
+        grid = spec.tuning["grid"]
+        outcomes = [_outcome(rate, rows.get(run.run_id))
+                    for rate, run in zip(grid, tuning_runs(spec), strict=True)]
+        value = spec.tuning.get("value")
+        out.append({"data set": data, "configuration": config,
+                    "tuned rate": "none usable" if value is None else f"{value:g}",
+                    f"grid runs (criterion: {spec.tuning['criterion']})": "; ".join(outcomes),
+                    "held-apart seed": spec.tuning["seed"],
+                    "budget": json.dumps(spec.tuning["stopping"], sort_keys=True)})
+    return pd.DataFrame(out)
+
+
+def _outcome(rate, row) -> str:
+    if row is None:
+        return f"{rate:g}: no row"
+    text = f"{rate:g}: {row['status']}"
+    if _finite(row.get("iterations")):
+        text += f" {int(row['iterations'])} it"
+    if row["status"] != "converged" and _finite(row.get("suboptimality")):
+        text += f", subopt {float(row['suboptimality']):.1e}"
+    return text
