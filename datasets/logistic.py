@@ -99,7 +99,10 @@ def _newton_step(H, g):
 def _kappas(H) -> tuple[float, float]:
     """Condition numbers of H as given and with the columns of X equilibrated (powers of two)."""
     raw = np.linalg.eigvalsh(H)
-    scale = np.exp2(np.round(np.log2(np.sqrt(np.diag(H)))))
+    diagonal = np.diag(H)
+    if not np.all(diagonal > 0):
+        return float("inf"), float("inf")
+    scale = np.exp2(np.round(np.log2(np.sqrt(diagonal))))
     scaled = np.linalg.eigvalsh(H / np.outer(scale, scale))
     return (float(scaled[-1] / scaled[0]) if scaled[0] > 0 else float("inf"),
             float(raw[-1] / raw[0]) if raw[0] > 0 else float("inf"))

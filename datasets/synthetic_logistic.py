@@ -13,6 +13,7 @@ broadly, 0.01 leaves them nearly separable (then lam alone keeps w* finite). lam
 from __future__ import annotations
 
 import numpy as np
+import scipy.special
 
 from datasets.errors import InputError
 from datasets.problem import Problem
@@ -40,7 +41,7 @@ def load(n: int = 10_000, d: int = 5, kappa: float = 10.0, overlap: float = 0.5,
     X = (rng.standard_normal((n, d)) * np.sqrt(eigenvalues)) @ V.T
     w_true = V @ (rng.standard_normal(d) / np.sqrt(eigenvalues))  # every direction matters
     w_true /= np.sqrt(np.sum((np.sqrt(eigenvalues) * (V.T @ w_true)) ** 2))  # std(x.w) = 1
-    probability = 1.0 / (1.0 + np.exp(-(X @ w_true) / overlap))
+    probability = scipy.special.expit((X @ w_true) / overlap)
     y = np.where(rng.random(n) < probability, 1.0, -1.0)
     return Problem.from_arrays(
         X, y, name="synthetic-logistic",
