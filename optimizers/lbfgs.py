@@ -33,7 +33,7 @@ class LBFGSState(NamedTuple):
     S: object  # (m, d, k) steps, oldest first
     Y: object  # (m, d, k) gradient differences
     rho: object  # (m,) 1 / s.y, zero for empty slots
-    evaluations: object  # loss-and-gradient evaluations after init (a scalar)
+    evaluations: object = 0  # loss-and-gradient evaluations after init (a scalar)
 
 
 @dataclass(frozen=True)

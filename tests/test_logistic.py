@@ -30,6 +30,9 @@ PROBLEMS = {
 }
 
 
+SHORT, FINE = build_rules(tol=1e-8, max_iter=100), build_rules(tol=1e-10, max_iter=100)
+
+
 def ridge(lam=0.05):
     return make_problem("synthetic", n=400, d=4, kappa=50.0, seed=4, lam=lam)
 
@@ -165,11 +168,11 @@ def test_armijo_gd_converges_and_counts_its_evaluations():
                 backend=make_backend("numpy"))
     assert fixed.status == "converged" and fixed.nfev == fixed.iterations + 1
     # on least squares the exact search stays the default, recorded as such
-    exact = run(ridge(), make_optimizer("lbfgs"), build_rules(tol=1e-10, max_iter=100),
+    exact = run(ridge(), make_optimizer("lbfgs"), FINE,
                 backend=make_backend("numpy"))
     assert exact.status == "converged" and exact.hyperparameters["line_search"] == "exact"
     assert exact.nhvp == exact.iterations
-    wolfe = run(ridge(), make_optimizer("lbfgs", line_search="wolfe"), build_rules(tol=1e-10, max_iter=100),
+    wolfe = run(ridge(), make_optimizer("lbfgs", line_search="wolfe"), FINE,
                 backend=make_backend("numpy"))
     assert wolfe.status == "converged" and wolfe.nhvp == 0
 
@@ -202,7 +205,7 @@ def test_separable_classes_without_a_penalty_are_refused_with_the_reason():
                                   objective="logistic", lam=0.0)
     assert problem.reference.accuracy == np.inf
     with pytest.raises(Uncertifiable, match="Newton.*separable.*raise lam"):
-        run(problem, make_optimizer("lbfgs"), build_rules(tol=1e-8, max_iter=100),
+        run(problem, make_optimizer("lbfgs"), SHORT,
             backend=make_backend("numpy"))
 
 
@@ -240,16 +243,16 @@ def test_least_squares_only_methods_refuse_logistic_problems():
     problem = logistic(kappa=10.0)
     for name in ("closed-form", "cgls", "scipy-lsqr"):
         with pytest.raises(InputError, match="least squares only"):
-            run(problem, make_optimizer(name), build_rules(tol=1e-8, max_iter=100),
+            run(problem, make_optimizer(name), SHORT,
                 backend=make_backend("numpy"))
     with pytest.raises(InputError, match="ridge"):
-        run(ridge(), make_optimizer("closed-form"), build_rules(tol=1e-8, max_iter=100),
+        run(ridge(), make_optimizer("closed-form"), SHORT,
             backend=make_backend("numpy"))
     with pytest.raises(InputError, match="exact line search needs a quadratic"):
-        run(problem, make_optimizer("lbfgs", line_search="exact"), build_rules(tol=1e-8, max_iter=100),
+        run(problem, make_optimizer("lbfgs", line_search="exact"), SHORT,
             backend=make_backend("numpy"))
     with pytest.raises(InputError, match="no 'gram' formulation"):
-        run(problem, make_optimizer("lbfgs"), build_rules(tol=1e-8, max_iter=100),
+        run(problem, make_optimizer("lbfgs"), SHORT,
             backend=make_backend("numpy", formulation="gram"))
 
 
