@@ -29,11 +29,14 @@ READ := study/results.py study/figures.py
 REGRESSION_DRAW := $(READ) study/paired.py $(addprefix study/regression/,figures.py headline.py \
 	labels.py style.py summary.py)
 FEEDMODE_DRAW := $(READ) study/paired.py study/feedmode/figures.py study/feedmode/summary.py
-REPORT := $(wildcard study/report/*.py) study/regression/report.py study/feedmode/report.py
+REPORT := $(wildcard study/report/*.py) study/regression/report.py study/regression/logistic.py \
+	study/feedmode/report.py
+STUDIES := regression feedmode logistic
 
-REGRESSION_FIGURES := $(addprefix figures/regression/,headline.png convergence_time.png \
-	convergence_iterations.png time_to_target.png cost_tradeoff.png performance_profile.png \
-	regression_feed_modes.png)
+FIGURE_NAMES := headline.png convergence_time.png convergence_iterations.png time_to_target.png \
+	cost_tradeoff.png performance_profile.png regression_feed_modes.png
+REGRESSION_FIGURES := $(addprefix figures/regression/,$(FIGURE_NAMES))
+LOGISTIC_FIGURES := $(addprefix figures/logistic/,$(FIGURE_NAMES))
 
 .PHONY: all venv test lint reproduce full figures report bench gpu-check clean clean-results \
 	clean-figures
@@ -60,6 +63,12 @@ results/regression/runs.parquet: configs/regression.toml $(ENGINE) | $(STAMP)
 results/regression-full/runs.parquet: configs/regression-full.toml $(ENGINE) | $(STAMP)
 	$(RUN) run $< --out $(@D)
 
+results/logistic/runs.parquet: configs/logistic.toml $(ENGINE) | $(STAMP)
+	$(RUN) run $< --out $(@D)
+
+results/logistic-full/runs.parquet: configs/logistic-full.toml $(ENGINE) | $(STAMP)
+	$(RUN) run $< --out $(@D)
+
 results/feedmode/runs.parquet: configs/feedmode.toml $(FEEDMODE) | $(STAMP)
 	$(RUN) feedmode --config $< --out $(@D)
 
@@ -68,6 +77,10 @@ results/feedmode-full/runs.parquet: configs/feedmode-full.toml $(FEEDMODE) | $(S
 
 # ---- figures (from results only) -------------------------------------------------------------
 $(REGRESSION_FIGURES) &: results/regression/runs.parquet $(REGRESSION_DRAW) | $(STAMP)
+	$(RUN) figures regression --results $(<D) --out $(@D)
+
+# The logistic study is a regression study on another objective: the same drawer.
+$(LOGISTIC_FIGURES) &: results/logistic/runs.parquet $(REGRESSION_DRAW) | $(STAMP)
 	$(RUN) figures regression --results $(<D) --out $(@D)
 
 FEEDMODE_FIGURES := figures/feedmode/headline.png figures/feedmode/feedmode.png
@@ -80,23 +93,26 @@ figures/feedmode/feedmode.png: results/feedmode/runs.parquet $(FEEDMODE_DRAW) | 
 
 # ---- report ----------------------------------------------------------------------------------
 reports/report.md reports/report.html &: $(REGRESSION_FIGURES) $(FEEDMODE_FIGURES) \
-		$(REPORT) | $(STAMP)
-	$(RUN) report --results results --figures figures --out reports
+		$(LOGISTIC_FIGURES) $(REPORT) | $(STAMP)
+	$(RUN) report --results results --studies $(STUDIES) --figures figures --out reports
 
 reproduce: reports/report.md
 	@echo "The report is at reports/report.md (self-contained: reports/report.html)."
 
-full: results/regression-full/runs.parquet results/feedmode-full/runs.parquet
+full: results/regression-full/runs.parquet results/feedmode-full/runs.parquet \
+		results/logistic-full/runs.parquet
 	$(RUN) figures regression --results results/regression-full --out figures/regression-full
 	$(RUN) figures feedmode --results results/feedmode-full --out figures/feedmode-full
+	$(RUN) figures regression --results results/logistic-full --out figures/logistic-full
 
 # Rebuild figures or the report from existing results without running anything.
 figures: | $(STAMP)
 	$(RUN) figures regression --results results/regression --out figures/regression
 	$(RUN) figures feedmode --results results/feedmode --out figures/feedmode
+	$(RUN) figures regression --results results/logistic --out figures/logistic
 
 report: figures
-	$(RUN) report --results results --figures figures --out reports
+	$(RUN) report --results results --studies $(STUDIES) --figures figures --out reports
 	@echo "The report is at reports/report.md (self-contained: reports/report.html)."
 
 # ---- performance ------------------------------------------------------------------------------

@@ -190,9 +190,10 @@ CAPTIONS = {
 }
 
 
-def regression_blocks(runs: pd.DataFrame, figures: Path) -> list[Block]:
+def regression_blocks(runs: pd.DataFrame, figures: Path,
+                      title: str = "Regression study: time to convergence") -> list[Block]:
     alarms = alarm_lines(summarize(runs[runs["status"] != "skipped"]))  # first, never buried
-    blocks = [Block("h2", "Regression study: time to convergence"),
+    blocks = [Block("h2", title),
               *(Block("p", line) for line in alarms),
               Block("list", regression_findings(runs))]
     for name, caption in CAPTIONS.items():
@@ -216,7 +217,11 @@ def stopping_sentence(runs: pd.DataFrame) -> str:
 
 
 def section(results, figures: Path) -> list[Block]:
+    from study.regression import logistic
+
     runs = results.runs
+    if logistic.is_logistic(runs):  # configs/logistic.toml: not the original question
+        return logistic.section(results, figures)
     headline = figures / "headline.png"
     return [Block("h2", "The first question: was NumPy really 3x faster than TensorFlow?"),
             *([Block("figure", headline, "Best configuration of each optimizer on each "
