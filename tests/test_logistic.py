@@ -289,3 +289,26 @@ def test_the_logistic_report_section_says_how_f_star_and_the_steps_were_made(tmp
     lbfgs = table[table["configuration"].str.startswith("lbfgs")].iloc[0]
     assert lbfgs["step rule"] == "wolfe line search" and lbfgs["loss evaluations"] == "17"
     assert set(table[table["configuration"].str.startswith("gd")]["step rule"]) == {"step armijo"}
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--labels", "grade"], "label column 'grade' must be binary"),
+    (["--labels", "clicked", "--optimizer", "closed-form"], "least squares only"),
+    (["--labels", "clicked", "--formulation", "gram"], "no 'gram' formulation"),
+])
+def test_bad_logistic_input_on_the_command_line_exits_2_with_one_line(tmp_path, capsys, args,
+                                                                      message):
+    from study.__main__ import main
+
+    rng = np.random.default_rng(0)
+    data = tmp_path / "data"
+    data.mkdir()
+    pd.DataFrame({"a": rng.standard_normal(40), "clicked": rng.integers(0, 2, 40),
+                  "grade": rng.integers(1, 4, 40)}).to_csv(data / "d.csv", index=False)
+    out = tmp_path / "out" / "run.parquet"
+    code = main(["regress", "--dataset", "tabular", "--path", str(data / "d.csv"),
+                 "--features", "a", "--data-param", "objective=logistic", *args,
+                 "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+    assert not out.parent.exists() or not list(out.parent.iterdir())
