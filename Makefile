@@ -29,14 +29,17 @@ READ := study/results.py study/figures.py
 REGRESSION_DRAW := $(READ) study/paired.py $(addprefix study/regression/,figures.py headline.py \
 	labels.py style.py summary.py)
 FEEDMODE_DRAW := $(READ) study/paired.py study/feedmode/figures.py study/feedmode/summary.py
-REPORT := $(wildcard study/report/*.py) study/regression/report.py study/feedmode/report.py
+REPORT := $(wildcard study/report/*.py) study/regression/report.py study/regression/logistic.py \
+	study/feedmode/report.py
+STUDIES := regression feedmode logistic
 
-REGRESSION_FIGURES := $(addprefix figures/regression/,headline.png convergence_time.png \
-	convergence_iterations.png time_to_target.png cost_tradeoff.png performance_profile.png \
-	regression_feed_modes.png)
+FIGURE_NAMES := headline.png convergence_time.png convergence_iterations.png time_to_target.png \
+	cost_tradeoff.png performance_profile.png regression_feed_modes.png
+REGRESSION_FIGURES := $(addprefix figures/regression/,$(FIGURE_NAMES))
+LOGISTIC_FIGURES := $(addprefix figures/logistic/,$(FIGURE_NAMES))
 
-.PHONY: all venv test lint reproduce full reference-report figures report bench gpu-check clean clean-results \
-	clean-figures
+.PHONY: all venv test lint reproduce full reference-report figures report bench gpu-check clean \
+	clean-results clean-figures
 all: test
 
 venv: $(STAMP)
@@ -60,6 +63,12 @@ results/regression/runs.parquet: configs/regression.toml $(ENGINE) | $(STAMP)
 results/regression-full/runs.parquet: configs/regression-full.toml $(ENGINE) | $(STAMP)
 	$(RUN) run $< --out $(@D)
 
+results/logistic/runs.parquet: configs/logistic.toml $(ENGINE) | $(STAMP)
+	$(RUN) run $< --out $(@D)
+
+results/logistic-full/runs.parquet: configs/logistic-full.toml $(ENGINE) | $(STAMP)
+	$(RUN) run $< --out $(@D)
+
 results/feedmode/runs.parquet: configs/feedmode.toml $(FEEDMODE) | $(STAMP)
 	$(RUN) feedmode --config $< --out $(@D)
 
@@ -68,6 +77,10 @@ results/feedmode-full/runs.parquet: configs/feedmode-full.toml $(FEEDMODE) | $(S
 
 # ---- figures (from results only) -------------------------------------------------------------
 $(REGRESSION_FIGURES) &: results/regression/runs.parquet $(REGRESSION_DRAW) | $(STAMP)
+	$(RUN) figures regression --results $(<D) --out $(@D)
+
+# The logistic study is a regression study on another objective: the same drawer.
+$(LOGISTIC_FIGURES) &: results/logistic/runs.parquet $(REGRESSION_DRAW) | $(STAMP)
 	$(RUN) figures regression --results $(<D) --out $(@D)
 
 FEEDMODE_FIGURES := figures/feedmode/headline.png figures/feedmode/feedmode.png
@@ -80,18 +93,19 @@ figures/feedmode/feedmode.png: results/feedmode/runs.parquet $(FEEDMODE_DRAW) | 
 
 # ---- report ----------------------------------------------------------------------------------
 reports/report.md reports/report.html &: $(REGRESSION_FIGURES) $(FEEDMODE_FIGURES) \
-		$(REPORT) | $(STAMP)
-	$(RUN) report --results results --figures figures --out reports
+		$(LOGISTIC_FIGURES) $(REPORT) | $(STAMP)
+	$(RUN) report --results results --studies $(STUDIES) --figures figures --out reports
 
 reproduce: reports/report.md
 	@echo "The report is at reports/report.md (self-contained: reports/report.html)."
 
 # The original scale (about an hour on 2 cores): results, figures and reports/full/.
-full: results/regression-full/runs.parquet results/feedmode-full/runs.parquet
+FULL_STUDIES := regression-full feedmode-full logistic-full
+full: $(addprefix results/,$(addsuffix /runs.parquet,$(FULL_STUDIES)))
 	$(RUN) figures regression --results results/regression-full --out figures/regression-full
 	$(RUN) figures feedmode --results results/feedmode-full --out figures/feedmode-full
-	$(RUN) report --results results --studies regression-full feedmode-full --figures figures \
-		--out reports/full
+	$(RUN) figures regression --results results/logistic-full --out figures/logistic-full
+	$(RUN) report --results results --studies $(FULL_STUDIES) --figures figures --out reports/full
 	@echo "The report is at reports/full/report.md (self-contained: reports/full/report.html)."
 
 # docs/reference-report/: the report of `make full` with its PNG figures beside it, so that
@@ -99,19 +113,20 @@ full: results/regression-full/runs.parquet results/feedmode-full/runs.parquet
 REFERENCE := docs/reference-report
 reference-report: full
 	rm -rf $(REFERENCE) && mkdir -p $(REFERENCE)/figures
-	for study in regression-full feedmode-full; do mkdir -p $(REFERENCE)/figures/$$study && \
+	for study in $(FULL_STUDIES); do mkdir -p $(REFERENCE)/figures/$$study && \
 		cp figures/$$study/*.png $(REFERENCE)/figures/$$study/; done
-	$(RUN) report --results results --studies regression-full feedmode-full \
-		--figures $(REFERENCE)/figures --out $(REFERENCE)
+	$(RUN) report --results results --studies $(FULL_STUDIES) --figures $(REFERENCE)/figures \
+		--out $(REFERENCE)
 	rm $(REFERENCE)/report.html
 
 # Rebuild figures or the report from existing results without running anything.
 figures: | $(STAMP)
 	$(RUN) figures regression --results results/regression --out figures/regression
 	$(RUN) figures feedmode --results results/feedmode --out figures/feedmode
+	$(RUN) figures regression --results results/logistic --out figures/logistic
 
 report: figures
-	$(RUN) report --results results --figures figures --out reports
+	$(RUN) report --results results --studies $(STUDIES) --figures figures --out reports
 	@echo "The report is at reports/report.md (self-contained: reports/report.html)."
 
 # ---- performance ------------------------------------------------------------------------------

@@ -1,15 +1,17 @@
-"""Data sets by name: each factory returns a validated least-squares Problem."""
+"""Data sets by name: each factory returns a validated Problem (least squares or logistic)."""
 
 from __future__ import annotations
 
 import inspect
 
-from datasets import eve, synthetic, tabular
+from datasets import eve, synthetic, synthetic_logistic, tabular
 from datasets.errors import InputError
 from datasets.problem import Problem, Spectrum
 
-DATASETS = {"eve": eve.load, "synthetic": synthetic.load, "tabular": tabular.load}
+DATASETS = {"eve": eve.load, "synthetic": synthetic.load,
+            "synthetic-logistic": synthetic_logistic.load, "tabular": tabular.load}
 VALIDATORS = {"eve": eve.validate_params, "synthetic": synthetic.validate_params,
+              "synthetic-logistic": synthetic_logistic.validate_params,
               "tabular": tabular.validate_params}
 
 

@@ -4,6 +4,11 @@ Four non-negative, heavy-tailed, mutually correlated count columns on very diffe
 driven by one latent log-normal "activity" of a solar system, and the target hour_of_week
 (0..167) with a weak linear relation to them plus a lot of noise. Raw, the columns make a badly
 conditioned least-squares problem, as the original data did; standardized, a well-conditioned one.
+
+objective="logistic" derives a binary label from the same target: late_week = hour_of_week >= 84
+(the second half of the week), +1 or -1. It is the noisy linear target thresholded at the middle
+of its range, so the counts predict it weakly and the classes overlap heavily (not separable),
+as a logistic regression's classes should; lam defaults to 1/n.
 """
 
 from __future__ import annotations
@@ -16,9 +21,14 @@ from datasets.problem import Problem
 
 FEATURES = ("ship_jumps", "npc_kills", "ship_kills", "pod_kills")
 LABEL = "hour_of_week"
+BINARY_LABEL = "late_week"
+OBJECTIVES = ("least-squares", "logistic")
 
 
-def validate_params(rows: int = 1_000_000, seed: int = 0, standardize: bool = False) -> None:
+def validate_params(rows: int = 1_000_000, seed: int = 0, standardize: bool = False,
+                    objective: str = "least-squares", lam: float | None = None) -> None:
+    if objective not in OBJECTIVES:
+        raise InputError(f"eve: unknown objective '{objective}'; allowed: {', '.join(OBJECTIVES)}")
     if not isinstance(rows, (int, np.integer)) or isinstance(rows, bool) or rows <= 0:
         raise InputError(f"eve: rows must be a positive integer, got {rows!r}")
     if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
@@ -44,11 +54,16 @@ def eve_frame(rows: int = 1_000_000, seed: int = 0) -> pd.DataFrame:
     })
 
 
-def load(rows: int = 1_000_000, seed: int = 0, standardize: bool = False) -> Problem:
-    validate_params(rows, seed, standardize)
+def load(rows: int = 1_000_000, seed: int = 0, standardize: bool = False,
+         objective: str = "least-squares", lam: float | None = None) -> Problem:
+    validate_params(rows, seed, standardize, objective, lam)
     frame = eve_frame(rows, seed)
+    labels, name = frame[LABEL].to_numpy(np.float64), LABEL
+    if objective == "logistic":
+        labels, name = np.where(labels >= 84, 1.0, -1.0), BINARY_LABEL
     return Problem.from_arrays(
-        frame[list(FEATURES)].to_numpy(np.float64), frame[LABEL].to_numpy(np.float64),
+        frame[list(FEATURES)].to_numpy(np.float64), labels,
         name="eve", params={"rows": rows, "seed": seed, "standardize": standardize},
-        feature_names=FEATURES, label_names=(LABEL,), standardize=standardize,
+        feature_names=FEATURES, label_names=(name,), standardize=standardize,
+        objective=objective, lam=lam,
     )

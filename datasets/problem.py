@@ -1,6 +1,11 @@
-"""The least-squares problem every optimizer solves, with its certified reference solution.
+"""The problem every optimizer solves, with its certified reference solution.
 
-loss(w) = (1/n) * ||X w - y||_F^2, gradient 2/n * X^T (X w - y), Hessian 2/n * X^T X.
+Least squares (objective "least-squares", the default): loss(w) = (1/n) ||X w - y||_F^2
++ (lam/2) ||w||^2 (lam = 0 unless ridge is asked for), Hessian 2/n X^T X + lam I.
+Logistic regression (objective "logistic", datasets.logistic): labels in {-1, +1}, loss
+(1/n) sum log(1 + exp(-y x^T w)) + (lam/2) ||w||^2, lam 1/n unless given.
+The objective and lam live in `params`, so they are recorded with every run and survive a
+sweep's data cache.
 The reference optimum w*, f* (datasets.reference) is always computed on the host from the
 float64 data, whatever dtype a run uses, so every backend is judged against the same target.
 """
@@ -12,8 +17,11 @@ from functools import cached_property
 
 import numpy as np
 
+from datasets import logistic
 from datasets.errors import InputError
-from datasets.reference import Reference, solve
+from datasets.reference import Reference, loss_extended, solve
+
+OBJECTIVES = ("least-squares", "logistic")
 
 
 @dataclass(frozen=True, eq=False)
@@ -51,16 +59,27 @@ class Problem:
         label_names=None,
         intercept: bool = True,
         standardize: bool = False,
+        objective: str = "least-squares",
+        lam: float | None = None,
     ) -> Problem:
-        """Validate, optionally z-score the features, prepend an intercept column of ones."""
+        """Validate, optionally z-score the features, prepend an intercept column of ones.
+        Logistic labels must be binary ({-1, +1} or {0, 1}, mapped to {-1, +1}); lam defaults
+        to 1/n for logistic regression and to 0 (no ridge) for least squares."""
         X = _as_matrix(features, "feature")
         y = _as_matrix(labels, "label")
         feature_names = tuple(feature_names or (f"x{j}" for j in range(X.shape[1])))
         label_names = tuple(label_names or (f"y{j}" for j in range(y.shape[1])))
+        if objective not in OBJECTIVES:
+            raise InputError(f"unknown objective '{objective}'; allowed: {', '.join(OBJECTIVES)}")
+        if lam is not None and (isinstance(lam, bool) or not isinstance(lam, (int, float))
+                                or not np.isfinite(lam) or lam < 0):
+            raise InputError(f"lam must be a finite number >= 0, got {lam!r}")
         if X.shape[0] != y.shape[0]:
             raise InputError(f"features have {X.shape[0]} rows but labels have {y.shape[0]}")
         _check_finite(X, feature_names)
         _check_finite(y, label_names)
+        if objective == "logistic":
+            y = logistic.binary_labels(y, label_names[0])
         n = X.shape[0]
         if n == 0:
             raise InputError("the data has zero rows")
@@ -77,6 +96,10 @@ class Problem:
         params = dict(params or {})
         params.setdefault("standardize", standardize)
         params.setdefault("intercept", intercept)
+        if objective == "logistic":
+            params.update(objective=objective, lam=float(1.0 / n if lam is None else lam))
+        elif lam:  # ridge; plain least squares records nothing new
+            params["lam"] = float(lam)
         return cls(np.ascontiguousarray(X), np.ascontiguousarray(y), name, params,
                    feature_names, label_names)
 
@@ -92,17 +115,53 @@ class Problem:
     def k(self) -> int:
         return self.y.shape[1]
 
+    @property
+    def objective(self) -> str:
+        return self.params.get("objective", "least-squares")
+
+    @property
+    def lam(self) -> float:
+        """The L2 penalty (lam/2)||w||^2: 0 for plain least squares."""
+        return float(self.params.get("lam", 0.0))
+
     def loss(self, w: np.ndarray) -> float:
+        if self.objective == "logistic":
+            return logistic.loss(self.X, self.y, w, self.lam)
         r = self.X @ w - self.y
-        return float(np.sum(r * r) / self.n)
+        return float(np.sum(r * r) / self.n + 0.5 * self.lam * np.vdot(w, w))
 
     def grad(self, w: np.ndarray) -> np.ndarray:
-        return (2.0 / self.n) * (self.X.T @ (self.X @ w - self.y))
+        if self.objective == "logistic":
+            return logistic.grad(self.X, self.y, w, self.lam)
+        return (2.0 / self.n) * (self.X.T @ (self.X @ w - self.y)) + self.lam * w
+
+    def hessian_product(self, w: np.ndarray, v: np.ndarray) -> np.ndarray:
+        if self.objective == "logistic":
+            return logistic.hessian_product(self.X, self.y, w, v, self.lam)
+        return (2.0 / self.n) * (self.X.T @ (self.X @ v)) + self.lam * v
+
+    def loss_extended(self, w: np.ndarray) -> float:
+        """The loss in extended precision (to compare with f* without float64's rounding)."""
+        if self.objective == "logistic":
+            return logistic.loss_extended(self.X, self.y, w, self.lam)
+        w_ext = np.asarray(w, dtype=np.longdouble)
+        return loss_extended(self.X, self.y, w) + float(self.lam / 2 * np.sum(w_ext * w_ext))
+
+    def curvature_bounds(self) -> tuple[float, float]:
+        """(mu, L): bounds of the Hessian's eigenvalues valid at every w (one pass to form
+        X^T X). Exact for least squares; for logistic regression lam and (1/4n) lambda_max(X^T X)
+        + lam."""
+        if self.objective == "logistic":
+            return logistic.curvature_bounds(self.X, self.lam)
+        eigenvalues = np.linalg.eigvalsh(gram_matrix(self.X))
+        return float(eigenvalues[0]) + self.lam, float(eigenvalues[-1]) + self.lam
 
     @cached_property
     def reference(self) -> Reference:
         """w*, f* with their accuracy and kappa: solved once, before any clock starts."""
-        return solve(self.X, self.y)
+        if self.objective == "logistic":
+            return logistic.solve(self.X, self.y, self.lam)
+        return solve(self.X, self.y, ridge=self.lam)
 
     def with_reference(self, ref: Reference) -> Problem:
         """The same problem with a reference solved earlier (a sweep's data cache)."""
@@ -122,7 +181,10 @@ class Problem:
     def spectrum(self) -> Spectrum:
         """L from an eigen-solve of X^T X (its largest eigenvalue is accurate); mu from the
         reference's kappa (singular values of the scaled QR), which X^T X cannot resolve."""
-        L = float(np.linalg.eigvalsh(gram_matrix(self.X))[-1])
+        if self.objective == "logistic":  # global bounds; the reference's kappa is at w*
+            mu, L = self.curvature_bounds()
+            return Spectrum(L=L, mu=mu)
+        L = float(np.linalg.eigvalsh(gram_matrix(self.X))[-1]) + self.lam
         return Spectrum(L=L, mu=L / self.reference.kappa_raw)
 
     def check_dtype_range(self, dtype) -> None:

@@ -47,6 +47,7 @@ class Reference:
     kappa_raw: float
     rank: int
     steps: int
+    method: str = "qr"  # "qr": least squares (augmented for ridge); "newton": logistic
 
     @property
     def scale(self) -> float:
@@ -59,6 +60,12 @@ class Reference:
         if tol is None or self.accuracy * MARGIN <= tol:
             return None
         where = (f"kappa {self.kappa:.3g} after column scaling, {self.kappa_raw:.3g} raw")
+        if self.method == "newton":
+            how = ("Newton's method did not converge" if self.accuracy == float("inf") else
+                   f"Newton's f* is accurate only to {self.accuracy:.2g} (relative)")
+            return (f"{how} on this logistic problem ({where}; {self.steps} steps): "
+                    f"the classes may be (nearly) separable; raise lam, standardize the "
+                    f"features or loosen --tol")
         if self.rank < self.w.shape[0]:
             return (f"the features are numerically rank deficient (rank {self.rank} of "
                     f"{self.w.shape[0]}, {where}): w* and f* are not determined; drop or "
@@ -73,7 +80,8 @@ class Reference:
 
     @classmethod
     def from_dict(cls, meta: dict, w: np.ndarray) -> Reference:
-        return cls(w=w, **{k: meta[k] for k in cls.__dataclass_fields__ if k != "w"})
+        fields = cls.__dataclass_fields__
+        return cls(w=w, **{k: meta.get(k, fields[k].default) for k in fields if k != "w"})
 
 
 def _split(a):
@@ -125,9 +133,14 @@ def _norm(a) -> float:
     return float(np.sqrt(np.sum(np.square(a, dtype=EXT))))
 
 
-def solve(X: np.ndarray, y: np.ndarray) -> Reference:
-    """The certified least-squares optimum of float64 X (n x d), y (n x k)."""
+def solve(X: np.ndarray, y: np.ndarray, ridge: float = 0.0) -> Reference:
+    """The certified least-squares optimum of float64 X (n x d), y (n x k); with ridge > 0 of
+    (1/n)||X w - y||^2 + (ridge/2)||w||^2, i.e. of the augmented rows [X; sqrt(n ridge/2) I],
+    [y; 0] (the same f, since those rows add (ridge/2)||w||^2 times n)."""
     n, d = X.shape
+    if ridge > 0:
+        X = np.vstack([X, np.sqrt(n * ridge / 2) * np.eye(d)])
+        y = np.vstack([y, np.zeros((d, y.shape[1]))])
     norms = np.linalg.norm(X, axis=0)
     scale = np.where(norms > 0, np.exp2(np.round(np.log2(np.where(norms > 0, norms, 1.0)))), 1.0)
     Xs = X / scale  # exact: powers of two

@@ -2,7 +2,8 @@
 
 X = U diag(s) V^T with orthonormal U (n x d) and V (d x d) from a seeded QR, and singular values
 chosen so the Hessian 2/n X^T X has eigenvalues spread geometrically over [1/kappa, 1]: L = 1,
-mu = 1/kappa. No intercept column is added, since one would change kappa.
+mu = 1/kappa. No intercept column is added, since one would change kappa. lam > 0 adds the ridge
+term (lam/2)||w||^2 (the Hessian's eigenvalues then span [1/kappa + lam, 1 + lam]).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from datasets.problem import Problem
 
 
 def validate_params(n: int = 10_000, d: int = 5, kappa: float = 10.0, noise: float = 0.1,
-                    seed: int = 0) -> None:
+                    seed: int = 0, lam: float = 0.0) -> None:
     for field, value in (("n", n), ("d", d)):
         if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value <= 0:
             raise InputError(f"synthetic: {field} must be a positive integer, got {value!r}")
@@ -26,11 +27,14 @@ def validate_params(n: int = 10_000, d: int = 5, kappa: float = 10.0, noise: flo
         raise InputError(f"synthetic: noise must be a finite number >= 0, got {noise!r}")
     if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
         raise InputError(f"synthetic: seed must be an integer >= 0, got {seed!r}")
+    if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not np.isfinite(lam) \
+            or lam < 0:
+        raise InputError(f"synthetic: lam must be a finite number >= 0, got {lam!r}")
 
 
 def load(n: int = 10_000, d: int = 5, kappa: float = 10.0, noise: float = 0.1,
-         seed: int = 0) -> Problem:
-    validate_params(n, d, kappa, noise, seed)
+         seed: int = 0, lam: float = 0.0) -> Problem:
+    validate_params(n, d, kappa, noise, seed, lam)
     rng = np.random.default_rng(seed)
     U, _ = np.linalg.qr(rng.standard_normal((n, d)))
     V, _ = np.linalg.qr(rng.standard_normal((d, d)))
@@ -42,5 +46,5 @@ def load(n: int = 10_000, d: int = 5, kappa: float = 10.0, noise: float = 0.1,
     return Problem.from_arrays(
         X, y, name="synthetic",
         params={"n": n, "d": d, "kappa": float(kappa), "noise": float(noise), "seed": seed},
-        intercept=False,
+        intercept=False, lam=lam,
     )

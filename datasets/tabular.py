@@ -1,6 +1,7 @@
 """The user's own CSV or Parquet file, with feature and label columns chosen by name.
 
-The counterpart of the original `network_cluster(data_frame, feature_cols, label_cols)`: every
+Least squares by default; objective="logistic" takes one binary label column. The counterpart
+of the original `network_cluster(data_frame, feature_cols, label_cols)`: every
 column is checked by name before any optimizer sees it.
 """
 
@@ -67,7 +68,8 @@ def select_columns(frame: pd.DataFrame, columns, role: str, source: str) -> pd.D
 
 def from_frame(frame: pd.DataFrame, features, labels, *, standardize: bool = False,
                intercept: bool = True, source: str = "the data frame",
-               params: dict | None = None) -> Problem:
+               params: dict | None = None, objective: str = "least-squares",
+               lam: float | None = None) -> Problem:
     check_unique_columns(frame, source)
     X = select_columns(frame, features, "feature", source)
     y = select_columns(frame, labels, "label", source)
@@ -78,22 +80,26 @@ def from_frame(frame: pd.DataFrame, features, labels, *, standardize: bool = Fal
         X.to_numpy(float), y.to_numpy(float), name="tabular",
         params=params or {"features": list(X.columns), "labels": list(y.columns)},
         feature_names=tuple(X.columns), label_names=tuple(y.columns),
-        intercept=intercept, standardize=standardize,
+        intercept=intercept, standardize=standardize, objective=objective, lam=lam,
     )
 
 
 def validate_params(path, features, labels, standardize: bool = False,
-                    intercept: bool = True) -> None:
+                    intercept: bool = True, objective: str = "least-squares",
+                    lam: float | None = None) -> None:
     """The cheap checks a study config can make before anything runs."""
     if not Path(path).is_file():
         raise InputError(f"tabular: file '{path}' does not exist or is not a file")
 
 
-def load(path, features, labels, standardize: bool = False, intercept: bool = True) -> Problem:
+def load(path, features, labels, standardize: bool = False, intercept: bool = True,
+         objective: str = "least-squares", lam: float | None = None) -> Problem:
+    """objective 'logistic': one binary label column ({-1, +1} or {0, 1}); lam the L2 penalty
+    (default 1/n for logistic, none for least squares)."""
     frame = read_table(path)
     if frame.empty:
         raise InputError(f"tabular: file '{path}' has zero rows")
     params = {"path": str(path), "features": list(features) if not isinstance(features, str)
               else [features], "labels": list(labels) if not isinstance(labels, str) else [labels]}
     return from_frame(frame, features, labels, standardize=standardize, intercept=intercept,
-                      source=f"'{path}'", params=params)
+                      source=f"'{path}'", params=params, objective=objective, lam=lam)

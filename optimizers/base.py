@@ -14,10 +14,7 @@ from __future__ import annotations
 import math
 from typing import Protocol
 
-import numpy as np
-
 from datasets.errors import InputError
-from datasets.problem import gram_matrix
 
 
 class Optimizer(Protocol):
@@ -68,10 +65,9 @@ def check_momentum_step(optimizer: str, step, learning_rate, momentum) -> None:
 
 
 def hessian_bounds(problem, optimizer: str) -> tuple[float, float]:
-    """(mu, L): the extreme eigenvalues of the Hessian 2/n X^T X, from one pass to form X^T X
-    (timed as setup). The textbook step and momentum need mu > 0."""
-    eigenvalues = np.linalg.eigvalsh(gram_matrix(problem.X))
-    mu, L = float(eigenvalues[0]), float(eigenvalues[-1])
+    """(mu, L): bounds of the Hessian's eigenvalues (exact for least squares: 2/n X^T X + lam I),
+    from one pass to form X^T X (timed as setup). The textbook step and momentum need mu > 0."""
+    mu, L = problem.curvature_bounds()
     if not mu > 0:
         raise InputError(f"{optimizer}: the textbook parameters need a strongly convex problem "
                          f"(smallest Hessian eigenvalue {mu:.3g}); give step='fixed'")
@@ -87,3 +83,17 @@ def require_numpy(name: str, backend) -> None:
     """The self-driven SciPy and closed-form references run on the numpy backend only."""
     if backend.name != "numpy":
         raise InputError(f"{name} runs on the numpy backend only, not '{backend.name}'")
+
+
+def unsupported(optimizer, problem) -> str | None:
+    """Why `optimizer` cannot solve `problem` (its `solves` attribute: "least-squares" for
+    methods built on linear least squares, "plain least-squares" for those that also ignore a
+    ridge term), or None."""
+    solves = getattr(optimizer, "solves", "any")
+    if solves == "any":
+        return None
+    if problem.objective != "least-squares":
+        return f"{optimizer.name} solves least squares only, not {problem.objective} regression"
+    if solves == "plain least-squares" and problem.lam:
+        return f"{optimizer.name} solves plain least squares only, not with a ridge term (lam)"
+    return None

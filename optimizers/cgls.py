@@ -38,6 +38,7 @@ class CGLSParams(NamedTuple):
 class CGLS:
     restart: int | str = "d"
     name: str = "cgls"
+    solves = "least-squares"
     evaluations = {"nfev": 0, "ngev": 0, "nhvp": 1}  # plus one loss and gradient per restart
 
     def __post_init__(self):

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from datasets.errors import InputError, Uncertifiable
-from datasets.reference import loss_extended
+from optimizers.base import unsupported
 from optimizers.result import TRACE_COLUMNS, Outcome, RunResult, Stopwatch, on_trace_schedule
 from optimizers.stopping import Context, Ending, Suboptimality
 
@@ -108,6 +108,11 @@ def counts(optimizer, iterations: int) -> dict:
 
 def run(problem, optimizer, rules, *, backend, init: str = "zeros", seed: int = 0) -> RunResult:
     """One run: the backend minimises from the chosen start; the result is judged in float64."""
+    reason = unsupported(optimizer, problem)
+    if reason is not None:
+        raise InputError(reason)
+    if hasattr(optimizer, "for_problem"):  # e.g. L-BFGS's line search made explicit
+        optimizer = optimizer.for_problem(problem)
     w0 = initial_point(problem, init, seed)
     dtype = np.dtype(getattr(backend.dtype, "as_numpy_dtype", backend.dtype))
     problem.check_dtype_range(dtype)
@@ -160,4 +165,4 @@ def below_reference(problem, w, final_loss: float) -> bool:
     extended-precision loss confirms, so float64 rounding of the loss never raises the alarm."""
     ref = problem.reference
     margin = ref.accuracy * ref.scale
-    return final_loss < ref.f - margin and loss_extended(problem.X, problem.y, w) < ref.f - margin
+    return final_loss < ref.f - margin and problem.loss_extended(w) < ref.f - margin

@@ -1,4 +1,9 @@
-"""Full-batch gradient descent: a fixed step, the 1/L step, or the original diagonal step.
+"""Full-batch gradient descent: a fixed step, the 1/L step, the original diagonal step, or a
+backtracking (Armijo) step.
+
+step="armijo" halves a trial step until f(w - a g) <= f(w) - 1e-4 a ||g||^2
+(optimizers.linesearch.armijo); the trial is twice the last accepted step (the first:
+learning_rate, 1 if not given), so the step can grow back. Its evaluations are counted.
 
 step="diag" is the original NumPy program's update `betas -= (gradient / gradient_two) / len(betas)`
 with gradient_two = 2 * sum(x^2): a Jacobi-preconditioned step damped by 1/d, which always
@@ -14,16 +19,24 @@ from typing import NamedTuple
 import numpy as np
 
 from datasets.errors import InputError
-from datasets.problem import gram_matrix
 from optimizers.base import positive
+from optimizers.linesearch import GROW, armijo
 
-STEPS = ("fixed", "1/L", "diag")
+STEPS = ("fixed", "1/L", "diag", "armijo")
 
 
 class GDState(NamedTuple):
     w: object
     f: object
     g: object
+
+
+class ArmijoState(NamedTuple):
+    w: object
+    f: object
+    g: object
+    step: object  # the last accepted step
+    evaluations: object  # loss-and-gradient evaluations after init
 
 
 class GDParams(NamedTuple):
@@ -44,9 +57,11 @@ class GradientDescent:
             if self.learning_rate is None:
                 raise InputError("gd: step='fixed' needs a learning_rate")
             positive("learning_rate", self.learning_rate, optimizer="gd")
+        elif self.step == "armijo":
+            positive("learning_rate", self.learning_rate, optimizer="gd", allow_none=True)
         elif self.learning_rate is not None:
             raise InputError(f"gd: step='{self.step}' chooses its own step; "
-                             "give learning_rate only with step='fixed'")
+                             "give learning_rate only with step='fixed' or 'armijo'")
 
     def hyperparameters(self) -> dict:
         return {"step": self.step, "learning_rate": self.learning_rate}
@@ -54,14 +69,32 @@ class GradientDescent:
     def setup(self, problem, objective, ops) -> GDParams:
         if self.step == "fixed":
             return GDParams(ops.scalar(self.learning_rate))
+        if self.step == "armijo":  # the first trial step
+            return GDParams(ops.scalar(self.learning_rate or 1.0))
         if self.step == "1/L":  # one pass to form X^T X; timed as setup
-            L = float(np.linalg.eigvalsh(gram_matrix(problem.X))[-1])
+            L = problem.curvature_bounds()[1]
             return GDParams(ops.scalar(1.0 / L))
         return GDParams(1.0 / (problem.d * objective.hessian_diagonal()))
 
-    def init(self, objective, ops, params, w0) -> GDState:
-        return GDState(w0, *objective.value_and_grad(w0))
+    def init(self, objective, ops, params, w0):
+        f, g = objective.value_and_grad(w0)
+        if self.step == "armijo":
+            return ArmijoState(w0, f, g, params.scale / GROW, f * 0)
+        return GDState(w0, f, g)
 
-    def update(self, objective, ops, params, state) -> GDState:
+    def update(self, objective, ops, params, state):
+        if self.step == "armijo":
+            p = -state.g
+            alpha, f, g, used = armijo(objective, ops, state.w, state.f, state.g, p,
+                                       GROW * state.step)
+            return ArmijoState(state.w + alpha * p, f, g, ops.where(alpha > 0, alpha, state.step),
+                               state.evaluations + used)
         w = state.w - params.scale * state.g
         return GDState(w, *objective.value_and_grad(w))
+
+    def report(self, state) -> dict | None:
+        """Counts of the Armijo search (the other steps cost one evaluation per iteration)."""
+        if self.step != "armijo":
+            return None
+        evaluations = 1 + int(np.asarray(state.evaluations))
+        return {"nfev": evaluations, "ngev": evaluations, "nhvp": 0}

@@ -1,4 +1,10 @@
-"""L-BFGS with a fixed-size history and the exact line search of a quadratic.
+"""L-BFGS with a fixed-size history, and the exact line search of a quadratic or a strong-Wolfe
+line search (optimizers.linesearch: Nocedal-Wright 3.5/3.6, c1 = 1e-4, c2 = 0.9).
+
+`line_search` "exact" (the default for least squares) or "wolfe" (the default, and the only
+choice, for logistic regression); the record's hp_line_search says which one ran. The Wolfe
+search tries the unit step (1/||g|| on the first iteration, when there is no curvature pair
+yet); its loss-and-gradient evaluations are counted in the state (nfev, ngev).
 
 The history is a fixed-shape queue (m x d x k arrays, oldest first) so the same code runs in a
 TensorFlow while_loop. Empty slots hold s = y = 0 and rho = 0, which makes their terms in the
@@ -9,10 +15,15 @@ that is not a descent direction (rounding) falls back to -g; a pair with s.y <= 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
+import numpy as np
+
 from datasets.errors import InputError
+from optimizers.linesearch import strong_wolfe
+
+LINE_SEARCHES = ("exact", "wolfe")
 
 
 class LBFGSState(NamedTuple):
@@ -22,20 +33,40 @@ class LBFGSState(NamedTuple):
     S: object  # (m, d, k) steps, oldest first
     Y: object  # (m, d, k) gradient differences
     rho: object  # (m,) 1 / s.y, zero for empty slots
+    evaluations: object = 0  # loss-and-gradient evaluations after init (a scalar)
 
 
 @dataclass(frozen=True)
 class LBFGS:
     history: int = 10
+    line_search: str | None = None  # None: "exact" on least squares, "wolfe" on logistic
     name: str = "lbfgs"
-    evaluations = {"nfev": 1, "ngev": 1, "nhvp": 1}
+    evaluations = {"nfev": 1, "ngev": 1, "nhvp": 1}  # per iteration, with the exact search
 
     def __post_init__(self):
         if isinstance(self.history, bool) or not isinstance(self.history, int) or self.history < 1:
             raise InputError(f"lbfgs: history must be an integer >= 1, got {self.history!r}")
+        if self.line_search is not None and self.line_search not in LINE_SEARCHES:
+            raise InputError(f"lbfgs: unknown line_search '{self.line_search}'; allowed: "
+                             f"{', '.join(LINE_SEARCHES)}")
 
     def hyperparameters(self) -> dict:
-        return {"history": self.history}
+        return {"history": self.history, "line_search": self.line_search}
+
+    def for_problem(self, problem) -> LBFGS:
+        """The line search made explicit for this problem (so the record says which ran)."""
+        quadratic = problem.objective == "least-squares"
+        if self.line_search == "exact" and not quadratic:
+            raise InputError(f"lbfgs: the exact line search needs a quadratic objective, not "
+                             f"{problem.objective}; use line_search='wolfe'")
+        return replace(self, line_search=self.line_search or ("exact" if quadratic else "wolfe"))
+
+    def report(self, state) -> dict | None:
+        """Counts of the Wolfe search (the exact search's are fixed per iteration)."""
+        if self.line_search != "wolfe":
+            return None
+        evaluations = 1 + int(np.asarray(state.evaluations))
+        return {"nfev": evaluations, "ngev": evaluations, "nhvp": 0}
 
     def setup(self, problem, objective, ops):
         return ()
@@ -44,7 +75,7 @@ class LBFGS:
         f, g = objective.value_and_grad(w0)
         m = self.history
         history = ops.zeros((m, *w0.shape), like=w0)
-        return LBFGSState(w0, f, g, history, history, ops.zeros((m,), like=w0))
+        return LBFGSState(w0, f, g, history, history, ops.zeros((m,), like=w0), f * 0)
 
     def direction(self, ops, state):
         """-H g for the L-BFGS matrix H with H_0 = gamma I, gamma = s.y / y.y of the newest pair,
@@ -79,10 +110,18 @@ class LBFGS:
         slope = ops.vdot(state.g, p)
         p = ops.where(slope < 0, p, -state.g)
         slope = ops.where(slope < 0, slope, -ops.vdot(state.g, state.g))
-        curvature = objective.curvature(p)
-        alpha = ops.where(curvature > 0, -slope / ops.maximum(curvature, ops.tiny), 0)
-        w = state.w + alpha * p
-        f, g = objective.value_and_grad(w)
+        if self.line_search == "wolfe":
+            started = ops.sum(state.rho) > 0  # a curvature pair scales p; else try 1/||g||
+            alpha0 = ops.where(started, 1, 1 / ops.maximum(ops.sqrt(-slope), ops.tiny))
+            alpha, f, g, used = strong_wolfe(objective, ops, state.w, state.f, state.g, p,
+                                             alpha0)
+            w = state.w + alpha * p
+        else:
+            curvature = objective.curvature(p, state.w)
+            alpha = ops.where(curvature > 0, -slope / ops.maximum(curvature, ops.tiny), 0)
+            w = state.w + alpha * p
+            f, g = objective.value_and_grad(w)
+            used = 1
         s, y = w - state.w, g - state.g
         sy = ops.vdot(s, y)
         keep = sy > 0
@@ -90,4 +129,4 @@ class LBFGS:
         Y = ops.where(keep, ops.push(state.Y, y), state.Y)
         rho = ops.where(keep, ops.push(state.rho, 1 / ops.maximum(sy, ops.tiny)),
                         state.rho)
-        return LBFGSState(w, f, g, S, Y, rho)
+        return LBFGSState(w, f, g, S, Y, rho, state.evaluations + used)

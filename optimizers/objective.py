@@ -1,4 +1,6 @@
-"""The least-squares objective evaluated on a backend, in one of two formulations.
+"""The objective evaluated on a backend: least squares (in one of two formulations, with an
+optional ridge term) or L2-regularized logistic regression. Optimizers see only
+`value_and_grad`, `hessian_product`, `curvature` and `hessian_diagonal`, never which one.
 
 "data": every evaluation reads X (n x d): two passes per loss-and-gradient.
 "gram": one pass in setup forms X^T X (d x d), X^T y and y^T y; afterwards every evaluation
@@ -14,6 +16,8 @@ arguments and build the objective inside. The data matrix is stored in the backe
 
 from __future__ import annotations
 
+from datasets.errors import InputError
+
 FORMULATIONS = ("data", "gram")
 
 
@@ -22,11 +26,12 @@ class LeastSquaresObjective:
 
     formulation = "data"
 
-    def __init__(self, ops, X, y):
+    def __init__(self, ops, X, y, lam=None):
         self.ops = ops
         self.X = X  # in the backend's layout (ops.data_matrix)
         self.y = y
         self.inv_n = ops.scalar(1.0 / y.shape[0])
+        self.ridge = Ridge(ops, lam)
 
     def value_and_grad(self, w):
         """Loss and gradient at w: two passes over X (X w, then X^T r)."""
@@ -34,21 +39,88 @@ class LeastSquaresObjective:
         r = ops.data_matvec(self.X, w) - self.y
         f = ops.vdot(r, r) * self.inv_n
         g = (2 * self.inv_n) * ops.data_rmatvec(self.X, r)
-        return f, g
+        return self.ridge.value_and_grad(f, g, w)
 
-    def curvature(self, direction):
+    def curvature(self, direction, w=None):
         """direction^T H direction for the Hessian H = 2/n X^T X: one pass over X."""
         q = self.ops.data_matvec(self.X, direction)
-        return (2 * self.inv_n) * self.ops.vdot(q, q)
+        return self.ridge.curvature((2 * self.inv_n) * self.ops.vdot(q, q), direction)
 
-    def hessian_product(self, direction):
+    def hessian_product(self, direction, w=None):
         """H direction = 2/n X^T (X direction): two passes over X."""
         ops = self.ops
-        return (2 * self.inv_n) * ops.data_rmatvec(self.X, ops.data_matvec(self.X, direction))
+        Hv = (2 * self.inv_n) * ops.data_rmatvec(self.X, ops.data_matvec(self.X, direction))
+        return self.ridge.product(Hv, direction)
 
     def hessian_diagonal(self):
         """diag(H) = 2/n * sum_i x_ij^2, shaped (d, 1) to broadcast over label columns."""
-        return (2 * self.inv_n) * self.ops.data_column_squares(self.X)[:, None]
+        return self.ridge.diagonal(
+            (2 * self.inv_n) * self.ops.data_column_squares(self.X)[:, None])
+
+
+class Ridge:
+    """The term (lam/2)||w||^2 added to a loss, its gradient and Hessian; lam None: no term and
+    no operations at all (plain least squares runs exactly as before)."""
+
+    def __init__(self, ops, lam):
+        self.ops, self.lam = ops, lam
+
+    def value_and_grad(self, f, g, w):
+        if self.lam is None:
+            return f, g
+        return f + (self.lam / 2) * self.ops.vdot(w, w), g + self.lam * w
+
+    def curvature(self, value, direction):
+        return value if self.lam is None else value + self.lam * self.ops.vdot(direction, direction)
+
+    def product(self, Hv, direction):
+        return Hv if self.lam is None else Hv + self.lam * direction
+
+    def diagonal(self, diagonal):
+        return diagonal if self.lam is None else diagonal + self.lam
+
+
+class LogisticObjective:
+    """f(w) = (1/n) sum softplus(-y x^T w) + (lam/2)||w||^2 on backend `ops` (labels +-1).
+
+    softplus and sigmoid are the backends' stable forms (no overflow for any margin). The
+    curvature depends on w, so `curvature` and `hessian_product` take it."""
+
+    formulation = "data"
+
+    def __init__(self, ops, X, y, lam):
+        self.ops, self.X, self.y = ops, X, y
+        self.inv_n = ops.scalar(1.0 / y.shape[0])
+        self.ridge = Ridge(ops, lam)
+
+    def value_and_grad(self, w):
+        """Loss and gradient at w: two passes over X (X w, then X^T r)."""
+        ops = self.ops
+        margin = self.y * ops.data_matvec(self.X, w)
+        f = ops.sum(ops.softplus(-margin)) * self.inv_n
+        g = -self.inv_n * ops.data_rmatvec(self.X, self.y * ops.sigmoid(-margin))
+        return self.ridge.value_and_grad(f, g, w)
+
+    def _weights(self, w):
+        s = self.ops.sigmoid(self.y * self.ops.data_matvec(self.X, w))
+        return s * (1 - s)
+
+    def curvature(self, direction, w):
+        """direction^T H(w) direction: two passes over X."""
+        q = self.ops.data_matvec(self.X, direction)
+        value = self.ops.sum(self._weights(w) * q * q) * self.inv_n
+        return self.ridge.curvature(value, direction)
+
+    def hessian_product(self, direction, w):
+        """H(w) direction = (1/n) X^T (s (1 - s) X direction) + lam direction: three passes."""
+        ops = self.ops
+        q = self._weights(w) * ops.data_matvec(self.X, direction)
+        return self.ridge.product(self.inv_n * ops.data_rmatvec(self.X, q), direction)
+
+    def hessian_diagonal(self):
+        """An upper bound of diag(H) valid at every w: s (1 - s) <= 1/4."""
+        return self.ridge.diagonal(
+            (self.inv_n / 4) * self.ops.data_column_squares(self.X)[:, None])
 
 
 class GramObjective:
@@ -57,36 +129,53 @@ class GramObjective:
 
     formulation = "gram"
 
-    def __init__(self, ops, A, b, c, inv_n):
+    def __init__(self, ops, A, b, c, inv_n, lam=None):
         self.ops, self.A, self.b, self.c, self.inv_n = ops, A, b, c, inv_n
+        self.ridge = Ridge(ops, lam)
 
     def value_and_grad(self, w):
         ops = self.ops
         Aw = ops.matmul(self.A, w)
         f = (ops.vdot(w, Aw) - 2 * ops.vdot(w, self.b) + self.c) * self.inv_n
         g = (2 * self.inv_n) * (Aw - self.b)
-        return f, g
+        return self.ridge.value_and_grad(f, g, w)
 
-    def curvature(self, direction):
+    def curvature(self, direction, w=None):
         ops = self.ops
-        return (2 * self.inv_n) * ops.vdot(direction, ops.matmul(self.A, direction))
+        value = (2 * self.inv_n) * ops.vdot(direction, ops.matmul(self.A, direction))
+        return self.ridge.curvature(value, direction)
 
-    def hessian_product(self, direction):
-        return (2 * self.inv_n) * self.ops.matmul(self.A, direction)
+    def hessian_product(self, direction, w=None):
+        return self.ridge.product((2 * self.inv_n) * self.ops.matmul(self.A, direction),
+                                  direction)
 
     def hessian_diagonal(self):
-        return (2 * self.inv_n) * self.ops.diag_part(self.A)[:, None]
+        return self.ridge.diagonal((2 * self.inv_n) * self.ops.diag_part(self.A)[:, None])
 
 
-def prepare_data(ops, X, y, formulation: str = "data") -> tuple:
-    """The backend arrays a formulation works from, made once from host X (n x d) and y."""
+def prepare_data(ops, X, y, formulation: str = "data", objective: str = "least-squares",
+                 lam: float = 0.0) -> tuple:
+    """The backend arrays a formulation works from, made once from host X (n x d) and y; lam
+    joins them as a backend scalar when there is a penalty (so it is an input, not a constant
+    baked into a compiled step)."""
+    if objective == "logistic" and formulation != "data":
+        raise InputError(f"logistic regression has no '{formulation}' formulation (no "
+                         "sufficient statistics): use formulation 'data'")
+    penalty = (ops.scalar(lam),) if lam or objective == "logistic" else ()
     Xd, yd = ops.data_matrix(X), ops.asarray(y)
     if formulation == "data":
-        return (Xd, yd)
+        return (Xd, yd, *penalty)
     return (ops.data_gram(Xd), ops.data_rmatvec(Xd, yd), ops.vdot(yd, yd),
-            ops.scalar(1.0 / X.shape[0]))
+            ops.scalar(1.0 / X.shape[0]), *penalty)
 
 
-def make_objective(ops, data: tuple, formulation: str = "data"):
+def problem_data(ops, problem, formulation: str = "data") -> tuple:
+    """`prepare_data` for a datasets.problem.Problem: its arrays, objective and lam."""
+    return prepare_data(ops, problem.X, problem.y, formulation, problem.objective, problem.lam)
+
+
+def make_objective(ops, data: tuple, formulation: str = "data", objective: str = "least-squares"):
     """Wrap `prepare_data`'s arrays (cheap: safe to call inside a compiled step)."""
+    if objective == "logistic":
+        return LogisticObjective(ops, *data)
     return GramObjective(ops, *data) if formulation == "gram" else LeastSquaresObjective(ops, *data)

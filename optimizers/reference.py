@@ -16,7 +16,7 @@ import scipy.optimize
 from datasets.errors import InputError
 from optimizers.base import require_numpy
 from optimizers.driver import RuleMonitor
-from optimizers.objective import make_objective, prepare_data
+from optimizers.objective import make_objective, problem_data
 from optimizers.result import Outcome, Stopwatch
 from optimizers.stopping import Ending
 
@@ -45,8 +45,8 @@ class ScipyLBFGS:
     def minimize(self, problem, rules, backend, w0) -> Outcome:
         require_numpy(self.name, backend)
         setup_clock = Stopwatch()
-        data = prepare_data(backend, problem.X, problem.y, backend.formulation)
-        objective = make_objective(backend, data, backend.formulation)
+        data = problem_data(backend, problem, backend.formulation)
+        objective = make_objective(backend, data, backend.formulation, problem.objective)
         shape = w0.shape
         setup_seconds = setup_clock.elapsed()
 
@@ -93,6 +93,7 @@ class ClosedForm:
 
     solver: str = "lstsq"
     name: str = "closed-form"
+    solves = "plain least-squares"
 
     def __post_init__(self):
         if self.solver not in CLOSED_FORM_SOLVERS:

@@ -124,3 +124,15 @@ class RunResult:
         return (f"reference f* = {self.f_star:.17g} (relative accuracy {self.f_star_accuracy:.2g}"
                 f", floor {self.suboptimality_floor:.3g}); kappa {self.kappa:.3g} scaled, "
                 f"{self.kappa_raw:.3g} raw")
+
+
+def apply_report(outcome: Outcome, optimizer, state) -> Outcome:
+    """Evaluation counts only the optimizer knows (a line search's evaluations, TFP's), read
+    from its final state by `optimizer.report(state)` when it has one; None keeps the fixed
+    per-iteration counts (`optimizers.driver.counts`)."""
+    report = optimizer.report(state) if hasattr(optimizer, "report") else None
+    if report:
+        outcome.nfev, outcome.ngev, outcome.nhvp = (report.pop(k) for k in
+                                                     ("nfev", "ngev", "nhvp"))
+        outcome.extra.update(report)
+    return outcome

@@ -61,6 +61,7 @@ class CountingOperator(scipy.sparse.linalg.LinearOperator):
 @dataclass(frozen=True)
 class _ScipyKrylov:
     name: str = ""
+    solves = "plain least-squares"  # X w = y in the least-squares sense, no penalty
 
     def hyperparameters(self) -> dict:
         return {}

@@ -23,7 +23,8 @@ def test_regress_writes_record_and_trace(tmp_path, capsys):
 
 @pytest.mark.parametrize("args, message", [
     (["--optimizer", "newton"], "unknown optimizer 'newton'; allowed:"),
-    (["--dataset", "mnist"], "unknown dataset 'mnist'; allowed: eve, synthetic, tabular"),
+    (["--dataset", "mnist"],
+     "unknown dataset 'mnist'; allowed: eve, synthetic, synthetic-logistic, tabular"),
     (["--backend", "torch"], "unknown backend 'torch'"),
     (["--dtype", "int8"], "unknown dtype 'int8'"),
     (["--tol", "0"], "tol must be a finite number > 0, got 0.0"),
@@ -34,7 +35,8 @@ def test_regress_writes_record_and_trace(tmp_path, capsys):
     (["--init", "ones"], "unknown init 'ones'"),
     (["--rows", "0"], "rows must be a positive integer"),
     (["--data-param", "kappa=5"], "dataset 'eve' has no parameter 'kappa'"),
-    (["--dataset", "tabular", "--rows", "3"], "--rows applies to eve, synthetic, not 'tabular'"),
+    (["--dataset", "tabular", "--rows", "3"],
+     "--rows applies to eve, synthetic, synthetic-logistic, not 'tabular'"),
 ])
 def test_bad_input_exits_2_with_one_line_and_no_file(tmp_path, capsys, args, message):
     out = tmp_path / "run.parquet"

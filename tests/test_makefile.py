@@ -36,7 +36,8 @@ def built(tmp_path):
     dry = subprocess.run(["make", "-n", "-B", "reports/report.md"], cwd=tmp_path,
                          capture_output=True, text=True, check=True).stdout
     outputs = ["results/regression/runs.parquet", "results/feedmode/runs.parquet",
-               *[f"figures/regression/{n}.png" for n in (
+               "results/logistic/runs.parquet",
+               *[f"figures/{study}/{n}.png" for study in ("regression", "logistic") for n in (
                    "headline", "convergence_time", "convergence_iterations", "time_to_target",
                    "cost_tradeoff", "performance_profile", "regression_feed_modes")],
                "figures/feedmode/feedmode.png", "figures/feedmode/headline.png",
@@ -64,6 +65,8 @@ def test_full_build_leaves_nothing_to_do(built):
     folder, forced = built
     assert "study run configs/regression.toml" in forced  # the chain is real...
     assert "study feedmode --config configs/feedmode.toml" in forced
+    assert "study run configs/logistic.toml" in forced
+    assert "figures regression --results results/logistic" in forced
     assert "study" not in make_dry(folder)  # ...and a built tree has nothing to do
     code = subprocess.run(["make", "-q", "reports/report.md"], cwd=folder).returncode
     assert code == 0
@@ -77,6 +80,12 @@ def test_touching_one_config_reruns_only_that_study(built):
     assert "figures feedmode" in plan and "study report" in plan
     assert "study run configs/regression.toml" not in plan
     assert "figures regression" not in plan
+    (folder / "configs" / "logistic.toml").touch()
+    plan = make_dry(folder)
+    assert "study run configs/logistic.toml" in plan
+    assert "figures regression --results results/logistic" in plan
+    assert "study run configs/regression.toml" not in plan
+    assert "figures regression --results results/regression" not in plan
 
 
 def test_plot_code_redraws_without_rerunning(built):

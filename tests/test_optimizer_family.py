@@ -3,7 +3,6 @@ accelerated rates and CG's finite termination (on NumPy; tests/test_tensorflow_b
 their TensorFlow twins)."""
 
 import math
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -207,6 +206,6 @@ def test_bad_hyperparameters(name, hyperparameters, message):
 
 
 def test_textbook_parameters_refuse_a_singular_problem():
-    collinear = SimpleNamespace(X=np.ones((20, 2)))
+    collinear = Problem(np.ones((20, 2)), np.ones((20, 1)), "collinear")  # unvalidated
     with pytest.raises(InputError, match="momentum: the textbook parameters need"):
         hessian_bounds(collinear, "momentum")

@@ -80,7 +80,7 @@ def test_bad_arrays_are_rejected_with_a_named_reason(features, message):
 
 
 @pytest.mark.parametrize("name, params, message", [
-    ("nope", {}, "unknown dataset 'nope'; allowed: eve, synthetic, tabular"),
+    ("nope", {}, "unknown dataset 'nope'; allowed: eve, synthetic, synthetic-logistic, tabular"),
     ("eve", {"kappa": 3}, "dataset 'eve' has no parameter 'kappa'"),
     ("eve", {"rows": 0}, "rows must be a positive integer"),
     ("synthetic", {"kappa": 0.5}, "kappa must be a finite number >= 1"),

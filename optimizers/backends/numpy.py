@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.linalg
+import scipy.special
 
 from datasets.errors import InputError
-from optimizers.objective import FORMULATIONS, make_objective, prepare_data
+from optimizers.objective import FORMULATIONS, make_objective, problem_data
+from optimizers.result import apply_report
 
 DTYPES = ("float64", "float32")
 
@@ -70,6 +72,23 @@ class NumpyBackend:
     isfinite = staticmethod(np.isfinite)
     maximum = staticmethod(np.maximum)
     zeros_like = staticmethod(np.zeros_like)
+    minimum = staticmethod(np.minimum)
+    logical_and = staticmethod(np.logical_and)
+    logical_or = staticmethod(np.logical_or)
+    logical_not = staticmethod(np.logical_not)
+    sigmoid = staticmethod(scipy.special.expit)
+
+    @staticmethod
+    def softplus(x):
+        """log(1 + exp(x)) without overflow for any x."""
+        return np.logaddexp(0, x)
+
+    @staticmethod
+    def while_loop(condition, body, loop_vars: tuple) -> tuple:
+        """Apply `body` to the tuple while `condition` holds (tf.while_loop's contract)."""
+        while condition(*loop_vars):
+            loop_vars = tuple(body(*loop_vars))
+        return loop_vars
 
     @staticmethod
     def cond(predicate, true_fn, false_fn):
@@ -128,8 +147,8 @@ class NumpyBackend:
         from optimizers.result import Outcome, Stopwatch
 
         setup_clock = Stopwatch()
-        data = prepare_data(self, problem.X, problem.y, self.formulation)
-        objective = make_objective(self, data, self.formulation)
+        data = problem_data(self, problem, self.formulation)
+        objective = make_objective(self, data, self.formulation, problem.objective)
         params = optimizer.setup(problem, objective, self)
         start = self.asarray(w0)
         setup_seconds = setup_clock.elapsed()
@@ -143,5 +162,6 @@ class NumpyBackend:
             step=lambda state: optimizer.update(objective, self, params, state),
             observe=observe,
         )
-        return Outcome(state.w, iterations, seconds, setup_seconds, ending.status, ending.message,
-                       trace, rule=ending.rule)
+        outcome = Outcome(state.w, iterations, seconds, setup_seconds, ending.status,
+                          ending.message, trace, rule=ending.rule)
+        return apply_report(outcome, optimizer, state)

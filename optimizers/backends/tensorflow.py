@@ -34,8 +34,8 @@ import tensorflow as tf
 
 from datasets.errors import InputError
 from optimizers.backends.numpy import DTYPES
-from optimizers.objective import FORMULATIONS, make_objective, prepare_data
-from optimizers.result import TRACE_COLUMNS, Outcome, Stopwatch
+from optimizers.objective import FORMULATIONS, make_objective, problem_data
+from optimizers.result import TRACE_COLUMNS, Outcome, Stopwatch, apply_report
 from optimizers.stopping import Context, Ending
 
 DEVICES = {"cpu": "/CPU:0", "gpu": "/GPU:0"}
@@ -143,6 +143,17 @@ class TensorflowOps:
     isfinite = staticmethod(tf.math.is_finite)
     maximum = staticmethod(tf.math.maximum)
     zeros_like = staticmethod(tf.zeros_like)
+    minimum = staticmethod(tf.math.minimum)
+    logical_and = staticmethod(tf.math.logical_and)
+    logical_or = staticmethod(tf.math.logical_or)
+    logical_not = staticmethod(tf.math.logical_not)
+    softplus = staticmethod(tf.math.softplus)
+    sigmoid = staticmethod(tf.math.sigmoid)
+
+    @staticmethod
+    def while_loop(condition, body, loop_vars: tuple) -> tuple:
+        """A loop inside the graph (nested in the fused loop, compiled by XLA)."""
+        return tuple(tf.while_loop(condition, body, loop_vars))
 
     def where(self, condition, x, y):
         """Elementwise choice; a Python number in either branch takes the other branch's dtype."""
@@ -270,12 +281,7 @@ class TensorflowBackend:
             return self._checked(minimize_tf1(self, problem, optimizer, rules, w0))
         run = self._fused if self.feed == "fused" else self._stepped
         outcome, state = run(problem, optimizer, rules, w0)
-        if hasattr(optimizer, "report"):  # counts only the optimizer knows (TFP's evaluations)
-            report = optimizer.report(state)
-            outcome.nfev, outcome.ngev, outcome.nhvp = (report.pop(k) for k in
-                                                         ("nfev", "ngev", "nhvp"))
-            outcome.extra.update(report)
-        return self._checked(outcome)
+        return self._checked(apply_report(outcome, optimizer, state))
 
     # helpers shared by the modes
 
@@ -293,16 +299,16 @@ class TensorflowBackend:
         grad_norm = ops.sqrt(ops.vdot(state.g, state.g))
         return tf.cast(tf.stack([state.f, grad_norm]), tf.float64)
 
-    def _step_functions(self, optimizer):
+    def _step_functions(self, optimizer, kind: str):
         ops = self.ops
 
         def init(data, params, w0):
-            objective = make_objective(ops, data, self.formulation)
+            objective = make_objective(ops, data, self.formulation, kind)
             state = optimizer.init(objective, ops, params, w0)
             return state, self._stats(state)
 
         def step(data, params, state):
-            objective = make_objective(ops, data, self.formulation)
+            objective = make_objective(ops, data, self.formulation, kind)
             state = optimizer.update(objective, ops, params, state)
             return state, self._stats(state)
 
@@ -311,8 +317,9 @@ class TensorflowBackend:
     def _setup(self, problem, optimizer, w0):
         """Data and start point on the device, and the optimizer's constants."""
         ops = self.ops
-        data = prepare_data(ops, problem.X, problem.y, self.formulation)
-        params = optimizer.setup(problem, make_objective(ops, data, self.formulation), ops)
+        data = problem_data(ops, problem, self.formulation)
+        params = optimizer.setup(
+            problem, make_objective(ops, data, self.formulation, problem.objective), ops)
         return data, params, ops.asarray(w0)
 
     def _extra(self, tensor) -> tuple[str, dict]:
@@ -328,7 +335,8 @@ class TensorflowBackend:
             data, params, start = self._setup(problem, optimizer, w0)
             if self.feed == "feed":  # the host keeps the data; every call copies it over
                 data = tuple(np.asarray(array) for array in data)
-            init_fn, step_fn = (self._compile(f) for f in self._step_functions(optimizer))
+            init_fn, step_fn = (self._compile(f) for f in
+                                 self._step_functions(optimizer, problem.objective))
             warm, _ = init_fn(data, params, start)  # trace and compile; pure, so thrown away
             step_fn(data, params, warm)[1].numpy()
             setup_seconds = setup_clock.elapsed()
@@ -353,7 +361,7 @@ class TensorflowBackend:
 
     def _fused_function(self, problem, optimizer, rules):
         rops = self.rule_ops
-        init_step, update_step = self._step_functions(optimizer)
+        init_step, update_step = self._step_functions(optimizer, problem.objective)
         if self.xla:
             init_step = tf.function(init_step, jit_compile=True, autograph=False)
             update_step = tf.function(update_step, jit_compile=True, autograph=False)

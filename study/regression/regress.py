@@ -13,7 +13,7 @@ from optimizers import INITS, OPTIMIZERS, build_rules, make_backend, make_optimi
 from optimizers.backends.numpy import DTYPES
 from study.output import check_output_path, write_parquet_atomic
 
-ROWS_PARAMETER = {"eve": "rows", "synthetic": "n"}
+ROWS_PARAMETER = {"eve": "rows", "synthetic": "n", "synthetic-logistic": "n"}
 HYPERPARAMETER_FLAGS = {"step": "step", "lr": "learning_rate", "rho": "rho", "epsilon": "epsilon",
                         "history": "history", "solver": "solver"}
 BACKEND_FLAGS = ("formulation", "device", "feed", "xla")
@@ -33,7 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     opt.add_argument("--optimizer", default="lbfgs",
                      help=f"one of: {', '.join(OPTIMIZERS)}, or keras:<Class> (any Keras "
                           "optimizer, tensorflow backend)")
-    opt.add_argument("--step", help="gd: fixed, 1/L or diag (the original program's update)")
+    opt.add_argument("--step", help="gd: fixed, 1/L, diag (the original program's update) or "
+                     "armijo (backtracking)")
     opt.add_argument("--lr", type=float, help="learning rate (gd step=fixed, adadelta)")
     opt.add_argument("--rho", type=float, help="adadelta decay (default 0.95)")
     opt.add_argument("--epsilon", type=float, help="adadelta epsilon (default 1e-8, as TF1)")

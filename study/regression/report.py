@@ -191,9 +191,10 @@ CAPTIONS = {
 }
 
 
-def regression_blocks(runs: pd.DataFrame, figures: Path) -> list[Block]:
+def regression_blocks(runs: pd.DataFrame, figures: Path,
+                      title: str = "Regression study: time to convergence") -> list[Block]:
     alarms = alarm_lines(summarize(runs[runs["status"] != "skipped"]))  # first, never buried
-    blocks = [Block("h2", "Regression study: time to convergence"),
+    blocks = [Block("h2", title),
               *(Block("p", line) for line in alarms),
               Block("list", regression_findings(runs))]
     for name, caption in CAPTIONS.items():
@@ -231,6 +232,10 @@ def tuning_blocks(runs: pd.DataFrame) -> list[Block]:
 
 
 def section(results, figures: Path) -> list[Block]:
+    from study.regression import logistic
+
+    if logistic.is_logistic(results.runs):  # configs/logistic.toml: not the original question
+        return logistic.section(results, figures)
     tuning = tuning_blocks(results.runs)
     runs = measured_runs(results.runs)
     headline = figures / "headline.png"

@@ -7,7 +7,7 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 
-SEEDED_DATASETS = ("eve", "synthetic")
+SEEDED_DATASETS = ("eve", "synthetic", "synthetic-logistic")
 
 
 @dataclass(frozen=True)
