@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from study.bench.plan import HARNESS_GOAL, TARGET_TOL, TRACE_GOAL, Plan
-from study.output import write_parquet_atomic
+from study.output import write_parquet_atomic, write_text_atomic
 
 INTEGER_COLUMNS = ("n", "d", "iterations", "target_iterations", "points", "max_iter")
 
@@ -147,12 +147,6 @@ def render(tables: dict, plan: Plan, seconds: float) -> str:
             ("total_seconds", "total s"), ("reference_seconds", "normal s"),
             ("run_status", "status"), ("best", "best")]))
     return "\n".join(parts) + "\n"
-
-
-def write_text_atomic(text: str, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
 
 
 def write_outputs(tables: dict[str, pd.DataFrame], text: str, out: Path) -> None:

@@ -11,7 +11,7 @@ from datasets import DATASETS, make_problem
 from datasets.errors import InputError
 from optimizers import INITS, OPTIMIZERS, build_rules, make_backend, make_optimizer, run
 from optimizers.backends.numpy import DTYPES
-from study.output import check_output_path, write_parquet_atomic
+from study.output import check_output_path, write_files_atomic
 
 ROWS_PARAMETER = {"eve": "rows", "synthetic": "n"}
 HYPERPARAMETER_FLAGS = {"step": "step", "lr": "learning_rate", "rho": "rho", "epsilon": "epsilon",
@@ -126,6 +126,7 @@ def configure(args):
         raise InputError(f"unknown init '{args.init}'; allowed: {', '.join(INITS)}")
     if args.out:
         check_output_path(args.out)
+        check_output_path(trace_path(args.out), "--out's trace file")
     return optimizer, backend, rules, dataset_params(args)
 
 
@@ -145,7 +146,9 @@ def main(args) -> int:
         print(f"  {result.message}")
     print(result.reference_line())
     if args.out:
-        write_parquet_atomic(result.trace.assign(run=0), trace_path(args.out))
-        write_parquet_atomic(pd.DataFrame([result.record()]), args.out)
+        trace, record = result.trace.assign(run=0), pd.DataFrame([result.record()])
+        write_files_atomic({  # both or neither: a trace is never left without its record
+            trace_path(args.out): lambda tmp: trace.to_parquet(tmp, index=False),
+            args.out: lambda tmp: record.to_parquet(tmp, index=False)})
         print(f"wrote {args.out} and {trace_path(args.out)}")
     return 0

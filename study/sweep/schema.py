@@ -127,6 +127,9 @@ def _missing(value) -> bool:
 
 def _cast(series: pd.Series, column: Column) -> pd.Series:
     if column.kind == "str":
+        wrong = series[series.notna() & ~series.map(lambda v: isinstance(v, str))]
+        if len(wrong):
+            raise ValueError(f"column '{column.name}' holds {wrong.iloc[0]!r} where text belongs")
         return series.astype(object).where(series.notna(), None)
     if column.kind == "float":
         return pd.to_numeric(series, errors="raise").astype("float64")
@@ -191,7 +194,7 @@ ENGINE = Schema("runs", (
     Column("load_1m_after", "float", "1-minute load average after the run"),
     Column("noisy", "bool", "measured while the machine was disturbed (see noisy_reason)"),
     Column("noisy_reason", "str", "which noise check flagged the run"),
-), families=("env_",))
+), families=("env_",), required=("run_id", "status"))
 
 # Engine columns that differ between two executions of the same run: the invocation, the
 # process, the clock, memory and the machine's noise.
