@@ -124,9 +124,18 @@ def _remove_empty(folder: Path) -> None:
         pass
 
 
+def parquet_writer(frame: pd.DataFrame):
+    """The `write(tmp)` of a table, for write_files_atomic."""
+    return lambda tmp: frame.to_parquet(tmp, index=False)
+
+
+def text_writer(text: str):
+    return lambda tmp: Path(tmp).write_text(text)
+
+
 def write_parquet_atomic(frame: pd.DataFrame, path) -> None:
-    write_atomic(path, lambda tmp: frame.to_parquet(tmp, index=False))
+    write_atomic(path, parquet_writer(frame))
 
 
 def write_text_atomic(text: str, path) -> None:
-    write_atomic(path, lambda tmp: Path(tmp).write_text(text))
+    write_atomic(path, text_writer(text))

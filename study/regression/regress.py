@@ -11,7 +11,7 @@ from datasets import DATASETS, make_problem
 from datasets.errors import InputError
 from optimizers import INITS, OPTIMIZERS, build_rules, make_backend, make_optimizer, run
 from optimizers.backends.numpy import DTYPES
-from study.output import check_output_path, write_files_atomic
+from study.output import check_output_path, parquet_writer, write_files_atomic
 
 ROWS_PARAMETER = {"eve": "rows", "synthetic": "n"}
 HYPERPARAMETER_FLAGS = {"step": "step", "lr": "learning_rate", "rho": "rho", "epsilon": "epsilon",
@@ -146,9 +146,8 @@ def main(args) -> int:
         print(f"  {result.message}")
     print(result.reference_line())
     if args.out:
-        trace, record = result.trace.assign(run=0), pd.DataFrame([result.record()])
         write_files_atomic({  # both or neither: a trace is never left without its record
-            trace_path(args.out): lambda tmp: trace.to_parquet(tmp, index=False),
-            args.out: lambda tmp: record.to_parquet(tmp, index=False)})
+            trace_path(args.out): parquet_writer(result.trace.assign(run=0)),
+            args.out: parquet_writer(pd.DataFrame([result.record()]))})
         print(f"wrote {args.out} and {trace_path(args.out)}")
     return 0
