@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import ast
+import glob
+import os
 
 import pandas as pd
 
@@ -17,6 +19,7 @@ ROWS_PARAMETER = {"eve": "rows", "synthetic": "n"}
 HYPERPARAMETER_FLAGS = {"step": "step", "lr": "learning_rate", "rho": "rho", "epsilon": "epsilon",
                         "history": "history", "solver": "solver"}
 BACKEND_FLAGS = ("formulation", "device", "feed", "xla")
+NUMPY_ONLY = ("closed-form", "scipy-lbfgs", "scipy-lsqr", "scipy-lsmr")  # self-driven references
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -113,6 +116,7 @@ def configure(args):
     optimizer = make_optimizer(args.optimizer, **hyperparameters)
     options = {flag: getattr(args, flag) for flag in BACKEND_FLAGS
                if getattr(args, flag) is not None}
+    check_before_tensorflow(args, options)
     backend = make_backend(args.backend, args.dtype, **options)
     reason = backend.unavailable() if hasattr(backend, "unavailable") else None
     if reason is None and hasattr(optimizer, "unavailable"):
@@ -128,6 +132,29 @@ def configure(args):
         check_output_path(args.out)
         check_output_path(trace_path(args.out), "--out's trace file")
     return optimizer, backend, rules, dataset_params(args)
+
+
+def check_before_tensorflow(args, options: dict) -> None:
+    """What can be refused without TensorFlow is refused before it is imported, so that the
+    one line is not preceded by TensorFlow's and CUDA's start-up logs."""
+    if args.backend != "tensorflow":
+        return
+    from study.regression.config import check_backend
+
+    if args.dtype not in DTYPES:
+        raise InputError(f"unknown dtype '{args.dtype}'; allowed: {', '.join(DTYPES)}")
+    check_backend("tensorflow", **options)
+    if args.optimizer in NUMPY_ONLY:
+        raise InputError(f"{args.optimizer} runs on the numpy backend only, not 'tensorflow'")
+    if options.get("device") == "gpu" and not gpu_device_nodes():
+        raise InputError("no GPU visible to TensorFlow")
+
+
+def gpu_device_nodes() -> bool:
+    """Whether an NVIDIA device is there at all (TensorFlow's CUDA build needs one), and not
+    hidden by CUDA_VISIBLE_DEVICES."""
+    hidden = os.environ.get("CUDA_VISIBLE_DEVICES", "unset").strip() in ("", "-1")
+    return not hidden and bool(glob.glob("/dev/nvidia[0-9]*"))
 
 
 def trace_path(out) -> str:
