@@ -9,7 +9,7 @@ import os
 
 import pandas as pd
 
-from datasets import DATASETS, make_problem
+from datasets import DATASETS, make_problem, validate_dataset
 from datasets.errors import InputError
 from optimizers import INITS, OPTIMIZERS, build_rules, make_backend, make_optimizer, run
 from optimizers.backends.numpy import DTYPES
@@ -128,10 +128,12 @@ def configure(args):
                         max_iter=args.max_iter, time_budget=args.time_budget)
     if args.init not in INITS:
         raise InputError(f"unknown init '{args.init}'; allowed: {', '.join(INITS)}")
+    params = dataset_params(args)
+    validate_dataset(args.dataset, **params)  # types, columns, memory: before any data is made
     if args.out:
         check_output_path(args.out)
         check_output_path(trace_path(args.out), "--out's trace file")
-    return optimizer, backend, rules, dataset_params(args)
+    return optimizer, backend, rules, params
 
 
 def check_before_tensorflow(args, options: dict) -> None:

@@ -59,7 +59,9 @@ RUN_COLUMNS = Schema("runs", (
     Column("keras_class", "str", "keras:<Class>: the Keras optimizer's class"),
     Column("keras_config", "str", "keras:<Class>: its full get_config() as JSON"),
     Column("keras_version", "str", "keras:<Class>: the Keras version that ran it"),
-), families=("data_", "hp_", "stop_"), required=("dataset", "optimizer", "backend"))
+), families=("data_", "hp_", "stop_"),
+   required=("dataset", "dataset_params", "optimizer", "hyperparameters", "backend", "dtype",
+             "seed"))
 
 SCHEMA = ENGINE + RUN_COLUMNS
 
