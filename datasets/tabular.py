@@ -16,16 +16,24 @@ from datasets.problem import Problem
 READERS = {".csv": pd.read_csv, ".parquet": pd.read_parquet, ".pq": pd.read_parquet}
 
 
-def read_table(path) -> pd.DataFrame:
+def check_file(path) -> Path:
+    """A CSV or Parquet file that is there and not empty."""
     path = Path(path)
     if not path.exists():
         raise InputError(f"tabular: file '{path}' does not exist")
     if path.is_dir():
         raise InputError(f"tabular: '{path}' is a directory, not a CSV or Parquet file")
-    reader = READERS.get(path.suffix.lower())
-    if reader is None:
+    if path.suffix.lower() not in READERS:
         raise InputError(f"tabular: '{path}' has suffix '{path.suffix}'; allowed: "
                          f"{', '.join(READERS)}")
+    if path.stat().st_size == 0:
+        raise InputError(f"tabular: file '{path}' is empty")
+    return path
+
+
+def read_table(path) -> pd.DataFrame:
+    path = check_file(path)
+    reader = READERS[path.suffix.lower()]
     try:
         frame = reader(path)
     except pd.errors.EmptyDataError:
@@ -117,14 +125,10 @@ def validate_params(path, features, labels, standardize: bool = False,
     and that the chosen columns exist (its header only is read)."""
     if not isinstance(path, str | Path):
         raise InputError(f"tabular: path must be a file name, got {path!r}")
-    if not Path(path).is_file():
-        raise InputError(f"tabular: file '{path}' does not exist or is not a file")
+    check_file(path)
     for flag, value in (("standardize", standardize), ("intercept", intercept)):
         if not isinstance(value, bool):
             raise InputError(f"tabular: {flag} must be true or false, got {value!r}")
-    if Path(path).suffix.lower() not in READERS:
-        raise InputError(f"tabular: '{path}' has suffix '{Path(path).suffix}'; allowed: "
-                         f"{', '.join(READERS)}")
     try:
         present = columns_of(path)
     except Exception as exc:  # noqa: BLE001 -- a damaged file is named; load says more
