@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from datasets.errors import InputError
+from datasets.memory import require_memory
 from datasets.problem import Problem
 
 FEATURES = ("ship_jumps", "npc_kills", "ship_kills", "pod_kills")
@@ -35,6 +36,9 @@ def validate_params(rows: int = 1_000_000, seed: int = 0, standardize: bool = Fa
         raise InputError(f"eve: seed must be an integer >= 0, got {seed!r}")
     if not isinstance(standardize, bool):
         raise InputError(f"eve: standardize must be true or false, got {standardize!r}")
+    # at its peak: the frame's columns and temporaries, X with its intercept, the reference's
+    # scaled copy and factors, about 16 float64 values a row
+    require_memory(f"eve with {rows} rows", 16 * 8 * rows)
 
 
 def eve_frame(rows: int = 1_000_000, seed: int = 0) -> pd.DataFrame:

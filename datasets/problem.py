@@ -196,7 +196,8 @@ class Problem:
                 j = int(np.argmax(peak > limit))
                 raise InputError(f"column '{names[j]}' has values up to {peak[j]:.3g}: their "
                                  f"squares overflow {np.dtype(dtype).name} (keep |values| below "
-                                 f"{limit:.3g}, or rescale, or use float64)")
+                                 f"{limit:.3g}, or rescale"
+                                 f"{'' if np.dtype(dtype) == np.float64 else ', or use float64'})")
 
     def suboptimality(self, f: float) -> float:
         """(f - f*) / max(f*, floor), floor = eps * f(0): relative to f*, except that an exact
@@ -242,6 +243,8 @@ def _check_columns(X: np.ndarray, names, intercept: bool, standardize: bool) -> 
             if np.array_equal(X[:, i], X[:, j]):
                 raise InputError(f"columns '{names[i]}' and '{names[j]}' are identical; drop one")
     Z = np.hstack([np.ones((X.shape[0], 1)), X]) if intercept else X
+    peak = np.abs(Z).max(axis=0)  # scaled first: the norm of values near 1e201 overflows
+    Z = Z / np.where(peak > 0, peak, 1.0)
     scale = np.linalg.norm(Z, axis=0)
     s = np.linalg.svd(Z / np.where(scale > 0, scale, 1.0), compute_uv=False)
     if s[-1] <= s[0] * 1e-12:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from datasets.errors import InputError
+from datasets.memory import require_memory
 from datasets.problem import Problem
 
 
@@ -21,15 +22,21 @@ def validate_params(n: int = 10_000, d: int = 5, kappa: float = 10.0, noise: flo
             raise InputError(f"synthetic: {field} must be a positive integer, got {value!r}")
     if n < d:
         raise InputError(f"synthetic: n={n} is smaller than d={d} (need n >= d)")
-    if not kappa >= 1.0 or not np.isfinite(kappa):
+    if not _number(kappa) or not kappa >= 1.0 or not np.isfinite(kappa):
         raise InputError(f"synthetic: kappa must be a finite number >= 1, got {kappa!r}")
-    if not noise >= 0.0 or not np.isfinite(noise):
+    if not _number(noise) or not noise >= 0.0 or not np.isfinite(noise):
         raise InputError(f"synthetic: noise must be a finite number >= 0, got {noise!r}")
     if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
         raise InputError(f"synthetic: seed must be an integer >= 0, got {seed!r}")
-    if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not np.isfinite(lam) \
-            or lam < 0:
+    if not _number(lam) or not np.isfinite(lam) or lam < 0:
         raise InputError(f"synthetic: lam must be a finite number >= 0, got {lam!r}")
+    # at its peak: the Gaussian draw, its Q, X and the reference's copies, n x (d + 1) each
+    require_memory(f"synthetic with n={n}, d={d}", 6 * 8 * n * (d + 1))
+
+
+def _number(value) -> bool:
+    """A real number, not a string such as "1e4" and not a boolean."""
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
 
 
 def load(n: int = 10_000, d: int = 5, kappa: float = 10.0, noise: float = 0.1,

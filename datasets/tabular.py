@@ -7,27 +7,34 @@ column is checked by name before any optimizer sees it.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pandas as pd
 
 from datasets.errors import InputError
-from datasets.problem import Problem
+from datasets.problem import OBJECTIVES, Problem
 
 READERS = {".csv": pd.read_csv, ".parquet": pd.read_parquet, ".pq": pd.read_parquet}
 
 
-def read_table(path) -> pd.DataFrame:
+def check_file(path) -> Path:
+    """A CSV or Parquet file that is there and not empty."""
     path = Path(path)
     if not path.exists():
         raise InputError(f"tabular: file '{path}' does not exist")
     if path.is_dir():
         raise InputError(f"tabular: '{path}' is a directory, not a CSV or Parquet file")
-    reader = READERS.get(path.suffix.lower())
-    if reader is None:
+    if path.suffix.lower() not in READERS:
         raise InputError(f"tabular: '{path}' has suffix '{path.suffix}'; allowed: "
                          f"{', '.join(READERS)}")
+    if path.stat().st_size == 0:
+        raise InputError(f"tabular: file '{path}' is empty")
+    return path
+
+
+def read_table(path) -> pd.DataFrame:
+    path = check_file(path)
+    reader = READERS[path.suffix.lower()]
     try:
         frame = reader(path)
     except pd.errors.EmptyDataError:
@@ -35,15 +42,33 @@ def read_table(path) -> pd.DataFrame:
     except Exception as exc:  # a parser's own message names the broken spot
         first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise InputError(f"tabular: cannot read '{path}': {first_line}") from None
-    check_unique_columns(frame, f"'{path}'")
+    check_unique_columns(header(path) if reader is pd.read_csv else frame, f"'{path}'")
     return frame
 
 
-def check_unique_columns(frame: pd.DataFrame, source: str) -> None:
-    """pandas renames a CSV's repeated header 'a' to 'a.1': treat that as the duplicate it is."""
-    names = [str(c) for c in frame.columns]
+def header(path) -> list[str]:
+    """A CSV's column names as written (pandas renames a repeated 'a' to 'a.1', which cannot
+    be told from a real column named 'a.1')."""
+    try:
+        first = pd.read_csv(path, header=None, nrows=1, dtype=str, keep_default_na=False)
+    except pd.errors.EmptyDataError:
+        return []
+    return list(first.iloc[0]) if len(first) else []
+
+
+def columns_of(path) -> list[str]:
+    """The column names of a CSV or Parquet file, read without its data."""
+    path = Path(path)
+    if path.suffix.lower() == ".csv":
+        return header(path)
+    import pyarrow.parquet as pq
+
+    return list(pq.read_schema(path).names)
+
+
+def check_unique_columns(frame_or_names, source: str) -> None:
+    names = [str(c) for c in getattr(frame_or_names, "columns", frame_or_names)]
     repeated = {c for c in names if names.count(c) > 1}
-    repeated |= {c for c in names if (m := re.fullmatch(r"(.+)\.\d+", c)) and m.group(1) in names}
     if repeated:
         raise InputError(f"tabular: {source} has duplicate column names {sorted(repeated)}")
 
@@ -60,10 +85,22 @@ def select_columns(frame: pd.DataFrame, columns, role: str, source: str) -> pd.D
     for column in columns:
         dtype = chosen[column].dtype
         if pd.api.types.is_bool_dtype(dtype) or not pd.api.types.is_numeric_dtype(dtype):
-            example = f", e.g. {chosen[column].iloc[0]!r}" if len(chosen) else ""
+            example = f", e.g. {first_non_number(chosen[column])!r}" if len(chosen) else ""
             raise InputError(f"tabular: {role} column '{column}' is not numeric "
                              f"(dtype {dtype}{example})")
     return chosen
+
+
+def first_non_number(values: pd.Series):
+    """The first value that is not a number (a CSV column with one 'abc' is all text)."""
+    for value in values:
+        if isinstance(value, bool) or value is None:
+            return value
+        try:
+            float(value)
+        except (TypeError, ValueError):
+            return value
+    return values.iloc[0]
 
 
 def from_frame(frame: pd.DataFrame, features, labels, *, standardize: bool = False,
@@ -87,9 +124,31 @@ def from_frame(frame: pd.DataFrame, features, labels, *, standardize: bool = Fal
 def validate_params(path, features, labels, standardize: bool = False,
                     intercept: bool = True, objective: str = "least-squares",
                     lam: float | None = None) -> None:
-    """The cheap checks a study config can make before anything runs."""
-    if not Path(path).is_file():
-        raise InputError(f"tabular: file '{path}' does not exist or is not a file")
+    """The cheap checks a study config can make before anything runs: the file, the types,
+    and that the chosen columns exist (its header only is read)."""
+    if not isinstance(path, str | Path):
+        raise InputError(f"tabular: path must be a file name, got {path!r}")
+    check_file(path)
+    if objective not in OBJECTIVES:
+        raise InputError(f"tabular: unknown objective {objective!r}; allowed: "
+                         f"{', '.join(OBJECTIVES)}")
+    for flag, value in (("standardize", standardize), ("intercept", intercept)):
+        if not isinstance(value, bool):
+            raise InputError(f"tabular: {flag} must be true or false, got {value!r}")
+    try:
+        present = columns_of(path)
+    except Exception as exc:  # noqa: BLE001 -- a damaged file is named; load says more
+        raise InputError(f"tabular: cannot read the columns of '{path}' "
+                         f"({type(exc).__name__})") from None
+    for role, chosen in (("feature", features), ("label", labels)):
+        names = [chosen] if isinstance(chosen, str) else chosen
+        if not isinstance(names, list) or not names or \
+                not all(isinstance(c, str) for c in names):
+            raise InputError(f"tabular: {role}s must be a list of column names, got {chosen!r}")
+        missing = [c for c in names if c not in present]
+        if missing:
+            raise InputError(f"tabular: {role} column '{missing[0]}' is not in '{path}'; "
+                             f"columns present: {present}")
 
 
 def load(path, features, labels, standardize: bool = False, intercept: bool = True,

@@ -202,6 +202,10 @@ def build_rules(*, tol=None, grad_tol=None, rel_tol=None, patience=10, exact_rep
     """The rules a run asks for by keyword, in a fixed priority order."""
     spec = {"tol": tol, "grad_tol": grad_tol, "rel_tol": rel_tol, "patience": patience,
             "exact_repeat": exact_repeat, "max_iter": max_iter, "time_budget": time_budget}
+    _count("patience", patience)
+    if not isinstance(exact_repeat, bool):
+        raise InputError(f"stopping rule: exact_repeat must be true or false, got "
+                         f"{exact_repeat!r}")
     rules = []
     if tol is not None:
         rules.append(Suboptimality(tol))

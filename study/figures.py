@@ -12,7 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from study.output import check_output_folder, write_atomic  # noqa: E402
+from study.output import check_output_folder, write_files_atomic  # noqa: E402
 
 FAILED_MARKER = "x"
 STYLE = {"style": "whitegrid", "context": "paper", "font_scale": 1.1}
@@ -31,12 +31,14 @@ def log_axis(axis) -> None:
 
 
 def save(fig, folder: Path, name: str) -> list[Path]:
-    """The figure as PNG and SVG, each written whole or not at all."""
+    """The figure as PNG and SVG, both written whole or neither."""
     paths = [folder / f"{name}.png", folder / f"{name}.svg"]
-    write_atomic(paths[0], lambda tmp: fig.savefig(tmp, format="png", dpi=110,
-                                                   bbox_inches="tight"))
-    write_atomic(paths[1], lambda tmp: fig.savefig(tmp, format="svg", bbox_inches="tight"))
-    plt.close(fig)
+    try:
+        write_files_atomic({
+            paths[0]: lambda tmp: fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight"),
+            paths[1]: lambda tmp: fig.savefig(tmp, format="svg", bbox_inches="tight")})
+    finally:
+        plt.close(fig)
     return paths
 
 

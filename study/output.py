@@ -1,8 +1,14 @@
-"""Writing result files so that a reader never sees a partial one: temporary name, then rename."""
+"""Writing result files so that a reader never sees a partial one: temporary name, then rename.
+
+Every file the toolkit writes (records, traces, tables, CSVs, figures, reports, logs) goes
+through `write_atomic` or `write_files_atomic`: a failed write (disk full, read-only folder)
+leaves the old file or nothing, and says which file in one line.
+"""
 
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -11,62 +17,125 @@ import pandas as pd
 from datasets.errors import InputError
 
 
-class ResultsWriteError(RuntimeError):
-    """Results could not be written (disk full, read-only folder): what is done stays intact."""
+class ResultsWriteError(OSError):
+    """Results could not be written (disk full, read-only folder): what is done stays intact.
+    An OSError, so that a sweep's own handling of failed writes sees it as one."""
 
 
-def check_output_path(path) -> Path:
-    """Fail before any work if `path` cannot become a file: a directory, or under a file."""
+def check_output_path(path, flag: str = "--out") -> Path:
+    """Fail before any work if `path` cannot become a regular file: a directory, a device or
+    FIFO, a path under a file, or a folder this process cannot write in."""
     path = Path(path)
     if path.is_dir():
-        raise InputError(f"--out '{path}' is a directory; give a file name")
-    for parent in path.parents:
-        if parent.exists() and not parent.is_dir():
-            raise InputError(f"--out '{path}' is inside '{parent}', which is a file")
-    existing = next((p for p in path.parents if p.exists()), Path("."))
-    try:  # a real probe: permission bits say nothing for root or read-only mounts
-        with tempfile.TemporaryFile(dir=existing):
-            pass
-    except OSError as exc:
-        raise InputError(f"--out '{path}': cannot write in '{existing}' ({exc.strerror})") \
-            from None
+        raise InputError(f"{flag} '{path}' is a directory; give a file name")
+    if path.exists() and not path.is_file():
+        raise InputError(f"{flag} '{path}' is {_kind(path)}, not a regular file; give a file "
+                         "name")
+    _check_parents(path, flag)
+    _probe(next((p for p in path.parents if p.exists()), Path(".")), path, flag)
     return path
 
 
-def check_output_folder(path) -> Path:
+def check_output_folder(path, flag: str = "--out") -> Path:
     """Fail before any work if `path` cannot become (or is not) a writable folder."""
     path = Path(path)
     if path.exists() and not path.is_dir():
-        raise InputError(f"--out '{path}' is a file, not a folder")
+        raise InputError(f"{flag} '{path}' is {_kind(path)}, not a folder")
+    _check_parents(path, flag)
+    _probe(path if path.exists() else next((p for p in path.parents if p.exists()), Path(".")),
+           path, flag)
+    return path
+
+
+def _check_parents(path: Path, flag: str) -> None:
     for parent in path.parents:
         if parent.exists() and not parent.is_dir():
-            raise InputError(f"--out '{path}' is inside '{parent}', which is a file")
-    existing = path if path.exists() else next((p for p in path.parents if p.exists()), Path("."))
+            raise InputError(f"{flag} '{path}' is inside '{parent}', which is a file")
+
+
+def _probe(folder: Path, path: Path, flag: str) -> None:
+    """A real write: permission bits say nothing for root or read-only mounts."""
     try:
-        with tempfile.TemporaryFile(dir=existing):
+        with tempfile.TemporaryFile(dir=folder):
             pass
     except OSError as exc:
-        raise InputError(f"--out '{path}': cannot write in '{existing}' ({exc.strerror})") \
+        raise InputError(f"{flag} '{path}': cannot write in '{folder}' ({exc.strerror})") \
             from None
-    return path
+
+
+def _kind(path: Path) -> str:
+    mode = path.stat().st_mode
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a file" if stat.S_ISREG(mode) else "not a regular file"
+
+
+def write_files_atomic(writes: dict) -> None:
+    """Write several files as one: `writes` maps each path to `write(tmp)`. Every file is
+    written to a temporary name beside its target first; only when all are complete are they
+    renamed into place, so a failure leaves the old files (or none), never a mix or a part.
+    A failure raises ResultsWriteError naming the file."""
+    targets = {Path(path): write for path, write in writes.items()}
+    created, temporaries, current = [], {}, None
+    try:
+        for path, write in targets.items():
+            current = path
+            if path.exists() and not path.is_file():
+                raise ResultsWriteError(f"cannot write '{path}': it is {_kind(path)}, not a "
+                                        "regular file")
+            created += _make_parents(path.parent)
+            tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+            temporaries[path] = tmp
+            write(tmp)
+        for path, tmp in temporaries.items():
+            current = path
+            os.replace(tmp, path)
+    except OSError as exc:
+        raise ResultsWriteError(f"cannot write '{current}': {exc.strerror or exc}") from None
+    finally:
+        for tmp in temporaries.values():
+            tmp.unlink(missing_ok=True)
+        for folder in reversed(created):  # folders made for files that were not written
+            if not any(p.exists() for p in targets if folder in p.parents):
+                _remove_empty(folder)
 
 
 def write_atomic(path, write) -> None:
     """Call `write(tmp)` on a temporary file beside `path`, then rename it into place: a failed
     write leaves the old file or nothing, never a partial one."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    write_files_atomic({path: write})
+
+
+def _make_parents(folder: Path) -> list[Path]:
+    """Make `folder` and its missing parents; the ones made, outermost first."""
+    missing = [p for p in (folder, *folder.parents) if not p.exists()][::-1]
+    folder.mkdir(parents=True, exist_ok=True)
+    return missing
+
+
+def _remove_empty(folder: Path) -> None:
     try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+        folder.rmdir()
+    except OSError:
+        pass
+
+
+def parquet_writer(frame: pd.DataFrame):
+    """The `write(tmp)` of a table, for write_files_atomic."""
+    return lambda tmp: frame.to_parquet(tmp, index=False)
+
+
+def text_writer(text: str):
+    return lambda tmp: Path(tmp).write_text(text)
 
 
 def write_parquet_atomic(frame: pd.DataFrame, path) -> None:
-    write_atomic(path, lambda tmp: frame.to_parquet(tmp, index=False))
+    write_atomic(path, parquet_writer(frame))
 
 
 def write_text_atomic(text: str, path) -> None:
-    write_atomic(path, lambda tmp: Path(tmp).write_text(text))
+    write_atomic(path, text_writer(text))

@@ -71,7 +71,7 @@ CASES = {
     "missing column": (lambda t: tab(csv(t), features=("a", "zz")),
                        "feature column 'zz' is not in"),
     "duplicate names": (lambda t: tab(_write(t, "d.csv", "a,b,a,y\n1,2,3,4\n2,1,5,6\n")),
-                        "duplicate column names"),
+                        "duplicate column names ['a']"),
     "zero rows": (lambda t: tab(_write(t, "z.csv", "a,b,y\n")), "has zero rows"),
     "one row": (lambda t: tab(_write(t, "o.csv", "a,b,y\n1,2,3\n")), "1 rows but 3 coefficients"),
     "fewer rows than features": (lambda t: tab(csv(t, FRAME.head(2))),
@@ -121,7 +121,42 @@ CASES = {
                          "cannot write in '/proc'"),
     "unknown init": (lambda t: ["regress", "--rows", "200", "--init", "ones"],
                      "unknown init 'ones'"),
+    # issue 17: values typed at the edge, the key and the bad value named
+    "kappa as a string": (lambda t: config(t, GOOD_CONFIG.replace("n = 200",
+                                                                  'n = 200\nkappa = "1e4"')),
+                          "kappa must be a finite number >= 1, got '1e4'"),
+    "noise as a boolean": (lambda t: config(t, GOOD_CONFIG.replace("n = 200",
+                                                                   "n = 200\nnoise = true")),
+                           "noise must be a finite number >= 0, got True"),
+    "exact_repeat not a boolean": (lambda t: config(t, "[stopping]\nexact_repeat = \"yes\"\n"
+                                                    + GOOD_CONFIG),
+                                   "exact_repeat must be true or false, got 'yes'"),
+    "patience not an integer": (lambda t: config(t, "[stopping]\nrel_tol = 1e-6\npatience = 2.5\n"
+                                                 + GOOD_CONFIG),
+                                "patience must be an integer >= 1, got 2.5"),
+    "seeds empty": (lambda t: config(t, "seeds = []\n" + GOOD_CONFIG), "seeds: is an empty list"),
+    "init empty": (lambda t: config(t, "init = []\n" + GOOD_CONFIG), "init: is an empty list"),
+    "tabular column missing in a config": (lambda t: config(t, _tabular_config(t, '"zz"')),
+                                           "feature column 'zz' is not in"),
+    "tabular standardize not a boolean": (lambda t: config(t, _tabular_config(
+        t, '"a"', "standardize = 1\n")), "standardize must be true or false, got 1"),
+    "mixed-type column quotes the bad value": (
+        with_column(c=["8.444219", "1", "abc", "3", "4", "5"]), "e.g. 'abc'"),
+    "values near 1e201 overflow, not collinear": (
+        lambda t: tab(csv(t, FRAME.assign(a=[1e201, 2e201, 4e201, 3e201, 5e201, 7e201]))),
+        "squares overflow float64 (keep |values| below"),
+    "rows beyond memory": (lambda t: ["regress", "--rows", "1000000000000"],
+                           "eve with 1000000000000 rows needs about"),
+    "scheduler not an address": (lambda t: [*config(t, GOOD_CONFIG), "--executor", "dask",
+                                            "--scheduler", "not-an-address"],
+                                 "is not a scheduler address"),
 }
+
+
+def _tabular_config(tmp, feature, extra=""):
+    path = csv(tmp)
+    return (f'[[datasets]]\nname = "tabular"\npath = "{path}"\nfeatures = [{feature}]\n'
+            f'labels = ["y"]\n{extra}' + GOOD_CONFIG[GOOD_CONFIG.index("[[optimizers]]"):])
 
 
 def _write(tmp, name, text):
@@ -332,3 +367,58 @@ def test_a_warm_process_that_cannot_start_is_an_error_row(tmp_path, monkeypatch)
     run_study(study, tmp_path / "res", quiet=True, python=str(wrapper))
     row = pd.read_parquet(tmp_path / "res" / "runs.parquet").iloc[0]
     assert row["status"] == "error" and "did not start" in row["message"]
+
+
+# ---- issue 17: diagnoses and options -------------------------------------------------------
+
+def test_columns_rate_and_rate_1_are_two_columns(tmp_path, capsys):
+    frame = FRAME.assign(rate=[1.0, 3.0, 2.0, 5.0, 4.0, 0.0], **{"rate.1": [2.0, 2.5, 1.0, 0.0,
+                                                                           3.0, 1.0]})
+    assert main(tab(csv(tmp_path, frame), features=("rate", "rate.1"))) == 0
+    assert "duplicate" not in capsys.readouterr().err
+
+
+def test_huge_values_give_no_runtime_warning(tmp_path, capsys):
+    import warnings
+
+    frame = FRAME.assign(a=[1e201, 2e201, 4e201, 3e201, 5e201, 7e201])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert main(tab(csv(tmp_path, frame))) == 2
+    assert "collinear" not in capsys.readouterr().err
+
+
+def test_repeated_only_filters_combine(tmp_path, capsys):
+    two = GOOD_CONFIG.replace('name = "lbfgs"', 'name = "lbfgs"\n[[optimizers]]\nname = "gd"')
+    args = config(tmp_path, "seeds = [0, 1]\n" + two)
+    assert main([*args, "--dry-run", "--only", "optimizer=gd", "--only", "seed=1"]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("1 runs in")
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--device", "gpu"], "no GPU visible to TensorFlow"),
+    (["--feed", "bogus"], "feed = 'bogus' is not allowed"),
+    (["--optimizer", "closed-form"], "closed-form runs on the numpy backend only"),
+])
+def test_tensorflow_free_checks_run_before_tensorflow_is_imported(flags, message):
+    code = ("import sys; from study.__main__ import main; "
+            f"code = main(['regress', '--rows', '200', '--backend', 'tensorflow', *{flags!r}]); "
+            "print('tensorflow' in sys.modules); sys.exit(code)")
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "-1"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert proc.returncode == 2 and proc.stdout.strip() == "False"
+    assert proc.stderr.strip().splitlines() == [f"convergence-study regress: error: "
+                                                f"{proc.stderr.split('error: ', 1)[1].strip()}"]
+    assert message in proc.stderr
+
+
+def test_memory_check_sees_an_address_space_limit():
+    import resource
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, 3 * 2**30))
+
+    proc = subprocess.run([sys.executable, "-m", "study", "regress", "--rows", "50000000"],
+                          capture_output=True, text=True, preexec_fn=limit)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert "eve with 50000000 rows needs about 6.0 GiB" in proc.stderr

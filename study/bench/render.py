@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from study.bench.plan import HARNESS_GOAL, TARGET_TOL, TRACE_GOAL, Plan
-from study.output import write_parquet_atomic
+from study.output import parquet_writer, text_writer, write_files_atomic
 
 INTEGER_COLUMNS = ("n", "d", "iterations", "target_iterations", "points", "max_iter")
 
@@ -149,14 +149,7 @@ def render(tables: dict, plan: Plan, seconds: float) -> str:
     return "\n".join(parts) + "\n"
 
 
-def write_text_atomic(text: str, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
-
-
 def write_outputs(tables: dict[str, pd.DataFrame], text: str, out: Path) -> None:
-    """`<out>/<name>.parquet` for every table, then `<out>/bench.txt`."""
-    for name, frame in tables.items():
-        write_parquet_atomic(frame, out / f"{name}.parquet")
-    write_text_atomic(text, out / "bench.txt")
+    """`<out>/<name>.parquet` for every table and `<out>/bench.txt`, all or none."""
+    writes = {out / f"{name}.parquet": parquet_writer(frame) for name, frame in tables.items()}
+    write_files_atomic({**writes, out / "bench.txt": text_writer(text)})

@@ -36,7 +36,7 @@ RUN_COLUMNS = Schema("runs", (
     Column("check_max_abs_error", "float", "largest error against the NumPy reference"),
     Column("check_tolerance", "float", "the tolerance of that check"),
     Column("check_ok", "bool", "the check passed"),
-))
+), required=("mode",))
 
 SCHEMA = ENGINE + RUN_COLUMNS
 
@@ -45,6 +45,6 @@ CALLS = Schema("calls", (
     Column("call", "int", "0 = the first call, then 1, 2, ..."),
     Column("kind", "str", "first or steady"),
     Column("seconds", "float", "the call, result on the host"),
-))
+), required=("run_id", "call", "kind", "seconds"))
 
 SIDE_TABLES = {"calls": CALLS}

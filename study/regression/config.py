@@ -39,6 +39,8 @@ def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[RunSpe
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
             fail("seeds", f"each seed must be an integer >= 0, got {seed!r}")
     inits = as_list(raw.get("init", "zeros"))
+    if not inits:
+        fail("init", "is an empty list; give at least one, e.g. init = \"zeros\"")
     for init in inits:
         if init not in INITS:
             fail("init", f"unknown init {init!r}; allowed: {', '.join(INITS)}")

@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import argparse
 import ast
+import glob
+import os
 
 import pandas as pd
 
-from datasets import DATASETS, make_problem
+from datasets import DATASETS, make_problem, validate_dataset
 from datasets.errors import InputError
 from optimizers import INITS, OPTIMIZERS, build_rules, make_backend, make_optimizer, run
 from optimizers.backends.numpy import DTYPES
-from study.output import check_output_path, write_parquet_atomic
+from study.output import check_output_path, parquet_writer, write_files_atomic
 
 ROWS_PARAMETER = {"eve": "rows", "synthetic": "n", "synthetic-logistic": "n"}
 HYPERPARAMETER_FLAGS = {"step": "step", "lr": "learning_rate", "rho": "rho", "epsilon": "epsilon",
                         "history": "history", "solver": "solver"}
 BACKEND_FLAGS = ("formulation", "device", "feed", "xla")
+NUMPY_ONLY = ("closed-form", "scipy-lbfgs", "scipy-lsqr", "scipy-lsmr")  # self-driven references
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -114,6 +117,7 @@ def configure(args):
     optimizer = make_optimizer(args.optimizer, **hyperparameters)
     options = {flag: getattr(args, flag) for flag in BACKEND_FLAGS
                if getattr(args, flag) is not None}
+    check_before_tensorflow(args, options)
     backend = make_backend(args.backend, args.dtype, **options)
     reason = backend.unavailable() if hasattr(backend, "unavailable") else None
     if reason is None and hasattr(optimizer, "unavailable"):
@@ -125,9 +129,35 @@ def configure(args):
                         max_iter=args.max_iter, time_budget=args.time_budget)
     if args.init not in INITS:
         raise InputError(f"unknown init '{args.init}'; allowed: {', '.join(INITS)}")
+    params = dataset_params(args)
+    validate_dataset(args.dataset, **params)  # types, columns, memory: before any data is made
     if args.out:
         check_output_path(args.out)
-    return optimizer, backend, rules, dataset_params(args)
+        check_output_path(trace_path(args.out), "--out's trace file")
+    return optimizer, backend, rules, params
+
+
+def check_before_tensorflow(args, options: dict) -> None:
+    """What can be refused without TensorFlow is refused before it is imported, so that the
+    one line is not preceded by TensorFlow's and CUDA's start-up logs."""
+    if args.backend != "tensorflow":
+        return
+    from study.regression.config import check_backend
+
+    if args.dtype not in DTYPES:
+        raise InputError(f"unknown dtype '{args.dtype}'; allowed: {', '.join(DTYPES)}")
+    check_backend("tensorflow", **options)
+    if args.optimizer in NUMPY_ONLY:
+        raise InputError(f"{args.optimizer} runs on the numpy backend only, not 'tensorflow'")
+    if options.get("device") == "gpu" and not gpu_device_nodes():
+        raise InputError("no GPU visible to TensorFlow")
+
+
+def gpu_device_nodes() -> bool:
+    """Whether an NVIDIA device is there at all (TensorFlow's CUDA build needs one), and not
+    hidden by CUDA_VISIBLE_DEVICES."""
+    hidden = os.environ.get("CUDA_VISIBLE_DEVICES", "unset").strip() in ("", "-1")
+    return not hidden and bool(glob.glob("/dev/nvidia[0-9]*"))
 
 
 def trace_path(out) -> str:
@@ -146,7 +176,8 @@ def main(args) -> int:
         print(f"  {result.message}")
     print(result.reference_line())
     if args.out:
-        write_parquet_atomic(result.trace.assign(run=0), trace_path(args.out))
-        write_parquet_atomic(pd.DataFrame([result.record()]), args.out)
+        write_files_atomic({  # both or neither: a trace is never left without its record
+            trace_path(args.out): parquet_writer(result.trace.assign(run=0)),
+            args.out: parquet_writer(pd.DataFrame([result.record()]))})
         print(f"wrote {args.out} and {trace_path(args.out)}")
     return 0

@@ -69,7 +69,9 @@ RUN_COLUMNS = Schema("runs", (
     Column("keras_class", "str", "keras:<Class>: the Keras optimizer's class"),
     Column("keras_config", "str", "keras:<Class>: its full get_config() as JSON"),
     Column("keras_version", "str", "keras:<Class>: the Keras version that ran it"),
-), families=("data_", "hp_", "stop_"))
+), families=("data_", "hp_", "stop_"),
+   required=("dataset", "dataset_params", "optimizer", "hyperparameters", "backend", "dtype",
+             "seed"))
 
 SCHEMA = ENGINE + RUN_COLUMNS
 
@@ -80,7 +82,7 @@ TRACES = Schema("traces", (
     Column("loss", "float", "loss at the iterate, in the run's dtype"),
     Column("suboptimality", "float", "relative suboptimality at the iterate"),
     Column("grad_norm", "float", "gradient norm at the iterate"),
-))
+), required=("run_id", "iteration", "seconds", "suboptimality"))
 
 SIDE_TABLES = {"traces": TRACES}
 

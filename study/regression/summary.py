@@ -192,5 +192,7 @@ def main(args) -> int:
     table = summarize(pd.read_parquet(path))
     print(format_summary(table))
     if args.csv:
-        table.to_csv(args.csv, index=False)
+        from study.output import write_text_atomic
+
+        write_text_atomic(table.to_csv(index=False), args.csv)
     return 0

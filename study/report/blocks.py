@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from study.output import write_text_atomic
+from study.output import text_writer, write_files_atomic
 
 
 @dataclass
@@ -100,6 +100,5 @@ def write_report(blocks: list[Block], out_dir: Path, title: str) -> tuple[Path, 
     out_dir.mkdir(parents=True, exist_ok=True)
     md, page = out_dir / "report.md", out_dir / "report.html"
     markdown, page_html = render_markdown(blocks, out_dir), render_html(blocks, title)
-    write_text_atomic(markdown, md)
-    write_text_atomic(page_html, page)
+    write_files_atomic({md: text_writer(markdown), page: text_writer(page_html)})  # both or neither
     return md, page

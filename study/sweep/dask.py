@@ -35,6 +35,7 @@ import pandas as pd
 from distributed import Client, LocalCluster, as_completed, get_worker
 
 from datasets.errors import InputError
+from study.output import write_text_atomic
 from study.sweep import environment
 from study.sweep.child import base_row
 from study.sweep.executors import NO_GPU, Job, gpu_visible, skip
@@ -142,6 +143,9 @@ class DaskExecutor:
             if self.scheduler and isinstance(exc, OSError):  # TimeoutError included
                 raise InputError(f"--scheduler {self.scheduler}: cannot reach the Dask "
                                  f"scheduler ({type(exc).__name__}: {exc})") from None
+            if self.scheduler and isinstance(exc, ValueError):  # distributed parsing it
+                raise InputError(f"--scheduler {self.scheduler!r} is not a scheduler address "
+                                 f"({exc}); e.g. tcp://HOST:8786") from None
             raise
         return self
 
@@ -236,14 +240,14 @@ def record(future, job: Job, folder: ResultsFolder) -> dict:
     run_id = job.spec.run_id
     if future.status == "finished":
         result = future.result()
-        folder.log_path(run_id).write_text(result["log"])
+        write_text_atomic(result["log"], folder.log_path(run_id))
         folder.write_run(result["row"], result["tables"])
         return result["outcome"]
     try:
         exc = future.exception()
     except CancelledError as cancelled:
         exc = cancelled
-    folder.log_path(run_id).write_text("".join(traceback.format_exception(exc)))
+    write_text_atomic("".join(traceback.format_exception(exc)), folder.log_path(run_id))
     message = f"the Dask task failed: {type(exc).__name__}: {exc}".splitlines()[0][:500]
     env = environment.collect()
     folder.write_run({**base_row(job.request, job.spec), "worker_host": None, "status": "error",

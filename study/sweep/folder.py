@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from datasets.errors import InputError
-from study.output import write_parquet_atomic, write_text_atomic
+from study.output import parquet_writer, write_files_atomic, write_parquet_atomic, write_text_atomic
 from study.sweep.schema import Schema
 
 LOCK_NAME = ".lock"
@@ -172,13 +172,14 @@ class ResultsFolder:
         so that no empty or schema-less table is ever left for a reader."""
         if runs.empty:
             return
+        tables = {}
         for name, schema in self.side_tables.items():
             parts = [pd.read_parquet(p) for run_id in runs["run_id"]
                      if (p := self.table_path(run_id, name)).is_file()]
-            table = schema.frame(pd.concat(parts, ignore_index=True)) if parts else \
-                schema.frame([])
-            write_parquet_atomic(table, self.root / f"{name}.parquet")
-        write_parquet_atomic(self.schema.frame(runs), self.root / "runs.parquet")
+            tables[self.root / f"{name}.parquet"] = schema.frame(
+                pd.concat(parts, ignore_index=True)) if parts else schema.frame([])
+        tables[self.root / "runs.parquet"] = self.schema.frame(runs)
+        write_files_atomic({path: parquet_writer(frame) for path, frame in tables.items()})
 
 
 def _resolved(source: str) -> str:

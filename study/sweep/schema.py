@@ -88,17 +88,18 @@ class Schema:
                 frame[column.name] = _cast(frame[column.name], column)
         return frame
 
-    def check(self, frame: pd.DataFrame, source) -> pd.DataFrame:
+    def check(self, frame: pd.DataFrame, source, recover: str = "") -> pd.DataFrame:
         """A table read from `source` has the required columns and declared kinds."""
+        tail = f"; {recover}" if recover else ""
         missing = [c for c in self.required if c not in frame.columns]
         if missing:
             raise DamagedResults(f"'{source}' is not a {self.name} table: columns "
-                                 f"{missing} are missing")
+                                 f"{missing} are missing{tail}")
         try:
             return self.frame(frame)
         except (TypeError, ValueError) as exc:
             raise DamagedResults(f"'{source}' has a column of the wrong type: "
-                                 f"{str(exc).splitlines()[0]}") from None
+                                 f"{str(exc).splitlines()[0]}{tail}") from None
 
 
 def _coerce(value, column: Column):
@@ -127,6 +128,11 @@ def _missing(value) -> bool:
 
 def _cast(series: pd.Series, column: Column) -> pd.Series:
     if column.kind == "str":
+        wrong = series[series.notna() & ~series.map(lambda v: isinstance(v, str))]
+        if len(wrong):
+            value = wrong.iloc[0]
+            raise ValueError(f"column '{column.name}' holds {value} ({type(value).__name__}) "
+                             "where text belongs")
         return series.astype(object).where(series.notna(), None)
     if column.kind == "float":
         return pd.to_numeric(series, errors="raise").astype("float64")
@@ -153,7 +159,7 @@ def read_table(path, schema: Schema, *, recover: str) -> pd.DataFrame:
             from None
     if frame.empty:
         raise DamagedResults(f"'{path}' holds no rows; {recover}")
-    return schema.check(frame, path)
+    return schema.check(frame, path, recover)
 
 
 # The columns every study's rows have: identity, outcome, provenance, memory and noise.
@@ -191,7 +197,7 @@ ENGINE = Schema("runs", (
     Column("load_1m_after", "float", "1-minute load average after the run"),
     Column("noisy", "bool", "measured while the machine was disturbed (see noisy_reason)"),
     Column("noisy_reason", "str", "which noise check flagged the run"),
-), families=("env_",))
+), families=("env_",), required=("run_id", "status"))
 
 # Engine columns that differ between two executions of the same run: the invocation, the
 # process, the clock, memory and the machine's noise.
