@@ -81,7 +81,7 @@ def figure_convergence(runs: pd.DataFrame, traces: pd.DataFrame, *, x: str = "se
     data_sets = sorted(traces["data"].unique()) or ["(no runs)"]
     families = sorted(traces["family"].unique()) or ["(none)"]
     fig, axes = plt.subplots(len(families), len(data_sets), squeeze=False, sharey=True,
-                             figsize=(3.2 * len(data_sets) + 1.0, 2.3 * len(families) + 0.8))
+                             figsize=(3.2 * len(data_sets) + 1.0, 2.6 * len(families) + 0.8))
     for row, fam in enumerate(families):
         for col, data in enumerate(data_sets):
             ax = axes[row, col]

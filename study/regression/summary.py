@@ -157,7 +157,7 @@ def _format_table(table: pd.DataFrame) -> str:
     view = pd.DataFrame({
         "dataset": table["dataset"] + " " + table["dataset_params"].str.slice(0, 40),
         "method": label_runs(table)["method"],
-        "backend": table["backend"] + "/" + table["device"].fillna("cpu")
+        "backend": table["backend"] + "/" + table["device"].astype(object).fillna("cpu")
         + table["feed"].map(lambda f: f"/{f}" if isinstance(f, str) else "")
         + table["xla"].map(lambda x: "+xla" if x is True else "")
         + (table["formulation"].map(lambda f: "+gram" if f == "gram" else "")
