@@ -3,7 +3,6 @@ line with how to recover, exit 2, from summarize, figures and report alike."""
 
 import pandas as pd
 import pytest
-from test_plots_report import make_tables
 
 from study.__main__ import main
 
@@ -27,16 +26,6 @@ DAMAGE = {
                         "is not a runs table"),
 }
 
-
-@pytest.fixture
-def results(tmp_path):
-    runs, traces = make_tables()
-    folder = tmp_path / "results" / "regression"
-    folder.mkdir(parents=True)
-    runs.assign(kind="regression").to_parquet(folder / "runs.parquet")
-    traces.to_parquet(folder / "traces.parquet")
-    (folder / "study.json").write_text('{"kind": "regression"}')
-    return tmp_path
 
 
 def commands(root):

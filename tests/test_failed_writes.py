@@ -10,7 +10,6 @@ from pathlib import Path
 import matplotlib.figure
 import pandas as pd
 import pytest
-from test_plots_report import make_tables
 
 from study.__main__ import main
 from study.output import ResultsWriteError, write_files_atomic
@@ -73,15 +72,6 @@ def test_regress_on_a_full_disk_into_a_new_folder_leaves_nothing(tmp_path, capsy
     one_error_line(capsys, "r.parquet")
     assert not list(tmp_path.iterdir())  # no trace without its record, no folder made for them
 
-
-@pytest.fixture
-def results(tmp_path):
-    runs, traces = make_tables()
-    folder = tmp_path / "results" / "regression"
-    folder.mkdir(parents=True)
-    runs.assign(kind="regression").to_parquet(folder / "runs.parquet")
-    traces.to_parquet(folder / "traces.parquet")
-    return tmp_path
 
 
 def test_figures_on_a_full_disk_leave_no_truncated_svg(results, capsys, full_disk):
