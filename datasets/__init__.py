@@ -24,6 +24,12 @@ def validate_dataset(name: str, **params) -> None:
         raise InputError(f"dataset '{name}': {exc}") from None
 
 
+def objective_of(name: str, params: dict) -> str:
+    """The objective a data set's parameters make, known without making it."""
+    return "logistic" if name == "synthetic-logistic" else params.get("objective",
+                                                                        "least-squares")
+
+
 def make_problem(name: str, **params) -> Problem:
     """Build the named data set; unknown names and parameters are rejected with the allowed ones."""
     _check_names(name, params)
@@ -41,4 +47,5 @@ def _check_names(name: str, params: dict) -> None:
                              f"{', '.join(allowed)}")
 
 
-__all__ = ["DATASETS", "InputError", "Problem", "Spectrum", "make_problem", "validate_dataset"]
+__all__ = ["DATASETS", "InputError", "Problem", "Spectrum", "make_problem", "objective_of",
+           "validate_dataset"]

@@ -92,3 +92,54 @@ class KerasOptimizer:
                 "keras_class": type(self._keras).__name__,
                 "keras_config": json.dumps(self._keras.get_config(), sort_keys=True, default=str),
                 "keras_version": keras.__version__}
+
+
+def check_optimizers(points: list[tuple[str, dict]]) -> list[str | None]:
+    """Build each (`keras:Class`, parameters) in a child process and return, for each, None or
+    the one-line error. A config is checked in the process that then runs the sweep; building a
+    Keras optimizer there would import TensorFlow into it (start-up logs on the terminal) and
+    make a variable (on a GPU machine, TensorFlow then holds the device's memory beside the
+    runs). The child sees no GPU and keeps TensorFlow's logs to itself."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    if not points:
+        return []
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "-1", "TF_CPP_MIN_LOG_LEVEL": "3",
+           "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+    request = json.dumps([[name, config] for name, config in points])
+    try:
+        done = subprocess.run([sys.executable, "-m", "optimizers.keras_optimizer"], input=request,
+                              capture_output=True, text=True, env=env, timeout=600)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise InputError(f"could not check the Keras optimizers in a child process: {exc}") \
+            from None
+    try:
+        return json.loads(done.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        lines = [line for line in done.stderr.splitlines() if line.strip()]
+        raise InputError("could not check the Keras optimizers in a child process"
+                         + (f": {lines[-1][:300]}" if lines else "")) from None
+
+
+def _check_main() -> None:
+    """The child of `check_optimizers`: JSON [[name, parameters], ...] in, errors out."""
+    import sys
+
+    errors = []
+    for name, config in json.loads(sys.stdin.read()):
+        try:
+            KerasOptimizer(name[len(PREFIX):], **config)
+            errors.append(None)
+        except InputError as exc:
+            errors.append(str(exc))
+        except TypeError as exc:
+            errors.append(f"{name}: wrong type: {exc}")
+    print(json.dumps(errors))
+
+
+if __name__ == "__main__":
+    _check_main()

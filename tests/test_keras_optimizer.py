@@ -157,6 +157,24 @@ def test_config_accepts_keras_names_and_fingerprints_their_module(tmp_path):
         parse_study(tomllib.loads(CONFIG.replace("learning_rate", "learning_rat")), "k.toml")
 
 
+def test_checking_a_keras_config_keeps_tensorflow_out_of_the_checking_process(tmp_path):
+    """The sweep's own process checks the config: TensorFlow there would log to the terminal
+    and, on a GPU machine, hold the device's memory beside the runs."""
+    import subprocess
+    import sys
+
+    config = tmp_path / "k.toml"
+    config.write_text(CONFIG)
+    code = ("import sys; from study.sweep.grid import load_study; "
+            f"study = load_study({str(config)!r}); "
+            "print(len(study.specs), 'tensorflow' in sys.modules, 'keras' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["2", "False", "False"]
+    assert "absl" not in done.stderr and "cuda" not in done.stderr.lower()
+
+
 def test_plain_optimizers_do_not_fingerprint_the_keras_module():
     spec = RunSpec("s", "synthetic", {}, "adam", {}, "numpy", {}, "float64", "zeros", 0, 0)
     files = code_files(spec)

@@ -312,3 +312,44 @@ def test_bad_logistic_input_on_the_command_line_exits_2_with_one_line(tmp_path, 
     err = capsys.readouterr().err
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
     assert not out.parent.exists() or not list(out.parent.iterdir())
+
+
+MIXED = """
+name = "mixed"
+[[datasets]]
+name = "synthetic"
+n = 300
+[[datasets]]
+name = "synthetic-logistic"
+n = 300
+[[optimizers]]
+name = "lbfgs"
+[[optimizers]]
+name = "METHOD"
+[[backends]]
+name = "numpy"
+formulation = ["data", "gram"]
+"""
+
+
+@pytest.mark.parametrize("method, exclude, named", [
+    ("gd", "", "no 'gram' formulation"),
+    ("closed-form", '[[exclude]]\ndataset = "synthetic-logistic"\nformulation = "gram"\n',
+     "'closed-form' solves least squares only"),
+])
+def test_a_grid_pairing_logistic_data_with_what_cannot_solve_it_is_refused_before_running(
+        method, exclude, named):
+    import tomllib
+
+    from study.sweep.grid import ConfigError, parse_study
+
+    text = MIXED.replace("METHOD", method)
+    with pytest.raises(ConfigError, match=named):
+        parse_study(tomllib.loads(text + exclude), "mixed.toml")
+    fixed = text + exclude + ('[[exclude]]\ndataset = "synthetic-logistic"\n'
+                              f'optimizer = "{method}"\n' if method == "closed-form" else
+                              '[[exclude]]\ndataset = "synthetic-logistic"\n'
+                              'formulation = "gram"\n')
+    specs = parse_study(tomllib.loads(fixed), "mixed.toml").specs
+    assert {(s.dataset, s.backend_options.get("formulation")) for s in specs} >= {
+        ("synthetic", "gram"), ("synthetic-logistic", "data")}

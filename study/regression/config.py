@@ -11,6 +11,7 @@ from datasets import DATASETS, validate_dataset
 from datasets.errors import InputError
 from optimizers import INITS, KERAS_PREFIX, OPTIMIZERS, build_rules, make_optimizer
 from optimizers.backends.numpy import DTYPES
+from optimizers.keras_optimizer import check_optimizers as check_keras_optimizers
 from optimizers.objective import FORMULATIONS
 from study.regression import tuning as protocol
 from study.regression.spec import RunSpec
@@ -102,7 +103,7 @@ def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[RunSpe
 
     checks = {"datasets": (DATASETS, validate_dataset), "optimizers": (OPTIMIZERS, make_optimizer),
               "backends": (BACKEND_OPTIONS, check_backend)}
-    points = {}
+    points, keras_points = {}, []
     for section, (names, check) in checks.items():
         points[section] = []
         for block in blocks(raw, section, source):
@@ -131,6 +132,9 @@ def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[RunSpe
                 asks = tuning is not None and point.get(protocol.PARAMETER) == protocol.TUNED
                 for candidate in ([{**point, protocol.PARAMETER: rate} for rate in
                                    tuning["grid"]] if asks else [point]):
+                    if keras:  # all at once, in a child process (see check_keras_optimizers)
+                        keras_points.append((block_name, candidate))
+                        continue
                     try:
                         check(block_name, **candidate)
                     except InputError as exc:
@@ -138,6 +142,10 @@ def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[RunSpe
                     except TypeError as exc:
                         fail(section, f"wrong type: {exc}")
                 points[section].append((block_name, point, (own, tuning if asks else None)))
+
+    for error in check_keras_optimizers(keras_points):
+        if error:
+            fail("optimizers", error)
 
     specs = []
     for (dname, dparams, _), (oname, hparams, (own, tuning)), (bname, bparams, _), init, seed, \

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import inspect
+import json
 
+from datasets import objective_of
+from optimizers import OPTIMIZERS
 from study.regression.config import CONFIG_KEYS, expand_specs
 from study.regression.schema import SCHEMA, SIDE_TABLES
 from study.regression.spec import RunSpec
@@ -28,12 +31,32 @@ KERAS_MODULE = "optimizers/keras_optimizer.py"  # every keras:<Class> runs throu
 MEASURING_FILES = ("study/regression/measure.py", "study/regression/spec.py")
 
 __all__ = ["CONFIG_KEYS", "FAILED_STATUSES", "KIND", "MEASURE_MODULE", "SCHEMA", "SIDE_TABLES",
-           "STATUSES", "TENSORFLOW_MODULES", "code_files", "expand", "measure", "needs_gpu",
-           "needs_tensorflow", "prerequisites", "resolve", "spec_from_json", "summary"]
+           "STATUSES", "TENSORFLOW_MODULES", "check_grid", "code_files", "expand", "measure",
+           "needs_gpu", "needs_tensorflow", "prerequisites", "resolve", "spec_from_json",
+           "summary"]
 
 
 def expand(raw: dict, source: str, name: str, repeats: int) -> list[RunSpec]:
     return expand_specs(raw, source, name, repeats)
+
+
+def check_grid(specs) -> str | None:
+    """A logistic data set with a least-squares-only method or the 'gram' formulation (no
+    sufficient statistics) would fail in every such run: say so before anything runs."""
+    for spec in specs:
+        if objective_of(spec.dataset, spec.dataset_params) != "logistic":
+            continue
+        where = f"dataset '{spec.dataset}' ({json.dumps(spec.dataset_params, sort_keys=True)})"
+        formulation = spec.backend_options.get("formulation", "data")
+        if formulation != "data":
+            return (f"{where} is a logistic regression, which has no '{formulation}' "
+                    f"formulation; leave the pair out with [[exclude]] (formulation = "
+                    f"\"{formulation}\" and the data set's axis values)")
+        if getattr(OPTIMIZERS.get(spec.optimizer), "solves", "any") != "any":
+            return (f"{where} is a logistic regression; '{spec.optimizer}' solves least squares "
+                    "only: leave the pair out with [[exclude]] (optimizer = "
+                    f"\"{spec.optimizer}\" and the data set's axis values)")
+    return None
 
 
 def prerequisites(spec: RunSpec) -> list[RunSpec]:

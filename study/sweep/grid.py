@@ -104,6 +104,9 @@ def parse_study(raw: dict, source: str) -> Study:
     specs = [s for s in specs if not any(matches(s.axes(), rule) for rule in excludes)]
     if not specs:
         fail("grid", "the grid is empty (every combination is excluded)")
+    problem = getattr(plugin, "check_grid", lambda specs: None)(specs)
+    if problem:
+        fail("grid", problem)
     ids = [s.run_id for s in specs]
     if len(set(ids)) != len(ids):
         fail("grid", "the grid contains the same run twice; check for repeated list values")

@@ -17,6 +17,11 @@ A spec is a frozen dataclass with `run_id` (a stable hash of its content), `repe
   measure(spec, ctx) -> Measurement  in the run's own process
   summary(runs) -> str               printed at the end of a sweep
 
+and optionally:
+
+  check_grid(specs) -> str | None    a combination the excludes left that cannot run (the
+                                     message of a config error), checked after [[exclude]]
+
 and, for a spec that can only be settled by other runs (a learning rate tuned on a grid), both
 or neither of:
 
