@@ -10,6 +10,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from study.output import check_output_folder, write_files_atomic  # noqa: E402
@@ -20,14 +21,43 @@ DRAWERS = {"regression": "study.regression.figures", "feedmode": "study.feedmode
 
 
 def log_axis(axis) -> None:
-    """A log axis labelled at its decades only (minor labels crowd a short range)."""
-    from matplotlib.ticker import NullFormatter
+    """A log axis that stays legible at any span: over two decades or more, labels at the
+    decades only (minor labels crowd); over a shorter span, ticks at 1, 2 and 5 times the
+    decades labelled as plain numbers (0.2, 0.5, 1), so that it still has a few readable ones.
+    Decided when drawn, from the axis's final limits."""
+    from matplotlib.ticker import LogFormatterSciNotation, LogLocator, NullFormatter
+
+    def short(view) -> bool:
+        lo, hi = sorted(view)
+        return lo > 0 and np.log10(hi / lo) < 2
+
+    class Locator(LogLocator):
+        def tick_values(self, vmin, vmax):
+            self.set_params(subs=(1.0, 2.0, 5.0) if short((vmin, vmax)) else (1.0,))
+            return super().tick_values(vmin, vmax)
+
+    class Formatter(LogFormatterSciNotation):
+        def __call__(self, x, pos=None):
+            if short(self.axis.get_view_interval()):
+                return f"{x:g}"
+            return super().__call__(x, pos)
 
     if axis is axis.axes.xaxis:
         axis.axes.set_xscale("log")
     else:
         axis.axes.set_yscale("log")
+    axis.set_major_locator(Locator())
+    axis.set_major_formatter(Formatter())
     axis.set_minor_formatter(NullFormatter())
+
+
+def panel_title(text: str, width: int = 44) -> str:
+    """A data set's label (e.g. `synthetic(d=20,kappa=10000.0,n=50000)`) wrapped at its commas,
+    so that the titles of panels side by side do not run into each other."""
+    import textwrap
+
+    return textwrap.fill(text.replace(",", ", "), width, break_long_words=False,
+                         break_on_hyphens=False).replace(", ", ",")
 
 
 def save(fig, folder: Path, name: str) -> list[Path]:

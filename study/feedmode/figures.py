@@ -37,7 +37,7 @@ def figure_feedmode(runs: pd.DataFrame):
                                      "steady_median_seconds": "later calls (median)"})
     long["bar"] = long["call"] + " " + long["dtype"]
     sns.barplot(data=long, y="mode", x="seconds", hue="bar", ax=ax, errorbar=None)
-    ax.set_xscale("log")
+    log_axis(ax.xaxis)
     ax.set_xlabel("seconds per call (log)")
     ax.set_title(f"First call and later calls per mode, N = {n_main}", fontsize=9)
     ax.legend(fontsize=7)
@@ -45,7 +45,7 @@ def figure_feedmode(runs: pd.DataFrame):
     graph = main[main["graphdef_bytes"].notna() & (main["graphdef_bytes"] > 0)]
     sns.barplot(data=graph.assign(MB=graph["graphdef_bytes"] / 1e6), y="mode", x="MB",
                 hue="dtype", ax=ax, errorbar=None)
-    ax.set_xscale("log")
+    log_axis(ax.xaxis)
     ax.set_xlabel("serialized GraphDef (MB, log)")
     ax.set_title(f"Graph size of the TF1 modes, N = {n_main}", fontsize=9)
     ax = axes[1, 0]
@@ -53,7 +53,7 @@ def figure_feedmode(runs: pd.DataFrame):
     sns.barplot(data=ablation, x="mode", y="first_call_seconds", hue="grappler", ax=ax,
                 errorbar=None, hue_order=[g for g in GRAPPLER_ORDER
                                           if g in set(ablation["grappler"])])
-    ax.set_yscale("log")
+    log_axis(ax.yaxis)
     ax.set_ylabel("first call seconds (log)")
     ax.set_title("Ablation: the constant modes' first call with graph optimisations "
                  "switched off", fontsize=9)
@@ -62,8 +62,8 @@ def figure_feedmode(runs: pd.DataFrame):
     sweep = sweep.assign(variant=sweep["mode"] + " (grappler " + sweep["grappler"] + ")")
     sns.lineplot(data=sweep, x="n", y="first_call_seconds", hue="variant", marker="o", ax=ax,
                  errorbar=None)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    log_axis(ax.xaxis)
+    log_axis(ax.yaxis)
     ax.set_xlabel("N (images, log)")
     ax.set_ylabel("first call seconds (log)")
     ax.set_title("First call against N (float64)", fontsize=9)

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from study.figures import FAILED_MARKER, log_axis, save
+from study.figures import FAILED_MARKER, log_axis, panel_title, save
 from study.paired import common_instances
 from study.regression import style
 from study.regression.headline import best_per_family_and_engine, figure_headline
@@ -107,7 +107,7 @@ def figure_convergence(runs: pd.DataFrame, traces: pd.DataFrame, *, x: str = "se
             if x == "seconds":
                 log_axis(ax.xaxis)
             if row == 0:
-                ax.set_title(data, fontsize=8)
+                ax.set_title(panel_title(data), fontsize=8)
             if col == 0:
                 ax.set_ylabel(f"{fam}\n(f - f*) / f*", fontsize=8)
             if row == len(families) - 1:
@@ -174,10 +174,10 @@ def figure_time_to_target(runs: pd.DataFrame):
         ax.set_yticks(y, [f"{c} ({k}/{n})" for c, k, n in
                           zip(part["config"], part["converged"], part["n"], strict=True)],
                       fontsize=7)
-        ax.set_xscale("log")
+        log_axis(ax.xaxis)
         ax.set_xlim(left, right)
         ax.invert_yaxis()
-        ax.set_title(data, fontsize=9)
+        ax.set_title(panel_title(data), fontsize=9)
     axes[-1, 0].set_xlabel("seconds to the target (log); (k/n) = runs that reached it")
     axes[0, 0].legend(fontsize=7, loc="lower right")
     skipped_caption(fig, runs)
@@ -217,7 +217,7 @@ def figure_cost_tradeoff(runs: pd.DataFrame):
                     ax.plot(xs, ys, color="grey", lw=0.6, ls=":")
                     ax.annotate(f"{total:g} s", (xs[-1], ys[-1]), fontsize=7, color="grey")
             ax.set_ylim(y_low, y_high)
-        ax.set_title(data, fontsize=9)
+        ax.set_title(panel_title(data), fontsize=9)
         ax.set_xlabel("iterations (median; to target when converged)")
         ax.set_ylabel("seconds per iteration (median)")
     for ax in list(axes.flat)[len(data_sets):]:
@@ -293,7 +293,7 @@ def figure_performance_profile(runs: pd.DataFrame):
                 ls=style.line_style(engine), label=f"{fam}: {config}")
         ax.fill_between(group["tau"], group["low"], group["high"], step="post", color=c,
                         alpha=0.10, lw=0)
-    ax.set_xscale("log")
+    log_axis(ax.xaxis)
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel("tau: solved within tau x the best of these on the same problem (log)")
     ax.set_ylabel("share of problems solved")
@@ -326,7 +326,7 @@ def figure_feed_modes(runs: pd.DataFrame):
             if np.isfinite(read):
                 ax.axhline(read, color=color, ls="--", lw=1,
                            label=f"{READ_PASS_LABEL} ({dtype})")
-        ax.set_yscale("log")
+        log_axis(ax.yaxis)
         ax.set_ylabel("seconds per iteration (median, log)")
         ax.set_xlabel("engine")
         ax.set_title(f"{data} on {device}: GD and Adadelta", fontsize=9)

@@ -11,7 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from study.figures import FAILED_MARKER
+from study.figures import FAILED_MARKER, log_axis
 from study.regression import style
 from study.regression.labels import label_runs
 from study.regression.summary import bootstrap_median_ci, time_to_target
@@ -94,10 +94,10 @@ def figure_headline(runs: pd.DataFrame, tol: float | None):
     left.set_yticks(y, labels, fontsize=8)
     left.invert_yaxis()
     target = f"{tol:g}" if tol else "its own stopping rule"
-    left.set_xscale("log")
+    log_axis(left.xaxis)
     left.set_xlabel(f"seconds to relative suboptimality {target} (median, 95% CI; log)")
     left.set_title(f"Time to converge ({FAILED_MARKER} = did not get there)", fontsize=10)
-    right.set_xscale("log")
+    log_axis(right.xaxis)
     right.set_xlabel("seconds per iteration (median, IQR; log)")
     right.set_title("Time per iteration (what per-epoch timing shows)", fontsize=10)
     fig.suptitle(f"Q1, {data}: best configuration of each optimizer on each engine",
