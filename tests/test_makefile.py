@@ -108,3 +108,23 @@ def test_measuring_code_reruns_the_studies_and_report_code_only_the_report(built
     plan = make_dry(folder)
     assert "study report" in plan and "study run" not in plan
     assert "figures regression" not in plan and "figures feedmode" not in plan
+
+
+def test_the_stored_reference_report_links_only_files_that_git_tracks():
+    """docs/reference-report/ must read on a fresh checkout: every image it links is in the
+    repository (an ignore rule once kept its figures out while the report linked them)."""
+    import re
+
+    report = ROOT / "docs" / "reference-report" / "report.md"
+    if not report.is_file():
+        pytest.skip("no stored reference report")
+    links = re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", report.read_text())
+    assert links, "the reference report links no figures"
+    paths = sorted({str((report.parent / link).resolve().relative_to(ROOT)) for link in links})
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    ignored = subprocess.run(["git", "check-ignore", *paths], cwd=ROOT, capture_output=True,
+                             text=True).stdout.split()
+    assert not ignored, f"ignored by .gitignore: {ignored}"
+    missing = [p for p in paths if not (ROOT / p).is_file()]
+    assert not missing, f"linked but absent: {missing}"
