@@ -51,6 +51,7 @@ def load_problem(spec: RunSpec, cache_dir: Path) -> Problem:
         np.save(folder / "w_star.npy", reference.w)
         (folder / "meta.json").write_text(json.dumps({
             "name": problem.name, "params": problem.params, "reference": reference.to_dict(),
+            "column_peaks": [peak.tolist() for peak in problem.column_peaks],
             "feature_names": list(problem.feature_names),
             "label_names": list(problem.label_names)}, default=str))
 
@@ -59,7 +60,8 @@ def load_problem(spec: RunSpec, cache_dir: Path) -> Problem:
     problem = Problem(np.load(folder / "X.npy"), np.load(folder / "y.npy"), meta["name"],
                       meta["params"], tuple(meta["feature_names"]), tuple(meta["label_names"]))
     return problem.with_reference(Reference.from_dict(meta["reference"],
-                                                      np.load(folder / "w_star.npy")))
+                                                      np.load(folder / "w_star.npy")),
+                                  meta.get("column_peaks"))
 
 
 def measure(spec: RunSpec, ctx: Context) -> Measurement:

@@ -111,10 +111,10 @@ class ForkServer:
         proc, self.proc = self.proc, None
         try:
             proc.stdin.close()
-            proc.wait(timeout=5)
-        except (OSError, subprocess.TimeoutExpired):
-            proc.kill()
-            proc.wait()
+        except OSError:
+            pass
+        proc.kill()  # nothing of its own to save; a graceful exit took 0.5 s of every sweep
+        proc.wait()
 
 
 def kill_group(pid: int) -> None:
