@@ -332,13 +332,19 @@ formulation = ["data", "gram"]
 """
 
 
-@pytest.mark.parametrize("method, exclude, named", [
-    ("gd", "", "no 'gram' formulation"),
-    ("closed-form", '[[exclude]]\ndataset = "synthetic-logistic"\nformulation = "gram"\n',
-     "'closed-form' solves least squares only"),
+GRAM_OUT = '[[exclude]]\ndataset = "synthetic-logistic"\nformulation = "gram"\n'
+
+
+@pytest.mark.parametrize("method, exclude, named, fix", [
+    ("gd", "", "no 'gram' formulation", GRAM_OUT),
+    ('lbfgs"\nline_search = "exact', GRAM_OUT,
+     "line_search = \"exact\" needs a quadratic objective",
+     '[[exclude]]\ndataset = "synthetic-logistic"\nline_search = "exact"\n'),
+    ("closed-form", GRAM_OUT, "'closed-form' solves least squares only",
+     '[[exclude]]\ndataset = "synthetic-logistic"\noptimizer = "closed-form"\n'),
 ])
 def test_a_grid_pairing_logistic_data_with_what_cannot_solve_it_is_refused_before_running(
-        method, exclude, named):
+        method, exclude, named, fix):
     import tomllib
 
     from study.sweep.grid import ConfigError, parse_study
@@ -346,10 +352,6 @@ def test_a_grid_pairing_logistic_data_with_what_cannot_solve_it_is_refused_befor
     text = MIXED.replace("METHOD", method)
     with pytest.raises(ConfigError, match=named):
         parse_study(tomllib.loads(text + exclude), "mixed.toml")
-    fixed = text + exclude + ('[[exclude]]\ndataset = "synthetic-logistic"\n'
-                              f'optimizer = "{method}"\n' if method == "closed-form" else
-                              '[[exclude]]\ndataset = "synthetic-logistic"\n'
-                              'formulation = "gram"\n')
-    specs = parse_study(tomllib.loads(fixed), "mixed.toml").specs
+    specs = parse_study(tomllib.loads(text + exclude + fix), "mixed.toml").specs
     assert {(s.dataset, s.backend_options.get("formulation")) for s in specs} >= {
         ("synthetic", "gram"), ("synthetic-logistic", "data")}

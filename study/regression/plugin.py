@@ -41,8 +41,9 @@ def expand(raw: dict, source: str, name: str, repeats: int) -> list[RunSpec]:
 
 
 def check_grid(specs) -> str | None:
-    """A logistic data set with a least-squares-only method or the 'gram' formulation (no
-    sufficient statistics) would fail in every such run: say so before anything runs."""
+    """A logistic data set with a least-squares-only method, the exact (quadratic) line
+    search or the 'gram' formulation (no sufficient statistics) would fail in every such run:
+    say so before anything runs."""
     for spec in specs:
         if objective_of(spec.dataset, spec.dataset_params) != "logistic":
             continue
@@ -52,6 +53,10 @@ def check_grid(specs) -> str | None:
             return (f"{where} is a logistic regression, which has no '{formulation}' "
                     f"formulation; leave the pair out with [[exclude]] (formulation = "
                     f"\"{formulation}\" and the data set's axis values)")
+        if spec.hyperparameters.get("line_search") == "exact":
+            return (f"{where} is a logistic regression; '{spec.optimizer}' with line_search = "
+                    "\"exact\" needs a quadratic objective: use \"wolfe\" (the default) or "
+                    "leave the pair out with [[exclude]]")
         if getattr(OPTIMIZERS.get(spec.optimizer), "solves", "any") != "any":
             return (f"{where} is a logistic regression; '{spec.optimizer}' solves least squares "
                     "only: leave the pair out with [[exclude]] (optimizer = "
