@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+from typing import NamedTuple
 
 from datasets import eve, synthetic, synthetic_logistic, tabular
 from datasets.errors import InputError
@@ -24,10 +25,18 @@ def validate_dataset(name: str, **params) -> None:
         raise InputError(f"dataset '{name}': {exc}") from None
 
 
-def objective_of(name: str, params: dict) -> str:
-    """The objective a data set's parameters make, known without making it."""
-    return "logistic" if name == "synthetic-logistic" else params.get("objective",
-                                                                        "least-squares")
+class ProblemKind(NamedTuple):
+    """What the checks of an optimizer against a problem read, known without making the data:
+    the objective and the ridge term (see optimizers.driver.for_problem)."""
+
+    objective: str
+    lam: float
+
+
+def problem_kind(name: str, params: dict) -> ProblemKind:
+    objective = "logistic" if name == "synthetic-logistic" else params.get("objective",
+                                                                           "least-squares")
+    return ProblemKind(objective, float(params.get("lam") or 0.0))
 
 
 def make_problem(name: str, **params) -> Problem:
@@ -47,5 +56,5 @@ def _check_names(name: str, params: dict) -> None:
                              f"{', '.join(allowed)}")
 
 
-__all__ = ["DATASETS", "InputError", "Problem", "Spectrum", "make_problem", "objective_of",
-           "validate_dataset"]
+__all__ = ["DATASETS", "InputError", "Problem", "ProblemKind", "Spectrum", "make_problem",
+           "problem_kind", "validate_dataset"]

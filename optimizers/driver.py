@@ -106,13 +106,21 @@ def counts(optimizer, iterations: int) -> dict:
     return {key: int(key != "nhvp") + iterations * per[key] for key in ("nfev", "ngev", "nhvp")}
 
 
-def run(problem, optimizer, rules, *, backend, init: str = "zeros", seed: int = 0) -> RunResult:
-    """One run: the backend minimises from the chosen start; the result is judged in float64."""
+def for_problem(optimizer, problem):
+    """The optimizer as it runs on this problem, or InputError saying why it cannot. Reads only
+    the problem's objective and lam, so a config can be checked with `datasets.ProblemKind`
+    before any data exists."""
     reason = unsupported(optimizer, problem)
     if reason is not None:
         raise InputError(reason)
     if hasattr(optimizer, "for_problem"):  # e.g. L-BFGS's line search made explicit
         optimizer = optimizer.for_problem(problem)
+    return optimizer
+
+
+def run(problem, optimizer, rules, *, backend, init: str = "zeros", seed: int = 0) -> RunResult:
+    """One run: the backend minimises from the chosen start; the result is judged in float64."""
+    optimizer = for_problem(optimizer, problem)
     w0 = initial_point(problem, init, seed)
     dtype = np.dtype(getattr(backend.dtype, "as_numpy_dtype", backend.dtype))
     problem.check_dtype_range(dtype)

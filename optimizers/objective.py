@@ -153,14 +153,19 @@ class GramObjective:
         return self.ridge.diagonal((2 * self.inv_n) * self.ops.diag_part(self.A)[:, None])
 
 
+def check_formulation(objective: str, formulation: str) -> None:
+    """Logistic regression has no sufficient statistics, so only the 'data' formulation."""
+    if objective == "logistic" and formulation != "data":
+        raise InputError(f"logistic regression has no '{formulation}' formulation (no "
+                         "sufficient statistics): use formulation 'data'")
+
+
 def prepare_data(ops, X, y, formulation: str = "data", objective: str = "least-squares",
                  lam: float = 0.0) -> tuple:
     """The backend arrays a formulation works from, made once from host X (n x d) and y; lam
     joins them as a backend scalar when there is a penalty (so it is an input, not a constant
     baked into a compiled step)."""
-    if objective == "logistic" and formulation != "data":
-        raise InputError(f"logistic regression has no '{formulation}' formulation (no "
-                         "sufficient statistics): use formulation 'data'")
+    check_formulation(objective, formulation)
     penalty = (ops.scalar(lam),) if lam or objective == "logistic" else ()
     Xd, yd = ops.data_matrix(X), ops.asarray(y)
     if formulation == "data":

@@ -338,9 +338,9 @@ GRAM_OUT = '[[exclude]]\ndataset = "synthetic-logistic"\nformulation = "gram"\n'
 @pytest.mark.parametrize("method, exclude, named, fix", [
     ("gd", "", "no 'gram' formulation", GRAM_OUT),
     ('lbfgs"\nline_search = "exact', GRAM_OUT,
-     "line_search = \"exact\" needs a quadratic objective",
+     "exact line search needs a quadratic objective",
      '[[exclude]]\ndataset = "synthetic-logistic"\nline_search = "exact"\n'),
-    ("closed-form", GRAM_OUT, "'closed-form' solves least squares only",
+    ("closed-form", GRAM_OUT, "closed-form solves least squares only",
      '[[exclude]]\ndataset = "synthetic-logistic"\noptimizer = "closed-form"\n'),
 ])
 def test_a_grid_pairing_logistic_data_with_what_cannot_solve_it_is_refused_before_running(
@@ -355,3 +355,16 @@ def test_a_grid_pairing_logistic_data_with_what_cannot_solve_it_is_refused_befor
     specs = parse_study(tomllib.loads(text + exclude + fix), "mixed.toml").specs
     assert {(s.dataset, s.backend_options.get("formulation")) for s in specs} >= {
         ("synthetic", "gram"), ("synthetic-logistic", "data")}
+
+
+def test_ridge_data_with_a_plain_least_squares_method_is_refused_before_running():
+    """The same checks as a run's, so every pair a run would refuse is refused by the config."""
+    import tomllib
+
+    from study.sweep.grid import ConfigError, parse_study
+
+    text = MIXED.replace('name = "synthetic-logistic"\nn = 300', 'name = "synthetic"\nn = 200\n'
+                         'lam = 0.1').replace("METHOD", "scipy-lsqr").replace(
+        'formulation = ["data", "gram"]', "")
+    with pytest.raises(ConfigError, match="plain least squares only"):
+        parse_study(tomllib.loads(text), "ridge.toml")

@@ -5,13 +5,15 @@ from __future__ import annotations
 import inspect
 import json
 
-from datasets import objective_of
-from optimizers import OPTIMIZERS
+from datasets import InputError, problem_kind
+from optimizers import KERAS_PREFIX, make_optimizer
+from optimizers.driver import for_problem
+from optimizers.objective import check_formulation
 from study.regression.config import CONFIG_KEYS, expand_specs
 from study.regression.schema import SCHEMA, SIDE_TABLES
 from study.regression.spec import RunSpec
+from study.regression.tuning import TUNED, tuning_runs
 from study.regression.tuning import resolve as resolve_tuned
-from study.regression.tuning import tuning_runs
 from study.sweep.fingerprint import ENGINE_FILES, python_files, relative
 
 KIND = "regression"
@@ -41,26 +43,21 @@ def expand(raw: dict, source: str, name: str, repeats: int) -> list[RunSpec]:
 
 
 def check_grid(specs) -> str | None:
-    """A logistic data set with a least-squares-only method, the exact (quadratic) line
-    search or the 'gram' formulation (no sufficient statistics) would fail in every such run:
-    say so before anything runs."""
+    """A pair of data set and configuration that would fail in every run (a logistic data set
+    with the 'gram' formulation, a least-squares-only method or the exact line search; ridge
+    data with a plain least-squares method): the runs' own checks, made before anything runs."""
     for spec in specs:
-        if objective_of(spec.dataset, spec.dataset_params) != "logistic":
-            continue
-        where = f"dataset '{spec.dataset}' ({json.dumps(spec.dataset_params, sort_keys=True)})"
-        formulation = spec.backend_options.get("formulation", "data")
-        if formulation != "data":
-            return (f"{where} is a logistic regression, which has no '{formulation}' "
-                    f"formulation; leave the pair out with [[exclude]] (formulation = "
-                    f"\"{formulation}\" and the data set's axis values)")
-        if spec.hyperparameters.get("line_search") == "exact":
-            return (f"{where} is a logistic regression; '{spec.optimizer}' with line_search = "
-                    "\"exact\" needs a quadratic objective: use \"wolfe\" (the default) or "
-                    "leave the pair out with [[exclude]]")
-        if getattr(OPTIMIZERS.get(spec.optimizer), "solves", "any") != "any":
-            return (f"{where} is a logistic regression; '{spec.optimizer}' solves least squares "
-                    "only: leave the pair out with [[exclude]] (optimizer = "
-                    f"\"{spec.optimizer}\" and the data set's axis values)")
+        kind = problem_kind(spec.dataset, spec.dataset_params)
+        try:
+            check_formulation(kind.objective, spec.backend_options.get("formulation", "data"))
+            if not spec.optimizer.startswith(KERAS_PREFIX):  # Keras's solve any objective
+                for_problem(make_optimizer(spec.optimizer, **{
+                    k: v for k, v in spec.hyperparameters.items() if v != TUNED}), kind)
+        except InputError as exc:
+            params = json.dumps(spec.dataset_params, sort_keys=True)
+            return (f"dataset '{spec.dataset}' ({params}) with {spec.optimizer} on "
+                    f"{spec.backend}: {exc} (to keep the rest of the grid, leave the pair out "
+                    "with [[exclude]])")
     return None
 
 

@@ -10,6 +10,7 @@ columns whose names depend on the configuration (hyperparameters `hp_*`, data se
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -64,13 +65,9 @@ class Schema:
             return column.kind
         return "any" if name.startswith(self.families) and self.families else None
 
-    @property
+    @cached_property
     def _by_name(self) -> dict[str, Column]:
-        by_name = self.__dict__.get("_columns_by_name")
-        if by_name is None:  # made once (the dataclass is frozen, so not in __init__)
-            by_name = {c.name: c for c in self.columns}
-            object.__setattr__(self, "_columns_by_name", by_name)
-        return by_name
+        return {c.name: c for c in self.columns}
 
     def row(self, values: dict) -> dict:
         """A complete row: every declared column (missing ones None), values of their kind."""
@@ -104,10 +101,7 @@ class Schema:
         for column in self.columns:
             values = [r[column.name] for r in rows]
             if column.kind == "str":
-                wrong = [v for v in values if v is not None and not isinstance(v, str)]
-                if wrong:
-                    raise ValueError(f"column '{column.name}' holds {wrong[0]} "
-                                     f"({type(wrong[0]).__name__}) where text belongs")
+                _require_text(column, [v for v in values if v is not None])
             data[column.name] = pd.Series(values, dtype=PANDAS_DTYPES.get(column.kind))
         for name in sorted({k for r in rows for k in r if k not in self._by_name}):
             data[name] = pd.Series([r.get(name) for r in rows])
@@ -151,13 +145,17 @@ def _missing(value) -> bool:
         return False
 
 
-def _cast(series: pd.Series, column: Column) -> pd.Series:
-    if column.kind == "str":
-        wrong = series[series.notna() & ~series.map(lambda v: isinstance(v, str))]
-        if len(wrong):
-            value = wrong.iloc[0]
+def _require_text(column: Column, values) -> None:
+    """The values present in a text column are text."""
+    for value in values:
+        if not isinstance(value, str):
             raise ValueError(f"column '{column.name}' holds {value} ({type(value).__name__}) "
                              "where text belongs")
+
+
+def _cast(series: pd.Series, column: Column) -> pd.Series:
+    if column.kind == "str":
+        _require_text(column, series[series.notna()])
         return series.astype(object).where(series.notna(), None)
     if column.kind == "float":
         return pd.to_numeric(series, errors="raise").astype("float64")
