@@ -18,7 +18,7 @@ DAMAGE = {
     "runs without status": (lambda f: pd.read_parquet(f / "runs.parquet").drop(
         columns="status").to_parquet(f / "runs.parquet"), "columns ['status'] are missing"),
     "status not text": (lambda f: pd.read_parquet(f / "runs.parquet").assign(status=3).to_parquet(
-        f / "runs.parquet"), "column 'status' holds 3 (int64) where text belongs"),
+        f / "runs.parquet"), "column 'status' holds 3 (int"),
     "seconds not numbers": (lambda f: pd.read_parquet(f / "runs.parquet").assign(
         seconds="abc").to_parquet(f / "runs.parquet"), "has a column of the wrong type"),
     "no runs table": (lambda f: (f / "runs.parquet").unlink(), "no runs table at"),

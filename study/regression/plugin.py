@@ -51,8 +51,10 @@ def check_grid(specs) -> str | None:
         try:
             check_formulation(kind.objective, spec.backend_options.get("formulation", "data"))
             if not spec.optimizer.startswith(KERAS_PREFIX):  # Keras's solve any objective
+                rate = spec.tuning.get("grid", [None])[0]  # a tuned rate: any grid value
                 for_problem(make_optimizer(spec.optimizer, **{
-                    k: v for k, v in spec.hyperparameters.items() if v != TUNED}), kind)
+                    k: rate if v == TUNED else v for k, v in spec.hyperparameters.items()}),
+                    kind)
         except InputError as exc:
             params = json.dumps(spec.dataset_params, sort_keys=True)
             return (f"dataset '{spec.dataset}' ({params}) with {spec.optimizer} on "
