@@ -23,9 +23,11 @@ DRAWERS = {"regression": "study.regression.figures", "feedmode": "study.feedmode
 def log_axis(axis) -> None:
     """A log axis that stays legible at any span: over two decades or more, labels at the
     decades only (minor labels crowd); over a shorter span, ticks at 1, 2 and 5 times the
-    decades labelled as plain numbers (0.2, 0.5, 1), so that it still has a few readable ones.
-    Decided when drawn, from the axis's final limits."""
-    from matplotlib.ticker import LogFormatterSciNotation, LogLocator, NullFormatter
+    decades labelled as plain numbers (0.2, 0.5, 1), so that it still has a few readable ones;
+    over a span too short for two of those (0.0137 to 0.0155), three round plain values.
+    Decided when drawn, from the axis's final limits. No minor ticks: the style draws neither
+    tick marks nor minor grid lines, and placing them cost most of a many-panel figure."""
+    from matplotlib.ticker import LogFormatterSciNotation, LogLocator, MaxNLocator, NullLocator
 
     def short(view) -> bool:
         lo, hi = sorted(view)
@@ -33,7 +35,15 @@ def log_axis(axis) -> None:
 
     class Locator(LogLocator):
         def tick_values(self, vmin, vmax):
-            self.set_params(subs=(1.0, 2.0, 5.0) if short((vmin, vmax)) else (1.0,))
+            if not short((vmin, vmax)):
+                self.set_params(subs=(1.0,))
+                return super().tick_values(vmin, vmax)
+            low, high = sorted((vmin, vmax))
+            decades = 10.0 ** np.arange(np.floor(np.log10(low)), np.ceil(np.log10(high)) + 1)
+            round_values = np.outer(decades, (1.0, 2.0, 5.0)).ravel()
+            if ((round_values >= low) & (round_values <= high)).sum() < 2:
+                return MaxNLocator(nbins=3, steps=[1, 2, 5, 10]).tick_values(low, high)
+            self.set_params(subs=(1.0, 2.0, 5.0))
             return super().tick_values(vmin, vmax)
 
     class Formatter(LogFormatterSciNotation):
@@ -48,7 +58,7 @@ def log_axis(axis) -> None:
         axis.axes.set_yscale("log")
     axis.set_major_locator(Locator())
     axis.set_major_formatter(Formatter())
-    axis.set_minor_formatter(NullFormatter())
+    axis.set_minor_locator(NullLocator())
 
 
 def panel_title(text: str, width: int = 44) -> str:
@@ -61,12 +71,22 @@ def panel_title(text: str, width: int = 44) -> str:
 
 
 def save(fig, folder: Path, name: str) -> list[Path]:
-    """The figure as PNG and SVG, both written whole or neither."""
+    """The figure as PNG and SVG, both written whole or neither, cropped to what is drawn.
+
+    Each layout pass of a many-panel figure takes seconds, so the crop is measured once for
+    both formats (bbox_inches="tight" measures it again in each savefig), and the inert layout
+    engine that `tight_layout` leaves behind is dropped (savefig lays the whole figure out
+    once more for any engine, even one that does nothing)."""
+    from matplotlib.layout_engine import PlaceHolderLayoutEngine
+
     paths = [folder / f"{name}.png", folder / f"{name}.svg"]
     try:
+        if isinstance(fig.get_layout_engine(), PlaceHolderLayoutEngine):
+            fig.set_layout_engine(None)
+        crop = fig.get_tightbbox(fig.canvas.get_renderer()).padded(0.1)
         write_files_atomic({
-            paths[0]: lambda tmp: fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight"),
-            paths[1]: lambda tmp: fig.savefig(tmp, format="svg", bbox_inches="tight")})
+            paths[0]: lambda tmp: fig.savefig(tmp, format="png", dpi=110, bbox_inches=crop),
+            paths[1]: lambda tmp: fig.savefig(tmp, format="svg", bbox_inches=crop)})
     finally:
         plt.close(fig)
     return paths

@@ -1,6 +1,7 @@
 """Figures and report from a small synthetic results table: what is drawn is what the data says."""
 
 import json
+import warnings
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -75,7 +76,46 @@ def test_convergence_figure_has_a_row_per_optimizer_and_a_line_per_engine(tables
                        for ax in grid.flat for line in ax.get_lines()) >= 0.5
         styles = {line.get_linestyle() for ax in grid.flat for line in ax.get_lines()}
         assert len(styles) == 3  # one line style per engine
+        assert len({ax.get_ylim() for ax in grid.flat}) == 1  # one y range, as sharey draws it
+        fig.canvas.draw()
+        labelled = [any(t.get_text() for t in ax.get_yticklabels()) for ax in grid.flat]
+        assert labelled == [col == 0 for _ in range(3) for col in range(2)]
         plt.close(fig)
+
+
+def test_median_band_matches_numpy_where_runs_start_late():
+    rng = np.random.default_rng(0)
+    for _ in range(100):
+        curves = [rng.standard_normal(30) for _ in range(rng.integers(1, 7))]
+        for curve in curves:
+            curve[:rng.integers(0, 31)] = np.nan  # before a run's first point
+        stack = np.vstack(curves)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # columns with no run yet: NaN
+            expected = (np.nanmedian(stack, axis=0), np.nanpercentile(stack, 25, axis=0),
+                        np.nanpercentile(stack, 75, axis=0))
+        for got, want in zip(plots._median_band(curves), expected, strict=True):
+            np.testing.assert_allclose(got, want, equal_nan=True)
+
+
+@pytest.mark.parametrize("span, labels", [
+    ((1e-3, 1e2), [f"$\\mathdefault{{10^{{{k}}}}}$" for k in range(-3, 3)]),
+    ((0.005, 0.2), ["0.005", "0.01", "0.02", "0.05", "0.1", "0.2"]),
+    ((0.0137, 0.0155), ["0.014", "0.015"]),  # too short for two of 1, 2, 5 x 10^k
+])
+def test_log_axis_labels_stay_legible_at_any_span(span, labels):
+    from study.figures import log_axis
+
+    fig, ax = plt.subplots()
+    ax.plot(span, [1, 2])
+    log_axis(ax.xaxis)
+    ax.set_xlim(*span)
+    fig.canvas.draw()
+    shown = [t.get_text() for t in ax.get_xticklabels()
+             if t.get_text() and span[0] <= t.get_position()[0] <= span[1]]
+    assert shown == labels
+    assert not len(ax.xaxis.get_minorticklocs())  # invisible in this style; costly to place
+    plt.close(fig)
 
 
 def test_time_to_target_marks_failures_and_lists_what_never_ran(tables):

@@ -17,16 +17,18 @@ from study.report.blocks import Block, fmt_seconds
 
 
 def _labelled_summary(runs: pd.DataFrame) -> pd.DataFrame:
-    table = summarize(runs)
+    """The summary of the measured (not skipped) runs with label columns. A section reads it
+    several times; it is made once (seconds each time) and handed on."""
+    table = summarize(runs[runs["status"] != "skipped"])
     labels = label_runs(table.assign(status="converged"))
     return table.assign(config=labels["config"].to_numpy(), data=labels["data"].to_numpy())
 
 
-def regression_findings(runs: pd.DataFrame) -> list[str]:
+def regression_findings(runs: pd.DataFrame, table: pd.DataFrame | None = None) -> list[str]:
     """Per data set: the fastest configuration to the target and what GD and the original
-    Adadelta did, each number read from the summary of `runs`."""
+    Adadelta did, each number read from the summary of `runs` (`_labelled_summary`)."""
+    table = _labelled_summary(runs) if table is None else table
     runs = runs[runs["status"] != "skipped"]
-    table = _labelled_summary(runs)
     tols = runs["stop_tol"].dropna() if "stop_tol" in runs else pd.Series(dtype=float)
     tol = tols.iloc[0] if len(tols) else None
     target = f"{tol:g}" if tol is not None else "the target"
@@ -106,7 +108,8 @@ def paired_per_iteration(runs: pd.DataFrame, a: tuple[str, str], b: tuple[str, s
                    "seconds_per_iteration")
 
 
-def original_regression_answer(runs: pd.DataFrame) -> list[str]:
+def original_regression_answer(runs: pd.DataFrame,
+                               summary: pd.DataFrame | None = None) -> list[str]:
     """Why NumPy looked 3x faster than TensorFlow: the numbers behind each flaw."""
     table = per_iteration_table(runs)
     out = []
@@ -141,7 +144,7 @@ def original_regression_answer(runs: pd.DataFrame) -> list[str]:
                    f"({fused['engine']}), TensorFlow took {fused['ms_per_iteration']:.3g} ms "
                    f"per iteration ({fused['passes_over_X']:.2g} passes over X): "
                    + c.phrase(fused["engine"], "NumPy", "time per iteration") + ".")
-    summary = _labelled_summary(runs[runs["status"] != "skipped"])
+    summary = _labelled_summary(runs) if summary is None else summary
     on_data = summary[summary["data"] == data]
     original = on_data[(on_data["optimizer"] == "adadelta")
                        & on_data["hyperparameters"].str.contains('"learning_rate": 1.0')]
@@ -161,8 +164,8 @@ def original_regression_answer(runs: pd.DataFrame) -> list[str]:
     return out
 
 
-def summary_table(runs: pd.DataFrame) -> pd.DataFrame:
-    table = _labelled_summary(runs[runs["status"] != "skipped"])
+def summary_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The report's table of `_labelled_summary`."""
     return pd.DataFrame({
         "data set": table["data"], "configuration": table["config"],
         "runs": table["runs"], "converged": table["success_rate"].map(lambda r: f"{r:.0%}"),
@@ -192,17 +195,19 @@ CAPTIONS = {
 
 
 def regression_blocks(runs: pd.DataFrame, figures: Path,
-                      title: str = "Regression study: time to convergence") -> list[Block]:
-    alarms = alarm_lines(summarize(runs[runs["status"] != "skipped"]))  # first, never buried
+                      title: str = "Regression study: time to convergence",
+                      summary: pd.DataFrame | None = None) -> list[Block]:
+    summary = _labelled_summary(runs) if summary is None else summary
+    alarms = alarm_lines(summary)  # first, never buried
     blocks = [Block("h2", title),
               *(Block("p", line) for line in alarms),
-              Block("list", regression_findings(runs))]
+              Block("list", regression_findings(runs, summary))]
     for name, caption in CAPTIONS.items():
         path = figures / f"{name}.png"
         if path.exists():
             blocks.append(Block("figure", path, caption))
     blocks.append(Block("h3", "Median time to target per configuration"))
-    blocks.append(Block("table", summary_table(runs), "every configuration"))
+    blocks.append(Block("table", summary_table(summary), "every configuration"))
     per_iteration = per_iteration_table(runs)
     if not per_iteration.empty:
         blocks.append(Block("h3", "Seconds per iteration and passes over X (GD, Adadelta)"))
@@ -238,12 +243,13 @@ def section(results, figures: Path) -> list[Block]:
         return logistic.section(results, figures)
     tuning = tuning_blocks(results.runs)
     runs = measured_runs(results.runs)
+    summary = _labelled_summary(runs)
     headline = figures / "headline.png"
     return [Block("h2", "The first question: was NumPy really 3x faster than TensorFlow?"),
             *([Block("figure", headline, "Best configuration of each optimizer on each "
                      "engine: time to the target (left) against time per iteration (right).")]
               if headline.exists() else []),
-            Block("list", original_regression_answer(runs)),
-            *regression_blocks(runs, figures),
+            Block("list", original_regression_answer(runs, summary)),
+            *regression_blocks(runs, figures, summary=summary),
             *tuning,
             Block("p", stopping_sentence(runs))]
