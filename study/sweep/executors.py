@@ -152,9 +152,9 @@ class LocalExecutor:
 
 
 def preload_for(needs_tensorflow: bool, plugin) -> tuple[str, ...]:
-    """The warm process's imports: the NumPy stack and the study's measuring module, plus
+    """The warm process's imports: the NumPy stack, the study's plugin and measuring module, and
     TensorFlow and the study's TensorFlow modules for runs that use it (imported, never
     initialised there: see study.sweep.forkserver)."""
     tensorflow = (*TENSORFLOW, *getattr(plugin, "TENSORFLOW_MODULES", ())) \
         if needs_tensorflow else ()
-    return (*NUMPY_STACK, *tensorflow, plugin.MEASURE_MODULE)
+    return (*NUMPY_STACK, *tensorflow, plugin.MEASURE_MODULE, plugin.__name__)

@@ -215,9 +215,7 @@ def run_isolated(server: ForkServer, job, folder: ResultsFolder, *, timeout: flo
 
 
 def _status_of(folder: ResultsFolder, run_id: str) -> str:
-    import pandas as pd
-
-    return str(pd.read_parquet(folder.row_path(run_id), columns=["status"])["status"].iloc[0])
+    return str(folder.read_row(run_id)["status"].iloc[0])
 
 
 def _partial(pending: Path) -> dict:
