@@ -38,6 +38,12 @@ FIGURE_NAMES := headline.png convergence_time.png convergence_iterations.png tim
 REGRESSION_FIGURES := $(addprefix figures/regression/,$(FIGURE_NAMES))
 LOGISTIC_FIGURES := $(addprefix figures/logistic/,$(FIGURE_NAMES))
 
+# Runs measured side by side would time each other, so make runs one recipe at a time even
+# under -j; only reproduce's drawing step sets PARALLEL_DRAWING.
+ifndef PARALLEL_DRAWING
+.NOTPARALLEL:
+endif
+
 .PHONY: all venv test lint reproduce full reference-report figures report bench gpu-check clean \
 	clean-results clean-figures
 all: test
@@ -96,7 +102,12 @@ reports/report.md reports/report.html &: $(REGRESSION_FIGURES) $(FEEDMODE_FIGURE
 		$(LOGISTIC_FIGURES) $(REPORT) | $(STAMP)
 	$(RUN) report --results results --studies $(STUDIES) --figures figures --out reports
 
-reproduce: reports/report.md
+# The sweeps one after another, then the three studies' figures drawn side by side and the
+# report (the results are up to date by then: nothing is measured beside the drawing).
+STUDY_RESULTS := $(addprefix results/,$(addsuffix /runs.parquet,$(STUDIES)))
+reproduce: | $(STAMP)
+	$(MAKE) --no-print-directory $(STUDY_RESULTS)
+	$(MAKE) --no-print-directory -j3 PARALLEL_DRAWING=1 reports/report.md
 	@echo "The report is at reports/report.md (self-contained: reports/report.html)."
 
 # The original scale (about an hour on 2 cores): results, figures and reports/full/.

@@ -128,3 +128,56 @@ def test_the_stored_reference_report_links_only_files_that_git_tracks():
     assert not ignored, f"ignored by .gitignore: {ignored}"
     missing = [p for p in paths if not (ROOT / p).is_file()]
     assert not missing, f"linked but absent: {missing}"
+
+
+FAKE_RUN = '''
+import json, sys, time
+from pathlib import Path
+args = sys.argv[1:]
+out = Path(args[args.index("--out") + 1])
+with open("schedule.jsonl", "a") as log:
+    log.write(json.dumps(["start", args[0], str(out), time.time()]) + "\\n")
+time.sleep(0.4)
+if args[0] in ("run", "feedmode"):
+    (out / "runs.parquet").touch()
+else:
+    for path in out.iterdir():
+        path.touch()
+with open("schedule.jsonl", "a") as log:
+    log.write(json.dumps(["end", args[0], str(out), time.time()]) + "\\n")
+'''
+
+
+def _schedule(folder) -> list[tuple[str, str, float, float]]:
+    import json
+
+    events = [json.loads(line) for line in (folder / "schedule.jsonl").read_text().splitlines()]
+    starts = {(e[1], e[2]): e[3] for e in events if e[0] == "start"}
+    return [(e[1], e[2], starts[(e[1], e[2])], e[3]) for e in events if e[0] == "end"]
+
+
+def test_sweeps_never_overlap_and_reproduce_draws_side_by_side(built):
+    """Runs measured side by side would time each other: even under `make -j4` no two
+    recipes run at once; a plain `make reproduce` draws the studies' figures side by side,
+    after every sweep."""
+    import sys
+
+    folder, _ = built
+    (folder / "fake_run.py").write_text(FAKE_RUN)
+    run = f"RUN={sys.executable} fake_run.py"
+    results = [f"results/{s}/runs.parquet" for s in ("regression", "feedmode", "logistic")]
+    for make in (["make", "-j4", *results, run], ["make", "reproduce", run]):
+        for config in ("regression", "feedmode", "logistic"):
+            (folder / "configs" / f"{config}.toml").touch()
+        (folder / "schedule.jsonl").unlink(missing_ok=True)
+        subprocess.run(make, cwd=folder, check=True, capture_output=True)
+        jobs = _schedule(folder)
+        sweeps = [j for j in jobs if j[0] in ("run", "feedmode")]
+        assert len(sweeps) == 3
+        for sweep in sweeps:
+            others = [j for j in jobs if j is not sweep]
+            assert all(o[3] <= sweep[2] or o[2] >= sweep[3] for o in others), (sweep, others)
+    figures = [j for j in jobs if j[0] == "figures"]
+    assert len(figures) == 3 and [j[0] for j in jobs].count("report") == 1
+    assert max(f[2] for f in figures) < min(f[3] for f in figures)  # drawn side by side
+    assert min(f[2] for f in figures) >= max(s[3] for s in sweeps)
