@@ -40,6 +40,7 @@ LOGISTIC_FIGURES := $(addprefix figures/logistic/,$(FIGURE_NAMES))
 
 # Runs measured side by side would time each other, so make runs one recipe at a time even
 # under -j; only reproduce's drawing step sets PARALLEL_DRAWING.
+PARALLEL_DRAWING ?=
 ifndef PARALLEL_DRAWING
 .NOTPARALLEL:
 endif
@@ -63,23 +64,28 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 
 # ---- results -------------------------------------------------------------------------------
+# $(call sweep,ARGS): run a sweep, except in reproduce's drawing step, where it would run beside
+# the drawing (a table out of date again there: a source file changed during the sweeps).
+sweep = $(if $(PARALLEL_DRAWING),echo "make reproduce: $@ is out of date again after its sweep \
+	(did a source file change meanwhile?); run make reproduce again" >&2; exit 1,$(RUN) $(1))
+
 results/regression/runs.parquet: configs/regression.toml $(ENGINE) | $(STAMP)
-	$(RUN) run $< --out $(@D)
+	$(call sweep,run $< --out $(@D))
 
 results/regression-full/runs.parquet: configs/regression-full.toml $(ENGINE) | $(STAMP)
-	$(RUN) run $< --out $(@D)
+	$(call sweep,run $< --out $(@D))
 
 results/logistic/runs.parquet: configs/logistic.toml $(ENGINE) | $(STAMP)
-	$(RUN) run $< --out $(@D)
+	$(call sweep,run $< --out $(@D))
 
 results/logistic-full/runs.parquet: configs/logistic-full.toml $(ENGINE) | $(STAMP)
-	$(RUN) run $< --out $(@D)
+	$(call sweep,run $< --out $(@D))
 
 results/feedmode/runs.parquet: configs/feedmode.toml $(FEEDMODE) | $(STAMP)
-	$(RUN) feedmode --config $< --out $(@D)
+	$(call sweep,feedmode --config $< --out $(@D))
 
 results/feedmode-full/runs.parquet: configs/feedmode-full.toml $(FEEDMODE) | $(STAMP)
-	$(RUN) feedmode --config $< --out $(@D)
+	$(call sweep,feedmode --config $< --out $(@D))
 
 # ---- figures (from results only) -------------------------------------------------------------
 $(REGRESSION_FIGURES) &: results/regression/runs.parquet $(REGRESSION_DRAW) | $(STAMP)
@@ -103,7 +109,7 @@ reports/report.md reports/report.html &: $(REGRESSION_FIGURES) $(FEEDMODE_FIGURE
 	$(RUN) report --results results --studies $(STUDIES) --figures figures --out reports
 
 # The sweeps one after another, then the three studies' figures drawn side by side and the
-# report (the results are up to date by then: nothing is measured beside the drawing).
+# report (a sweep never starts in that step: see `sweep`).
 STUDY_RESULTS := $(addprefix results/,$(addsuffix /runs.parquet,$(STUDIES)))
 reproduce: | $(STAMP)
 	$(MAKE) --no-print-directory $(STUDY_RESULTS)

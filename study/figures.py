@@ -48,8 +48,11 @@ def log_axis(axis) -> None:
 
     class Formatter(LogFormatterSciNotation):
         def __call__(self, x, pos=None):
-            if short(self.axis.get_view_interval()):
-                return f"{x:g}"
+            view = self.axis.get_view_interval()
+            if short(view):  # enough digits to tell ticks of a narrow span apart
+                lo, hi = sorted(view)
+                digits = max(3, int(np.ceil(-np.log10((hi - lo) / hi))) + 2)
+                return f"{x:.{digits}g}"
             return super().__call__(x, pos)
 
     if axis is axis.axes.xaxis:

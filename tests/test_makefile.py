@@ -137,7 +137,7 @@ args = sys.argv[1:]
 out = Path(args[args.index("--out") + 1])
 with open("schedule.jsonl", "a") as log:
     log.write(json.dumps(["start", args[0], str(out), time.time()]) + "\\n")
-time.sleep(0.4)
+time.sleep(1.0)
 if args[0] in ("run", "feedmode"):
     (out / "runs.parquet").touch()
 else:
@@ -181,3 +181,20 @@ def test_sweeps_never_overlap_and_reproduce_draws_side_by_side(built):
     assert len(figures) == 3 and [j[0] for j in jobs].count("report") == 1
     assert max(f[2] for f in figures) < min(f[3] for f in figures)  # drawn side by side
     assert min(f[2] for f in figures) >= max(s[3] for s in sweeps)
+
+
+def test_the_drawing_step_never_starts_a_sweep(built):
+    """A results table out of date in reproduce's drawing step (a source file changed during
+    the sweeps) stops make with one line instead of sweeping beside the drawing."""
+    import sys
+
+    folder, _ = built
+    (folder / "fake_run.py").write_text(FAKE_RUN)
+    (folder / "configs" / "regression.toml").touch()
+    done = subprocess.run(["make", "-j3", "PARALLEL_DRAWING=1", "reports/report.md",
+                           f"RUN={sys.executable} fake_run.py"], cwd=folder, capture_output=True,
+                          text=True)
+    assert done.returncode != 0
+    assert "results/regression/runs.parquet is out of date again" in done.stderr
+    log = folder / "schedule.jsonl"
+    assert not log.exists() or '"run"' not in log.read_text()

@@ -83,7 +83,7 @@ def test_convergence_figure_has_a_row_per_optimizer_and_a_line_per_engine(tables
         plt.close(fig)
 
 
-def test_median_band_matches_numpy_where_runs_start_late():
+def test_median_band_matches_numpy_where_runs_start_late_and_keeps_diverged_runs():
     rng = np.random.default_rng(0)
     for _ in range(100):
         curves = [rng.standard_normal(30) for _ in range(rng.integers(1, 7))]
@@ -96,12 +96,30 @@ def test_median_band_matches_numpy_where_runs_start_late():
                         np.nanpercentile(stack, 75, axis=0))
         for got, want in zip(plots._median_band(curves), expected, strict=True):
             np.testing.assert_allclose(got, want, equal_nan=True)
+    # one of three seeds diverged (inf from then on): the median is the middle run, not NaN
+    median, q1, q3 = plots._median_band([np.array([1.0, 1.0]), np.array([2.0, 2.0]),
+                                         np.array([3.0, np.inf])])
+    assert list(median) == [2.0, 2.0] and list(q1) == [1.5, 1.5] and list(q3) == [2.5, np.inf]
+    median, _, _ = plots._median_band([np.array([np.inf]), np.array([np.inf])])
+    assert median[0] == np.inf
+
+
+def test_one_y_range_ignores_empty_panels():
+    fig, axes = plt.subplots(1, 2, squeeze=False)
+    axes[0, 0].plot([1, 2], [1e-8, 1e-3])
+    for ax in axes.flat:
+        ax.set_yscale("log")
+    plots.one_y_range(axes)
+    low, high = axes[0, 1].get_ylim()
+    assert axes[0, 0].get_ylim() == (low, high) and high < 1e-2 and low < 1e-8
+    plt.close(fig)
 
 
 @pytest.mark.parametrize("span, labels", [
     ((1e-3, 1e2), [f"$\\mathdefault{{10^{{{k}}}}}$" for k in range(-3, 3)]),
     ((0.005, 0.2), ["0.005", "0.01", "0.02", "0.05", "0.1", "0.2"]),
     ((0.0137, 0.0155), ["0.014", "0.015"]),  # too short for two of 1, 2, 5 x 10^k
+    ((1.000001, 1.000003), ["1.000001", "1.000002", "1.000003"]),
 ])
 def test_log_axis_labels_stay_legible_at_any_span(span, labels):
     from study.figures import log_axis

@@ -26,9 +26,11 @@ FEED_ORDER = ("numpy", "tf1", "feed", "resident", "fused", "fused+xla")
 
 
 def _median_band(curves: list[np.ndarray]):
-    """Median and quartiles over runs at each grid point, ignoring runs without a value there
-    (NaN before they started). Vectorised: np.nanpercentile falls back to a Python loop over
-    the grid when any NaN is present (2 s of every convergence figure)."""
+    """Median and quartiles over runs at each grid point (linear interpolation, as NumPy's
+    default), ignoring runs without a value there (NaN before they started); a diverged run's
+    inf counts as the largest value. Vectorised: np.nanpercentile falls back to a Python loop
+    over the grid when any NaN is present (2 s of every convergence figure), and its
+    interpolation turns inf into NaN."""
     stack = np.sort(np.vstack(curves), axis=0)  # NaN sort last
     valid = (~np.isnan(stack)).sum(axis=0)
 
@@ -38,7 +40,10 @@ def _median_band(curves: list[np.ndarray]):
         high = np.minimum(low + 1, np.maximum(valid - 1, 0))
         below = np.take_along_axis(stack, low[None, :], axis=0)[0]
         above = np.take_along_axis(stack, high[None, :], axis=0)[0]
-        value = below + (above - below) * (position - low)
+        share = position - low
+        with np.errstate(invalid="ignore"):  # inf - inf where the first branch is taken
+            value = np.where((share == 0) | (below == above), below,
+                             below + (above - below) * share)
         return np.where(valid > 0, value, np.nan)
 
     return quantile(0.5), quantile(0.25), quantile(0.75)
@@ -62,10 +67,12 @@ def _best_configs(runs: pd.DataFrame) -> pd.DataFrame:
 
 def one_y_range(axes) -> None:
     """One y range for every panel, tick labels on the left column only: what sharey=True
-    draws, without matplotlib's links between the axes, whose layout cost grows with the
-    square of the panel count (40 panels: 10 s of every convergence figure)."""
-    low = min(ax.get_ylim()[0] for ax in axes.flat)
-    high = max(ax.get_ylim()[1] for ax in axes.flat)
+    draws (the range of the panels that show something), without matplotlib's links between
+    the axes, whose layout cost grows with the square of the panel count (40 panels: 10 s of
+    every convergence figure)."""
+    drawn = [ax for ax in axes.flat if ax.has_data()] or list(axes.flat)
+    low = min(ax.get_ylim()[0] for ax in drawn)
+    high = max(ax.get_ylim()[1] for ax in drawn)
     for ax in axes.flat:
         ax.set_ylim(low, high)
     for ax in axes[:, 1:].flat:

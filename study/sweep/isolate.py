@@ -215,7 +215,12 @@ def run_isolated(server: ForkServer, job, folder: ResultsFolder, *, timeout: flo
 
 
 def _status_of(folder: ResultsFolder, run_id: str) -> str:
-    return str(folder.read_row(run_id)["status"].iloc[0])
+    """The accepted row's status; a row that cannot be read counts as an error here (the
+    folder's scan then sets the file aside, and the run is measured again)."""
+    try:
+        return str(folder.read_row(run_id)["status"].iloc[0])
+    except Exception:  # noqa: BLE001 -- pyarrow raises several types for damaged files
+        return "error"
 
 
 def _partial(pending: Path) -> dict:
