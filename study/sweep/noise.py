@@ -18,6 +18,7 @@ A noisy run is kept (and said so); `study run --remeasure-noisy` measures it aga
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from pathlib import Path
@@ -62,16 +63,13 @@ def _own_cpu_seconds() -> float:
     return times.user + times.system
 
 
-_BUFFER: list[np.ndarray] = []
-
-
+@functools.cache
 def calibration_buffer() -> np.ndarray:
     """The calibration's 32 MiB, made and touched once per process: a warm process makes it
     before forking, so every run reads the same pages without paying to allocate them."""
-    if not _BUFFER:
-        _BUFFER.append(np.ones(CALIBRATION_BYTES // 8))
-        _BUFFER[0].flags.writeable = False
-    return _BUFFER[0]
+    buffer = np.ones(CALIBRATION_BYTES // 8)
+    buffer.flags.writeable = False
+    return buffer
 
 
 class NoiseProbe:
