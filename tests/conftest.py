@@ -1,8 +1,21 @@
+import faulthandler
 import os
+import sys
 
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+# seconds the interpreter may take to exit once the session is over
+EXIT_GRACE_SECONDS = 120
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    """A thread or process a failed test leaves behind must not keep the session from exiting
+    (CI would wait out its whole limit, with no hint why): once the session is over, give the
+    interpreter EXIT_GRACE_SECONDS, then print every thread's stack and exit with status 1."""
+    faulthandler.dump_traceback_later(EXIT_GRACE_SECONDS, exit=True, file=sys.__stderr__)
 
 
 @pytest.fixture(scope="session")

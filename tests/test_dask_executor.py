@@ -183,18 +183,32 @@ def test_a_task_that_fails_is_an_error_row_with_its_traceback(tmp_path, cluster)
     assert "Traceback" in folder.log_path(run_id).read_text()
 
 
+def _executing(dask_worker):
+    """Run on a worker: its pid and the keys of the tasks it executes now (the scheduler's
+    processing list also holds tasks the worker has only been sent)."""
+    return os.getpid(), [str(task.key) for task in dask_worker.state.executing]
+
+
 def _running_run(client):
     """(run id, worker address, worker pid, run subprocess) of a run in flight, or None."""
-    for address, keys in client.processing().items():
-        keys = [str(k) for k in keys if str(k).startswith("study-run-")]
-        if not keys:
+    for address, (pid, keys) in client.run(_executing).items():
+        keys = [k for k in keys if k.startswith("study-run-")]
+        if len(keys) != 1:
             continue
-        pid = client.run(os.getpid, workers=[address])[address]
-        runs = [c for c in psutil.Process(pid).children(recursive=True)
-                if "study.sweep.forkserver" in " ".join(c.cmdline()) and c.ppid() != pid]
+        runs = [c for c in psutil.Process(pid).children(recursive=True) if _is_run(c, pid)]
         if runs:  # the run: a child of the worker's fork server
             return keys[0].removeprefix("study-run-"), address, pid, runs[0]
     return None
+
+
+def _is_run(process, worker_pid: int) -> bool:
+    """A live run process: forked by the fork server (itself the worker's child). A run that has
+    just ended is a zombie until the server reaps it, and psutil cannot read its command line."""
+    try:
+        return ("study.sweep.forkserver" in " ".join(process.cmdline())
+                and process.ppid() != worker_pid)
+    except psutil.Error:  # gone or a zombie by now
+        return False
 
 
 def _gone_within(proc, seconds: float) -> bool:
@@ -218,20 +232,25 @@ def test_a_worker_killed_mid_sweep_loses_and_duplicates_nothing(tmp_path, cluste
         executor = DaskExecutor(cluster.scheduler_address, quiet=True)
         result["statuses"] = run_study(study, out, quiet=True, executor=executor)
 
-    thread = threading.Thread(target=sweep)
+    # a daemon, and joined whatever happens: a failure here must not leave a sweep running on
+    # into the cluster's teardown nor keep the test session from exiting
+    thread = threading.Thread(target=sweep, daemon=True)
     thread.start()
-    with Client(cluster.scheduler_address) as client:
-        deadline, running = time.monotonic() + 120, None
-        while running is None and time.monotonic() < deadline:
-            running = _running_run(client)
-            time.sleep(0.02)
-        assert running is not None, "no run was ever seen in flight"
-        run_id, address, pid, orphan = running
-        os.kill(pid, signal.SIGKILL)  # the worker process, mid-run
-        gone = _gone_within(orphan, 1.0)  # its run has seconds of work left unless killed too
+    try:
+        with Client(cluster.scheduler_address) as client:
+            deadline, running = time.monotonic() + 120, None
+            while running is None and time.monotonic() < deadline:
+                running = _running_run(client)
+                time.sleep(0.02)
+            assert running is not None, "no run was ever seen in flight"
+            run_id, address, pid, orphan = running
+            os.kill(pid, signal.SIGKILL)  # the worker process, mid-run
+            gone = _gone_within(orphan, 1.0)  # its run has seconds of work left unless killed
+            thread.join(timeout=300)
+            assert not thread.is_alive()
+            client.wait_for_workers(2, timeout=60)  # the nanny restarts it
+    finally:
         thread.join(timeout=300)
-        assert not thread.is_alive()
-        client.wait_for_workers(2, timeout=60)  # the nanny restarts it
     runs = pd.read_parquet(out / "runs.parquet")
     assert sorted(runs["run_id"]) == sorted(s.run_id for s in study.specs)  # each exactly once
     assert set(runs["status"]) == {"max_iter"} and sum(result["statuses"].values()) == 3
