@@ -83,6 +83,27 @@ def test_convergence_figure_has_a_row_per_optimizer_and_a_line_per_engine(tables
         plt.close(fig)
 
 
+def test_a_family_not_run_on_a_data_set_says_so_and_the_panels_start_under_the_legend(tables):
+    runs, traces = tables
+    standardized = runs["dataset_params"].str.contains("standardize")
+    dropped = runs["run_id"][standardized & (runs["optimizer"] == "gd")]
+    runs, traces = runs[~runs["run_id"].isin(dropped)], traces[~traces["run_id"].isin(dropped)]
+    fig = plots.figure_convergence(runs, traces, x="seconds")
+    grid = np.array(fig.axes).reshape(3, 2)
+    fig.canvas.draw()
+    texts = {place: [t.get_text() for t in ax.texts] for place, ax in np.ndenumerate(grid)}
+    assert texts.pop((1, 1)) == [plots.NOT_RUN] and not any(texts.values())
+    assert not grid[1, 1].get_lines() and len(grid[1, 1].get_xticks()) == 0
+    assert len(grid[1, 0].get_xticks())  # its neighbour keeps its scale
+    renderer = fig.canvas.get_renderer()
+    title, legend = fig.get_suptitle(), fig.legends[0].get_window_extent(renderer)
+    panels_top = max(ax.get_tightbbox(renderer).y1 for ax in grid[0])
+    assert title and fig._suptitle.get_window_extent(renderer).y0 > legend.y1  # no overlap
+    gap = (legend.y0 - panels_top) / fig.dpi
+    assert 0 < gap < 0.35, f"{gap:.2f} in between the legend and the panels' titles"
+    plt.close(fig)
+
+
 def test_median_band_matches_numpy_where_runs_start_late_and_keeps_diverged_runs():
     rng = np.random.default_rng(0)
     for _ in range(100):

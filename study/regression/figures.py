@@ -12,6 +12,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib.ticker import NullLocator
 
 from study.figures import FAILED_MARKER, log_axis, panel_title, save
 from study.paired import common_instances
@@ -23,6 +24,7 @@ from study.regression.tuning import measured_runs
 
 READ_PASS_LABEL = "one read pass over X"
 FEED_ORDER = ("numpy", "tf1", "feed", "resident", "fused", "fused+xla")
+NOT_RUN = "not run on this data set"
 
 
 def _median_band(curves: list[np.ndarray]):
@@ -133,6 +135,11 @@ def figure_convergence(runs: pd.DataFrame, traces: pd.DataFrame, *, x: str = "se
             log_axis(ax.yaxis)
             if x == "seconds":
                 log_axis(ax.xaxis)
+            if subset.empty:  # said, instead of an empty frame with an x scale of nothing
+                ax.text(0.5, 0.5, NOT_RUN, transform=ax.transAxes, ha="center", va="center",
+                        fontsize=8, color="#777777")
+                ax.xaxis.set_major_locator(NullLocator())
+                ax.xaxis.set_minor_locator(NullLocator())
             if row == 0:
                 ax.set_title(panel_title(data), fontsize=8)
             if col == 0:
@@ -146,14 +153,20 @@ def figure_convergence(runs: pd.DataFrame, traces: pd.DataFrame, *, x: str = "se
                for e in engines]
     handles.append(plt.Line2D([], [], color="#333333", marker=FAILED_MARKER, ls="none",
                               label="run did not converge"))
-    fig.suptitle(f"Convergence against {'time' if x == 'seconds' else 'iterations'}: a row per "
-                 "optimizer, a line style per engine\n(its best configuration; median over "
-                 "seeds, IQR band)", fontsize=9, y=0.995)
-    top = 1 - 0.75 / fig.get_size_inches()[1]
-    fig.legend(handles=handles, loc="upper center", ncol=min(len(handles), 5), fontsize=8,
-               frameon=False, bbox_to_anchor=(0.5, top + 0.01))
+    # placed in inches from the top, so a tall figure gets no more room than a short one: the
+    # title's two lines (kept out of tight_layout, which would make room for it a second time),
+    # the legend's rows, then the panels
+    height, columns = fig.get_size_inches()[1], min(len(handles), 5)
+    legend_rows = -(-len(handles) // columns)
+    title = fig.suptitle(f"Convergence against {'time' if x == 'seconds' else 'iterations'}: a "
+                         "row per optimizer, a line style per engine\n(its best configuration; "
+                         "median over seeds, IQR band)", fontsize=9, y=1 - 0.06 / height,
+                         in_layout=False)
+    fig.legend(handles=handles, loc="upper center", ncol=columns, fontsize=8, frameon=False,
+               bbox_to_anchor=(0.5, 1 - 0.42 / height))
     skipped_caption(fig, runs)
-    fig.tight_layout(rect=(0, 0, 1, top - 0.35 / fig.get_size_inches()[1]))
+    fig.tight_layout(rect=(0, 0, 1, 1 - (0.5 + 0.17 * legend_rows) / height))
+    title.set_in_layout(True)  # inside the saved figure's crop
     return fig
 
 
