@@ -246,11 +246,11 @@ def test_a_worker_killed_mid_sweep_loses_and_duplicates_nothing(tmp_path, cluste
             run_id, address, pid, orphan = running
             os.kill(pid, signal.SIGKILL)  # the worker process, mid-run
             gone = _gone_within(orphan, 1.0)  # its run has seconds of work left unless killed
-            thread.join(timeout=300)
+            thread.join(timeout=200)
             assert not thread.is_alive()
             client.wait_for_workers(2, timeout=60)  # the nanny restarts it
     finally:
-        thread.join(timeout=300)
+        thread.join(timeout=120)
     runs = pd.read_parquet(out / "runs.parquet")
     assert sorted(runs["run_id"]) == sorted(s.run_id for s in study.specs)  # each exactly once
     assert set(runs["status"]) == {"max_iter"} and sum(result["statuses"].values()) == 3
@@ -261,6 +261,43 @@ def test_a_worker_killed_mid_sweep_loses_and_duplicates_nothing(tmp_path, cluste
     assert set(traces["run_id"]) == set(runs["run_id"])
     # the run in flight died with its worker instead of computing on beside the next run
     assert gone, "the killed worker's run process went on running"
+
+
+def _silence(dask_scheduler, client_id: str) -> None:
+    """Run on the scheduler: end a client's report stream as a closing scheduler can, so the
+    client hears nothing more (its futures stay pending) while the scheduler goes on."""
+    dask_scheduler.client_comms[client_id].send({"op": "stream-closed"})
+
+
+def test_a_client_that_hears_nothing_more_records_errors_instead_of_waiting_forever(
+        tmp_path, cluster):
+    # other seeds than the kill test's: the scheduler may still hold these runs' results
+    study = load_study(write(tmp_path, SLOW.replace("seeds = [0, 1, 2]", "seeds = [5, 6, 7]")))
+    out = tmp_path / "res"
+    executor = DaskExecutor(cluster.scheduler_address, quiet=True, check_every=0.5)
+    result = {}
+
+    def sweep():
+        result["statuses"] = run_study(study, out, quiet=True, executor=executor)
+
+    thread = threading.Thread(target=sweep, daemon=True)
+    thread.start()
+    try:
+        with Client(cluster.scheduler_address) as client:
+            deadline = time.monotonic() + 120
+            while _running_run(client) is None and time.monotonic() < deadline:
+                time.sleep(0.02)
+            client.run_on_scheduler(_silence, client_id=executor.client.id)
+            thread.join(timeout=120)
+            assert not thread.is_alive(), "the sweep waited forever for runs it never heard of"
+    finally:
+        thread.join(timeout=120)
+    runs = pd.read_parquet(out / "runs.parquet")
+    assert sorted(runs["run_id"]) == sorted(spec.run_id for spec in study.specs)
+    errors = runs[runs["status"] == "error"]
+    assert len(errors) >= 1 and set(runs["status"]) <= {"error", "max_iter"}
+    assert errors["message"].str.startswith("the Dask client stopped hearing").all()
+    assert sum(result["statuses"].values()) == 3
 
 
 def test_the_runner_does_not_import_dask():

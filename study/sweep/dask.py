@@ -13,7 +13,11 @@ Timing integrity comes first, throughput second:
 - the client makes each run durable in the study's results folder as it finishes, keyed by its
   run id, exactly as a local sweep does, so resume, `--retry-failed` and the statuses mean the
   same thing; a worker that dies mid-run leaves its run to be scheduled again on another worker,
-  and a task that raises is retried (`retries=`); a run that still fails is an `error` row.
+  and a task that raises is retried (`retries=`); a run that still fails is an `error` row;
+- a client that hears nothing for a while asks the scheduler how its runs stand: when the
+  scheduler is gone, or has finished runs the client was never told of (a closing scheduler can
+  end the client's stream without a word), the runs still pending become `error` rows saying so
+  instead of a sweep that waits forever; `--retry-failed` runs them again.
 
 Dask's nanny exports OMP_NUM_THREADS=1 (and MKL's and OpenBLAS's) to its worker by default, which
 every run would inherit; the local cluster started here leaves the thread settings of this
@@ -26,9 +30,10 @@ import importlib
 import os
 import sys
 import tempfile
+import time
 import traceback
 from concurrent.futures import CancelledError
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 import dask
 import pandas as pd
@@ -46,6 +51,9 @@ TIMING_SLOT = "timing_slot"
 GPU = "gpu"
 RETRIES = 2
 WORKER_WAIT_SECONDS = 60
+# how long the client waits for a run to finish before asking the scheduler how its runs stand
+CHECK_SECONDS = 15.0
+POLL_SECONDS = 0.05
 NANNY_THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 NANNY_EXPORTS = ("MALLOC_TRIM_THRESHOLD_", "PYTHONHASHSEED")
 
@@ -84,6 +92,12 @@ def worker_resources(dask_scheduler) -> dict[str, dict]:
     return {address: dict(ws.resources) for address, ws in dask_scheduler.workers.items()}
 
 
+def task_states(dask_scheduler, keys: list[str]) -> dict[str, str | None]:
+    """Run on the scheduler: key -> the task's state there (None: it does not know the key)."""
+    return {key: task.state if (task := dask_scheduler.tasks.get(key)) else None
+            for key in keys}
+
+
 @contextmanager
 def local_cluster(n_workers: int = 1, resources: dict | None = None, **kwargs):
     """A LocalCluster of single-threaded worker processes, each with one timing slot.
@@ -116,7 +130,7 @@ class DaskExecutor:
 
     def __init__(self, scheduler: str | None = None, *, workers: int | None = None,
                  retries: int = RETRIES, worker_wait: float = WORKER_WAIT_SECONDS,
-                 quiet: bool = False):
+                 check_every: float = CHECK_SECONDS, quiet: bool = False):
         if scheduler and workers:
             raise InputError("--workers sets the size of a local cluster; with --scheduler the "
                              "cluster's own workers are used")
@@ -126,6 +140,7 @@ class DaskExecutor:
         self.workers = workers or 1
         self.retries = retries
         self.worker_wait = worker_wait
+        self.check_every = check_every
         self.quiet = quiet
         self.client: Client | None = None
         self._cluster = None
@@ -220,19 +235,54 @@ class DaskExecutor:
         for job in skipped:
             yield job, skip(job, folder, gpu_reason)
         recorded: set[str] = set()
+        completed, unheard, quiet_since = as_completed(futures), set(), time.monotonic()
         try:
-            for future in as_completed(futures):
-                job = futures[future]
-                if job.spec.run_id in recorded:  # never written twice, whatever Dask reports
+            while not completed.is_empty():
+                batch = completed.next_batch(block=False)
+                if not batch and time.monotonic() - quiet_since < self.check_every:
+                    time.sleep(POLL_SECONDS)
                     continue
-                outcome = record(future, job, folder)
-                recorded.add(job.spec.run_id)
-                future.release()  # a finished result is not kept (nor recomputed) on a worker
-                yield job, outcome
+                quiet_since = time.monotonic()
+                if not batch:  # nothing for a while: is anything still coming?
+                    pending = {f: job for f, job in futures.items()
+                               if job.spec.run_id not in recorded}
+                    lost, unheard = self._lost(list(pending), unheard)
+                    if lost:  # said in each run's row instead of waited for
+                        for job in sorted(pending.values(), key=lambda j: j.spec.run_id):
+                            recorded.add(job.spec.run_id)
+                            yield job, record_error(job, folder, lost)
+                        break
+                for future in batch:
+                    job = futures[future]
+                    if job.spec.run_id in recorded:  # never written twice, whatever Dask says
+                        continue
+                    outcome = record(future, job, folder)
+                    recorded.add(job.spec.run_id)
+                    future.release()  # a finished result is not kept (nor recomputed) anywhere
+                    yield job, outcome
         finally:
             left = [f for f, job in futures.items() if job.spec.run_id not in recorded]
             if left and self.client is not None:
-                self.client.cancel(left)
+                with suppress(Exception):  # the scheduler may be gone: nothing to cancel there
+                    self.client.cancel(left)
+
+    def _lost(self, pending: list, unheard: set) -> tuple[str | None, set]:
+        """Why the pending runs will never be reported to this client (None while they may
+        be), and the keys the scheduler has finished or forgotten but this client has not heard
+        of. A scheduler that closes can end the client's report stream without a word, and its
+        futures then wait forever; a run is given up once it stays unheard for a whole check."""
+        keys = [future.key for future in pending]
+        try:
+            states = self.client.run_on_scheduler(task_states, keys=keys)
+        except Exception as exc:  # unreachable, closed, or the client itself closed
+            message = f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            return f"the Dask scheduler stopped answering ({message})", set()
+        now = {key for key, state in states.items()
+               if state in (None, "memory", "erred", "released", "forgotten")}
+        if now & unheard:
+            return ("the Dask client stopped hearing from the scheduler: it finished or dropped "
+                    "runs this client was never told of"), set()
+        return None, now
 
 
 def record(future, job: Job, folder: ResultsFolder) -> dict:
@@ -247,8 +297,13 @@ def record(future, job: Job, folder: ResultsFolder) -> dict:
         exc = future.exception()
     except CancelledError as cancelled:
         exc = cancelled
-    write_text_atomic("".join(traceback.format_exception(exc)), folder.log_path(run_id))
     message = f"the Dask task failed: {type(exc).__name__}: {exc}".splitlines()[0][:500]
+    return record_error(job, folder, message, "".join(traceback.format_exception(exc)))
+
+
+def record_error(job: Job, folder: ResultsFolder, message: str, log: str | None = None) -> dict:
+    """An `error` row for a run the cluster did not give back (`--retry-failed` runs it again)."""
+    write_text_atomic(log or message + "\n", folder.log_path(job.spec.run_id))
     env = environment.collect()
     folder.write_run({**base_row(job.request, job.spec), "worker_host": None, "status": "error",
                       "message": message, **env,
