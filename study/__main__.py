@@ -45,7 +45,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """The parser, with the arguments of `command` only (its module is imported for them)."""
     parser = Parser(prog="convergence-study", description=__doc__.splitlines()[0])
     parser.add_argument("--verbose", action="store_true",
-                        help="show TensorFlow's own log messages on the terminal")
+                        help="show TensorFlow's and Dask's own log messages on the terminal")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     for name, (module, help_text) in COMMANDS.items():
         command_parser = sub.add_parser(name, help=help_text, description=help_text)

@@ -183,6 +183,57 @@ def test_a_task_that_fails_is_an_error_row_with_its_traceback(tmp_path, cluster)
     assert "Traceback" in folder.log_path(run_id).read_text()
 
 
+def test_a_cancelled_task_says_why_in_its_row(tmp_path, cluster):
+    study = load_study(write(tmp_path, GPU_SWEEP))
+    folder = ResultsFolder(tmp_path / "res", SCHEMA, SIDE_TABLES)
+    folder.prepare()
+    job = plan_runs(study, study.specs[:1], folder, SCHEMA.frame([]), set()).jobs[0]
+    with Client(cluster.scheduler_address) as client:
+        # never runs (no worker has the resource), so no worker thread is kept busy
+        future = client.submit(time.sleep, 30, key="sleeper", resources={"nothing": 1})
+        client.cancel([future], reason="scheduler-connection-lost",
+                      msg="Client lost the connection to the scheduler.\nRe-run your work.")
+        assert record(future, job, folder)["status"] == "error"
+    row = folder.scan().iloc[0]
+    assert row["message"] == ("the Dask task was cancelled (scheduler-connection-lost): Client "
+                              "lost the connection to the scheduler.")
+
+
+def test_dasks_own_log_lines_go_to_the_results_folder_not_the_terminal(tmp_path, capfd):
+    import logging
+
+    from study.sweep.dask import DaskLog
+
+    # as Dask's logging configuration sets them up outside pytest: a terminal handler on the
+    # top logger and on the client's, which does not pass records up
+    top, client_log = logging.getLogger("distributed"), logging.getLogger("distributed.client")
+    saved = [(logger, logger.handlers[:], logger.propagate) for logger in (top, client_log)]
+    try:
+        for logger in (top, client_log):
+            logger.handlers, logger.propagate = [logging.StreamHandler(sys.stderr)], False
+        log = DaskLog()
+        log.open()
+        client_log.error("before the folder is known")
+        log.to_file(tmp_path / "dask-client.log")
+        client_log.error("Failed to reconnect to scheduler")
+        logging.getLogger("distributed.nanny").warning("Worker process died")  # passed up
+        log.close()
+        assert capfd.readouterr().err == ""
+        written = (tmp_path / "dask-client.log").read_text()
+        assert "Failed to reconnect" in written and "Worker process died" in written
+        assert "before the folder" not in written
+        client_log.error("after the sweep")  # the terminal handler is back
+        assert "after the sweep" in capfd.readouterr().err
+        verbose = DaskLog(enabled=False)
+        verbose.open()
+        client_log.error("verbose")
+        verbose.close()
+        assert "verbose" in capfd.readouterr().err
+    finally:
+        for logger, handlers, propagate in saved:
+            logger.handlers, logger.propagate = handlers, propagate
+
+
 def _executing(dask_worker):
     """Run on a worker: its pid and the keys of the tasks it executes now (the scheduler's
     processing list also holds tasks the worker has only been sent)."""

@@ -27,12 +27,12 @@ process alone, and the env_* columns record what each run actually had.
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import sys
 import tempfile
 import time
 import traceback
-from concurrent.futures import CancelledError
 from contextlib import contextmanager, suppress
 
 import dask
@@ -54,6 +54,7 @@ WORKER_WAIT_SECONDS = 60
 # how long the client waits for a run to finish before asking the scheduler how its runs stand
 CHECK_SECONDS = 15.0
 POLL_SECONDS = 0.05
+DASK_LOG = "dask-client.log"  # in the results folder's logs/
 NANNY_THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 NANNY_EXPORTS = ("MALLOC_TRIM_THRESHOLD_", "PYTHONHASHSEED")
 
@@ -130,7 +131,8 @@ class DaskExecutor:
 
     def __init__(self, scheduler: str | None = None, *, workers: int | None = None,
                  retries: int = RETRIES, worker_wait: float = WORKER_WAIT_SECONDS,
-                 check_every: float = CHECK_SECONDS, quiet: bool = False):
+                 check_every: float = CHECK_SECONDS, quiet: bool = False,
+                 verbose: bool = False):
         if scheduler and workers:
             raise InputError("--workers sets the size of a local cluster; with --scheduler the "
                              "cluster's own workers are used")
@@ -142,10 +144,12 @@ class DaskExecutor:
         self.worker_wait = worker_wait
         self.check_every = check_every
         self.quiet = quiet
+        self.log = DaskLog(enabled=not verbose)
         self.client: Client | None = None
         self._cluster = None
 
     def __enter__(self):
+        self.log.open()
         try:
             if self.scheduler:
                 self.client = Client(self.scheduler, timeout=self.worker_wait)
@@ -165,12 +169,15 @@ class DaskExecutor:
         return self
 
     def __exit__(self, *exc):
-        if self.client is not None:
-            self.client.close()
-            self.client = None
-        if self._cluster is not None:
-            cluster, self._cluster = self._cluster, None
-            cluster.__exit__(*exc)
+        try:
+            if self.client is not None:
+                self.client.close()
+                self.client = None
+            if self._cluster is not None:
+                cluster, self._cluster = self._cluster, None
+                cluster.__exit__(*exc)
+        finally:
+            self.log.close()
         return False
 
     def _check_workers(self) -> None:
@@ -232,6 +239,7 @@ class DaskExecutor:
                 key=f"study-run-{job.spec.run_id}", retries=self.retries,
                 resources=gpu_resources if job.needs_gpu else {TIMING_SLOT: 1})
             futures[future] = job
+        self.log.to_file(folder.logs_dir / DASK_LOG)
         for job in skipped:
             yield job, skip(job, folder, gpu_reason)
         recorded: set[str] = set()
@@ -285,6 +293,48 @@ class DaskExecutor:
         return None, now
 
 
+class DaskLog:
+    """Dask's own log lines in this process (a reconnect's traceback and alike) kept off the
+    terminal, where the sweep's progress and summary say what happened: dropped until the
+    results folder is known, then written to its logs/dask-client.log. `--verbose` leaves Dask's
+    logging as it is."""
+
+    def __init__(self, enabled: bool = True):
+        self.enabled = enabled
+        self._saved: dict[logging.Logger, tuple[list, bool]] = {}
+
+    @staticmethod
+    def _dask_loggers() -> list[logging.Logger]:
+        """Dask's top logger, and those below it that its configuration gave a handler of their
+        own (the terminal); the others pass their records up to the top one."""
+        below = [logger for name, logger in logging.root.manager.loggerDict.items()
+                 if name.startswith("distributed.") and isinstance(logger, logging.Logger)
+                 and logger.handlers]
+        return [logging.getLogger("distributed"), *below]
+
+    def open(self) -> None:
+        if self.enabled and not self._saved:
+            for logger in self._dask_loggers():
+                self._saved[logger] = (logger.handlers[:], logger.propagate)
+                logger.handlers = [logging.NullHandler()]  # not logging's last resort, stderr
+                logger.propagate = False
+
+    def to_file(self, path) -> None:
+        if self._saved:
+            handler = logging.FileHandler(path, delay=True)
+            handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s "
+                                                   "%(message)s"))
+            for logger in self._saved:
+                logger.handlers = [handler]
+
+    def close(self) -> None:
+        for logger, (handlers, propagate) in self._saved.items():
+            for handler in logger.handlers:
+                handler.close()
+            logger.handlers, logger.propagate = handlers, propagate
+        self._saved = {}
+
+
 def record(future, job: Job, folder: ResultsFolder) -> dict:
     """Make one finished task's run durable, as a local sweep would; returns its outcome."""
     run_id = job.spec.run_id
@@ -293,12 +343,19 @@ def record(future, job: Job, folder: ResultsFolder) -> dict:
         write_text_atomic(result["log"], folder.log_path(run_id))
         folder.write_run(result["row"], result["tables"])
         return result["outcome"]
-    try:
-        exc = future.exception()
-    except CancelledError as cancelled:
-        exc = cancelled
-    message = f"the Dask task failed: {type(exc).__name__}: {exc}".splitlines()[0][:500]
-    return record_error(job, folder, message, "".join(traceback.format_exception(exc)))
+    exc = RuntimeError(f"the task ended {future.status}")
+    if future.status in ("error", "cancelled"):  # a lost one would wait for its result
+        try:
+            future.result()  # raises the task's exception, or why it was cancelled
+        except BaseException as raised:  # noqa: BLE001 -- whatever it is, it is the row's
+            exc = raised
+    if future.status == "cancelled":  # e.g. the client lost the scheduler: it says why
+        message = (f"the Dask task was cancelled ({getattr(exc, 'reason', None) or 'no reason'}"
+                   f"): {getattr(exc, 'msg', None) or ''}")
+    else:
+        message = f"the Dask task failed: {type(exc).__name__}: {exc}"
+    return record_error(job, folder, message.strip().splitlines()[0][:500],
+                        "".join(traceback.format_exception(exc)))
 
 
 def record_error(job: Job, folder: ResultsFolder, message: str, log: str | None = None) -> dict:

@@ -240,7 +240,8 @@ def make_executor(args):
             raise
         raise InputError("--executor dask needs Dask: pip install "
                          "'convergence-study[dask]'") from None
-    return DaskExecutor(args.scheduler, workers=args.workers, quiet=args.quiet)
+    return DaskExecutor(args.scheduler, workers=args.workers, quiet=args.quiet,
+                        verbose=args.verbose)
 
 
 def flatten_only(only) -> list[str]:
