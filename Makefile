@@ -40,7 +40,6 @@ LOGISTIC_FIGURES := $(addprefix figures/logistic/,$(FIGURE_NAMES))
 
 # Runs measured side by side would time each other, so make runs one recipe at a time even
 # under -j; only reproduce's drawing step sets PARALLEL_DRAWING.
-PARALLEL_DRAWING ?=
 ifndef PARALLEL_DRAWING
 .NOTPARALLEL:
 endif

@@ -4,6 +4,7 @@ reruns only that study (checked with make's dry run on a copy whose files are st
 import os
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -186,8 +187,6 @@ def test_sweeps_never_overlap_and_reproduce_draws_side_by_side(built):
 def test_the_drawing_step_never_starts_a_sweep(built):
     """A results table out of date in reproduce's drawing step (a source file changed during
     the sweeps) stops make with one line instead of sweeping beside the drawing."""
-    import sys
-
     folder, _ = built
     (folder / "fake_run.py").write_text(FAKE_RUN)
     (folder / "configs" / "regression.toml").touch()
