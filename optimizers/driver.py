@@ -13,7 +13,7 @@ import pandas as pd
 from datasets.errors import InputError, Uncertifiable
 from optimizers.base import unsupported
 from optimizers.result import TRACE_COLUMNS, Outcome, RunResult, Stopwatch, on_trace_schedule
-from optimizers.stopping import Context, Ending, Suboptimality
+from optimizers.stopping import Context, Ending
 
 INITS = ("zeros", "normal")
 _HOST = None
@@ -141,11 +141,7 @@ def run(problem, optimizer, rules, *, backend, init: str = "zeros", seed: int = 
     suboptimality = problem.suboptimality(final_loss)
     tol = rules.spec.get("tol")
     target_reached = None if tol is None else bool(suboptimality <= tol)
-    if isinstance(outcome.rule, Suboptimality) and not target_reached:
-        # the run's own dtype claimed the target but could not resolve it
-        outcome.status = "stalled"
-        outcome.message += (f", but the float64 suboptimality of the final iterate is "
-                            f"{suboptimality:.3g}, above tol {tol:g}")
+    judge_status(outcome, tol, target_reached, suboptimality)
     if below_reference(problem, w, final_loss):
         outcome.status, outcome.message = "reference-error", (
             f"REFERENCE ERROR: the final loss {final_loss:.17g} is below the "
@@ -166,6 +162,20 @@ def run(problem, optimizer, rules, *, backend, init: str = "zeros", seed: int = 
         suboptimality_floor=reference.floor, kappa=reference.kappa,
         kappa_raw=reference.kappa_raw, trace=trace, w=w, extra=outcome.extra,
     )
+
+
+def judge_status(outcome: Outcome, tol, target_reached, suboptimality: float) -> None:
+    """`converged` only where the target was reached, as the float64 check of the final iterate
+    confirms; a run that any other rule (or the method itself) stopped says that the target
+    was missed, so that no status or message reads as success where it was not."""
+    if outcome.status == "converged" and not target_reached:
+        # the run's own dtype claimed the target but could not resolve it
+        outcome.status = "stalled"
+        outcome.message += (f", but the float64 suboptimality of the final iterate is "
+                            f"{suboptimality:.3g}, above tol {tol:g}")
+    elif target_reached is False and outcome.status not in ("skipped", "failed"):
+        outcome.message += (f"; the target (suboptimality <= tol {tol:g}) was not reached: "
+                            f"{suboptimality:.3g}")
 
 
 def below_reference(problem, w, final_loss: float) -> bool:

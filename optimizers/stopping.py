@@ -15,8 +15,12 @@ from typing import NamedTuple
 from datasets.errors import InputError
 
 # What a run itself can end with; the runner adds "error" and "oom" for runs that end abnormally.
-STATUSES = ("converged", "stalled", "max_iter", "timeout", "diverged", "skipped", "failed",
-            "reference-error")
+# "converged" is a claim: the target tol was reached (and the float64 check of the final iterate
+# agrees, optimizers.driver.run); every other rule's status names what stopped the run instead.
+STATUSES = ("converged", "grad_tol", "stalled", "max_iter", "timeout", "diverged", "solved",
+            "skipped", "failed", "reference-error")
+# "grad_tol": the gradient-norm rule fired (a small gradient is not the target)
+# "solved": a direct solve (closed form) run without a target to judge it against
 # "skipped": the run could not start here (a GPU asked for but none visible); set by a backend
 # "failed": a closed-form solve that LAPACK refused (Cholesky of a singular X^T X)
 # "reference-error": the final loss is below the certified f* by more than its accuracy
@@ -55,6 +59,9 @@ class Suboptimality:
     def __post_init__(self):
         _tolerance("tol", self.tol)
 
+    def reason(self) -> str:
+        return f"suboptimality reached tol {self.tol:g}"
+
     def init_state(self, ops):
         return ()
 
@@ -64,11 +71,16 @@ class Suboptimality:
 
 @dataclass(frozen=True)
 class GradientNorm:
+    """||g|| <= tol: a small gradient, which says nothing of the suboptimality target."""
+
     tol: float
-    status = "converged"
+    status = "grad_tol"
 
     def __post_init__(self):
         _tolerance("grad_tol", self.tol)
+
+    def reason(self) -> str:
+        return f"the gradient norm fell to grad_tol {self.tol:g}"
 
     def init_state(self, ops):
         return ()
@@ -89,6 +101,10 @@ class RelativeImprovement:
         _tolerance("rel_tol", self.tol)
         _count("patience", self.patience)
 
+    def reason(self) -> str:
+        return (f"the loss improved by less than rel_tol {self.tol:g} for {self.patience} "
+                "iterations in a row")
+
     def init_state(self, ops):
         return (ops.scalar(0),)
 
@@ -105,6 +121,9 @@ class ExactRepeat:
 
     status = "stalled"
 
+    def reason(self) -> str:
+        return "the RMSE repeated exactly (the original program's rule)"
+
     def init_state(self, ops):
         return ()
 
@@ -119,6 +138,9 @@ class MaxIter:
 
     def __post_init__(self):
         _count("max_iter", self.max_iter)
+
+    def reason(self) -> str:
+        return f"the iteration budget max_iter {self.max_iter} ran out"
 
     def init_state(self, ops):
         return ()
@@ -135,6 +157,9 @@ class TimeBudget:
     def __post_init__(self):
         _tolerance("time_budget", self.seconds)
 
+    def reason(self) -> str:
+        return f"the time budget of {self.seconds:g} s ran out"
+
     def init_state(self, ops):
         return ()
 
@@ -148,6 +173,9 @@ class Divergence:
 
     factor: float = 1e5
     status = "diverged"
+
+    def reason(self) -> str:
+        return f"the loss became non-finite or grew past {self.factor:g} times its start"
 
     def init_state(self, ops):
         return ()
@@ -194,7 +222,7 @@ class StoppingRules:
     def ending(self, index: int, iteration: int) -> Ending:
         """The Ending of a run that the rule at `index` stopped at `iteration`."""
         rule = self.rules[index]
-        return Ending(rule.status, f"{rule!r} fired at iteration {iteration}", rule)
+        return Ending(rule.status, f"{rule.reason()} at iteration {iteration}", rule)
 
 
 def build_rules(*, tol=None, grad_tol=None, rel_tol=None, patience=10, exact_repeat=False,

@@ -7,19 +7,20 @@ from optimizers.driver import host_ops
 from optimizers.stopping import Context, RelativeImprovement
 
 
-@pytest.mark.parametrize("rules, status, rule_name", [
-    ({"tol": 1e-6}, "converged", "Suboptimality"),
-    ({"grad_tol": 1e-3}, "converged", "GradientNorm"),
-    ({"rel_tol": 1e-3, "patience": 3}, "stalled", "RelativeImprovement"),
-    ({"exact_repeat": True}, "stalled", "ExactRepeat"),
-    ({"time_budget": 0.05}, "timeout", "TimeBudget"),
+@pytest.mark.parametrize("rules, status, rule_name, says", [
+    ({"tol": 1e-6}, "converged", "Suboptimality", "suboptimality reached tol 1e-06 at"),
+    ({"grad_tol": 1e-3}, "grad_tol", "GradientNorm", "the gradient norm fell to grad_tol 0.001"),
+    ({"rel_tol": 1e-3, "patience": 3}, "stalled", "RelativeImprovement",
+     "the loss improved by less than rel_tol 0.001 for 3 iterations in a row"),
+    ({"exact_repeat": True}, "stalled", "ExactRepeat", "the RMSE repeated exactly"),
+    ({"time_budget": 0.05}, "timeout", "TimeBudget", "the time budget of 0.05 s ran out"),
 ])
-def test_each_rule_fires_with_its_status(numpy64, rules, status, rule_name):
+def test_each_rule_fires_with_its_status(numpy64, rules, status, rule_name, says):
     problem = make_problem("synthetic", n=3000, d=5, kappa=100.0, seed=3)
     result = run(problem, make_optimizer("gd"), build_rules(max_iter=10**7, **rules),
                  backend=numpy64)
     assert result.status == status
-    assert result.message.startswith(rule_name)
+    assert result.message.startswith(says), result.message
     last = result.trace.iloc[-1]
     assert last["iteration"] == result.iterations
     if rule_name == "Suboptimality":
@@ -30,6 +31,28 @@ def test_each_rule_fires_with_its_status(numpy64, rules, status, rule_name):
         before = run(problem, make_optimizer("gd"), build_rules(max_iter=result.iterations - 1),
                      backend=numpy64).trace["loss"].iloc[-1]
         assert np.sqrt(last["loss"]) == np.sqrt(before) and last["loss"] > 0
+
+
+def test_only_the_target_is_called_converged(numpy64):
+    """A gradient-norm rule that fires at once is not convergence: the status names the rule
+    and the message says the target was missed (a loose grad_tol used to read 'converged' at
+    suboptimality 4.71 after 0 iterations)."""
+    problem = make_problem("eve", rows=5000)
+    result = run(problem, make_optimizer("gd"), build_rules(tol=1e-8, grad_tol=1e9,
+                                                            max_iter=100), backend=numpy64)
+    assert (result.status, result.iterations, result.target_reached) == ("grad_tol", 0, False)
+    assert "the target (suboptimality <= tol 1e-08) was not reached" in result.message
+    assert result.suboptimality > 1
+    for rules, status in (({"rel_tol": 1e-1, "patience": 1, "max_iter": 100}, "stalled"),
+                          ({"max_iter": 3}, "max_iter")):
+        other = run(problem, make_optimizer("gd"), build_rules(tol=1e-8, **rules),
+                    backend=numpy64)
+        assert other.status == status and "was not reached" in other.message
+    # the closed form without a target claims nothing; with one, it is judged like any run
+    assert run(problem, make_optimizer("closed-form"), build_rules(max_iter=1),
+               backend=numpy64).status == "solved"
+    assert run(problem, make_optimizer("closed-form"), build_rules(tol=1e-8, max_iter=1),
+               backend=numpy64).status == "converged"
 
 
 def test_max_iter(numpy64, well_conditioned):

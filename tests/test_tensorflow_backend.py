@@ -159,7 +159,7 @@ def test_lbfgs_on_tensorflow_reaches_scipy_optimum():
 
 STOPS = {
     "suboptimality": ("gd", {}, {"tol": 1e-6, "max_iter": 10_000}, "converged"),
-    "grad_norm": ("gd", {}, {"grad_tol": 1e-4, "max_iter": 10_000}, "converged"),
+    "grad_norm": ("gd", {}, {"grad_tol": 1e-4, "max_iter": 10_000}, "grad_tol"),
     "rel_improvement": ("adadelta", {}, {"rel_tol": 1e-3, "patience": 3, "max_iter": 10_000},
                         "stalled"),
     "exact_repeat": ("gd", {"step": "diag"}, {"exact_repeat": True, "max_iter": 20_000},

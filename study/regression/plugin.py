@@ -9,6 +9,7 @@ from datasets import InputError, problem_kind
 from optimizers import KERAS_PREFIX, make_optimizer
 from optimizers.driver import for_problem
 from optimizers.objective import check_formulation
+from optimizers.stopping import STATUSES as RUN_STATUSES
 from study.regression.config import CONFIG_KEYS, expand_specs
 from study.regression.schema import SCHEMA, SIDE_TABLES
 from study.regression.spec import RunSpec
@@ -20,8 +21,7 @@ KIND = "regression"
 MEASURE_MODULE = "study.regression.measure"
 # imported by the warm process of TensorFlow runs (importing them initialises nothing)
 TENSORFLOW_MODULES = ("optimizers.backends.tensorflow", "optimizers.backends.tf1")
-STATUSES = ("converged", "stalled", "max_iter", "timeout", "diverged", "skipped", "failed",
-            "reference-error", "uncertifiable")
+STATUSES = (*RUN_STATUSES, "uncertifiable")
 # a sweep with these exits 1; "uncertifiable" (f* too coarse for the tol) is a refusal, not one
 FAILED_STATUSES = ("error", "failed", "reference-error")
 BACKEND_FILES = {
