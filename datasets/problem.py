@@ -12,6 +12,7 @@ float64 data, whatever dtype a run uses, so every backend is judged against the 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
@@ -197,22 +198,109 @@ class Problem:
         at 1M x 5 the pass over X costs 50 ms of every run)."""
         return np.abs(self.X).max(axis=0), np.abs(self.y).max(axis=0)
 
-    def check_dtype_range(self, dtype) -> None:
-        """Reject data whose squares overflow `dtype` (the loss sums squared residuals)."""
+    def check_dtype_range(self, dtype, start=None) -> None:
+        """Reject data whose arithmetic overflows `dtype`, before any run: the squares of a
+        column (the loss sums squared residuals), and what the first iterations form from the
+        start point (zeros unless given): the squared gradient norm that every stopping check
+        reads and the curvature along the gradient (g^T H g: line searches, CG). Data near 1e150
+        pass the first test, but their gradient norm squared is near 1e600: without this, runs
+        "diverge" at iteration 1. The ridge term's share is left out: lam ||w|| is never the
+        one that overflows first."""
+        dtype = np.dtype(dtype)
+        start = np.zeros((self.d, self.k)) if start is None else np.asarray(start, np.float64)
+        start_peak = float(np.max(np.abs(start), initial=0.0))
         limit = np.sqrt(np.finfo(dtype).max / max(self.n, 1)) / 4
         for peak, names in zip(self.column_peaks, (self.feature_names, self.label_names),
                                strict=True):
             if (peak > limit).any():
                 j = int(np.argmax(peak > limit))
                 raise InputError(f"column '{names[j]}' has values up to {peak[j]:.3g}: their "
-                                 f"squares overflow {np.dtype(dtype).name} (keep |values| below "
+                                 f"squares overflow {dtype.name} (keep |values| below "
                                  f"{limit:.3g}, or rescale"
-                                 f"{'' if np.dtype(dtype) == np.float64 else ', or use float64'})")
+                                 f"{'' if dtype == np.float64 else ', or use float64'})")
+        log_max = math.log10(np.finfo(dtype).max)
+        if max(self.iteration_magnitudes(start_peak).values()) <= log_max:
+            return  # the cheap bound from the column peaks settles it (the usual case)
+        # The bound can be loose by decades (heavy tails): judge by the values themselves at
+        # the start point, with two decades of room for the growth of the first iterations.
+        what, log_size = max(self.start_magnitudes(start).items(), key=lambda kv: kv[1])
+        if log_size > log_max - 2:
+            x_peaks, y_peaks = self.column_peaks
+            j = int(np.argmax(x_peaks))
+            raise InputError(
+                f"column '{self.feature_names[j]}' has values up to {x_peaks[j]:.3g} (labels up "
+                f"to {y_peaks.max():.3g}): the {what} at the start point is about "
+                f"1e{log_size:.0f}, at or past {dtype.name}'s largest 1e{log_max:.0f}, so every "
+                "method would overflow in its first iterations; rescale the columns "
+                f"(standardize = true) or the labels"
+                f"{'' if dtype == np.float64 else ', or use float64'}")
+
+    def start_magnitudes(self, w0) -> dict[str, float]:
+        """log10 of the squared gradient norm and of the curvature along the gradient at w0,
+        computed with X and y scaled by powers of two so that nothing overflows here (two
+        passes over X: only when the bounds of `iteration_magnitudes` are not enough)."""
+        w0 = np.asarray(w0, dtype=np.float64).reshape(self.d, -1)
+        sx = _power_of_two(np.max(self.column_peaks[0]))
+        X = self.X / sx
+        if self.objective == "logistic":
+            with np.errstate(over="ignore"):  # a margin may overflow to inf: the sigmoid takes it
+                margin = self.y * (X @ w0) * sx
+                weight = 1.0 / (1.0 + np.exp(margin))  # sigmoid(-margin)
+            g = -(X.T @ (self.y * weight)) / self.n  # the gradient over sx
+            q = X @ g
+            s = 1.0 / (1.0 + np.exp(-np.clip(margin, -700, 700)))
+            curvature = np.sum(s * (1 - s) * q * q) / self.n
+            log_g, log_c = math.log10(sx), 4 * math.log10(sx)
+        else:
+            sy = _power_of_two(np.max(self.column_peaks[1]))
+            r = X @ (w0 * (sx / sy)) - self.y / sy  # the residual over sy
+            g = (2.0 / self.n) * (X.T @ r)  # the gradient over sx sy
+            q = X @ g
+            curvature = 2.0 / self.n * float(np.vdot(q, q))
+            log_g = math.log10(sx) + math.log10(sy)
+            log_c = 4 * math.log10(sx) + 2 * math.log10(sy)
+        tiny = np.finfo(np.float64).tiny
+        grad_sq = 2 * log_g + math.log10(max(float(np.vdot(g, g)), tiny))
+        return {"squared gradient norm": grad_sq,
+                "curvature along the gradient": log_c + math.log10(max(float(curvature), tiny))}
+
+    def iteration_magnitudes(self, start_peak: float = 0.0) -> dict[str, float]:
+        """log10 of upper bounds, from the column peaks, of the squared gradient norm and of the
+        curvature along the gradient at a start point whose largest |entry| is `start_peak`.
+        Least squares: residuals |r| <= R = max|y| + d max|x| start_peak, ||g||^2 <=
+        d (2 max|x| R)^2, the Hessian's norm L <= 2 d max|x|^2 + lam; logistic regression:
+        sigmoid(.) <= 1, so ||g||^2 <= d max|x|^2 and L <= d max|x|^2 / 4 + lam."""
+        x_peak = max(float(np.max(self.column_peaks[0])), np.finfo(np.float64).tiny)
+        log_d, log_x = math.log10(self.d), math.log10(x_peak)
+        if self.objective == "logistic":
+            log_grad = log_d + 2 * log_x
+            log_hessian = log_d - math.log10(4) + 2 * log_x
+        else:
+            y_peak = float(np.max(self.column_peaks[1]))
+            residual = _log10_sum(math.log10(max(y_peak, np.finfo(np.float64).tiny)),
+                                  log_d + log_x + math.log10(start_peak) if start_peak > 0
+                                  else -math.inf)
+            log_grad = log_d + 2 * (math.log10(2) + log_x + residual)
+            log_hessian = math.log10(2) + log_d + 2 * log_x
+        log_hessian = _log10_sum(log_hessian, math.log10(self.lam) if self.lam else -math.inf)
+        return {"squared gradient norm": log_grad,
+                "curvature along the gradient": log_hessian + log_grad}
 
     def suboptimality(self, f: float) -> float:
         """(f - f*) / max(f*, floor), floor = eps * f(0): relative to f*, except that an exact
         fit (f* ~ 0, rounding noise) is judged against the smallest loss float64 resolves."""
         return (f - self.f_star) / self.reference.scale
+
+
+def _power_of_two(peak: float) -> float:
+    """The power of two at or above a positive peak (1 for zero): an exact scaling."""
+    return 2.0 ** math.ceil(math.log2(peak)) if peak > 0 else 1.0
+
+
+def _log10_sum(a: float, b: float) -> float:
+    """log10(10^a + 10^b) without forming either power (they may overflow float64)."""
+    high, low = max(a, b), min(a, b)
+    return high if low == -math.inf else high + math.log10(1 + 10 ** (low - high))
 
 
 def gram_matrix(X: np.ndarray) -> np.ndarray:

@@ -123,7 +123,7 @@ def run(problem, optimizer, rules, *, backend, init: str = "zeros", seed: int = 
     optimizer = for_problem(optimizer, problem)
     w0 = initial_point(problem, init, seed)
     dtype = np.dtype(getattr(backend.dtype, "as_numpy_dtype", backend.dtype))
-    problem.check_dtype_range(dtype)
+    problem.check_dtype_range(dtype, w0)
     reference = problem.reference  # solved before any clock starts
     refusal = reference.refusal(rules.spec.get("tol"))
     if refusal is not None:

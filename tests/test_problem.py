@@ -89,3 +89,41 @@ def test_bad_arrays_are_rejected_with_a_named_reason(features, message):
 def test_bad_dataset_parameters(name, params, message):
     with pytest.raises(InputError, match=message):
         make_problem(name, **params)
+
+
+@pytest.mark.parametrize("objective", ["least-squares", "logistic"])
+@pytest.mark.parametrize("start", [0.0, 3.0])
+def test_iteration_magnitudes_bound_what_the_first_iteration_forms(objective, start):
+    """The overflow check's bounds hold: the squared gradient norm and the curvature along the
+    gradient at a start point of that size never exceed them (heavy-tailed columns of mixed
+    scales, so the bound is exercised, not just the typical case)."""
+    rng = np.random.default_rng(7)
+    X = rng.standard_t(2, size=(400, 4)) * np.array([1.0, 1e3, 1e-2, 50.0])
+    labels = ((X @ np.array([1.0, 1e-3, 5.0, 0.1]) + rng.standard_normal(400) > 0).astype(float)
+              if objective == "logistic" else X @ rng.standard_normal(4) * 7)
+    problem = Problem.from_arrays(X, labels, name="t", objective=objective)
+    w0 = np.full((problem.d, 1), start) * np.where(rng.random((problem.d, 1)) < 0.5, -1, 1)
+    g = problem.grad(w0)
+    exact = {"squared gradient norm": np.log10(float(np.vdot(g, g))),
+             "curvature along the gradient": np.log10(float(np.vdot(
+                 g, problem.hessian_product(w0, g))))}
+    bounds = problem.iteration_magnitudes(start)
+    scaled = problem.start_magnitudes(w0)  # computed on scaled data: the same values
+    for what, value in exact.items():
+        assert value <= bounds[what]
+        # lam's share (logistic: lam = 1/n) is left out of the scaled values: 1e-3 in log10
+        assert scaled[what] == pytest.approx(value, abs=1e-3 if objective == "logistic" else 1e-9)
+
+
+def test_heavy_tails_past_the_bound_are_judged_by_their_values():
+    """float32 data whose peak-based bound overflows but whose start-point values fit (a
+    single huge entry among ordinary ones) are accepted; the same data scaled up are refused."""
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((2000, 3))
+    X[0, 1] = 1e9  # one outlier: the bound takes it for every row
+    y = X @ np.array([1.0, 0.0, 2.0]) + rng.standard_normal(2000)
+    problem = Problem.from_arrays(X, y, name="tails")
+    assert max(problem.iteration_magnitudes().values()) > np.log10(np.finfo(np.float32).max)
+    problem.check_dtype_range(np.float32)  # accepted: the values themselves fit
+    with pytest.raises(InputError, match="at the start point is about 1e"):
+        Problem.from_arrays(X * 1e50, y * 1e50, name="tails").check_dtype_range(np.float64)

@@ -145,6 +145,10 @@ CASES = {
     "values near 1e201 overflow, not collinear": (
         lambda t: tab(csv(t, FRAME.assign(a=[1e201, 2e201, 4e201, 3e201, 5e201, 7e201]))),
         "squares overflow float64 (keep |values| below"),
+    # issue 28: squares that fit, but a gradient norm squared near 1e600 does not
+    "values near 1e150 overflow the first iterations, not 'diverged'": (
+        lambda t: tab(csv(t, FRAME.assign(a=[1e150, 2e150, 4e150, 3e150, 5e150, 7e150]))),
+        "the curvature along the gradient at the start point is about 1e"),
     "rows beyond memory": (lambda t: ["regress", "--rows", "1000000000000"],
                            "eve with 1000000000000 rows needs about"),
     "scheduler not an address": (lambda t: [*config(t, GOOD_CONFIG), "--executor", "dask",
