@@ -89,11 +89,28 @@ def test_keras_reaches_the_target_and_the_record_holds_the_object(well_condition
     ("keras:Adamm", {}, "unknown Keras optimizer 'Adamm'; allowed: "),
     ("keras:Adam", {"learning_rat": 0.1}, "keras:Adam: "),
     ("keras:Optimizer", {}, "unknown Keras optimizer 'Optimizer'"),
+    # issue 28: impossible numbers, which Keras itself accepts and runs
+    ("keras:Adam", {"learning_rate": -0.01}, r"keras:Adam: learning_rate must be in \(0, inf\)"),
+    ("keras:SGD", {"learning_rate": float("nan")}, "learning_rate must be a finite number"),
+    ("keras:Adam", {"beta_2": 1.0}, r"beta_2 must be in \[0, 1\), got 1.0"),
+    ("keras:RMSprop", {"epsilon": -1e-7}, "epsilon must be in"),
+    ("keras:AdamW", {"weight_decay": -0.1}, r"weight_decay must be in \[0, inf\)"),
+    ("keras:Adam", {"clipnorm": 0.0}, "clipnorm must be in"),
+    ("keras:Ftrl", {"learning_rate_power": 0.5}, r"learning_rate_power must be in \(-inf, 0\]"),
+    ("keras:Adam", {"gradient_accumulation_steps": 0}, "must be an integer >= 1"),
 ])
 def test_bad_class_or_parameter_is_an_input_error(name, hp, message):
     with pytest.raises(InputError, match=message) as info:
         make_optimizer(name, **hp)
     assert "\n" not in str(info.value)
+
+
+def test_the_ranges_allow_what_keras_documents():
+    """Lion's betas may be 1, an epsilon may be tiny, decays may be 0: refusals stay honest."""
+    for name, hp in (("keras:Lion", {"beta_1": 1.0}), ("keras:Adam", {"epsilon": 1e-30}),
+                     ("keras:AdamW", {"weight_decay": 0.0}), ("keras:SGD", {"momentum": 0.0}),
+                     ("keras:Adam", {"clipnorm": None})):
+        make_optimizer(name, **hp)
 
 
 def test_numpy_backend_is_refused(problem):
