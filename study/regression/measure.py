@@ -27,7 +27,8 @@ SPEC_COLUMNS = ("optimizer", "backend", "dtype", "dataset", "init", "seed", "dat
 
 def problem_key(spec: RunSpec) -> dict:
     """What the data set and its reference depend on: parameters, the data code, and for a
-    file the file's size and modification time."""
+    file its identity and change times (a write always moves ctime, which no copy preserves;
+    the row's fingerprint hashes the file's content, study.regression.plugin.input_files)."""
     params = spec.data_params()
     key = {"dataset": spec.dataset, "params": params,
            "code": manifest(python_files("datasets"))}
@@ -35,7 +36,7 @@ def problem_key(spec: RunSpec) -> dict:
         if not Path(params["path"]).is_file():
             make_problem(spec.dataset, **params)  # the loader's own error names the file
         stat = Path(params["path"]).stat()
-        key["file"] = [stat.st_size, stat.st_mtime_ns]
+        key["file"] = [stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino]
     return key
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import json
+from pathlib import Path
 
 from datasets import InputError, problem_kind
 from optimizers import KERAS_PREFIX, make_optimizer
@@ -98,7 +99,8 @@ def _selectable() -> tuple[set[str], dict, dict]:
 
 def code_files(spec: RunSpec) -> list[str]:
     """The measuring code shared by every run, plus the modules of this spec's optimizer, data
-    set and backend (so that editing gd.py leaves the L-BFGS rows standing)."""
+    set and backend (so that editing gd.py leaves the L-BFGS rows standing), and its input
+    data file if it reads one."""
     chosen, optimizers, datasets = _selectable()
     shared = [f for f in python_files("datasets") + python_files("optimizers")
               if f not in chosen]
@@ -106,7 +108,15 @@ def code_files(spec: RunSpec) -> list[str]:
 
     name = KERAS_PREFIX if spec.optimizer.startswith(KERAS_PREFIX) else spec.optimizer
     own = [optimizers[name], datasets[spec.dataset], *BACKEND_FILES[spec.backend]]
-    return sorted({*shared, *own, *ENGINE_FILES, *MEASURING_FILES})
+    return sorted({*shared, *own, *ENGINE_FILES, *MEASURING_FILES, *input_files(spec)})
+
+
+def input_files(spec: RunSpec) -> list[str]:
+    """The user's data file (tabular), by absolute path: its content is hashed into the row's
+    fingerprint like the code's, so an edited file re-measures instead of being compared with
+    rows measured on the old one."""
+    path = spec.dataset_params.get("path")
+    return [str(Path(path).resolve())] if isinstance(path, str) else []
 
 
 def measure(spec, ctx):

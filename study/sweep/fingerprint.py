@@ -1,4 +1,5 @@
-"""Which code measured a row: a hash of the contents of the source files a spec ran through.
+"""Which code measured a row: a hash of the contents of the source files a spec ran through
+(and of the input data files it read, by absolute path).
 
 The study says which files measured a spec (`code_files`): its shared measuring code plus the
 modules of the very optimizer, data set and backend it used, so that editing `optimizers/gd.py`
