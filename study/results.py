@@ -30,9 +30,17 @@ class Results:
     code: str  # one fingerprint of every source file behind the rows (one version each)
 
     def table(self, name: str) -> pd.DataFrame:
-        """A side table (traces, calls), checked like the runs table."""
-        return read_table(self.folder / f"{name}.parquet", self.plugin.SIDE_TABLES[name],
-                          recover=recovery(self.folder))
+        """A side table (traces, calls), checked like the runs table, and refused when it
+        holds runs the runs table does not (a table copied from another folder would be
+        drawn beside this one's)."""
+        path = self.folder / f"{name}.parquet"
+        table = read_table(path, self.plugin.SIDE_TABLES[name], recover=recovery(self.folder))
+        foreign = set(table["run_id"].dropna()) - set(self.runs["run_id"])
+        if foreign:
+            raise InputError(f"'{path}' holds {len(foreign)} runs that '{self.folder}/"
+                             f"runs.parquet' does not (e.g. {sorted(foreign)[0]}): the two "
+                             f"tables do not belong together; {recovery(self.folder)}")
+        return table
 
     def provenance(self) -> str:
         """One line naming what the numbers are based on."""
@@ -76,8 +84,33 @@ def load(folder, expected_kind: str | None = None) -> Results:
     kind = study_kind(folder, expected_kind)
     plugin = load_kind(kind)
     runs = read_table(folder / "runs.parquet", plugin.SCHEMA, recover=recovery(folder))
+    check_belongs(runs, folder)
     code = check_one_fingerprint(runs, folder)
     return Results(folder, kind, plugin, runs, code)
+
+
+def check_belongs(runs: pd.DataFrame, folder: Path) -> None:
+    """Refuse a runs table that is not this folder's: rows of another study (the folder's
+    study.json names its own), or rows with no run file of their own in runs/ (the table is
+    assembled from those files, so a row without one was copied in from elsewhere)."""
+    try:
+        name = json.loads((folder / "study.json").read_text()).get("name")
+    except (OSError, ValueError, AttributeError):
+        name = None
+    if name is not None and "study" in runs:
+        others = sorted({str(s) for s in runs["study"].dropna()} - {name})
+        if others:
+            raise InputError(f"'{folder}/runs.parquet' holds rows of study '{others[0]}', but "
+                             f"the folder belongs to study '{name}' (study.json): the table "
+                             f"was copied from another folder; {recovery(folder)}")
+    runs_dir = folder / "runs"
+    if runs_dir.is_dir():
+        on_file = {p.name.split(".", 1)[0] for p in runs_dir.glob("*.parquet")}
+        missing = sorted(set(runs["run_id"].dropna()) - on_file)
+        if missing:
+            raise InputError(f"'{folder}/runs.parquet' holds {len(missing)} rows with no run "
+                             f"file in '{runs_dir}' (e.g. {missing[0]}): they were not measured "
+                             f"into this folder; {recovery(folder)}")
 
 
 def check_one_fingerprint(runs: pd.DataFrame, folder) -> str:
@@ -89,7 +122,11 @@ def check_one_fingerprint(runs: pd.DataFrame, folder) -> str:
         try:
             files = json.loads((Path(folder) / "fingerprints" / f"{code}.json").read_text())
         except (OSError, ValueError):
-            continue  # its file list is not stored: nothing to check it against
+            raise InputError(
+                f"'{folder}' has rows with code fingerprint {code}, whose file list is not in "
+                f"{Path(folder) / 'fingerprints'}: nothing says which code measured them; run "
+                "`python -m study run CONFIG` (without --keep-stale) to re-measure them") \
+                from None
         for path, digest in files.items():
             versions.setdefault(path, set()).add(digest)
     mixed = sorted(path for path, digests in versions.items() if len(digests) > 1)

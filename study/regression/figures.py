@@ -355,6 +355,12 @@ def figure_feed_modes(runs: pd.DataFrame):
                        device=runs["device"].fillna("cpu"))
     compared = runs.groupby(["data", "device"])["mode"].nunique()
     facets = sorted(compared[compared > 1].index) or sorted(compared.index)
+    if not facets:  # a study without GD or Adadelta: say so rather than draw nothing
+        fig, ax = plt.subplots(figsize=(9, 1.2))
+        ax.axis("off")
+        ax.text(0.5, 0.5, "no GD or Adadelta runs in this study: no engines to compare per "
+                          "iteration", ha="center", va="center")
+        return fig
     fig, axes = plt.subplots(len(facets), 1, figsize=(9, 3.6 * max(len(facets), 1)),
                              squeeze=False)
     order = [m for m in FEED_ORDER if m in set(runs["mode"])]
