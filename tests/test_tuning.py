@@ -87,6 +87,23 @@ def test_tuned_needs_a_tuning_table_and_a_tuning_table_needs_tuned():
         parse_study(raw, "t.toml")
 
 
+def test_a_tuning_seed_that_rebuilds_the_measured_instance_is_refused():
+    """Issue 28: with the data set's own seed fixed and a zero start, the 'held-apart' seed
+    builds the very instance that is then measured (same data, same start)."""
+    raw = config()
+    raw["datasets"][0]["seed"] = 3
+    with pytest.raises(ConfigError, match="the tuning seed 5 builds the very instance that is "
+                                          "measured") as error:
+        parse_study(raw, "t.toml")
+    assert "\n" not in str(error.value)
+    raw["init"] = "normal"  # another start: held apart, but only the start, and the rows say so
+    tuned = [s for s in parse_study(raw, "t.toml").specs if s.tuning.get("role") == "tuned"]
+    assert {s.axes()["tuning_holdout"] for s in tuned} == {"start point only"}
+    del raw["datasets"][0]["seed"]
+    tuned = [s for s in parse_study(raw, "t.toml").specs if s.tuning.get("role") == "tuned"]
+    assert {s.axes()["tuning_holdout"] for s in tuned} == {"instance"}
+
+
 def test_the_grid_runs_once_per_configuration_on_the_held_apart_seed():
     raw = config()
     raw["repeats"] = 2

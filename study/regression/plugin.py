@@ -48,6 +48,13 @@ def check_grid(specs) -> str | None:
     with the 'gram' formulation, a least-squares-only method or the exact line search; ridge
     data with a plain least-squares method): the runs' own checks, made before anything runs."""
     for spec in specs:
+        if spec.tuning.get("role") == TUNED and spec.tuning_holdout() == "nothing":
+            params = json.dumps(spec.dataset_params, sort_keys=True)
+            return (f"dataset '{spec.dataset}' ({params}) with {spec.optimizer}: the tuning "
+                    f"seed {spec.tuning['seed']} builds the very instance that is measured "
+                    f"(seed {spec.seed}): the data set ignores the seed and init = 'zeros' "
+                    "starts both at the same point, so the tuned rate would not be held apart; "
+                    "drop the data set's own seed, or use init = 'normal'")
         kind = problem_kind(spec.dataset, spec.dataset_params)
         try:
             check_formulation(kind.objective, spec.backend_options.get("formulation", "data"))

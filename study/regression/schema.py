@@ -27,6 +27,8 @@ RUN_COLUMNS = Schema("runs", (
     Column("tuned_value", "float", "tuned: the learning rate chosen (also in hyperparameters)"),
     Column("tuning_grid", "str", "tuned: the rates tried, as JSON"),
     Column("tuning_seed", "int", "tuned: the held-apart seed the grid ran on"),
+    Column("tuning_holdout", "str", "tuned: what the held-apart seed holds apart: 'instance' "
+           "(other data) or 'start point only' (the data set ignores the seed)"),
     Column("tuning_stopping", "str", "tuned: the grid runs' short budget over the run's own "
                                      "rules, as JSON"),
     Column("tuning_criterion", "str", "tuned: iterations or seconds to the target; if none "

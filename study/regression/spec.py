@@ -79,9 +79,20 @@ class RunSpec:
             return {"tuning": self.tuning["role"]}
         return {"tuning": "tuned", "tuned_value": self.tuning.get("value"),
                 "tuning_grid": json.dumps(self.tuning["grid"]),
-                "tuning_seed": self.tuning["seed"],
+                "tuning_seed": self.tuning["seed"], "tuning_holdout": self.tuning_holdout(),
                 "tuning_stopping": json.dumps(self.tuning["stopping"], sort_keys=True),
                 "tuning_criterion": self.tuning["criterion"]}
+
+    def tuning_holdout(self) -> str:
+        """What the held-apart tuning seed really holds apart from this instance: 'instance'
+        (other data, and another start if init is seeded), 'start point only' (the data set
+        ignores the seed: its own seed is fixed, or it is the user's file), or 'nothing' (the
+        same data from the same zero start: the tuning runs measure the very instance)."""
+        tuning_seed = self.tuning["seed"]
+        held = RunSpec(**{**asdict(self), "seed": tuning_seed, "tuning": {}})
+        if held.data_params() != self.data_params():
+            return "instance"
+        return "start point only" if self.init != "zeros" else "nothing"
 
     def label(self) -> str:
         """A short human name for progress bars and logs."""

@@ -127,6 +127,7 @@ def tuning_table(runs):
                     "tuned rate": "none usable" if value is None else f"{value:g}",
                     f"grid runs (criterion: {spec.tuning['criterion']})": "; ".join(outcomes),
                     "held-apart seed": spec.tuning["seed"],
+                    "held apart": spec.tuning_holdout(),
                     "budget": json.dumps(spec.tuning["stopping"], sort_keys=True)})
     return pd.DataFrame(out)
 
