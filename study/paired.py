@@ -1,27 +1,61 @@
-"""Paired comparisons: two configurations compared only on the instances both ran.
+"""Typical values and paired comparisons, with intervals valid at the sizes the studies have.
 
 An instance is what a comparison must hold fixed (the data set, its seed, the starting point);
-repeats are measurements of one instance. The ratio A/B is taken per instance (median over each
-side's repeats), then summarised by the median over instances, with a percentile bootstrap CI
-that resamples instances and, within each, both sides' repeats. A failure counts as infinite
-time, so a method that fails cannot look fast; where both sides failed the instance is a tie.
-Where the CI contains 1 the two are "not distinguishable", and nothing is said to be faster.
+repeats are measurements of one instance. Timings are compared on the log scale, where noise
+is multiplicative and roughly symmetric: per instance, the mean of the log times of its
+repeats (A's minus B's for a ratio A/B); then, over instances:
+
+- every instance finite, at least MIN_INSTANCES of them: the mean over instances with a
+  Student t interval (K - 1 degrees of freedom), back on the ratio scale (a geometric mean).
+  The spread of the per-instance values holds both the instances' differences and every
+  measurement's noise, so the interval says what another draw of instances and measurements
+  would give, not just how these happened to fall;
+- fewer instances, but repeats: the same mean with a Welch t interval from the repeats'
+  spread (an interval for these instances only, and it says so);
+- a failure (infinite time) on some instance: the median over instances, with the
+  distribution-free interval of a median (order statistics), which exists from MIN_ORDER
+  instances on (three values cover a median with at most 75%);
+- otherwise: no interval, and no verdict.
+
+The previous method, a percentile bootstrap of the median over three instances, has ten
+distinct resamples: its "95%" interval was the range of three values, and two idle runs of the
+same study gave disjoint ones. A failure counts as infinite time, so a method that fails
+cannot look fast; where both sides failed the instance is a tie. Where the interval contains
+1 the two are "not distinguishable", and nothing is said to be faster.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 LEVEL = 0.95
-RESAMPLES = 2000
+MIN_INSTANCES = 3  # a t interval over instances: at least 2 degrees of freedom
+MIN_ORDER = 6  # the smallest count whose order statistics cover a median with >= 95%
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A typical value (geometric mean, or median where some instance failed) and its interval
+    (NaN bounds: none could be made), with how it was made."""
+
+    value: float
+    low: float
+    high: float
+    method: str
+
+    @property
+    def exists(self) -> bool:
+        return not (math.isnan(self.low) or math.isnan(self.high))
 
 
 @dataclass(frozen=True)
 class Comparison:
-    ratio: float  # median over common instances of A/B
+    ratio: float  # typical A/B over the common instances (see the module docstring)
     low: float
     high: float
     instances: int  # instances both sides ran
@@ -29,11 +63,16 @@ class Comparison:
     only_b: int
     both_failed: int  # instances where neither reached the target (counted as ties)
     measurements: int = 0  # the smaller side's count of measurements on the common instances
+    method: str = ""  # how the interval was made, or why there is none
+
+    @property
+    def has_interval(self) -> bool:
+        return not (math.isnan(self.low) or math.isnan(self.high))
 
     @property
     def distinguishable(self) -> bool:
-        """The CI excludes 1; one measurement a side has no spread, so it never is."""
-        return self.instances > 0 and self.measurements > 1 and (self.low > 1 or self.high < 1)
+        """The interval excludes 1; without an interval, never."""
+        return self.instances > 0 and self.has_interval and (self.low > 1 or self.high < 1)
 
     def ci(self) -> str:
         return f"[{_times(self.low)}, {_times(self.high)}]"
@@ -45,15 +84,18 @@ class Comparison:
         where = f"{self.instances} common instance{'s' * (self.instances != 1)}"
         if self.only_a or self.only_b:
             where += f"; {self.only_a + self.only_b} not shared, left out"
-        if self.measurements == 1:
-            return (f"{a} over {b}: {quantity} ratio {_times(self.ratio)} from a single "
-                    "measurement each, no confidence interval (run repeats to compare)")
+        if not self.has_interval:
+            if np.isinf(self.ratio):
+                return (f"{a} did not finish where {b} did on most of the {where} "
+                        f"({self.method})")
+            return (f"{a} over {b}: {quantity} ratio {_times(self.ratio)} ({where}): "
+                    f"{self.method}, so no verdict")
         if np.isinf(self.ratio):
             return (f"{a} did not finish where {b} did on most of the {where} "
-                    f"(95% CI of the ratio {self.ci()})")
+                    f"(95% interval of the ratio {self.ci()})")
         if not self.distinguishable:
             return (f"{a} and {b}: not distinguishable ({quantity} ratio {_times(self.ratio)}, "
-                    f"95% CI {self.ci()}, {where})")
+                    f"95% interval {self.ci()}, {where})")
         if self.ratio > 1:
             return f"{a} took {_times(self.ratio)} the {quantity} of {b} ({self.ci()}, {where})"
         return (f"{a} took {_times(self.ratio)} the {quantity} of {b}, i.e. "
@@ -61,6 +103,8 @@ class Comparison:
 
 
 def _times(x: float) -> str:
+    if np.isnan(x):
+        return "-"
     if np.isinf(x):
         return "inf"
     if x == 0:
@@ -68,20 +112,90 @@ def _times(x: float) -> str:
     return f"{x:.3g}x"
 
 
-def _ratio(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """A/B elementwise, with failure/failure a tie (1), x/failure 0 and failure/x infinite."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r = a / b
-    return np.where(np.isinf(a) & np.isinf(b), 1.0, r)
+def _log(values: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore"):
+        return np.log(np.asarray(values, dtype=float))
 
 
-def _bootstrap_medians(values: np.ndarray, rng, resamples: int) -> np.ndarray:
-    picks = values[rng.integers(0, values.size, size=(resamples, values.size))]
-    return np.median(picks, axis=1)
+def _per_instance(samples: list[np.ndarray]) -> tuple[float, float, int]:
+    """One instance's log value (for a ratio, A's mean log repeat minus B's), the variance of
+    that value from the repeats' spread (NaN where a side has one measurement or a failure),
+    and its degrees of freedom. A side with a failure takes its median (infinite if half or
+    more of its repeats failed)."""
+    value, variance, df = 0.0, 0.0, 0
+    for sign, sample in zip((1.0, -1.0), samples, strict=False):
+        logs = _log(sample)
+        if not np.isfinite(logs).all() or logs.size < 2:
+            value += sign * float(np.median(logs))
+            variance = math.nan
+            continue
+        value += sign * float(np.mean(logs))
+        variance += float(np.var(logs, ddof=1)) / logs.size
+        df += logs.size - 1
+    return value, variance, df
+
+
+def interval(samples_per_instance: list[list[np.ndarray]], level: float = LEVEL) -> Interval:
+    """The typical value over instances with its interval (see the module docstring). Each
+    instance gives one sample (a configuration's times) or two (A's and B's, for A/B); values
+    are on the original scale, infinity for a failure, and both-infinite instances are ties
+    (the caller passes them as they are: a tie is a log ratio of 0)."""
+    per = [_per_instance(samples) for samples in samples_per_instance]
+    values = np.array([p[0] for p in per])
+    values = np.where(np.isnan(values), 0.0, values)  # inf - inf: both failed, a tie
+    k = values.size
+    if k == 0:
+        return Interval(math.nan, math.nan, math.nan, "no instance")
+    if not np.isfinite(values).all():
+        center = float(np.exp(np.median(values)))
+        if k < MIN_ORDER:
+            return Interval(center, math.nan, math.nan,
+                            f"a failure on {int((~np.isfinite(values)).sum())} of {k} "
+                            f"instances, and an interval of a median needs {MIN_ORDER}")
+        low, high = _median_bounds(np.sort(values), level)
+        return Interval(center, float(np.exp(low)), float(np.exp(high)),
+                        f"median over {k} instances, order statistics")
+    mean = float(values.mean())
+    if k >= MIN_INSTANCES:
+        spread = float(values.std(ddof=1)) / math.sqrt(k)
+        half = stats.t.ppf(0.5 + level / 2, k - 1) * spread
+        return Interval(math.exp(mean), math.exp(mean - half), math.exp(mean + half),
+                        f"t over {k} instances")
+    variances = np.array([p[1] for p in per])
+    dfs = np.array([p[2] for p in per])
+    if np.isnan(variances).any() or (dfs < 1).any():
+        return Interval(math.exp(mean), math.nan, math.nan,
+                        f"{k} instance{'s' * (k != 1)} without repeats on both sides: too few "
+                        f"for an interval (it takes {MIN_INSTANCES} instances, or repeats)")
+    variance = float(variances.sum()) / k**2
+    df = _welch_df(per, k)
+    half = stats.t.ppf(0.5 + level / 2, df) * math.sqrt(variance)
+    return Interval(math.exp(mean), math.exp(mean - half), math.exp(mean + half),
+                    f"Welch t from repeats, these {k} instance{'s' * (k != 1)} only")
+
+
+def _welch_df(per, k: int) -> float:
+    """Welch-Satterthwaite degrees of freedom of the sum of the instances' variances (each
+    instance's own df is the sum over its sides: a conservative simplification)."""
+    variances = np.array([p[1] for p in per]) / k**2
+    dfs = np.array([p[2] for p in per], dtype=float)
+    if variances.sum() == 0:  # repeats that agree exactly: a zero-width interval, any df
+        return math.inf
+    return float(variances.sum() ** 2 / np.sum(variances**2 / dfs))
+
+
+def _median_bounds(sorted_values: np.ndarray, level: float) -> tuple[float, float]:
+    """The order statistics [x_(j), x_(k+1-j)] with the largest j that still cover the median
+    with at least `level`: P(Binomial(k, 1/2) <= j - 1) <= (1 - level) / 2."""
+    k = sorted_values.size
+    j = 1
+    while stats.binom.cdf(j, k, 0.5) <= (1 - level) / 2:
+        j += 1
+    return float(sorted_values[j - 1]), float(sorted_values[k - j])
 
 
 def compare(a: pd.DataFrame, b: pd.DataFrame, instance: list[str], value: str, *,
-            level: float = LEVEL, resamples: int = RESAMPLES, seed: int = 0) -> Comparison:
+            level: float = LEVEL) -> Comparison:
     """Paired ratio of `value` (A over B) on the instances (rows' `instance` columns) both ran;
     instance columns a table lacks hold nothing apart."""
     instance = [c for c in instance if c in a.columns and c in b.columns]
@@ -92,23 +206,23 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, instance: list[str], value: str, *
     common = [k for k in a_groups if k in b_groups]
     only_a, only_b = len(a_groups) - len(common), len(b_groups) - len(common)
     if not common:
-        return Comparison(np.nan, np.nan, np.nan, 0, only_a, only_b, 0)
-    a_med = np.array([np.median(a_groups[k]) for k in common])
-    b_med = np.array([np.median(b_groups[k]) for k in common])
-    per_instance = _ratio(a_med, b_med)
-    rng = np.random.default_rng(seed)
-    resampled = np.column_stack([
-        _ratio(_bootstrap_medians(a_groups[k], rng, resamples),
-               _bootstrap_medians(b_groups[k], rng, resamples)) for k in common])
-    pick = rng.integers(0, len(common), size=(resamples, len(common)))
-    medians = np.median(np.take_along_axis(resampled, pick, axis=1), axis=1)
-    alpha = (1 - level) / 2
-    low, high = np.quantile(medians, [alpha, 1 - alpha], method="inverted_cdf")
+        return Comparison(np.nan, np.nan, np.nan, 0, only_a, only_b, 0, 0, "no instance")
+    both_failed = sum(bool(np.median(a_groups[k]) == np.inf == np.median(b_groups[k]))
+                      for k in common)
+    found = interval([[a_groups[k], b_groups[k]] for k in common], level)
     measurements = min(sum(a_groups[k].size for k in common),
                        sum(b_groups[k].size for k in common))
-    return Comparison(float(np.median(per_instance)), float(low), float(high), len(common),
-                      only_a, only_b, int((np.isinf(a_med) & np.isinf(b_med)).sum()),
-                      measurements)
+    return Comparison(found.value, found.low, found.high, len(common), only_a, only_b,
+                      both_failed, measurements, found.method)
+
+
+def typical(runs: pd.DataFrame, instance: list[str], value: str, *,
+            level: float = LEVEL) -> Interval:
+    """One configuration's typical `value` over its instances, with its interval."""
+    instance = [c for c in instance if c in runs.columns] or None
+    groups = ([g[value].to_numpy(float) for _, g in runs.groupby(instance, dropna=False)]
+              if instance else [runs[value].to_numpy(float)])
+    return interval([[g] for g in groups], level)
 
 
 def common_instances(runs: pd.DataFrame, config: list[str], instance: list[str]) -> pd.DataFrame:

@@ -253,9 +253,9 @@ def test_report_sentences_match_the_table(tables):
     findings = report.regression_findings(runs)
     fastest = [f for f in findings if f.startswith("Fastest")]
     assert len(fastest) == 2
-    # L-BFGS: 8 iterations at 0.03 s -> 0.24, 0.264, 0.288 s; median 0.264 s
+    # L-BFGS: 8 iterations at 0.03 s -> 0.24, 0.264, 0.288 s; geometric mean 0.263 s
     assert fastest[0].startswith("Fastest to 1e-08 on eve(rows=100): lbfgs fused+xla/cpu "
-                                 "float64, 264 ms")
+                                 "float64, 263 ms [210 ms, 330 ms] (typical over 3 instances")
     assert "in 8 iterations" in fastest[0]
     assert any("No Adadelta configuration on eve(rows=100) reached 1e-08" in f and
                "max_iter=3" in f for f in findings)
@@ -328,7 +328,8 @@ def test_feedmode_answer_matches_the_table():
                                "calls 40 ms; the placeholder's first call 1.6 s and later calls "
                                "800 ms (medians over repeats).")
     # one run a mode: a ratio, and no verdict
-    assert "first-call time ratio 5x from a single measurement each" in lines[0]
+    assert "first-call time ratio 5x (1 common instance): 1 instance without repeats on both " \
+        "sides: too few for an interval" in lines[0] and "no verdict" in lines[0]
     assert "faster" not in lines[0] and "slower" not in lines[0]
     assert "32 MB GraphDef against 0.008 MB" in lines[1]
     assert "all graph optimisations off, the constant's first call took 2 s" in lines[2]

@@ -14,7 +14,8 @@ import pandas as pd
 from study.figures import FAILED_MARKER, log_axis
 from study.regression import style
 from study.regression.labels import label_runs
-from study.regression.summary import bootstrap_median_ci, time_to_target
+from study.paired import typical
+from study.regression.summary import INSTANCE_COLUMNS, time_to_target
 
 
 def headline_data(runs: pd.DataFrame) -> str | None:
@@ -51,12 +52,12 @@ def best_per_family_and_engine(runs: pd.DataFrame, data: str) -> pd.DataFrame:
     rows = []
     for choice in best_choices(runs).itertuples():
         chosen = runs[(runs["config"] == choice.config) & (runs["family"] == choice.family)]
-        low, high = bootstrap_median_ci(chosen["time"])
+        center = typical(chosen, INSTANCE_COLUMNS, "time")
         per_iter = chosen["seconds_per_iteration"].dropna()
         rows.append({
             "family": choice.family, "engine": choice.engine, "config": choice.config,
             "runs": len(chosen),
-            "time": float(np.median(chosen["time"])), "low": low, "high": high,
+            "time": center.value, "low": center.low, "high": center.high,
             "per_iteration": float(per_iter.median()) if len(per_iter) else np.nan,
             "per_iteration_low": float(per_iter.quantile(0.25)) if len(per_iter) else np.nan,
             "per_iteration_high": float(per_iter.quantile(0.75)) if len(per_iter) else np.nan,
@@ -89,9 +90,12 @@ def figure_headline(runs: pd.DataFrame, tol: float | None):
     for yi, row in zip(y, table.itertuples(), strict=True):
         c = style.color(row.family)
         if np.isfinite(row.time):
-            high = row.high if np.isfinite(row.high) else edge
-            left.errorbar(row.time, yi, xerr=[[row.time - row.low], [high - row.time]],
-                          fmt=style.marker(row.engine), color=c, ms=6, capsize=2, lw=1)
+            if np.isnan(row.low):  # too few instances for an interval: the value alone
+                left.plot(row.time, yi, marker=style.marker(row.engine), color=c, ms=6)
+            else:
+                high = row.high if np.isfinite(row.high) else edge
+                left.errorbar(row.time, yi, xerr=[[row.time - row.low], [high - row.time]],
+                              fmt=style.marker(row.engine), color=c, ms=6, capsize=2, lw=1)
         else:
             left.plot(edge, yi, marker=FAILED_MARKER, color=c, ms=8, mew=2)
             left.annotate(f"not reached: {row.statuses}; median subopt. {row.closest:.1e}",
@@ -107,7 +111,7 @@ def figure_headline(runs: pd.DataFrame, tol: float | None):
     left.invert_yaxis()
     target = f"{tol:g}" if tol else "its own stopping rule"
     log_axis(left.xaxis)
-    left.set_xlabel(f"seconds to relative suboptimality {target} (median, 95% CI; log)")
+    left.set_xlabel(f"seconds to relative suboptimality {target} (typical, 95% interval; log)")
     left.set_title(f"Time to converge ({FAILED_MARKER} = did not get there)", fontsize=10)
     log_axis(right.xaxis)
     right.set_xlabel("seconds per iteration (median, IQR; log)")

@@ -123,7 +123,9 @@ def input_files(spec: RunSpec) -> list[str]:
     fingerprint like the code's, so an edited file re-measures instead of being compared with
     rows measured on the old one."""
     path = spec.dataset_params.get("path")
-    return [str(Path(path).resolve())] if isinstance(path, str) else []
+    if not isinstance(path, str) or not Path(path).is_file():
+        return []  # a file gone missing: the run itself says so, as an error row
+    return [str(Path(path).resolve())]
 
 
 def measure(spec, ctx):

@@ -35,35 +35,36 @@ def regression_findings(runs: pd.DataFrame, table: pd.DataFrame | None = None) -
     out = []
     for data, part in table.groupby("data", sort=True):
         iterative = part[part["optimizer"] != "closed-form"]
-        solved = iterative[np.isfinite(iterative["median_seconds"])]
+        solved = iterative[np.isfinite(iterative["typical_seconds"])]
         if solved.empty:
             out.append(f"On {data} no iterative configuration reached {target} in the median.")
             continue
-        best = solved.sort_values("median_seconds").iloc[0]
+        best = solved.sort_values("typical_seconds").iloc[0]
         sentence = (f"Fastest to {target} on {data}: {best['config']}, "
-                    f"{fmt_seconds(best['median_seconds'])} "
+                    f"{fmt_seconds(best['typical_seconds'])} "
                     f"[{fmt_seconds(best['ci_low'])}, {fmt_seconds(best['ci_high'])}] "
-                    f"(median over {best['runs']} runs, 95% CI) in "
+                    f"(typical over {best['instances']} instances, 95% interval: "
+                    f"{best['ci_method']}) in "
                     f"{best['median_iterations']:.0f} iterations")
         if len(solved) > 1:
-            second = solved.sort_values("median_seconds").iloc[1]
+            second = solved.sort_values("typical_seconds").iloc[1]
             sentence += ("; against the next, " + paired_time(runs, best["config"],
                                                               second["config"], data))
         reference = part[part["optimizer"] == "closed-form"]
-        if len(reference) and np.isfinite(reference["median_seconds"].min()):
-            closed = reference.sort_values("median_seconds").iloc[0]
-            sentence += (f"; the closed-form solve took {fmt_seconds(closed['median_seconds'])} "
+        if len(reference) and np.isfinite(reference["typical_seconds"].min()):
+            closed = reference.sort_values("typical_seconds").iloc[0]
+            sentence += (f"; the closed-form solve took {fmt_seconds(closed['typical_seconds'])} "
                          f"({closed['config']})")
         out.append(sentence + ".")
         for optimizer, name in (("gd", "GD"), ("adadelta", "Adadelta")):
-            rows = part[part["optimizer"] == optimizer].sort_values("median_seconds")
+            rows = part[part["optimizer"] == optimizer].sort_values("typical_seconds")
             if rows.empty:
                 continue
             row = rows.iloc[0]
-            if np.isfinite(row["median_seconds"]):
+            if np.isfinite(row["typical_seconds"]):
                 out.append(f"  Best {name} on {data}: {row['config']} needed "
                            f"{row['median_iterations']:.0f} iterations "
-                           f"({fmt_seconds(row['median_seconds'])}).")
+                           f"({fmt_seconds(row['typical_seconds'])}).")
             else:
                 out.append(f"  No {name} configuration on {data} reached {target} in the "
                            f"median; the best one, {row['config']}, ended {row['statuses']} "
@@ -149,7 +150,7 @@ def original_regression_answer(runs: pd.DataFrame,
     original = on_data[(on_data["optimizer"] == "adadelta")
                        & on_data["hyperparameters"].str.contains('"learning_rate": 1.0')]
     iterative = on_data[on_data["optimizer"] != "closed-form"]
-    best = iterative[np.isfinite(iterative["median_seconds"])].sort_values("median_seconds")
+    best = iterative[np.isfinite(iterative["typical_seconds"])].sort_values("typical_seconds")
     if len(original):
         row = original.sort_values("median_iterations").iloc[0]
         out.append(f"Time per epoch is not time to converge: Adadelta with the original "
@@ -159,7 +160,7 @@ def original_regression_answer(runs: pd.DataFrame,
         row = best.iloc[0]
         out.append(f"The fastest iterative configuration to the target on {data} was "
                    f"{row['config']}: "
-                   f"{fmt_seconds(row['median_seconds'])} in {row['median_iterations']:.0f} "
+                   f"{fmt_seconds(row['typical_seconds'])} in {row['median_iterations']:.0f} "
                    f"iterations, at {fmt_seconds(row['median_seconds_per_iteration'])} each.")
     return out
 
@@ -169,9 +170,9 @@ def summary_table(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({
         "data set": table["data"], "configuration": table["config"],
         "runs": table["runs"], "converged": table["success_rate"].map(lambda r: f"{r:.0%}"),
-        "median time to target [95% CI]": [
+        "typical time to target [95% interval]": [
             f"{fmt_seconds(m)} [{fmt_seconds(lo)}, {fmt_seconds(hi)}]"
-            for m, lo, hi in zip(table["median_seconds"], table["ci_low"], table["ci_high"],
+            for m, lo, hi in zip(table["typical_seconds"], table["ci_low"], table["ci_high"],
                                  strict=True)],
         "setup": table["median_setup_seconds"].map(fmt_seconds),
         "iterations": table["median_iterations"].map(lambda x: f"{x:.0f}"),

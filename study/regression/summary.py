@@ -1,5 +1,6 @@
-"""Per-configuration summaries: median time to target with a bootstrap CI over seeds and repeats,
-and each configuration against its data set's fastest, paired on the instances both ran.
+"""Per-configuration summaries: the typical time to target over instances with its 95% interval
+(study.paired: a geometric mean with a t interval; the median where some run failed), and each
+configuration against its data set's fastest, paired on the instances both ran.
 
 A run that did not converge counts as infinite time, never as a missing row, so a method that
 fails half the time cannot look fast.
@@ -12,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from study.paired import compare
+from study.paired import compare, typical
 from study.regression.labels import label_runs
 from study.regression.tuning import measured_runs
 
@@ -22,20 +23,6 @@ CONFIG_COLUMNS = ("dataset", "dataset_params", "optimizer", "hyperparameters", "
 DATA_COLUMNS = ["dataset", "dataset_params"]
 # What a comparison holds fixed within one data set: the draw (seed) and the starting point.
 INSTANCE_COLUMNS = ["dataset", "dataset_params", "seed", "init"]
-
-
-def bootstrap_median_ci(values, *, level: float = 0.95, resamples: int = 2000,
-                        seed: int = 0) -> tuple[float, float]:
-    """Percentile bootstrap interval of the median; infinite values (failures) are kept."""
-    values = np.asarray(values, dtype=float)
-    if values.size == 0:
-        return float("nan"), float("nan")
-    rng = np.random.default_rng(seed)
-    samples = values[rng.integers(0, values.size, size=(resamples, values.size))]
-    medians = np.median(samples, axis=1)
-    alpha = (1 - level) / 2
-    low, high = np.quantile(medians, [alpha, 1 - alpha], method="inverted_cdf")
-    return float(low), float(high)
 
 
 def time_to_target(runs: pd.DataFrame, column: str = "seconds") -> pd.Series:
@@ -69,14 +56,15 @@ def summarize(runs) -> pd.DataFrame:
     rows, groups = [], []
     for key, group in runs.groupby(keys, dropna=False, sort=True):
         groups.append(group)
-        low, high = bootstrap_median_ci(group["time_to_target"])
+        center = typical(group, INSTANCE_COLUMNS, "time_to_target")
         ok = converged(group)
         rows.append({
             **dict(zip(keys, key if isinstance(key, tuple) else (key,), strict=True)),
             "runs": len(group),
             "success_rate": float(ok.mean()),
             "median_seconds": float(np.median(group["time_to_target"])),
-            "ci_low": low, "ci_high": high,
+            "typical_seconds": center.value, "ci_low": center.low, "ci_high": center.high,
+            "ci_method": center.method,
             "min_seconds": float(np.min(group["time_to_target"])),
             "noisy_runs": int(group["noisy"].fillna(False).astype(bool).sum())
             if "noisy" in group else 0,
@@ -92,21 +80,21 @@ def summarize(runs) -> pd.DataFrame:
         })
     table = pd.DataFrame(rows)
     table = pd.concat([table, against_best(table, groups)], axis=1)
-    return table.sort_values(["dataset", "dataset_params", "median_seconds", "ci_high"],
+    return table.sort_values(["dataset", "dataset_params", "typical_seconds", "ci_high"],
                              ignore_index=True)
 
 
 def against_best(table: pd.DataFrame, groups: list[pd.DataFrame]) -> pd.DataFrame:
-    """Each configuration's time to target over its data set's fastest (lowest median, then
-    lowest CI bound), paired on their common instances."""
+    """Each configuration's time to target over its data set's fastest (lowest typical time,
+    then lowest upper bound), paired on their common instances."""
     out = pd.DataFrame(index=table.index, columns=["vs_best", "vs_best_low", "vs_best_high",
                                                    "vs_best_instances", "vs_best_text"])
     instance = [c for c in INSTANCE_COLUMNS if c in groups[0]] if groups else []
     for _, part in table.groupby(DATA_COLUMNS, dropna=False, sort=False):
-        best = part.sort_values(["median_seconds", "ci_high"]).index[0]
+        best = part.sort_values(["typical_seconds", "ci_high"]).index[0]
         for i in part.index:
             if i == best:
-                fastest = ("fastest" if np.isfinite(table.loc[i, "median_seconds"]) else
+                fastest = ("fastest" if np.isfinite(table.loc[i, "typical_seconds"]) else
                            "none reached the target")
                 out.loc[i] = [1.0, 1.0, 1.0, table.loc[i, "instances"], fastest]
                 continue
@@ -114,9 +102,9 @@ def against_best(table: pd.DataFrame, groups: list[pd.DataFrame]) -> pd.DataFram
             statuses = set(groups[i]["status"])
             text = ("not run here (skipped)" if statuses == {"skipped"} else
                     "did not reach the target" if np.isinf(c.ratio) else
-                    "none reached the target" if np.isinf(table.loc[best, "median_seconds"]) else
-                    "no common instance" if not c.instances else
-                    f"{c.ratio:.3g}x (one run each, no CI)" if c.measurements == 1 else
+                    "none reached the target" if np.isinf(table.loc[best, "typical_seconds"])
+                    else "no common instance" if not c.instances else
+                    f"{c.ratio:.3g}x (too few for an interval)" if not c.has_interval else
                     f"{c.ratio:.3g}x {c.ci()}" if c.distinguishable else "not distinguishable")
             out.loc[i] = [c.ratio, c.low, c.high, c.instances, text]
     return out.astype({"vs_best": float, "vs_best_low": float, "vs_best_high": float})
@@ -164,9 +152,9 @@ def _format_table(table: pd.DataFrame) -> str:
            if "formulation" in table else ""),
         "dtype": table["dtype"],
         "ok": table["success_rate"].map(lambda r: f"{r:.0%}"),
-        "median s [95% CI]": [f"{seconds(m)} [{seconds(lo)}, {seconds(hi)}]" for m, lo, hi in
-                              zip(table["median_seconds"], table["ci_low"], table["ci_high"],
-                                  strict=True)],
+        "typical s [95% CI]": [f"{seconds(m)} [{seconds(lo)}, {seconds(hi)}]" for m, lo, hi in
+                               zip(table["typical_seconds"], table["ci_low"], table["ci_high"],
+                                   strict=True)],
         "min s": table["min_seconds"].map(seconds),
         "noisy": table["noisy_runs"],
         "iters": table["median_iterations"].map(lambda x: "-" if np.isnan(x) else f"{x:.0f}"),
