@@ -8,6 +8,8 @@ that needs memory (a patience counter) keeps it in a small tuple of scalars it i
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -223,6 +225,34 @@ class StoppingRules:
         """The Ending of a run that the rule at `index` stopped at `iteration`."""
         rule = self.rules[index]
         return Ending(rule.status, f"{rule.reason()} at iteration {iteration}", rule)
+
+
+def rule_values(rules: StoppingRules) -> tuple:
+    """Every numeric field of every rule, in order: what enters a compiled loop as arguments
+    (so that a tolerance is an input of the compiled program, not a constant baked into it)."""
+    values = []
+    for rule in rules.rules:
+        for field in dataclasses.fields(rule):
+            value = getattr(rule, field.name)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                values.append(float(value))
+    return tuple(values)
+
+
+def rules_on_tensors(rules: StoppingRules, values) -> StoppingRules:
+    """A copy of `rules` whose numeric fields are the given values (traced scalars of a compiled
+    loop), in `rule_values`' order."""
+    values = list(values)
+    clone = copy.copy(rules)
+    clone.rules = []
+    for rule in rules.rules:
+        rule = copy.copy(rule)
+        for field in dataclasses.fields(rule):
+            value = getattr(rule, field.name)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                object.__setattr__(rule, field.name, values.pop(0))
+        clone.rules.append(rule)
+    return clone
 
 
 def build_rules(*, tol=None, grad_tol=None, rel_tol=None, patience=10, exact_repeat=False,

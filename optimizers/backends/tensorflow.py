@@ -26,9 +26,6 @@ source conversion would only add tracing time (seconds, for L-BFGS's fused loop)
 
 from __future__ import annotations
 
-import copy
-import dataclasses
-
 import numpy as np
 import tensorflow as tf
 
@@ -36,7 +33,7 @@ from datasets.errors import InputError
 from optimizers.backends.numpy import DTYPES
 from optimizers.objective import FORMULATIONS, make_objective, problem_data
 from optimizers.result import TRACE_COLUMNS, Outcome, Stopwatch, apply_report
-from optimizers.stopping import Context, Ending
+from optimizers.stopping import Context, Ending, rule_values, rules_on_tensors
 
 DEVICES = {"cpu": "/CPU:0", "gpu": "/GPU:0"}
 FEEDS = ("feed", "resident", "fused", "tf1")
@@ -200,32 +197,6 @@ def on_trace_schedule_tensor(iteration):
     i = tf.cast(iteration, tf.int64)
     decade = tf.reduce_sum(tf.cast(i >= tf.constant(_DECADES, tf.int64), tf.int32))
     return tf.equal(i % tf.gather(tf.constant(_STRIDES, tf.int64), decade), 0)
-
-
-def rule_values(rules) -> tuple:
-    """Every numeric field of every rule, in order: what enters a compiled loop as tensors."""
-    values = []
-    for rule in rules.rules:
-        for field in dataclasses.fields(rule):
-            value = getattr(rule, field.name)
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                values.append(float(value))
-    return tuple(values)
-
-
-def rules_on_tensors(rules, values):
-    """A copy of `rules` whose numeric fields are the given (float64 tensor) values."""
-    values = list(values)
-    clone = copy.copy(rules)
-    clone.rules = []
-    for rule in rules.rules:
-        rule = copy.copy(rule)
-        for field in dataclasses.fields(rule):
-            value = getattr(rule, field.name)
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                object.__setattr__(rule, field.name, values.pop(0))
-        clone.rules.append(rule)
-    return clone
 
 
 class TensorflowBackend:
