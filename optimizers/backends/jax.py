@@ -1,0 +1,465 @@
+"""JAX backend: the same algorithm code under `jax.jit`, on a CPU or GPU, fed in one of three ways.
+
+Feed modes (`feed=`), with TensorFlow's meanings:
+  feed      the data stays on the host (NumPy) and is passed to a compiled step at every
+            iteration, which copies it to the device each time (`feed_dict`'s twin);
+  resident  the data is put on the device once (`jax.device_put`); a compiled step is called
+            from the host loop (`optimizers.driver.host_loop`): one device read per iteration;
+  fused     the loop itself is compiled: a `lax.while_loop` under `jit` holding the step and the
+            stopping rules (the same rule objects, on traced values), the trace written into a
+            fixed device buffer.
+
+XLA has no clock op, so the fused loop cannot time itself as TensorFlow's does with
+`tf.timestamp`: it runs in chunks. Each call of the compiled loop runs until a rule fires or an
+iteration limit, then hands back control (one read of a few scalars); the host checks the time
+budget and a pending signal, and calls again with a larger limit, sized so a chunk takes about
+CHUNK_SECONDS (and no more than the budget left). A run shorter than the first chunk
+(FIRST_CHUNK iterations) makes no extra round trip; a longer one makes one per chunk (at most
+one per CHUNK_SECONDS: under 0.1% of the loop). The trace's seconds within a chunk are
+interpolated linearly between the chunk's measured start and end (`trace_clock` says so).
+
+Compilation is done ahead of time and timed as setup: `jax.jit(f).lower(*args).compile()` on
+the real inputs; every clock read waits for the device (`block_until_ready`, or a host read).
+x64 is switched on in the run's own process when the backend is made (float64 data and the
+rules' float64 scalars need it); a float32 run keeps its arrays float32 by explicit dtypes.
+Which ops are ours: the data-layout products, the stable softplus/sigmoid, `solve_triangular`,
+`while_loop`/`cond` (lax), `push` and placement (`asarray`, `scalar`); the rest are
+`jax.numpy`'s array-API functions under the names the algorithms use.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from datasets.errors import InputError
+from optimizers.objective import FORMULATIONS, make_objective, problem_data
+from optimizers.result import TRACE_COLUMNS, Outcome, Stopwatch, apply_report
+from optimizers.stopping import Context, Ending, TimeBudget, rule_values, rules_on_tensors
+
+DTYPES = ("float64", "float32")
+DEVICES = ("cpu", "gpu")
+FEEDS = ("feed", "resident", "fused")
+NO_GPU = "no GPU visible to JAX"
+TRACE_CAPACITY = 1024  # > the ~745 iterations the trace schedule keeps below 2**31
+FIRST_CHUNK = 64  # iterations of the fused loop's first call
+CHUNK_SECONDS = 0.1  # what later calls aim for
+_CAP = 2**31 - 1
+
+
+def _jax():
+    """JAX, with x64 switched on (this process only; every array has an explicit dtype)."""
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    return jax
+
+
+def devices(kind: str) -> list:
+    """JAX's devices of a kind ('cpu' or 'gpu'); [] where it has none."""
+    jax = _jax()
+    try:
+        return jax.devices(kind)
+    except RuntimeError:
+        return []
+
+
+def gpu_available() -> bool:
+    return bool(devices("gpu"))
+
+
+class JaxOps:
+    """The array operations of `optimizers.backends.numpy.NumpyBackend`, on JAX arrays, inside
+    and outside `jit`. X is stored transposed (d x n): XLA's CPU emitters stream it fastest, as
+    TensorFlow's XLA measurements found (`optimizers.backends.tensorflow.data_layout`)."""
+
+    name = "jax"
+
+    def __init__(self, dtype: str = "float64", device=None):
+        jax = _jax()
+        import jax.numpy as jnp
+        from jax import lax
+        from jax.scipy.linalg import solve_triangular
+
+        self.jnp, self.lax, self._solve = jnp, lax, solve_triangular
+        self.dtype = np.dtype(dtype)
+        self.device = device if device is not None else jax.devices("cpu")[0]
+        self.tiny = self.dtype.type(np.finfo(self.dtype).tiny)
+        self._put = jax.device_put
+
+    def asarray(self, value):
+        return self.jnp.asarray(value, dtype=self.dtype)
+
+    def scalar(self, value):
+        return self.jnp.asarray(value, dtype=self.dtype)
+
+    def data_matrix(self, X):
+        return self._put(np.ascontiguousarray(np.asarray(X, dtype=self.dtype).T), self.device)
+
+    def data_matvec(self, X, w):
+        return self.jnp.matmul(X.T, w)
+
+    def data_rmatvec(self, X, r):
+        return self.jnp.matmul(X, r)
+
+    def data_column_squares(self, X):
+        return self.jnp.sum(X * X, axis=1)
+
+    def data_gram(self, X):
+        return self.jnp.matmul(X, X.T)
+
+    def to_host(self, value) -> np.ndarray:
+        return np.asarray(value)
+
+    def matmul(self, a, b):
+        return self.jnp.matmul(a, b)
+
+    def matmul_t(self, a, b):
+        """a^T @ b (XLA folds the transpose into the product)."""
+        return self.jnp.matmul(a.T, b)
+
+    def sqrt(self, x):
+        return self.jnp.sqrt(x)
+
+    def abs(self, x):
+        return self.jnp.abs(x)
+
+    def where(self, condition, x, y):
+        return self.jnp.where(condition, x, y)
+
+    def isfinite(self, x):
+        return self.jnp.isfinite(x)
+
+    def maximum(self, a, b):
+        return self.jnp.maximum(a, b)
+
+    def minimum(self, a, b):
+        return self.jnp.minimum(a, b)
+
+    def zeros_like(self, x):
+        return self.jnp.zeros_like(x)
+
+    def logical_and(self, a, b):
+        return self.jnp.logical_and(a, b)
+
+    def logical_or(self, a, b):
+        return self.jnp.logical_or(a, b)
+
+    def logical_not(self, a):
+        return self.jnp.logical_not(a)
+
+    def sigmoid(self, x):
+        import jax
+
+        return jax.nn.sigmoid(x)
+
+    def softplus(self, x):
+        """log(1 + exp(x)) without overflow for any x."""
+        return self.jnp.logaddexp(0, x)
+
+    def while_loop(self, condition, body, loop_vars: tuple) -> tuple:
+        """tf.while_loop's contract on a tuple, as a `lax.while_loop` (compiled in place)."""
+        return tuple(self.lax.while_loop(lambda v: condition(*v), lambda v: tuple(body(*v)),
+                                         tuple(loop_vars)))
+
+    def cond(self, predicate, true_fn, false_fn):
+        return self.lax.cond(predicate, true_fn, false_fn)
+
+    def reshape(self, x, shape):
+        return self.jnp.reshape(x, shape)
+
+    def transpose(self, x):
+        return self.jnp.transpose(x)
+
+    def strict_upper(self, a):
+        return self.jnp.triu(a, 1)
+
+    def eye(self, n, like):
+        return self.jnp.eye(n, dtype=like.dtype)
+
+    def solve_triangular(self, a, b, lower: bool):
+        return self._solve(a, b, lower=lower)
+
+    def sum(self, x, axis=None):
+        return self.jnp.sum(x, axis=axis)
+
+    def diag_part(self, a):
+        return self.jnp.diagonal(a)
+
+    def vdot(self, a, b):
+        return self.jnp.sum(a * b)
+
+    def zeros(self, shape, like):
+        return self.jnp.zeros(shape, dtype=like.dtype)
+
+    def push(self, history, item):
+        """Drop the oldest entry of a fixed-size history (axis 0) and append `item` last."""
+        return self.jnp.concatenate([history[1:], item[None]], axis=0)
+
+
+_DECADES = np.array([10**power for power in range(2, 19)], dtype=np.int64)
+_STRIDES = np.array([1] + [10**power for power in range(1, 18)], dtype=np.int64)
+
+
+def on_trace_schedule_traced(jnp, iteration):
+    """`optimizers.result.on_trace_schedule` on a traced integer."""
+    i = iteration.astype(jnp.int64)
+    decade = jnp.sum(i >= jnp.asarray(_DECADES))
+    return i % jnp.asarray(_STRIDES)[decade] == 0
+
+
+class JaxBackend:
+    """Runs an optimizer on JAX: `minimize(problem, optimizer, rules, w0) -> Outcome`."""
+
+    name = "jax"
+
+    def __init__(self, dtype: str = "float64", device: str = "cpu", feed: str = "fused",
+                 formulation: str = "data"):
+        if dtype not in DTYPES:
+            raise InputError(f"unknown dtype '{dtype}'; allowed: {', '.join(DTYPES)}")
+        if device not in DEVICES:
+            raise InputError(f"unknown device '{device}'; allowed: {', '.join(DEVICES)}")
+        if feed not in FEEDS:
+            raise InputError(f"unknown feed mode '{feed}'; allowed: {', '.join(FEEDS)}")
+        if formulation not in FORMULATIONS:
+            raise InputError(f"unknown formulation '{formulation}'; allowed: "
+                             f"{', '.join(FORMULATIONS)}")
+        self.dtype = np.dtype(dtype)
+        self.device = device
+        self.feed = feed
+        self.formulation = formulation
+        self._ops = None
+
+    @property
+    def ops(self) -> JaxOps:
+        if self._ops is None:
+            found = devices(self.device)
+            self._ops = JaxOps(self.dtype.name, found[0] if found else None)
+        return self._ops
+
+    def options(self) -> dict:
+        return {"feed": self.feed}
+
+    def unavailable(self) -> str | None:
+        """Why this backend cannot run here (a GPU asked for but none visible), or None."""
+        if self.device == "gpu" and not gpu_available():
+            return NO_GPU
+        return None
+
+    def minimize(self, problem, optimizer, rules, w0) -> Outcome:
+        reason = self.unavailable()
+        if reason is not None:  # recorded, never run on the CPU under a GPU label
+            return Outcome(np.asarray(w0, dtype=self.dtype), 0, 0.0, 0.0, "skipped", reason,
+                           device=self.device, extra={**self.options(), "device_name": ""})
+        jax = _jax()
+        with jax.default_device(self.ops.device):
+            run = self._fused if self.feed == "fused" else self._stepped
+            outcome, state = run(problem, optimizer, rules, w0)
+        return self._checked(apply_report(outcome, optimizer, state))
+
+    # helpers shared by the modes
+
+    def _checked(self, outcome: Outcome) -> Outcome:
+        if self.device == "gpu" and not outcome.device.lower().startswith(("gpu", "cuda")):
+            raise RuntimeError(f"asked for the GPU but the result lies on {outcome.device}")
+        return outcome
+
+    def _stats(self, state):
+        """Loss and gradient norm of a state as one float64 vector (one read to the host)."""
+        jnp, ops = self.ops.jnp, self.ops
+        grad_norm = ops.sqrt(ops.vdot(state.g, state.g))
+        return jnp.stack([state.f, grad_norm]).astype(jnp.float64)
+
+    def _step_functions(self, optimizer, kind: str):
+        ops = self.ops
+
+        def init(data, params, w0):
+            objective = make_objective(ops, data, self.formulation, kind)
+            state = optimizer.init(objective, ops, params, w0)
+            return state, self._stats(state)
+
+        def step(data, params, state):
+            objective = make_objective(ops, data, self.formulation, kind)
+            state = optimizer.update(objective, ops, params, state)
+            return state, self._stats(state)
+
+        return init, step
+
+    def _setup(self, problem, optimizer, w0):
+        """Data and start point on the device, and the optimizer's constants."""
+        ops = self.ops
+        data = tuple(ops._put(a, ops.device) for a in problem_data(ops, problem,
+                                                                    self.formulation))
+        params = optimizer.setup(
+            problem, make_objective(ops, data, self.formulation, problem.objective), ops)
+        return data, params, ops._put(ops.asarray(w0), ops.device)
+
+    def _extra(self, array) -> tuple[str, dict]:
+        device = next(iter(array.devices()))
+        name = f"{device.platform.upper()}:{device.id}"
+        return name, {**self.options(), "device_name": str(device)}
+
+    @staticmethod
+    def _compile(function, *arguments):
+        """Ahead-of-time: trace, lower and compile for these arguments' shapes and placement."""
+        import jax
+
+        return jax.jit(function).lower(*arguments).compile()
+
+    # feed and resident: compiled steps called from the host loop
+
+    def _stepped(self, problem, optimizer, rules, w0):
+        import jax
+
+        from optimizers.driver import host_loop
+
+        setup_clock = Stopwatch()
+        data, params, start = self._setup(problem, optimizer, w0)
+        if self.feed == "feed":  # the host keeps the data; every call copies it over
+            data = tuple(np.asarray(array) for array in data)
+        init, step = self._step_functions(optimizer, problem.objective)
+        init_fn = self._compile(init, data, params, start)
+        warm = init_fn(data, params, start)
+        step_fn = self._compile(step, data, params, warm[0])
+        jax.block_until_ready(step_fn(data, params, warm[0]))  # a first call, thrown away
+        setup_seconds = setup_clock.elapsed()
+
+        def observe(result):
+            f, grad_norm = np.asarray(result[1])  # the host read is the device sync
+            return float(f), float(grad_norm)
+
+        state, iterations, seconds, ending, trace = host_loop(
+            problem, rules,
+            init=lambda: init_fn(data, params, start),
+            step=lambda result: step_fn(data, params, result[0]),
+            observe=observe,
+        )
+        w = state[0].w
+        device, extra = self._extra(w)
+        return Outcome(np.asarray(w), iterations, seconds, setup_seconds, ending.status,
+                       ending.message, trace, rule=ending.rule, device=device,
+                       extra={**extra, "trace_clock": "host"}), state[0]
+
+    # fused: the loop compiled, run in chunks (see the module docstring)
+
+    def _fused_functions(self, problem, optimizer, rules):
+        import jax.numpy as jnp
+        from jax import lax
+
+        ops = self.ops
+        init_step, update_step = self._step_functions(optimizer, problem.objective)
+        no_clock = jnp.asarray(0.0, jnp.float64)  # the budget is checked between chunks
+
+        def check(tensor_rules, f_star, f_scale, i, stats, f0, f_prev, rule_states, buffer,
+                  slot):
+            f, grad_norm = stats[0], stats[1]
+            iteration = i.astype(jnp.float64)
+            ctx = Context(iteration, no_clock, f, f0, f_prev, (f - f_star) / f_scale, grad_norm)
+            fired, rule_states = tensor_rules.check(ops, ctx, rule_states)
+            row = jnp.stack([iteration, no_clock, f, (f - f_star) / f_scale, grad_norm])
+            buffer = buffer.at[slot].set(row)
+            slot = slot + on_trace_schedule_traced(jnp, i).astype(jnp.int32)
+            return jnp.stack(fired), rule_states, buffer, slot
+
+        def start(data, params, w0, values, f_star, f_scale):
+            tensor_rules = rules_on_tensors(rules, [values[k] for k in range(values.shape[0])])
+            state, stats = init_step(data, params, w0)
+            f0 = stats[0]
+            buffer = jnp.zeros((TRACE_CAPACITY, len(TRACE_COLUMNS)), jnp.float64)
+            fired, rule_states, buffer, slot = check(
+                tensor_rules, f_star, f_scale, jnp.asarray(0, jnp.int64), stats, f0,
+                jnp.asarray(np.nan, jnp.float64), tensor_rules.init_state(ops), buffer,
+                jnp.asarray(0, jnp.int32))
+            return (jnp.asarray(0, jnp.int64), state, f0, f0, rule_states, fired, buffer, slot)
+
+        def chunk(data, params, carry, values, f_star, f_scale, limit):
+            tensor_rules = rules_on_tensors(rules, [values[k] for k in range(values.shape[0])])
+
+            def condition(c):
+                i, fired = c[0], c[5]
+                return jnp.logical_and(jnp.logical_not(jnp.any(fired)), i < limit)
+
+            def body(c):
+                i, state, f_prev, f0, rule_states, _, buffer, slot = c
+                state, stats = update_step(data, params, state)
+                i = i + 1
+                fired, rule_states, buffer, slot = check(tensor_rules, f_star, f_scale, i, stats,
+                                                         f0, f_prev, rule_states, buffer, slot)
+                return (i, state, stats[0], f0, rule_states, fired, buffer, slot)
+
+            return lax.while_loop(condition, body, carry)
+
+        return start, chunk
+
+    def _fused(self, problem, optimizer, rules, w0):
+        import jax
+        import jax.numpy as jnp
+
+        setup_clock = Stopwatch()
+        data, params, start_point = self._setup(problem, optimizer, w0)
+        values = jnp.asarray(rule_values(rules), jnp.float64)
+        f_star = jnp.asarray(problem.f_star, jnp.float64)
+        f_scale = jnp.asarray(problem.reference.scale, jnp.float64)
+        start, chunk = self._fused_functions(problem, optimizer, rules)
+        start_fn = self._compile(start, data, params, start_point, values, f_star, f_scale)
+        carry = start_fn(data, params, start_point, values, f_star, f_scale)
+        limit = jnp.asarray(1, jnp.int64)
+        chunk_fn = self._compile(chunk, data, params, carry, values, f_star, f_scale, limit)
+        jax.block_until_ready(chunk_fn(data, params, carry, values, f_star, f_scale, limit))
+        budget = next((r for r in rules.rules if isinstance(r, TimeBudget)), None)
+        setup_seconds = setup_clock.elapsed()
+
+        clock = Stopwatch()
+        carry = start_fn(data, params, start_point, values, f_star, f_scale)
+        size, chunks, index, i = FIRST_CHUNK, [], -1, 0
+        while True:
+            began, first = clock.elapsed(), i
+            carry = chunk_fn(data, params, carry, values, f_star, f_scale,
+                             jnp.asarray(min(first + size, _CAP), jnp.int64))
+            i, fired = int(carry[0]), np.asarray(carry[5])  # the host read is the sync
+            ended = clock.elapsed()
+            chunks.append((first, i, began, ended))
+            index = rules.first(fired)
+            if index >= 0 or i >= _CAP:
+                break
+            if budget is not None and ended >= budget.seconds:
+                index = rules.rules.index(budget)
+                break
+            per_iteration = (ended - began) / max(i - first, 1)
+            room = (budget.seconds - ended) if budget is not None else CHUNK_SECONDS
+            size = max(1, int(min(CHUNK_SECONDS, room) / per_iteration) + 1)
+        w = carry[1].w
+        w_host = np.asarray(w)  # the clock stops once the result is on the host
+        seconds = clock.elapsed()
+        ending = (rules.ending(index, i) if index >= 0 else
+                  Ending("max_iter", f"the loop's own limit of {_CAP} iterations"))
+        table = np.asarray(carry[6])[: int(carry[7]) + 1 - int(_on_schedule(i))]
+        trace = {c: table[:, j].tolist() for j, c in enumerate(TRACE_COLUMNS)}
+        trace["iteration"] = [int(v) for v in trace["iteration"]]
+        trace["seconds"] = _interpolated(trace["iteration"], chunks)
+        device, extra = self._extra(w)
+        return Outcome(w_host, i, seconds, setup_seconds, ending.status, ending.message, trace,
+                       rule=ending.rule, device=device,
+                       extra={**extra, "trace_clock": "interpolated within compiled chunks",
+                              "fused_chunks": len(chunks)}), carry[1]
+
+
+def _on_schedule(iteration: int) -> bool:
+    from optimizers.result import on_trace_schedule
+
+    return on_trace_schedule(iteration)
+
+
+def _interpolated(iterations: list[int], chunks) -> list[float]:
+    """Seconds of each traced iteration: iteration 0 at the clock's start, the others linearly
+    between the start and end of the chunk that computed them."""
+    seconds = []
+    for it in iterations:
+        for first, last, began, ended in chunks:
+            if it <= last:
+                share = (it - first) / max(last - first, 1)
+                seconds.append(began + share * (ended - began) if it > 0 else 0.0)
+                break
+        else:
+            seconds.append(chunks[-1][3] if chunks else 0.0)
+    return seconds
+
