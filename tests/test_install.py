@@ -6,9 +6,9 @@ Each test installs the project (editable, then regular) into a fresh venv whose 
 already holds stand-ins of those three names that raise on import, and runs the
 `convergence-study` command from a folder holding a second set of stand-ins, also first on
 PYTHONPATH: the command, its fork servers and their runs, and a Dask scheduler and worker started
-there, must import the toolkit's own packages, while `import datasets` elsewhere in that
-environment still finds the stand-in. The venv reuses
-this interpreter's site-packages through a .pth file (no download, no 1.5 GB TensorFlow copy).
+there (regular install), must import the toolkit's own packages, while `import datasets`
+elsewhere in that environment still finds the stand-in. The venv reuses this interpreter's
+site-packages through a .pth file (no download, no 1.5 GB TensorFlow copy).
 """
 
 from __future__ import annotations
@@ -88,28 +88,35 @@ def project_copy(tmp_path: Path) -> Path:
 @contextmanager
 def dask_cluster(python: Path, cwd: Path, env: dict[str, str]):
     """A Dask scheduler and one worker (no nanny: one process each), as `dask scheduler` and
-    `dask worker` would start them; yields the scheduler's address."""
+    `dask worker` would start them, logging to cwd/dask.log; yields the scheduler's address."""
     address_file = cwd / "scheduler.json"
     started = []
     try:
-        started.append(subprocess.Popen(
-            [str(python), "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
-             "--port", "0", "--dashboard-address", ":0", "--scheduler-file", str(address_file)],
-            cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        deadline = time.monotonic() + 120
-        while not address_file.exists() and time.monotonic() < deadline:
-            time.sleep(0.2)
-        address = json.loads(address_file.read_text())["address"]
-        started.append(subprocess.Popen(
-            [str(python), "-m", "distributed.cli.dask_worker", address, "--no-nanny",
-             "--nthreads", "1", "--resources", "timing_slot=1", "--no-dashboard",
-             "--death-timeout", "120"],
-            cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        with open(cwd / "dask.log", "a") as log:
+            started.append(subprocess.Popen(
+                [str(python), "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+                 "--port", "0", "--dashboard-address", ":0", "--scheduler-file",
+                 str(address_file)], cwd=cwd, env=env, stdout=log, stderr=log))
+            address = scheduler_address(address_file)
+            started.append(subprocess.Popen(
+                [str(python), "-m", "distributed.cli.dask_worker", address, "--no-nanny",
+                 "--nthreads", "1", "--resources", "timing_slot=1", "--no-dashboard",
+                 "--death-timeout", "120"], cwd=cwd, env=env, stdout=log, stderr=log))
         yield address
     finally:
         for proc in reversed(started):
             proc.kill()
             proc.wait()
+
+
+def scheduler_address(address_file: Path, wait: float = 120.0) -> str:
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        try:
+            return json.loads(address_file.read_text())["address"]
+        except (OSError, ValueError, KeyError):  # not written yet, or half written
+            time.sleep(0.2)
+    raise AssertionError(f"the Dask scheduler wrote no address within {wait:g} s")
 
 
 def clean_env(**extra) -> dict[str, str]:
@@ -168,6 +175,7 @@ def test_installed_command_runs_its_own_packages_beside_others(tmp_path, editabl
             sweep = subprocess.run([str(command), "run", "sweep.toml", "--out", str(out / "dask"),
                                     "--quiet", "--executor", "dask", "--scheduler", scheduler],
                                    capture_output=True, text=True, cwd=elsewhere, env=env)
-        assert sweep.returncode == 0, sweep.stderr[-3000:]
+        dask_log = (elsewhere / "dask.log").read_text()
+        assert sweep.returncode == 0, sweep.stderr[-3000:] + dask_log[-3000:]
         runs = pd.read_parquet(out / "dask" / "runs.parquet")
         assert list(runs["status"]) == ["converged"], runs["message"].tolist()
