@@ -50,9 +50,10 @@ all: test
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+# setuptools here too: tests/test_install.py builds the project with this venv's (no isolation)
+$(STAMP): pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON_SYSTEM) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet --upgrade pip 'setuptools>=68'
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $@
 

@@ -163,8 +163,10 @@ def check_optimizers(points: list[tuple[str, dict]]) -> list[str | None]:
            "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
     request = json.dumps([[name, config] for name, config in points])
     try:
-        done = subprocess.run([sys.executable, "-m", "optimizers.keras_optimizer"], input=request,
-                              capture_output=True, text=True, env=env, timeout=600)
+        # -P: `-m` would put the working directory (packages of these names there?) first
+        done = subprocess.run([sys.executable, "-P", "-m", "optimizers.keras_optimizer"],
+                              input=request, capture_output=True, text=True, env=env,
+                              timeout=600)
     except (OSError, subprocess.SubprocessError) as exc:
         raise InputError(f"could not check the Keras optimizers in a child process: {exc}") \
             from None

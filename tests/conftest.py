@@ -1,10 +1,16 @@
 import faulthandler
 import os
 import sys
+from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# The Python processes tests start (`python -m study ...` in a temporary folder) run this
+# checkout: an install no longer puts its packages on every path (convergence_study/__init__.py).
+ROOT = Path(__file__).resolve().parents[1]
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
 
 # seconds the interpreter may take to exit once the session is over
 EXIT_GRACE_SECONDS = 120

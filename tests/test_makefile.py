@@ -33,7 +33,8 @@ def built(tmp_path):
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text("")
     shutil.copy(ROOT / "Makefile", tmp_path / "Makefile")
-    (tmp_path / "pyproject.toml").write_text("")
+    for name in ("pyproject.toml", "setup.py"):
+        (tmp_path / name).write_text("")
     dry = subprocess.run(["make", "-n", "-B", "reports/report.md"], cwd=tmp_path,
                          capture_output=True, text=True, check=True).stdout
     outputs = ["results/regression/runs.parquet", "results/feedmode/runs.parquet",

@@ -4,15 +4,14 @@ engine as `study run` (a config with `kind = "feedmode"` runs the same way)."""
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
-import sys
 
 from datasets.errors import InputError
 from study.feedmode.config import with_flags
 from study.feedmode.model import DTYPES, GRAPPLER, MODES
 from study.sweep import runner
 from study.sweep.grid import parse_study, read_config
+from study.sweep.interpreter import python_command
 
 FLAG_KEYS = ("n", "dtypes", "modes", "grappler", "calls", "device", "run_timeout",
              "memory_budget_gb", "check_n", "seed")
@@ -58,8 +57,8 @@ def visible_gpus() -> int:
     """How many GPUs TensorFlow sees (asked in a subprocess: this process stays TF-free)."""
     code = "import tensorflow as tf; print(len(tf.config.list_physical_devices('GPU')))"
     try:
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                              timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+        argv, env = python_command("-c", code, TF_CPP_MIN_LOG_LEVEL="3")
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
         return int(done.stdout.strip().splitlines()[-1])
     except (OSError, subprocess.SubprocessError, ValueError, IndexError):
         return 0

@@ -39,6 +39,7 @@ import dask
 import pandas as pd
 from distributed import Client, LocalCluster, as_completed, get_worker
 
+from convergence_study.dask_plugins import SchedulerPath, WorkerPath
 from datasets.errors import InputError
 from study.output import write_text_atomic
 from study.sweep import environment
@@ -156,6 +157,8 @@ class DaskExecutor:
             else:
                 self._cluster = local_cluster(self.workers)
                 self.client = Client(self._cluster.__enter__())
+            for plugin in (SchedulerPath(), WorkerPath()):  # this toolkit's packages there
+                self.client.register_plugin(plugin)
             self._check_workers()
         except BaseException as exc:
             self.__exit__(type(exc), exc, exc.__traceback__)

@@ -4,7 +4,6 @@ the runner makes the rows durable in the study's results folder."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -12,6 +11,7 @@ from dataclasses import dataclass
 from study.sweep import environment
 from study.sweep.child import base_row
 from study.sweep.folder import ResultsFolder
+from study.sweep.interpreter import python_command
 from study.sweep.isolate import NUMPY_STACK, TENSORFLOW, ForkServer, ServerDied, run_isolated
 
 NO_GPU = "no GPU visible to TensorFlow"
@@ -34,9 +34,9 @@ class GpuProbe:
     CODE = "import tensorflow as tf; print(len(tf.config.list_physical_devices('GPU')))"
 
     def __init__(self, python: str = sys.executable):
-        env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+        argv, env = python_command("-c", self.CODE, python=python, TF_CPP_MIN_LOG_LEVEL="3")
         try:
-            self.proc = subprocess.Popen([python, "-c", self.CODE], stdout=subprocess.PIPE,
+            self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE,
                                          stderr=subprocess.DEVNULL, text=True, env=env)
         except OSError:
             self.proc = None

@@ -24,8 +24,8 @@ import psutil
 
 from study.sweep.child import base_row
 from study.sweep.environment import collect
-from study.sweep.fingerprint import ROOT
 from study.sweep.folder import ResultsFolder
+from study.sweep.interpreter import python_command
 
 # How often the watchdog checks a run's time and memory (its exit is seen at once): each check
 # takes CPU from the run it watches.
@@ -55,13 +55,12 @@ class ForkServer:
 
     def launch(self) -> None:
         """Start the process without waiting for its imports (see `wait_ready`)."""
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+        argv, env = python_command("-m", "study.sweep.forkserver", str(os.getpid()),
+                                   *self.preload, python=self.python)
         stderr = open(self.log, "a") if self.log else subprocess.DEVNULL  # noqa: SIM115
         try:
-            self.proc = subprocess.Popen(
-                [self.python, "-m", "study.sweep.forkserver", str(os.getpid()), *self.preload],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr, env=env)
+            self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                         stderr=stderr, env=env)
         finally:
             if self.log:
                 stderr.close()

@@ -1,0 +1,44 @@
+"""The installed `convergence-study` command, and the only package the toolkit installs.
+
+The toolkit's own packages have common names (`datasets` is also Hugging Face's, in most ML
+environments), so they never go to the top of site-packages, where they would overwrite or
+shadow another project's packages or be shadowed by them: a regular install puts them inside
+this package (`convergence_study/_lib/study`, ..., mapped in setup.py), an editable one maps
+those names to the repository. The command puts that folder first on its own sys.path; the
+processes it starts get it first on PYTHONPATH (`study.sweep.interpreter`). In a checkout,
+`python -m study` needs none of this: the working directory comes first.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+
+def root() -> Path:
+    """The folder holding the toolkit's `study`, `optimizers` and `datasets`: inside this
+    package for a regular install, the repository for an editable one or a checkout."""
+    try:
+        spec = importlib.util.find_spec(f"{__name__}._lib.study")
+    except ModuleNotFoundError:  # a checkout, not installed
+        spec = None
+    if spec is None or spec.origin is None:
+        return Path(__file__).resolve().parents[1]
+    return Path(spec.origin).resolve().parents[1]
+
+
+def activate() -> Path:
+    """Make `import study` (optimizers, datasets) mean the toolkit's in this process."""
+    folder = root()
+    if sys.path[:1] != [str(folder)]:
+        sys.path.insert(0, str(folder))
+    return folder
+
+
+def run() -> None:
+    """The `convergence-study` console script."""
+    activate()
+    from study.__main__ import run as run_command
+
+    run_command()
