@@ -8,9 +8,11 @@ from datasets.errors import InputError
 from optimizers.adadelta import Adadelta
 from optimizers.adagrad import Adagrad
 from optimizers.adam import Adam
+from optimizers.backends.registry import BACKENDS, make_backend
 from optimizers.cgls import CGLS
 from optimizers.driver import INITS, run
 from optimizers.gd import GradientDescent
+from optimizers.keras_optimizer import KERAS_PREFIX, KerasOptimizer
 from optimizers.lbfgs import LBFGS
 from optimizers.momentum import Momentum
 from optimizers.nesterov import Nesterov
@@ -20,8 +22,6 @@ from optimizers.scipy_krylov import ScipyLSMR, ScipyLSQR
 from optimizers.stopping import build_rules
 from optimizers.tfp_lbfgs import TfpLBFGS
 
-BACKENDS = ("numpy", "tensorflow")
-KERAS_PREFIX = "keras:"  # any Keras optimizer by class name (optimizers/keras_optimizer.py)
 OPTIMIZERS = {
     "gd": GradientDescent,
     "adadelta": Adadelta,
@@ -44,8 +44,6 @@ def make_optimizer(name: str, **hyperparameters):
     """Build the named optimizer; unknown names or hyperparameters list the allowed ones.
     `keras:<Class>` is Keras's optimizer of that class, its parameters Keras's own."""
     if name.startswith(KERAS_PREFIX):
-        from optimizers.keras_optimizer import KerasOptimizer
-
         return KerasOptimizer(name[len(KERAS_PREFIX):], **hyperparameters)
     cls = OPTIMIZERS.get(name)
     if cls is None:
@@ -59,22 +57,5 @@ def make_optimizer(name: str, **hyperparameters):
     return cls(**hyperparameters)
 
 
-def make_backend(name: str, dtype: str = "float64", **options):
-    """The named backend; TensorFlow is imported only when asked for."""
-    if name == "numpy":
-        from optimizers.backends.numpy import NumpyBackend
-
-        unknown = set(options) - {"formulation"}
-        if unknown:
-            raise InputError(f"backend 'numpy' has no option '{unknown.pop()}'; allowed: "
-                             "formulation")
-        return NumpyBackend(dtype, **options)
-    if name == "tensorflow":
-        from optimizers.backends.tensorflow import TensorflowBackend
-
-        return TensorflowBackend(dtype=dtype, **options)
-    raise InputError(f"unknown backend '{name}'; allowed: {', '.join(BACKENDS)}")
-
-
-__all__ = ["INITS", "KERAS_PREFIX", "OPTIMIZERS", "build_rules", "make_backend", "make_optimizer",
-           "run"]
+__all__ = ["BACKENDS", "INITS", "KERAS_PREFIX", "OPTIMIZERS", "build_rules", "make_backend",
+           "make_optimizer", "run"]

@@ -17,7 +17,8 @@ from typing import NamedTuple
 import numpy as np
 
 from datasets.errors import InputError
-from optimizers import KERAS_PREFIX as PREFIX
+
+KERAS_PREFIX = PREFIX = "keras:"  # any Keras optimizer by class name
 
 
 class KerasState(NamedTuple):

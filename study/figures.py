@@ -17,7 +17,6 @@ from study.output import check_output_folder, write_files_atomic  # noqa: E402
 
 FAILED_MARKER = "x"
 STYLE = {"style": "whitegrid", "context": "paper", "font_scale": 1.1}
-DRAWERS = {"regression": "study.regression.figures", "feedmode": "study.feedmode.figures"}
 
 
 def log_axis(axis) -> None:
@@ -96,7 +95,9 @@ def save(fig, folder: Path, name: str) -> list[Path]:
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("study", choices=sorted(DRAWERS), help="which study's figures to draw")
+    from study.sweep.plugin import STUDIES
+
+    parser.add_argument("study", choices=sorted(STUDIES), help="which study's figures to draw")
     parser.add_argument("--results", help="results folder (default results/<study>)")
     parser.add_argument("--out", help="figures folder (default figures/<study>)")
 
@@ -108,6 +109,6 @@ def main(args) -> int:
     check_output_folder(out)
     results = load(args.results or f"results/{args.study}", expected_kind=args.study)
     sns.set_theme(**STYLE)
-    written = importlib.import_module(DRAWERS[args.study]).draw(results, out)
+    written = importlib.import_module(results.plugin.FIGURES_MODULE).draw(results, out)
     print(f"wrote {len(written)} figure files to {out} ({results.provenance()})")
     return 0

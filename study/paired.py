@@ -201,6 +201,8 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, instance: list[str], value: str, *
     instance = [c for c in instance if c in a.columns and c in b.columns]
     if not instance:
         a, b, instance = a.assign(_instance=0), b.assign(_instance=0), ["_instance"]
+    # as text: a missing value (None, NaN) must match itself across the two tables
+    a, b = (t.assign(**{c: t[c].astype(str) for c in instance}) for t in (a, b))
     a_groups = {k: g[value].to_numpy(float) for k, g in a.groupby(instance, dropna=False)}
     b_groups = {k: g[value].to_numpy(float) for k, g in b.groupby(instance, dropna=False)}
     common = [k for k in a_groups if k in b_groups]

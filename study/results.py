@@ -17,7 +17,7 @@ import pandas as pd
 
 from datasets.errors import InputError
 from study.sweep.fingerprint import fingerprint_of
-from study.sweep.plugin import KINDS, load_kind
+from study.sweep.plugin import STUDIES, load_kind
 from study.sweep.schema import read_table
 
 
@@ -68,7 +68,7 @@ def study_kind(folder: Path, expected: str | None = None) -> str:
         except Exception:  # noqa: BLE001 -- read_table names the damage below
             kind = None
     kind = kind or expected
-    if kind not in KINDS:
+    if kind not in STUDIES:
         raise InputError(f"'{folder}' is not a study results folder (no study.json and no "
                          f"readable runs.parquet); run `python -m study run CONFIG` first")
     if expected is not None and kind != expected:

@@ -25,7 +25,9 @@ from study.sweep.schema import ENGINE, Column, Schema
 KIND = "probe"
 CONFIG_KEYS = ("actions", "seeds", "tf", "pid_dir", "seconds")
 MEASURE_MODULE = "probe_study"
+FIGURES_MODULE = REPORT_MODULE = "probe_study"  # never drawn or reported
 STATUSES = ("ok",)
+FAILED_STATUSES = ("error",)
 SCHEMA = ENGINE + Schema("runs", (
     Column("action", "str"), Column("seed", "int"), Column("tf", "bool"),
     Column("ppid", "int"), Column("counter", "int"), Column("tf_ops_before", "int"),
@@ -68,8 +70,24 @@ def spec_from_json(text):
     return Spec(**json.loads(text))
 
 
-def needs_tensorflow(spec):
-    return spec.tf
+def framework(spec):
+    return "tensorflow" if spec.tf else None
+
+
+def preload(framework):
+    return ()
+
+
+def check_grid(specs):
+    return None
+
+
+def prerequisites(spec):
+    return []
+
+
+def resolve(spec, rows):
+    return spec
 
 
 def needs_gpu(spec):

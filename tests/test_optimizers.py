@@ -171,8 +171,9 @@ def test_bad_hyperparameters(name, hyperparameters, message):
 
 
 def test_unknown_backend_and_dtype():
-    with pytest.raises(InputError, match="unknown backend 'jax'; allowed: numpy, tensorflow"):
-        make_backend("jax")
+    with pytest.raises(InputError,
+                       match="unknown backend 'mxnet'; allowed: numpy, tensorflow, jax, torch"):
+        make_backend("mxnet")
     with pytest.raises(InputError, match="unknown dtype 'float16'"):
         make_backend("numpy", "float16")
 

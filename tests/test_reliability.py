@@ -93,8 +93,8 @@ CASES = {
                      "unknown axis 'colour'"),
     "unknown optimizer": (lambda t: config(t, GOOD_CONFIG.replace("lbfgs", "newton")),
                           "unknown name 'newton'; allowed"),
-    "unknown backend": (lambda t: config(t, GOOD_CONFIG.replace('"numpy"', '"jax"')),
-                        "unknown name 'jax'"),
+    "unknown backend": (lambda t: config(t, GOOD_CONFIG.replace('"numpy"', '"mxnet"')),
+                        "unknown name 'mxnet'"),
     "unknown dataset": (lambda t: config(t, GOOD_CONFIG.replace("synthetic", "mnist")),
                         "unknown name 'mnist'"),
     "unknown mode": (lambda t: config(t, GOOD_CONFIG.replace(

@@ -75,7 +75,7 @@ kappa = 100
     (("name = \"t\"", "name = \"t\"\ncolour = 3"), "unknown top-level key 'colour'; allowed:"),
     (("name = \"gd\"", "name = \"sgd\""), "optimizers: unknown name 'sgd'; allowed: gd, adadelta"),
     (("name = \"synthetic\"", "name = \"mnist\""), "datasets: unknown name 'mnist'"),
-    (("name = \"numpy\"", "name = \"jax\""), "backends: unknown name 'jax'"),
+    (("name = \"numpy\"", "name = \"mxnet\""), "backends: unknown name 'mxnet'"),
     (("\"float32\"]", "\"float16\"]"), "numpy dtype = 'float16' is not allowed; allowed: float64"),
     (("tol = 1e-8", "tol = -1e-8"), "stopping: stopping rule: tol must be a finite number > 0"),
     (("tol = 1e-8", "tol = \"small\""), "tol must be"),

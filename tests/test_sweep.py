@@ -22,13 +22,13 @@ from study.sweep.runner import run_study
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
-CLI = ("import study.sweep.plugin as p; p.KINDS['probe'] = 'probe_study'; "
+CLI = ("import study.sweep.plugin as p; p.STUDIES['probe'] = 'probe_study'; "
        "from study.__main__ import run; run()")
 
 
 @pytest.fixture
 def probe(monkeypatch):
-    monkeypatch.setitem(plugin.KINDS, "probe", "probe_study")
+    monkeypatch.setitem(plugin.STUDIES, "probe", "probe_study")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
         p for p in (str(TESTS), str(ROOT), os.environ.get("PYTHONPATH")) if p))
     monkeypatch.syspath_prepend(str(TESTS))

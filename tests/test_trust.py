@@ -2,7 +2,6 @@
 re-measured, a table from another study or with fingerprints nobody can vouch for is refused,
 and a tuning seed that rebuilds the measured instance is caught."""
 
-import json
 import shutil
 
 import numpy as np

@@ -29,7 +29,7 @@ from tensorflow.core.protobuf import rewriter_config_pb2
 
 from study.feedmode import model as fm
 from study.feedmode.spec import Spec
-from study.sweep.plugin import Context, Measurement
+from study.sweep.plugin import Measurement, RunContext
 
 DEVICE_NAMES = {"cpu": "/device:CPU:0", "gpu": "/device:GPU:0"}
 
@@ -264,7 +264,7 @@ def measure_record(spec: Spec, record: dict | None = None,
     return record
 
 
-def measure(spec: Spec, ctx: Context) -> Measurement:
+def measure(spec: Spec, ctx: RunContext) -> Measurement:
     """The engine's entry: the record as the row, the calls as a side table."""
     record: dict = {}
     try:

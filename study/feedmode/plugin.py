@@ -9,13 +9,16 @@ from study.sweep.fingerprint import ENGINE_FILES
 
 KIND = "feedmode"
 MEASURE_MODULE = "study.feedmode.measure"
+FIGURES_MODULE = "study.feedmode.figures"
+REPORT_MODULE = "study.feedmode.report"
 STATUSES = ("ok", "mismatch")
 FAILED_STATUSES = ("error", "mismatch")  # a sweep with these exits 1
 MEASURING_FILES = ("study/feedmode/measure.py", "study/feedmode/model.py",
                    "study/feedmode/spec.py")
 
-__all__ = ["CONFIG_KEYS", "FAILED_STATUSES", "KIND", "MEASURE_MODULE", "SCHEMA", "SIDE_TABLES",
-           "STATUSES", "code_files", "expand", "measure", "needs_gpu", "needs_tensorflow",
+__all__ = ["CONFIG_KEYS", "FAILED_STATUSES", "FIGURES_MODULE", "KIND", "MEASURE_MODULE",
+           "REPORT_MODULE", "SCHEMA", "SIDE_TABLES", "STATUSES", "check_grid", "code_files",
+           "expand", "framework", "measure", "needs_gpu", "preload", "prerequisites", "resolve",
            "spec_from_json", "summary"]
 
 
@@ -23,12 +26,28 @@ def expand(raw: dict, source: str, name: str, repeats: int) -> list[Spec]:
     return expand_specs(raw, source, name, repeats)
 
 
+def check_grid(specs) -> str | None:
+    return None
+
+
+def prerequisites(spec: Spec) -> list[Spec]:
+    return []
+
+
+def resolve(spec: Spec, rows: dict) -> Spec:
+    return spec
+
+
 def spec_from_json(text: str) -> Spec:
     return Spec.from_json(text)
 
 
-def needs_tensorflow(spec: Spec) -> bool:
-    return True
+def framework(spec: Spec) -> str | None:
+    return "tensorflow"
+
+
+def preload(framework: str) -> tuple[str, ...]:
+    return ()
 
 
 def needs_gpu(spec: Spec) -> bool:

@@ -23,7 +23,8 @@ from study.regression.summary import CONFIG_COLUMNS, DATA_COLUMNS, INSTANCE_COLU
 from study.regression.tuning import measured_runs
 
 READ_PASS_LABEL = "one read pass over X"
-FEED_ORDER = ("numpy", "tf1", "feed", "resident", "fused", "fused+xla")
+FEED_ORDER = ("numpy", "tf1", "tf-feed", "tf-resident", "tf-fused", "tf-fused+xla", "jax-feed",
+              "jax-resident", "jax-fused", "torch-feed", "torch-resident", "torch-compiled")
 NOT_RUN = "not run on this data set"
 
 

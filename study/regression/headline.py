@@ -12,9 +12,9 @@ import numpy as np
 import pandas as pd
 
 from study.figures import FAILED_MARKER, log_axis
+from study.paired import typical
 from study.regression import style
 from study.regression.labels import label_runs
-from study.paired import typical
 from study.regression.summary import INSTANCE_COLUMNS, time_to_target
 
 

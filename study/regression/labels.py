@@ -7,6 +7,8 @@ import json
 
 import pandas as pd
 
+from optimizers.backends.registry import BACKENDS
+
 
 def method_label(row) -> str:
     """optimizer(hyperparameters) as a short legend entry; a run under the original program's
@@ -24,14 +26,12 @@ def method_label(row) -> str:
 
 
 def engine_label(row) -> str:
-    """numpy, or tensorflow's feed mode (+xla), with the device."""
-    if row["backend"] == "numpy":
-        engine = "numpy"
-    else:
-        engine = str(row.get("feed") or "resident")
-        engine += "+xla" if row.get("xla") is True else ""
-    if row.get("formulation") == "gram":
-        engine += "+gram"
+    """The engine as its backend's declaration names it (numpy, tf-fused+xla, jax-fused,
+    torch-compiled, +gram), with the device."""
+    options = {key: row.get(key) for key in ("feed", "xla", "formulation")
+               if isinstance(row.get(key), (str, bool))}
+    engine = BACKENDS[row["backend"]].label(options) if row["backend"] in BACKENDS \
+        else str(row["backend"])
     device = row.get("device") or "cpu"
     return f"{engine}/{device}"
 

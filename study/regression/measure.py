@@ -19,7 +19,7 @@ from study.regression.spec import RunSpec
 from study.regression.tuning import NO_RATE, is_tuned
 from study.sweep import cache
 from study.sweep.fingerprint import manifest, python_files
-from study.sweep.plugin import Context, Measurement
+from study.sweep.plugin import Measurement, RunContext
 
 SPEC_COLUMNS = ("optimizer", "backend", "dtype", "dataset", "init", "seed", "dataset_params",
                 "hyperparameters")
@@ -65,7 +65,7 @@ def load_problem(spec: RunSpec, cache_dir: Path) -> Problem:
                                   meta.get("column_peaks"))
 
 
-def measure(spec: RunSpec, ctx: Context) -> Measurement:
+def measure(spec: RunSpec, ctx: RunContext) -> Measurement:
     if is_tuned(spec) and spec.tuning.get("value") is None:
         return Measurement({"status": "skipped", "message": NO_RATE})
     problem = load_problem(spec, ctx.cache_dir)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from datasets import InputError, problem_kind
 from optimizers import KERAS_PREFIX, make_optimizer
+from optimizers.backends.registry import BACKENDS, FRAMEWORKS
 from optimizers.driver import for_problem
 from optimizers.objective import check_formulation
 from optimizers.stopping import STATUSES as RUN_STATUSES
@@ -20,23 +21,18 @@ from study.sweep.fingerprint import ENGINE_FILES, python_files, relative
 
 KIND = "regression"
 MEASURE_MODULE = "study.regression.measure"
-# imported by the warm process of TensorFlow runs (importing them initialises nothing)
-TENSORFLOW_MODULES = ("optimizers.backends.tensorflow", "optimizers.backends.tf1")
+FIGURES_MODULE = "study.regression.figures"
+REPORT_MODULE = "study.regression.report"
 STATUSES = (*RUN_STATUSES, "uncertifiable")
 # a sweep with these exits 1; "uncertifiable" (f* too coarse for the tol) is a refusal, not one
 FAILED_STATUSES = ("error", "failed", "reference-error")
-BACKEND_FILES = {
-    "numpy": ("optimizers/backends/numpy.py",),
-    "tensorflow": ("optimizers/backends/numpy.py", "optimizers/backends/tensorflow.py",
-                   "optimizers/backends/tf1.py"),
-}
 KERAS_MODULE = "optimizers/keras_optimizer.py"  # every keras:<Class> runs through it
 MEASURING_FILES = ("study/regression/measure.py", "study/regression/spec.py")
 
-__all__ = ["CONFIG_KEYS", "FAILED_STATUSES", "KIND", "MEASURE_MODULE", "SCHEMA", "SIDE_TABLES",
-           "STATUSES", "TENSORFLOW_MODULES", "check_grid", "code_files", "expand", "measure",
-           "needs_gpu", "needs_tensorflow", "prerequisites", "resolve", "spec_from_json",
-           "summary"]
+__all__ = ["CONFIG_KEYS", "FAILED_STATUSES", "FIGURES_MODULE", "KIND", "MEASURE_MODULE",
+           "REPORT_MODULE", "SCHEMA", "SIDE_TABLES", "STATUSES", "check_grid", "code_files",
+           "expand", "framework", "measure", "needs_gpu", "preload", "prerequisites", "resolve",
+           "spec_from_json", "summary"]
 
 
 def expand(raw: dict, source: str, name: str, repeats: int) -> list[RunSpec]:
@@ -46,7 +42,14 @@ def expand(raw: dict, source: str, name: str, repeats: int) -> list[RunSpec]:
 def check_grid(specs) -> str | None:
     """A pair of data set and configuration that would fail in every run (a logistic data set
     with the 'gram' formulation, a least-squares-only method or the exact line search; ridge
-    data with a plain least-squares method): the runs' own checks, made before anything runs."""
+    data with a plain least-squares method), or a backend whose framework is not installed
+    here: the runs' own checks, made before anything runs."""
+    for name in dict.fromkeys(spec.backend for spec in specs):
+        if BACKENDS[name].framework is not None:
+            try:
+                FRAMEWORKS[BACKENDS[name].framework].require()
+            except InputError as exc:
+                return f"{exc} (or leave the backend out of the config)"
     for spec in specs:
         if spec.tuning.get("role") == TUNED and spec.tuning_holdout() == "nothing":
             params = json.dumps(spec.dataset_params, sort_keys=True)
@@ -84,8 +87,14 @@ def spec_from_json(text: str) -> RunSpec:
     return RunSpec.from_json(text)
 
 
-def needs_tensorflow(spec: RunSpec) -> bool:
-    return spec.backend == "tensorflow"
+def framework(spec: RunSpec) -> str | None:
+    return BACKENDS[spec.backend].framework
+
+
+def preload(framework: str) -> tuple[str, ...]:
+    """The modules of every backend on that framework (importing them initialises nothing)."""
+    files = [f for b in BACKENDS.values() if b.framework == framework for f in b.files]
+    return tuple(dict.fromkeys(f[: -len(".py")].replace("/", ".") for f in files))
 
 
 def needs_gpu(spec: RunSpec) -> bool:
@@ -114,7 +123,7 @@ def code_files(spec: RunSpec) -> list[str]:
     from optimizers import KERAS_PREFIX
 
     name = KERAS_PREFIX if spec.optimizer.startswith(KERAS_PREFIX) else spec.optimizer
-    own = [optimizers[name], datasets[spec.dataset], *BACKEND_FILES[spec.backend]]
+    own = [optimizers[name], datasets[spec.dataset], *BACKENDS[spec.backend].files]
     return sorted({*shared, *own, *ENGINE_FILES, *MEASURING_FILES, *input_files(spec)})
 
 

@@ -13,6 +13,8 @@ from datasets import DATASETS, make_problem, validate_dataset
 from datasets.errors import InputError
 from optimizers import INITS, OPTIMIZERS, build_rules, make_backend, make_optimizer, run
 from optimizers.backends.numpy import DTYPES
+from optimizers.backends.registry import BACKENDS, FRAMEWORKS
+from optimizers.backends.registry import backend as backend_declaration
 from study.output import check_output_path, parquet_writer, write_files_atomic
 
 ROWS_PARAMETER = {"eve": "rows", "synthetic": "n", "synthetic-logistic": "n"}
@@ -49,13 +51,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     opt.add_argument("--init", default="zeros", help=f"starting point: {', '.join(INITS)}")
     opt.add_argument("--seed", type=int, default=0, help="seed of the random init")
     back = parser.add_argument_group("backend")
-    back.add_argument("--backend", default="numpy", help="numpy or tensorflow")
+    back.add_argument("--backend", default="numpy", help=f"one of: {', '.join(BACKENDS)}")
     back.add_argument("--dtype", default="float64", help=f"one of: {', '.join(DTYPES)}")
     back.add_argument("--formulation", help="data (every step reads X) or gram (X^T X formed "
                       "once in setup, then O(d^2) per step)")
-    back.add_argument("--device", help="tensorflow: cpu or gpu (default cpu)")
+    back.add_argument("--device", help="cpu or gpu (default cpu; not numpy)")
     back.add_argument("--feed", help="tensorflow: feed (host data every step), resident, fused "
-                      "(default: one while_loop) or tf1 (the original TF1 program)")
+                      "(default: one while_loop) or tf1 (the original TF1 program); jax: feed, "
+                      "resident or fused (default); torch: feed, resident (default) or "
+                      "compiled")
     back.add_argument("--xla", action="store_true", default=None,
                       help="tensorflow: XLA-compile the step (feed, resident, fused)")
     stop = parser.add_argument_group("stopping")
@@ -117,7 +121,7 @@ def configure(args):
     optimizer = make_optimizer(args.optimizer, **hyperparameters)
     options = {flag: getattr(args, flag) for flag in BACKEND_FLAGS
                if getattr(args, flag) is not None}
-    check_before_tensorflow(args, options)
+    check_before_import(args, options)
     backend = make_backend(args.backend, args.dtype, **options)
     reason = backend.unavailable() if hasattr(backend, "unavailable") else None
     if reason is None and hasattr(optimizer, "unavailable"):
@@ -137,20 +141,21 @@ def configure(args):
     return optimizer, backend, rules, params
 
 
-def check_before_tensorflow(args, options: dict) -> None:
-    """What can be refused without TensorFlow is refused before it is imported, so that the
-    one line is not preceded by TensorFlow's and CUDA's start-up logs."""
-    if args.backend != "tensorflow":
+def check_before_import(args, options: dict) -> None:
+    """What can be refused without the backend's framework is refused before it is imported,
+    so that the one line is not preceded by its and CUDA's start-up logs: the options against
+    the backend's declaration, the framework installed, the NumPy-only references, a GPU."""
+    declared = backend_declaration(args.backend)
+    declared.check({"dtype": args.dtype, **options})
+    if declared.framework is None:
         return
-    from study.regression.config import check_backend
-
-    if args.dtype not in DTYPES:
-        raise InputError(f"unknown dtype '{args.dtype}'; allowed: {', '.join(DTYPES)}")
-    check_backend("tensorflow", **options)
+    framework = FRAMEWORKS[declared.framework]
+    framework.require()
     if args.optimizer in NUMPY_ONLY:
-        raise InputError(f"{args.optimizer} runs on the numpy backend only, not 'tensorflow'")
+        raise InputError(f"{args.optimizer} runs on the numpy backend only, not "
+                         f"'{args.backend}'")
     if options.get("device") == "gpu" and not gpu_device_nodes():
-        raise InputError("no GPU visible to TensorFlow")
+        raise InputError(f"no GPU visible to {framework.title}")
 
 
 def gpu_device_nodes() -> bool:

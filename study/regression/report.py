@@ -126,9 +126,9 @@ def original_regression_answer(runs: pd.DataFrame,
         return None if row.empty else row.iloc[0]
 
     numpy64, tf1 = cost("numpy/cpu", "float64"), cost("tf1/cpu", "float32")
-    fused = cost("fused+xla/cpu", "float64")
+    fused = cost("tf-fused+xla/cpu", "float64")
     if fused is None:
-        fused = cost("fused/cpu", "float64")
+        fused = cost("tf-fused/cpu", "float64")
     raw_runs = runs[label_runs(runs)["data"] == data]
     if numpy64 is not None and tf1 is not None:
         c = paired_per_iteration(raw_runs, ("tf1/cpu", "float32"), ("numpy/cpu", "float64"))

@@ -13,8 +13,12 @@ OTHER_COLOR = "#999999"
 
 ENGINE_STYLES = {  # engine (without the device) -> (line style, marker)
     "numpy": ("-", "o"), "numpy+gram": ((0, (8, 2, 1, 2)), "s"), "tf1": (":", "v"),
-    "feed": ("--", "^"), "resident": ("-.", "D"), "fused": ((0, (5, 1)), "P"),
-    "fused+xla": ((0, (3, 1, 1, 1)), "X"), "fused+gram": ((0, (1, 2)), "*"),
+    "tf-feed": ("--", "^"), "tf-resident": ("-.", "D"), "tf-fused": ((0, (5, 1)), "P"),
+    "tf-fused+xla": ((0, (3, 1, 1, 1)), "X"), "tf-fused+gram": ((0, (1, 2)), "*"),
+    "jax-feed": ((0, (6, 2)), "<"), "jax-resident": ((0, (2, 1)), "d"),
+    "jax-fused": ((0, (4, 1, 1, 1, 1, 1)), "p"), "jax-fused+gram": ((0, (1, 3)), "H"),
+    "torch-feed": ((0, (7, 3, 1, 3)), ">"), "torch-resident": ((0, (1, 1)), "h"),
+    "torch-compiled": ((0, (9, 2)), "8"),
 }
 ENGINE_ORDER = tuple(ENGINE_STYLES)
 
@@ -30,7 +34,7 @@ def color(name: str) -> str:
 
 
 def engine_key(engine: str) -> str:
-    """'fused+xla/gpu' -> 'fused+xla'."""
+    """'tf-fused+xla/gpu' -> 'tf-fused+xla'."""
     return engine.split("/")[0]
 
 

@@ -37,7 +37,8 @@ PARAMETER = "learning_rate"
 TUNED = "tuned"  # the value that asks for tuning
 KEYS = ("grid", "seed", "stopping", "criterion")
 CRITERIA = ("iterations", "seconds")
-USABLE = ("converged", "grad_tol", "stalled", "max_iter", "timeout")  # ended by a rule, not by failing
+# ended by a rule, not by failing
+USABLE = ("converged", "grad_tol", "stalled", "max_iter", "timeout")
 NO_RATE = ("no rate of the tuning grid is usable: every tuning run on the held-apart seed "
            "diverged, failed or was skipped (see the rows with tuning = 'tuning')")
 

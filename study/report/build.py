@@ -25,9 +25,6 @@ def environment_table(*frames: pd.DataFrame) -> pd.DataFrame:
                                                        rows.values()]})
 
 
-SECTIONS = {"regression": "study.regression.report", "feedmode": "study.feedmode.report"}
-
-
 def noise_sentence(runs: pd.DataFrame) -> str:
     """How many rows were measured while the machine was busy, and why (see study.sweep.noise);
     `study run --remeasure-noisy` measures them again."""
@@ -59,7 +56,7 @@ def build_blocks(results_root: Path, figures_root: Path, studies) -> list[Block]
         body.append(Block("p", f"{results.folder.name}: {len(results.runs)} runs, based on "
                                f"{results.provenance()}."))
         body.append(Block("p", noise_sentence(results.runs)))
-        section = importlib.import_module(SECTIONS[results.kind]).section
+        section = importlib.import_module(results.plugin.REPORT_MODULE).section
         body += section(results, figures_root / results.folder.name)
     blocks += body
     blocks.append(Block("h2", "Environment"))

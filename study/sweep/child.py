@@ -19,7 +19,7 @@ from pathlib import Path
 from study.output import write_parquet_atomic, write_text_atomic
 from study.sweep import environment
 from study.sweep.noise import NoiseProbe
-from study.sweep.plugin import Context
+from study.sweep.plugin import RunContext
 
 
 def reset_peak_memory() -> int:
@@ -66,7 +66,7 @@ def execute(request: dict) -> None:
     row = {**base_row(request, spec), "pid": os.getpid(),
            "started_at": datetime.now(UTC).isoformat(timespec="seconds")}
     probe = NoiseProbe()
-    ctx = Context(cache_dir=Path(request["cache"]), probe=probe,
+    ctx = RunContext(cache_dir=Path(request["cache"]), probe=probe,
                   save_partial=lambda record: write_text_atomic(
                       json.dumps(record, default=str), pending / "partial.json"))
     tables = {}

@@ -44,7 +44,7 @@ from datasets.errors import InputError
 from study.output import write_text_atomic
 from study.sweep import environment
 from study.sweep.child import base_row
-from study.sweep.executors import NO_GPU, Job, gpu_visible, skip
+from study.sweep.executors import Job, gpu_visible, no_gpu, skip
 from study.sweep.folder import ResultsFolder
 from study.sweep.isolate import ForkServer, run_isolated
 
@@ -207,13 +207,13 @@ class DaskExecutor:
             print(f"dask: {self.client.scheduler.address}: {len(resources)} workers, {slots} "
                   f"with a timing slot, {gpus} with a gpu", flush=True)
 
-    def _gpu_placement(self) -> tuple[dict, str | None]:
-        """(resources a GPU run asks for, or the reason GPU runs are skipped)."""
+    def _gpu_placement(self, framework: str | None) -> tuple[dict, str | None]:
+        """(resources a GPU run of that framework asks for, or the reason it is skipped)."""
         if self.scheduler is None:  # our own local cluster: one worker may use this GPU
-            if self.workers == 1 and gpu_visible():
+            if self.workers == 1 and gpu_visible(framework):
                 return {TIMING_SLOT: 1}, None
             if self.workers == 1:
-                return {}, NO_GPU
+                return {}, no_gpu(framework)
             return {}, (f"a local cluster of {self.workers} workers declares no gpu resource; "
                         f"start a GPU worker with --resources \"{TIMING_SLOT}=1,{GPU}=1\"")
         resources = self.client.run_on_scheduler(worker_resources)
@@ -229,22 +229,23 @@ class DaskExecutor:
     def run(self, jobs, folder: ResultsFolder, *, timeout: float,
             memory_budget_gb: float | None, on_start=None):
         """Submit every run, then yield (job, outcome) as each becomes durable in `folder`."""
-        gpu_resources, gpu_reason = ({}, None)
-        if any(job.needs_gpu for job in jobs):
-            gpu_resources, gpu_reason = self._gpu_placement()
+        placements = {framework: self._gpu_placement(framework) for framework in
+                      dict.fromkeys(job.framework for job in jobs if job.needs_gpu)}
         futures, skipped = {}, []
         for job in jobs:
-            if job.needs_gpu and gpu_reason:
-                skipped.append(job)
+            gpu_resources, gpu_reason = placements.get(job.framework, ({}, None)) \
+                if job.needs_gpu else ({TIMING_SLOT: 1}, None)
+            if gpu_reason:
+                skipped.append((job, gpu_reason))
                 continue
             future = self.client.submit(
                 execute_on_worker, job, timeout, memory_budget_gb,
                 key=f"study-run-{job.spec.run_id}", retries=self.retries,
-                resources=gpu_resources if job.needs_gpu else {TIMING_SLOT: 1})
+                resources=gpu_resources)
             futures[future] = job
         self.log.to_file(folder.logs_dir / DASK_LOG)
-        for job in skipped:
-            yield job, skip(job, folder, gpu_reason)
+        for job, reason in skipped:
+            yield job, skip(job, folder, reason)
         recorded: set[str] = set()
         completed, unheard, quiet_since = as_completed(futures), set(), time.monotonic()
         try:

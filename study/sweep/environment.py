@@ -12,9 +12,13 @@ from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
+from optimizers.backends.registry import FRAMEWORKS
+
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                     "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "OPENBLAS_CORETYPE")
-PACKAGES = ("numpy", "scipy", "tensorflow", "pandas", "pyarrow", "tensorflow-probability")
+# the NumPy stack every run uses, then each framework's distributions (absent ones: None)
+PACKAGES = ("numpy", "scipy", "pandas", "pyarrow",
+            *dict.fromkeys(p for f in FRAMEWORKS.values() for p in f.packages))
 
 
 def _version(package: str) -> str | None:

@@ -8,13 +8,12 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
+from optimizers.backends.registry import FRAMEWORKS
 from study.sweep import environment
 from study.sweep.child import base_row
 from study.sweep.folder import ResultsFolder
 from study.sweep.interpreter import python_command
-from study.sweep.isolate import NUMPY_STACK, TENSORFLOW, ForkServer, ServerDied, run_isolated
-
-NO_GPU = "no GPU visible to TensorFlow"
+from study.sweep.isolate import NUMPY_STACK, ForkServer, ServerDied, run_isolated
 
 
 @dataclass
@@ -25,19 +24,24 @@ class Job:
     request: dict  # what the run's process needs: kind, study, spec JSON, fingerprints, order
     preload: tuple[str, ...]  # modules of the warm process that forks it
     needs_gpu: bool = False
+    framework: str | None = None  # whose warm process forks it (None: the NumPy stack)
+
+
+def no_gpu(framework: str | None) -> str:
+    """The reason a GPU run is skipped where its framework sees none."""
+    return f"no GPU visible to {FRAMEWORKS[framework].title if framework else 'NumPy'}"
 
 
 class GpuProbe:
-    """Whether TensorFlow sees a GPU, asked in a subprocess (so that no warm process ever
+    """How many GPUs a framework sees, asked in a subprocess (so that no warm process ever
     initialises a device); started early, it runs while the warm processes import."""
 
-    CODE = "import tensorflow as tf; print(len(tf.config.list_physical_devices('GPU')))"
-
-    def __init__(self, python: str = sys.executable):
-        argv, env = python_command("-c", self.CODE, python=python, TF_CPP_MIN_LOG_LEVEL="3")
+    def __init__(self, framework: str, python: str = sys.executable):
+        argv, env = python_command("-c", FRAMEWORKS[framework].gpu_count, python=python,
+                                   TF_CPP_MIN_LOG_LEVEL="3")
         try:
-            self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE,
-                                         stderr=subprocess.DEVNULL, text=True, env=env)
+            self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                         text=True, env=env)
         except OSError:
             self.proc = None
 
@@ -53,14 +57,18 @@ class GpuProbe:
             return False
 
 
-_GPU_ANSWERS: dict[str, bool] = {}
+_GPU_ANSWERS: dict[tuple[str, str | None], bool] = {}
 
 
-def gpu_visible(python: str = sys.executable, probe: GpuProbe | None = None) -> bool:
-    """Asked once per interpreter (from `probe` when one was started early)."""
-    if python not in _GPU_ANSWERS:
-        _GPU_ANSWERS[python] = (probe or GpuProbe(python)).result()
-    return _GPU_ANSWERS[python]
+def gpu_visible(framework: str | None = "tensorflow", python: str = sys.executable,
+                probe: GpuProbe | None = None) -> bool:
+    """Asked once per interpreter and framework (from `probe` when one was started early);
+    NumPy runs on no GPU."""
+    if framework is None:
+        return False
+    if (python, framework) not in _GPU_ANSWERS:
+        _GPU_ANSWERS[python, framework] = (probe or GpuProbe(framework, python)).result()
+    return _GPU_ANSWERS[python, framework]
 
 
 def skip(job: Job, folder: ResultsFolder, reason: str) -> dict:
@@ -90,35 +98,37 @@ class LocalExecutor:
         return {environment.fingerprint()}
 
     @staticmethod
-    def server_log(preload, folder: ResultsFolder):
-        kind = "tensorflow" if "tensorflow" in preload else "numpy"
-        return folder.logs_dir / f"server-{kind}.log"
+    def server_log(framework: str | None, folder: ResultsFolder):
+        return folder.logs_dir / f"server-{framework or 'numpy'}.log"
 
-    def server(self, preload, folder: ResultsFolder) -> ForkServer:
-        server = self.servers.get(preload)
+    def server(self, job: Job, folder: ResultsFolder) -> ForkServer:
+        server = self.servers.get(job.preload)
         if server is None or not server.alive:
             if server is not None:
                 server.close()
-            server = ForkServer(preload, self.python, log=self.server_log(preload, folder))
+            server = ForkServer(job.preload, self.python,
+                                log=self.server_log(job.framework, folder))
             server.start()
-            self.servers[preload] = server
+            self.servers[job.preload] = server
         return server
 
     def warm_up(self, jobs, folder: ResultsFolder) -> None:
-        """Start every warm process the jobs need, and the GPU question, at once, and wait for
+        """Start every warm process the jobs need, and the GPU questions, at once, and wait for
         all of them before the first run: their imports overlap each other, never a run."""
-        probe = (GpuProbe(self.python) if any(job.needs_gpu for job in jobs)
-                 and self.python not in _GPU_ANSWERS else None)
+        probes = {framework: GpuProbe(framework, self.python) for framework in
+                  dict.fromkeys(job.framework for job in jobs if job.needs_gpu)
+                  if framework is not None and (self.python, framework) not in _GPU_ANSWERS}
         launched = []
-        for preload in dict.fromkeys(job.preload for job in jobs):
-            if preload in self.servers and self.servers[preload].alive:
+        for job in {job.preload: job for job in jobs}.values():
+            if job.preload in self.servers and self.servers[job.preload].alive:
                 continue
-            server = ForkServer(preload, self.python, log=self.server_log(preload, folder))
+            server = ForkServer(job.preload, self.python,
+                                log=self.server_log(job.framework, folder))
             server.launch()
             launched.append(server)
-            self.servers[preload] = server
-        if probe is not None:
-            gpu_visible(self.python, probe)
+            self.servers[job.preload] = server
+        for framework, probe in probes.items():
+            gpu_visible(framework, self.python, probe)
         for server in launched:
             try:
                 server.wait_ready()
@@ -133,11 +143,11 @@ class LocalExecutor:
         for job in jobs:
             if on_start is not None:
                 on_start(job)
-            if job.needs_gpu and not gpu_visible(self.python):
-                yield job, skip(job, folder, NO_GPU)
+            if job.needs_gpu and not gpu_visible(job.framework, self.python):
+                yield job, skip(job, folder, no_gpu(job.framework))
                 continue
             try:
-                outcome = run_isolated(self.server(job.preload, folder), job, folder,
+                outcome = run_isolated(self.server(job, folder), job, folder,
                                        timeout=timeout, memory_budget_gb=memory_budget_gb)
             except ServerDied as exc:
                 broken = self.servers.pop(job.preload, None)
@@ -151,10 +161,9 @@ class LocalExecutor:
             yield job, outcome
 
 
-def preload_for(needs_tensorflow: bool, plugin) -> tuple[str, ...]:
+def preload_for(framework: str | None, plugin) -> tuple[str, ...]:
     """The warm process's imports: the NumPy stack, the study's plugin and measuring module, and
-    TensorFlow and the study's TensorFlow modules for runs that use it (imported, never
-    initialised there: see study.sweep.forkserver)."""
-    tensorflow = (*TENSORFLOW, *getattr(plugin, "TENSORFLOW_MODULES", ())) \
-        if needs_tensorflow else ()
-    return (*NUMPY_STACK, *tensorflow, plugin.MEASURE_MODULE, plugin.__name__)
+    for a framework's runs the framework and the study's modules for it (imported, never
+    initialised there: see study.sweep.forkserver). A warm process serves one framework."""
+    extra = (*FRAMEWORKS[framework].preload, *plugin.preload(framework)) if framework else ()
+    return (*NUMPY_STACK, *extra, plugin.MEASURE_MODULE, plugin.__name__)

@@ -65,14 +65,14 @@ def load_study(path) -> Study:
 
 def parse_study(raw: dict, source: str) -> Study:
     """Validate the common keys, let the study's plugin expand its sections, apply excludes."""
-    from study.sweep.plugin import KINDS, load_kind
+    from study.sweep.plugin import STUDIES, load_kind
 
     def fail(key, message):
         raise ConfigError(f"{source}: {key}: {message}")
 
     kind = raw.get("kind", "regression")
-    if kind not in KINDS:
-        fail("kind", f"unknown study kind {kind!r}; allowed: {', '.join(KINDS)}")
+    if kind not in STUDIES:
+        fail("kind", f"unknown study kind {kind!r}; allowed: {', '.join(STUDIES)}")
     plugin = load_kind(kind)
     unknown(raw, COMMON_KEYS + plugin.CONFIG_KEYS, source, "top-level key")
     name = raw.get("name", Path(source).stem)
@@ -104,7 +104,7 @@ def parse_study(raw: dict, source: str) -> Study:
     specs = [s for s in specs if not any(matches(s.axes(), rule) for rule in excludes)]
     if not specs:
         fail("grid", "the grid is empty (every combination is excluded)")
-    problem = getattr(plugin, "check_grid", lambda specs: None)(specs)
+    problem = plugin.check_grid(specs)
     if problem:
         fail("grid", problem)
     ids = [s.run_id for s in specs]
@@ -167,7 +167,7 @@ def positive_number(value) -> bool:
 # ---- runs that wait for others ------------------------------------------------------------------
 
 def waits(plugin, spec) -> bool:
-    return bool(getattr(plugin, "prerequisites", lambda s: ())(spec))
+    return bool(plugin.prerequisites(spec))
 
 
 def with_prerequisites(plugin, specs) -> list:
@@ -175,7 +175,7 @@ def with_prerequisites(plugin, specs) -> list:
     listed = {s.run_id for s in specs}
     out = []
     for spec in specs:
-        for first in getattr(plugin, "prerequisites", lambda s: ())(spec):
+        for first in plugin.prerequisites(spec):
             if first.run_id not in listed:
                 listed.add(first.run_id)
                 out.append(first)

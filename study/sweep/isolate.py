@@ -33,7 +33,6 @@ POLL_SECONDS = 0.25
 START_TIMEOUT = 300.0
 NUMPY_STACK = ("numpy", "scipy.linalg", "scipy.optimize", "pandas", "pyarrow.parquet",
                "threadpoolctl", "study.sweep.child", "study.sweep.noise")
-TENSORFLOW = ("tensorflow",)
 
 
 class ServerDied(RuntimeError):

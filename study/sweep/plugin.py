@@ -1,33 +1,11 @@
-"""What a study gives the engine, and the registry of studies by kind.
+"""What a study gives the engine (`StudyPlugin`), and the one registry of studies by kind.
 
 A spec is a frozen dataclass with `run_id` (a stable hash of its content), `repeat`,
 `to_json()`, `axes()` (flat values that excludes, --only and the results' columns use) and
-`label()` (a short name for progress lines). A plugin module provides:
-
-  KIND, CONFIG_KEYS         its name and the top-level config keys it reads
-  MEASURE_MODULE            the module that measures (imported by the warm process)
-  TENSORFLOW_MODULES        optional: more modules for the warm process of TensorFlow runs
-  SCHEMA, SIDE_TABLES       its row schema (engine columns included) and per-run side tables
-  STATUSES                  what its `measure` can end with (besides error/timeout/oom/skipped)
-  expand(raw, source, name, repeats) -> specs       its config sections, validated
-  spec_from_json(text) -> spec
-  needs_tensorflow(spec) -> bool     which warm process forks the run
-  needs_gpu(spec) -> bool            only where a GPU is (else recorded skipped)
-  code_files(spec) -> [paths]        the source files whose content measured the spec
-  measure(spec, ctx) -> Measurement  in the run's own process
-  summary(runs) -> str               printed at the end of a sweep
-
-and optionally:
-
-  check_grid(specs) -> str | None    a combination the excludes left that cannot run (the
-                                     message of a config error), checked after [[exclude]]
-
-and, for a spec that can only be settled by other runs (a learning rate tuned on a grid), both
-or neither of:
-
-  prerequisites(spec) -> [specs]     the runs it waits for ([] for a spec that waits for none)
-  resolve(spec, rows) -> spec | None the spec to run, from those runs' rows (dicts by run_id);
-                                     None while any of them has no row
+`label()` (a short name for progress lines). A plugin is a module providing every member of
+`StudyPlugin`; `load_kind` checks it, so a plugin that lacks one fails at once, naming it.
+A new study is a new folder whose plugin module is added to `STUDIES`; its figures and its report
+section are found through the plugin (`FIGURES_MODULE`, `REPORT_MODULE`), nowhere else.
 """
 
 from __future__ import annotations
@@ -35,10 +13,59 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
+from typing import Any, Protocol, runtime_checkable
 
-KINDS = {"regression": "study.regression.plugin", "feedmode": "study.feedmode.plugin"}
+STUDIES = {"regression": "study.regression.plugin", "feedmode": "study.feedmode.plugin"}
 ENGINE_STATUSES = ("error", "timeout", "oom", "skipped")
+
+
+@runtime_checkable
+class StudyPlugin(Protocol):
+    """Everything the engine calls on a study."""
+
+    KIND: str  # its name, as configs' `kind` say it
+    CONFIG_KEYS: tuple[str, ...]  # the top-level config keys it reads
+    MEASURE_MODULE: str  # the module that measures (a warm process imports it)
+    SCHEMA: Any  # study.sweep.schema.Schema of its rows, engine columns included
+    SIDE_TABLES: dict  # name -> Schema of a per-run side table (traces, calls)
+    STATUSES: tuple[str, ...]  # what `measure` can end with (besides ENGINE_STATUSES)
+    FAILED_STATUSES: tuple[str, ...]  # a sweep with any of these exits 1
+    FIGURES_MODULE: str  # `draw(results, folder) -> [paths]`
+    REPORT_MODULE: str  # `section(results, figures_folder) -> [Block]`
+
+    def expand(self, raw: dict, source: str, name: str, repeats: int) -> list:
+        """Its config sections, validated, as specs."""
+
+    def spec_from_json(self, text: str): ...
+
+    def framework(self, spec) -> str | None:
+        """Which framework's warm process forks the run (a key of
+        optimizers.backends.registry.FRAMEWORKS), or None for the NumPy stack alone."""
+
+    def preload(self, framework: str) -> tuple[str, ...]:
+        """The study's own modules for a warm process of that framework (import only)."""
+
+    def needs_gpu(self, spec) -> bool:
+        """Only where a GPU is (else recorded skipped)."""
+
+    def code_files(self, spec) -> list[str]:
+        """The source (and input data) files whose content measured the spec."""
+
+    def measure(self, spec, ctx: RunContext) -> Measurement:
+        """In the run's own process."""
+
+    def summary(self, runs) -> str:
+        """Printed at the end of a sweep."""
+
+    def check_grid(self, specs) -> str | None:
+        """A combination the excludes left that cannot run (a config error's message)."""
+
+    def prerequisites(self, spec) -> list:
+        """The runs a spec waits for (a learning rate tuned on a grid); [] for none."""
+
+    def resolve(self, spec, rows: dict):
+        """The spec to run, from its prerequisites' rows (dicts by run_id); None while any of
+        them has no row."""
 
 
 @dataclass
@@ -50,7 +77,7 @@ class Measurement:
 
 
 @dataclass
-class Context:
+class RunContext:
     """What the engine hands a measurement: the data cache, the noise probe to wrap the timed
     part in (`with ctx.probe:`), and `save_partial`, which leaves a record of how far the run
     got (a run killed for time or memory still tells its phase)."""
@@ -60,5 +87,17 @@ class Context:
     save_partial: object = lambda record: None
 
 
-def load_kind(kind: str) -> ModuleType:
-    return importlib.import_module(KINDS[kind])
+def load_kind(kind: str) -> StudyPlugin:
+    """The plugin of a study kind, checked against `StudyPlugin`."""
+    plugin = importlib.import_module(STUDIES[kind])
+    missing = [name for name in _members() if not hasattr(plugin, name)]
+    if missing:
+        raise TypeError(f"study plugin {STUDIES[kind]} lacks {', '.join(missing)}")
+    return plugin
+
+
+def _members() -> list[str]:
+    annotations = [name for name in StudyPlugin.__annotations__ if name.isupper()]
+    methods = [name for name, value in vars(StudyPlugin).items()
+               if callable(value) and not name.startswith("_")]
+    return annotations + methods

@@ -29,7 +29,7 @@ from study.sweep import fingerprint, noise
 from study.sweep.executors import Job, LocalExecutor, preload_for
 from study.sweep.folder import ResultsFolder
 from study.sweep.grid import Study, parse_only, resolved, select, waits, with_prerequisites
-from study.sweep.plugin import KINDS, load_kind
+from study.sweep.plugin import STUDIES, load_kind
 
 
 @dataclass
@@ -79,13 +79,13 @@ def plan_runs(study: Study, specs, folder: ResultsFolder, existing: pd.DataFrame
             done += 1
             continue
         reasons[reason] += 1
-        needs_tf = plugin.needs_tensorflow(spec)
-        todo.append(Job(spec, {"kind": study.kind, "plugin": KINDS[study.kind],
+        framework = plugin.framework(spec)
+        todo.append(Job(spec, {"kind": study.kind, "plugin": STUDIES[study.kind],
                                "study": study.name,
                                "spec": spec.to_json(), "code_fingerprint": current,
                                "sweep_id": sweep_id, "order_seed": seed},
-                        preload_for(needs_tf, plugin),
-                        needs_gpu=plugin.needs_gpu(spec)))
+                        preload_for(framework, plugin),
+                        needs_gpu=plugin.needs_gpu(spec), framework=framework))
     shuffle = random.Random(seed)
     keys = {id(job): (job.spec.repeat, shuffle.random()) for job in todo}
     todo.sort(key=lambda job: keys[id(job)])
@@ -280,8 +280,7 @@ def execute(study: Study, args) -> int:
         print(plugin.summary(runs[runs["run_id"].isin({s.run_id for s in ran})]))
     done = ", ".join(f"{k}={v}" for k, v in sorted(statuses.items())) or "nothing to do"
     print(f"this invocation: {done}; results in {out}/runs.parquet")
-    failed = {s: statuses[s] for s in getattr(plugin, "FAILED_STATUSES", ("error",))
-              if statuses.get(s)}
+    failed = {s: statuses[s] for s in plugin.FAILED_STATUSES if statuses.get(s)}
     if failed:
         counts = ", ".join(f"{n} {s}" for s, n in failed.items())
         print(f"convergence-study: {counts} in this sweep; their logs are in "
