@@ -169,7 +169,7 @@ def check_comparable(a: Results, b: Results) -> None:
     (kind_a, name_a), (kind_b, name_b) = study(a), study(b)
     if kind_a != kind_b or (name_a and name_b and name_a != name_b):
         def what(kind, name):
-            return f"{name} ({kind})" if name else kind
+            return f"{name} ({kind})" if name and name != kind else kind
 
         raise InputError(f"'{a.folder}' holds a {what(kind_a, name_a)} study and '{b.folder}' "
                          f"a {what(kind_b, name_b)} study; compare needs two results of the "
@@ -177,7 +177,9 @@ def check_comparable(a: Results, b: Results) -> None:
 
 
 @dataclass
-class Comparing:
+class FolderComparison:
+    """Everything the command prints, from A to B."""
+
     a: Results
     b: Results
     differ: list
@@ -188,7 +190,8 @@ class Comparing:
     conclusions: list
 
 
-def comparing(folder_a, folder_b) -> Comparing:
+def compare_folders(folder_a, folder_b) -> FolderComparison:
+    """Two results folders of one study, checked (study.results.load), paired and concluded."""
     a, b = load(folder_a), load(folder_b)
     check_comparable(a, b)
     changes, only_a, only_b = configuration_changes(a, b)
@@ -196,7 +199,7 @@ def comparing(folder_a, folder_b) -> Comparing:
         raise InputError(f"'{a.folder}' and '{b.folder}' share no configuration measured on "
                          "a common instance; nothing to compare")
     differ, same = differences(a, b)
-    return Comparing(a, b, differ, same, changes, only_a, only_b,
+    return FolderComparison(a, b, differ, same, changes, only_a, only_b,
                      conclusion_changes(conclusions(a), conclusions(b)))
 
 
@@ -214,10 +217,18 @@ def interval(c: Comparison | None) -> str:
     return f"[{_times(c.low)}, {_times(c.high)}]"
 
 
+def unfinished(c: Comparison) -> str:
+    """What an infinite or zero ratio means: one side did not reach the target."""
+    return "did not finish in B" if c.ratio > 0 else "did not finish in A"
+
+
 def change_word(change: Change) -> str:
+    c = change.comparison
     if not change.distinguishable:
         return "within the noise"
-    return "slower in B" if change.comparison.ratio > 1 else "faster in B"
+    if not np.isfinite(c.ratio) or c.ratio == 0:
+        return unfinished(c)
+    return "slower in B" if c.ratio > 1 else "faster in B"
 
 
 def ordered(changes: list[Change]) -> list[Change]:
@@ -240,7 +251,7 @@ def _state(c: Conclusion | None) -> str:
     return f"{number}, {c.claim}"
 
 
-def text_report(result: Comparing) -> str:
+def text_report(result: FolderComparison) -> str:
     a, b = result.a, result.b
     lines = [f"compare: A = {a.folder}, B = {b.folder} ({a.kind} study)", "",
              "What differs between A and B:"]
@@ -256,7 +267,7 @@ def text_report(result: Comparing) -> str:
     for change in ordered(result.changes):
         c = change.comparison
         lines.append(f"  {'*' if change.distinguishable else ' '} {change.config:<{width}}  "
-                     f"{_times(c.ratio):>7} {interval(c):<18} {change.quantity}, "
+                     f"{_times(c.ratio):>7} {interval(c):<22} {change.quantity}, "
                      f"{c.instances} instances: {change_word(change)}")
     lines.append(f"  {len(moved)} of {len(result.changes)} changed distinguishably"
                  + "".join(f"; only in {side}: {', '.join(names)}"
@@ -280,7 +291,7 @@ def _cell(text: str) -> str:
     return str(text).replace("|", "\\|")
 
 
-def markdown_report(result: Comparing) -> str:
+def markdown_report(result: FolderComparison) -> str:
     a, b = result.a, result.b
     parts = [f"### `study compare`: {a.kind} study, A = `{a.folder}`, B = `{b.folder}`", "",
              "**What differs**", ""]
@@ -316,7 +327,7 @@ def markdown_report(result: Comparing) -> str:
     return "\n".join(parts) + "\n"
 
 
-def figure(result: Comparing):
+def figure(result: FolderComparison):
     """B over A per configuration with its interval, sorted, on a log axis: distinguishable
     changes in colour; past FIGURE_ROWS, the changes closest to 1 are left out (and counted)."""
     import matplotlib.pyplot as plt
@@ -339,29 +350,29 @@ def figure(result: Comparing):
         color = ("#c0392b" if c.ratio > 1 else "#2471a3") if change.distinguishable \
             else "#7f8c8d"
         ratio = min(max(c.ratio, low), high) if np.isfinite(c.ratio) and c.ratio > 0 else \
-            (high if c.ratio > 0 else low)
+            (high / 1.15 if c.ratio > 0 else low * 1.15)
         lo = min(max(c.low, low), ratio) if c.low == c.low else ratio
         hi = max(min(c.high, high), ratio) if c.high == c.high else ratio
         ax.errorbar(ratio, y, xerr=[[ratio - lo], [hi - ratio]], fmt="o", color=color, ms=4,
                     capsize=2, lw=1)
-        if not np.isfinite(c.ratio) or c.ratio <= 0:
-            ax.annotate("did not finish in B" if c.ratio > 0 else "did not finish in A",
-                        (ratio, y), xytext=(-8, 0), textcoords="offset points", ha="right",
+        if not np.isfinite(c.ratio) or c.ratio <= 0:  # at the edge, its words inside
+            in_b = c.ratio > 0
+            ax.annotate(unfinished(c), (ratio, y), xytext=(-8 if in_b else 8, 0),
+                        textcoords="offset points", ha="right" if in_b else "left",
                         va="center", fontsize=7, color=color,
                         bbox={"boxstyle": "square,pad=0.1", "fc": "white", "ec": "none"})
     ax.axvline(1, color="black", lw=0.8)
     ax.set_xscale("log")
     ax.set_xlim(low, high)
     log_axis(ax.xaxis)
-    ax.set_yticks(range(len(shown)),
-                  [f"{c.config}" + (" (per iteration)" if "per iteration" in c.quantity else "")
-                   for c in shown], fontsize=7)
+    ax.set_yticks(range(len(shown)), [c.config + ("" if c.quantity == "time to target" else
+                                                  f" ({c.quantity.split(' (')[0]})")
+                                       for c in shown], fontsize=7)
     ax.set_ylim(-0.7, len(shown) - 0.3)
     ax.set_xlabel("B over A (median ratio over common instances, 95% interval; log); "
                   "right of 1 = slower in B")
     moved = sum(c.distinguishable for c in result.changes)
     ax.set_title(f"B over A, {result.a.folder.name}: {moved} of {len(result.changes)} "
-                 "configurations "
                  f"changed distinguishably (red slower in B, blue faster, grey within the "
                  f"noise)" + (f"; {left_out} closest to 1 not drawn" if left_out else ""),
                  fontsize=9)
@@ -387,7 +398,7 @@ def main(args) -> int:
         check_output_path(args.figure, "--figure")
         if Path(args.figure).suffix.lower() not in (".png", ".svg", ".pdf"):
             raise InputError(f"--figure '{args.figure}': give a .png, .svg or .pdf file name")
-    result = comparing(args.a, args.b)
+    result = compare_folders(args.a, args.b)
     print(markdown_report(result) if args.markdown else text_report(result))
     if args.figure:
         import matplotlib.pyplot as plt

@@ -3,8 +3,10 @@ same runs twice change nothing, one method slowed on purpose is found with the c
 flips, mismatched folders are refused, and the answers block follows the tables."""
 
 import json
+import re
 
 import matplotlib.image
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
@@ -53,7 +55,7 @@ def write(root, name: str, runs: pd.DataFrame, kind: str = "regression"):
 
 def test_the_same_runs_twice_change_nothing(tmp_path):
     runs = regression_runs()
-    result = compare.comparing(write(tmp_path, "a", runs), write(tmp_path, "b", runs))
+    result = compare.compare_folders(write(tmp_path, "a", runs), write(tmp_path, "b", runs))
     assert len(result.changes) == 6 and not [c for c in result.changes if c.distinguishable]
     assert {c.quantity for c in result.changes if "adadelta" in c.config} == {
         "time per iteration (target reached in neither)"}  # no run reached it: its step speed
@@ -68,7 +70,7 @@ def test_a_method_slowed_on_purpose_is_the_change_found_with_the_conclusions_it_
     runs = regression_runs()
     lbfgs = runs["optimizer"] == "lbfgs"
     a, b = write(tmp_path, "a", runs), write(tmp_path, "b", slowed(runs, lbfgs, 10.0))
-    result = compare.comparing(a, b)
+    result = compare.compare_folders(a, b)
     moved = [c for c in result.changes if c.distinguishable]
     assert sorted(c.config for c in moved) == [f"{d} {LBFGS}" for d in DATA]
     assert all(9 < c.comparison.ratio < 11 and compare.change_word(c) == "slower in B"
@@ -83,6 +85,11 @@ def test_a_method_slowed_on_purpose_is_the_change_found_with_the_conclusions_it_
     assert changed["q1.to-target"][0].claim == "less time"
     assert changed["q1.to-target"][1].claim == "more time"
 
+    fig = compare.figure(result)
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert len(labels) == 6 and sorted(labels[-2:]) == [f"{d} {LBFGS}" for d in DATA]  # on top
+    assert fig.axes[0].get_xscale() == "log"
+    plt.close(fig)
     assert main(["compare", str(a), str(b), "--figure", str(tmp_path / "ab.png")]) == 0
     text = capsys.readouterr().out
     assert "2 of 6 changed distinguishably" in text
@@ -142,11 +149,11 @@ def feed_runs() -> pd.DataFrame:
 def test_feedmode_compare_finds_the_slowed_first_call_and_the_q2_answer_it_flips(tmp_path):
     runs = feed_runs()
     a = write(tmp_path, "a", runs, kind="feedmode")
-    same = compare.comparing(a, write(tmp_path, "b", runs, kind="feedmode"))
+    same = compare.compare_folders(a, write(tmp_path, "b", runs, kind="feedmode"))
     assert not [c for c in same.changes if c.distinguishable]
     assert {w for _, w, _, _ in same.conclusions} == {compare.HELD}
     holder = runs["mode"] == "placeholder"
-    result = compare.comparing(a, write(tmp_path, "c", slowed(runs, holder, 10.0),
+    result = compare.compare_folders(a, write(tmp_path, "c", slowed(runs, holder, 10.0),
                                         kind="feedmode"))
     moved = {(c.config, c.quantity) for c in result.changes if c.distinguishable}
     assert moved == {(f"placeholder (default) {dtype} N={n} cpu", "first call")
@@ -173,6 +180,8 @@ def test_the_answers_block_opens_the_report_and_follows_the_tables(tmp_path):
     assert sentence in answers and "[evidence](#regression-q1)" in answers
     assert '<a id="regression-q1"></a>' in text and 'id="regression-q1"' in html
     assert 'href="#regression-q1"' in html and html.index("Answers") < html.index("<figure")
+    links = set(re.findall(r'href="#([^"]+)"', html))
+    assert links and links <= set(re.findall(r' id="([^"]+)"', html))  # every link lands
     assert ("Machine: Test CPU, 4 cores, 15.5 GiB memory, no GPU; BLAS openblas 0.3.30 "
             "(4 threads), Haswell kernel; NumPy 2.0.0, TensorFlow 2.16.1.") in answers
     assert "regression: Machine noise" in answers or "regression: No row carries" in answers
@@ -211,3 +220,13 @@ def test_conclusions_of_a_results_folder(tmp_path, kind):
     # regression: to the target (make_tables runs no algorithm on both NumPy and TF1, so no
     # per-iteration pair); feedmode: first and later calls in float64
     assert [c.answer for c in found].count(True) == (1 if kind == "regression" else 2)
+
+
+def test_the_logistic_study_answers_with_its_fastest_configuration_per_data_set(tmp_path):
+    from study.conclusions import LOGISTIC, conclusions
+
+    runs = regression_runs().assign(dataset="synthetic-logistic")
+    found = conclusions(load(write(tmp_path, "a", runs)))
+    assert [c.id for c in found] == [f"fastest.synthetic-logistic({d[4:]}" for d in DATA]
+    assert all(c.answer and c.question == LOGISTIC and c.claim == LBFGS and c.firm
+               for c in found)
