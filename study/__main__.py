@@ -22,6 +22,8 @@ COMMANDS = {
     "figures": ("study.figures", "draw a study's comparison figures from its results tables"),
     "report": ("study.report.build", "write reports/report.md and report.html from results and "
                                      "figures"),
+    "compare": ("study.compare", "what changed between two results folders of one study: "
+                                 "configurations, paired, and the report's conclusions"),
     "feedmode": ("study.feedmode.command", "the CNN feed-mode experiment (constant vs "
                                            "placeholder ...)"),
     "bench": ("study.bench.command", "how close each implementation is to the machine: ratios "

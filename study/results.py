@@ -113,9 +113,9 @@ def check_belongs(runs: pd.DataFrame, folder: Path) -> None:
                              f"into this folder; {recovery(folder)}")
 
 
-def check_one_fingerprint(runs: pd.DataFrame, folder) -> str:
-    """Refuse a table that mixes versions of any source file (each row's code fingerprint
-    names the files behind it, stored in fingerprints/) or more than one environment."""
+def code_versions(runs: pd.DataFrame, folder) -> dict[str, set]:
+    """Each source file behind the measured rows -> its digests (one, in a folder that can be
+    compared), from the file lists stored in fingerprints/ by code fingerprint."""
     measured = runs[runs["status"] != "skipped"]
     versions: dict[str, set] = {}
     for code in measured["code_fingerprint"].dropna().unique():
@@ -129,6 +129,14 @@ def check_one_fingerprint(runs: pd.DataFrame, folder) -> str:
                 from None
         for path, digest in files.items():
             versions.setdefault(path, set()).add(digest)
+    return versions
+
+
+def check_one_fingerprint(runs: pd.DataFrame, folder) -> str:
+    """Refuse a table that mixes versions of any source file (each row's code fingerprint
+    names the files behind it, stored in fingerprints/) or more than one environment."""
+    measured = runs[runs["status"] != "skipped"]
+    versions = code_versions(runs, folder)
     mixed = sorted(path for path, digests in versions.items() if len(digests) > 1)
     if mixed:
         raise InputError(f"'{folder}' mixes rows measured by two versions of "

@@ -281,7 +281,7 @@ def test_the_logistic_report_section_says_how_f_star_and_the_steps_were_made(tmp
                        hp_line_search=np.where(runs["optimizer"] == "lbfgs", "wolfe", None),
                        hp_step=np.where(runs["optimizer"] == "gd", "armijo", None))
     assert section_module.is_logistic(runs) and not section_module.is_logistic(make_tables()[0])
-    results = type("Results", (), {"runs": runs})()
+    results = type("Results", (), {"runs": runs, "folder": tmp_path / "logistic"})()
     text = "\n".join(str(block.content) for block in report.section(results, tmp_path))
     assert "Newton's method" in text and "f* = 0.5 (relative accuracy 1e-17)" in text
     assert "L-BFGS needed 2.00 loss-and-gradient evaluations per iteration" in text

@@ -27,10 +27,14 @@ def _feed_row(runs, mode, dtype, n, grappler="default"):
     return rows.median(numeric_only=True)
 
 
-def mode_phrase(runs, a: str, b: str, dtype: str, n: int, value: str, quantity: str) -> str:
+def mode_comparison(runs, a: str, b: str, dtype: str, n: int, value: str):
     """Mode a against mode b on one quantity, paired on the instance, over the repeats."""
     return compare(_feed_rows(runs, a, dtype, n), _feed_rows(runs, b, dtype, n),
-                   INSTANCE_COLUMNS, value).phrase(a, b, quantity)
+                   INSTANCE_COLUMNS, value)
+
+
+def mode_phrase(runs, a: str, b: str, dtype: str, n: int, value: str, quantity: str) -> str:
+    return mode_comparison(runs, a, b, dtype, n, value).phrase(a, b, quantity)
 
 
 def original_feedmode_answer(runs: pd.DataFrame) -> list[str]:
@@ -114,7 +118,7 @@ def feedmode_table(runs: pd.DataFrame) -> pd.DataFrame:
 def section(results, figures: Path) -> list[Block]:
     runs = results.runs
     blocks = [Block("h2", "The second question: was tf.placeholder really 4-5x faster than "
-                          "tf.constant?")]
+                          "tf.constant?", anchor=f"{results.folder.name}-q2")]
     headline = figures / "headline.png"
     if headline.exists():
         blocks.append(Block("figure", headline, "First call against later calls per feed mode, "

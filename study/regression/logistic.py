@@ -81,7 +81,8 @@ def section(results, figures: Path) -> list[Block]:
         blocks.append(Block("p", f"L-BFGS needed {ratio.median():.2f} loss-and-gradient "
                                  f"evaluations per iteration in the median (over {len(wall)} "
                                  f"runs; {fmt_seconds(wall['seconds'].median())} median loop)."))
-    blocks += regression_blocks(runs, figures, title="Logistic regression: time to convergence")
+    blocks += regression_blocks(runs, figures, title="Logistic regression: time to convergence",
+                                study=results.folder.name)
     blocks.append(Block("h3", "Iterations and evaluations"))
     blocks.append(Block("table", evaluation_table(runs), "every configuration"))
     blocks.append(Block("p", stopping_sentence(runs)))

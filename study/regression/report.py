@@ -24,32 +24,51 @@ def _labelled_summary(runs: pd.DataFrame) -> pd.DataFrame:
     return table.assign(config=labels["config"].to_numpy(), data=labels["data"].to_numpy())
 
 
+def target_text(runs: pd.DataFrame) -> str:
+    """The target the runs stopped at ('1e-08'), or 'the target' without a tol rule."""
+    tols = runs["stop_tol"].dropna() if "stop_tol" in runs else pd.Series(dtype=float)
+    return f"{tols.iloc[0]:g}" if len(tols) else "the target"
+
+
+def fastest_to_target(runs: pd.DataFrame, part: pd.DataFrame, target: str):
+    """The fastest iterative configuration on one data set, from its rows `part` of
+    `_labelled_summary`, and the paired comparison with the next: (sentence, the fastest
+    configuration or None where none reached the target in the median, Comparison or None
+    where no other reached it). The report's finding and the conclusion (study.conclusions)."""
+    data = part["data"].iloc[0]
+    iterative = part[part["optimizer"] != "closed-form"]
+    solved = iterative[np.isfinite(iterative["typical_seconds"])].sort_values(
+        ["typical_seconds", "ci_high"], kind="stable")
+    if solved.empty:
+        return f"On {data} no iterative configuration reached {target} in the median.", None, \
+            None
+    best = solved.iloc[0]
+    sentence = (f"Fastest to {target} on {data}: {best['config']}, "
+                f"{fmt_seconds(best['typical_seconds'])} "
+                f"[{fmt_seconds(best['ci_low'])}, {fmt_seconds(best['ci_high'])}] "
+                f"(typical over {best['instances']} instances, 95% interval: "
+                f"{best['ci_method']}) in "
+                f"{best['median_iterations']:.0f} iterations")
+    if len(solved) == 1:
+        return sentence + ", the only one to reach it in the median", best["config"], None
+    second = solved.iloc[1]
+    comparison = paired_time(runs, best["config"], second["config"], data)
+    sentence += "; against the next, " + comparison.phrase(best["config"], second["config"])
+    return sentence, best["config"], comparison
+
+
 def regression_findings(runs: pd.DataFrame, table: pd.DataFrame | None = None) -> list[str]:
     """Per data set: the fastest configuration to the target and what GD and the original
     Adadelta did, each number read from the summary of `runs` (`_labelled_summary`)."""
     table = _labelled_summary(runs) if table is None else table
     runs = runs[runs["status"] != "skipped"]
-    tols = runs["stop_tol"].dropna() if "stop_tol" in runs else pd.Series(dtype=float)
-    tol = tols.iloc[0] if len(tols) else None
-    target = f"{tol:g}" if tol is not None else "the target"
+    target = target_text(runs)
     out = []
     for data, part in table.groupby("data", sort=True):
-        iterative = part[part["optimizer"] != "closed-form"]
-        solved = iterative[np.isfinite(iterative["typical_seconds"])]
-        if solved.empty:
-            out.append(f"On {data} no iterative configuration reached {target} in the median.")
+        sentence, best, _ = fastest_to_target(runs, part, target)
+        if best is None:
+            out.append(sentence)
             continue
-        best = solved.sort_values("typical_seconds").iloc[0]
-        sentence = (f"Fastest to {target} on {data}: {best['config']}, "
-                    f"{fmt_seconds(best['typical_seconds'])} "
-                    f"[{fmt_seconds(best['ci_low'])}, {fmt_seconds(best['ci_high'])}] "
-                    f"(typical over {best['instances']} instances, 95% interval: "
-                    f"{best['ci_method']}) in "
-                    f"{best['median_iterations']:.0f} iterations")
-        if len(solved) > 1:
-            second = solved.sort_values("typical_seconds").iloc[1]
-            sentence += ("; against the next, " + paired_time(runs, best["config"],
-                                                              second["config"], data))
         reference = part[part["optimizer"] == "closed-form"]
         if len(reference) and np.isfinite(reference["typical_seconds"].min()):
             closed = reference.sort_values("typical_seconds").iloc[0]
@@ -86,13 +105,13 @@ def per_iteration_table(runs: pd.DataFrame) -> pd.DataFrame:
             .reset_index())
 
 
-def paired_time(runs: pd.DataFrame, a: str, b: str, data: str) -> str:
+def paired_time(runs: pd.DataFrame, a: str, b: str, data: str):
     """Configuration a's time to target against b's on data set `data`, paired on instances."""
     labelled = label_runs(runs)
     labelled = labelled.assign(time_to_target=time_to_target(labelled))
     on = labelled[labelled["data"] == data]
     return compare(on[on["config"] == a], on[on["config"] == b], INSTANCE_COLUMNS,
-                   "time_to_target").phrase(a, b)
+                   "time_to_target")
 
 
 def paired_per_iteration(runs: pd.DataFrame, a: tuple[str, str], b: tuple[str, str]):
@@ -109,13 +128,14 @@ def paired_per_iteration(runs: pd.DataFrame, a: tuple[str, str], b: tuple[str, s
                    "seconds_per_iteration")
 
 
-def original_regression_answer(runs: pd.DataFrame,
-                               summary: pd.DataFrame | None = None) -> list[str]:
-    """Why NumPy looked 3x faster than TensorFlow: the numbers behind each flaw."""
+def per_iteration_answers(runs: pd.DataFrame):
+    """The original question's per-iteration comparisons, on raw eve (else the first data set
+    with GD or Adadelta runs): the original TF1 program, then TensorFlow's compiled loop, each
+    against NumPy float64, paired on data, seed and algorithm. (data or None, [(engine, its
+    per_iteration_table row, NumPy's row, Comparison)])."""
     table = per_iteration_table(runs)
-    out = []
     if table.empty:
-        return ["No GD or Adadelta runs with iterations are in the results."]
+        return None, []
     raw = table[table["data"].str.startswith("eve") & ~table["data"].str.contains(
         "standardize=True")]
     focus = raw if len(raw) else table
@@ -125,26 +145,39 @@ def original_regression_answer(runs: pd.DataFrame,
         row = focus[(focus["engine"] == engine) & (focus["dtype"] == dtype)]
         return None if row.empty else row.iloc[0]
 
-    numpy64, tf1 = cost("numpy/cpu", "float64"), cost("tf1/cpu", "float32")
+    numpy64 = cost("numpy/cpu", "float64")
     fused = cost("tf-fused+xla/cpu", "float64")
-    if fused is None:
-        fused = cost("tf-fused/cpu", "float64")
+    fused = cost("tf-fused/cpu", "float64") if fused is None else fused
+    if numpy64 is None:
+        return data, []
     raw_runs = runs[label_runs(runs)["data"] == data]
-    if numpy64 is not None and tf1 is not None:
-        c = paired_per_iteration(raw_runs, ("tf1/cpu", "float32"), ("numpy/cpu", "float64"))
-        out.append(f"Per iteration on {data}: the original TF1 pattern (feed_dict of the whole "
-                   f"frame every step, float32) took {tf1['ms_per_iteration']:.3g} ms "
-                   f"({tf1['passes_over_X']:.2g} passes over X), NumPy float64 "
-                   f"{numpy64['ms_per_iteration']:.3g} ms ({numpy64['passes_over_X']:.2g} passes); "
-                   "paired on the same data, seed and algorithm, "
-                   + c.phrase("TF1", "NumPy", "time per iteration") + ".")
-    if fused is not None and numpy64 is not None:
-        c = paired_per_iteration(raw_runs, (fused["engine"], "float64"),
-                                 ("numpy/cpu", "float64"))
-        out.append(f"With the data resident and the whole loop compiled "
-                   f"({fused['engine']}), TensorFlow took {fused['ms_per_iteration']:.3g} ms "
-                   f"per iteration ({fused['passes_over_X']:.2g} passes over X): "
-                   + c.phrase(fused["engine"], "NumPy", "time per iteration") + ".")
+    return data, [(row["engine"], row, numpy64,
+                   paired_per_iteration(raw_runs, (row["engine"], row["dtype"]),
+                                        ("numpy/cpu", "float64")))
+                  for row in (cost("tf1/cpu", "float32"), fused) if row is not None]
+
+
+def original_regression_answer(runs: pd.DataFrame,
+                               summary: pd.DataFrame | None = None) -> list[str]:
+    """Why NumPy looked 3x faster than TensorFlow: the numbers behind each flaw."""
+    data, pairs = per_iteration_answers(runs)
+    if data is None:
+        return ["No GD or Adadelta runs with iterations are in the results."]
+    out = []
+    for engine, row, numpy64, c in pairs:
+        if engine == "tf1/cpu":
+            out.append(f"Per iteration on {data}: the original TF1 pattern (feed_dict of the "
+                       f"whole frame every step, float32) took {row['ms_per_iteration']:.3g} ms "
+                       f"({row['passes_over_X']:.2g} passes over X), NumPy float64 "
+                       f"{numpy64['ms_per_iteration']:.3g} ms "
+                       f"({numpy64['passes_over_X']:.2g} passes); paired on the same data, "
+                       "seed and algorithm, " + c.phrase("TF1", "NumPy", "time per iteration")
+                       + ".")
+        else:
+            out.append(f"With the data resident and the whole loop compiled ({engine}), "
+                       f"TensorFlow took {row['ms_per_iteration']:.3g} ms per iteration "
+                       f"({row['passes_over_X']:.2g} passes over X): "
+                       + c.phrase(engine, "NumPy", "time per iteration") + ".")
     summary = _labelled_summary(runs) if summary is None else summary
     on_data = summary[summary["data"] == data]
     original = on_data[(on_data["optimizer"] == "adadelta")
@@ -197,7 +230,10 @@ CAPTIONS = {
 
 def regression_blocks(runs: pd.DataFrame, figures: Path,
                       title: str = "Regression study: time to convergence",
-                      summary: pd.DataFrame | None = None) -> list[Block]:
+                      summary: pd.DataFrame | None = None,
+                      study: str = "regression") -> list[Block]:
+    """The findings, figures and tables; `study` (the results folder's name) prefixes the
+    anchors the answers link to (study.conclusions)."""
     summary = _labelled_summary(runs) if summary is None else summary
     alarms = alarm_lines(summary)  # first, never buried
     blocks = [Block("h2", title),
@@ -207,11 +243,13 @@ def regression_blocks(runs: pd.DataFrame, figures: Path,
         path = figures / f"{name}.png"
         if path.exists():
             blocks.append(Block("figure", path, caption))
-    blocks.append(Block("h3", "Median time to target per configuration"))
+    blocks.append(Block("h3", "Median time to target per configuration",
+                        anchor=f"{study}-time-to-target"))
     blocks.append(Block("table", summary_table(summary), "every configuration"))
     per_iteration = per_iteration_table(runs)
     if not per_iteration.empty:
-        blocks.append(Block("h3", "Seconds per iteration and passes over X (GD, Adadelta)"))
+        blocks.append(Block("h3", "Seconds per iteration and passes over X (GD, Adadelta)",
+                            anchor=f"{study}-per-iteration"))
         blocks.append(Block("table", per_iteration.round(3), "per engine"))
     return blocks
 
@@ -246,11 +284,13 @@ def section(results, figures: Path) -> list[Block]:
     runs = measured_runs(results.runs)
     summary = _labelled_summary(runs)
     headline = figures / "headline.png"
-    return [Block("h2", "The first question: was NumPy really 3x faster than TensorFlow?"),
+    study = results.folder.name
+    return [Block("h2", "The first question: was NumPy really 3x faster than TensorFlow?",
+                  anchor=f"{study}-q1"),
             *([Block("figure", headline, "Best configuration of each optimizer on each "
                      "engine: time to the target (left) against time per iteration (right).")]
               if headline.exists() else []),
             Block("list", original_regression_answer(runs, summary)),
-            *regression_blocks(runs, figures, summary=summary),
+            *regression_blocks(runs, figures, summary=summary, study=study),
             *tuning,
             Block("p", stopping_sentence(runs))]

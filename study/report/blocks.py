@@ -17,9 +17,10 @@ from study.output import text_writer, write_files_atomic
 
 @dataclass
 class Block:
-    kind: str  # "h1" | "h2" | "h3" | "p" | "list" | "table" | "figure"
-    content: object
+    kind: str  # "h1" | "h2" | "h3" | "p" | "list" | "table" | "figure" | "answers"
+    content: object  # answers: [(question, [(sentence, anchor of its evidence)])]
     caption: str = ""
+    anchor: str = ""  # an id a link can point at (#anchor), on headings and figures
 
 
 def fmt_seconds(value: float) -> str:
@@ -49,9 +50,14 @@ def _md_table(frame: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+EVIDENCE = "evidence"
+
+
 def render_markdown(blocks: list[Block], figures_relative_to: Path) -> str:
     parts = []
     for block in blocks:
+        if block.anchor:
+            parts.append(f'<a id="{block.anchor}"></a>')
         if block.kind in ("h1", "h2", "h3"):
             parts.append("#" * int(block.kind[1]) + " " + block.content)
         elif block.kind == "p":
@@ -63,14 +69,22 @@ def render_markdown(blocks: list[Block], figures_relative_to: Path) -> str:
         elif block.kind == "figure":
             rel = os.path.relpath(Path(block.content).resolve(), figures_relative_to.resolve())
             parts.append(f"![{block.caption}]({Path(rel).as_posix()})\n\n*{block.caption}*")
+        elif block.kind == "answers":
+            parts.append("\n".join(
+                f"- **{question}**\n" + "\n".join(
+                    f"  - {sentence} [{EVIDENCE}](#{anchor})" for sentence, anchor in answers)
+                for question, answers in block.content))
     return "\n\n".join(parts) + "\n"
 
 
 def render_html(blocks: list[Block], title: str) -> str:
     body = []
     for block in blocks:
+        anchor = f' id="{html.escape(block.anchor)}"' if block.anchor else ""
+        if anchor and block.kind not in ("h1", "h2", "h3", "figure"):
+            body.append(f"<a{anchor}></a>")  # a paragraph, list or table a link points at
         if block.kind in ("h1", "h2", "h3"):
-            body.append(f"<{block.kind}>{html.escape(block.content)}</{block.kind}>")
+            body.append(f"<{block.kind}{anchor}>{html.escape(block.content)}</{block.kind}>")
         elif block.kind == "p":
             body.append(f"<p>{html.escape(block.content)}</p>")
         elif block.kind == "list":
@@ -85,9 +99,15 @@ def render_html(blocks: list[Block], title: str) -> str:
             body.append(table)
         elif block.kind == "figure":
             data = base64.b64encode(Path(block.content).read_bytes()).decode()
-            body.append(f'<figure><img src="data:image/png;base64,{data}" '
+            body.append(f'<figure{anchor}><img src="data:image/png;base64,{data}" '
                         f'alt="{html.escape(block.caption)}"><figcaption>'
                         f"{html.escape(block.caption)}</figcaption></figure>")
+        elif block.kind == "answers":
+            body.append('<ul class="answers">' + "".join(
+                f"<li><b>{html.escape(question)}</b><ul>" + "".join(
+                    f'<li>{html.escape(sentence)} <a href="#{html.escape(anchor)}">'
+                    f"{EVIDENCE}</a></li>" for sentence, anchor in answers) + "</ul></li>"
+                for question, answers in block.content) + "</ul>")
     style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;line-height:1.4}"
              "table.results{border-collapse:collapse;font-size:12px}"
              "table.results td,table.results th{border-bottom:1px solid #ddd;padding:2px 6px}"

@@ -45,20 +45,76 @@ def noise_sentence(runs: pd.DataFrame) -> str:
             "--remeasure-noisy` measures them again.")
 
 
+def env_values(frames, column: str) -> str | None:
+    """The distinct values of an env column over the measured (not skipped) rows of the
+    tables, 'a / b' where they differ; None where none is recorded."""
+    values = set()
+    for frame in frames:
+        if column in frame:
+            measured = frame[frame["status"] != "skipped"] if "status" in frame else frame
+            values.update(_text(v) for v in measured[column].dropna())
+    return " / ".join(sorted(values)) or None
+
+
+def _text(value) -> str:
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+VERSIONS = (("NumPy", "env_numpy"), ("SciPy", "env_scipy"), ("TensorFlow", "env_tensorflow"),
+            ("TensorFlow Probability", "env_tensorflow_probability"), ("Python", "env_python"))
+
+
+def machine_sentence(*frames: pd.DataFrame) -> str:
+    """The machine and software behind the numbers, in one line (the full list is the
+    Environment table at the end)."""
+    def value(column, form, missing):
+        found = env_values(frames, column)
+        return form.format(found) if found else missing
+
+    kernel = value("env_blas_kernel", "{} kernel", "kernel not recorded")
+    versions = ", ".join(f"{name} {found}" for name, column in VERSIONS
+                         if (found := env_values(frames, column)))
+    return (f"Machine: {value('env_cpu', '{}', 'CPU not recorded')}, "
+            f"{value('env_cores', '{} cores', 'cores not recorded')}, "
+            f"{value('env_memory_gb', '{} GiB memory', 'memory not recorded')}, "
+            f"{value('env_gpu', 'GPU {}', 'no GPU')}; "
+            f"BLAS {value('env_blas', '{}', 'not recorded').replace('; ', ' and ')}, {kernel}"
+            + (f"; {versions}" if versions else "") + ".")
+
+
+def answer_blocks(found) -> list[Block]:
+    """The answers the report opens with: each study's conclusions marked as answers
+    (study.conclusions), grouped by question, each linked to its evidence below."""
+    from study.conclusions import conclusions
+
+    questions: dict[str, list] = {}
+    for results in found:
+        for conclusion in conclusions(results):
+            if conclusion.answer:
+                questions.setdefault(conclusion.question, []).append(
+                    (conclusion.sentence, conclusion.evidence))
+    if not questions:
+        return [Block("p", "No question of the studies could be answered from these results.")]
+    return [Block("answers", list(questions.items()))]
+
+
 def build_blocks(results_root: Path, figures_root: Path, studies) -> list[Block]:
     """The whole report from the named studies' results folders under `results_root`."""
     found = [load(results_root / name) for name in studies]
     blocks = [Block("h1", "Convergence study report"),
               Block("p", "Generated from the results tables; every number below is computed "
-                         "from them.")]
-    body = []
+                         "from them."),
+              Block("h2", "Answers", anchor="answers"),
+              *answer_blocks(found),
+              Block("p", machine_sentence(*(r.runs for r in found))),
+              *(Block("p", f"{r.folder.name}: {noise_sentence(r.runs)}") for r in found)]
     for results in found:
-        body.append(Block("p", f"{results.folder.name}: {len(results.runs)} runs, based on "
-                               f"{results.provenance()}."))
-        body.append(Block("p", noise_sentence(results.runs)))
+        blocks.append(Block("p", f"{results.folder.name}: {len(results.runs)} runs, based on "
+                                 f"{results.provenance()}."))
         section = importlib.import_module(results.plugin.REPORT_MODULE).section
-        body += section(results, figures_root / results.folder.name)
-    blocks += body
+        blocks += section(results, figures_root / results.folder.name)
     blocks.append(Block("h2", "Environment"))
     blocks.append(Block("table", environment_table(*(r.runs for r in found))))
     return blocks

@@ -54,22 +54,35 @@ def _gpus() -> tuple[str | None, str | None]:
     return names, out[0].split(",")[-1].strip()
 
 
-def _blas() -> str:
+def _blas() -> tuple[str, str | None]:
+    """The BLAS libraries loaded (name, version, threads) and the kernel each chose for this
+    CPU (threadpoolctl's `architecture`: OpenBLAS picks SkylakeX, Haswell, Zen ... at load
+    time, and the same library is several times faster with one than another)."""
     try:
         import scipy.linalg  # noqa: F401 -- load SciPy's BLAS too, so every process reads alike
         from threadpoolctl import threadpool_info
 
+        blas = [i for i in threadpool_info() if i.get("user_api") == "blas"]
         libs = sorted({f"{i['internal_api']} {i.get('version') or ''} ({i['num_threads']} "
-                       f"threads)" for i in threadpool_info() if i.get("user_api") == "blas"})
+                       f"threads)" for i in blas})
+        kernels = sorted({str(i["architecture"]) for i in blas if i.get("architecture")})
         if libs:
-            return "; ".join(libs)
+            return "; ".join(libs), "; ".join(kernels) or None
     except ImportError:
         pass
     import numpy as np
 
     config = np.show_config(mode="dicts") or {}
     blas = config.get("Build Dependencies", {}).get("blas", {})
-    return f"{blas.get('name', 'unknown')} {blas.get('version', '')}".strip()
+    return f"{blas.get('name', 'unknown')} {blas.get('version', '')}".strip(), None
+
+
+def _memory_gb() -> float | None:
+    """The machine's physical memory in GB (GiB), one decimal."""
+    try:
+        return round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+    except (ValueError, OSError, AttributeError):
+        return None
 
 
 def _git_commit() -> str | None:
@@ -90,15 +103,18 @@ def _git_commit() -> str | None:
 def collect() -> dict:
     """Environment columns (env_*), gathered once per process."""
     gpu, driver = _gpus()
+    blas, kernel = _blas()
     env = {
         "env_host": socket.gethostname(),
         "env_cpu": _cpu_model(),
         "env_cores": os.cpu_count(),
+        "env_memory_gb": _memory_gb(),
         "env_gpu": gpu,
         "env_gpu_driver": driver,
         "env_python": sys.version.split()[0],
         "env_platform": platform.platform(),
-        "env_blas": _blas(),
+        "env_blas": blas,
+        "env_blas_kernel": kernel,
         "env_git_commit": _git_commit(),
     }
     env.update({f"env_{p.replace('-', '_')}": _version(p) for p in PACKAGES})
@@ -106,10 +122,13 @@ def collect() -> dict:
     return env
 
 
-# What decides whether a timing taken then still stands now: software, BLAS, thread settings
-# and the processor. Not the host name or platform string (the same machine image on another
-# host measures alike), nor the GPU (a device is compared explicitly, as its own column).
-TIMING_ENVIRONMENT = ("env_cpu", "env_cores", "env_python", "env_blas",
+# What decides whether a timing taken then still stands now: software, BLAS and the kernel it
+# chose (the same CPU model name can hide masked instruction sets in a virtual machine, so the
+# model does not settle it), thread settings and the processor. Not the host name or platform
+# string (the same machine image on another host measures alike), nor the memory size (the
+# studies fit in memory; a run that does not is recorded as oom, not slower), nor the GPU (a
+# device is compared explicitly, as its own column).
+TIMING_ENVIRONMENT = ("env_cpu", "env_cores", "env_python", "env_blas", "env_blas_kernel",
                       *(f"env_{p.replace('-', '_')}" for p in PACKAGES),
                       *(f"env_{v.lower()}" for v in THREAD_VARIABLES))
 

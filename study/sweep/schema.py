@@ -198,6 +198,10 @@ ENGINE = Schema("runs", (
     Column("code_fingerprint", "str", "hash of the source files that measured this run"),
     Column("env_fingerprint", "str", "hash of the software and machine settings that matter "
                                      "for timing"),
+    Column("env_memory_gb", "float", "the machine's physical memory, GiB (the other env_* "
+                                     "columns: study.sweep.environment)"),
+    Column("env_blas_kernel", "str", "the kernel the BLAS library chose for this CPU "
+                                     "(threadpoolctl's architecture, e.g. SkylakeX, Haswell)"),
     Column("sweep_id", "str", "the `study run` invocation that measured the run"),
     Column("order_seed", "int", "seed of that invocation's shuffled run order"),
     Column("order_position", "int", "the run's place in that order"),

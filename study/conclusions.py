@@ -1,0 +1,195 @@
+"""The conclusions a report states, as data, derived from the results tables in one place.
+
+Each conclusion has an id that names the same question in any results folder of the study, a
+sentence in the paired wording ("not distinguishable" where the interval holds 1), the paired
+comparison behind it (ratio and interval, from study.paired), what it claims (a direction or a
+winner) and whether an interval backs the claim, and the report anchor of its evidence. The
+report opens with the ones marked `answer`; `study compare` derives them in two folders and says
+which held.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from study.paired import Comparison
+
+Q1 = "Q1: was NumPy really faster than TensorFlow?"
+Q2 = "Q2: was tf.placeholder really faster than tf.constant?"
+LOGISTIC = "Logistic regression: which configuration reaches the target first?"
+
+NOT_DISTINGUISHABLE = "not distinguishable"
+
+
+@dataclass(frozen=True)
+class Conclusion:
+    id: str
+    question: str  # what it answers (the answers block's heading for it)
+    sentence: str
+    comparison: Comparison | None
+    claim: str  # what it asserts: A took "less time" or "more time" than B, or a winner
+    firm: bool  # an interval excluding 1 (or every rival failing) backs the claim
+    evidence: str  # anchor of the report section that holds the evidence
+    answer: bool = False  # one of the answers the report opens with
+
+
+def conclusions(results) -> list[Conclusion]:
+    """The conclusions of one results folder (study.results.Results)."""
+    study = results.folder.name
+    if results.kind == "feedmode":
+        return feedmode_conclusions(results.runs, study)
+    from study.regression.logistic import is_logistic
+
+    if is_logistic(results.runs):
+        return fastest_conclusions(results.runs, study, LOGISTIC, answer=True)
+    return regression_conclusions(results.runs, study)
+
+
+def direction(c: Comparison) -> tuple[str, bool]:
+    """(claim, firm) of a paired ratio A/B: A took less or more, or not distinguishable."""
+    if not c.distinguishable:
+        return NOT_DISTINGUISHABLE, False
+    return ("more time" if c.ratio > 1 else "less time"), True
+
+
+def _paired(id: str, question: str, lead: str, c: Comparison, a: str, b: str, quantity: str,
+            evidence: str, answer: bool = False) -> Conclusion:
+    claim, firm = direction(c)
+    return Conclusion(id, question, f"{lead}, {c.phrase(a, b, quantity)}.", c, claim, firm,
+                      evidence, answer)
+
+
+# ---- the regression studies -------------------------------------------------------------------
+
+def _measured(runs: pd.DataFrame) -> pd.DataFrame:
+    from study.regression.tuning import measured_runs
+
+    runs = measured_runs(runs)
+    return runs[runs["status"] != "skipped"]
+
+
+def regression_conclusions(runs: pd.DataFrame, study: str) -> list[Conclusion]:
+    """Q1 per iteration (the original TF1 program and the compiled loop against NumPy), Q1 to
+    the target (each backend's fastest, then each optimizer's), and the fastest configuration
+    on each data set."""
+    from study.regression.report import _labelled_summary, per_iteration_answers
+
+    runs = _measured(runs)
+    if runs.empty:
+        return []
+    summary = _labelled_summary(runs)
+    out = []
+    data, pairs = per_iteration_answers(runs)
+    for engine, _, _, c in pairs:
+        if not c.instances:  # no algorithm ran on both engines
+            continue
+        original = engine == "tf1/cpu"
+        name = "the original TF1 program (float32, the frame fed every step)" if original \
+            else f"TensorFlow's compiled loop ({engine}, float64)"
+        out.append(_paired(
+            f"q1.per-iteration.{'tf1' if original else 'compiled'}", Q1,
+            f"Per iteration on {data}, paired on data, seed and algorithm", c, name,
+            "NumPy float64", "time per iteration", f"{study}-per-iteration", answer=True))
+    out += to_target_conclusions(runs, summary, study)
+    return out + fastest_conclusions(runs, study, Q1, summary=summary)
+
+
+def _implementations(part: pd.DataFrame, backend: str) -> pd.DataFrame:
+    """A backend's own iterative configurations, fastest first (SciPy's solvers and the closed
+    form are references, not NumPy code)."""
+    own = part[(part["backend"] == backend) & (part["optimizer"] != "closed-form")
+               & ~part["optimizer"].str.startswith("scipy")]
+    return own.sort_values(["typical_seconds", "ci_high"], kind="stable")
+
+
+def to_target_conclusions(runs: pd.DataFrame, summary: pd.DataFrame,
+                          study: str) -> list[Conclusion]:
+    """On the headline's data set: TensorFlow's fastest configuration against NumPy's, then the
+    same for each optimizer that ran on both (the pairs the headline figure shows)."""
+    from study.regression.headline import headline_data
+    from study.regression.report import target_text
+
+    data = headline_data(runs)
+    part = summary[summary["data"] == data]
+    target = target_text(runs)
+    out = []
+    groups = {"": part, **{optimizer: part[part["optimizer"] == optimizer]
+                           for optimizer in sorted(part["optimizer"].unique())}}
+    for optimizer, rows in groups.items():
+        tf, numpy = _implementations(rows, "tensorflow"), _implementations(rows, "numpy")
+        if tf.empty or numpy.empty:
+            continue
+        id = f"q1.to-target{'.' + optimizer if optimizer else ''}"
+        lead = f"To {target} on {data}" + (f", {optimizer} on each" if optimizer else "")
+        a, b = tf.iloc[0]["config"], numpy.iloc[0]["config"]
+        names = (f"TensorFlow's fastest ({a})", f"NumPy's fastest ({b})") if not optimizer \
+            else (a, b)
+        out.append(_to_target(id, lead, runs, data, a, b, names, f"{study}-q1",
+                              answer=not optimizer))
+    return out
+
+
+def _to_target(id, lead, runs, data, a, b, names, evidence, answer) -> Conclusion:
+    """Configuration a's time to the target against b's on `data`, paired on instances."""
+    from study.regression.report import paired_time
+
+    c = paired_time(runs, a, b, data)
+    if c.ratio == 0:  # a reached it where b did not: say it from b's side (no "inf less")
+        reverse = paired_time(runs, b, a, data)
+        return Conclusion(id, Q1, f"{lead}, {reverse.phrase(names[1], names[0])}.", c,
+                          "less time", reverse.distinguishable, evidence, answer)
+    if c.both_failed == c.instances and c.instances:
+        return Conclusion(id, Q1, f"{lead}, neither {names[0]} nor {names[1]} reached it.",
+                          c, "neither reached", False, evidence, answer)
+    return _paired(id, Q1, lead, c, *names, "time", evidence, answer)
+
+
+def fastest_conclusions(runs: pd.DataFrame, study: str, question: str, *,
+                        summary: pd.DataFrame | None = None,
+                        answer: bool = False) -> list[Conclusion]:
+    """Per data set, the fastest iterative configuration to the target: the claim is the
+    winner, firm when it is distinguishable from the next (or no other reached the target)."""
+    from study.regression.report import _labelled_summary, fastest_to_target, target_text
+
+    runs = _measured(runs)
+    if runs.empty:
+        return []
+    summary = _labelled_summary(runs) if summary is None else summary
+    target = target_text(runs)
+    out = []
+    for data, part in summary.groupby("data", sort=True):
+        sentence, best, c = fastest_to_target(runs, part, target)
+        if not sentence.endswith("."):
+            sentence += "."
+        firm = best is not None and (c is None or (c.distinguishable and c.ratio < 1))
+        out.append(Conclusion(f"fastest.{data}", question, sentence, c,
+                              best or "none reached the target", firm,
+                              f"{study}-time-to-target", answer))
+    return out
+
+
+# ---- the feed-mode study ----------------------------------------------------------------------
+
+def feedmode_conclusions(runs: pd.DataFrame, study: str) -> list[Conclusion]:
+    """Q2 at the mode table's N, per dtype: the constant against the placeholder, first call and
+    later calls; the answers are float64's (the original question's), else the first dtype's."""
+    from study.feedmode.figures import main_size
+    from study.feedmode.report import mode_comparison
+
+    n = main_size(runs)
+    dtypes = sorted(runs["dtype"].dropna().unique())
+    main = "float64" if "float64" in dtypes else (dtypes[0] if dtypes else None)
+    out = []
+    for dtype in dtypes:
+        for value, key, quantity in (("first_call_seconds", "first-call", "first-call time"),
+                                     ("steady_median_seconds", "later-calls",
+                                      "time per later call")):
+            c = mode_comparison(runs, "constant", "placeholder", dtype, n, value)
+            if not c.instances:
+                continue
+            out.append(_paired(f"q2.{key}.{dtype}.n{n}", Q2, f"At N = {n} in {dtype}", c,
+                               "tf.constant", "tf.placeholder", quantity, f"{study}-q2",
+                               answer=dtype == main))
+    return out
