@@ -16,7 +16,7 @@ from study import compare
 from study.__main__ import main
 from study.results import load
 
-LBFGS = "lbfgs fused+xla/cpu float64"
+LBFGS = "lbfgs tf-fused+xla/cpu float64"
 DATA = ("eve(rows=100)", "eve(rows=100,standardize=True)")
 
 
@@ -174,7 +174,7 @@ def test_the_answers_block_opens_the_report_and_follows_the_tables(tmp_path):
     md, page = build_report(tmp_path / "before", (runs, traces))
     text, html = md.read_text(), page.read_text()
     answers = text[text.index("## Answers"):text.index("## The first question")]
-    sentence = ("To 1e-08 on eve(rows=100), TensorFlow's fastest (lbfgs fused+xla/cpu float64) "
+    sentence = ("To 1e-08 on eve(rows=100), TensorFlow's fastest (lbfgs tf-fused+xla/cpu float64) "
                 "took 0.24x the time of NumPy's fastest (gd(step=1/L) numpy/cpu float64), "
                 "i.e. 4.17x less")
     assert sentence in answers and "[evidence](#regression-q1)" in answers
@@ -190,7 +190,7 @@ def test_the_answers_block_opens_the_report_and_follows_the_tables(tmp_path):
     md, _ = build_report(tmp_path / "after", (slower, traces))
     answers = md.read_text()[:md.read_text().index("## The first question")]
     assert sentence not in answers
-    assert ("TensorFlow's fastest (lbfgs fused+xla/cpu float64) took 2.4x the time of NumPy's "
+    assert ("TensorFlow's fastest (lbfgs tf-fused+xla/cpu float64) took 2.4x the time of NumPy's "
             "fastest (gd(step=1/L) numpy/cpu float64)") in answers
 
 

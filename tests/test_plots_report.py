@@ -64,7 +64,7 @@ def test_convergence_figure_has_a_row_per_optimizer_and_a_line_per_engine(tables
         assert [ax.get_ylabel().split("\n")[0] for ax in grid[:, 0]] == ["adadelta", "gd",
                                                                          "lbfgs"]
         for (row, ax), engine in zip(enumerate(grid[:, 0]), ["tf1/cpu", "numpy/cpu",
-                                                            "fused+xla/cpu"], strict=True):
+                                                            "tf-fused+xla/cpu"], strict=True):
             assert [line.get_label() for line in ax.get_lines()] == [engine]
             assert ax.get_yscale() == "log" and ax.get_xscale() == scale
             failed = [c for c in ax.collections if c.get_offsets().shape[0] == 3
@@ -217,7 +217,7 @@ def test_the_headline_shows_time_to_target_beside_time_per_iteration(tables):
     fig = plots.figure_headline(runs, 1e-8)
     left, right = fig.axes
     labels = [t.get_text() for t in left.get_yticklabels()]
-    assert labels == ["adadelta  ·  tf1/cpu", "gd  ·  numpy/cpu", "lbfgs  ·  fused+xla/cpu"]
+    assert labels == ["adadelta  ·  tf1/cpu", "gd  ·  numpy/cpu", "lbfgs  ·  tf-fused+xla/cpu"]
     assert "1e-08" in left.get_xlabel() and "per iteration" in right.get_xlabel()
     assert any("not reached" in t.get_text() for t in left.texts)  # adadelta
     plt.close(fig)
@@ -230,7 +230,7 @@ def test_performance_profile_counts_failures_as_infinite(tables):
     share = profile.set_index(["config", "tau"])["share"]
     assert share[("adadelta(learning_rate=1.0) tf1/cpu float64", 1e6)] == 0.0
     assert share[("gd(step=1/L) numpy/cpu float64", 1.0)] == 0.0  # 1 s vs L-BFGS 0.24 s
-    assert share[("lbfgs fused+xla/cpu float64", 1.0)] == 1.0
+    assert share[("lbfgs tf-fused+xla/cpu float64", 1.0)] == 1.0
     assert ((profile["low"] <= profile["share"]) & (profile["share"] <= profile["high"])).all()
     fig = plots.figure_performance_profile(runs)
     assert fig.axes[0].get_xscale() == "log" and len(fig.axes[0].get_lines()) == 3
@@ -254,7 +254,7 @@ def test_report_sentences_match_the_table(tables):
     fastest = [f for f in findings if f.startswith("Fastest")]
     assert len(fastest) == 2
     # L-BFGS: 8 iterations at 0.03 s -> 0.24, 0.264, 0.288 s; geometric mean 0.263 s
-    assert fastest[0].startswith("Fastest to 1e-08 on eve(rows=100): lbfgs fused+xla/cpu "
+    assert fastest[0].startswith("Fastest to 1e-08 on eve(rows=100): lbfgs tf-fused+xla/cpu "
                                  "float64, 263 ms [210 ms, 330 ms] (typical over 3 instances")
     assert "in 8 iterations" in fastest[0]
     assert any("No Adadelta configuration on eve(rows=100) reached 1e-08" in f and
