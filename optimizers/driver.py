@@ -13,21 +13,9 @@ import pandas as pd
 from datasets.errors import InputError, Uncertifiable
 from optimizers.base import unsupported
 from optimizers.result import TRACE_COLUMNS, Outcome, RunResult, Stopwatch, on_trace_schedule
-from optimizers.stopping import Context, Ending
+from optimizers.stopping import HOST_OPS, Context, Ending
 
 INITS = ("zeros", "normal")
-_HOST = None
-
-
-def host_ops():
-    """Float64 NumPy ops for evaluating stopping rules on host scalars."""
-    global _HOST
-    if _HOST is None:
-        from optimizers.backends.numpy import NumpyBackend
-
-        _HOST = NumpyBackend("float64")
-    return _HOST
-
 
 def initial_point(problem, init: str, seed: int) -> np.ndarray:
     """Zeros (the original NumPy program) or standard normal (the original TF program's init)."""
@@ -46,7 +34,7 @@ class RuleMonitor:
     """
 
     def __init__(self, problem, rules):
-        self.problem, self.rules, self.ops = problem, rules, host_ops()
+        self.problem, self.rules, self.ops = problem, rules, HOST_OPS
         self.states = rules.init_state(self.ops)
         self.trace = {c: [] for c in TRACE_COLUMNS}
         self.iteration, self.fired = 0, -1

@@ -14,6 +14,8 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
+import numpy as np
+
 from datasets.errors import InputError
 
 # What a run itself can end with; the runner adds "error" and "oom" for runs that end abnormally.
@@ -184,6 +186,22 @@ class Divergence:
 
     def check(self, ops, ctx, state):
         return ~ops.isfinite(ctx.f) | (ctx.f > self.factor * ctx.f0), state
+
+
+class HostOps:
+    """The operations rules use, on host float64 scalars: what the host loop checks them with
+    (a compiled loop passes its framework's ops instead)."""
+
+    tiny = float(np.finfo(np.float64).tiny)
+    scalar = staticmethod(np.float64)
+    maximum = staticmethod(np.maximum)
+    abs = staticmethod(np.abs)
+    where = staticmethod(np.where)
+    isfinite = staticmethod(np.isfinite)
+    sqrt = staticmethod(np.sqrt)
+
+
+HOST_OPS = HostOps()
 
 
 class Ending(NamedTuple):

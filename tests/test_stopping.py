@@ -3,8 +3,7 @@ import pytest
 
 from datasets import InputError, make_problem
 from optimizers import build_rules, make_optimizer, run
-from optimizers.driver import host_ops
-from optimizers.stopping import Context, RelativeImprovement
+from optimizers.stopping import HOST_OPS, Context, RelativeImprovement
 
 
 @pytest.mark.parametrize("rules, status, rule_name, says", [
@@ -71,7 +70,7 @@ def test_divergence_is_recorded_not_raised(numpy64, well_conditioned):
 
 
 def test_relative_improvement_needs_consecutive_iterations():
-    ops = host_ops()
+    ops = HOST_OPS
     rule = RelativeImprovement(tol=0.1, patience=2)
     state = rule.init_state(ops)
     fired = []

@@ -31,6 +31,7 @@ import tensorflow as tf
 
 from datasets.errors import InputError
 from optimizers.backends.numpy import DTYPES
+from optimizers.backends.tf1 import minimize_tf1
 from optimizers.objective import FORMULATIONS, make_objective, problem_data
 from optimizers.result import TRACE_COLUMNS, Outcome, Stopwatch, apply_report
 from optimizers.stopping import Context, Ending, rule_values, rules_on_tensors
@@ -227,8 +228,11 @@ class TensorflowBackend:
         self.feed = feed
         self.xla = xla
         self.formulation = formulation
+        self.placement = DEVICES[device]  # where tf.device puts its ops
         self.ops = TensorflowOps(dtype, device, data_layout(dtype, xla))
         self.rule_ops = TensorflowOps("float64", device)  # rules see float64, as on the host
+
+    short_device = staticmethod(short_device)
 
     def options(self) -> dict:
         return {"feed": self.feed, "xla": self.xla}
@@ -247,8 +251,6 @@ class TensorflowBackend:
             return Outcome(np.asarray(w0, dtype=self.dtype), 0, 0.0, 0.0, "skipped", reason,
                            device=self.device, extra={**self.options(), "device_name": ""})
         if self.feed == "tf1":
-            from optimizers.backends.tf1 import minimize_tf1
-
             return self._checked(minimize_tf1(self, problem, optimizer, rules, w0))
         run = self._fused if self.feed == "fused" else self._stepped
         outcome, state = run(problem, optimizer, rules, w0)

@@ -51,7 +51,6 @@ def _tf1_optimizer(problem, optimizer, dtype):
 
 
 def minimize_tf1(backend, problem, optimizer, rules, w0) -> Outcome:
-    from optimizers.backends.tensorflow import DEVICES, short_device
     from optimizers.driver import host_loop
 
     if optimizer.name not in OPTIMIZERS:
@@ -71,7 +70,7 @@ def minimize_tf1(backend, problem, optimizer, rules, w0) -> Outcome:
     features_frame = pd.DataFrame(problem.X, columns=feature_cols)
     labels_frame = pd.DataFrame(problem.y, columns=label_cols)
     graph = tf.Graph()
-    with graph.as_default(), graph.device(DEVICES[backend.device]):
+    with graph.as_default(), graph.device(backend.placement):
         tf_dtype = tf.as_dtype(dtype)
         features = tf1.placeholder(tf_dtype, shape=(None, problem.d), name="features")
         labels = tf1.placeholder(tf_dtype, shape=(None, problem.k), name="labels")
@@ -103,5 +102,6 @@ def minimize_tf1(backend, problem, optimizer, rules, w0) -> Outcome:
             observe=lambda state: state[:2])
     device_name = weights.device
     return Outcome(np.asarray(state[2]), iterations, seconds, setup_seconds, ending.status,
-                   ending.message, trace, rule=ending.rule, device=short_device(device_name),
+                   ending.message, trace, rule=ending.rule,
+                   device=backend.short_device(device_name),
                    extra={**backend.options(), "device_name": device_name})

@@ -1,15 +1,12 @@
-"""The report section of a logistic-regression study (configs/logistic.toml): the regression
-section's findings, figures and tables, plus what only this problem has: a Newton reference
-instead of a closed form, and line searches whose evaluations cost as much as iterations."""
+"""What only a logistic-regression study (configs/logistic.toml) reports beside the regression
+section's findings, figures and tables: a Newton reference instead of a closed form, and line
+searches whose evaluations cost as much as iterations (its section: study.regression.report)."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import pandas as pd
 
 from study.regression.labels import label_runs
-from study.report.blocks import Block, fmt_seconds
 
 
 def is_logistic(runs: pd.DataFrame) -> bool:
@@ -62,28 +59,3 @@ def reference_sentence(runs: pd.DataFrame) -> str:
     return ("f* is Newton's method in float64 run until its decrement is at machine level, "
             "certified with an extended-precision loss and gradient (datasets/logistic.py); "
             + "; ".join(parts) + ".")
-
-
-def section(results, figures: Path) -> list[Block]:
-    from study.regression.report import regression_blocks, stopping_sentence
-
-    runs = results.runs
-    wall = runs[(runs["status"] != "skipped") & runs["optimizer"].eq("lbfgs")]
-    blocks = [Block("h2", "Logistic regression: L-BFGS with a strong-Wolfe line search"),
-              Block("p", reference_sentence(runs[runs["status"] != "skipped"])),
-              Block("p", "L-BFGS uses the strong-Wolfe line search of Nocedal and Wright "
-                         "(Algorithms 3.5 and 3.6, cubic interpolation, c1 = 1e-4, c2 = 0.9), "
-                         "the same code in the NumPy loop and inside the fused tf.while_loop; "
-                         "GD uses 1/L from the global bound lambda_max(X^T X)/4n + lam, or "
-                         "Armijo backtracking. Evaluation counts include every trial point.")]
-    if len(wall):
-        ratio = (wall["nfev"] - 1) / wall["iterations"].where(wall["iterations"] > 0)
-        blocks.append(Block("p", f"L-BFGS needed {ratio.median():.2f} loss-and-gradient "
-                                 f"evaluations per iteration in the median (over {len(wall)} "
-                                 f"runs; {fmt_seconds(wall['seconds'].median())} median loop)."))
-    blocks += regression_blocks(runs, figures, title="Logistic regression: time to convergence",
-                                study=results.folder.name)
-    blocks.append(Block("h3", "Iterations and evaluations"))
-    blocks.append(Block("table", evaluation_table(runs), "every configuration"))
-    blocks.append(Block("p", stopping_sentence(runs)))
-    return blocks
