@@ -354,3 +354,14 @@ def test_feedmode_comparisons_are_paired_over_repeats_and_say_when_noise_decides
     assert "First call: constant took " in f32 and "x the first-call time of placeholder" in f32
     assert "later calls: constant took 0.05" in f32 and "20x less" in f32
     assert "later calls: constant and placeholder: not distinguishable" in f64
+
+
+def test_every_optimizer_has_a_colour_of_its_own():
+    from optimizers import OPTIMIZERS
+    from study.regression import style
+
+    families = [*OPTIMIZERS, "adadelta [original rule]"]
+    colours = {family: style.color(family) for family in families}
+    assert [f for f, c in colours.items() if c == style.OTHER_COLOR] == []
+    assert len(set(colours.values())) == len(families)  # no two families drawn alike
+    assert set(style.FAMILY_COLORS) == set(families)  # no key that names no optimizer
