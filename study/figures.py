@@ -16,13 +16,14 @@ import seaborn as sns  # noqa: E402
 from study.output import check_output_folder, write_files_atomic  # noqa: E402
 
 FAILED_MARKER = "x"
+PNG_DPI = 110
 STYLE = {"style": "whitegrid", "context": "paper", "font_scale": 1.1}
 
 
 def log_axis(axis) -> None:
     """A log axis that stays legible at any span: over two decades or more, labels at the
     decades only (minor labels crowd); over a shorter span, ticks at 1, 2 and 5 times the
-    decades labelled as plain numbers (0.2, 0.5, 1), so that it still has a few readable ones;
+    decades labelled as plain numbers (0.2, 0.5, 1, 1000), so that it still has a few readable ones;
     over a span too short for two of those (0.0137 to 0.0155), three round plain values.
     Decided when drawn, from the axis's final limits. No minor ticks: the style draws neither
     tick marks nor minor grid lines, and placing them cost most of a many-panel figure."""
@@ -51,7 +52,8 @@ def log_axis(axis) -> None:
             if short(view):  # enough digits to tell ticks of a narrow span apart
                 lo, hi = sorted(view)
                 digits = max(3, int(np.ceil(-np.log10((hi - lo) / hi))) + 2)
-                return f"{x:.{digits}g}"
+                return np.format_float_positional(x, precision=digits, unique=True,
+                                                  fractional=False, trim="-")  # 1000, not 1e+03
             return super().__call__(x, pos)
 
     if axis is axis.axes.xaxis:
@@ -61,6 +63,23 @@ def log_axis(axis) -> None:
     axis.set_major_locator(Locator())
     axis.set_major_formatter(Formatter())
     axis.set_minor_locator(NullLocator())
+
+
+def legend_outside(ax, below: bool = False, gap: float = 0.55, **kwargs):
+    """The panel's legend, made from its labelled artists (a seaborn legend's title kept),
+    outside the data: to the right of the panel or, `below`, `gap` inches under it (room for
+    the tick labels and the x label). tight_layout makes room for it."""
+    from matplotlib.transforms import ScaledTranslation
+
+    if below:
+        shifted = ax.transAxes + ScaledTranslation(0, -gap, ax.figure.dpi_scale_trans)
+        place = {"loc": "upper center", "bbox_to_anchor": (0.5, 0.0),
+                 "bbox_transform": shifted, "frameon": False}
+    else:
+        place = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "borderaxespad": 0}
+    if ax.get_legend() is not None:
+        place["title"] = ax.get_legend().get_title().get_text() or None
+    return ax.legend(**{**place, **kwargs})
 
 
 def panel_title(text: str, width: int = 44) -> str:
@@ -78,16 +97,19 @@ def save(fig, folder: Path, name: str) -> list[Path]:
     Each layout pass of a many-panel figure takes seconds, so the crop is measured once for
     both formats (bbox_inches="tight" measures it again in each savefig), and the inert layout
     engine that `tight_layout` leaves behind is dropped (savefig lays the whole figure out
-    once more for any engine, even one that does nothing)."""
+    once more for any engine, even one that does nothing). The crop is measured at the PNG's
+    resolution: text is wider at 110 dpi than at the default 100, and a crop measured at 100
+    cut the first letters off the longest tick labels."""
     from matplotlib.layout_engine import PlaceHolderLayoutEngine
 
     paths = [folder / f"{name}.png", folder / f"{name}.svg"]
     try:
         if isinstance(fig.get_layout_engine(), PlaceHolderLayoutEngine):
             fig.set_layout_engine(None)
+        fig.set_dpi(PNG_DPI)
         crop = fig.get_tightbbox(fig.canvas.get_renderer()).padded(0.1)
         write_files_atomic({
-            paths[0]: lambda tmp: fig.savefig(tmp, format="png", dpi=110, bbox_inches=crop),
+            paths[0]: lambda tmp: fig.savefig(tmp, format="png", dpi=PNG_DPI, bbox_inches=crop),
             paths[1]: lambda tmp: fig.savefig(tmp, format="svg", bbox_inches=crop)})
     finally:
         plt.close(fig)

@@ -7,21 +7,24 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
+from matplotlib.colors import to_rgba
 
 from study.feedmode import figures as feed_figures
 from study.feedmode import report as feed_report
+from study.figures import PNG_DPI
 from study.regression import figures as plots
-from study.regression import report
+from study.regression import report, style
 from study.report import blocks, build
 
+CONFIGS = [("gd", {"step": "1/L"}, "numpy", None, None, 0.01, 100),
+           ("lbfgs", {}, "tensorflow", "fused", True, 0.03, 8),
+           ("adadelta", {"learning_rate": 1.0}, "tensorflow", "tf1", None, 0.02, 500)]
 
-def make_tables():
+
+def make_tables(configs=CONFIGS, data_sets=({"rows": 100}, {"rows": 100, "standardize": True})):
     """Two data sets, three configurations, three seeds; Adadelta never converges."""
     runs, traces = [], []
-    configs = [("gd", {"step": "1/L"}, "numpy", None, None, 0.01, 100),
-               ("lbfgs", {}, "tensorflow", "fused", True, 0.03, 8),
-               ("adadelta", {"learning_rate": 1.0}, "tensorflow", "tf1", None, 0.02, 500)]
-    for data in ({"rows": 100}, {"rows": 100, "standardize": True}):
+    for data in data_sets:
         for optimizer, hp, backend, feed, xla, per_iteration, iterations in configs:
             for seed in range(3):
                 run_id = f"{optimizer}-{len(runs)}"
@@ -54,53 +57,94 @@ def tables():
     return make_tables()
 
 
-def test_convergence_figure_has_a_row_per_optimizer_and_a_line_per_engine(tables):
+ENGINES = [("numpy", None, None), ("tensorflow", "fused", None), ("tensorflow", "feed", None),
+           ("tensorflow", "fused", True), ("tensorflow", "tf1", None)]
+
+
+@pytest.fixture(scope="module")
+def default_size_tables():
+    """The default study's size: ten optimizer families, each on two engines, on seven data
+    sets."""
+    families = ["gd", "momentum", "nesterov", "adam", "rmsprop", "adagrad", "adadelta", "cgls",
+                "lbfgs", "scipy-lsqr"]
+    configs = [(family, {}, *ENGINES[(k + j) % len(ENGINES)], 0.001 * (1 + k + j), 20 + 40 * k)
+               for k, family in enumerate(families) for j in range(2)]
+    return make_tables(configs, [{"rows": 100 * (k + 1)} for k in range(7)])
+
+
+def test_convergence_figure_has_a_panel_per_data_set_and_a_line_per_optimizer(tables):
     runs, traces = tables
-    for x, scale in (("seconds", "log"), ("iterations", "linear")):
+    for x, scale in (("seconds", "log"), ("iterations", "symlog")):
         fig = plots.figure_convergence(runs, traces, x=x)
-        grid = np.array(fig.axes).reshape(3, 2)  # adadelta, gd, lbfgs x two data sets
-        assert [ax.get_title() for ax in grid[0]] == ["eve(rows=100)",
-                                                      "eve(rows=100,standardize=True)"]
-        assert [ax.get_ylabel().split("\n")[0] for ax in grid[:, 0]] == ["adadelta", "gd",
-                                                                         "lbfgs"]
-        for (row, ax), engine in zip(enumerate(grid[:, 0]), ["tf1/cpu", "numpy/cpu",
-                                                            "tf-fused+xla/cpu"], strict=True):
-            assert [line.get_label() for line in ax.get_lines()] == [engine]
+        panels = [ax for ax in fig.axes if ax.get_visible()]
+        assert [ax.get_title() for ax in panels] == ["eve(rows=100)",
+                                                     "eve(rows=100,standardize=True)"]
+        for ax in panels:  # each family once, at its best configuration, in its colour
+            lines = {line.get_label(): line for line in ax.get_lines()}
+            assert sorted(lines) == ["adadelta tf1/cpu", "gd numpy/cpu",
+                                    "lbfgs tf-fused+xla/cpu"]
+            for label, line in lines.items():
+                family, engine = label.split()
+                assert line.get_color() == style.color(family)
+                assert line.get_linestyle() == plt.Line2D([], [], ls=style.line_style(
+                    engine)).get_linestyle()
             assert ax.get_yscale() == "log" and ax.get_xscale() == scale
             failed = [c for c in ax.collections if c.get_offsets().shape[0] == 3
                       and c.get_paths()]
-            assert bool(failed) == (row == 0), "the three Adadelta runs are marked, no other"
-        assert x.split("s")[0] in grid[-1, 0].get_xlabel()
+            assert [c.get_facecolor()[0].tolist() for c in failed] == [
+                list(to_rgba(style.color("adadelta")))], "the 3 Adadelta runs, no other"
+            assert x.split("s")[0] in ax.get_xlabel()
         if x == "seconds":  # setup is an offset: no line starts before 0.5 s
             assert min(line.get_xdata()[~np.isnan(line.get_ydata())].min()
-                       for ax in grid.flat for line in ax.get_lines()) >= 0.5
-        styles = {line.get_linestyle() for ax in grid.flat for line in ax.get_lines()}
-        assert len(styles) == 3  # one line style per engine
-        assert len({ax.get_ylim() for ax in grid.flat}) == 1  # one y range, as sharey draws it
+                       for ax in panels for line in ax.get_lines()) >= 0.5
+        families, engines = ([t.get_text() for t in legend.get_texts()]
+                             for legend in fig.legends)
+        assert families == ["lbfgs", "gd", "adadelta"]  # those that reached the target first
+        assert engines == ["numpy", "tf1", "tf-fused+xla", "run did not converge"]
+        assert len({ax.get_ylim() for ax in panels}) == 1  # one y range, as sharey draws it
         fig.canvas.draw()
-        labelled = [any(t.get_text() for t in ax.get_yticklabels()) for ax in grid.flat]
-        assert labelled == [col == 0 for _ in range(3) for col in range(2)]
+        labelled = [any(t.get_text() for t in ax.get_yticklabels()) for ax in panels]
+        assert labelled == [True, False]
+        assert covered_by_legends(fig) == []
         plt.close(fig)
 
 
-def test_a_family_not_run_on_a_data_set_says_so_and_the_panels_start_under_the_legend(tables):
+def test_convergence_at_the_default_study_size_reads_at_full_size(default_size_tables):
+    """Ten families on seven data sets: every family drawn on every panel, in a figure that
+    fits a screen at 100% (it was 3005 px tall for ten families on four data sets)."""
+    runs, traces = default_size_tables
+    for x in ("seconds", "iterations"):
+        fig = plots.figure_convergence(runs, traces, x=x)
+        panels = [ax for ax in fig.axes if ax.get_visible()]
+        assert len(panels) == 7
+        assert all(len(ax.get_lines()) == 10 for ax in panels)
+        assert len(fig.legends[0].get_texts()) == 10
+        fig.set_dpi(PNG_DPI)
+        drawn = fig.get_tightbbox(fig.canvas.get_renderer())
+        assert drawn.width * PNG_DPI <= 1600 and drawn.height * PNG_DPI <= 1300
+        assert covered_by_legends(fig) == []
+        plt.close(fig)
+
+
+def test_a_family_not_run_on_a_data_set_is_absent_there_and_the_panels_start_under_the_legends(
+        tables):
     runs, traces = tables
     standardized = runs["dataset_params"].str.contains("standardize")
     dropped = runs["run_id"][standardized & (runs["optimizer"] == "gd")]
     runs, traces = runs[~runs["run_id"].isin(dropped)], traces[~traces["run_id"].isin(dropped)]
     fig = plots.figure_convergence(runs, traces, x="seconds")
-    grid = np.array(fig.axes).reshape(3, 2)
+    raw, standardized = fig.axes
+    assert [line.get_label().split()[0] for line in standardized.get_lines()] == ["lbfgs",
+                                                                                 "adadelta"]
+    assert len(raw.get_lines()) == 3
     fig.canvas.draw()
-    texts = {place: [t.get_text() for t in ax.texts] for place, ax in np.ndenumerate(grid)}
-    assert texts.pop((1, 1)) == [plots.NOT_RUN] and not any(texts.values())
-    assert not grid[1, 1].get_lines() and len(grid[1, 1].get_xticks()) == 0
-    assert len(grid[1, 0].get_xticks())  # its neighbour keeps its scale
     renderer = fig.canvas.get_renderer()
-    title, legend = fig.get_suptitle(), fig.legends[0].get_window_extent(renderer)
-    panels_top = max(ax.get_tightbbox(renderer).y1 for ax in grid[0])
-    assert title and fig._suptitle.get_window_extent(renderer).y0 > legend.y1  # no overlap
-    gap = (legend.y0 - panels_top) / fig.dpi
-    assert 0 < gap < 0.35, f"{gap:.2f} in between the legend and the panels' titles"
+    families, engines = (legend.get_window_extent(renderer) for legend in fig.legends)
+    panels_top = max(ax.get_tightbbox(renderer).y1 for ax in fig.axes)
+    assert fig._suptitle.get_window_extent(renderer).y0 > families.y1  # no overlap
+    assert families.y0 > engines.y1
+    gap = (engines.y0 - panels_top) / fig.dpi
+    assert 0 < gap < 0.35, f"{gap:.2f} in between the legends and the panels' titles"
     plt.close(fig)
 
 
@@ -139,6 +183,7 @@ def test_one_y_range_ignores_empty_panels():
 @pytest.mark.parametrize("span, labels", [
     ((1e-3, 1e2), [f"$\\mathdefault{{10^{{{k}}}}}$" for k in range(-3, 3)]),
     ((0.005, 0.2), ["0.005", "0.01", "0.02", "0.05", "0.1", "0.2"]),
+    ((400, 2500), ["500", "1000", "2000"]),  # not 1e+03
     ((0.0137, 0.0155), ["0.014", "0.015"]),  # too short for two of 1, 2, 5 x 10^k
     ((1.000001, 1.000003), ["1.000001", "1.000002", "1.000003"]),
 ])
@@ -170,6 +215,12 @@ def test_time_to_target_marks_failures_and_lists_what_never_ran(tables):
     assert "max_iter 3" in [t.get_text().strip() for t in ax.texts]
     assert not [p for p in ax.patches if p.get_hatch()]
     assert any("skipped" in t.get_text() and "numpy/gpu" in t.get_text() for t in fig.texts)
+    for ax in axes:  # the axis ends near the longest bar (it ran 30 times past it)
+        ends = [p.get_x() + p.get_width() for p in ax.patches]
+        assert max(ends) < ax.get_xlim()[1] < 2 * max(ends)
+    fig.canvas.draw()
+    failures = [t for t in ax.texts if t.get_text().strip() == "max_iter 3"]
+    assert failures[0].get_window_extent().x0 >= ax.bbox.x1 - 1  # named beside the panel
     plt.close(fig)
 
 
@@ -199,16 +250,91 @@ def _plot_share(fig) -> float:
     return panels / (whole.width * whole.height)
 
 
-def test_every_figure_is_legible(tables):
-    runs, traces = tables
-    made = [make(runs, traces) for make in plots.REGRESSION_FIGURES.values()]
-    made += [feed_figures.figure_headline(feedmode_table()),
-             feed_figures.figure_feedmode(feedmode_table())]
-    for fig in made:
-        assert all(n <= 12 for n in _legend_entries(fig)), fig.get_suptitle()
-        assert _plot_share(fig) >= 0.5, fig.get_suptitle()
-        width, _ = fig.get_size_inches() * 110  # pixels at the saved dpi
-        assert width <= 1600
+def _covers(box, artist, renderer) -> bool:
+    """Whether `artist`, once drawn, has a point, segment, area or letter inside `box`."""
+    from matplotlib.collections import Collection, PathCollection, PolyCollection
+    from matplotlib.lines import Line2D
+    from matplotlib.path import Path
+
+    def any_point(xy):
+        return any(box.contains(x, y) for x, y in xy if np.isfinite([x, y]).all())
+
+    if isinstance(artist, Line2D):
+        xy = artist.get_transform().transform(np.asarray(artist.get_xydata(), float))
+        if artist.get_linestyle() in ("None", "none", "", " "):
+            return any_point(xy)
+        finite = np.isfinite(xy).all(axis=1)
+        pieces = [piece[np.isfinite(piece).all(axis=1)]
+                  for piece in np.split(xy, np.flatnonzero(~finite))]
+        return any_point(xy) or any(Path(piece).intersects_bbox(box, filled=False)
+                                    for piece in pieces if len(piece) > 1)
+    if isinstance(artist, PathCollection):  # markers: where they are placed
+        return any_point(artist.get_offset_transform().transform(artist.get_offsets()))
+    if isinstance(artist, Collection):  # bands (filled) and error bars (lines)
+        transform = artist.get_transform()
+        return any(transform.transform_path(path).intersects_bbox(
+            box, filled=isinstance(artist, PolyCollection))
+            for path in artist.get_paths() if len(path.vertices))
+    extent = artist.get_window_extent(renderer)  # bars and other patches, texts
+    return bool(np.isfinite(extent.bounds).all() and extent.width * extent.height > 0
+                and box.overlaps(extent))
+
+
+def covered_by_legends(fig) -> list[str]:
+    """What the legends of `fig` cover, in display coordinates once drawn: each legend's box
+    against every visible panel's lines (points and the segments between them), bars and other
+    patches, markers, bands and error bars, and texts written on the data; what a panel clips
+    counts only inside the panel."""
+    from matplotlib.transforms import Bbox
+
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend()] + list(fig.legends)
+    found = []
+    for legend in legends:
+        whole = legend.get_window_extent(renderer)
+        name = "legend " + "/".join(t.get_text() for t in legend.get_texts()[:2])
+        for ax in (ax for ax in fig.axes if ax.get_visible()):
+            clipped = Bbox.intersection(whole, ax.bbox)  # None when apart
+            drawn = [*ax.get_lines(), *ax.patches, *ax.collections,
+                     *(t for t in ax.texts if t.get_text())]
+            for artist in (a for a in drawn if a.get_visible()):
+                box = clipped if artist.get_clip_on() else whole
+                if box is not None and _covers(box, artist, renderer):
+                    label = artist.get_label() if not str(artist.get_label()).startswith("_") \
+                        else ""
+                    found.append(f"{name} covers {type(artist).__name__} '{label}' in panel "
+                                 f"'{ax.get_title() or ax.get_ylabel()}'")
+    return found
+
+
+def test_the_legend_check_finds_a_legend_drawn_over_data():
+    fig, (lines, bars) = plt.subplots(1, 2)
+    lines.plot([0, 1], [0, 1], label="diagonal")  # two points, the middle under the legend
+    lines.legend(loc="center")
+    bars.bar([0, 1, 2], [3, 3, 3], label="bars")
+    bars.legend(loc="upper center")
+    found = covered_by_legends(fig)
+    assert any("Line2D 'diagonal'" in f for f in found)
+    assert any("Rectangle" in f for f in found)
+    lines.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))  # outside the panel
+    bars.set_ylim(0, 6)  # room above the bars
+    assert covered_by_legends(fig) == []
+    plt.close(fig)
+
+
+@pytest.mark.parametrize("size", ["tables", "default_size_tables"])
+def test_every_figure_is_legible_and_no_legend_covers_data(size, request):
+    runs, traces = request.getfixturevalue(size)
+    made = {name: make(runs, traces) for name, make in plots.REGRESSION_FIGURES.items()}
+    made.update({f"feedmode {f.__name__}": f(feedmode_table())
+                 for f in (feed_figures.figure_headline, feed_figures.figure_feedmode)})
+    for name, fig in made.items():
+        assert all(n <= 12 for n in _legend_entries(fig)), name
+        assert _plot_share(fig) >= 0.5, name
+        width, _ = fig.get_size_inches() * PNG_DPI  # pixels at the saved dpi
+        assert width <= 1600, name
+        assert covered_by_legends(fig) == [], name
         plt.close(fig)
 
 
@@ -307,6 +433,8 @@ def feedmode_table():
 
 def test_feedmode_figure_reads_back_the_table():
     runs = feedmode_table()
+    swept = runs[runs["mode"].isin(["constant", "placeholder"]) & (runs["n"] == 500)]
+    runs = pd.concat([runs, swept.assign(n=1000), swept.assign(n=4000)], ignore_index=True)
     fig = feed_figures.figure_feedmode(runs)
     first, graph, ablation, sweep = fig.axes[:4]
     assert "N = 2000" in first.get_title()  # the size where most modes ran
@@ -318,6 +446,9 @@ def test_feedmode_figure_reads_back_the_table():
     assert ablation.get_yscale() == "log"
     assert {t.get_text() for t in ablation.get_legend().get_texts()} == {"default", "off"}
     assert sweep.get_xscale() == sweep.get_yscale() == "log" and len(sweep.get_lines()) >= 3
+    fig.canvas.draw()  # a tick at every N swept, in one plain format
+    assert list(sweep.get_xticks()) == [500, 1000, 2000, 4000]
+    assert [t.get_text() for t in sweep.get_xticklabels()] == ["500", "1000", "2000", "4000"]
     assert any("variable float64 N=2000 (timeout)" in t.get_text() for t in fig.texts)
     plt.close(fig)
 
@@ -354,3 +485,27 @@ def test_feedmode_comparisons_are_paired_over_repeats_and_say_when_noise_decides
     assert "First call: constant took " in f32 and "x the first-call time of placeholder" in f32
     assert "later calls: constant took 0.05" in f32 and "20x less" in f32
     assert "later calls: constant and placeholder: not distinguishable" in f64
+
+
+def test_every_optimizer_has_a_colour_of_its_own():
+    from optimizers import OPTIMIZERS
+    from study.regression import style
+
+    families = [*OPTIMIZERS, "adadelta [original rule]"]
+    colours = {family: style.color(family) for family in families}
+    assert [f for f, c in colours.items() if c == style.OTHER_COLOR] == []
+    assert len(set(colours.values())) == len(families)  # no two families drawn alike
+    assert set(style.FAMILY_COLORS) == set(families)  # no key that names no optimizer
+
+
+def test_feedmode_headline_axis_ends_near_the_bars_and_names_graph_sizes_beside_them():
+    fig = feed_figures.figure_headline(feedmode_table())
+    fig.canvas.draw()
+    for ax in fig.axes:
+        ends = [p.get_x() + p.get_width() for p in ax.patches if np.isfinite(p.get_width())]
+        assert max(ends) < ax.get_xlim()[1] < 2 * max(ends)  # it ran 40 times past them
+        sizes = [t for t in ax.texts if "GraphDef" in t.get_text()]
+        assert len(sizes) == 3 and all(t.get_window_extent().x0 >= ax.bbox.x1 - 1
+                                       for t in sizes)
+    assert covered_by_legends(fig) == []
+    plt.close(fig)

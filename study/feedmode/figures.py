@@ -7,8 +7,9 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
+from matplotlib.ticker import NullLocator
 
-from study.figures import log_axis, save
+from study.figures import legend_outside, log_axis, save
 
 GRAPPLER_ORDER = ("default", "no-constant-folding", "no-folding", "off")
 
@@ -27,7 +28,7 @@ def figure_feedmode(runs: pd.DataFrame):
     mode builds, the Grappler ablation of the constant modes, and first-call cost against N."""
     ok = runs[runs["status"] == "ok"].copy()
     n_main = main_size(runs)
-    fig, axes = plt.subplots(2, 2, figsize=(13, 9))
+    fig, axes = plt.subplots(2, 2, figsize=(13, 10))
     ax = axes[0, 0]
     main = ok[(ok["n"] == n_main) & (ok["grappler"] == "default")]
     long = main.melt(id_vars=["mode", "dtype"], value_vars=["first_call_seconds",
@@ -40,7 +41,7 @@ def figure_feedmode(runs: pd.DataFrame):
     log_axis(ax.xaxis)
     ax.set_xlabel("seconds per call (log)")
     ax.set_title(f"First call and later calls per mode, N = {n_main}", fontsize=9)
-    ax.legend(fontsize=7)
+    legend_outside(ax, below=True, fontsize=7, title=None, ncol=2)
     ax = axes[0, 1]
     graph = main[main["graphdef_bytes"].notna() & (main["graphdef_bytes"] > 0)]
     sns.barplot(data=graph.assign(MB=graph["graphdef_bytes"] / 1e6), y="mode", x="MB",
@@ -48,6 +49,7 @@ def figure_feedmode(runs: pd.DataFrame):
     log_axis(ax.xaxis)
     ax.set_xlabel("serialized GraphDef (MB, log)")
     ax.set_title(f"Graph size of the TF1 modes, N = {n_main}", fontsize=9)
+    legend_outside(ax, below=True, fontsize=7, title_fontsize=7, ncol=2)
     ax = axes[1, 0]
     ablation = ok[(ok["n"] == n_main) & ok["mode"].isin(["numpy", "constant"])]
     sns.barplot(data=ablation, x="mode", y="first_call_seconds", hue="grappler", ax=ax,
@@ -57,16 +59,22 @@ def figure_feedmode(runs: pd.DataFrame):
     ax.set_ylabel("first call seconds (log)")
     ax.set_title("Ablation: the constant modes' first call with graph optimisations "
                  "switched off", fontsize=9)
+    legend_outside(ax, below=True, fontsize=7, title_fontsize=7, ncol=2)
     ax = axes[1, 1]
     sweep = ok[ok["mode"].isin(["constant", "placeholder"]) & (ok["dtype"] == "float64")]
     sweep = sweep.assign(variant=sweep["mode"] + " (grappler " + sweep["grappler"] + ")")
     sns.lineplot(data=sweep, x="n", y="first_call_seconds", hue="variant", marker="o", ax=ax,
                  errorbar=None)
-    log_axis(ax.xaxis)
     log_axis(ax.yaxis)
+    ax.set_xscale("log")  # a tick at every N swept, in one plain format
+    swept = sorted({int(n) for n in runs.loc[runs["mode"].isin(["constant", "placeholder"])
+                                              & (runs["dtype"] == "float64"), "n"]})
+    ax.set_xticks(swept, [str(n) for n in swept])
+    ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xlabel("N (images, log)")
     ax.set_ylabel("first call seconds (log)")
     ax.set_title("First call against N (float64)", fontsize=9)
+    legend_outside(ax, below=True, fontsize=7, title_fontsize=7, ncol=2)
     failed = runs[runs["status"] != "ok"]
     if len(failed):
         fig.text(0.01, 0.005, "did not finish: " + "; ".join(
@@ -102,10 +110,10 @@ def figure_headline(runs: pd.DataFrame):
         right = np.nanmax(part[["first_call_seconds", "steady_median_seconds"]].to_numpy()) \
             if part[["first_call_seconds", "steady_median_seconds"]].notna().any().any() else 1
         for yi, graph in zip(y, part["graphdef_bytes"], strict=True):
-            if pd.notna(graph) and graph:
-                ax.text(right * 1.5, yi, f"GraphDef {graph / 1e6:.3g} MB", va="center",
-                        fontsize=7, color="#555555")
-        ax.set_xlim(right=right * 40)
+            if pd.notna(graph) and graph:  # beside the panel, so its axis ends near the bars
+                ax.text(1.0, yi, f" GraphDef {graph / 1e6:.3g} MB", va="center", fontsize=7,
+                        color="#555555", transform=ax.get_yaxis_transform())
+        ax.set_xlim(right=right * 1.5)
         ax.set_yticks(y, modes, fontsize=8)
         ax.set_xlabel("seconds per call (log)")
         ax.set_title(dtype, fontsize=9, loc="left")

@@ -12,9 +12,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import seaborn as sns
-from matplotlib.ticker import NullLocator
+from matplotlib.patches import Patch
+from matplotlib.ticker import FuncFormatter, NullLocator
 
-from study.figures import FAILED_MARKER, log_axis, panel_title, save
+from study.figures import FAILED_MARKER, legend_outside, log_axis, panel_title, save
 from study.paired import common_instances
 from study.regression import style
 from study.regression.headline import best_choices, figure_headline
@@ -25,7 +26,6 @@ from study.regression.tuning import measured_runs
 READ_PASS_LABEL = "one read pass over X"
 FEED_ORDER = ("numpy", "tf1", "tf-feed", "tf-resident", "tf-fused", "tf-fused+xla", "jax-feed",
               "jax-resident", "jax-fused", "torch-feed", "torch-resident", "torch-compiled")
-NOT_RUN = "not run on this data set"
 
 
 def _median_band(curves: list[np.ndarray]):
@@ -59,13 +59,77 @@ def _step_on_grid(x, y, grid):
     return out
 
 
-def _best_configs(runs: pd.DataFrame) -> pd.DataFrame:
+def _best_configs(runs: pd.DataFrame,
+                  per: tuple[str, ...] = ("data", "family", "engine")) -> pd.DataFrame:
     """Per data set, the rows of the best configuration of each optimizer family on each engine
-    (as the headline picks them), so that no panel carries more than one line per engine."""
+    (as the headline picks them; `per` = ("data", "family"): over every engine), so that no
+    panel carries more than one line per engine (or per family)."""
     labelled = label_runs(runs)
-    keep = set(best_choices(labelled)[["data", "config"]].itertuples(index=False, name=None))
+    keep = set(best_choices(labelled, per)[["data", "config"]].itertuples(index=False,
+                                                                          name=None))
     mask = [(d, c) in keep for d, c in zip(labelled["data"], labelled["config"], strict=True)]
     return runs[mask]
+
+
+def families_first(labelled: pd.DataFrame) -> list[str]:
+    """The optimizer families, those that matter first: reached the target on the most data
+    sets, then the lowest median over data sets of their best time, then by name."""
+    best = best_choices(labelled, ("data", "family"))
+    score = best.groupby("family")["time"].agg(
+        reached=lambda t: int(np.isfinite(t).sum()),
+        time=lambda t: float(np.median(t[np.isfinite(t)])) if np.isfinite(t).any() else np.inf)
+    return sorted(score.index, key=lambda f: (-score.loc[f, "reached"], score.loc[f, "time"], f))
+
+
+def grid_columns(count: int) -> int:
+    return 2 if count == 4 else min(count, 3)
+
+
+def panel_grid(count: int, width: float, height: float, header: float):
+    """`count` panels of `width` x `height` inches wrapped into at most three columns (two for
+    four, a square), `header` inches above them; the panels left over are hidden."""
+    columns = grid_columns(count)
+    rows = -(-count // columns)
+    fig, axes = plt.subplots(rows, columns, squeeze=False,
+                             figsize=(width * columns + 0.8, height * rows + header + 0.5))
+    for ax in axes.flat[count:]:
+        ax.set_visible(False)
+    return fig, axes
+
+
+def row_major(items: list, columns: int) -> list:
+    """`items` reordered so that a legend of `columns` columns (filled column by column, the
+    longer columns first) reads them row by row."""
+    return [item for column in range(columns) for item in items[column::columns]]
+
+
+def legend_columns(labels, width: float, fontsize: float = 8) -> int:
+    """How many legend entries of `labels` fit side by side in `width` inches."""
+    entry = (max(map(len, labels), default=1) * 0.55 + 3.5) * fontsize / 72  # text + handle
+    return max(1, min(len(labels), int(width // entry)))
+
+
+def header_layout(groups: list[list], width: float) -> tuple[list[int], float]:
+    """Columns of each legend (one per group of handles) across `width` inches, and the inches
+    that a two-line title and those legends take above the panels."""
+    columns = [legend_columns([h.get_label() for h in group], width - 0.4) for group in groups]
+    rows = sum(-(-len(group) // c) for group, c in zip(groups, columns, strict=True))
+    return columns, 0.42 + 0.17 * rows + 0.08 * (len(groups) - 1) + 0.25
+
+
+def place_header(fig, title: str, groups: list[list], columns: list[int], header: float):
+    """The title, then each group's legend (read row by row), placed in inches from the top so
+    that a tall figure gets no more room than a short one; then the panels laid out under
+    them. The title is kept out of tight_layout, which would make room for it a second time."""
+    height = fig.get_size_inches()[1]
+    suptitle = fig.suptitle(title, fontsize=9, y=1 - 0.06 / height, in_layout=False)
+    top = 0.42
+    for group, ncol in zip(groups, columns, strict=True):
+        fig.legend(handles=row_major(group, ncol), loc="upper center", ncol=ncol, fontsize=8,
+                   frameon=False, bbox_to_anchor=(0.5, 1 - top / height))
+        top += 0.17 * -(-len(group) // ncol) + 0.08
+    fig.tight_layout(rect=(0, 0, 1, 1 - header / height))
+    suptitle.set_in_layout(True)  # inside the saved figure's crop
 
 
 def one_y_range(axes) -> None:
@@ -94,10 +158,14 @@ def skipped_caption(fig, runs: pd.DataFrame) -> None:
 
 
 def figure_convergence(runs: pd.DataFrame, traces: pd.DataFrame, *, x: str = "seconds"):
-    """Suboptimality (log) against time (setup added as an offset) or iterations: a column per
-    data set, a row per optimizer family, one line per engine (its style) in the family's
-    colour; the median over seeds with an interquartile band."""
-    ran = label_runs(_best_configs(runs[runs["status"] != "skipped"]))
+    """Suboptimality (log) against time (setup added as an offset) or iterations: a panel per
+    data set, a line per optimizer family in its colour, drawn for its best configuration over
+    every engine (the engine as the line style); the median over seeds with an interquartile
+    band. Panels wrap into at most three columns, so the figure stays readable at full size
+    however many families and data sets ran; time to target per engine is figure
+    time_to_target's."""
+    order = families_first(label_runs(runs[runs["status"] != "skipped"]))
+    ran = label_runs(_best_configs(runs[runs["status"] != "skipped"], ("data", "family")))
     ran = ran.assign(family=ran.apply(style.family, axis=1))
     traces = traces.merge(ran[["run_id", "config", "data", "family", "engine", "setup_seconds",
                                "status"]], on="run_id")
@@ -106,68 +174,60 @@ def figure_convergence(runs: pd.DataFrame, traces: pd.DataFrame, *, x: str = "se
         xlabel = "seconds, setup included (log)"
     else:
         traces = traces.assign(x=traces["iteration"].astype(float))
-        xlabel = "iterations"
+        xlabel = "iterations (log from 1)"
     traces = traces.assign(y=traces["suboptimality"].clip(lower=1e-17))
     data_sets = sorted(traces["data"].unique()) or ["(no runs)"]
-    families = sorted(traces["family"].unique()) or ["(none)"]
-    fig, axes = plt.subplots(len(families), len(data_sets), squeeze=False,
-                             figsize=(3.2 * len(data_sets) + 1.0, 2.6 * len(families) + 0.8))
-    for row, fam in enumerate(families):
-        for col, data in enumerate(data_sets):
-            ax = axes[row, col]
-            subset = traces[(traces["data"] == data) & (traces["family"] == fam)]
-            for (engine, _config), group in subset.groupby(["engine", "config"]):
-                positive = group["x"][group["x"] > 0]
-                low = positive.min() if x == "seconds" and len(positive) else 0.0
-                grid = (np.geomspace(max(low, 1e-6), group["x"].max() * 1.0001, 200)
-                        if x == "seconds" else np.linspace(0, group["x"].max(), 200))
-                curves = [_step_on_grid(r["x"].to_numpy(), r["y"].to_numpy(), grid)
-                          for _, r in group.sort_values("x").groupby("run_id")]
-                median, q1, q3 = _median_band(curves)
-                c = style.color(fam)
-                ax.plot(grid, median, color=c, ls=style.line_style(engine), lw=1.3,
-                        label=engine)
-                ax.fill_between(grid, q1, q3, color=c, alpha=0.12, lw=0)
-                failed = group[group["status"] != "converged"]
-                if len(failed):
-                    ends = failed.sort_values("x").groupby("run_id").tail(1)
-                    ax.scatter(ends["x"], ends["y"], marker=FAILED_MARKER, color=c, s=20,
-                               zorder=3)
-            log_axis(ax.yaxis)
-            if x == "seconds":
-                log_axis(ax.xaxis)
-            if subset.empty:  # said, instead of an empty frame with an x scale of nothing
-                ax.text(0.5, 0.5, NOT_RUN, transform=ax.transAxes, ha="center", va="center",
-                        fontsize=8, color="#777777")
-                ax.xaxis.set_major_locator(NullLocator())
-                ax.xaxis.set_minor_locator(NullLocator())
-            if row == 0:
-                ax.set_title(panel_title(data), fontsize=8)
-            if col == 0:
-                ax.set_ylabel(f"{fam}\n(f - f*) / f*", fontsize=8)
-            if row == len(families) - 1:
-                ax.set_xlabel(xlabel, fontsize=8)
-            ax.tick_params(labelsize=7)
-    one_y_range(axes)
+    families = [f for f in order if f in set(traces["family"])]
     engines = sorted(traces["engine"].map(style.engine_key).unique(), key=style.engine_rank)
-    handles = [plt.Line2D([], [], color="#333333", ls=style.line_style(e), lw=1.3, label=e)
-               for e in engines]
-    handles.append(plt.Line2D([], [], color="#333333", marker=FAILED_MARKER, ls="none",
-                              label="run did not converge"))
-    # placed in inches from the top, so a tall figure gets no more room than a short one: the
-    # title's two lines (kept out of tight_layout, which would make room for it a second time),
-    # the legend's rows, then the panels
-    height, columns = fig.get_size_inches()[1], min(len(handles), 5)
-    legend_rows = -(-len(handles) // columns)
-    title = fig.suptitle(f"Convergence against {'time' if x == 'seconds' else 'iterations'}: a "
-                         "row per optimizer, a line style per engine\n(its best configuration; "
-                         "median over seeds, IQR band)", fontsize=9, y=1 - 0.06 / height,
-                         in_layout=False)
-    fig.legend(handles=handles, loc="upper center", ncol=columns, fontsize=8, frameon=False,
-               bbox_to_anchor=(0.5, 1 - 0.42 / height))
+    groups = [[plt.Line2D([], [], color=style.color(f), lw=2, label=f) for f in families],
+              [*(plt.Line2D([], [], color="#333333", ls=style.line_style(e), lw=1.3, label=e)
+                 for e in engines),
+               plt.Line2D([], [], color="#333333", marker=FAILED_MARKER, ls="none",
+                          label="run did not converge")]]
+    columns, header = header_layout(groups, 4.0 * grid_columns(len(data_sets)) + 0.8)
+    fig, axes = panel_grid(len(data_sets), 4.0, 3.0, header)
+    panels = dict(list(traces.groupby("data")))
+    for panel, (ax, data) in enumerate(zip(axes.flat, data_sets, strict=False)):
+        lines = panels.get(data, traces[:0]).groupby(["family", "engine", "config"])
+        for (fam, engine, _config), group in sorted(lines, key=lambda g: families.index(
+                g[0][0])):  # in the legend's order; those that matter on top (zorder)
+            positive = group["x"][group["x"] > 0]
+            low = positive.min() if x == "seconds" and len(positive) else 0.0
+            grid = (np.geomspace(max(low, 1e-6), group["x"].max() * 1.0001, 200)
+                    if x == "seconds" else np.concatenate(
+                        [[0.0], np.geomspace(1, max(group["x"].max(), 1) * 1.0001, 199)]))
+            curves = [_step_on_grid(r["x"].to_numpy(), r["y"].to_numpy(), grid)
+                      for _, r in group.sort_values("x").groupby("run_id")]
+            median, q1, q3 = _median_band(curves)
+            c, z = style.color(fam), 3 - families.index(fam) / len(families)
+            one_point = np.isfinite(median).sum() < 2  # a direct solve: a mark, not a line
+            ax.plot(grid, median, color=c, ls=style.line_style(engine), lw=1.3,
+                    marker="o" if one_point else None, ms=4, label=f"{fam} {engine}", zorder=z)
+            ax.fill_between(grid, q1, q3, color=c, alpha=0.10, lw=0, zorder=z - 1)
+            failed = group[group["status"] != "converged"]
+            if len(failed):
+                ends = failed.sort_values("x").groupby("run_id").tail(1)
+                ax.scatter(ends["x"], ends["y"], marker=FAILED_MARKER, color=c, s=20, zorder=4)
+        log_axis(ax.yaxis)
+        if x == "seconds":
+            log_axis(ax.xaxis)
+        else:  # iteration 0 included; L-BFGS's 10 beside Adadelta's 5000
+            ax.set_xscale("symlog", linthresh=1, linscale=0.3)
+            ax.set_xlim(left=0)
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.0f}"))
+            ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_title(panel_title(data), fontsize=8)
+        if panel % axes.shape[1] == 0:
+            ax.set_ylabel("(f - f*) / f*", fontsize=8)
+        if panel + axes.shape[1] >= len(data_sets):  # the lowest panel of its column
+            ax.set_xlabel(xlabel, fontsize=8)
+        ax.tick_params(labelsize=7)
+    one_y_range(axes)
     skipped_caption(fig, runs)
-    fig.tight_layout(rect=(0, 0, 1, 1 - (0.5 + 0.17 * legend_rows) / height))
-    title.set_in_layout(True)  # inside the saved figure's crop
+    place_header(fig, f"Convergence against {'time' if x == 'seconds' else 'iterations'}: a "
+                 "panel per data set, a line per optimizer at its best configuration\n(colour: "
+                 "optimizer, fastest first; line style: the engine it ran on; median over seeds, "
+                 "IQR band)", groups, columns, header)
     return fig
 
 
@@ -191,15 +251,18 @@ def figure_time_to_target(runs: pd.DataFrame):
                                         "setup", "loop", "failure"])
     table = table.sort_values(["data", "loop"], na_position="last")
     data_sets = list(dict.fromkeys(table["data"])) or ["(no runs)"]
-    heights = [max(2.4, 0.26 * (table["data"] == d).sum() + 0.8) for d in data_sets]
-    fig, axes = plt.subplots(len(data_sets), 1, figsize=(12, sum(heights) + 0.6),
+    heights = [max(2.6, 0.26 * (table["data"] == d).sum() + 0.8) for d in data_sets]
+    header = 0.3  # the legend, above the panels
+    fig, axes = plt.subplots(len(data_sets), 1, figsize=(12, sum(heights) + 0.6 + header),
                              squeeze=False, gridspec_kw={"height_ratios": heights})
     for ax, data in zip(axes[:, 0], data_sets, strict=True):
         part = table[table["data"] == data].reset_index(drop=True)
-        finite = (part["setup"] + part["loop"]).dropna()
-        right = finite.max() * 30 if len(finite) else 1.0
-        left = max(min(part["setup"].min(), part["loop"].min()) / 3, 1e-6) if len(finite) \
-            else 1e-6
+        # the axis ends near the data: from a third of the shortest bar part to a little past
+        # the longest bar (a panel where nothing got there takes every panel's span)
+        drawn = part if part["loop"].notna().any() else table
+        left = max(np.nanmin(drawn[["setup", "loop"]].to_numpy(float), initial=1.0) / 3, 1e-6)
+        right = np.nanmax((left + drawn["setup"].clip(lower=0) + drawn["loop"]).to_numpy(float),
+                          initial=left * 10) * 1.3
         y = np.arange(len(part))
         ok = part["converged"] > 0
         colors = [style.color(f) for f in part["family"]]
@@ -210,9 +273,10 @@ def figure_time_to_target(runs: pd.DataFrame):
                 label="iterations to target (median of converged runs)")
         for yi, text, k, c in zip(y, part["failure"], ok, colors, strict=True):
             if not k:
-                ax.plot(left, yi, marker=FAILED_MARKER, color=c, ms=7, mew=2)
-            if text:
-                ax.text(right, yi, f" {text}", va="center", fontsize=7, color="#c44e52")
+                ax.plot(left, yi, marker=FAILED_MARKER, color=c, ms=7, mew=2, clip_on=False)
+            if text:  # beside the panel, whatever its span
+                ax.text(1.0, yi, f" {text}", va="center", fontsize=7, color="#c44e52",
+                        transform=ax.get_yaxis_transform())
         ax.set_yticks(y, [f"{c} ({k}/{n})" for c, k, n in
                           zip(part["config"], part["converged"], part["n"], strict=True)],
                       fontsize=7)
@@ -221,9 +285,17 @@ def figure_time_to_target(runs: pd.DataFrame):
         ax.invert_yaxis()
         ax.set_title(panel_title(data), fontsize=9)
     axes[-1, 0].set_xlabel("seconds to the target (log); (k/n) = runs that reached it")
-    axes[0, 0].legend(fontsize=7, loc="lower right")
+    height = fig.get_size_inches()[1]
+    fig.legend(handles=[
+        Patch(color="#cccccc", label="setup (conversion, transfer, tracing, compilation)"),
+        Patch(color="#555555", label="iterations to target (median of converged runs), in "
+                                     "the optimizer's colour"),
+        plt.Line2D([], [], color="#555555", marker=FAILED_MARKER, ls="none", mew=2,
+                   label="no run reached the target")],
+        loc="upper center", ncol=3, fontsize=7, frameon=False,
+        bbox_to_anchor=(0.5, 1 - 0.05 / height))
     skipped_caption(fig, runs)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 1 - header / height))
     return fig
 
 
@@ -238,10 +310,17 @@ def figure_cost_tradeoff(runs: pd.DataFrame):
         iterations=("iterations", "median"), per_iteration=("seconds_per_iteration", "median"),
         converged=("status", lambda s: (s == "converged").mean())).reset_index()
     data_sets = sorted(agg["data"].unique()) or ["(no runs)"]
-    cols = min(len(data_sets), 2)
-    rows = -(-len(data_sets) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 4.2 * rows + 1.0), squeeze=False)
-    for ax, data in zip(axes.flat, data_sets, strict=False):
+    families = [f for f in families_first(ran) if f in set(agg["family"])]
+    engines = sorted(agg["engine"].map(style.engine_key).unique(), key=style.engine_rank)
+    groups = [[plt.Line2D([], [], color=style.color(f), marker="o", ls="none", label=f)
+               for f in families],
+              [*(plt.Line2D([], [], color="#333333", marker=style.marker(e), ls="none", label=e)
+                 for e in engines),
+               plt.Line2D([], [], color="#333333", marker="o", mfc="none", ls="none",
+                          label="open: did not converge")]]
+    columns, header = header_layout(groups, 4.2 * grid_columns(len(data_sets)) + 0.8)
+    fig, axes = panel_grid(len(data_sets), 4.2, 3.4, header)
+    for panel, (ax, data) in enumerate(zip(axes.flat, data_sets, strict=False)):
         part = agg[agg["data"] == data]
         for r in part.itertuples():
             ax.scatter(r.iterations, r.per_iteration, color=style.color(r.family),
@@ -259,24 +338,15 @@ def figure_cost_tradeoff(runs: pd.DataFrame):
                     ax.plot(xs, ys, color="grey", lw=0.6, ls=":")
                     ax.annotate(f"{total:g} s", (xs[-1], ys[-1]), fontsize=7, color="grey")
             ax.set_ylim(y_low, y_high)
-        ax.set_title(panel_title(data), fontsize=9)
-        ax.set_xlabel("iterations (median; to target when converged)")
-        ax.set_ylabel("seconds per iteration (median)")
-    for ax in list(axes.flat)[len(data_sets):]:
-        ax.set_visible(False)
-    families = sorted(agg["family"].unique())
-    engines = sorted(agg["engine"].map(style.engine_key).unique(), key=style.engine_rank)
-    handles = [plt.Line2D([], [], color=style.color(f), marker="o", ls="none", label=f)
-               for f in families]
-    handles += [plt.Line2D([], [], color="#333333", marker=style.marker(e), ls="none",
-                           label=e) for e in engines]
-    handles.append(plt.Line2D([], [], color="#333333", marker="o", mfc="none", ls="none",
-                              label="open: did not converge"))
-    fig.suptitle("Cost per iteration against iterations (dotted: equal total time)",
-                 fontsize=10)
-    fig.legend(handles=handles, loc="upper center", ncol=5, fontsize=7, frameon=False,
-               bbox_to_anchor=(0.5, 0.97))
-    fig.tight_layout(rect=(0, 0, 1, 0.97 - 0.12 / rows))
+        ax.set_title(panel_title(data), fontsize=8)
+        ax.tick_params(labelsize=7)
+        if panel % axes.shape[1] == 0:
+            ax.set_ylabel("seconds per iteration (median)", fontsize=8)
+        if panel + axes.shape[1] >= len(data_sets):  # the lowest panel of its column
+            ax.set_xlabel("iterations (median; to target when converged)", fontsize=8)
+    place_header(fig, "Cost per iteration against iterations (dotted: equal total time)\n"
+                 "(colour: optimizer, fastest first; marker: engine; each at its best "
+                 "configuration)", groups, columns, header)
     return fig
 
 
@@ -327,12 +397,14 @@ def figure_performance_profile(runs: pd.DataFrame):
     taus = np.geomspace(1, 1e4, 200)
     profile = performance_profile(chosen, taus)
     names = chosen.drop_duplicates("config").set_index("config")
-    fig, ax = plt.subplots(figsize=(8.5, 5))
+    columns = legend_columns(list(names.index), 8.0, fontsize=7)  # under the panel
+    rows = -(-len(names) // columns)
+    fig, ax = plt.subplots(figsize=(8.5, 4.6 + 0.16 * rows))
     for config, group in profile.groupby("config"):
         fam, engine = names.loc[config, "family"], names.loc[config, "engine"]
         c = style.color(fam)
         ax.step(group["tau"], group["share"], where="post", color=c, lw=1.5,
-                ls=style.line_style(engine), label=f"{fam}: {config}")
+                ls=style.line_style(engine), label=config)
         ax.fill_between(group["tau"], group["low"], group["high"], step="post", color=c,
                         alpha=0.10, lw=0)
     log_axis(ax.xaxis)
@@ -341,7 +413,7 @@ def figure_performance_profile(runs: pd.DataFrame):
     ax.set_ylabel("share of problems solved")
     ax.set_title("Performance profiles: each optimizer's best configuration over data sets x "
                  "seeds (failures = infinite time; 90% bootstrap band)", fontsize=9)
-    ax.legend(fontsize=7, loc="lower right")
+    legend_outside(ax, below=True, fontsize=7, ncol=columns)
     skipped_caption(fig, runs)
     fig.tight_layout()
     return fig
@@ -378,7 +450,7 @@ def figure_feed_modes(runs: pd.DataFrame):
         ax.set_ylabel("seconds per iteration (median, log)")
         ax.set_xlabel("engine")
         ax.set_title(f"{data} on {device}: GD and Adadelta", fontsize=9)
-        ax.legend(fontsize=7)
+        legend_outside(ax, fontsize=7)
     fig.tight_layout()
     return fig
 

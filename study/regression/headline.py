@@ -29,18 +29,19 @@ def headline_data(runs: pd.DataFrame) -> str | None:
     return (raw_eve if len(raw_eve) else labelled)["data"].sort_values().iloc[0]
 
 
-def best_choices(labelled: pd.DataFrame) -> pd.DataFrame:
-    """Per data set, family and engine, the configuration with the lowest median time to
-    target (when none got there, the one that came closest; ties to the first by name): one
-    grouping for all of them (a groupby per family and engine cost seconds per figure).
+def best_choices(labelled: pd.DataFrame,
+                 per: tuple[str, ...] = ("data", "family", "engine")) -> pd.DataFrame:
+    """Per data set, family and engine (or per `per`), the configuration with the lowest
+    median time to target (when none got there, the one that came closest; ties to the first
+    by name), with that median `time` and `closest` suboptimality: one grouping for all of
+    them (a groupby per family and engine cost seconds per figure).
     `labelled`: runs with label_runs' columns."""
     runs = labelled.assign(family=labelled.apply(style.family, axis=1),
                            time=time_to_target(labelled))
     score = runs.groupby(["data", "family", "engine", "config"]).agg(
         time=("time", "median"), closest=("suboptimality", "median")).reset_index()
-    score = score.sort_values(["data", "family", "engine", "time", "closest"], kind="stable")
-    return score.drop_duplicates(["data", "family", "engine"])[["data", "family", "engine",
-                                                                 "config"]]
+    score = score.sort_values([*per, "time", "closest"], kind="stable")
+    return score.drop_duplicates(list(per)).reset_index(drop=True)
 
 
 def best_per_family_and_engine(runs: pd.DataFrame, data: str) -> pd.DataFrame:

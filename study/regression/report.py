@@ -216,8 +216,9 @@ def summary_table(table: pd.DataFrame) -> pd.DataFrame:
 
 
 CAPTIONS = {
-    "convergence_time": "Relative suboptimality against seconds, setup included: a row per "
-                        "optimizer, a column per data set, a line style per engine.",
+    "convergence_time": "Relative suboptimality against seconds, setup included: a panel per "
+                        "data set, a line per optimizer at its best configuration (its engine "
+                        "as the line style).",
     "convergence_iterations": "Relative suboptimality against iterations (same layout).",
     "time_to_target": "Seconds to the target, setup (grey) and iterations, for the best "
                       "configuration of each optimizer on each engine; x = did not get there.",

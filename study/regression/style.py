@@ -6,9 +6,9 @@ from __future__ import annotations
 FAMILY_COLORS = {
     "gd": "#4c72b0", "momentum": "#64b5cd", "nesterov": "#8172b3", "adadelta": "#dd8452",
     "adadelta [original rule]": "#c44e52", "adam": "#da8bc3", "rmsprop": "#937860",
-    "adagrad": "#8c8c8c", "lbfgs": "#55a868", "lbfgs-tfp": "#2f7d43", "scipy-lbfgs": "#ccb974",
-    "cg": "#17becf", "scipy-lsqr": "#bcbd22", "scipy-lsmr": "#7f7f7f", "closed-form": "#222222",
-}
+    "adagrad": "#a6761d", "lbfgs": "#55a868", "lbfgs-tfp": "#2f7d43", "scipy-lbfgs": "#ccb974",
+    "cgls": "#17becf", "scipy-lsqr": "#bcbd22", "scipy-lsmr": "#e7298a", "closed-form": "#222222",
+}  # keyed by the names in optimizers.OPTIMIZERS; adagrad and LSMR were greys like OTHER_COLOR
 OTHER_COLOR = "#999999"
 
 ENGINE_STYLES = {  # engine (without the device) -> (line style, marker)
