@@ -29,10 +29,12 @@ from __future__ import annotations
 
 import inspect
 import json
+import sys
 from typing import NamedTuple
 
 from datasets.errors import InputError
 from optimizers.ranges import FRACTION, NONNEGATIVE, RATE, UNIT, check_ranges
+from optimizers.reference import first_line
 
 TORCH_PREFIX = PREFIX = "torch:"  # a torch.optim optimizer by class name
 CLASSES = ("LBFGS", "SGD", "Adam", "RMSprop", "Adagrad", "Adadelta")
@@ -58,9 +60,12 @@ class TorchState(NamedTuple):
 
 
 def _torch():
-    from optimizers.backends.registry import FRAMEWORKS
+    """torch; where it is not installed, one line naming the extra (looked up once: an LBFGS
+    step calls this inside the timed loop)."""
+    if "torch" not in sys.modules:
+        from optimizers.backends.registry import FRAMEWORKS
 
-    FRAMEWORKS["torch"].require()  # one line naming the extra
+        FRAMEWORKS["torch"].require()
     import torch
 
     return torch
@@ -112,8 +117,7 @@ class TorchOptimizer:
         try:
             return getattr(torch.optim, self.class_name)([param], **arguments)
         except (TypeError, ValueError) as exc:  # the library's own checks, e.g. nesterov
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise InputError(f"{self.name}: {first}") from None
+            raise InputError(f"{self.name}: {first_line(exc)}") from None
 
     def hyperparameters(self) -> dict:
         return dict(self.config)
