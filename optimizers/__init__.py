@@ -16,11 +16,13 @@ from optimizers.keras_optimizer import KERAS_PREFIX, KerasOptimizer
 from optimizers.lbfgs import LBFGS
 from optimizers.momentum import Momentum
 from optimizers.nesterov import Nesterov
+from optimizers.optax_lbfgs import OptaxLBFGS
 from optimizers.reference import ClosedForm, ScipyLBFGS
 from optimizers.rmsprop import RMSprop
 from optimizers.scipy_krylov import ScipyLSMR, ScipyLSQR
 from optimizers.stopping import build_rules
 from optimizers.tfp_lbfgs import TfpLBFGS
+from optimizers.torch_optimizer import TORCH_PREFIX, TorchOptimizer
 
 OPTIMIZERS = {
     "gd": GradientDescent,
@@ -33,22 +35,32 @@ OPTIMIZERS = {
     "cgls": CGLS,
     "lbfgs": LBFGS,
     "lbfgs-tfp": TfpLBFGS,  # TensorFlow Probability's, on the tensorflow backend (extra 'tfp')
+    "optax-lbfgs": OptaxLBFGS,  # optax's, with its zoom line search, on the jax backend
     "scipy-lbfgs": ScipyLBFGS,
     "scipy-lsqr": ScipyLSQR,
     "scipy-lsmr": ScipyLSMR,
     "closed-form": ClosedForm,
 }
+# a library's own optimizer object by class name: `keras:Adam`, `torch:LBFGS`
+PREFIXES = {KERAS_PREFIX: KerasOptimizer, TORCH_PREFIX: TorchOptimizer}
+
+
+def prefix_of(name: str) -> str | None:
+    """The library prefix a name starts with (`keras:`, `torch:`), or None."""
+    return next((prefix for prefix in PREFIXES if name.startswith(prefix)), None)
 
 
 def make_optimizer(name: str, **hyperparameters):
     """Build the named optimizer; unknown names or hyperparameters list the allowed ones.
-    `keras:<Class>` is Keras's optimizer of that class, its parameters Keras's own."""
-    if name.startswith(KERAS_PREFIX):
-        return KerasOptimizer(name[len(KERAS_PREFIX):], **hyperparameters)
+    `keras:<Class>` is Keras's optimizer of that class and `torch:<Class>` torch.optim's, their
+    parameters the library's own."""
+    prefix = prefix_of(name)
+    if prefix is not None:
+        return PREFIXES[prefix](name[len(prefix):], **hyperparameters)
     cls = OPTIMIZERS.get(name)
     if cls is None:
         raise InputError(f"unknown optimizer '{name}'; allowed: {', '.join(OPTIMIZERS)}, "
-                         f"{KERAS_PREFIX}<Class>")
+                         + ", ".join(f"{p}<Class>" for p in PREFIXES))
     allowed = [f.name for f in dataclasses.fields(cls) if f.name != "name"]
     for key in hyperparameters:
         if key not in allowed:
@@ -57,5 +69,5 @@ def make_optimizer(name: str, **hyperparameters):
     return cls(**hyperparameters)
 
 
-__all__ = ["BACKENDS", "INITS", "KERAS_PREFIX", "OPTIMIZERS", "build_rules", "make_backend",
-           "make_optimizer", "run"]
+__all__ = ["BACKENDS", "INITS", "KERAS_PREFIX", "OPTIMIZERS", "PREFIXES", "TORCH_PREFIX",
+           "build_rules", "make_backend", "make_optimizer", "prefix_of", "run"]

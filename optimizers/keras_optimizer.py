@@ -17,6 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from datasets.errors import InputError
+from optimizers.ranges import FRACTION, NONNEGATIVE, RATE, UNIT, check_ranges
 
 KERAS_PREFIX = PREFIX = "keras:"  # any Keras optimizer by class name
 
@@ -27,23 +28,20 @@ class KerasState(NamedTuple):
     g: object
 
 
-# What a Keras optimizer's numbers may be. Keras itself takes a negative learning rate or an
-# epsilon of -1 without a word (and runs), so each parameter that names a rate, a decay, a norm or
-# a count is checked here first: (low, high, low included, high included); None: unbounded.
-_RATE, _FRACTION, _UNIT = (0.0, None, False, None), (0.0, 1.0, True, False), (0.0, 1.0, True, True)
-_NONNEGATIVE = (0.0, None, True, None)
+# What a Keras optimizer's numbers may be (optimizers.ranges): Keras itself takes a negative
+# learning rate or an epsilon of -1 without a word (and runs).
 KERAS_RANGES = {
-    "learning_rate": _RATE, "epsilon": _RATE, "epsilon_1": _RATE, "epsilon_2": _RATE,
-    "clipnorm": _RATE, "clipvalue": _RATE, "global_clipnorm": _RATE, "clip_threshold": _RATE,
-    "loss_scale_factor": _RATE, "initial_scale": _RATE, "adam_lr_ratio": _RATE,
-    "rms_rate": _RATE,
-    "beta_1": _FRACTION, "beta_2": _FRACTION, "rho": _FRACTION, "momentum": _FRACTION,
-    "adam_beta_1": _FRACTION, "adam_beta_2": _FRACTION,
-    "ema_momentum": _UNIT,
-    "weight_decay": _NONNEGATIVE, "adam_weight_decay": _NONNEGATIVE,
-    "initial_accumulator_value": _NONNEGATIVE, "l1_regularization_strength": _NONNEGATIVE,
-    "l2_regularization_strength": _NONNEGATIVE, "beta": _NONNEGATIVE,
-    "l2_shrinkage_regularization_strength": _NONNEGATIVE,
+    "learning_rate": RATE, "epsilon": RATE, "epsilon_1": RATE, "epsilon_2": RATE,
+    "clipnorm": RATE, "clipvalue": RATE, "global_clipnorm": RATE, "clip_threshold": RATE,
+    "loss_scale_factor": RATE, "initial_scale": RATE, "adam_lr_ratio": RATE,
+    "rms_rate": RATE,
+    "beta_1": FRACTION, "beta_2": FRACTION, "rho": FRACTION, "momentum": FRACTION,
+    "adam_beta_1": FRACTION, "adam_beta_2": FRACTION,
+    "ema_momentum": UNIT,
+    "weight_decay": NONNEGATIVE, "adam_weight_decay": NONNEGATIVE,
+    "initial_accumulator_value": NONNEGATIVE, "l1_regularization_strength": NONNEGATIVE,
+    "l2_regularization_strength": NONNEGATIVE, "beta": NONNEGATIVE,
+    "l2_shrinkage_regularization_strength": NONNEGATIVE,
     "learning_rate_power": (None, 0.0, None, True),
 }
 # Lion's betas may be 1 (Keras: "(0, 1]"); an Adam-like beta of 1 divides by zero
@@ -56,25 +54,8 @@ def check_config(class_name: str, config: dict) -> None:
     """Refuse a number no optimizer can use (negative or non-finite rates, betas outside
     [0, 1), a negative decay), naming the parameter and the allowed range; None is Keras's
     'off' where it allows one, and what is not a number is left to Keras's own checks."""
-    import math
-
-    ranges = {**KERAS_RANGES, **_CLASS_RANGES.get(class_name, {})}
-    for key, value in config.items():
-        if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
-            continue
-        where = f"{PREFIX}{class_name}: {key}"
-        if key in _COUNTS:
-            if not isinstance(value, int) or value < 1:
-                raise InputError(f"{where} must be an integer >= 1, got {value!r}")
-            continue
-        if not math.isfinite(value):
-            raise InputError(f"{where} must be a finite number, got {value!r}")
-        low, high, low_in, high_in = ranges.get(key, (None, None, None, None))
-        if (low is not None and (value < low or (value == low and not low_in))) or \
-                (high is not None and (value > high or (value == high and not high_in))):
-            interval = (("[" if low_in else "(") + ("-inf" if low is None else f"{low:g}") + ", "
-                        + ("inf" if high is None else f"{high:g}") + ("]" if high_in else ")"))
-            raise InputError(f"{where} must be in {interval}, got {value!r}")
+    check_ranges(f"{PREFIX}{class_name}", config,
+                 {**KERAS_RANGES, **_CLASS_RANGES.get(class_name, {})}, _COUNTS)
 
 
 def keras_classes() -> list[str]:

@@ -9,7 +9,7 @@ import itertools
 
 from datasets import DATASETS, validate_dataset
 from datasets.errors import InputError
-from optimizers import INITS, KERAS_PREFIX, OPTIMIZERS, build_rules, make_optimizer
+from optimizers import INITS, KERAS_PREFIX, OPTIMIZERS, PREFIXES, build_rules, make_optimizer
 from optimizers.backends.registry import BACKENDS, backend
 from optimizers.keras_optimizer import check_optimizers as check_keras_optimizers
 from study.regression import tuning as protocol
@@ -102,10 +102,15 @@ def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[RunSpe
         points[section] = []
         for block in blocks(raw, section, source):
             block_name = block.get("name")
-            keras = section == "optimizers" and isinstance(block_name, str) \
-                and block_name.startswith(KERAS_PREFIX)
-            if not isinstance(block_name, str) or (block_name not in names and not keras):
-                fail(section, f"unknown name {block_name!r}; allowed: {', '.join(names)}")
+            # a library's class by name (keras:Adam, torch:LBFGS): its own object checks it,
+            # Keras's in a child process (see check_keras_optimizers), torch's here
+            library = section == "optimizers" and isinstance(block_name, str) \
+                and block_name.startswith(tuple(PREFIXES))
+            keras = library and block_name.startswith(KERAS_PREFIX)
+            if not isinstance(block_name, str) or (block_name not in names and not library):
+                allowed = [*names, *(f"{p}<Class>" for p in PREFIXES)] \
+                    if section == "optimizers" else names
+                fail(section, f"unknown name {block_name!r}; allowed: {', '.join(allowed)}")
             own_keys = ("name", "stopping", *(("tuning",) if section == "optimizers" else ()))
             params = {k: v for k, v in block.items() if k not in own_keys}
             # An optimizer block may bring its own rules (e.g. the original program's: tol

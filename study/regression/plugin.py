@@ -26,7 +26,6 @@ REPORT_MODULE = "study.regression.report"
 STATUSES = (*RUN_STATUSES, "uncertifiable")
 # a sweep with these exits 1; "uncertifiable" (f* too coarse for the tol) is a refusal, not one
 FAILED_STATUSES = ("error", "failed", "reference-error")
-KERAS_MODULE = "optimizers/keras_optimizer.py"  # every keras:<Class> runs through it
 MEASURING_FILES = ("study/regression/measure.py", "study/regression/spec.py")
 
 __all__ = ["CONFIG_KEYS", "FAILED_STATUSES", "FIGURES_MODULE", "KIND", "MEASURE_MODULE",
@@ -103,10 +102,11 @@ def needs_gpu(spec: RunSpec) -> bool:
 
 def _selectable() -> tuple[set[str], dict, dict]:
     from datasets import DATASETS
-    from optimizers import KERAS_PREFIX, OPTIMIZERS
+    from optimizers import OPTIMIZERS, PREFIXES
 
-    optimizers = {name: relative(inspect.getsourcefile(cls)) for name, cls in OPTIMIZERS.items()}
-    optimizers[KERAS_PREFIX] = KERAS_MODULE
+    # every keras:<Class> runs through keras_optimizer.py, every torch:<Class> torch_optimizer.py
+    optimizers = {name: relative(inspect.getsourcefile(cls))
+                  for name, cls in {**OPTIMIZERS, **PREFIXES}.items()}
     datasets = {name: relative(inspect.getsourcefile(f)) for name, f in DATASETS.items()}
     chosen = set(optimizers.values()) | set(datasets.values()) | set(python_files(
         "optimizers/backends"))
@@ -120,9 +120,9 @@ def code_files(spec: RunSpec) -> list[str]:
     chosen, optimizers, datasets = _selectable()
     shared = [f for f in python_files("datasets") + python_files("optimizers")
               if f not in chosen]
-    from optimizers import KERAS_PREFIX
+    from optimizers import prefix_of
 
-    name = KERAS_PREFIX if spec.optimizer.startswith(KERAS_PREFIX) else spec.optimizer
+    name = prefix_of(spec.optimizer) or spec.optimizer
     own = [optimizers[name], datasets[spec.dataset], *BACKENDS[spec.backend].files]
     return sorted({*shared, *own, *ENGINE_FILES, *MEASURING_FILES, *input_files(spec)})
 

@@ -36,8 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="any other dataset parameter, e.g. kappa=1e4 or seed=3")
     opt = parser.add_argument_group("optimizer")
     opt.add_argument("--optimizer", default="lbfgs",
-                     help=f"one of: {', '.join(OPTIMIZERS)}, or keras:<Class> (any Keras "
-                          "optimizer, tensorflow backend)")
+                     help=f"one of: {', '.join(OPTIMIZERS)}, keras:<Class> (any Keras "
+                          "optimizer, tensorflow backend) or torch:<Class> (torch.optim's LBFGS, "
+                          "SGD, Adam, RMSprop, Adagrad, Adadelta; torch backend)")
     opt.add_argument("--step", help="gd: fixed, 1/L, diag (the original program's update) or "
                      "armijo (backtracking)")
     opt.add_argument("--lr", type=float, help="learning rate (gd step=fixed, adadelta)")
@@ -47,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     opt.add_argument("--solver", help="closed-form: lstsq or normal")
     opt.add_argument("--opt-param", action="append", default=[], metavar="KEY=VALUE",
                      help="any other optimizer hyperparameter, e.g. momentum=0.9, or a Keras "
-                          "optimizer's argument, e.g. learning_rate=0.01")
+                          "or torch optimizer's argument, e.g. learning_rate=0.01, lr=0.01")
     opt.add_argument("--init", default="zeros", help=f"starting point: {', '.join(INITS)}")
     opt.add_argument("--seed", type=int, default=0, help="seed of the random init")
     back = parser.add_argument_group("backend")

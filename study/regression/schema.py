@@ -71,6 +71,10 @@ RUN_COLUMNS = Schema("runs", (
     Column("keras_class", "str", "keras:<Class>: the Keras optimizer's class"),
     Column("keras_config", "str", "keras:<Class>: its full get_config() as JSON"),
     Column("keras_version", "str", "keras:<Class>: the Keras version that ran it"),
+    Column("torch_class", "str", "torch:<Class>: the torch.optim optimizer's class"),
+    Column("torch_config", "str", "torch:<Class>: its defaults (every argument) as JSON"),
+    Column("torch_version", "str", "torch:<Class>: the PyTorch version that ran it"),
+    Column("optax_version", "str", "optax-lbfgs: the optax version that ran it"),
 ), families=("data_", "hp_", "stop_"),
    required=("dataset", "dataset_params", "optimizer", "hyperparameters", "backend", "dtype",
              "seed"))

@@ -1,0 +1,103 @@
+"""optax's L-BFGS with its own zoom line search (`optax-lbfgs`), a library reference on the jax
+backend.
+
+It is an optimizer like ours (init/update on a NamedTuple state), so the JAX backend runs it in
+each of its modes: one jitted optax update per iteration, compiled ahead of time and timed as
+setup, with the run's rules checked on the host after each (feed, resident; the host loop's
+`RuleMonitor`), or the whole loop one `lax.while_loop` with the rules inside (fused). An update
+is `optax.lbfgs().update(g, opt_state, w, value=f, grad=g, value_fn=loss)` and
+`optax.apply_updates`. The loss and gradient at the new iterate are those its line search stored
+in the state (what `optax.value_and_grad_from_state` fetches), so none is evaluated twice:
+nfev = 1 + the line-search steps, summed from optax's own `num_linesearch_steps`.
+
+optax differentiates `value_fn` itself (`jax.value_and_grad`); the loss is given the objective's
+analytic gradient as its derivative (`jax.custom_jvp`), so each line-search step is one
+evaluation of the objective, as for every method. optax's defaults stand (memory 10, at most 20
+line-search steps, a first trial step of 1); it has no convergence test of its own.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from datasets.errors import InputError
+
+
+class OptaxState(NamedTuple):
+    w: object
+    f: object
+    g: object
+    opt_state: object  # optax's: the L-BFGS memory and the line search's last value and grad
+    nfev: object  # evaluations so far (an int64 array, counted on the device)
+
+
+def analytic_loss(objective):
+    """The loss as a function JAX can differentiate, its derivative our analytic gradient."""
+    import jax
+
+    @jax.custom_jvp
+    def loss(w):
+        return objective.value_and_grad(w)[0]
+
+    @loss.defjvp
+    def _(primals, tangents):
+        f, g = objective.value_and_grad(primals[0])
+        return f, (g * tangents[0]).sum()
+
+    return loss
+
+
+@dataclass(frozen=True)
+class OptaxLBFGS:
+    history: int = 10
+    name: str = "optax-lbfgs"
+    evaluations = {"nfev": 1, "ngev": 1, "nhvp": 0}  # nominal; `report` gives optax's counts
+
+    def __post_init__(self):
+        if isinstance(self.history, bool) or not isinstance(self.history, int) or self.history < 1:
+            raise InputError(f"{self.name}: history must be an integer >= 1, got "
+                             f"{self.history!r}")
+
+    def hyperparameters(self) -> dict:
+        return {"history": self.history}
+
+    def unavailable(self) -> str | None:
+        if importlib.util.find_spec("optax") is None:
+            return "optax-lbfgs needs optax, which is not installed: pip install " \
+                   "'convergence-study[jax]'"
+        return None
+
+    def _solver(self):
+        import optax
+
+        return optax.lbfgs(memory_size=self.history)
+
+    def setup(self, problem, objective, ops):
+        if ops.name != "jax":
+            raise InputError(f"{self.name} runs on the jax backend only, not '{ops.name}'")
+        return ()
+
+    def init(self, objective, ops, params, w0) -> OptaxState:
+        import jax.numpy as jnp
+
+        f, g = objective.value_and_grad(w0)
+        return OptaxState(w0, f, g, self._solver().init(w0), jnp.asarray(1, jnp.int64))
+
+    def update(self, objective, ops, params, state) -> OptaxState:
+        import optax
+
+        updates, opt_state = self._solver().update(
+            state.g, state.opt_state, state.w, value=state.f, grad=state.g,
+            value_fn=analytic_loss(objective))
+        w = optax.apply_updates(state.w, updates)
+        steps = optax.tree.get(opt_state, "num_linesearch_steps")
+        return OptaxState(w, optax.tree.get(opt_state, "value"),
+                          optax.tree.get(opt_state, "grad"), opt_state, state.nfev + steps)
+
+    def report(self, state) -> dict:
+        import optax
+
+        nfev = int(state.nfev)
+        return {"nfev": nfev, "ngev": nfev, "nhvp": 0, "optax_version": optax.__version__}

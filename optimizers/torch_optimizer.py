@@ -1,0 +1,183 @@
+"""torch.optim's own optimizers by name (`torch:LBFGS`, `torch:Adam`, ...) on the torch backend.
+
+The library's optimizer object updates a parameter tensor whose `.grad` we set from the
+objective's analytic gradient: the parameter does not require grad and no autograd graph is
+built, so what runs is the library's update rule on the gradient every method sees. An iteration
+of SGD, Adam, RMSprop, Adagrad or Adadelta is `param.grad = g; optimizer.step()`, then the
+objective at the new iterate (the next step's gradient): one evaluation per iteration.
+
+LBFGS runs with `line_search_fn="strong_wolfe"`, one `step(closure)` per iteration
+(`max_iter=1`) and every tolerance 0, so that it never stops itself: the run's rules decide. The
+closure sets `.grad` and returns the loss, and nfev counts every call. Each step re-evaluates the
+loss and gradient at its start (LBFGS keeps neither between calls), which our `lbfgs` does not:
+one evaluation per iteration more than the line search needs. The loss and gradient at the
+accepted point are the line search's own evaluation there, so the rules cost no evaluation.
+
+Every mode of the torch backend runs them. In `compiled` the library's step stays out of the
+compiled graph (`torch.compiler.disable`): the harness compiles the objective's evaluation around
+it, and the step runs eagerly as torch.optim ships it (compiling torch.optim's step is a feature
+of its own, and LBFGS's closure-driven step would break the graph at every branch of its line
+search; its whole iteration is eager, closure included).
+
+Hyperparameters are the class's own, by name (`lr`, `betas`, `momentum`, ...), checked before
+anything runs (optimizers.ranges); those the harness fixes (LBFGS's loop, tolerances and line
+search, and `maximize`) are refused. The record holds the class, its `defaults` and the torch
+version.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import sys
+from typing import NamedTuple
+
+from datasets.errors import InputError
+from optimizers.ranges import FRACTION, NONNEGATIVE, RATE, UNIT, check_ranges
+from optimizers.reference import first_line
+
+TORCH_PREFIX = PREFIX = "torch:"  # a torch.optim optimizer by class name
+CLASSES = ("LBFGS", "SGD", "Adam", "RMSprop", "Adagrad", "Adadelta")
+TORCH_RANGES = {
+    "lr": RATE, "eps": RATE,
+    "momentum": FRACTION, "alpha": FRACTION, "rho": FRACTION, "betas[0]": FRACTION,
+    "betas[1]": FRACTION, "dampening": UNIT,
+    "weight_decay": NONNEGATIVE, "lr_decay": NONNEGATIVE, "initial_accumulator_value": NONNEGATIVE,
+}
+COUNTS = ("history_size",)
+SWITCHES = ("nesterov", "amsgrad", "centered", "capturable", "differentiable",
+            "decoupled_weight_decay", "foreach", "fused")  # True or False; the last two also None
+# what the harness sets, for every class that has the parameter
+FIXED = {"maximize": False,  # the study minimises
+         "max_iter": 1, "max_eval": 1, "tolerance_grad": 0.0, "tolerance_change": 0.0,
+         "line_search_fn": "strong_wolfe"}
+
+
+class TorchState(NamedTuple):
+    w: object
+    f: object
+    g: object
+
+
+def _torch():
+    """torch; where it is not installed, one line naming the extra (looked up once: an LBFGS
+    step calls this inside the timed loop)."""
+    if "torch" not in sys.modules:
+        from optimizers.backends.registry import FRAMEWORKS
+
+        FRAMEWORKS["torch"].require()
+    import torch
+
+    return torch
+
+
+class TorchOptimizer:
+    evaluations = {"nfev": 1, "ngev": 1, "nhvp": 0}  # nominal; `report` gives the counts
+
+    def __init__(self, class_name: str, **config):
+        self.class_name, self.config = class_name, dict(config)
+        self.name = PREFIX + class_name
+        self._param = self._library = self._eager_step = None
+        self._evaluations = 0
+        self._build(_torch().zeros(1))  # refuses a bad class or parameter before any data
+
+    def _arguments(self) -> dict:
+        """The class's keyword arguments: the config checked, with the harness's own values."""
+        torch = _torch()
+        if self.class_name not in CLASSES:
+            raise InputError(f"unknown torch optimizer '{self.class_name}'; allowed: "
+                             f"{', '.join(CLASSES)}")
+        accepted = [p for p in inspect.signature(getattr(torch.optim, self.class_name)).parameters
+                    if p != "params"]
+        fixed = {k: v for k, v in FIXED.items() if k in accepted}
+        allowed = [p for p in accepted if p not in fixed]
+        for key, value in self.config.items():
+            if key in fixed:
+                raise InputError(f"{self.name}: {key} is set by the harness ({fixed[key]!r}); "
+                                 f"allowed: {', '.join(allowed)}")
+            if key not in allowed:
+                raise InputError(f"{self.name} has no parameter '{key}'; allowed: "
+                                 f"{', '.join(allowed)}")
+            if key in SWITCHES and not (isinstance(value, bool) or (
+                    value is None and key in ("foreach", "fused"))):
+                raise InputError(f"{self.name}: {key} must be true or false, got {value!r}")
+        numbers = dict(self.config)
+        betas = numbers.pop("betas", None)
+        if betas is not None:
+            if not isinstance(betas, (list, tuple)) or len(betas) != 2:
+                raise InputError(f"{self.name}: betas must be a pair [beta1, beta2], got "
+                                 f"{betas!r}")
+            numbers.update({"betas[0]": betas[0], "betas[1]": betas[1]})
+        check_ranges(self.name, numbers, TORCH_RANGES, COUNTS)
+        return {**self.config, **fixed, **({"betas": tuple(betas)} if betas is not None else {})}
+
+    def _build(self, param):
+        torch = _torch()
+        arguments = self._arguments()
+        try:
+            return getattr(torch.optim, self.class_name)([param], **arguments)
+        except (TypeError, ValueError) as exc:  # the library's own checks, e.g. nesterov
+            raise InputError(f"{self.name}: {first_line(exc)}") from None
+
+    def hyperparameters(self) -> dict:
+        return dict(self.config)
+
+    def setup(self, problem, objective, ops):
+        if ops.name != "torch":
+            raise InputError(f"{self.name} runs on the torch backend only, not '{ops.name}'")
+        torch = _torch()
+        self._param = torch.zeros((problem.d, problem.k), dtype=ops.torch_dtype,
+                                  device=ops.device)
+        self._library = self._build(self._param)
+        step = self._lbfgs_step if self.class_name == "LBFGS" else self._step
+        self._eager_step = torch.compiler.disable(step)  # see the module docstring
+        return ()
+
+    def init(self, objective, ops, params, w0) -> TorchState:
+        """The start point in the parameter and the library's state emptied (a compiled run's
+        warm-up has stepped it); the object itself is kept, so a compiled step's guards hold."""
+        self._param.copy_(w0)
+        self._library.state.clear()
+        self._evaluations = 1
+        w = self._param.clone()
+        return TorchState(w, *objective.value_and_grad(w))
+
+    def update(self, objective, ops, params, state) -> TorchState:
+        if self.class_name == "LBFGS":
+            return self._eager_step(objective)
+        self._eager_step(state.g)
+        w = self._param.clone()
+        return TorchState(w, *objective.value_and_grad(w))
+
+    def _step(self, g) -> None:
+        self._param.grad = g
+        self._library.step()
+        self._evaluations += 1  # the evaluation at the new iterate, which follows
+
+    def _lbfgs_step(self, objective) -> TorchState:
+        """One LBFGS step; the state at the accepted point from the closure's evaluations."""
+        torch = _torch()
+        param, seen = self._param, []
+
+        def closure():
+            f, g = objective.value_and_grad(param)
+            param.grad = g
+            seen.append((param.clone(), f, g))
+            return f
+
+        self._library.step(closure)
+        self._evaluations += len(seen)
+        for x, f, g in reversed(seen):  # the accepted point is x + t d, bitwise as evaluated
+            if torch.equal(x, param):
+                return TorchState(x, f, g)
+        self._evaluations += 1  # not evaluated where it ended: one evaluation more
+        w = param.clone()
+        return TorchState(w, *objective.value_and_grad(w))
+
+    def report(self, state) -> dict:
+        """Every evaluation the run made, and what the record says of the library's object."""
+        torch = _torch()
+        return {"nfev": self._evaluations, "ngev": self._evaluations, "nhvp": 0,
+                "torch_class": type(self._library).__name__,
+                "torch_config": json.dumps(self._library.defaults, sort_keys=True, default=str),
+                "torch_version": torch.__version__}
