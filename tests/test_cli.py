@@ -26,7 +26,7 @@ def test_regress_writes_record_and_trace(tmp_path, capsys):
     (["--dataset", "mnist"],
      "unknown dataset 'mnist'; allowed: eve, synthetic, synthetic-logistic, tabular"),
     (["--backend", "mxnet"], "unknown backend 'mxnet'"),
-    (["--dtype", "int8"], "numpy dtype = 'int8' is not allowed; allowed: float64, float32"),
+    (["--dtype", "int8"], "unknown dtype 'int8' for numpy; allowed: float64, float32"),
     (["--tol", "0"], "tol must be a finite number > 0, got 0.0"),
     (["--tol=-1e-8"], "tol must be"),
     (["--optimizer", "gd", "--step", "fixed", "--lr", "-0.1"], "learning_rate must be"),

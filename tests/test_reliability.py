@@ -401,7 +401,7 @@ def test_repeated_only_filters_combine(tmp_path, capsys):
 
 @pytest.mark.parametrize("flags, message", [
     (["--device", "gpu"], "no GPU visible to TensorFlow"),
-    (["--feed", "bogus"], "feed = 'bogus' is not allowed"),
+    (["--feed", "bogus"], "unknown feed mode 'bogus' for tensorflow"),
     (["--optimizer", "closed-form"], "closed-form runs on the numpy backend only"),
 ])
 def test_tensorflow_free_checks_run_before_tensorflow_is_imported(flags, message):

@@ -76,7 +76,7 @@ kappa = 100
     (("name = \"gd\"", "name = \"sgd\""), "optimizers: unknown name 'sgd'; allowed: gd, adadelta"),
     (("name = \"synthetic\"", "name = \"mnist\""), "datasets: unknown name 'mnist'"),
     (("name = \"numpy\"", "name = \"mxnet\""), "backends: unknown name 'mxnet'"),
-    (("\"float32\"]", "\"float16\"]"), "numpy dtype = 'float16' is not allowed; allowed: float64"),
+    (("\"float32\"]", "\"float16\"]"), "unknown dtype 'float16' for numpy; allowed: float64"),
     (("tol = 1e-8", "tol = -1e-8"), "stopping: stopping rule: tol must be a finite number > 0"),
     (("tol = 1e-8", "tol = \"small\""), "tol must be"),
     (("max_iter = 3000", "max_iter = 0"), "max_iter must be an integer >= 1"),

@@ -357,8 +357,8 @@ def test_tf1_refuses_what_the_original_program_did_not_have(problem):
 # -- options and the command line -----------------------------------------------------------------
 
 @pytest.mark.parametrize(("options", "match"), [
-    ({"feed": "stream"}, "feed mode 'stream'; allowed: feed, resident, fused, tf1"),
-    ({"device": "tpu"}, "device 'tpu'; allowed: cpu, gpu"),
+    ({"feed": "stream"}, "feed mode 'stream' for tensorflow; allowed: fused, feed, resident, tf1"),
+    ({"device": "tpu"}, "device 'tpu' for tensorflow; allowed: cpu, gpu"),
     ({"feed": "tf1", "xla": True}, "xla"),
     ({"dtype": "float16"}, "dtype 'float16'"),
 ])

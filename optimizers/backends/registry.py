@@ -20,6 +20,7 @@ from datasets.errors import InputError
 DTYPES = ("float64", "float32")
 FORMULATIONS = ("data", "gram")
 DEVICES = ("cpu", "gpu")
+NOUNS = {"feed": "feed mode"}  # how a message names an option
 
 
 @dataclass(frozen=True)
@@ -86,9 +87,11 @@ class Backend:
                 raise InputError(f"backend '{self.name}' has no option '{key}'; allowed: "
                                  f"{', '.join(self.options)}")
             allowed = self.options[key]
+            if isinstance(allowed[0], bool) and not isinstance(value, bool):
+                raise InputError(f"{self.name}: {key} must be true or false, got {value!r}")
             if value not in allowed or isinstance(value, bool) != isinstance(allowed[0], bool):
-                raise InputError(f"{self.name} {key} = {value!r} is not allowed; allowed: "
-                                 f"{', '.join(map(str, allowed))}")
+                raise InputError(f"unknown {NOUNS.get(key, key)} {value!r} for {self.name}; "
+                                 f"allowed: {', '.join(map(str, allowed))}")
 
     def label(self, options: dict) -> str:
         """The engine as figures and tables name it (without device and dtype)."""

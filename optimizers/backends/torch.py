@@ -74,7 +74,10 @@ class TorchOps:
     def asarray(self, value):
         if isinstance(value, self.torch.Tensor):
             return value.to(dtype=self.torch_dtype, device=self.device)
-        return self.torch.as_tensor(np.asarray(value, dtype=self.dtype), device=self.device)
+        array = np.asarray(value, dtype=self.dtype)
+        if not array.flags.writeable:  # torch warns on read-only memory it would share
+            array = array.copy()
+        return self.torch.as_tensor(array, device=self.device)
 
     def scalar(self, value):
         return self.torch.as_tensor(value, dtype=self.torch_dtype, device=self.device)

@@ -11,9 +11,10 @@ RUN_COLUMNS = Schema("runs", (
     Column("dataset_params", "str", "its parameters as JSON (also as data_* columns)"),
     Column("optimizer", "str", "optimizer name"),
     Column("hyperparameters", "str", "its hyperparameters as JSON (also as hp_* columns)"),
-    Column("backend", "str", "numpy or tensorflow"),
+    Column("backend", "str", "numpy, tensorflow, jax or torch (optimizers.backends.registry)"),
     Column("device", "str", "the device asked for: cpu or gpu"),
-    Column("feed", "str", "tensorflow feed mode: feed, resident, fused, tf1"),
+    Column("feed", "str", "the backend's feed mode (tensorflow: feed, resident, fused, tf1; jax: "
+                          "feed, resident, fused; torch: feed, resident, compiled)"),
     Column("xla", "bool", "tensorflow: XLA-compiled step"),
     Column("formulation", "str", "data (X every step) or gram (X^T X once in setup)"),
     Column("dtype", "str", "float64 or float32"),
@@ -56,7 +57,12 @@ RUN_COLUMNS = Schema("runs", (
                              "(from singular values)"),
     Column("kappa_raw", "float", "condition number of the Hessian of X as given"),
     Column("placed_on", "str", "where the result lay (short device name, checked on a GPU)"),
-    Column("device_name", "str", "TensorFlow's full device name of the result"),
+    Column("device_name", "str", "the framework's full device name of the result"),
+    Column("trace_clock", "str", "how the trace's seconds were read: host (a clock read per "
+                                 "traced iteration) or interpolated within compiled chunks "
+                                 "(JAX's fused loop, which XLA cannot time from inside)"),
+    Column("fused_chunks", "int", "jax fused: calls of the compiled loop (one host read each)"),
+    Column("intra_op_threads", "int", "torch: intra-op threads PyTorch used"),
     Column("read_pass_seconds", "float", "one X.sum() in the run's process: seconds per "
                                         "iteration over it = passes over X per iteration"),
     Column("tfp_iterations", "int", "lbfgs-tfp: TensorFlow Probability's own iteration count"),

@@ -8,8 +8,12 @@ FAMILY_COLORS = {
     "adadelta [original rule]": "#c44e52", "adam": "#da8bc3", "rmsprop": "#937860",
     "adagrad": "#a6761d", "lbfgs": "#55a868", "lbfgs-tfp": "#2f7d43", "scipy-lbfgs": "#ccb974",
     "cgls": "#17becf", "scipy-lsqr": "#bcbd22", "scipy-lsmr": "#e7298a", "closed-form": "#222222",
+    "optax-lbfgs": "#0b6e4f",
 }  # keyed by the names in optimizers.OPTIMIZERS; adagrad and LSMR were greys like OTHER_COLOR
 OTHER_COLOR = "#999999"
+# a library class's lower-cased name -> the family it implements
+LIBRARY_FAMILIES = {"sgd": "gd", "adam": "adam", "rmsprop": "rmsprop", "adagrad": "adagrad",
+                    "adadelta": "adadelta", "lbfgs": "lbfgs"}
 
 ENGINE_STYLES = {  # engine (without the device) -> (line style, marker)
     "numpy": ("-", "o"), "numpy+gram": ((0, (8, 2, 1, 2)), "s"), "tf1": (":", "v"),
@@ -30,7 +34,14 @@ def family(row) -> str:
 
 
 def color(name: str) -> str:
-    return FAMILY_COLORS.get(name, OTHER_COLOR)
+    if name in FAMILY_COLORS:
+        return FAMILY_COLORS[name]
+    if ":" in name:  # a library's class (keras:Adam, torch:LBFGS): its family's colour, darker
+        base = FAMILY_COLORS.get(LIBRARY_FAMILIES.get(name.split(":", 1)[1].lower(), ""))
+        if base is not None:
+            red, green, blue = (int(base[i:i + 2], 16) for i in (1, 3, 5))
+            return "#" + "".join(f"{int(c * 0.6):02x}" for c in (red, green, blue))
+    return OTHER_COLOR
 
 
 def engine_key(engine: str) -> str:
