@@ -8,3 +8,9 @@ class InputError(ValueError):
 class Uncertifiable(InputError):
     """The reference f* is not accurate enough to judge the requested tolerance: the run is
     refused (the CLI exits 2; a sweep records the status `uncertifiable`)."""
+
+
+def first_line(error) -> str:
+    """An exception's message as one line (its first), or its type's name when it has none."""
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__

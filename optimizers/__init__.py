@@ -10,6 +10,7 @@ from optimizers.adagrad import Adagrad
 from optimizers.adam import Adam
 from optimizers.backends.registry import BACKENDS, make_backend
 from optimizers.cgls import CGLS
+from optimizers.closed_form import ClosedForm
 from optimizers.driver import INITS, run
 from optimizers.gd import GradientDescent
 from optimizers.keras_optimizer import KERAS_PREFIX, KerasOptimizer
@@ -17,9 +18,9 @@ from optimizers.lbfgs import LBFGS
 from optimizers.momentum import Momentum
 from optimizers.nesterov import Nesterov
 from optimizers.optax_lbfgs import OptaxLBFGS
-from optimizers.reference import ClosedForm, ScipyLBFGS
 from optimizers.rmsprop import RMSprop
 from optimizers.scipy_krylov import ScipyLSMR, ScipyLSQR
+from optimizers.scipy_lbfgs import ScipyLBFGS
 from optimizers.stopping import build_rules
 from optimizers.tfp_lbfgs import TfpLBFGS
 from optimizers.torch_optimizer import TORCH_PREFIX, TorchOptimizer

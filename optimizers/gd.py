@@ -92,7 +92,7 @@ class GradientDescent:
         w = state.w - params.scale * state.g
         return GDState(w, *objective.value_and_grad(w))
 
-    def report(self, state) -> dict | None:
+    def state_record(self, state) -> dict | None:
         """Counts of the Armijo search (the other steps cost one evaluation per iteration)."""
         if self.step != "armijo":
             return None

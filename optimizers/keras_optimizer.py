@@ -116,7 +116,7 @@ class KerasOptimizer:
         w = self._variable.value + 0
         return KerasState(w, *objective.value_and_grad(w))
 
-    def report(self, state) -> dict:
+    def state_record(self, state) -> dict:
         """Counts from Keras's own iteration counter, and what the record says of the object."""
         import keras
 

@@ -61,7 +61,7 @@ class LBFGS:
                              f"{problem.objective}; use line_search='wolfe'")
         return replace(self, line_search=self.line_search or ("exact" if quadratic else "wolfe"))
 
-    def report(self, state) -> dict | None:
+    def state_record(self, state) -> dict | None:
         """Counts of the Wolfe search (the exact search's are fixed per iteration)."""
         if self.line_search != "wolfe":
             return None

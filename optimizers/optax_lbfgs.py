@@ -96,7 +96,7 @@ class OptaxLBFGS:
         return OptaxState(w, optax.tree.get(opt_state, "value"),
                           optax.tree.get(opt_state, "grad"), opt_state, state.nfev + steps)
 
-    def report(self, state) -> dict:
+    def state_record(self, state) -> dict:
         import optax
 
         nfev = int(state.nfev)

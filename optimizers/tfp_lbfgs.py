@@ -93,7 +93,7 @@ class TfpLBFGS:
                                  max_iterations=state.results.num_iterations + 1)
         return self._state(results, state.w.shape)
 
-    def report(self, state) -> dict:
+    def state_record(self, state) -> dict:
         """Host-side counts of a final state: evaluations and TFP's own view of the run."""
         results = state.results
         nfev = int(results.num_objective_evaluations)

@@ -32,9 +32,8 @@ import json
 import sys
 from typing import NamedTuple
 
-from datasets.errors import InputError
+from datasets.errors import InputError, first_line
 from optimizers.ranges import FRACTION, NONNEGATIVE, RATE, UNIT, check_ranges
-from optimizers.reference import first_line
 
 TORCH_PREFIX = PREFIX = "torch:"  # a torch.optim optimizer by class name
 CLASSES = ("LBFGS", "SGD", "Adam", "RMSprop", "Adagrad", "Adadelta")
@@ -174,7 +173,7 @@ class TorchOptimizer:
         w = param.clone()
         return TorchState(w, *objective.value_and_grad(w))
 
-    def report(self, state) -> dict:
+    def state_record(self, state) -> dict:
         """Every evaluation the run made, and what the record says of the library's object."""
         torch = _torch()
         return {"nfev": self._evaluations, "ngev": self._evaluations, "nhvp": 0,

@@ -33,7 +33,7 @@ import numpy as np
 
 from datasets.errors import InputError
 from optimizers.objective import FORMULATIONS, make_objective, problem_data
-from optimizers.result import TRACE_COLUMNS, Outcome, Stopwatch, apply_report
+from optimizers.result import TRACE_COLUMNS, Outcome, Stopwatch, apply_state_record
 from optimizers.stopping import Context, Ending, TimeBudget, rule_values, rules_on_tensors
 
 DTYPES = ("float64", "float32")
@@ -254,7 +254,7 @@ class JaxBackend:
         with jax.default_device(self.ops.device):
             run = self._fused if self.feed == "fused" else self._stepped
             outcome, state = run(problem, optimizer, rules, w0)
-        return self._checked(apply_report(outcome, optimizer, state))
+        return self._checked(apply_state_record(outcome, optimizer, state))
 
     # helpers shared by the modes
 

@@ -12,7 +12,7 @@ import scipy.special
 
 from datasets.errors import InputError
 from optimizers.objective import FORMULATIONS, make_objective, problem_data
-from optimizers.result import apply_report
+from optimizers.result import apply_state_record
 
 DTYPES = ("float64", "float32")
 
@@ -164,4 +164,4 @@ class NumpyBackend:
         )
         outcome = Outcome(state.w, iterations, seconds, setup_seconds, ending.status,
                           ending.message, trace, rule=ending.rule)
-        return apply_report(outcome, optimizer, state)
+        return apply_state_record(outcome, optimizer, state)

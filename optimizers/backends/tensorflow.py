@@ -33,7 +33,7 @@ from datasets.errors import InputError
 from optimizers.backends.numpy import DTYPES
 from optimizers.backends.tf1 import minimize_tf1
 from optimizers.objective import FORMULATIONS, make_objective, problem_data
-from optimizers.result import TRACE_COLUMNS, Outcome, Stopwatch, apply_report
+from optimizers.result import TRACE_COLUMNS, Outcome, Stopwatch, apply_state_record
 from optimizers.stopping import Context, Ending, rule_values, rules_on_tensors
 
 DEVICES = {"cpu": "/CPU:0", "gpu": "/GPU:0"}
@@ -254,7 +254,7 @@ class TensorflowBackend:
             return self._checked(minimize_tf1(self, problem, optimizer, rules, w0))
         run = self._fused if self.feed == "fused" else self._stepped
         outcome, state = run(problem, optimizer, rules, w0)
-        return self._checked(apply_report(outcome, optimizer, state))
+        return self._checked(apply_state_record(outcome, optimizer, state))
 
     # helpers shared by the modes
 

@@ -31,7 +31,7 @@ import numpy as np
 
 from datasets.errors import InputError
 from optimizers.objective import FORMULATIONS, make_objective, problem_data
-from optimizers.result import Outcome, Stopwatch, apply_report
+from optimizers.result import Outcome, Stopwatch, apply_state_record
 
 DTYPES = ("float64", "float32")
 DEVICES = ("cpu", "gpu")
@@ -319,7 +319,7 @@ class TorchBackend:
                           extra={**self.options(), "device_name": str(w.device),
                                  "trace_clock": "host",
                                  "intra_op_threads": torch.get_num_threads()})
-        outcome = apply_report(outcome, optimizer, _to_cpu(state))
+        outcome = apply_state_record(outcome, optimizer, _to_cpu(state))
         if self.device == "gpu" and not w.is_cuda:
             raise RuntimeError(f"asked for the GPU but the result lies on {w.device}")
         return outcome
