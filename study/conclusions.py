@@ -14,9 +14,10 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from optimizers.backends.registry import BACKENDS, FRAMEWORKS
 from study.paired import Comparison
 
-Q1 = "Q1: was NumPy really faster than TensorFlow?"
+Q1 = "Q1: was NumPy really faster than TensorFlow (and PyTorch, JAX)?"
 Q2 = "Q2: was tf.placeholder really faster than tf.constant?"
 LOGISTIC = "Logistic regression: which configuration reaches the target first?"
 
@@ -74,7 +75,7 @@ def regression_conclusions(runs: pd.DataFrame, study: str) -> list[Conclusion]:
     """Q1 per iteration (the original TF1 program and the compiled loop against NumPy), Q1 to
     the target (each backend's fastest, then each optimizer's), and the fastest configuration
     on each data set."""
-    from study.regression.report import _labelled_summary, per_iteration_answers
+    from study.regression.report import _labelled_summary, framework_title, per_iteration_answers
 
     runs = _measured(runs)
     if runs.empty:
@@ -86,10 +87,13 @@ def regression_conclusions(runs: pd.DataFrame, study: str) -> list[Conclusion]:
         if not c.instances:  # no algorithm ran on both engines
             continue
         original = engine == "tf1/cpu"
-        name = "the original TF1 program (float32, the frame fed every step)" if original \
-            else f"TensorFlow's compiled loop ({engine}, float64)"
+        tensorflow = engine.startswith("tf-")
+        name = ("the original TF1 program (float32, the frame fed every step)" if original
+                else f"TensorFlow's compiled loop ({engine}, float64)" if tensorflow
+                else f"{framework_title(engine)}'s fastest engine ({engine}, float64)")
+        which = "tf1" if original else "compiled" if tensorflow else engine.split("-")[0]
         out.append(_paired(
-            f"q1.per-iteration.{'tf1' if original else 'compiled'}", Q1,
+            f"q1.per-iteration.{which}", Q1,
             f"Per iteration on {data}, paired on data, seed and algorithm", c, name,
             "NumPy float64", "time per iteration", f"{study}-per-iteration", answer=True))
     out += to_target_conclusions(runs, summary, study)
@@ -106,8 +110,9 @@ def _implementations(part: pd.DataFrame, backend: str) -> pd.DataFrame:
 
 def to_target_conclusions(runs: pd.DataFrame, summary: pd.DataFrame,
                           study: str) -> list[Conclusion]:
-    """On the headline's data set: TensorFlow's fastest configuration against NumPy's, then the
-    same for each optimizer that ran on both (the pairs the headline figure shows)."""
+    """On the headline's data set: each framework's fastest configuration (TensorFlow, JAX,
+    PyTorch) against NumPy's, then the same for each optimizer that ran on both (the pairs the
+    headline figure shows)."""
     from study.regression.headline import headline_data
     from study.regression.report import target_text
 
@@ -118,16 +123,20 @@ def to_target_conclusions(runs: pd.DataFrame, summary: pd.DataFrame,
     groups = {"": part, **{optimizer: part[part["optimizer"] == optimizer]
                            for optimizer in sorted(part["optimizer"].unique())}}
     for optimizer, rows in groups.items():
-        tf, numpy = _implementations(rows, "tensorflow"), _implementations(rows, "numpy")
-        if tf.empty or numpy.empty:
-            continue
-        id = f"q1.to-target{'.' + optimizer if optimizer else ''}"
-        lead = f"To {target} on {data}" + (f", {optimizer} on each" if optimizer else "")
-        a, b = tf.iloc[0]["config"], numpy.iloc[0]["config"]
-        names = (f"TensorFlow's fastest ({a})", f"NumPy's fastest ({b})") if not optimizer \
-            else (a, b)
-        out.append(_to_target(id, lead, runs, data, a, b, names, f"{study}-q1",
-                              answer=not optimizer))
+        numpy = _implementations(rows, "numpy")
+        for backend in [b for b in BACKENDS if b != "numpy"]:
+            other = _implementations(rows, backend)
+            if other.empty or numpy.empty:
+                continue
+            title = FRAMEWORKS[BACKENDS[backend].framework].title
+            suffix = "" if backend == "tensorflow" else f".{backend}"  # ids as before for TF
+            id = f"q1.to-target{suffix}{'.' + optimizer if optimizer else ''}"
+            lead = f"To {target} on {data}" + (f", {optimizer} on each" if optimizer else "")
+            a, b = other.iloc[0]["config"], numpy.iloc[0]["config"]
+            names = (f"{title}'s fastest ({a})", f"NumPy's fastest ({b})") if not optimizer \
+                else (a, b)
+            out.append(_to_target(id, lead, runs, data, a, b, names, f"{study}-q1",
+                                  answer=not optimizer))
     return out
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from optimizers.backends.registry import BACKENDS, FRAMEWORKS
 from study.paired import compare
 from study.regression import logistic
 from study.regression.labels import label_runs
@@ -129,6 +130,13 @@ def paired_per_iteration(runs: pd.DataFrame, a: tuple[str, str], b: tuple[str, s
                    "seconds_per_iteration")
 
 
+def framework_title(engine: str) -> str:
+    """'jax-fused/cpu' -> 'JAX' (the registry's title of the engine's framework)."""
+    prefix = engine.split("-", 1)[0]
+    backend = BACKENDS.get(prefix) or BACKENDS.get({"tf": "tensorflow"}.get(prefix, prefix))
+    return FRAMEWORKS[backend.framework].title if backend and backend.framework else prefix
+
+
 def per_iteration_answers(runs: pd.DataFrame):
     """The original question's per-iteration comparisons, on raw eve (else the first data set
     with GD or Adadelta runs): the original TF1 program, then TensorFlow's compiled loop, each
@@ -151,11 +159,18 @@ def per_iteration_answers(runs: pd.DataFrame):
     fused = cost("tf-fused/cpu", "float64") if fused is None else fused
     if numpy64 is None:
         return data, []
+    # each other framework's fastest engine per iteration on the CPU, in float64
+    others = []
+    for prefix in ("jax-", "torch-"):
+        own = focus[focus["engine"].str.startswith(prefix) & focus["engine"].str.endswith("/cpu")
+                    & (focus["dtype"] == "float64")]
+        if len(own):
+            others.append(own.sort_values("ms_per_iteration").iloc[0])
     raw_runs = runs[label_runs(runs)["data"] == data]
     return data, [(row["engine"], row, numpy64,
                    paired_per_iteration(raw_runs, (row["engine"], row["dtype"]),
                                         ("numpy/cpu", "float64")))
-                  for row in (cost("tf1/cpu", "float32"), fused) if row is not None]
+                  for row in (cost("tf1/cpu", "float32"), fused, *others) if row is not None]
 
 
 def original_regression_answer(runs: pd.DataFrame,
@@ -174,11 +189,16 @@ def original_regression_answer(runs: pd.DataFrame,
                        f"({numpy64['passes_over_X']:.2g} passes); paired on the same data, "
                        "seed and algorithm, " + c.phrase("TF1", "NumPy", "time per iteration")
                        + ".")
-        else:
+        elif engine.startswith("tf-"):
             out.append(f"With the data resident and the whole loop compiled ({engine}), "
                        f"TensorFlow took {row['ms_per_iteration']:.3g} ms per iteration "
                        f"({row['passes_over_X']:.2g} passes over X): "
                        + c.phrase(engine, "NumPy", "time per iteration") + ".")
+        else:
+            title = framework_title(engine)
+            out.append(f"{title}'s fastest engine per iteration ({engine}, float64) took "
+                       f"{row['ms_per_iteration']:.3g} ms ({row['passes_over_X']:.2g} passes "
+                       "over X): " + c.phrase(engine, "NumPy", "time per iteration") + ".")
     summary = _labelled_summary(runs) if summary is None else summary
     on_data = summary[summary["data"] == data]
     original = on_data[(on_data["optimizer"] == "adadelta")
