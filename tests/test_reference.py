@@ -5,6 +5,7 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 import pytest
+from tolerances import lstsq_forward_error
 
 import datasets.problem
 from datasets import make_problem
@@ -44,8 +45,10 @@ def test_suboptimality_is_relative_to_f_star_when_it_is_not_small(well_condition
 
 def test_the_reference_agrees_with_lstsq_and_reports_kappa_from_singular_values():
     p = make_problem("synthetic", n=3000, d=6, kappa=1e4, seed=2)
-    np.testing.assert_allclose(p.w_star, np.linalg.lstsq(p.X, p.y, rcond=None)[0], rtol=1e-9)
-    assert p.reference.kappa_raw == pytest.approx(1e4, rel=1e-8)
+    expected = np.linalg.lstsq(p.X, p.y, rcond=None)[0]
+    assert np.linalg.norm(p.w_star - expected) <= lstsq_forward_error(p, expected) * \
+        np.linalg.norm(expected)
+    assert p.reference.kappa_raw == pytest.approx(1e4, rel=1e-12)  # see test_problem
     assert p.reference.accuracy < 1e-14 and p.reference.rank == 6
 
 
