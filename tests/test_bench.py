@@ -175,6 +175,7 @@ def test_scaling_slopes_are_fitted_to_the_stored_points(benched):
             assert row["total_to_target"] == row["seconds_to_target"] + row["setup_to_target"]
 
 
+@pytest.mark.numerical
 @pytest.mark.parametrize("slope", [0.0, 1.0, 1.5, -0.5])
 def test_loglog_slope_recovers_a_known_power_law(slope):
     n = np.array([1e4, 1e5, 1e6, 1e7])
@@ -184,6 +185,7 @@ def test_loglog_slope_recovers_a_known_power_law(slope):
     assert points == 4 and fitted == pytest.approx(slope, abs=1e-12)
 
 
+@pytest.mark.numerical
 def test_loglog_slope_ignores_missing_points_and_needs_two():
     n = [1e4, 1e5, 1e6, 1e7]
     fitted, points = timing.loglog_slope(n, [2e-3, 2e-2, float("nan"), 2.0])

@@ -47,6 +47,7 @@ def side_by_side(problem, keras_name, keras_hp, ours_name, ours_hp, dtype="float
     return keras, ours
 
 
+@pytest.mark.numerical
 @pytest.mark.parametrize(("feed", "xla"), MODES, ids=MODE_IDS)
 def test_keras_adam_and_ours_have_equal_iterates_in_float64(problem, feed, xla):
     keras, ours = side_by_side(problem, "keras:Adam", EXACT, "adam", EXACT, feed=feed, xla=xla)
@@ -57,6 +58,7 @@ def test_keras_adam_and_ours_have_equal_iterates_in_float64(problem, feed, xla):
     assert (keras.nfev, keras.ngev) == (51, 51)  # from Keras's own iteration counter
 
 
+@pytest.mark.numerical
 def test_default_betas_differ_by_their_float32_rounding(problem):
     """beta_2 = 0.999 becomes 0.99900001 in Keras's powers: lr_t is 6e-6 smaller, relatively."""
     keras, ours = side_by_side(problem, "keras:Adam", {"learning_rate": 2**-5}, "adam",
@@ -66,6 +68,7 @@ def test_default_betas_differ_by_their_float32_rounding(problem):
     assert 1e-7 < relative(keras.w, ours.w) <= 2e-5
 
 
+@pytest.mark.numerical
 def test_keras_adam_and_ours_agree_in_float32(problem):
     keras, ours = side_by_side(problem, "keras:Adam", EXACT, "adam", EXACT, dtype="float32")
     assert keras.dtype == ours.dtype == "float32"
@@ -74,6 +77,7 @@ def test_keras_adam_and_ours_agree_in_float32(problem):
     assert relative(keras.w, ours.w) <= 1e-4
 
 
+@pytest.mark.numerical
 def test_keras_sgd_nesterov_and_ours_have_equal_iterates(problem):
     hp = {"learning_rate": 0.5, "momentum": 0.5}
     keras, ours = side_by_side(problem, "keras:SGD", {**hp, "nesterov": True}, "nesterov",

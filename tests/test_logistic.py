@@ -18,6 +18,8 @@ from datasets.problem import Problem
 from optimizers import build_rules, make_backend, make_optimizer, run
 from optimizers.objective import make_objective, problem_data
 
+pytestmark = pytest.mark.numerical
+
 
 def logistic(**params):
     return make_problem("synthetic-logistic", **{"n": 600, "d": 5, **params})

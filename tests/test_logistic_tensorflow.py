@@ -39,6 +39,7 @@ class Compiled:
         self.curvature = compile_(lambda v, w: build().curvature(v, w))
 
 
+@pytest.mark.numerical
 @pytest.mark.parametrize("layout", ["columns", "rows"])
 @pytest.mark.parametrize("how", ["eager", "function", "xla"])
 @pytest.mark.parametrize("kind", ["logistic", "ridge-data", "ridge-gram"])
@@ -64,6 +65,7 @@ def test_gradient_and_hessian_products_match_finite_differences_tensorflow(layou
                                problem.hessian_product(w.numpy(), v.numpy()), rtol=1e-10)
 
 
+@pytest.mark.numerical
 def test_softplus_and_sigmoid_do_not_overflow_for_huge_margins():
     ops = TensorflowOps("float64")
     problem = logistic(kappa=10.0)
@@ -80,6 +82,7 @@ def harder():
     return logistic(n=600, d=8, kappa=1e3, lam=1e-6, seed=2)
 
 
+@pytest.mark.numerical
 @pytest.mark.parametrize("mode", MODES, ids=MODE_IDS)
 @pytest.mark.parametrize("name, hp", [("lbfgs", {}), ("gd", {"step": "armijo"})],
                          ids=["lbfgs-wolfe", "gd-armijo"])

@@ -21,8 +21,9 @@ from study.__main__ import main
 
 NIST = Path(os.environ.get("CONVERGENCE_STUDY_NIST",
                            Path(__file__).resolve().parents[2] / "shared" / "nist"))
-pytestmark = pytest.mark.skipif(not (NIST / "certified.json").is_file(),
-                                reason=f"NIST StRD data not found at {NIST} (outside the project)")
+pytestmark = [pytest.mark.numerical, pytest.mark.skipif(
+    not (NIST / "certified.json").is_file(),
+    reason=f"NIST StRD data not found at {NIST} (outside the project)")]
 SETS = ("Norris", "Pontius", "NoInt1", "NoInt2", "Filip", "Longley",
         "Wampler1", "Wampler2", "Wampler3", "Wampler4", "Wampler5")
 METHODS = {"closed-form-lstsq": ["closed-form", "--solver", "lstsq"],

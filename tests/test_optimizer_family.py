@@ -14,6 +14,8 @@ from optimizers import build_rules, make_optimizer, run
 from optimizers.base import hessian_bounds
 from optimizers.objective import make_objective, prepare_data
 
+pytestmark = pytest.mark.numerical
+
 # learning rates at which each reaches 1e-8 on synthetic (kappa 10); item 4 of issue 18 tunes them
 AT_TARGET = [
     ("momentum", {}), ("nesterov", {}),

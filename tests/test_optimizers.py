@@ -8,6 +8,8 @@ from datasets import InputError, make_problem
 from optimizers import build_rules, make_backend, make_optimizer, run
 from optimizers.objective import make_objective, prepare_data
 
+pytestmark = pytest.mark.numerical
+
 
 def iterates(problem, optimizer, steps, backend):
     """The optimizer's own init/update, stepped by hand: the iterates the driver would produce."""

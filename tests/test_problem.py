@@ -7,6 +7,8 @@ from datasets import InputError, make_problem
 from datasets.eve import FEATURES, LABEL, eve_frame
 from datasets.problem import Problem
 
+pytestmark = pytest.mark.numerical
+
 
 def test_gradient_matches_finite_differences(well_conditioned):
     p = well_conditioned

@@ -20,6 +20,8 @@ from study.regression.summary import format_summary, summarize
 from study.sweep.grid import load_study
 from study.sweep.runner import run_study
 
+pytestmark = pytest.mark.numerical
+
 
 def fit(problem, name="lbfgs", tol=1e-8, **hyperparameters):
     return run(problem, make_optimizer(name, **hyperparameters),

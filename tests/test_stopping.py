@@ -6,6 +6,8 @@ from optimizers import build_rules, make_optimizer, run
 from optimizers.driver import host_ops
 from optimizers.stopping import Context, RelativeImprovement
 
+pytestmark = pytest.mark.numerical
+
 
 @pytest.mark.parametrize("rules, status, rule_name", [
     ({"tol": 1e-6}, "converged", "Suboptimality"),

@@ -68,6 +68,7 @@ def assert_within_dot_rounding(got, want, magnitude, terms):
 
 # -- the same iterates as NumPy -------------------------------------------------------------------
 
+@pytest.mark.numerical
 @pytest.mark.parametrize("layout", ["columns", "rows"])
 def test_data_products_match_numpy_in_either_layout(layout):
     rng = np.random.default_rng(0)
@@ -91,6 +92,7 @@ def test_layout_follows_the_kernels_that_read_it():
         TensorflowOps("float64", layout="diagonal")
 
 
+@pytest.mark.numerical
 @pytest.mark.parametrize(("name", "hp"), FIRST_ORDER, ids=["gd-1/L", "gd-diag", "adadelta"])
 @pytest.mark.parametrize(("feed", "xla"), MODES, ids=MODE_IDS)
 def test_iterates_equal_numpy_for_50_iterations(problem, name, hp, feed, xla):
@@ -115,6 +117,7 @@ NEW_METHODS = [("momentum", {}), ("nesterov", {}), ("adam", {"learning_rate": 0.
 NEW_IDS = ["momentum", "nesterov", "adam", "adam-no-bias-correction", "rmsprop", "adagrad", "cgls"]
 
 
+@pytest.mark.numerical
 @pytest.mark.parametrize(("name", "hp"), NEW_METHODS, ids=NEW_IDS)
 @pytest.mark.parametrize(("feed", "xla"), MODES, ids=MODE_IDS)
 def test_new_methods_equal_their_numpy_twin_for_50_iterations(problem, name, hp, feed, xla):
@@ -136,6 +139,7 @@ def test_new_methods_equal_their_numpy_twin_for_50_iterations(problem, name, hp,
     assert_twins(result, reference, problem, 50)
 
 
+@pytest.mark.numerical
 @pytest.mark.parametrize(("name", "hp"), [*FIRST_ORDER, ("lbfgs", {})],
                          ids=["gd-1/L", "gd-diag", "adadelta", "lbfgs"])
 @pytest.mark.parametrize(("feed", "xla"), MODES, ids=MODE_IDS)
@@ -160,6 +164,7 @@ def test_tf1_refuses_the_gram_formulation():
         make_backend("tensorflow", "float32", feed="tf1", formulation="gram")
 
 
+@pytest.mark.numerical
 def test_lbfgs_on_tensorflow_reaches_scipy_optimum():
     """Same f* as SciPy; never more than 2x SciPy's iterations (with its exact line search on a
     quadratic, our L-BFGS needs 2-5x fewer, so a two-sided 2x bound cannot hold); and the NumPy
@@ -195,6 +200,7 @@ STOPS = {
 }
 
 
+@pytest.mark.numerical
 @pytest.mark.parametrize("stop", list(STOPS))
 def test_feed_modes_agree_and_stop_at_the_same_iteration(problem, stop):
     name, hp, stopping, status = STOPS[stop]
@@ -362,6 +368,7 @@ def test_tf1_runs_on_a_small_frame_and_its_loss_decreases():
     assert result.record()["feed"] == "tf1"
 
 
+@pytest.mark.numerical
 @pytest.mark.parametrize(("name", "hp"), [("gd", {"step": "1/L"}), ("adadelta", {})],
                          ids=["gd", "adadelta"])
 def test_tf1_iterates_equal_numpy_in_float64(problem, name, hp):
