@@ -13,7 +13,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 tf = pytest.importorskip("tensorflow")
 
 from test_optimizer_family import AT_TARGET  # noqa: E402
-from tolerances import EPS, loss_condition, twin  # noqa: E402
+from tolerances import EPS, gradient_condition, loss_condition, twin  # noqa: E402
 
 from datasets import make_problem  # noqa: E402
 from datasets.errors import InputError  # noqa: E402
@@ -50,13 +50,15 @@ def relative(a, b) -> float:
 
 
 def assert_twins(result, reference, problem, iterations):
-    """NumPy's and TensorFlow's runs of one method: iterates within twin(k, kappa), their losses
-    and gradient norms within that times the loss's condition (tests/tolerances.py)."""
+    """NumPy's and TensorFlow's runs of one method: iterates within twin(k, kappa), every
+    iteration's loss and gradient norm within that times their condition (tests/tolerances.py;
+    the gradient's is the largest at the last iterate: up to 8e3, for Nesterov)."""
     bound = twin(iterations, problem.reference.kappa_raw)
-    for column in ("loss", "grad_norm"):  # every iteration's loss and gradient norm
-        np.testing.assert_allclose(result.trace[column], reference.trace[column],
-                                   rtol=bound * loss_condition(problem))
     assert relative(result.w, reference.w) <= bound
+    np.testing.assert_allclose(result.trace["loss"], reference.trace["loss"],
+                               rtol=bound * loss_condition(problem))
+    np.testing.assert_allclose(result.trace["grad_norm"], reference.trace["grad_norm"],
+                               rtol=bound * gradient_condition(problem, reference.w))
 
 
 def assert_within_dot_rounding(got, want, magnitude, terms):
@@ -151,7 +153,7 @@ def test_gram_formulation_equals_the_numpy_gram_twin(problem, name, hp, feed, xl
     result = run(problem, optimizer, build_rules(max_iter=iterations), init="normal", seed=2,
                  backend=make_backend("tensorflow", feed=feed, xla=xla, formulation="gram"))
     bound = twin(iterations, problem.reference.kappa_raw)
-    # w'Gw - 2b'w + y'y/n cancels down to f: each Gram loss also rounds by eps c^2 / 4
+    # w'Gw - 2b'w + y'y/n cancels down to f: each Gram loss also rounds by eps c^2 / 4 (x4)
     condition = loss_condition(problem)
     np.testing.assert_allclose(result.trace["loss"], reference.trace["loss"],
                                rtol=bound * condition + EPS * condition**2)

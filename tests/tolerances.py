@@ -28,6 +28,16 @@ def loss_condition(problem) -> float:
                      / residual)
 
 
+def gradient_condition(problem, w) -> float:
+    """The same for a least-squares gradient g = 2/n X^T (Xw - y) at w: it rounds by a few eps
+    2/n |X|^T (|X||w| + |y|) and moves by <= |H||dw| (no larger), against |g|, which shrinks
+    towards w*: take w the last iterate of a run."""
+    g = 2 / problem.n * problem.X.T @ (problem.X @ w - problem.y)
+    size = 2 / problem.n * np.abs(problem.X).T @ (np.abs(problem.X) @ np.abs(w)
+                                                   + np.abs(problem.y))
+    return float(np.linalg.norm(size) / np.linalg.norm(g))
+
+
 def lstsq_forward_error(problem, w) -> float:
     """What a backward-stable least-squares solve (LAPACK's lstsq) may be off by, relative and
     norm-wise: eps (cond + cond^2 tan theta), cond = cond(X) = sqrt(kappa_raw) and tan theta
