@@ -44,7 +44,7 @@ def test_reference_equals_a_direct_loop():
         for q in range(15):
             pooled[:, p, q, :] = conv[:, 2 * p:2 * p + 2, 2 * q:2 * q + 2, :].mean(axis=(1, 2))
     # 9-term sums of |x| < 1 times |k| ~ 0.3, then a 4-term mean, in two orders: a few 13 eps
-    # of sum |x||k| < 3, absolute where a sum cancels
+    # of sum |x||k| < 3.7, absolute where a sum cancels
     np.testing.assert_allclose(fm.reference(x, k), np.maximum(pooled, 0), rtol=1e-13, atol=1e-13)
 
 
