@@ -18,6 +18,8 @@ from datasets.problem import Problem
 from optimizers import build_rules, make_backend, make_optimizer, run
 from optimizers.objective import make_objective, problem_data
 
+pytestmark = pytest.mark.numerical
+
 
 def logistic(**params):
     return make_problem("synthetic-logistic", **{"n": 600, "d": 5, **params})
@@ -43,7 +45,9 @@ def objective_of(problem, backend):
 
 
 def finite_difference_check(objective, w, v, h=1e-5):
-    """Central differences along v: of f against g.v, and of g against H v (relative)."""
+    """Central differences along v: of f against g.v, and of g against H v (relative). Their
+    error is the truncation h^2 |f^(3)| / 6 and the rounding eps |f| / h, relative to |g.v|:
+    ~1e-10, up to 7e-9 near w*, where g.v is small; callers allow 1e-6."""
     f_plus, g_plus = objective.value_and_grad(w + h * v)
     f_minus, g_minus = objective.value_and_grad(w - h * v)
     _, g = objective.value_and_grad(w)
@@ -62,6 +66,8 @@ def test_the_synthetic_generator_controls_conditioning_and_overlap():
     assert set(np.unique(broad.y)) == {-1.0, 1.0}
     assert 0.3 < np.mean(broad.y > 0) < 0.7
     cov = np.linalg.eigvalsh(np.cov(logistic(n=20_000, kappa=100.0).X.T))
+    # sampling, not rounding: each extreme eigenvalue of a 20 000-draw covariance is off by
+    # ~sqrt(2 / n) = 1% (more at the ends of the spectrum); 20% still tells 100 from 10 or 1000
     assert cov[-1] / cov[0] == pytest.approx(100.0, rel=0.2)
     # less overlap: the classes are more nearly separable, f* lower, w* longer
     assert narrow.f_star < broad.f_star / 3
@@ -83,6 +89,7 @@ def test_gradient_and_hessian_products_match_finite_differences_numpy(name, form
     w = rng.standard_normal((problem.d, 1))
     objective = objective_of(problem, backend)
     f, g = objective.value_and_grad(w)
+    # one formula through two code paths: n = 600 terms round by <= n eps = 1.3e-13 in all
     assert float(f) == pytest.approx(problem.loss(w), rel=1e-13)
     np.testing.assert_allclose(g, problem.grad(w), rtol=1e-12, atol=1e-15)
 
@@ -95,6 +102,8 @@ def test_ridge_least_squares_gradient_and_hessian_products_match_finite_differen
     w, v = rng.standard_normal((problem.d, 1)), rng.standard_normal((problem.d, 1))
     assert max(finite_difference_check(objective_of(problem, backend), w, v)) < 1e-6
     f, g = objective_of(problem, backend).value_and_grad(w)
+    # the Gram form cancels w'Gw - 2b'w + y'y/n down to f and G w - b down to g: eps times
+    # f(0) / f or |G||w| / |g| (~1e2 here) on top of the data form's n eps
     assert float(f) == pytest.approx(problem.loss(w), rel=1e-12)
     np.testing.assert_allclose(g, problem.grad(w), rtol=1e-10)
 
@@ -103,12 +112,14 @@ def test_the_ridge_reference_solves_the_regularized_normal_equations():
     problem = ridge(lam=0.3)
     X, y, n = problem.X, problem.y, problem.n
     w = np.linalg.solve(2 / n * X.T @ X + 0.3 * np.eye(problem.d), 2 / n * X.T @ y)
+    # the normal equations of a Hessian of condition 4 (lam 0.3): good to a few n eps kappa
+    # (4e-13), as are its eigenvalues; f is stationary at w*, so f(w) is off by its rounding
     np.testing.assert_allclose(problem.w_star, w, rtol=1e-11)
     assert problem.f_star == pytest.approx(problem.loss(w), rel=1e-13)
-    assert problem.reference.accuracy < 1e-14
+    assert problem.reference.accuracy < 1e-14  # refinement reaches a few eps: 2.2e-16 here
     eig = np.linalg.eigvalsh(2 / n * X.T @ X + 0.3 * np.eye(problem.d))
-    assert problem.reference.kappa_raw == pytest.approx(eig[-1] / eig[0], rel=1e-8)
-    assert problem.spectrum.L == pytest.approx(eig[-1], rel=1e-10)
+    assert problem.reference.kappa_raw == pytest.approx(eig[-1] / eig[0], rel=1e-11)
+    assert problem.spectrum.L == pytest.approx(eig[-1], rel=1e-11)
     plain = make_problem("synthetic", n=400, d=4, kappa=50.0, seed=4)
     assert problem.f_star > plain.f_star and "lam" not in plain.params
 
@@ -131,16 +142,19 @@ def test_newton_f_star_agrees_with_scipy_lbfgsb_at_its_tightest(name):
     ref = problem.reference
     assert ref.method == "newton" and ref.accuracy < 1e-14 and ref.refusal(1e-10) is None
     result = scipy_tightest(problem)
+    # SciPy stops when float64 can no longer see f fall: a few eps kappa at worst (2e-13 at
+    # kappa 1e3; 1e-16 measured); 1e-10 leaves room and is far below what a wrong f* moves
     assert abs(result.fun - ref.f) / ref.f < 1e-10
     # never below a certified f* (compared without float64's rounding of the loss)
     assert problem.loss_extended(result.x[:, None]) >= ref.f - ref.accuracy * ref.scale
+    # f* is the loss at w* in extended precision; float64 sums 600 positive terms: ~log2(n) eps
     assert problem.loss(ref.w) == pytest.approx(ref.f, rel=1e-14)
 
 
 def test_newton_f_star_on_eve_late_week_agrees_with_scipy():
     problem = make_problem("eve", rows=3000, objective="logistic", standardize=True)
     assert problem.label_names == ("late_week",)
-    assert abs(scipy_tightest(problem).fun - problem.f_star) / problem.f_star < 1e-10
+    assert abs(scipy_tightest(problem).fun - problem.f_star) / problem.f_star < 1e-10  # as above
 
 
 @pytest.mark.parametrize("name", list(PROBLEMS))
@@ -151,7 +165,8 @@ def test_wolfe_lbfgs_reaches_scipys_f_star(name, capsys):
     theirs = run(problem, make_optimizer("scipy-lbfgs"), rules, backend=make_backend("numpy"))
     assert ours.status == theirs.status == "converged", (ours.message, theirs.message)
     assert ours.hyperparameters["line_search"] == "wolfe"
-    assert abs(ours.final_loss - theirs.final_loss) / theirs.final_loss < 1e-8
+    # both within 1e-10 of f*, hence of each other, give or take the loss's rounding
+    assert abs(ours.final_loss - theirs.final_loss) / theirs.final_loss < 1e-10 + 1e-12
     assert ours.nfev == ours.ngev > ours.iterations  # line-search evaluations are counted
     with capsys.disabled():
         print(f"\n{name}: lbfgs-wolfe {ours.iterations} it / {ours.nfev} ev; scipy L-BFGS-B "

@@ -13,6 +13,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 tf = pytest.importorskip("tensorflow")
 
 from test_logistic import finite_difference_check, logistic, ridge  # noqa: E402
+from tolerances import twin  # noqa: E402
 
 from datasets.errors import InputError  # noqa: E402
 from optimizers import build_rules, make_backend, make_optimizer, run  # noqa: E402
@@ -38,6 +39,7 @@ class Compiled:
         self.curvature = compile_(lambda v, w: build().curvature(v, w))
 
 
+@pytest.mark.numerical
 @pytest.mark.parametrize("layout", ["columns", "rows"])
 @pytest.mark.parametrize("how", ["eager", "function", "xla"])
 @pytest.mark.parametrize("kind", ["logistic", "ridge-data", "ridge-gram"])
@@ -53,7 +55,9 @@ def test_gradient_and_hessian_products_match_finite_differences_tensorflow(layou
     rng = np.random.default_rng(2)
     w = tf.constant(rng.standard_normal((problem.d, 1)))
     v = tf.constant(rng.standard_normal((problem.d, 1)))
-    assert max(finite_difference_check(objective, w, v)) < 1e-6
+    assert max(finite_difference_check(objective, w, v)) < 1e-6  # see test_logistic
+    # the same sums in TensorFlow's order: the loss's n = 600 terms round by <= n eps = 1.3e-13;
+    # a gradient entry may cancel, so 1e-10 of it (and 1e-15 absolute for a near-zero one)
     f, g = objective.value_and_grad(w)
     assert float(f) == pytest.approx(problem.loss(w.numpy()), rel=1e-12)
     np.testing.assert_allclose(g.numpy(), problem.grad(w.numpy()), rtol=1e-10, atol=1e-15)
@@ -61,6 +65,7 @@ def test_gradient_and_hessian_products_match_finite_differences_tensorflow(layou
                                problem.hessian_product(w.numpy(), v.numpy()), rtol=1e-10)
 
 
+@pytest.mark.numerical
 def test_softplus_and_sigmoid_do_not_overflow_for_huge_margins():
     ops = TensorflowOps("float64")
     problem = logistic(kappa=10.0)
@@ -77,6 +82,7 @@ def harder():
     return logistic(n=600, d=8, kappa=1e3, lam=1e-6, seed=2)
 
 
+@pytest.mark.numerical
 @pytest.mark.parametrize("mode", MODES, ids=MODE_IDS)
 @pytest.mark.parametrize("name, hp", [("lbfgs", {}), ("gd", {"step": "armijo"})],
                          ids=["lbfgs-wolfe", "gd-armijo"])
@@ -89,14 +95,18 @@ def test_tensorflow_gives_numpys_iterates_and_counts_for_30_iterations(harder, m
     assert result.iterations == reference.iterations == 30
     assert reference.suboptimality > 1e-10  # still converging: the comparison means something
     relative = np.max(np.abs(result.w - reference.w)) / np.max(np.abs(reference.w))
-    assert relative < 1e-8
-    np.testing.assert_allclose(result.trace["loss"], reference.trace["loss"], rtol=1e-12)
+    bound = twin(30, harder.reference.kappa_raw)  # Hessian's condition at w*: 1.2e3; 4e-11
+    assert relative < bound
+    # the loss moves by |g||dw| / f <= 7 |dw| / |w| on these iterates, and its 600 positive
+    # terms add no cancellation: 10x the iterates' bound (1e-12 before, below that bound)
+    np.testing.assert_allclose(result.trace["loss"], reference.trace["loss"], rtol=10 * bound)
     assert (result.nfev, result.ngev, result.nhvp) == (reference.nfev, reference.ngev,
                                                        reference.nhvp)
     assert result.nfev > 31
 
 
 def test_fused_wolfe_lbfgs_converges_in_float32_and_float64(harder):
+    # float32 resolves the loss to eps32 = 1.2e-7 (relative): 1e-4 is well above it
     for dtype, tol in (("float64", 1e-10), ("float32", 1e-4)):
         result = run(harder, make_optimizer("lbfgs"), build_rules(tol=tol, max_iter=500),
                      backend=make_backend("tensorflow", dtype))

@@ -21,8 +21,9 @@ from study.__main__ import main
 
 NIST = Path(os.environ.get("CONVERGENCE_STUDY_NIST",
                            Path(__file__).resolve().parents[2] / "shared" / "nist"))
-pytestmark = pytest.mark.skipif(not (NIST / "certified.json").is_file(),
-                                reason=f"NIST StRD data not found at {NIST} (outside the project)")
+pytestmark = [pytest.mark.numerical, pytest.mark.skipif(
+    not (NIST / "certified.json").is_file(),
+    reason=f"NIST StRD data not found at {NIST} (outside the project)")]
 SETS = ("Norris", "Pontius", "NoInt1", "NoInt2", "Filip", "Longley",
         "Wampler1", "Wampler2", "Wampler3", "Wampler4", "Wampler5")
 METHODS = {"closed-form-lstsq": ["closed-form", "--solver", "lstsq"],
@@ -83,8 +84,11 @@ def loss_digits(name: str, loss: float) -> float:
     return digits(loss, exact(name)[1], problem(name).reference.floor)
 
 
-def coefficient_digits(name: str, w) -> float:
-    return min(digits(float(a), b) for a, b in zip(w[:, 0], exact(name)[0], strict=True))
+def coefficient_error(name: str, w) -> float:
+    """||w - exact|| / ||exact||, as the reference's w_accuracy estimates it."""
+    truth = exact(name)[0]
+    error = sum((Fraction(float(a)) - b) ** 2 for a, b in zip(w[:, 0], truth, strict=True))
+    return math.sqrt(error / sum(b * b for b in truth))
 
 
 @pytest.mark.parametrize("name", SETS)
@@ -94,14 +98,20 @@ def test_reference_matches_the_exact_optimum_or_is_refused(name, capsys):
         assert main(["regress", *arguments(name)]) == 2
         assert "kappa" in capsys.readouterr().err
         return
-    assert loss_digits(name, ref.f) >= 12
-    assert coefficient_digits(name, ref.w) >= 8
+    # The certificate holds: f* and w* within their own accuracy estimates (x10, for an
+    # estimate: the error was 0.006 to 1.0 of them here). Those are ~1e-16 for f* (at least 14
+    # digits) and up to 1.6e-10 for w* (Wampler5, Filip), none near the 1e-10 a 1e-8 target
+    # needs; no digit count from one machine's run.
+    assert 10 ** -loss_digits(name, ref.f) <= 10 * ref.accuracy
+    assert coefficient_error(name, ref.w) <= 10 * ref.w_accuracy
     assert ref.accuracy <= 1e-10 and ref.kappa <= ref.kappa_raw
 
 
 @pytest.mark.parametrize("name", SETS)
 def test_reference_against_nist_certified_values(name):
-    """What the stored data allow: 7.5 loss digits on Filip, 10 elsewhere."""
+    """What the stored data allow: 7.5 loss digits on Filip, 10 elsewhere. The exact (rational)
+    optimum of the float64 files agrees with NIST's values to 7.9 digits on Filip and 13.5 or
+    more elsewhere, a property of the files, not of a machine; f* adds its accuracy (~1e-16)."""
     ref = problem(name).reference
     entry = certified()[name]
     assert digits(ref.f, entry["mse_loss"], ref.floor) >= (7.5 if name == "Filip" else 10)
@@ -122,7 +132,7 @@ def test_every_method_is_converged_honest_or_refused(name, method, tmp_path, cap
     row = pd.read_parquet(out).iloc[0]
     for column in ("kappa", "kappa_raw", "f_star_accuracy", "suboptimality_floor"):
         assert math.isfinite(row[column])
-    if row["status"] == "converged":
+    if row["status"] == "converged":  # within 1e-8 of f*: 8 digits, less rounding and f*'s own
         assert loss_digits(name, row["final_loss"]) >= 7
     else:
         assert row["status"] in HONEST, row["message"]

@@ -7,6 +7,8 @@ import scipy.sparse.linalg
 from datasets import InputError, make_problem
 from optimizers import build_rules, make_backend, make_optimizer, run
 
+pytestmark = pytest.mark.numerical
+
 
 @pytest.mark.parametrize("name", ["scipy-lsqr", "scipy-lsmr"])
 def test_reaches_the_target_and_says_how_it_stopped(well_conditioned, numpy64, name):

@@ -5,6 +5,8 @@ from datasets import InputError, make_problem
 from optimizers import build_rules, make_optimizer, run
 from optimizers.stopping import HOST_OPS, Context, RelativeImprovement
 
+pytestmark = pytest.mark.numerical
+
 
 @pytest.mark.parametrize("rules, status, rule_name, says", [
     ({"tol": 1e-6}, "converged", "Suboptimality", "suboptimality reached tol 1e-06 at"),
