@@ -13,7 +13,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 tf = pytest.importorskip("tensorflow")
 
 from test_optimizer_family import AT_TARGET  # noqa: E402
-from tolerances import EPS, gradient_condition, loss_condition, twin  # noqa: E402
+from tolerances import EPS, assert_twins, loss_condition, twin  # noqa: E402
 
 from datasets import make_problem  # noqa: E402
 from datasets.errors import InputError  # noqa: E402
@@ -47,18 +47,6 @@ def tf_backend(dtype="float64", feed="fused", xla=False, device="cpu"):
 def relative(a, b) -> float:
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     return float(np.max(np.abs(a - b)) / np.max(np.abs(b)))
-
-
-def assert_twins(result, reference, problem, iterations):
-    """NumPy's and TensorFlow's runs of one method: iterates within twin(k, kappa), every
-    iteration's loss and gradient norm within that times their condition (tests/tolerances.py;
-    the gradient's is the largest at the last iterate: up to 8e3, for Nesterov)."""
-    bound = twin(iterations, problem.reference.kappa_raw)
-    assert relative(result.w, reference.w) <= bound
-    np.testing.assert_allclose(result.trace["loss"], reference.trace["loss"],
-                               rtol=bound * loss_condition(problem))
-    np.testing.assert_allclose(result.trace["grad_norm"], reference.trace["grad_norm"],
-                               rtol=bound * gradient_condition(problem, reference.w))
 
 
 def assert_within_dot_rounding(got, want, magnitude, terms):

@@ -56,3 +56,21 @@ def distance_to_w_star(problem, tol: float) -> float:
     (mu/2)||w - w*||^2, so sqrt(2 tol scale / mu); x1.001 for the float64 rounding of the
     measured suboptimality (a few eps f / (tol f) ~ 1e-7 relative at tol 1e-8)."""
     return 1.001 * np.sqrt(2 * tol * problem.reference.scale / problem.spectrum.mu)
+
+
+def relative(a, b) -> float:
+    """max |a - b| / max |b|: the relative distance of two iterates."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return float(np.max(np.abs(a - b)) / np.max(np.abs(b)))
+
+
+def assert_twins(result, reference, problem, iterations):
+    """Two backends' runs of one least-squares method: iterates within twin(k, kappa), every
+    iteration's loss and gradient norm within that times their condition (the gradient's is the
+    largest at the last iterate: up to 8e3, for Nesterov)."""
+    bound = twin(iterations, problem.reference.kappa_raw)
+    assert relative(result.w, reference.w) <= bound
+    np.testing.assert_allclose(result.trace["loss"], reference.trace["loss"],
+                               rtol=bound * loss_condition(problem))
+    np.testing.assert_allclose(result.trace["grad_norm"], reference.trace["grad_norm"],
+                               rtol=bound * gradient_condition(problem, reference.w))
