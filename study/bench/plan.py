@@ -17,6 +17,12 @@ BACKENDS = {
     "tf-fused": ("tensorflow", {"feed": "fused"}),
     "tf-fused-xla": ("tensorflow", {"feed": "fused", "xla": True}),
     "tf1": ("tensorflow", {"feed": "tf1"}),
+    "jax-feed": ("jax", {"feed": "feed"}),
+    "jax-resident": ("jax", {"feed": "resident"}),
+    "jax-fused": ("jax", {"feed": "fused"}),
+    "torch-feed": ("torch", {"feed": "feed"}),
+    "torch-resident": ("torch", {"feed": "resident"}),
+    "torch-compiled": ("torch", {"feed": "compiled"}),
 }
 # the NumPy backend with its BLAS (OpenBLAS, MKL) limited to this many threads for the run
 # (threadpoolctl, restored afterwards): on a loaded machine, a BLAS thread waiting for a
@@ -44,7 +50,8 @@ class Plan:
     read_repeats: int = 3                       # read passes per timed run, interleaved
     overhead_repeats: int = 7
     overhead_gram_iterations: int = 2000        # gram iterations are ~10 us: many per run
-    overhead_backends: tuple = ("numpy", "numpy-blas1", "tf-fused", "tf-fused-xla")
+    overhead_backends: tuple = ("numpy", "numpy-blas1", "tf-fused", "tf-fused-xla", "jax-fused",
+                                "torch-resident")
     scaling_n: tuple = (10_000, 100_000, 1_000_000, 10_000_000)
     scaling_d: tuple = (5, 16, 64, 256, 512)
     scaling_d_rows: int = 4096                  # n of the d sweep (>= max d)
@@ -62,15 +69,17 @@ class Plan:
     target_repeats: int = 5
     target_candidates: tuple = (("lbfgs", "numpy", "data"), ("lbfgs", "numpy", "gram"),
                                 ("lbfgs", "tf-fused", "data"), ("lbfgs", "tf-fused", "gram"),
-                                ("lbfgs", "tf-fused-xla", "data"),
+                                ("lbfgs", "tf-fused-xla", "data"), ("lbfgs", "jax-fused", "data"),
+                                ("lbfgs", "torch-resident", "data"),
                                 ("scipy-lbfgs", "numpy", "data"), ("gd", "numpy", "gram"))
 
 
 FULL = Plan()
 QUICK = replace(
     FULL, name="quick", rows=100_000, dtypes=("float64",),
-    backends=("numpy", "numpy-blas1", "tf-resident", "tf-fused"), repeats=2, overhead_repeats=5,
-    overhead_backends=("numpy", "numpy-blas1", "tf-fused"),
+    backends=("numpy", "numpy-blas1", "tf-resident", "tf-fused", "jax-fused", "torch-resident"),
+    repeats=2, overhead_repeats=5,
+    overhead_backends=("numpy", "numpy-blas1", "tf-fused", "jax-fused", "torch-resident"),
     scaling_n=(10_000, 30_000, 100_000), scaling_d=(5, 32, 128), scaling_d_rows=2048,
     scaling_methods=(("gd", "numpy", "data"), ("lbfgs", "numpy", "data"),
                      ("lbfgs", "numpy", "gram"), ("lbfgs", "tf-fused", "data")),

@@ -39,7 +39,7 @@ def backend_for(label: str, dtype: str, formulation: str = "data", device: str =
 
     name, options = BACKENDS[label]
     options = dict(options)
-    if name == "tensorflow" and device != "cpu":
+    if name != "numpy" and device != "cpu":
         options["device"] = device
     if formulation != "data":
         options["formulation"] = formulation

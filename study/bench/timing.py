@@ -44,6 +44,23 @@ def read_passes(X: np.ndarray, repeats: int) -> list[float]:
     return time_calls(X.sum, repeats)
 
 
+def read_passes_all_cores(X: np.ndarray, repeats: int, threads: int | None = None) -> list[float]:
+    """`repeats` timings of one read pass over X split across every core (one block of rows a
+    thread; NumPy's sum releases the GIL): the floor for an engine that reads X in parallel, as
+    BLAS and the frameworks' kernels do, beside `read_passes`' one-thread floor."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    threads = threads or os.cpu_count() or 1
+    blocks = np.array_split(X, threads, axis=0)
+    with ThreadPoolExecutor(threads) as pool:
+        def one_pass():
+            return sum(pool.map(np.sum, blocks))
+
+        time.sleep(SETTLE_SECONDS)
+        return time_calls(one_pass, repeats)
+
+
 def loglog_slope(x, y) -> tuple[float, int]:
     """Least-squares slope of log y against log x over the finite positive points, and how many
     points it used (NaN below two distinct x)."""

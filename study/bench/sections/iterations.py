@@ -1,8 +1,10 @@
 """Section `iterations`: seconds per iteration of GD (1/L), Adadelta and L-BFGS for every backend
 and feed mode (numpy, also with its BLAS held to one thread; tensorflow feed, resident, fused,
-fused+XLA, tf1), formulation and dtype, on the `eve` set, divided by one read pass over X
-(`X.sum()` on the same array and dtype, the definition of
-`study.regression.measure.read_pass_seconds`): "passes per iteration". Every measurement runs a
+fused+XLA, tf1; jax feed, resident, fused; torch feed, resident, compiled), formulation and dtype,
+on the `eve` set, divided by one read pass over X (`X.sum()` on the same array and dtype, the
+definition of `study.regression.measure.read_pass_seconds`, on one thread): "passes per
+iteration"; and by the same read pass split across every core (the floor of an engine that
+reads X in parallel). Every measurement runs a
 fixed number of iterations (max_iter, no tolerance), several times. `measure_iterations` is also
 what `scripts/gpu_check.py` and the `scaling` section measure with."""
 
@@ -15,20 +17,23 @@ import pandas as pd
 
 from study.bench.plan import TF1_OPTIMIZERS, Plan
 from study.bench.runs import describe, failed_row, progress, run_once
-from study.bench.timing import median, ratio, read_passes, samples
+from study.bench.timing import median, ratio, read_passes, read_passes_all_cores, samples
 
 
 def measure_iterations(problem, optimizer: str, label: str, formulation: str, dtype: str, *,
-                       iterations: int, repeats: int, read, device: str = "cpu") -> dict:
+                       iterations: int, repeats: int, read, device: str = "cpu",
+                       read_all=None) -> dict:
     """Seconds per iteration of `repeats` runs of `iterations` iterations, each run preceded by
-    read passes (`read()` -> list of seconds), and one more batch of read passes at the end."""
+    read passes (`read()` -> list of seconds; `read_all()` the same on every core, when given),
+    and one more batch of read passes at the end."""
     row = {"optimizer": optimizer, **describe(label), "formulation": formulation, "dtype": dtype,
            "device": device, "n": problem.n, "d": problem.d, "max_iter": iterations,
            "status": "ok", "message": ""}
-    per_iteration, setup, counts, reads, statuses = [], [], [], [], []
+    per_iteration, setup, counts, reads, statuses, reads_all = [], [], [], [], [], []
     try:
         for _ in range(repeats):
             reads += read()
+            reads_all += read_all() if read_all else []
             result = run_once(problem, optimizer, label, dtype, formulation, device=device,
                               max_iter=iterations)
             per_iteration.append(result.seconds_per_iteration)
@@ -44,6 +49,8 @@ def measure_iterations(problem, optimizer: str, label: str, formulation: str, dt
             "read_pass_seconds": read_seconds,
             "passes_per_iteration": ratio(seconds, read_seconds),
             "passes_per_iteration_best": ratio(min(per_iteration), min(reads)),
+            "read_pass_all_cores_seconds": median(reads_all),
+            "passes_per_iteration_all_cores": ratio(seconds, median(reads_all)),
             "seconds_per_iteration_samples": samples(per_iteration),
             "read_pass_samples": samples(reads)}
 
@@ -59,7 +66,8 @@ def bench_iterations(plan: Plan, problem) -> pd.DataFrame:
         X = arrays[dtype]
         row = measure_iterations(problem, optimizer, label, formulation, dtype,
                                  iterations=iterations, repeats=plan.repeats,
-                                 read=lambda X=X: read_passes(X, plan.read_repeats))
+                                 read=lambda X=X: read_passes(X, plan.read_repeats),
+                                 read_all=lambda X=X: read_passes_all_cores(X, plan.read_repeats))
         rows.append(row)
         shown = (f"{row['passes_per_iteration']:.3g} passes/iter" if row["status"] == "ok"
                  else f"{row['status']}: {row['message']}")
