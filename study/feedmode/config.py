@@ -5,12 +5,13 @@ feedmode` flags replace the same key everywhere (`with_flags`)."""
 
 from __future__ import annotations
 
+import math
 from itertools import product
 
 from datasets.errors import InputError
 from study.feedmode.model import DEVICES, DTYPES, GRAPPLER, MODES
 from study.feedmode.spec import Spec
-from study.sweep.grid import ConfigError, positive_number
+from study.sweep.grid import ConfigError, check_size, positive_number
 
 CONFIG_KEYS = ("calls", "device", "seed", "check_n", "grid")
 GRID_KEYS = ("name", "modes", "dtypes", "n", "grappler", "repeats")
@@ -97,6 +98,7 @@ def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[Spec]:
         if isinstance(grid_repeats, bool) or not isinstance(grid_repeats, int) \
                 or grid_repeats < 1:
             raise ConfigError(f"{where}: repeats must be an integer >= 1, got {grid_repeats!r}")
+        check_size(math.prod(map(len, axes.values())) * grid_repeats, where)
         produced = 0
         for mode, variant, dtype, n, repeat in product(axes["modes"], axes["grappler"],
                                                        axes["dtypes"], axes["n"],

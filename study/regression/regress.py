@@ -129,6 +129,8 @@ def configure(args):
                         max_iter=args.max_iter, time_budget=args.time_budget)
     if args.init not in INITS:
         raise InputError(f"unknown init '{args.init}'; allowed: {', '.join(INITS)}")
+    if args.seed < 0:
+        raise InputError(f"--seed must be an integer >= 0, got {args.seed}")
     params = dataset_params(args)
     validate_dataset(args.dataset, **params)  # types, columns, memory: before any data is made
     if args.out:
