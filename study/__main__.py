@@ -13,7 +13,7 @@ import importlib
 import os
 import sys
 
-from study import interrupts, tensorflow_logs
+from study import interrupts
 
 COMMANDS = {
     "regress": ("study.regression.regress", "run one regression configuration"),
@@ -76,6 +76,8 @@ def main(argv=None) -> int:
     try:
         if "--verbose" not in argv:
             os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is imported
+            from study import tensorflow_logs
+
             tensorflow_logs.hold_back()  # the lines that variable cannot hold back
         parser = build_parser(command if command in COMMANDS else None)
         args = parser.parse_args(argv)
