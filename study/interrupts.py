@@ -35,11 +35,13 @@ def install() -> None:
 
 
 def ignore_from_now() -> None:
-    """The command is over: a signal from here on arrives too late to stop anything (blocked,
-    it is discarded when the process exits). Only where `install` was called: a test calling
-    a command in its own process keeps its Ctrl-C."""
+    """The command is over: a signal from here on arrives too late to stop anything, and is
+    ignored (by every thread, through the interpreter's exit: Python gives its own handlers
+    back to the system as it ends, and a SIGTERM then would kill the process). Only where
+    `install` was called: a test calling a command in its own process keeps its Ctrl-C."""
     if _installed:
-        signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+        for sig in SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
 
 
 def _handle(signum, frame):
