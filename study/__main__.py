@@ -41,8 +41,27 @@ def check_integers(parser: argparse.ArgumentParser, values: dict) -> None:
                              "64-bit integer (at most 2**63 - 1)")
 
 
+class StoreOnce(argparse.Action):
+    """argparse's plain store, except that an option given twice is an error: argparse keeps
+    the last (`--features a --features b` ran on b alone, `--seed 1 --seed 2` on seed 2)."""
+
+    given = False
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if self.given and option_string is not None:
+            parser.error(f"argument {option_string}: given twice; give it once")
+        self.given = True
+        setattr(namespace, self.dest, values)
+
+
 class Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line (and still exit status 2)."""
+    """argparse, but a usage error is one line (and still exit status 2), and an option given
+    twice is one (see StoreOnce)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.register("action", None, StoreOnce)
+        self.register("action", "store", StoreOnce)
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
