@@ -81,8 +81,8 @@ def test_a_missing_column_list_is_named(capsys, table):
 def test_an_integer_beyond_64_bits_is_a_usage_error(tmp_path, capsys, flag):
     """The seed's case ran, then failed writing its record with a traceback."""
     with pytest.raises(SystemExit) as exit_:
-        main(["regress", "--rows", "200", flag, str(10**23), "--out",
-              str(tmp_path / "out" / "r.parquet")])
+        main(["regress", *(["--rows", "200"] if flag != "--rows" else []), flag,
+              str(10**23), "--out", str(tmp_path / "out" / "r.parquet")])
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and len(err.strip().splitlines()) == 1
     assert f"argument {flag}: {10**23} does not fit a 64-bit integer" in err
@@ -159,3 +159,32 @@ def test_tensorflow_start_up_lines_stay_off_the_terminal():
     assert done.returncode == 2
     assert done.stderr.startswith("convergence-study regress: error: unknown Keras optimizer")
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+@pytest.mark.parametrize("args, named", [
+    (["--seed", "1", "--seed", "2"], "argument --seed: given twice"),
+    (["--see", "1", "--seed", "2"], "argument --seed: given twice"),  # an abbreviation too
+    (["--history", "5", "--opt-param", "history=3"],
+     "history is given twice, by --history and by --opt-param"),
+    (["--data-param", "seed=1", "--data-param", "seed=2"], "--data-param seed is given twice"),
+    (["--data-param", "rows=30"], "rows is given twice, by --rows and by --data-param"),
+])
+def test_a_name_given_twice_on_the_command_line_is_refused(capsys, args, named):
+    """argparse keeps the last of an option given twice: the record said seed 2 to a user who
+    also typed seed 1."""
+    try:
+        refused(capsys, ["regress", "--rows", "200", *args], named)
+    except SystemExit as exit_:  # argparse's usage error
+        err = capsys.readouterr().err
+        assert exit_.code == 2 and len(err.strip().splitlines()) == 1 and named in err, err
+
+
+def test_a_key_value_integer_beyond_64_bits_is_refused(capsys):
+    """kappa=10**400 reached float() inside the data set's checks: a TypeError traceback."""
+    refused(capsys, ["regress", "--dataset", "synthetic", "--data-param", f"kappa={10**400}"],
+            "--data-param kappa=", "does not fit 64 bits")
+
+
+def test_feedmode_calls_that_could_never_finish_are_refused(tmp_path, capsys):
+    refused(capsys, ["feedmode", "--calls", str(2**62), "--out", tmp_path / "out"],
+            "more than 100000", tmp_path=tmp_path)
