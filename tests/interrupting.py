@@ -124,6 +124,13 @@ class Command:
         else:
             self.proc.send_signal(signum)
 
+    def interrupt(self, started, delay: float, signum: int) -> tuple[int, str, str]:
+        """Once `started()` holds, wait `delay` seconds, send the signal; `finish`."""
+        assert self.wait_for(started), "".join(self.err)[-2000:]
+        time.sleep(delay)
+        self.send(signum)
+        return self.finish()
+
     def finish(self, seconds: float = 60.0) -> tuple[int, str, str]:
         """Exit status, stdout and stderr (the test hook's marker lines left out). A command
         still running after `seconds` is killed and fails the test: it ignored the signal."""

@@ -10,7 +10,6 @@ import contextlib
 import io
 import signal
 import tempfile
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -282,10 +281,9 @@ def test_a_signal_at_any_moment_of_a_sweep_loses_nothing(signum, delay):
         config.write_text(PROBE_SWEEP)
         args = ("run", config, "--out", out, "--quiet")
         command = Command(*args)
-        assert command.wait_for(lambda: any((out / "runs").glob("*.parquet")))
-        time.sleep(delay)  # a run, between runs, the tables' assembly, or the end
-        command.send(signum)
-        code, printed, err = command.finish()
+        # then a run, between runs, the tables' assembly, or the end
+        code, printed, err = command.interrupt(
+            lambda: any((out / "runs").glob("*.parquet")), delay, signum)
         if interrupted_cleanly(code, printed, err, signum, "this invocation:"):
             assert "finished runs are kept" in err
         if (out / "runs.parquet").exists():  # whatever table there is reads back whole
@@ -305,10 +303,9 @@ def test_a_signal_at_any_moment_of_a_bench_never_replaces_its_outputs(signum, de
         kept = sentinels(out, ["bench.txt", "iterations.parquet", "target.parquet"])
         command = Command("bench", "--sections", "iterations", "target", "--out", out,
                           setup=tiny_bench(tensorflow=True))
-        assert command.wait_for(lambda: command.printed("[iterations 1/"))
-        time.sleep(delay)  # NumPy runs, TensorFlow's import, fused loops, or the end
-        command.send(signum)
-        code, printed, err = command.finish()
+        # then NumPy runs, TensorFlow's import, fused loops, or the end
+        code, printed, err = command.interrupt(lambda: command.printed("[iterations 1/"),
+                                               delay, signum)
         if interrupted_cleanly(code, printed, err, signum, "wrote", progress=True):
             assert "nothing was written" in err and unchanged(kept)
 
@@ -325,9 +322,8 @@ def test_a_signal_at_any_moment_of_a_compiled_run_ends_it_at_once(signum, delay)
                           "fused", "--optimizer", "gd", "--step", "fixed", "--lr", "1e-12",
                           "--tol", "off", "--max-iter", 2_000_000_000, "--time-budget", 3,
                           "--out", out / "r.parquet")
-        assert command.wait_for(lambda: command.printed(COMPILED_LOOP))
-        time.sleep(delay)  # tracing, the loop, or after its 3 s budget
-        command.send(signum)
-        code, printed, err = command.finish()
+        # then tracing, the loop, or after its 3 s budget
+        code, printed, err = command.interrupt(lambda: command.printed(COMPILED_LOOP), delay,
+                                               signum)
         if interrupted_cleanly(code, printed, err, signum, "wrote"):
             assert "nothing was written" in err and unchanged(kept)

@@ -39,10 +39,10 @@ def ended(command, signum, progress: bool = False) -> tuple[str, str]:
 def test_a_signal_stops_a_compiled_loop_at_once(tmp_path, signum):
     kept = sentinels(tmp_path / "out", REGRESS_OUT)
     command = Command(*UNBOUNDED, "--out", tmp_path / "out" / "r.parquet")
-    assert command.wait_for(lambda: command.printed(COMPILED_LOOP))
-    time.sleep(1.0)  # tracing, compiling or looping: all on the worker thread
-    command.send(signum)
-    _, err = ended(command, signum)  # a hang here is the loop ignoring the signal
+    # 1 s on: tracing, compiling or looping, all on the worker thread; a hang is the loop
+    # ignoring the signal
+    code, out, err = command.interrupt(lambda: command.printed(COMPILED_LOOP), 1.0, signum)
+    assert interrupted_cleanly(code, out, err, signum, finished_line="<never>")
     assert "nothing was written" in err  # not "finished runs are kept ... resume"
     assert unchanged(kept)
 
@@ -74,9 +74,8 @@ def test_ctrl_c_during_a_bench_with_tensorflow_keeps_its_last_outputs(tmp_path):
     kept = sentinels(tmp_path / "bench", BENCH_OUT)
     command = Command("bench", "--sections", "iterations", "target", "--out",
                       tmp_path / "bench", setup=tiny_bench(tensorflow=True))
-    assert command.wait_for(lambda: command.printed("tf-fused"))  # among TensorFlow runs
-    command.send(signal.SIGINT)
-    _, err = ended(command, signal.SIGINT, progress=True)
+    code, out, err = command.interrupt(lambda: command.printed("tf-fused"), 0, signal.SIGINT)
+    assert interrupted_cleanly(code, out, err, signal.SIGINT, "<never>", progress=True)
     assert "nothing was written" in err
     assert unchanged(kept)
 
