@@ -19,10 +19,13 @@ VALIDATORS = {"eve": eve.validate_params, "synthetic": synthetic.validate_params
 def validate_dataset(name: str, **params) -> None:
     """Check a data set's name, parameter names and values without generating any data."""
     _check_names(name, params)
-    try:
-        VALIDATORS[name](**params)
-    except TypeError as exc:  # a required parameter is missing
-        raise InputError(f"dataset '{name}': {exc}") from None
+    required = [p.name for p in inspect.signature(VALIDATORS[name]).parameters.values()
+                if p.default is p.empty]
+    missing = [key for key in required if key not in params]
+    if missing:
+        raise InputError(f"dataset '{name}' needs {', '.join(missing)} (--{missing[0]} on the "
+                         f"command line, {missing[0]} = ... in a config)")
+    VALIDATORS[name](**params)
 
 
 class ProblemKind(NamedTuple):

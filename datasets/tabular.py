@@ -73,10 +73,20 @@ def check_unique_columns(frame_or_names, source: str) -> None:
         raise InputError(f"tabular: {source} has duplicate column names {sorted(repeated)}")
 
 
+def check_named_once(columns: list, role: str) -> None:
+    """A column chosen twice would be a duplicated column of X (or a frame where pandas
+    expects a column)."""
+    twice = next((c for i, c in enumerate(columns) if c in columns[:i]), None)
+    if twice is not None:
+        raise InputError(f"tabular: {role} column '{twice}' is named twice; name each column "
+                         "once")
+
+
 def select_columns(frame: pd.DataFrame, columns, role: str, source: str) -> pd.DataFrame:
     columns = [columns] if isinstance(columns, str) else list(columns or [])
     if not columns:
         raise InputError(f"tabular: no {role} columns chosen; pass {role}=[...]")
+    check_named_once(columns, role)
     missing = [c for c in columns if c not in frame.columns]
     if missing:
         raise InputError(f"tabular: {role} column '{missing[0]}' is not in {source}; "
@@ -145,6 +155,7 @@ def validate_params(path, features, labels, standardize: bool = False,
         if not isinstance(names, list) or not names or \
                 not all(isinstance(c, str) for c in names):
             raise InputError(f"tabular: {role}s must be a list of column names, got {chosen!r}")
+        check_named_once(names, role)
         missing = [c for c in names if c not in present]
         if missing:
             raise InputError(f"tabular: {role} column '{missing[0]}' is not in '{path}'; "

@@ -21,6 +21,7 @@ from typing import NamedTuple
 import numpy as np
 
 from datasets.errors import InputError
+from datasets.memory import available_bytes
 from optimizers.linesearch import strong_wolfe
 
 LINE_SEARCHES = ("exact", "wolfe")
@@ -56,6 +57,12 @@ class LBFGS:
     def for_problem(self, problem) -> LBFGS:
         """The line search made explicit for this problem (so the record says which ran)."""
         quadratic = problem.objective == "least-squares"
+        m = self.history  # the pairs S, Y (m x d x k) and about 4 m x m arrays of `direction`
+        need = (2 * m * getattr(problem, "d", 0) * getattr(problem, "k", 0) + 4 * m * m) * 8
+        if need > available_bytes():  # (a config's check knows no d yet: m x m then)
+            raise InputError(f"lbfgs: history={m} needs about {need / 2**30:.3g} GiB, "
+                             f"{available_bytes() / 2**30:.1f} GiB available; use a shorter "
+                             "history")
         if self.line_search == "exact" and not quadratic:
             raise InputError(f"lbfgs: the exact line search needs a quadratic objective, not "
                              f"{problem.objective}; use line_search='wolfe'")

@@ -11,8 +11,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-import signal
 import sys
+
+from study import interrupts
 
 COMMANDS = {
     "regress": ("study.regression.regress", "run one regression configuration"),
@@ -32,8 +33,37 @@ COMMANDS = {
 }
 
 
+def check_integers(parser: argparse.ArgumentParser, values: dict) -> None:
+    """Every integer given is stored in a 64-bit column (seeds, sizes, budgets): one that does
+    not fit is a usage error, not a traceback after the run."""
+    for name, value in values.items():
+        for item in value if isinstance(value, list) else [value]:
+            if isinstance(item, int) and not -2**63 <= item < 2**63:
+                parser.error(f"argument --{name.replace('_', '-')}: {item} does not fit a "
+                             "64-bit integer (at most 2**63 - 1)")
+
+
+class StoreOnce(argparse.Action):
+    """argparse's plain store, except that an option given twice is an error: argparse keeps
+    the last (`--features a --features b` ran on b alone, `--seed 1 --seed 2` on seed 2)."""
+
+    given = False
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if self.given and option_string is not None:
+            parser.error(f"argument {option_string}: given twice; give it once")
+        self.given = True
+        setattr(namespace, self.dest, values)
+
+
 class Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line (and still exit status 2)."""
+    """argparse, but a usage error is one line (and still exit status 2), and an option given
+    twice is one (see StoreOnce)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.register("action", None, StoreOnce)
+        self.register("action", "store", StoreOnce)
 
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
@@ -56,40 +86,62 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM or SIGHUP, handled like Ctrl-C: runs in flight are killed, finished ones kept."""
-
-
-def _terminate(signum, frame):
-    raise Terminated(signal.Signals(signum).name)
+# Sweeps keep every finished run and skip it when the same command runs again.
+RESUMABLE = ("run", "feedmode")
 
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     command = chosen_command(argv)
+    written = _files_written()
     try:
         if "--verbose" not in argv:
             os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is imported
-        args = build_parser(command if command in COMMANDS else None).parse_args(argv)
+            from study import tensorflow_logs
+
+            tensorflow_logs.hold_back()  # the lines that variable cannot hold back
+        parser = build_parser(command if command in COMMANDS else None)
+        args = parser.parse_args(argv)
+        check_integers(parser, vars(args))
         from datasets.errors import InputError
         from study.output import ResultsWriteError
 
         try:
-            return importlib.import_module(COMMANDS[args.command][0]).main(args)
+            code = importlib.import_module(COMMANDS[args.command][0]).main(args)
         except InputError as exc:
+            interrupts.check()  # an error that an interrupt caused is the interrupt
             print(f"convergence-study {args.command}: error: {exc}", file=sys.stderr)
             return 2
         except ResultsWriteError as exc:
+            interrupts.check()
             print(f"convergence-study {args.command}: error: {exc}", file=sys.stderr)
             return 1
-    except (KeyboardInterrupt, ImportError) as exc:
-        interrupt = _interrupt_behind(exc)
+        interrupts.check()  # one that a library swallowed on its way up
+        return code
+    except BaseException as exc:  # noqa: BLE001 -- re-raised unless an interrupt is behind it
+        interrupt = _interrupt_behind(exc) or interrupts.received()
         if interrupt is None:
             raise
-        what = "terminated" if isinstance(interrupt, Terminated) else "interrupted"
-        print(f"convergence-study {command or ''}: {what}; finished runs are kept, run the "
-              "same command again to resume", file=sys.stderr)
-        return 143 if isinstance(interrupt, Terminated) else 130
+        return _interrupted(command, interrupt, _files_written() - written)
+
+
+def _interrupted(command: str | None, interrupt: KeyboardInterrupt, written: int) -> int:
+    """Say in one line that the command was stopped and what it leaves; its exit status."""
+    interrupts.ignore_from_now()  # a second Ctrl-C cuts nothing short from here on
+    what = "terminated" if isinstance(interrupt, interrupts.Terminated) else "interrupted"
+    if command in RESUMABLE:
+        left = "finished runs are kept, run the same command again to resume"
+    elif written:
+        left = f"the {written} files written before it are complete, nothing was written after it"
+    else:
+        left = "nothing was written"
+    print(f"convergence-study {command or ''}: {what}; {left}", file=sys.stderr)
+    return 143 if isinstance(interrupt, interrupts.Terminated) else 130
+
+
+def _files_written() -> int:
+    output = sys.modules.get("study.output")  # not imported: nothing written
+    return output.files_written if output is not None else 0
 
 
 def _interrupt_behind(exc: BaseException) -> KeyboardInterrupt | None:
@@ -104,13 +156,17 @@ def _interrupt_behind(exc: BaseException) -> KeyboardInterrupt | None:
 
 def run() -> None:
     """The entry point: signals become clean endings before anything heavy is imported."""
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _terminate)
-    code = main()
+    interrupts.install()
+    try:
+        code = main()
+    except KeyboardInterrupt as exc:  # in the instant between the command's end and this line
+        code = _interrupted(chosen_command(sys.argv[1:]), exc, _files_written())
+    interrupts.ignore_from_now()
     if code in (130, 143):
         # Interrupted and cleaned up. CPython marks a KeyboardInterrupt that passed through
         # certain C calls (an import, say) as unhandled even though it was caught here, and
-        # would end the process by SIGINT: leave with the status that was said instead.
+        # would end the process by SIGINT: leave with the status that was said instead. A
+        # worker thread still in a compiled loop (optimizers.interruptible) ends with it.
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)

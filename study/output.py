@@ -2,7 +2,9 @@
 
 Every file the toolkit writes (records, traces, tables, CSVs, figures, reports, logs) goes
 through `write_atomic` or `write_files_atomic`: a failed write (disk full, read-only folder)
-leaves the old file or nothing, and says which file in one line.
+leaves the old file or nothing, and says which file in one line. Once the command has been
+interrupted (`study.interrupts`), nothing more is written: a bench or a run cut short never
+replaces finished outputs, even where a library swallowed the interrupt.
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ from pathlib import Path
 import pandas as pd
 
 from datasets.errors import InputError
+from study import interrupts
+
+files_written = 0  # by this process: what an interrupted command says it leaves
 
 
 class ResultsWriteError(OSError):
@@ -78,7 +83,10 @@ def write_files_atomic(writes: dict) -> None:
     """Write several files as one: `writes` maps each path to `write(tmp)`. Every file is
     written to a temporary name beside its target first; only when all are complete are they
     renamed into place, so a failure leaves the old files (or none), never a mix or a part.
-    A failure raises ResultsWriteError naming the file."""
+    A failure raises ResultsWriteError naming the file; an interrupt received before the
+    renames raises it again, and nothing is replaced."""
+    global files_written
+    interrupts.check_before_writing()
     targets = {Path(path): write for path, write in writes.items()}
     created, temporaries, current = [], {}, None
     try:
@@ -91,9 +99,11 @@ def write_files_atomic(writes: dict) -> None:
             tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
             temporaries[path] = tmp
             write(tmp)
+        interrupts.check_before_writing()
         for path, tmp in temporaries.items():
             current = path
             os.replace(tmp, path)
+            files_written += 1
     except OSError as exc:
         raise ResultsWriteError(f"cannot write '{current}': {exc.strerror or exc}") from None
     finally:

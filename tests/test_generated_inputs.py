@@ -2,18 +2,29 @@
 configs, small CSV/Parquet files and results tables, valid and broken. Whatever comes in, no
 exception escapes, every failure is exit status 2 with one line on stderr, and nothing is left
 in the output folder. NumPy-only: a generated TensorFlow case always carries an option that is
-refused before TensorFlow is imported."""
+refused before TensorFlow is imported. Issue 28 added names given twice, integers beyond 64
+bits, exclusions that match nothing, and signals at generated moments of a sweep, a bench and a
+compiled run (real processes, tests/interrupting.py)."""
 
 import contextlib
 import io
+import signal
 import tempfile
 from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from interrupting import (
+    COMPILED_LOOP,
+    Command,
+    interrupted_cleanly,
+    sentinels,
+    tiny_bench,
+    unchanged,
+)
 
 from study.__main__ import main
 
@@ -64,7 +75,8 @@ def data_file(draw, folder: Path):
         path = folder / draw(st.sampled_from(["good.csv", "good.parquet"]))
         frame = pd.DataFrame(rng.standard_normal((12, 3)), columns=["a", "rate.1", "y"])
         frame.to_csv(path, index=False) if path.suffix == ".csv" else frame.to_parquet(path)
-        return path, ["a", "rate.1"], ["y"]
+        twice = draw(likely_first([[], ["a"], ["rate.1"]]))  # a column named twice
+        return path, ["a", "rate.1", *twice], ["y"] * draw(likely_first([1, 2]))
     path = folder / ("data.csv" if kind in ("csv", "empty") else "data.xlsx" if kind == "xlsx"
                      else "data.parquet")
     frame = pd.DataFrame(rows, columns=range(len(names)))
@@ -106,6 +118,8 @@ OPTIONS = {
     "--opt-param": ["history=3", "history=0", "momentum=x", "nope=1", "history"],
     "--data-param": ["kappa=100", "kappa='1e4'", "kappa=True", "d=2", "noise=-1", "seed=-2"],
     "--formulation": ["data", "gram", "sparse"],
+    "--seed": [0, 7, -1, 2**63, 10**23],
+    "--history": [3, 0, 2**62, 10**9],
 }
 
 
@@ -114,7 +128,7 @@ OPTIONS = {
 def generated_regress(data, counts):
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        args = ["regress", "--max-iter", data.draw(likely_first([200, 0, "x"]))]
+        args = ["regress", "--max-iter", data.draw(likely_first([200, 0, "x", 10**23]))]
         for flag in data.draw(st.lists(st.sampled_from(sorted(OPTIONS)), max_size=3,
                                        unique=True)):
             args += [flag, data.draw(likely_first(OPTIONS[flag]))]
@@ -150,7 +164,11 @@ def generated_regress(data, counts):
 # ---- study configs ---------------------------------------------------------------------------
 
 toml_values = st.sampled_from(['1', '0', '-1', '2.5', '"1e4"', 'true', '[]', '[0, 1]', '"x"',
-                               '1e300', 'nan', '{}', '"off"', '[1, "a"]'])
+                               '1e300', 'nan', '{}', '"off"', '[1, "a"]',
+                               '99999999999999999999999', '-9223372036854775809',
+                               '9223372036854775807'])
+exclusions = st.tuples(st.sampled_from(["optimizer", "step", "seed", "colour"]),
+                       st.sampled_from(['"gd"', '"lbgfs"', '"1/L"', '0', '5', '["gd", "lbgfs"]']))
 SECTIONS = {
     "top": ["seeds", "repeats", "init", "run_timeout", "memory_budget_gb", "name", "speed"],
     "stopping": ["tol", "max_iter", "patience", "rel_tol", "exact_repeat", "time_budget"],
@@ -185,6 +203,8 @@ def generated_config(data, counts):
         text += "[stopping]\n" + "".join(f"{k} = {v}\n" for k, v in stopping)
         for section, table in tables.items():
             text += f"[[{section}]]\n" + "".join(f"{k} = {v}\n" for k, v in table.items())
+        if data.draw(st.integers(0, 3)) == 0:  # typos in an exclusion's value, among others
+            text += "[[exclude]]\n{} = {}\n".format(*data.draw(exclusions))
         if data.draw(st.integers(0, 9)) == 0:
             text = text[: data.draw(st.integers(0, len(text)))]  # cut short
         config = tmp / "study.toml"
@@ -240,3 +260,70 @@ def test_generated_inputs_end_cleanly():
     print(f"generated cases: {total}; by command and exit status: {dict(sorted(counts.items()))}")
     assert total >= 300
     assert counts["regress", 0] and counts["regress", 2] and counts["config", 2]
+
+
+# ---- signals at generated moments (real processes) -------------------------------------------
+
+SIGNALS = st.sampled_from([signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+# Each example is a process (seconds): one generated moment, and explicit ones spread over the
+# command's life (a derandomized draw favours the first instants).
+SIGNAL_SETTINGS = settings(SETTINGS, max_examples=1)
+PROBE_SWEEP = 'kind = "probe"\nactions = ["work"]\nseeds = [0, 1, 2, 3, 4]\nseconds = 0.3\n'
+
+
+@given(signum=SIGNALS, delay=st.floats(0, 2.5))
+@example(signum=signal.SIGHUP, delay=0.8)
+@example(signum=signal.SIGTERM, delay=2.3)
+@SIGNAL_SETTINGS
+def test_a_signal_at_any_moment_of_a_sweep_loses_nothing(signum, delay):
+    with tempfile.TemporaryDirectory() as tmp:
+        config, out = Path(tmp) / "p.toml", Path(tmp) / "res"
+        config.write_text(PROBE_SWEEP)
+        args = ("run", config, "--out", out, "--quiet")
+        command = Command(*args)
+        # then a run, between runs, the tables' assembly, or the end
+        code, printed, err = command.interrupt(
+            lambda: any((out / "runs").glob("*.parquet")), delay, signum)
+        if interrupted_cleanly(code, printed, err, signum, "this invocation:"):
+            assert "finished runs are kept" in err
+        if (out / "runs.parquet").exists():  # whatever table there is reads back whole
+            assert pd.read_parquet(out / "runs.parquet")["run_id"].is_unique
+        again = Command(*args)  # the same command resumes: every run, none twice
+        assert again.finish()[0] == 0
+        assert len(pd.read_parquet(out / "runs.parquet")) == 5
+
+
+@given(signum=SIGNALS, delay=st.floats(0, 6))
+@example(signum=signal.SIGTERM, delay=2.5)
+@example(signum=signal.SIGHUP, delay=5.0)
+@SIGNAL_SETTINGS
+def test_a_signal_at_any_moment_of_a_bench_never_replaces_its_outputs(signum, delay):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "bench"
+        kept = sentinels(out, ["bench.txt", "iterations.parquet", "target.parquet"])
+        command = Command("bench", "--sections", "iterations", "target", "--out", out,
+                          setup=tiny_bench(tensorflow=True))
+        # then NumPy runs, TensorFlow's import, fused loops, or the end
+        code, printed, err = command.interrupt(lambda: command.printed("[iterations 1/"),
+                                               delay, signum)
+        if interrupted_cleanly(code, printed, err, signum, "wrote", progress=True):
+            assert "nothing was written" in err and unchanged(kept)
+
+
+@given(signum=SIGNALS, delay=st.floats(0, 4))
+@example(signum=signal.SIGTERM, delay=1.0)
+@example(signum=signal.SIGHUP, delay=3.5)
+@SIGNAL_SETTINGS
+def test_a_signal_at_any_moment_of_a_compiled_run_ends_it_at_once(signum, delay):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "out"
+        kept = sentinels(out, ["r.parquet", "r.trace.parquet"])
+        command = Command("regress", "--rows", 20000, "--backend", "tensorflow", "--feed",
+                          "fused", "--optimizer", "gd", "--step", "fixed", "--lr", "1e-12",
+                          "--tol", "off", "--max-iter", 2_000_000_000, "--time-budget", 3,
+                          "--out", out / "r.parquet")
+        # then tracing, the loop, or after its 3 s budget
+        code, printed, err = command.interrupt(lambda: command.printed(COMPILED_LOOP), delay,
+                                               signum)
+        if interrupted_cleanly(code, printed, err, signum, "wrote"):
+            assert "nothing was written" in err and unchanged(kept)

@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from datasets.errors import InputError
+from optimizers.interruptible import call_interruptibly
 from optimizers.objective import FORMULATIONS, make_objective, problem_data
 from optimizers.result import TRACE_COLUMNS, Outcome, Stopwatch, apply_state_record
 from optimizers.stopping import Context, Ending, TimeBudget, rule_values, rules_on_tensors
@@ -250,11 +251,16 @@ class JaxBackend:
         if reason is not None:  # recorded, never run on the CPU under a GPU label
             return Outcome(np.asarray(w0, dtype=self.dtype), 0, 0.0, 0.0, "skipped", reason,
                            device=self.device, extra={**self.options(), "device_name": ""})
-        jax = _jax()
-        with jax.default_device(self.ops.device):
-            run = self._fused if self.feed == "fused" else self._stepped
-            outcome, state = run(problem, optimizer, rules, w0)
+        # ahead-of-time compiles and a fused chunk are single C++ calls: run on the kept worker
+        # thread so that Ctrl-C stays prompt (optimizers.interruptible); JAX's default device is
+        # a per-thread setting, so it is entered there
+        outcome, state = call_interruptibly(self._on_device, problem, optimizer, rules, w0)
         return self._checked(apply_state_record(outcome, optimizer, state))
+
+    def _on_device(self, problem, optimizer, rules, w0):
+        with _jax().default_device(self.ops.device):
+            run = self._fused if self.feed == "fused" else self._stepped
+            return run(problem, optimizer, rules, w0)
 
     # helpers shared by the modes
 

@@ -32,6 +32,7 @@ import tensorflow as tf
 from datasets.errors import InputError
 from optimizers.backends.numpy import DTYPES
 from optimizers.backends.tf1 import minimize_tf1
+from optimizers.interruptible import call_interruptibly
 from optimizers.objective import FORMULATIONS, make_objective, problem_data
 from optimizers.result import TRACE_COLUMNS, Outcome, Stopwatch, apply_state_record
 from optimizers.stopping import Context, Ending, rule_values, rules_on_tensors
@@ -252,8 +253,10 @@ class TensorflowBackend:
                            device=self.device, extra={**self.options(), "device_name": ""})
         if self.feed == "tf1":
             return self._checked(minimize_tf1(self, problem, optimizer, rules, w0))
-        run = self._fused if self.feed == "fused" else self._stepped
-        outcome, state = run(problem, optimizer, rules, w0)
+        if self.feed == "fused":  # one C++ call for the whole run: Ctrl-C must still stop it
+            outcome, state = call_interruptibly(self._fused, problem, optimizer, rules, w0)
+        else:
+            outcome, state = self._stepped(problem, optimizer, rules, w0)
         return self._checked(apply_state_record(outcome, optimizer, state))
 
     # helpers shared by the modes

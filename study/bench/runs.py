@@ -8,6 +8,7 @@ import sys
 from contextlib import nullcontext
 
 from datasets.errors import InputError
+from study import interrupts
 from study.bench.plan import BACKENDS, BLAS_THREADS, TF1_OPTIMIZERS
 
 
@@ -62,7 +63,9 @@ def run_once(problem, optimizer: str, label: str, dtype: str, formulation: str, 
             result = run(problem, make_optimizer(optimizer), build_rules(**stopping),
                          backend=backend)
     except InputError as exc:
+        interrupts.check()  # an error an interrupt caused is the interrupt
         raise Unavailable(first_line(exc)) from None
+    interrupts.check()  # one a library swallowed ends the bench here, not at its end
     if result.status == "skipped":
         raise Unavailable(result.message)
     return result
@@ -86,6 +89,7 @@ def describe(label: str) -> dict:
 
 
 def failed_row(row: dict, exc: BaseException) -> dict:
+    interrupts.check()  # an error an interrupt caused is the interrupt, not a row
     status = "unavailable" if isinstance(exc, Unavailable) else "error"
     return {**row, "status": status, "message": str(exc) if status == "unavailable"
             else first_line(exc)}

@@ -5,13 +5,15 @@ feedmode` flags replace the same key everywhere (`with_flags`)."""
 
 from __future__ import annotations
 
+import math
 from itertools import product
 
 from datasets.errors import InputError
 from study.feedmode.model import DEVICES, DTYPES, GRAPPLER, MODES
 from study.feedmode.spec import Spec
-from study.sweep.grid import ConfigError, positive_number
+from study.sweep.grid import ConfigError, check_size, positive_number
 
+MAX_CALLS = 100_000
 CONFIG_KEYS = ("calls", "device", "seed", "check_n", "grid")
 GRID_KEYS = ("name", "modes", "dtypes", "n", "grappler", "repeats")
 DEFAULTS = {"n": [60000], "dtypes": ["float64"], "modes": list(MODES), "grappler": ["default"],
@@ -42,6 +44,9 @@ def check_value(key: str, value, where: str):
     if key in ("calls", "check_n"):
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise ConfigError(f"{where} must be a positive integer, not {value!r}")
+        if key == "calls" and value > MAX_CALLS:
+            raise ConfigError(f"{where}: {value} calls, more than {MAX_CALLS} (each timed call "
+                              "is a row of calls.parquet; the run would end at its timeout)")
     elif key == "seed":
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ConfigError(f"{where} must be a non-negative integer, not {value!r}")
@@ -97,6 +102,7 @@ def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[Spec]:
         if isinstance(grid_repeats, bool) or not isinstance(grid_repeats, int) \
                 or grid_repeats < 1:
             raise ConfigError(f"{where}: repeats must be an integer >= 1, got {grid_repeats!r}")
+        check_size(math.prod(map(len, axes.values())) * grid_repeats, where)
         produced = 0
         for mode, variant, dtype, n, repeat in product(axes["modes"], axes["grappler"],
                                                        axes["dtypes"], axes["n"],

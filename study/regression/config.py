@@ -6,6 +6,7 @@ applies [[exclude]])."""
 from __future__ import annotations
 
 import itertools
+import math
 
 from datasets import DATASETS, validate_dataset
 from datasets.errors import InputError
@@ -14,7 +15,7 @@ from optimizers.backends.registry import BACKENDS, backend
 from optimizers.keras_optimizer import check_optimizers as check_keras_optimizers
 from study.regression import tuning as protocol
 from study.regression.spec import RunSpec
-from study.sweep.grid import ConfigError, as_list, blocks, expand, unknown
+from study.sweep.grid import ConfigError, as_list, blocks, check_size, expand, unknown
 
 CONFIG_KEYS = ("seeds", "init", "stopping", "tuning", "datasets", "optimizers", "backends")
 STOPPING_KEYS = ("tol", "grad_tol", "rel_tol", "patience", "exact_repeat", "max_iter",
@@ -146,6 +147,7 @@ def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[RunSpe
         if error:
             fail("optimizers", error)
 
+    check_size(math.prod(map(len, points.values())) * len(inits) * len(seeds) * repeats, source)
     specs = []
     for (dname, dparams, _), (oname, hparams, (own, tuning)), (bname, bparams, _), init, seed, \
             repeat in itertools.product(points["datasets"], points["optimizers"],

@@ -91,26 +91,43 @@ def key_values(items, flag: str) -> dict:
         key, sep, text = item.partition("=")
         if not sep or not key:
             raise InputError(f"{flag} '{item}' is not KEY=VALUE")
+        if key in params:
+            raise InputError(f"{flag} {key} is given twice; give it once")
         try:
             params[key] = ast.literal_eval(text)
         except (ValueError, SyntaxError):
             params[key] = text
+        if isinstance(params[key], int) and not -2**63 <= params[key] < 2**63:
+            raise InputError(f"{flag} {key}={text}: the integer does not fit 64 bits")
     return params
 
 
 def dataset_params(args) -> dict:
     if args.dataset not in DATASETS:
         raise InputError(f"unknown dataset '{args.dataset}'; allowed: {', '.join(DATASETS)}")
-    params = key_values(args.data_param, "--data-param")
+    flags = {}
     if args.rows is not None:
         if args.dataset not in ROWS_PARAMETER:
             raise InputError(f"--rows applies to {', '.join(ROWS_PARAMETER)}, not '{args.dataset}'")
-        params[ROWS_PARAMETER[args.dataset]] = args.rows
+        flags[ROWS_PARAMETER[args.dataset]] = args.rows
     for flag in ("path", "features", "labels"):
         if getattr(args, flag) is not None:
-            params[flag] = getattr(args, flag)
+            flags[flag] = getattr(args, flag)
     if args.standardize:
-        params["standardize"] = True
+        flags["standardize"] = True
+    names = {"rows": ROWS_PARAMETER.get(args.dataset), "path": "path", "features": "features",
+             "labels": "labels", "standardize": "standardize"}
+    return {**flags, **given_once(flags, key_values(args.data_param, "--data-param"),
+                                  "--data-param", names)}
+
+
+def given_once(flags: dict, params: dict, flag: str, names: dict) -> dict:
+    """KEY=VALUE parameters, none of which a flag of its own already gave (`--history 5
+    --opt-param history=3` ran with 3)."""
+    for key in params:
+        if key in flags:
+            own = next(f for f, name in names.items() if name == key)
+            raise InputError(f"{key} is given twice, by --{own} and by {flag}; give it once")
     return params
 
 
@@ -118,7 +135,8 @@ def configure(args):
     """Everything a run needs, validated before any data is generated or file written."""
     hyperparameters = {name: getattr(args, flag) for flag, name in HYPERPARAMETER_FLAGS.items()
                        if getattr(args, flag) is not None}
-    hyperparameters.update(key_values(args.opt_param, "--opt-param"))
+    hyperparameters.update(given_once(hyperparameters, key_values(args.opt_param, "--opt-param"),
+                                      "--opt-param", HYPERPARAMETER_FLAGS))
     optimizer = make_optimizer(args.optimizer, **hyperparameters)
     options = {flag: getattr(args, flag) for flag in BACKEND_FLAGS
                if getattr(args, flag) is not None}
@@ -134,6 +152,8 @@ def configure(args):
                         max_iter=args.max_iter, time_budget=args.time_budget)
     if args.init not in INITS:
         raise InputError(f"unknown init '{args.init}'; allowed: {', '.join(INITS)}")
+    if args.seed < 0:
+        raise InputError(f"--seed must be an integer >= 0, got {args.seed}")
     params = dataset_params(args)
     validate_dataset(args.dataset, **params)  # types, columns, memory: before any data is made
     if args.out:

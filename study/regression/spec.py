@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields, replace
+from functools import cached_property
 
 SEEDED_DATASETS = ("eve", "synthetic", "synthetic-logistic")
 
@@ -28,15 +29,17 @@ class RunSpec:
     # {"role": "tuning"} for a grid run, {"role": "tuned", grid, seed, ...} for a measured one
     tuning: dict = field(default_factory=dict)
 
-    @property
+    @cached_property  # a spec never changes; a grid asks for each id several times
     def run_id(self) -> str:
         return hashlib.sha256(self.to_json().encode()).hexdigest()[:16]
 
     def to_json(self) -> str:
-        fields = asdict(self)
+        # the fields as they are: their values are plain JSON (asdict's deep copy was most of
+        # planning a large grid's runs)
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
         if not self.tuning:  # left out, so that an untuned run keeps the id it always had
-            del fields["tuning"]
-        return json.dumps(fields, sort_keys=True, default=str)
+            del values["tuning"]
+        return json.dumps(values, sort_keys=True, default=str)
 
     @classmethod
     def from_json(cls, text: str) -> RunSpec:
@@ -89,7 +92,7 @@ class RunSpec:
         ignores the seed: its own seed is fixed, or it is the user's file), or 'nothing' (the
         same data from the same zero start: the tuning runs measure the very instance)."""
         tuning_seed = self.tuning["seed"]
-        held = RunSpec(**{**asdict(self), "seed": tuning_seed, "tuning": {}})
+        held = replace(self, seed=tuning_seed, tuning={})
         if held.data_params() != self.data_params():
             return "instance"
         return "start point only" if self.init != "zeros" else "nothing"

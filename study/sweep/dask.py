@@ -44,6 +44,7 @@ from datasets.errors import InputError
 from study.output import write_text_atomic
 from study.sweep import environment
 from study.sweep.child import base_row
+from study.sweep.dask_cluster import ClusterProcess
 from study.sweep.executors import Job, gpu_visible, no_gpu, skip
 from study.sweep.folder import ResultsFolder
 from study.sweep.isolate import ForkServer, run_isolated
@@ -128,7 +129,8 @@ def local_cluster(n_workers: int = 1, resources: dict | None = None, **kwargs):
 
 
 class DaskExecutor:
-    """Sends each run to a Dask cluster; `scheduler=None` starts a local cluster of `workers`."""
+    """Sends each run to a Dask cluster; `scheduler=None` starts a local cluster of `workers`,
+    in a process session of its own (`study.sweep.dask_cluster`)."""
 
     def __init__(self, scheduler: str | None = None, *, workers: int | None = None,
                  retries: int = RETRIES, worker_wait: float = WORKER_WAIT_SECONDS,
@@ -145,6 +147,7 @@ class DaskExecutor:
         self.worker_wait = worker_wait
         self.check_every = check_every
         self.quiet = quiet
+        self.verbose = verbose
         self.log = DaskLog(enabled=not verbose)
         self.client: Client | None = None
         self._cluster = None
@@ -155,8 +158,8 @@ class DaskExecutor:
             if self.scheduler:
                 self.client = Client(self.scheduler, timeout=self.worker_wait)
             else:
-                self._cluster = local_cluster(self.workers)
-                self.client = Client(self._cluster.__enter__())
+                self._cluster = ClusterProcess(self.workers, self.verbose)
+                self.client = Client(self._cluster.start(), timeout=self.worker_wait)
             for plugin in (SchedulerPath(), WorkerPath()):  # this toolkit's packages there
                 self.client.register_plugin(plugin)
             self._check_workers()
@@ -178,7 +181,7 @@ class DaskExecutor:
                 self.client = None
             if self._cluster is not None:
                 cluster, self._cluster = self._cluster, None
-                cluster.__exit__(*exc)
+                cluster.close(graceful=exc[0] is None)
         finally:
             self.log.close()
         return False

@@ -52,11 +52,43 @@ def read_config(path) -> dict:
     if not path.is_file():
         raise ConfigError(f"config '{path}' does not exist or is not a file")
     try:
-        return tomllib.loads(path.read_text())
+        raw = tomllib.loads(path.read_text())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
     except OSError as exc:
         raise ConfigError(f"config '{path}': cannot read it ({exc.strerror})") from None
+    check_integers(raw, str(path))
+    return raw
+
+
+INT64 = (-2**63, 2**63 - 1)
+# Runs one config may hold. A results folder keeps two files per run and reads every row to
+# assemble its tables (about 15 ms a row: 25 minutes at this size, at the end of every
+# invocation), and each run is a process of its own: beyond this, split the study into several
+# configs (folders). Counted before the grid is made, so a huge one is refused at once.
+MAX_RUNS = 100_000
+
+
+def check_size(runs: int, source: str) -> None:
+    if runs > MAX_RUNS:
+        raise ConfigError(f"{source}: grid: {runs} runs, more than the {MAX_RUNS} one study "
+                          f"folder is made for (each run is a process and a row file, and every "
+                          f"row is read again to assemble the tables); split it into several "
+                          f"configs or narrow its axes")
+
+
+def check_integers(value, where: str) -> None:
+    """TOML integers are 64-bit (its specification: an integer that does not fit is an error),
+    as every integer column of a results table is; Python's reader takes any size."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            check_integers(item, f"{where}: {key}")
+    elif isinstance(value, list):
+        for item in value:
+            check_integers(item, where)
+    elif isinstance(value, int) and not INT64[0] <= value <= INT64[1]:
+        raise ConfigError(f"{where}: {value} does not fit a 64-bit integer (TOML's integers "
+                          f"run from -2**63 to 2**63 - 1)")
 
 
 def load_study(path) -> Study:
@@ -96,12 +128,17 @@ def parse_study(raw: dict, source: str) -> Study:
         fail("exclude", "must be an array of tables ([[exclude]])")
 
     specs = plugin.expand(raw, source, name, repeats)
-    known = {key for spec in specs for key in spec.axes()}
+    axes = [spec.axes() for spec in specs]
+    known = {key for values in axes for key in values}
     for rule in excludes:
         for key in rule:
             if axis_key(known, key) is None:
                 fail("exclude", f"unknown axis '{key}'; axes: {', '.join(sorted(known))}")
-    specs = [s for s in specs if not any(matches(s.axes(), rule) for rule in excludes)]
+        problem = unmatched(rule, axes)
+        if problem:
+            fail("exclude", problem)
+    specs = [s for s, values in zip(specs, axes, strict=True)
+             if not any(matches(values, rule) for rule in excludes)]
     if not specs:
         fail("grid", "the grid is empty (every combination is excluded)")
     problem = plugin.check_grid(specs)
@@ -146,6 +183,7 @@ def expand(block: dict, where: str, value_keys=()) -> list[dict]:
         if not values:
             raise ConfigError(f"{where}: {key} is an empty list")
         axes.append([(key, v) for v in values])
+    check_size(math.prod(map(len, axes)), where)
     return [dict(point) for point in itertools.product(*axes)]
 
 
@@ -218,6 +256,23 @@ def matches(axes: dict, rule: dict) -> bool:
         if lookup_axis(axes, key) not in as_list(wanted):
             return False
     return True
+
+
+def unmatched(rule: dict, axes: list[dict]) -> str | None:
+    """Why an [[exclude]] table, or one of its values, matches no run (a typo, most likely: an
+    exclusion that excludes nothing leaves in the runs it was written to leave out); None when
+    every value is on its axis and the table matches a run."""
+    text = "{" + ", ".join(f"{key} = {value!r}" for key, value in rule.items()) + "}"
+    for key, wanted in rule.items():
+        present = {lookup_axis(values, key) for values in axes}
+        absent = [w for w in as_list(wanted) if w not in present]
+        if absent:
+            shown = sorted(map(repr, present))
+            return (f"{text}: no run has {key} = {absent[0]!r}; its values: "
+                    f"{', '.join(shown[:12])}{', ...' if len(shown) > 12 else ''}")
+    if not any(matches(values, rule) for values in axes):
+        return f"{text} matches no run (no run has all of these values at once)"
+    return None
 
 
 def parse_only(items) -> dict:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from datasets.errors import InputError
+from study import interrupts
 from study.output import ResultsWriteError, check_output_folder
 from study.sweep import fingerprint, noise
 from study.sweep.executors import Job, LocalExecutor, preload_for
@@ -148,6 +149,7 @@ def run_study(study: Study, out_dir, *, only=None, retry_failed: bool = False,
                                     memory_budget_gb=study.memory_budget_gb,
                                     on_start=lambda job: bar.set_postfix_str(job.spec.label()))
                 for index, (job, outcome) in enumerate(runs, 1):
+                    interrupts.check()  # one a library swallowed: no further run starts
                     statuses[outcome["status"]] += 1
                     bar.update()
                     if quiet:
@@ -161,7 +163,8 @@ def run_study(study: Study, out_dir, *, only=None, retry_failed: bool = False,
                 f"ones) are intact in '{folder.runs_dir}'") from None
         except BaseException:  # Ctrl-C, SIGTERM: the tables still show every finished run
             try:
-                assemble(study, folder)
+                with interrupts.finishing():
+                    assemble(study, folder)
             except (OSError, InputError):
                 pass
             raise
@@ -250,6 +253,8 @@ def flatten_only(only) -> list[str]:
 
 
 def print_grid(specs, study: Study) -> None:
+    if len(specs) > 1000:  # a table this long takes seconds to lay out: say what comes first
+        print(f"{len(specs)} runs in {study.name} ({study.source}); listing them:", flush=True)
     table = pd.DataFrame([{"run_id": s.run_id, **s.axes()} for s in specs])
     table = table.drop(columns=["study"], errors="ignore").dropna(axis=1, how="all")
     with pd.option_context("display.width", 200, "display.max_rows", None,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from study import interrupts
 from study.bench.plan import TARGET_TOL, Plan
 from study.bench.runs import describe, first_line, progress, run_once, shown
 from study.bench.sections.iterations import measure_iterations
@@ -39,6 +40,7 @@ def measure_point(problem, method, *, iterations: int, repeats: int, read_repeat
         result = run_once(problem, optimizer, label, "float64", formulation, tol=TARGET_TOL,
                           max_iter=1_000_000, time_budget=time_budget)
     except Exception as exc:  # noqa: BLE001
+        interrupts.check()  # an error an interrupt caused is the interrupt, not a row
         return {**row, "target_status": "error", "target_message": first_line(exc)}
     reached = bool(result.target_reached)
     return {**row, "target_status": result.status, "target_iterations": result.iterations,

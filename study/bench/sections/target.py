@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from study import interrupts
 from study.bench.plan import TARGET_TOL, Plan
 from study.bench.runs import describe, failed_row, progress, run_once, shown
 from study.bench.timing import median, ratio, samples
@@ -32,6 +33,7 @@ def bench_target(plan: Plan, problem) -> pd.DataFrame:
     ref = {"seconds": [], "setup": []}
     for _ in range(plan.target_repeats):
         result = reference()
+        interrupts.check()
         ref["seconds"].append(result.seconds)
         ref["setup"].append(result.setup_seconds)
         for candidate in candidates:
@@ -47,6 +49,7 @@ def bench_target(plan: Plan, problem) -> pd.DataFrame:
                     result = run_once(problem, optimizer, label, "float64", formulation,
                                       tol=TARGET_TOL, max_iter=10_000)
             except Exception as exc:  # noqa: BLE001
+                interrupts.check()  # an error an interrupt caused is the interrupt
                 failures[candidate] = exc
                 continue
             entry = results[candidate]

@@ -1,0 +1,92 @@
+"""Ctrl-C, SIGTERM and SIGHUP in a command's own process: each raises where Python is, and is
+remembered.
+
+A library can swallow the exception a handler raises: one raised inside a destructor (tqdm's
+`__del__`, TensorFlow's cleanup of a function) is printed as "Exception ignored" and dropped,
+and the command goes on as if nothing had happened. So the signal is also recorded, and the
+command asks for it again (`check`) before it replaces an output file (`study.output`), between
+the runs of a bench or a sweep, and when it ends: an interrupted command never exits 0 and never
+replaces finished outputs, wherever the exception was lost.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_received: list[int] = []
+_finishing = 0
+_installed = False
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, handled like Ctrl-C: runs in flight are killed, finished ones kept."""
+
+
+def install() -> None:
+    """Handle the signals here (the command's main thread) from now on."""
+    global _installed
+    _installed = True
+    for sig in SIGNALS:
+        signal.signal(sig, _handle)
+    sys.unraisablehook = _unraisable
+
+
+def ignore_from_now() -> None:
+    """The command is over: a signal from here on arrives too late to stop anything, and is
+    ignored (by every thread, through the interpreter's exit: Python gives its own handlers
+    back to the system as it ends, and a SIGTERM then would kill the process). Only where
+    `install` was called: a test calling a command in its own process keeps its Ctrl-C."""
+    if _installed:
+        for sig in SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
+
+
+def _handle(signum, frame):
+    _received.append(signum)
+    raise exception_for(signum)
+
+
+def exception_for(signum: int) -> KeyboardInterrupt:
+    if signum == signal.SIGINT:
+        return KeyboardInterrupt()
+    return Terminated(signal.Signals(signum).name)
+
+
+def received() -> KeyboardInterrupt | None:
+    """The interrupt received so far, as its exception (None if none was)."""
+    return exception_for(_received[0]) if _received else None
+
+
+def check() -> None:
+    """Raise the interrupt again if one was received (and swallowed on its way up)."""
+    if _received:
+        raise exception_for(_received[0])
+
+
+def check_before_writing() -> None:
+    """`check`, except for the writes an interrupted command still makes (`finishing`)."""
+    if not _finishing:
+        check()
+
+
+@contextlib.contextmanager
+def finishing():
+    """Writes of finished work that an interrupted command still makes: a sweep's tables of
+    the runs it finished."""
+    global _finishing
+    _finishing += 1
+    try:
+        yield
+    finally:
+        _finishing -= 1
+
+
+def _unraisable(unraisable) -> None:
+    """An interrupt swallowed by a destructor is recorded and ends the command with one line;
+    Python's "Exception ignored in ..." report of it would only be noise."""
+    if isinstance(unraisable.exc_value, KeyboardInterrupt) and _received:
+        return
+    sys.__unraisablehook__(unraisable)

@@ -1,0 +1,129 @@
+"""Interrupts at hostile moments (issue 28, items 7-9), sent to real processes after a marker in
+their output or a file: an interrupted command never exits 0, never replaces a finished output,
+says so in one line without a traceback, and stops at once even inside a compiled loop."""
+
+import signal
+import time
+
+import pandas as pd
+import psutil
+import pytest
+from interrupting import (
+    COMPILED_LOOP,
+    Command,
+    interrupted_cleanly,
+    sentinels,
+    tiny_bench,
+    unchanged,
+)
+
+# A fused TensorFlow loop with no budget: nothing but its own 2**31 iterations (hours) would end
+# it if the signal had to wait for the loop to return.
+UNBOUNDED = ["regress", "--rows", 20000, "--backend", "tensorflow", "--feed", "fused",
+             "--optimizer", "gd", "--step", "fixed", "--lr", "1e-12", "--tol", "off",
+             "--max-iter", 2_000_000_000]
+REGRESS_OUT = ["r.parquet", "r.trace.parquet"]
+BENCH_OUT = ["bench.txt", "iterations.parquet", "target.parquet"]
+PROBE = 'kind = "probe"\nactions = ["{action}"]\nseeds = {seeds}\nseconds = {seconds}\n' \
+        'pid_dir = "{pids}"\n'
+
+
+def ended(command, signum, progress: bool = False) -> tuple[str, str]:
+    code, out, err = command.finish()
+    assert interrupted_cleanly(code, out, err, signum, finished_line="<never>",
+                               progress=progress)
+    return out, err
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_stops_a_compiled_loop_at_once(tmp_path, signum):
+    kept = sentinels(tmp_path / "out", REGRESS_OUT)
+    command = Command(*UNBOUNDED, "--out", tmp_path / "out" / "r.parquet")
+    # 1 s on: tracing, compiling or looping, all on the worker thread; a hang is the loop
+    # ignoring the signal
+    code, out, err = command.interrupt(lambda: command.printed(COMPILED_LOOP), 1.0, signum)
+    assert interrupted_cleanly(code, out, err, signum, finished_line="<never>")
+    assert "nothing was written" in err  # not "finished runs are kept ... resume"
+    assert unchanged(kept)
+
+
+def test_an_interrupt_a_destructor_swallows_still_ends_regress(tmp_path):
+    """TensorFlow's cleanup swallowed Ctrl-C and the command finished and exited 0; the
+    signal is remembered, so the record is not written and the status says it."""
+    kept = sentinels(tmp_path / "out", REGRESS_OUT)
+    command = Command("regress", "--rows", 300, "--out", tmp_path / "out" / "r.parquet",
+                      setup="import study.regression.regress as regress\n"
+                            "swallowed_after(regress, 'run', signal.SIGINT)\n")
+    _, err = ended(command, signal.SIGINT)
+    assert "nothing was written" in err
+    assert unchanged(kept)
+
+
+def test_an_interrupt_a_destructor_swallows_ends_the_bench_without_replacing_it(tmp_path):
+    kept = sentinels(tmp_path / "bench", BENCH_OUT)
+    command = Command("bench", "--sections", "target", "--out", tmp_path / "bench",
+                      setup=tiny_bench(tensorflow=False) +
+                      "import study.bench.sections.target as target\n"
+                      "swallowed_after(target, 'run_once', signal.SIGTERM)\n")
+    _, err = ended(command, signal.SIGTERM, progress=True)
+    assert "nothing was written" in err
+    assert unchanged(kept)
+
+
+def test_ctrl_c_during_a_bench_with_tensorflow_keeps_its_last_outputs(tmp_path):
+    kept = sentinels(tmp_path / "bench", BENCH_OUT)
+    command = Command("bench", "--sections", "iterations", "target", "--out",
+                      tmp_path / "bench", setup=tiny_bench(tensorflow=True))
+    code, out, err = command.interrupt(lambda: command.printed("tf-fused"), 0, signal.SIGINT)
+    assert interrupted_cleanly(code, out, err, signal.SIGINT, "<never>", progress=True)
+    assert "nothing was written" in err
+    assert unchanged(kept)
+
+
+def test_sigterm_swallowed_while_a_sweep_assembles_its_tables(tmp_path):
+    """The sweep's own case: every run done, a SIGTERM lost in a destructor (tqdm's) while the
+    tables are assembled: exit 143, one line, and the tables still hold every finished run."""
+    config = tmp_path / "p.toml"
+    config.write_text(PROBE.format(action="ok", seeds=[0, 1, 2], seconds=0.1, pids=""))
+    out = tmp_path / "res"
+    command = Command("run", config, "--out", out, "--quiet",
+                      setup="import study.sweep.runner as runner\n"
+                            "swallowed_before(runner, 'assemble', signal.SIGTERM)\n")
+    _, err = ended(command, signal.SIGTERM)
+    assert "finished runs are kept, run the same command again to resume" in err
+    assert len(pd.read_parquet(out / "runs.parquet")) == 3
+
+
+def descendants(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def cluster_host(command) -> bool:
+    return any("study.sweep.dask_cluster" in " ".join(p.cmdline())
+               for p in descendants(command.proc.pid) if p.is_running())
+
+
+@pytest.mark.parametrize("moment", ["while its cluster starts", "while its runs run"])
+def test_ctrl_c_on_a_dask_sweep_is_one_line_and_leaves_no_process(tmp_path, moment):
+    pytest.importorskip("distributed")
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    config = tmp_path / "p.toml"
+    config.write_text(PROBE.format(action="sleep", seeds=[0, 1, 2, 3], seconds=30, pids=pids))
+    command = Command("run", config, "--out", tmp_path / "res", "--quiet", "--executor",
+                      "dask", "--workers", 2, session=True)
+    started = (lambda: cluster_host(command)) if moment.endswith("starts") else \
+        (lambda: any(pids.iterdir()))
+    assert command.wait_for(started)
+    left = descendants(command.proc.pid)
+    command.send(signal.SIGINT, group=True)  # a terminal's Ctrl-C: the whole foreground group
+    _, err = ended(command, signal.SIGINT)
+    assert "finished runs are kept" in err
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and any(p.is_running() and p.status() != "zombie"
+                                              for p in left):
+        time.sleep(0.1)
+    assert not [p for p in left if p.is_running() and p.status() != "zombie"]
