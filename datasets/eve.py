@@ -16,9 +16,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from datasets.errors import InputError
+from datasets.declaration import Dataset
 from datasets.memory import require_memory
 from datasets.problem import Problem
+from datasets.values import boolean, choice, integer, number
 
 FEATURES = ("ship_jumps", "npc_kills", "ship_kills", "pod_kills")
 LABEL = "hour_of_week"
@@ -28,14 +29,7 @@ OBJECTIVES = ("least-squares", "logistic")
 
 def validate_params(rows: int = 1_000_000, seed: int = 0, standardize: bool = False,
                     objective: str = "least-squares", lam: float | None = None) -> None:
-    if objective not in OBJECTIVES:
-        raise InputError(f"eve: unknown objective '{objective}'; allowed: {', '.join(OBJECTIVES)}")
-    if not isinstance(rows, (int, np.integer)) or isinstance(rows, bool) or rows <= 0:
-        raise InputError(f"eve: rows must be a positive integer, got {rows!r}")
-    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
-        raise InputError(f"eve: seed must be an integer >= 0, got {seed!r}")
-    if not isinstance(standardize, bool):
-        raise InputError(f"eve: standardize must be true or false, got {standardize!r}")
+    """The memory the data set needs (the types and ranges: DATASET's parameters)."""
     # at its peak: the frame's columns and temporaries, X with its intercept, the reference's
     # scaled copy and factors, about 16 float64 values a row
     require_memory(f"eve with {rows} rows", 16 * 8 * rows)
@@ -43,7 +37,7 @@ def validate_params(rows: int = 1_000_000, seed: int = 0, standardize: bool = Fa
 
 def eve_frame(rows: int = 1_000_000, seed: int = 0) -> pd.DataFrame:
     """The data as the original program saw it: a pandas frame of int64 counts and the target."""
-    validate_params(rows, seed)
+    DATASET.validate({"rows": rows, "seed": seed})
     rng = np.random.default_rng(seed)
     activity = rng.lognormal(mean=0.0, sigma=1.0, size=rows)
     ship_jumps = rng.poisson(60.0 * activity)
@@ -60,7 +54,8 @@ def eve_frame(rows: int = 1_000_000, seed: int = 0) -> pd.DataFrame:
 
 def load(rows: int = 1_000_000, seed: int = 0, standardize: bool = False,
          objective: str = "least-squares", lam: float | None = None) -> Problem:
-    validate_params(rows, seed, standardize, objective, lam)
+    DATASET.validate({"rows": rows, "seed": seed, "standardize": standardize,
+                      "objective": objective, "lam": lam})
     frame = eve_frame(rows, seed)
     labels, name = frame[LABEL].to_numpy(np.float64), LABEL
     if objective == "logistic":
@@ -71,3 +66,10 @@ def load(rows: int = 1_000_000, seed: int = 0, standardize: bool = False,
         feature_names=FEATURES, label_names=(name,), standardize=standardize,
         objective=objective, lam=lam,
     )
+
+
+DATASET = Dataset(
+    "eve", load,
+    {"rows": integer(1), "seed": integer(0), "standardize": boolean(),
+     "objective": choice(*OBJECTIVES), "lam": number(0, optional=True)},
+    seeded=True, objective=None, rows="rows", check=validate_params)

@@ -10,38 +10,26 @@ from __future__ import annotations
 
 import numpy as np
 
+from datasets.declaration import Dataset
 from datasets.errors import InputError
 from datasets.memory import require_memory
 from datasets.problem import Problem
+from datasets.values import integer, number
 
 
 def validate_params(n: int = 10_000, d: int = 5, kappa: float = 10.0, noise: float = 0.1,
                     seed: int = 0, lam: float = 0.0) -> None:
-    for field, value in (("n", n), ("d", d)):
-        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value <= 0:
-            raise InputError(f"synthetic: {field} must be a positive integer, got {value!r}")
+    """The rule between n and d, and the memory (the types and ranges: DATASET's parameters)."""
     if n < d:
         raise InputError(f"synthetic: n={n} is smaller than d={d} (need n >= d)")
-    if not _number(kappa) or not kappa >= 1.0 or not np.isfinite(kappa):
-        raise InputError(f"synthetic: kappa must be a finite number >= 1, got {kappa!r}")
-    if not _number(noise) or not noise >= 0.0 or not np.isfinite(noise):
-        raise InputError(f"synthetic: noise must be a finite number >= 0, got {noise!r}")
-    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
-        raise InputError(f"synthetic: seed must be an integer >= 0, got {seed!r}")
-    if not _number(lam) or not np.isfinite(lam) or lam < 0:
-        raise InputError(f"synthetic: lam must be a finite number >= 0, got {lam!r}")
     # at its peak: the Gaussian draw, its Q, X and the reference's copies, n x (d + 1) each
     require_memory(f"synthetic with n={n}, d={d}", 6 * 8 * n * (d + 1))
 
 
-def _number(value) -> bool:
-    """A real number, not a string such as "1e4" and not a boolean."""
-    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
-
-
 def load(n: int = 10_000, d: int = 5, kappa: float = 10.0, noise: float = 0.1,
          seed: int = 0, lam: float = 0.0) -> Problem:
-    validate_params(n, d, kappa, noise, seed, lam)
+    DATASET.validate({"n": n, "d": d, "kappa": kappa, "noise": noise, "seed": seed,
+                      "lam": lam})
     rng = np.random.default_rng(seed)
     U, _ = np.linalg.qr(rng.standard_normal((n, d)))
     V, _ = np.linalg.qr(rng.standard_normal((d, d)))
@@ -55,3 +43,10 @@ def load(n: int = 10_000, d: int = 5, kappa: float = 10.0, noise: float = 0.1,
         params={"n": n, "d": d, "kappa": float(kappa), "noise": float(noise), "seed": seed},
         intercept=False, lam=lam,
     )
+
+
+DATASET = Dataset(
+    "synthetic", load,
+    {"n": integer(1), "d": integer(1), "kappa": number(1), "noise": number(0),
+     "seed": integer(0), "lam": number(0)},
+    seeded=True, rows="n", check=validate_params)

@@ -15,26 +15,22 @@ from __future__ import annotations
 import numpy as np
 import scipy.special
 
-from datasets.errors import InputError
+from datasets.declaration import Dataset
 from datasets.problem import Problem
 from datasets.synthetic import validate_params as validate_shape
+from datasets.values import integer, number, positive
 
 
 def validate_params(n: int = 10_000, d: int = 5, kappa: float = 10.0, overlap: float = 0.5,
                     lam: float | None = None, seed: int = 0) -> None:
-    validate_shape(n, d, kappa, 0.0, seed)
-    if isinstance(overlap, bool) or not isinstance(overlap, (int, float)) \
-            or not np.isfinite(overlap) or overlap <= 0:
-        raise InputError(f"synthetic-logistic: overlap must be a finite number > 0, got "
-                         f"{overlap!r}")
-    if lam is not None and (isinstance(lam, bool) or not isinstance(lam, (int, float))
-                            or not np.isfinite(lam) or lam < 0):
-        raise InputError(f"synthetic-logistic: lam must be a finite number >= 0, got {lam!r}")
+    """As the least-squares twin's: n >= d and the memory."""
+    validate_shape(n, d)
 
 
 def load(n: int = 10_000, d: int = 5, kappa: float = 10.0, overlap: float = 0.5,
          lam: float | None = None, seed: int = 0) -> Problem:
-    validate_params(n, d, kappa, overlap, lam, seed)
+    DATASET.validate({"n": n, "d": d, "kappa": kappa, "overlap": overlap, "lam": lam,
+                      "seed": seed})
     rng = np.random.default_rng(seed)
     V, _ = np.linalg.qr(rng.standard_normal((d, d)))
     eigenvalues = np.geomspace(1.0, 1.0 / kappa, d)
@@ -48,3 +44,10 @@ def load(n: int = 10_000, d: int = 5, kappa: float = 10.0, overlap: float = 0.5,
         params={"n": n, "d": d, "kappa": float(kappa), "overlap": float(overlap), "seed": seed},
         intercept=False, objective="logistic", lam=lam,
     )
+
+
+DATASET = Dataset(
+    "synthetic-logistic", load,
+    {"n": integer(1), "d": integer(1), "kappa": number(1), "overlap": positive(),
+     "lam": number(0, optional=True), "seed": integer(0)},
+    seeded=True, objective="logistic", rows="n", check=validate_params)

@@ -11,8 +11,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from datasets.declaration import Dataset
 from datasets.errors import InputError
 from datasets.problem import OBJECTIVES, Problem
+from datasets.values import boolean, choice, names, number
+from datasets.values import path as path_value
 
 READERS = {".csv": pd.read_csv, ".parquet": pd.read_parquet, ".pq": pd.read_parquet}
 
@@ -134,17 +137,9 @@ def from_frame(frame: pd.DataFrame, features, labels, *, standardize: bool = Fal
 def validate_params(path, features, labels, standardize: bool = False,
                     intercept: bool = True, objective: str = "least-squares",
                     lam: float | None = None) -> None:
-    """The cheap checks a study config can make before anything runs: the file, the types,
-    and that the chosen columns exist (its header only is read)."""
-    if not isinstance(path, str | Path):
-        raise InputError(f"tabular: path must be a file name, got {path!r}")
+    """The cheap checks a study config can make before anything runs (after DATASET's types):
+    the file, and that the chosen columns exist, each named once (its header only is read)."""
     check_file(path)
-    if objective not in OBJECTIVES:
-        raise InputError(f"tabular: unknown objective {objective!r}; allowed: "
-                         f"{', '.join(OBJECTIVES)}")
-    for flag, value in (("standardize", standardize), ("intercept", intercept)):
-        if not isinstance(value, bool):
-            raise InputError(f"tabular: {flag} must be true or false, got {value!r}")
     try:
         present = columns_of(path)
     except Exception as exc:  # noqa: BLE001 -- a damaged file is named; load says more
@@ -152,9 +147,6 @@ def validate_params(path, features, labels, standardize: bool = False,
                          f"({type(exc).__name__})") from None
     for role, chosen in (("feature", features), ("label", labels)):
         names = [chosen] if isinstance(chosen, str) else chosen
-        if not isinstance(names, list) or not names or \
-                not all(isinstance(c, str) for c in names):
-            raise InputError(f"tabular: {role}s must be a list of column names, got {chosen!r}")
         check_named_once(names, role)
         missing = [c for c in names if c not in present]
         if missing:
@@ -173,3 +165,11 @@ def load(path, features, labels, standardize: bool = False, intercept: bool = Tr
               else [features], "labels": list(labels) if not isinstance(labels, str) else [labels]}
     return from_frame(frame, features, labels, standardize=standardize, intercept=intercept,
                       source=f"'{path}'", params=params, objective=objective, lam=lam)
+
+
+DATASET = Dataset(
+    "tabular", load,
+    {"path": path_value(), "features": names(), "labels": names(), "standardize": boolean(),
+     "intercept": boolean(), "objective": choice(*OBJECTIVES), "lam": number(0, optional=True)},
+    seeded=False, objective=None, files=("path",), required=("path", "features", "labels"),
+    check=validate_params)

@@ -13,8 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from datasets.errors import InputError
-from optimizers.base import positive
+from optimizers.base import fraction, positive
 
 
 class AdadeltaState(NamedTuple):
@@ -42,9 +41,7 @@ class Adadelta:
     def __post_init__(self):
         positive("learning_rate", self.learning_rate, optimizer="adadelta")
         positive("epsilon", self.epsilon, optimizer="adadelta")
-        if isinstance(self.rho, bool) or not isinstance(self.rho, (int, float)) \
-                or not 0.0 < self.rho < 1.0:
-            raise InputError(f"adadelta: rho must be in (0, 1), got {self.rho!r}")
+        fraction("rho", self.rho, optimizer="adadelta")
 
     def hyperparameters(self) -> dict:
         return {"learning_rate": self.learning_rate, "rho": self.rho, "epsilon": self.epsilon}

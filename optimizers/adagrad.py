@@ -9,12 +9,11 @@ a at 0.1. Defaults are Keras 3's.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from datasets.errors import InputError
-from optimizers.base import epsilon_convention, positive
+from datasets import values
+from optimizers.base import epsilon_convention, hyperparameter, positive
 
 EPSILONS = {"keras3": 1e-7, "tf1": 0.0}
 
@@ -43,10 +42,7 @@ class Adagrad:
         positive("learning_rate", self.learning_rate, optimizer=self.name)
         positive("initial_accumulator_value", self.initial_accumulator_value,
                  optimizer=self.name)
-        if isinstance(self.epsilon, bool) or not isinstance(self.epsilon, (int, float)) \
-                or not math.isfinite(self.epsilon) or self.epsilon < 0:
-            raise InputError(f"adagrad: epsilon must be a finite number >= 0, "
-                             f"got {self.epsilon!r}")
+        hyperparameter(self.name, "epsilon", self.epsilon, values.number(0))
 
     def hyperparameters(self) -> dict:
         return {"learning_rate": self.learning_rate,

@@ -13,8 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from datasets.errors import InputError
-from optimizers.base import epsilon_convention, fraction, positive
+from optimizers.base import epsilon_convention, flag, fraction, positive
 
 EPSILONS = {"keras3": 1e-7, "tf1": 1e-8}
 
@@ -50,9 +49,7 @@ class Adam:
         positive("epsilon", self.epsilon, optimizer=self.name)
         fraction("beta_1", self.beta_1, optimizer=self.name, closed_low=True)
         fraction("beta_2", self.beta_2, optimizer=self.name, closed_low=True)
-        if not isinstance(self.bias_correction, bool):
-            raise InputError(f"adam: bias_correction must be true or false, "
-                             f"got {self.bias_correction!r}")
+        flag("bias_correction", self.bias_correction, optimizer=self.name)
 
     def hyperparameters(self) -> dict:
         return {"learning_rate": self.learning_rate, "beta_1": self.beta_1,

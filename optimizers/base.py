@@ -11,9 +11,9 @@ one loss and one gradient.
 
 from __future__ import annotations
 
-import math
 from typing import Protocol
 
+from datasets import values
 from datasets.errors import InputError
 
 
@@ -27,23 +27,29 @@ class Optimizer(Protocol):
     def update(self, objective, ops, params, state): ...
 
 
+def hyperparameter(optimizer: str, name: str, value, spec: values.Value):
+    """A hyperparameter checked by the one validation layer (datasets.values), its message
+    naming the optimizer and the hyperparameter: `adam: beta_1 must be ..., got ...`."""
+    return spec.check(f"{optimizer}: {name}", value)
+
+
 def positive(name: str, value, *, optimizer: str, allow_none: bool = False):
     """A finite number > 0, or an InputError naming the hyperparameter."""
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or value <= 0:
-        raise InputError(f"{optimizer}: {name} must be a finite number > 0, got {value!r}")
-    return float(value)
+    return hyperparameter(optimizer, name, value, values.positive(optional=allow_none))
 
 
 def fraction(name: str, value, *, optimizer: str, closed_low: bool = False) -> float:
     """A number in (0, 1) ([0, 1) with closed_low), or an InputError naming the hyperparameter."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) \
-            or not (0.0 <= value < 1.0 if closed_low else 0.0 < value < 1.0):
-        interval = "[0, 1)" if closed_low else "(0, 1)"
-        raise InputError(f"{optimizer}: {name} must be in {interval}, got {value!r}")
-    return float(value)
+    return hyperparameter(optimizer, name, value, values.fraction(closed_low=closed_low))
+
+
+def count(name: str, value, *, optimizer: str) -> int:
+    """An integer >= 1 (a history size, a restart period)."""
+    return hyperparameter(optimizer, name, value, values.integer(1))
+
+
+def flag(name: str, value, *, optimizer: str) -> bool:
+    return hyperparameter(optimizer, name, value, values.boolean())
 
 
 MOMENTUM_STEPS = ("textbook", "fixed")

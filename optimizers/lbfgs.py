@@ -22,6 +22,7 @@ import numpy as np
 
 from datasets.errors import InputError
 from datasets.memory import available_bytes
+from optimizers.base import count
 from optimizers.linesearch import strong_wolfe
 
 LINE_SEARCHES = ("exact", "wolfe")
@@ -45,8 +46,7 @@ class LBFGS:
     evaluations = {"nfev": 1, "ngev": 1, "nhvp": 1}  # per iteration, with the exact search
 
     def __post_init__(self):
-        if isinstance(self.history, bool) or not isinstance(self.history, int) or self.history < 1:
-            raise InputError(f"lbfgs: history must be an integer >= 1, got {self.history!r}")
+        count("history", self.history, optimizer="lbfgs")
         if self.line_search is not None and self.line_search not in LINE_SEARCHES:
             raise InputError(f"lbfgs: unknown line_search '{self.line_search}'; allowed: "
                              f"{', '.join(LINE_SEARCHES)}")

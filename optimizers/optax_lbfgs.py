@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from datasets.errors import InputError
+from optimizers.base import count
 
 
 class OptaxState(NamedTuple):
@@ -56,9 +57,7 @@ class OptaxLBFGS:
     evaluations = {"nfev": 1, "ngev": 1, "nhvp": 0}  # nominal; `report` gives optax's counts
 
     def __post_init__(self):
-        if isinstance(self.history, bool) or not isinstance(self.history, int) or self.history < 1:
-            raise InputError(f"{self.name}: history must be an integer >= 1, got "
-                             f"{self.history!r}")
+        count("history", self.history, optimizer=self.name)
 
     def hyperparameters(self) -> dict:
         return {"history": self.history}

@@ -8,8 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.optimize
 
-from datasets.errors import InputError
-from optimizers.base import require_numpy
+from optimizers.base import count, require_numpy
 from optimizers.driver import RuleMonitor
 from optimizers.objective import make_objective, problem_data
 from optimizers.result import Outcome, Stopwatch
@@ -24,8 +23,7 @@ class ScipyLBFGS:
     name: str = "scipy-lbfgs"
 
     def __post_init__(self):
-        if isinstance(self.history, bool) or not isinstance(self.history, int) or self.history < 1:
-            raise InputError(f"scipy-lbfgs: history must be an integer >= 1, got {self.history!r}")
+        count("history", self.history, optimizer="scipy-lbfgs")
 
     def hyperparameters(self) -> dict:
         return {"history": self.history}

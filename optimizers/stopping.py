@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
+from datasets import values
 from datasets.errors import InputError
 
 # What a run itself can end with; the runner adds "error" and "oom" for runs that end abnormally.
@@ -41,16 +41,11 @@ class Context(NamedTuple):
 
 
 def _tolerance(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or value <= 0:
-        raise InputError(f"stopping rule: {name} must be a finite number > 0, got {value!r}")
-    return float(value)
+    return values.positive().check(f"stopping rule: {name}", value)
 
 
 def _count(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InputError(f"stopping rule: {name} must be an integer >= 1, got {value!r}")
-    return value
+    return values.integer(1).check(f"stopping rule: {name}", value)
 
 
 @dataclass(frozen=True)
@@ -279,9 +274,7 @@ def build_rules(*, tol=None, grad_tol=None, rel_tol=None, patience=10, exact_rep
     spec = {"tol": tol, "grad_tol": grad_tol, "rel_tol": rel_tol, "patience": patience,
             "exact_repeat": exact_repeat, "max_iter": max_iter, "time_budget": time_budget}
     _count("patience", patience)
-    if not isinstance(exact_repeat, bool):
-        raise InputError(f"stopping rule: exact_repeat must be true or false, got "
-                         f"{exact_repeat!r}")
+    values.boolean().check("stopping rule: exact_repeat", exact_repeat)
     rules = []
     if tol is not None:
         rules.append(Suboptimality(tol))

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from datasets.errors import InputError
+from optimizers.base import count
 
 
 def tfp_module():
@@ -44,8 +45,7 @@ class TfpLBFGS:
     evaluations = {"nfev": 1, "ngev": 1, "nhvp": 0}  # nominal; `report` gives TFP's own counts
 
     def __post_init__(self):
-        if isinstance(self.history, bool) or not isinstance(self.history, int) or self.history < 1:
-            raise InputError(f"lbfgs-tfp: history must be an integer >= 1, got {self.history!r}")
+        count("history", self.history, optimizer="lbfgs-tfp")
 
     def hyperparameters(self) -> dict:
         return {"history": self.history}

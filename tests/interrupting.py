@@ -24,7 +24,7 @@ COMPILED_LOOP = "test hook: compiled loop started"
 HOOKS = f"""
 import os, signal, sys
 import study.sweep.plugin as plugin
-plugin.KINDS["probe"] = "probe_study"
+plugin.STUDIES["probe"] = "probe_study"
 import optimizers.interruptible as interruptible
 _started = interruptible.call_interruptibly
 def _marked(function, *args):

@@ -33,7 +33,7 @@ def test_regress_writes_record_and_trace(tmp_path, capsys):
     (["--optimizer", "gd", "--step", "fixed", "--lr", "0"], "learning_rate must be"),
     (["--max-iter", "0"], "max_iter must be"),
     (["--init", "ones"], "unknown init 'ones'"),
-    (["--rows", "0"], "rows must be a positive integer"),
+    (["--rows", "0"], "rows must be an integer >= 1, got 0"),
     (["--data-param", "kappa=5"], "dataset 'eve' has no parameter 'kappa'"),
     (["--dataset", "tabular", "--rows", "3"],
      "--rows applies to eve, synthetic, synthetic-logistic, not 'tabular'"),

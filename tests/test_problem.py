@@ -94,7 +94,7 @@ def test_bad_arrays_are_rejected_with_a_named_reason(features, message):
 @pytest.mark.parametrize("name, params, message", [
     ("nope", {}, "unknown dataset 'nope'; allowed: eve, synthetic, synthetic-logistic, tabular"),
     ("eve", {"kappa": 3}, "dataset 'eve' has no parameter 'kappa'"),
-    ("eve", {"rows": 0}, "rows must be a positive integer"),
+    ("eve", {"rows": 0}, "rows must be an integer >= 1, got 0"),
     ("synthetic", {"kappa": 0.5}, "kappa must be a finite number >= 1"),
     ("synthetic", {"n": 3, "d": 5}, "n=3 is smaller than d=5"),
 ])

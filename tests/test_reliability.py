@@ -98,9 +98,10 @@ CASES = {
     "unknown dataset": (lambda t: config(t, GOOD_CONFIG.replace("synthetic", "mnist")),
                         "unknown name 'mnist'"),
     "unknown mode": (lambda t: config(t, GOOD_CONFIG.replace(
-        'name = "numpy"', 'name = "tensorflow"\nfeed = "teleport"')), "feed = 'teleport'"),
+        'name = "numpy"', 'name = "tensorflow"\nfeed = "teleport"')),
+        "unknown feed mode 'teleport' for tensorflow"),
     "wrong type": (lambda t: config(t, GOOD_CONFIG.replace("n = 200", "n = \"many\"")),
-                   "n must be a positive integer"),
+                   "n must be an integer >= 1, got 'many'"),
     "zero tolerance": (lambda t: config(t, "[stopping]\ntol = 0\n" + GOOD_CONFIG),
                        "tol must be a finite number > 0"),
     "negative learning rate": (lambda t: config(t, GOOD_CONFIG.replace(

@@ -155,7 +155,8 @@ def test_cli_refusals_are_one_line_exit_2_and_write_nothing(tmp_path, capsys, ar
     from study.__main__ import main
 
     out = tmp_path / "run.parquet"
-    code = main(["regress", "--dataset", "synthetic", "--rows", "300", "--backend", "torch",
+    backend = [] if "--backend" in arguments else ["--backend", "torch"]  # an option once
+    code = main(["regress", "--dataset", "synthetic", "--rows", "300", *backend,
                  "--max-iter", "5", "--out", str(out), *arguments])
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1 and "torch" in err

@@ -62,7 +62,7 @@ def config(**tuning) -> dict:
     ({"seed": 1}, "tuning: seed: 1 is one of the measured seeds [0, 1]"),
     ({"grid": [1.0, 0.1]}, "tuning: grid: must be at least two increasing rates"),
     ({"grid": [0.1, -1.0]}, "tuning: grid: must be at least two increasing rates"),
-    ({"criterion": "loss"}, "tuning: criterion: unknown criterion 'loss'"),
+    ({"criterion": "loss"}, "tuning: criterion must be one of: iterations, seconds, got 'loss'"),
     ({"stopping": {"max_iter": -3}}, "tuning: stopping"),
     ({"rates": [1]}, "unknown key in optimizers: 'gd': tuning 'rates'"),
 ])

@@ -12,7 +12,7 @@ framework; adding one is its module plus an entry here.
 from __future__ import annotations
 
 import importlib
-import importlib.util
+import importlib.metadata
 from dataclasses import dataclass, field
 
 from datasets.errors import InputError
@@ -34,7 +34,13 @@ class Framework:
     gpu_count: str = ""  # Python code printing how many GPUs the framework sees
 
     def installed(self) -> bool:
-        return importlib.util.find_spec(self.module) is not None
+        """Its distribution is installed (asked of the package metadata, not the import system,
+        which would run import hooks such as study.tensorflow_logs' early)."""
+        try:
+            importlib.metadata.distribution(self.packages[0])
+        except importlib.metadata.PackageNotFoundError:
+            return False
+        return True
 
     def require(self) -> None:
         """One line naming the extra when the framework is not installed."""

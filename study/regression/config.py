@@ -8,7 +8,7 @@ from __future__ import annotations
 import itertools
 import math
 
-from datasets import DATASETS, validate_dataset
+from datasets import DATASETS, validate_dataset, values
 from datasets.errors import InputError
 from optimizers import INITS, KERAS_PREFIX, OPTIMIZERS, PREFIXES, build_rules, make_optimizer
 from optimizers.backends.registry import BACKENDS, backend
@@ -28,18 +28,23 @@ def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[RunSpe
     def fail(key, message):
         raise ConfigError(f"{source}: {key}: {message}")
 
+    def checked(key, value, spec):
+        """A value through the one validation layer (datasets.values), as a config error."""
+        try:
+            return spec.check(key, value)
+        except InputError as exc:
+            raise ConfigError(f"{source}: {exc}") from None
+
     seeds = as_list(raw.get("seeds", [0]))
     if not seeds:
         fail("seeds", "is an empty list; give at least one seed, e.g. seeds = [0]")
     for seed in seeds:
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            fail("seeds", f"each seed must be an integer >= 0, got {seed!r}")
+        checked("seeds: each seed", seed, values.integer(0))
     inits = as_list(raw.get("init", "zeros"))
     if not inits:
         fail("init", "is an empty list; give at least one, e.g. init = \"zeros\"")
     for init in inits:
-        if init not in INITS:
-            fail("init", f"unknown init {init!r}; allowed: {', '.join(INITS)}")
+        checked("init", init, values.choice(*INITS))
 
     def check_stopping(table, where: str, base: dict, label: str | None = None) -> dict:
         if not isinstance(table, dict):
@@ -80,16 +85,12 @@ def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[RunSpe
                 for r in grid) or sorted(set(grid)) != grid:
             fail(f"{where}: tuning: grid", f"must be at least two increasing rates > 0 "
                                            f"(log-spaced, e.g. [1e-3, 1e-2, 1e-1]), got {grid!r}")
-        seed = table["seed"]
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            fail(f"{where}: tuning: seed", f"must be an integer >= 0, got {seed!r}")
+        seed = checked(f"{where}: tuning: seed", table["seed"], values.integer(0))
         if seed in seeds:
             fail(f"{where}: tuning: seed", f"{seed} is one of the measured seeds {seeds}; the "
                                            "held-apart seed must be another")
-        criterion = table.get("criterion", "iterations")
-        if criterion not in protocol.CRITERIA:
-            fail(f"{where}: tuning: criterion", f"unknown criterion {criterion!r}; allowed: "
-                                                f"{', '.join(protocol.CRITERIA)}")
+        criterion = checked(f"{where}: tuning: criterion", table.get("criterion", "iterations"),
+                            values.choice(*protocol.CRITERIA))
         check_stopping(table["stopping"], f"{where}: tuning: stopping", rules,
                        f"{where}: tuning: stopping")
         return {"role": protocol.TUNED, "grid": [float(r) for r in grid], "seed": seed,

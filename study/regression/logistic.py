@@ -4,16 +4,22 @@ searches whose evaluations cost as much as iterations (its section: study.regres
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 
 from study.regression.labels import label_runs
 
 
 def is_logistic(runs: pd.DataFrame) -> bool:
-    """Every row's data set is a logistic-regression problem."""
-    objective = runs.get("data_objective", pd.Series(index=runs.index, dtype=object))
-    return bool(len(runs)) and bool(((runs["dataset"] == "synthetic-logistic")
-                                     | (objective == "logistic")).all())
+    """Every row's data set is a logistic-regression problem (as its declaration says)."""
+    from datasets import problem_kind
+
+    if not len(runs):
+        return False
+    params = runs.get("dataset_params", pd.Series("{}", index=runs.index))
+    return all(problem_kind(name, json.loads(p) if isinstance(p, str) else {}).objective
+               == "logistic" for name, p in zip(runs["dataset"], params, strict=True))
 
 
 def evaluation_table(runs: pd.DataFrame) -> pd.DataFrame:

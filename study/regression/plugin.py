@@ -107,7 +107,7 @@ def _selectable() -> tuple[set[str], dict, dict]:
     # every keras:<Class> runs through keras_optimizer.py, every torch:<Class> torch_optimizer.py
     optimizers = {name: relative(inspect.getsourcefile(cls))
                   for name, cls in {**OPTIMIZERS, **PREFIXES}.items()}
-    datasets = {name: relative(inspect.getsourcefile(f)) for name, f in DATASETS.items()}
+    datasets = {name: relative(inspect.getsourcefile(d.load)) for name, d in DATASETS.items()}
     chosen = set(optimizers.values()) | set(datasets.values()) | set(python_files(
         "optimizers/backends"))
     return chosen, optimizers, datasets
@@ -128,13 +128,14 @@ def code_files(spec: RunSpec) -> list[str]:
 
 
 def input_files(spec: RunSpec) -> list[str]:
-    """The user's data file (tabular), by absolute path: its content is hashed into the row's
-    fingerprint like the code's, so an edited file re-measures instead of being compared with
-    rows measured on the old one."""
-    path = spec.dataset_params.get("path")
-    if not isinstance(path, str) or not Path(path).is_file():
-        return []  # a file gone missing: the run itself says so, as an error row
-    return [str(Path(path).resolve())]
+    """The user's data files (the parameters its data set declares as files), by absolute path:
+    their content is hashed into the row's fingerprint like the code's, so an edited file
+    re-measures instead of being compared with rows measured on the old one."""
+    from datasets import DATASETS
+
+    paths = [spec.dataset_params.get(key) for key in DATASETS[spec.dataset].files]
+    # a file gone missing: the run itself says so, as an error row
+    return [str(Path(p).resolve()) for p in paths if isinstance(p, str) and Path(p).is_file()]
 
 
 def measure(spec, ctx):

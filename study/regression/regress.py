@@ -17,7 +17,7 @@ from optimizers.backends.registry import BACKENDS, FRAMEWORKS
 from optimizers.backends.registry import backend as backend_declaration
 from study.output import check_output_path, parquet_writer, write_files_atomic
 
-ROWS_PARAMETER = {"eve": "rows", "synthetic": "n", "synthetic-logistic": "n"}
+ROWS_PARAMETER = {name: d.rows for name, d in DATASETS.items() if d.rows}  # what --rows sets
 HYPERPARAMETER_FLAGS = {"step": "step", "lr": "learning_rate", "rho": "rho", "epsilon": "epsilon",
                         "history": "history", "solver": "solver"}
 BACKEND_FLAGS = ("formulation", "device", "feed", "xla")

@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 
-SEEDED_DATASETS = ("eve", "synthetic", "synthetic-logistic")
+from datasets import DATASETS
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class RunSpec:
 
     def data_params(self) -> dict:
         """The dataset's parameters; a seeded data set takes the run's seed unless it sets one."""
-        if self.dataset in SEEDED_DATASETS and "seed" not in self.dataset_params:
+        if DATASETS[self.dataset].seeded and "seed" not in self.dataset_params:
             return {**self.dataset_params, "seed": self.seed}
         return dict(self.dataset_params)
 
