@@ -128,6 +128,9 @@ def run(problem, optimizer, rules, *, backend, init: str = "zeros", seed: int = 
     refusal = reference.refusal(rules.spec.get("tol"))
     if refusal is not None:
         raise Uncertifiable(refusal)
+    settling = optimizer.settling(problem) if hasattr(optimizer, "settling") else None
+    if settling is not None:  # a loss that is not monotone: the stall rule waits it out
+        rules = rules.waiting(settling.patience, settling.why)
     if hasattr(optimizer, "minimize"):  # a self-driven reference method (SciPy, closed form)
         outcome: Outcome = optimizer.minimize(problem, rules, backend, w0)
     else:
@@ -136,6 +139,8 @@ def run(problem, optimizer, rules, *, backend, init: str = "zeros", seed: int = 
         outcome.nfev, outcome.ngev, outcome.nhvp = counts(optimizer, outcome.iterations).values()
     outcome.extra.setdefault("formulation", getattr(backend, "formulation", "data"))
     outcome.extra.setdefault("stopping_via", "loop")
+    outcome.extra.update(stall_patience=rules.stall_patience(),
+                         **(settling.record if settling is not None else {}))
     w = np.asarray(outcome.w, dtype=np.float64)
     final_loss = problem.loss(w)
     suboptimality = problem.suboptimality(final_loss)

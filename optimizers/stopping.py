@@ -93,10 +93,18 @@ class GradientNorm:
 
 @dataclass(frozen=True)
 class RelativeImprovement:
-    """(f_prev - f) / |f_prev| < tol for `patience` iterations in a row: the run has stalled."""
+    """No new best loss for `patience` iterations: the run has stalled.
+
+    As Keras's EarlyStopping (min_delta relative here): the best loss moves only when a loss
+    beats it by more than tol relative, and the count is of iterations since it last moved. A
+    method whose loss rises and falls (momentum, Nesterov) is not stalled while it climbs back to
+    its best, and rounding noise at a floor cannot keep resetting the count. (The rule up to
+    issue 27 compared each loss with the previous one: a rise of `patience` iterations fired it.)
+    `why` says who set the patience when a method raised it (optimizers.base.Settling)."""
 
     tol: float
     patience: int = 10
+    why: str = ""
     status = "stalled"
 
     def __post_init__(self):
@@ -104,17 +112,26 @@ class RelativeImprovement:
         _count("patience", self.patience)
 
     def reason(self) -> str:
-        return (f"the loss improved by less than rel_tol {self.tol:g} for {self.patience} "
-                "iterations in a row")
+        return (f"no improvement over the best loss by more than rel_tol {self.tol:g} for "
+                f"{self.patience} iterations{f' ({self.why})' if self.why else ''}")
+
+    def message(self, iteration: int) -> str:
+        """The count restarts when the best moves, so the best is `patience` iterations old."""
+        return (f"no improvement over the best loss (reached at iteration "
+                f"{iteration - self.patience}) by more than rel_tol {self.tol:g} for "
+                f"{self.patience} iterations{f' ({self.why})' if self.why else ''} "
+                f"at iteration {iteration}")
 
     def init_state(self, ops):
-        return (ops.scalar(0),)
+        return (ops.scalar(0.0), ops.scalar(0))  # the best loss (set at iteration 0), the count
 
     def check(self, ops, ctx, state):
-        (count,) = state
-        improvement = (ctx.f_prev - ctx.f) / ops.maximum(ops.abs(ctx.f_prev), ops.tiny)
-        count = ops.where(improvement < self.tol, count + 1, 0 * count)
-        return count >= self.patience, (count,)
+        best, count = state
+        start = ctx.iteration == 0
+        improved = (best - ctx.f) > self.tol * ops.abs(best)
+        best = ops.where(start | improved, ctx.f, best)
+        count = ops.where(start | improved, 0 * count, count + 1)
+        return count >= self.patience, (best, count)
 
 
 @dataclass(frozen=True)
@@ -224,7 +241,24 @@ class StoppingRules:
     def ending(self, index: int, iteration: int) -> Ending:
         """The Ending of a run that the rule at `index` stopped at `iteration`."""
         rule = self.rules[index]
+        if hasattr(rule, "message"):
+            return Ending(rule.status, rule.message(iteration), rule)
         return Ending(rule.status, f"{rule.reason()} at iteration {iteration}", rule)
+
+    def waiting(self, patience: int, why: str) -> StoppingRules:
+        """A copy whose stall rule waits at least `patience` iterations, saying why (a method
+        whose loss is not monotone: optimizers.base.Settling); the spec stays the config's."""
+        clone = copy.copy(self)
+        clone.rules = [dataclasses.replace(rule, patience=patience,
+                                           why=f"patience {rule.patience} raised: {why}")
+                       if isinstance(rule, RelativeImprovement) and rule.patience < patience
+                       else rule for rule in self.rules]
+        return clone
+
+    def stall_patience(self) -> int | None:
+        """The patience the stall rule runs with (None without one)."""
+        return next((rule.patience for rule in self.rules
+                     if isinstance(rule, RelativeImprovement)), None)
 
 
 def rule_values(rules: StoppingRules) -> tuple:
