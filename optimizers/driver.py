@@ -128,8 +128,10 @@ def run(problem, optimizer, rules, *, backend, init: str = "zeros", seed: int = 
     refusal = reference.refusal(rules.spec.get("tol"))
     if refusal is not None:
         raise Uncertifiable(refusal)
+    # a loss that is not monotone: the stall rule waits it out (worked out here, before any
+    # clock: for a textbook momentum step, one more pass over X to form X^T X)
     settling = optimizer.settling(problem) if hasattr(optimizer, "settling") else None
-    if settling is not None:  # a loss that is not monotone: the stall rule waits it out
+    if settling is not None:
         rules = rules.waiting(settling.patience, settling.why)
     if hasattr(optimizer, "minimize"):  # a self-driven reference method (SciPy, closed form)
         outcome: Outcome = optimizer.minimize(problem, rules, backend, w0)

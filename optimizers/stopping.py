@@ -96,11 +96,12 @@ class RelativeImprovement:
     """No new best loss for `patience` iterations: the run has stalled.
 
     As Keras's EarlyStopping (min_delta relative here): the best loss moves only when a loss
-    beats it by more than tol relative, and the count is of iterations since it last moved. A
-    method whose loss rises and falls (momentum, Nesterov) is not stalled while it climbs back to
-    its best, and rounding noise at a floor cannot keep resetting the count. (The rule up to
-    issue 27 compared each loss with the previous one: a rise of `patience` iterations fired it.)
-    `why` says who set the patience when a method raised it (optimizers.base.Settling)."""
+    beats it by more than tol relative, and the count is of iterations since it last moved, so
+    small improvements add up, and a floor's rounding noise (a fall by more than tol every other
+    step) cannot keep resetting the count as it did when each loss was compared with the
+    previous one (the rule up to issue 27). A bump counts until the loss is back below its best:
+    a method whose loss rises and falls declares a longer patience (optimizers.base.Settling),
+    and `why` says so in the message."""
 
     tol: float
     patience: int = 10
@@ -111,16 +112,15 @@ class RelativeImprovement:
         _tolerance("rel_tol", self.tol)
         _count("patience", self.patience)
 
-    def reason(self) -> str:
-        return (f"no improvement over the best loss by more than rel_tol {self.tol:g} for "
-                f"{self.patience} iterations{f' ({self.why})' if self.why else ''}")
+    def reason(self, best_at: str = "") -> str:
+        return (f"no improvement over the best loss{best_at} by more than rel_tol "
+                f"{self.tol:g} for {self.patience} iterations"
+                f"{f' ({self.why})' if self.why else ''}")
 
     def message(self, iteration: int) -> str:
         """The count restarts when the best moves, so the best is `patience` iterations old."""
-        return (f"no improvement over the best loss (reached at iteration "
-                f"{iteration - self.patience}) by more than rel_tol {self.tol:g} for "
-                f"{self.patience} iterations{f' ({self.why})' if self.why else ''} "
-                f"at iteration {iteration}")
+        best_at = f" (reached at iteration {iteration - self.patience})"
+        return f"{self.reason(best_at)} at iteration {iteration}"
 
     def init_state(self, ops):
         return (ops.scalar(0.0), ops.scalar(0))  # the best loss (set at iteration 0), the count
