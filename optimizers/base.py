@@ -6,12 +6,15 @@ An optimizer is written once against a backend `ops` and an objective (optimizer
   update(objective, ops, params, state) -> state   one iteration
 The state holds the loss and gradient at its iterate, so stopping rules never re-evaluate them.
 `evaluations` says what one iteration costs (loss, gradient, curvature products); `init` costs
-one loss and one gradient.
+one loss and one gradient. A method whose loss is not monotone may also declare
+  settling(problem) -> Settling   how long the stall rule must wait, why, and what it ran with
+which the driver reads on the host before the run (optimizers.driver.run).
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+import math
+from typing import NamedTuple, Protocol
 
 from datasets import values
 from datasets.errors import InputError
@@ -71,13 +74,75 @@ def check_momentum_step(optimizer: str, step, learning_rate, momentum) -> None:
 
 
 def hessian_bounds(problem, optimizer: str) -> tuple[float, float]:
-    """(mu, L): bounds of the Hessian's eigenvalues (exact for least squares: 2/n X^T X + lam I),
-    from one pass to form X^T X (timed as setup). The textbook step and momentum need mu > 0."""
+    """(mu, L): bounds of the Hessian's eigenvalues (exact for least squares: 2/n X^T X + lam I,
+    X as given, the matrix the methods iterate on: its condition number is kappa_raw, not the
+    column-equilibrated kappa), from one pass to form X^T X (timed as setup). The textbook step
+    and momentum need mu > 0."""
     mu, L = problem.curvature_bounds()
     if not mu > 0:
         raise InputError(f"{optimizer}: the textbook parameters need a strongly convex problem "
                          f"(smallest Hessian eigenvalue {mu:.3g}); give step='fixed'")
     return mu, L
+
+
+class Settling(NamedTuple):
+    """What a method whose loss is not monotone tells the driver: the stall rule waits at least
+    `patience` iterations (`why` joins the stall message), and `record` joins the run's row."""
+
+    patience: int
+    why: str
+    record: dict
+
+
+# The stall rule waits this many time constants of a momentum method (MomentumStep.settling).
+SETTLING_TIME_CONSTANTS = 10
+
+
+class MomentumStep(NamedTuple):
+    """The learning rate and momentum beta a momentum method runs with, and where they came
+    from: given (step='fixed'), or the textbook choice from the Hessian's mu and L."""
+
+    learning_rate: float
+    beta: float
+    source: str
+
+    def settling(self, optimizer: str) -> Settling:
+        """A momentum method's loss is not monotone. On a quadratic, each eigenmode's error
+        follows a two-term recurrence whose roots multiply to beta (heavy ball) or beta (1 - lr
+        lambda) (Nesterov), so the error shrinks by at best about sqrt(beta) per iteration: the
+        time constant is T = 1 / (1 - sqrt(beta)), and within a few T the loss may rise far above
+        its best and come back. On eve (kappa 1.5e5 raw, 2e2 standardized) the longest wait for a
+        new best loss on the way to suboptimality 1e-8 is 7.4 T for textbook heavy ball (its
+        stiff mode's error grows like (1 + 2k) sqrt(beta)^k before it decays: the loss climbs to
+        3e4 times f* and is back below its start only after about 1450 iterations) and 0.2 to
+        1.2 T for Nesterov. The stall rule waits SETTLING_TIME_CONSTANTS T."""
+        time_constant = 1.0 / (1.0 - math.sqrt(self.beta))
+        why = (f"{SETTLING_TIME_CONSTANTS} time constants 1/(1 - sqrt(beta)) of {optimizer} "
+               f"with beta {self.beta:.6g}, whose loss is not monotone")
+        return Settling(math.ceil(SETTLING_TIME_CONSTANTS * time_constant), why,
+                        {"momentum_beta": self.beta, "momentum_learning_rate": self.learning_rate,
+                         "momentum_source": self.source})
+
+
+class MomentumMethod:
+    """What momentum and nesterov share (their fields step, learning_rate, momentum, name and a
+    `textbook(mu, L) -> (learning_rate, beta)`): the values a run uses and how long it settles."""
+
+    def chosen(self, problem) -> MomentumStep:
+        """The learning rate and beta of a run on `problem`, on the host (setup makes them
+        backend scalars; the driver records them)."""
+        if self.step == "fixed":
+            return MomentumStep(self.learning_rate, self.momentum, "given (step 'fixed')")
+        mu, L = hessian_bounds(problem, self.name)
+        learning_rate, beta = self.textbook(mu, L)
+        hessian = "2/n X^T X + lam I" if problem.lam else "2/n X^T X"
+        if problem.objective == "logistic":
+            hessian = "the logistic Hessian's bounds lam and lambda_max(X^T X) / 4n + lam"
+        return MomentumStep(learning_rate, beta, f"textbook: mu {mu:.4g} and L {L:.4g} of "
+                                                 f"{hessian} (kappa {L / mu:.4g})")
+
+    def settling(self, problem) -> Settling:
+        return self.chosen(problem).settling(self.name)
 
 
 def epsilon_convention(epsilon: float, defaults: dict) -> str:

@@ -116,6 +116,11 @@ def run(problem, optimizer, rules, *, backend, init: str = "zeros", seed: int = 
     refusal = reference.refusal(rules.spec.get("tol"))
     if refusal is not None:
         raise Uncertifiable(refusal)
+    # a loss that is not monotone: the stall rule waits it out (worked out here, before any
+    # clock: for a textbook momentum step, one more pass over X to form X^T X)
+    settling = optimizer.settling(problem) if hasattr(optimizer, "settling") else None
+    if settling is not None:
+        rules = rules.waiting(settling.patience, settling.why)
     if hasattr(optimizer, "minimize"):  # a self-driven reference method (SciPy, closed form)
         outcome: Outcome = optimizer.minimize(problem, rules, backend, w0)
     else:
@@ -124,6 +129,8 @@ def run(problem, optimizer, rules, *, backend, init: str = "zeros", seed: int = 
         outcome.nfev, outcome.ngev, outcome.nhvp = counts(optimizer, outcome.iterations).values()
     outcome.extra.setdefault("formulation", getattr(backend, "formulation", "data"))
     outcome.extra.setdefault("stopping_via", "loop")
+    outcome.extra.update(stall_patience=rules.stall_patience(),
+                         **(settling.record if settling is not None else {}))
     w = np.asarray(outcome.w, dtype=np.float64)
     final_loss = problem.loss(w)
     suboptimality = problem.suboptimality(final_loss)

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from optimizers.base import check_momentum_step, hessian_bounds
+from optimizers.base import MomentumMethod, check_momentum_step
 
 
 class MomentumState(NamedTuple):
@@ -30,7 +30,7 @@ class MomentumParams(NamedTuple):
 
 
 @dataclass(frozen=True)
-class Momentum:
+class Momentum(MomentumMethod):
     step: str = "textbook"
     learning_rate: float | None = None
     momentum: float | None = None
@@ -43,13 +43,15 @@ class Momentum:
     def hyperparameters(self) -> dict:
         return {"step": self.step, "learning_rate": self.learning_rate, "momentum": self.momentum}
 
-    def setup(self, problem, objective, ops) -> MomentumParams:
-        if self.step == "fixed":
-            return MomentumParams(ops.scalar(self.learning_rate), ops.scalar(self.momentum))
-        mu, L = hessian_bounds(problem, self.name)
+    @staticmethod
+    def textbook(mu: float, L: float) -> tuple[float, float]:
+        """Polyak's optimal learning rate and beta for a quadratic."""
         root_L, root_mu = math.sqrt(L), math.sqrt(mu)
-        return MomentumParams(ops.scalar(4.0 / (root_L + root_mu) ** 2),
-                              ops.scalar(((root_L - root_mu) / (root_L + root_mu)) ** 2))
+        return 4.0 / (root_L + root_mu) ** 2, ((root_L - root_mu) / (root_L + root_mu)) ** 2
+
+    def setup(self, problem, objective, ops) -> MomentumParams:
+        chosen = self.chosen(problem)
+        return MomentumParams(ops.scalar(chosen.learning_rate), ops.scalar(chosen.beta))
 
     def init(self, objective, ops, params, w0) -> MomentumState:
         return MomentumState(w0, *objective.value_and_grad(w0), ops.zeros_like(w0))

@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from optimizers.base import check_momentum_step, hessian_bounds
+from optimizers.base import MomentumMethod, check_momentum_step
 
 
 class NesterovState(NamedTuple):
@@ -32,7 +32,7 @@ class NesterovParams(NamedTuple):
 
 
 @dataclass(frozen=True)
-class Nesterov:
+class Nesterov(MomentumMethod):
     step: str = "textbook"
     learning_rate: float | None = None
     momentum: float | None = None
@@ -45,13 +45,15 @@ class Nesterov:
     def hyperparameters(self) -> dict:
         return {"step": self.step, "learning_rate": self.learning_rate, "momentum": self.momentum}
 
-    def setup(self, problem, objective, ops) -> NesterovParams:
-        if self.step == "fixed":
-            return NesterovParams(ops.scalar(self.learning_rate), ops.scalar(self.momentum))
-        mu, L = hessian_bounds(problem, self.name)
+    @staticmethod
+    def textbook(mu: float, L: float) -> tuple[float, float]:
+        """Nesterov's constant step and momentum for a mu-strongly convex, L-smooth function."""
         root_L, root_mu = math.sqrt(L), math.sqrt(mu)
-        return NesterovParams(ops.scalar(1.0 / L),
-                              ops.scalar((root_L - root_mu) / (root_L + root_mu)))
+        return 1.0 / L, (root_L - root_mu) / (root_L + root_mu)
+
+    def setup(self, problem, objective, ops) -> NesterovParams:
+        chosen = self.chosen(problem)
+        return NesterovParams(ops.scalar(chosen.learning_rate), ops.scalar(chosen.beta))
 
     def init(self, objective, ops, params, w0) -> NesterovState:
         return NesterovState(w0, *objective.value_and_grad(w0), ops.zeros_like(w0))

@@ -90,28 +90,45 @@ class GradientNorm:
 
 @dataclass(frozen=True)
 class RelativeImprovement:
-    """(f_prev - f) / |f_prev| < tol for `patience` iterations in a row: the run has stalled."""
+    """No new best loss for `patience` iterations: the run has stalled.
+
+    As Keras's EarlyStopping (min_delta relative here): the best loss moves only when a loss
+    beats it by more than tol relative, and the count is of iterations since it last moved, so
+    small improvements add up, and a floor's rounding noise (a fall by more than tol every other
+    step) cannot keep resetting the count as it did when each loss was compared with the
+    previous one (the rule up to issue 27). A bump counts until the loss is back below its best:
+    a method whose loss rises and falls declares a longer patience (optimizers.base.Settling),
+    and `why` says so in the message."""
 
     tol: float
     patience: int = 10
+    why: str = ""
     status = "stalled"
 
     def __post_init__(self):
         _tolerance("rel_tol", self.tol)
         _count("patience", self.patience)
 
-    def reason(self) -> str:
-        return (f"the loss improved by less than rel_tol {self.tol:g} for {self.patience} "
-                "iterations in a row")
+    def reason(self, best_at: str = "") -> str:
+        return (f"no improvement over the best loss{best_at} by more than rel_tol "
+                f"{self.tol:g} for {self.patience} iterations"
+                f"{f' ({self.why})' if self.why else ''}")
+
+    def message(self, iteration: int) -> str:
+        """The count restarts when the best moves, so the best is `patience` iterations old."""
+        best_at = f" (reached at iteration {iteration - self.patience})"
+        return f"{self.reason(best_at)} at iteration {iteration}"
 
     def init_state(self, ops):
-        return (ops.scalar(0),)
+        return (ops.scalar(0.0), ops.scalar(0))  # the best loss (set at iteration 0), the count
 
     def check(self, ops, ctx, state):
-        (count,) = state
-        improvement = (ctx.f_prev - ctx.f) / ops.maximum(ops.abs(ctx.f_prev), ops.tiny)
-        count = ops.where(improvement < self.tol, count + 1, 0 * count)
-        return count >= self.patience, (count,)
+        best, count = state
+        start = ctx.iteration == 0
+        improved = (best - ctx.f) > self.tol * ops.abs(best)
+        best = ops.where(start | improved, ctx.f, best)
+        count = ops.where(start | improved, 0 * count, count + 1)
+        return count >= self.patience, (best, count)
 
 
 @dataclass(frozen=True)
@@ -237,7 +254,24 @@ class StoppingRules:
     def ending(self, index: int, iteration: int) -> Ending:
         """The Ending of a run that the rule at `index` stopped at `iteration`."""
         rule = self.rules[index]
+        if hasattr(rule, "message"):
+            return Ending(rule.status, rule.message(iteration), rule)
         return Ending(rule.status, f"{rule.reason()} at iteration {iteration}", rule)
+
+    def waiting(self, patience: int, why: str) -> StoppingRules:
+        """A copy whose stall rule waits at least `patience` iterations, saying why (a method
+        whose loss is not monotone: optimizers.base.Settling); the spec stays the config's."""
+        clone = copy.copy(self)
+        clone.rules = [dataclasses.replace(rule, patience=patience,
+                                           why=f"patience {rule.patience} raised: {why}")
+                       if isinstance(rule, RelativeImprovement) and rule.patience < patience
+                       else rule for rule in self.rules]
+        return clone
+
+    def stall_patience(self) -> int | None:
+        """The patience the stall rule runs with (None without one)."""
+        return next((rule.patience for rule in self.rules
+                     if isinstance(rule, RelativeImprovement)), None)
 
 
 def rule_values(rules: StoppingRules) -> tuple:

@@ -12,7 +12,7 @@ from datasets import InputError, make_problem
 from datasets.problem import Problem
 from optimizers import build_rules, make_optimizer, run
 from optimizers.base import hessian_bounds
-from optimizers.objective import make_objective, prepare_data
+from optimizers.objective import make_objective, prepare_data, problem_data
 
 pytestmark = pytest.mark.numerical
 
@@ -217,3 +217,45 @@ def test_textbook_parameters_refuse_a_singular_problem():
     collinear = Problem(np.ones((20, 2)), np.ones((20, 1)), "collinear")  # unvalidated
     with pytest.raises(InputError, match="momentum: the textbook parameters need"):
         hessian_bounds(collinear, "momentum")
+
+
+@pytest.mark.parametrize("standardize, lam", [(False, None), (True, None), (False, 0.5)],
+                         ids=["raw", "standardized", "ridge"])
+def test_textbook_momentum_comes_from_the_hessian_it_iterates_on(numpy64, standardize, lam):
+    """Textbook heavy ball and Nesterov take mu and L of the Hessian the backend iterates on (X
+    as given, its intercept column included, the ridge term added), formed here column by column
+    with the objective's own Hessian products: kappa is eve's kappa_raw (1e5 raw), not the
+    column-equilibrated kappa (1e2), and the run records the beta it used. Tolerances: each way
+    of forming 2/n X^T X rounds its entries by at most n eps |X|^T |X| 2/n, which moves an
+    eigenvalue by at most n eps trace(H) (Weyl)."""
+    problem = make_problem("eve", rows=5000, standardize=standardize, lam=lam)
+    objective = make_objective(numpy64, problem_data(numpy64, problem))
+    H = np.hstack([objective.hessian_product(e[:, None]) for e in np.eye(problem.d)])
+    eigenvalues = np.linalg.eigvalsh((H + H.T) / 2)
+    mu, L = eigenvalues[0], eigenvalues[-1]
+    shift = 2 * problem.n * np.finfo(np.float64).eps * np.trace(H)  # both ways' rounding
+    kappa = L / mu
+    kappa_rtol = shift / mu + shift / L
+    assert kappa == pytest.approx(problem.reference.kappa_raw, rel=kappa_rtol)
+    if not standardize:
+        assert problem.reference.kappa < kappa / 100  # the equilibrated one is another matrix
+
+    for name, beta_of_kappa, lr in (
+            ("momentum", lambda k: ((math.sqrt(k) - 1) / (math.sqrt(k) + 1)) ** 2,
+             4 / (math.sqrt(L) + math.sqrt(mu)) ** 2),
+            ("nesterov", lambda k: (math.sqrt(k) - 1) / (math.sqrt(k) + 1), 1 / L)):
+        optimizer = make_optimizer(name)
+        chosen = optimizer.chosen(problem)
+        # beta's relative sensitivity to kappa is at most 2 / sqrt(kappa)
+        assert chosen.beta == pytest.approx(beta_of_kappa(kappa),
+                                            rel=2 * kappa_rtol / math.sqrt(kappa))
+        assert chosen.learning_rate == pytest.approx(lr, rel=shift / mu)
+        words = chosen.source.split()  # "textbook: mu <mu> and L <L> of ..." (4 digits)
+        assert (words[:2], words[3]) == (["textbook:", "mu"], "and")
+        assert float(words[2]) == pytest.approx(mu, rel=5e-4 + shift / mu)
+        assert ("lam I" in chosen.source) == bool(lam)
+        params = optimizer.setup(problem, objective, numpy64)
+        assert (params.learning_rate, params.momentum) == (chosen.learning_rate, chosen.beta)
+        record = run(problem, optimizer, build_rules(max_iter=1), backend=numpy64).record()
+        assert record["momentum_beta"] == chosen.beta
+        assert record["momentum_source"] == chosen.source

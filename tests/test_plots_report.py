@@ -391,6 +391,35 @@ def test_report_sentences_match_the_table(tables):
                "iterations (1.1 s)" in f for f in findings)
 
 
+def test_the_report_says_why_each_run_stalled(tables):
+    runs, _ = tables
+    assert report.stalled_table(runs).empty
+    message = ("no improvement over the best loss (reached at iteration 63) by more than rel_tol "
+               "1e-12 for 50 iterations at iteration 113; the target (suboptimality <= tol 1e-08) "
+               "was not reached: 1.65")
+    stalled = [{**runs.iloc[0], "run_id": "n1", "optimizer": "nesterov", "seed": 1,
+                "hyperparameters": json.dumps({"step": "textbook"}), "status": "stalled",
+                "message": message, "iterations": 113, "suboptimality": 1.65,
+                "momentum_beta": 0.995, "momentum_source": "textbook: mu 0.89 and L 1.4e+05"},
+               {**runs.iloc[0], "run_id": "g1", "status": "stalled", "iterations": 7,
+                "message": "the RMSE repeated exactly at iteration 7", "suboptimality": 0.5},
+               {**runs.iloc[0], "run_id": "g2", "seed": 2, "status": "stalled", "iterations": 9,
+                "message": "suboptimality reached tol 1e-08 at iteration 9, but the float64 "
+                           "suboptimality of the final iterate is 2e-08, above tol 1e-08",
+                "suboptimality": 2e-8}]
+    table = report.stalled_table(pd.concat([runs, pd.DataFrame(stalled)], ignore_index=True))
+    assert table[["seed", "iteration", "suboptimality"]].values.tolist() == [
+        [0, 7, "0.5"], [2, 9, "2e-08"], [1, 113, "1.65"]]
+    assert table["rule that fired"].tolist() == [
+        "the RMSE repeated exactly",
+        "suboptimality reached tol 1e-08, but the float64 suboptimality of the final iterate is "
+        "2e-08, above tol 1e-08",
+        "no improvement over the best loss (reached at iteration 63) by more than rel_tol 1e-12 "
+        "for 50 iterations"]
+    assert table["momentum and its source"].tolist() == [
+        "", "", "beta 0.995, textbook: mu 0.89 and L 1.4e+05"]
+
+
 def build_report(root, tables):
     """results/, figures/ and reports/ under `root` from the tables, as `make reproduce` lays
     them out; returns (report.md, report.html)."""

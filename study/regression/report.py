@@ -219,6 +219,40 @@ def original_regression_answer(runs: pd.DataFrame,
     return out
 
 
+STALL_RULE = (
+    "A run is stalled when its loss has not beaten its best by more than rel_tol (relative) for "
+    "`patience` iterations, as Keras's EarlyStopping counts. Momentum and Nesterov wait at least "
+    "10 of their time constants 1/(1 - sqrt(beta)): their loss rises before it falls (textbook "
+    "heavy ball on raw eve climbs to 3e4 times f* and takes about 1450 iterations to come back "
+    "below its start), so a shorter wait would call that a stall. Rows measured before issue 27 "
+    "compared each loss with the previous one instead (their message says 'in a row').")
+
+
+def stalled_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Why each stalled run stopped, from its own record: the rule's words (its message up to
+    the iteration: what stalled, for how long and, where a momentum method raised the patience,
+    why), the iteration, the suboptimality there, and a momentum method's beta and its source."""
+    stalled = label_runs(runs[runs["status"] == "stalled"])
+    if stalled.empty:
+        return pd.DataFrame()
+    stalled = stalled.sort_values(["data", "config", "seed"], kind="stable")
+    beta = stalled["momentum_beta"] if "momentum_beta" in stalled else None
+    source = stalled["momentum_source"] if "momentum_source" in stalled else None
+    momentum = [
+        "" if optimizer not in ("momentum", "nesterov") else
+        "not recorded (before issue 27)" if beta is None or pd.isna(beta[i]) else
+        f"beta {beta[i]:.6g}, {source[i]}"
+        for i, optimizer in zip(stalled.index, stalled["optimizer"], strict=True)]
+    return pd.DataFrame({
+        "data set": stalled["data"], "configuration": stalled["config"],
+        "seed": stalled["seed"],
+        "rule that fired": stalled["message"].str.split(";").str[0].str.replace(
+            r" at iteration \d+(?=,|$)", "", regex=True),
+        "iteration": stalled["iterations"],
+        "suboptimality": stalled["suboptimality"].map(lambda x: f"{x:.3g}"),
+        "momentum and its source": momentum}).reset_index(drop=True)
+
+
 def summary_table(table: pd.DataFrame) -> pd.DataFrame:
     """The report's table of `_labelled_summary`."""
     return pd.DataFrame({
@@ -268,6 +302,11 @@ def regression_blocks(runs: pd.DataFrame, figures: Path,
     blocks.append(Block("h3", "Median time to target per configuration",
                         anchor=f"{study}-time-to-target"))
     blocks.append(Block("table", summary_table(summary), "every configuration"))
+    stalled = stalled_table(runs)
+    if not stalled.empty:
+        blocks.append(Block("h3", "Why runs stalled", anchor=f"{study}-stalled"))
+        blocks.append(Block("p", STALL_RULE))
+        blocks.append(Block("table", stalled, "every run that ended stalled"))
     per_iteration = per_iteration_table(runs)
     if not per_iteration.empty:
         blocks.append(Block("h3", "Seconds per iteration and passes over X (GD, Adadelta)",

@@ -71,6 +71,13 @@ RUN_COLUMNS = Schema("runs", (
     Column("stopping_via", "str", "how the stopping rules were applied: loop (our backends), "
                                   "callback (scipy-lbfgs), iteration sweep (scipy-lsqr/lsmr, "
                                   "no callback), none (closed-form)"),
+    Column("stall_patience", "int", "the iterations the stall rule waited for a new best loss: "
+                                    "stop_patience, or more for a momentum method (its message "
+                                    "says why)"),
+    Column("momentum_beta", "float", "momentum, nesterov: the momentum the run used"),
+    Column("momentum_learning_rate", "float", "momentum, nesterov: the learning rate it used"),
+    Column("momentum_source", "str", "momentum, nesterov: where both came from (given, or "
+                                     "the textbook choice from the Hessian's mu and L)"),
     Column("matvecs", "int", "scipy-lsqr/lsmr: products with X and X^T, initial ones included"),
     Column("scipy_istop", "int", "scipy-lsqr/lsmr: SciPy's own stop code of the final solve "
                                  "(7: iteration limit, i.e. the rules ended the run)"),
