@@ -431,29 +431,125 @@ def test_missing_config_and_out_that_is_a_file(tmp_path, capsys):
     assert "is a file" in capsys.readouterr().err
 
 
+# --- figures and report of the new frameworks, from a table --------------------------------------
+
+def frameworks_table() -> pd.DataFrame:
+    """Two repeats of JAX's and PyTorch's modes at N = 2000, and jax-constant swept over N with
+    a program that grows by the input's bytes (folded below N = 8000)."""
+    rows = []
+    for repeat in (0, 1):
+        for mode, first, steady in (("placeholder", 0.5, 0.2), ("jax-numpy", 0.6, 0.3),
+                                    ("jax-resident", 0.5, 0.1), ("torch-numpy", 0.4, 0.3),
+                                    ("torch-resident", 0.4, 0.29),
+                                    ("torch-compile-arg", 20.0, 0.2),
+                                    ("torch-compile-captured", 21.0, 0.2)):
+            rows.append({"mode": mode, "grappler": "default", "dtype": "float64", "n": 2000,
+                         "seed": 0, "device": "cpu", "status": "ok", "repeat": repeat,
+                         "first_call_seconds": first * (1 + 0.01 * repeat),
+                         "steady_median_seconds": steady * (1 + 0.01 * repeat),
+                         "compile_seconds": first / 2 if mode.startswith("jax") else None,
+                         "program_bytes": 1800 if mode.startswith("jax") else None})
+    for n, compile_seconds in ((250, 4.0), (2000, 30.0), (10000, 3.0)):
+        rows.append({"mode": "jax-constant", "grappler": "default", "dtype": "float64", "n": n,
+                     "seed": 0, "device": "cpu", "status": "ok", "repeat": 0,
+                     "first_call_seconds": compile_seconds + 0.01,
+                     "steady_median_seconds": 0.001 if n < 8000 else 0.2,
+                     "compile_seconds": compile_seconds, "program_bytes": 1500 + 8192 * n,
+                     "executable_bytes": 2000 + 10800 * n if n < 8000 else 2000 + 8192 * n,
+                     "output_folded": n < 8000})
+    return pd.DataFrame(rows)
+
+
+def test_report_states_jax_constants_first_call_and_program_against_n():
+    from study.feedmode import report
+
+    lines = report.jax_constant_answer(frameworks_table())
+    assert lines[0].startswith("JAX's jitted function closing over the array (jax-constant, "
+                               "float64): first call 4.01 s at N = 250 (compilation 4 s, "
+                               "StableHLO 2.05 MB, executable 2.7 MB, output folded); 30 s at "
+                               "N = 2000")
+    assert "3.01 s at N = 10000 (compilation 3 s, StableHLO 81.9 MB, executable 81.9 MB)" \
+        in lines[0]
+    assert "grows by 8192 bytes per image between N = 250 and N = 10000, against 8192 bytes " \
+           "per input image: the installed JAX embeds" in lines[1]
+    assert "at N = 250, 2000, not at N = 10000" in lines[2]
+    embedded_not = frameworks_table().assign(program_bytes=1500)
+    assert "does not embed" in report.jax_constant_answer(embedded_not)[1]
+    assert report.jax_constant_answer(frameworks_table().query("mode != 'jax-constant'")) == []
+
+
+def test_report_compares_the_frameworks_modes_paired_over_repeats():
+    from study.feedmode import report
+
+    jax_line, torch_line = report.frameworks_answer(frameworks_table())
+    assert jax_line.startswith("JAX, N = 2000, float64: jax-numpy first call 603 ms "
+                               "(compilation 300 ms), later calls 302 ms; jax-resident")
+    assert "jax-numpy took 3x the time per call of jax-resident" in jax_line
+    assert torch_line.startswith("PyTorch, N = 2000, float64: torch-numpy first call 402 ms, "
+                                 "later calls 302 ms;")
+    assert "torch-compile-captured took 1.05x the first-call time of torch-compile-arg" \
+        in torch_line
+
+
+def test_figures_show_every_framework_and_jaxs_program_against_n():
+    import matplotlib.pyplot as plt
+
+    from study.feedmode import figures
+
+    runs = frameworks_table()
+    fig = figures.figure_feedmode(runs)
+    first, built, _, sweep, grown, compiled = fig.axes[:6]
+    assert [t.get_text() for t in first.get_yticklabels()] == [
+        "placeholder", "jax-numpy", "jax-resident", "jax-constant", "torch-numpy",
+        "torch-resident", "torch-compile-arg", "torch-compile-captured"]
+    assert {t.get_text() for t in built.get_yticklabels()} == {"jax-numpy", "jax-resident",
+                                                                "jax-constant"}
+    assert [t.get_text() for t in sweep.get_legend().get_texts()] == ["jax-constant"]
+    lines = {t.get_text() for t in grown.get_legend().get_texts()}
+    assert lines == {"jax-constant: StableHLO (JAX)", "jax-constant: executable / compiled code"}
+    program = next(line for line in grown.get_lines() if len(line.get_xdata()) == 3)
+    assert list(program.get_xdata()) == [250, 2000, 10000]
+    assert compiled.get_yscale() == "log" and len(compiled.collections) >= 2
+    plt.close(fig)
+    headline = figures.figure_headline(runs)
+    assert [t.get_text() for t in headline.axes[0].get_yticklabels()][-1] == \
+        "torch-compile-captured"
+    assert "program 1.8 kB" in {t.get_text() for t in headline.axes[0].texts}
+    plt.close(headline)
+
+
 # --- the shipped configs -----------------------------------------------------------------------
 
 def test_shipped_configs_expand_to_their_grids(tmp_path):
     default = parse_study(read_config(CONFIGS / "feedmode.toml"), "feedmode.toml")
     specs = default.specs
     assert default.name == "feedmode" and len(specs) == len({s.run_id for s in specs})
+    # every mode of every framework at N = 2000; torch.compile in float32 and the JAX closed-over
+    # constant in float64 only (their first calls cost tens of seconds: the config says why)
+    compiled = {"torch-compile-arg", "torch-compile-captured"}
     assert {(s.mode, s.dtype) for s in specs if s.n == 2000 and s.grappler == "default"} == {
-        (m, d) for m in fm.MODES for d in fm.DTYPES}
+        (m, d) for m in fm.MODES for d in fm.DTYPES
+        if not (m in compiled and d == "float64") and not (m == "jax-constant" and
+                                                           d == "float32")}
     assert {(s.mode, s.grappler) for s in specs if s.grappler != "default"} == {
         (m, g) for m in ("numpy", "constant") for g in fm.GRAPPLER if g != "default"}
     assert {s.n for s in specs if s.mode == "placeholder"} == {250, 1000, 2000, 4000}
+    assert {s.n for s in specs if s.mode == "jax-constant"} == {250, 1000, 2000}
     assert max(s.n for s in specs) <= 4000
-    # The mode table has three repeats (a CI for every mode ratio); the rest one.
+    # The mode table has two repeats (a CI for every mode ratio); the rest one.
     repeats = {}
     for s in specs:
         repeats.setdefault((s.mode, s.dtype, s.n, s.grappler), set()).add(s.repeat)
-    assert repeats[("constant", "float64", 2000, "default")] == {0, 1, 2}
+    for mode in ("constant", "jax-numpy", "torch-resident"):
+        assert repeats[(mode, "float64", 2000, "default")] == {0, 1}
     assert repeats[("constant", "float64", 250, "default")] == {0}
+    assert repeats[("torch-compile-arg", "float32", 2000, "default")] == {0}
     full = parse_study(read_config(CONFIGS / "feedmode-full.toml"), "feedmode-full.toml")
     assert full.name == "feedmode-full"
     # the original question's dtype at its size, every mode (float32 is in the default study)
     assert {(s.mode, s.dtype) for s in full.specs if s.n == 60000} == {
         (m, "float64") for m in fm.MODES}
+    assert {1000, 10000, 60000} <= {s.n for s in full.specs if s.mode == "jax-constant"}
 
 
 def test_command_line_flags_replace_config_keys(tmp_path):
