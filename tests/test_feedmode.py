@@ -524,17 +524,18 @@ def test_shipped_configs_expand_to_their_grids(tmp_path):
     default = parse_study(read_config(CONFIGS / "feedmode.toml"), "feedmode.toml")
     specs = default.specs
     assert default.name == "feedmode" and len(specs) == len({s.run_id for s in specs})
-    # every mode of every framework at N = 2000; torch.compile in float32 and the JAX closed-over
-    # constant in float64 only (their first calls cost tens of seconds: the config says why)
+    # every mode of every framework at N = 2000, torch.compile in float32 only, and the JAX
+    # closed-over constant swept to N = 1000 (their first calls cost tens of seconds: the config
+    # says why)
     compiled = {"torch-compile-arg", "torch-compile-captured"}
     assert {(s.mode, s.dtype) for s in specs if s.n == 2000 and s.grappler == "default"} == {
         (m, d) for m in fm.MODES for d in fm.DTYPES
-        if not (m in compiled and d == "float64") and not (m == "jax-constant" and
-                                                           d == "float32")}
+        if not (m in compiled and d == "float64") and m != "jax-constant"}
     assert {(s.mode, s.grappler) for s in specs if s.grappler != "default"} == {
         (m, g) for m in ("numpy", "constant") for g in fm.GRAPPLER if g != "default"}
     assert {s.n for s in specs if s.mode == "placeholder"} == {250, 1000, 2000, 4000}
-    assert {s.n for s in specs if s.mode == "jax-constant"} == {250, 1000, 2000}
+    assert {(s.n, s.dtype) for s in specs if s.mode == "jax-constant"} == {
+        (250, "float64"), (500, "float64"), (1000, "float64")}
     assert max(s.n for s in specs) <= 4000
     # The mode table has two repeats (a CI for every mode ratio); the rest one.
     repeats = {}

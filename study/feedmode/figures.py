@@ -67,6 +67,19 @@ def _nothing(ax, what: str) -> None:
             transform=ax.transAxes, fontsize=8, color="#555555")
 
 
+def _against_n(ax, drawn: bool, nothing: str, ylabel: str, title: str) -> None:
+    """A panel against N: log scales and a legend where something was drawn, else a note."""
+    if drawn:
+        log_axis(ax.xaxis)
+        log_axis(ax.yaxis)
+        ax.legend(fontsize=7)
+    else:
+        _nothing(ax, nothing)
+    ax.set_xlabel("N (images, log)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=9)
+
+
 def figure_feedmode(runs: pd.DataFrame):
     """CNN feed modes: first call against later calls per mode (log), what each mode builds
     (GraphDef, JAX's program and executable, torch.compile's code), the Grappler ablation of the
@@ -116,28 +129,17 @@ def figure_feedmode(runs: pd.DataFrame):
     ax.set_title("Ablation: the constant modes' first call with graph optimisations "
                  "switched off", fontsize=9)
     sweep = swept(ok)
-    ax = axes[1, 1]
-    sns.lineplot(data=sweep, x="n", y="first_call_seconds", hue="variant", marker="o", ax=ax,
-                 errorbar=None)
-    log_axis(ax.xaxis)
-    log_axis(ax.yaxis)
-    ax.set_xlabel("N (images, log)")
-    ax.set_ylabel("first call seconds (log)")
-    ax.set_title("First call against N (float64)", fontsize=9)
-    ax = axes[2, 0]
+    if len(sweep):
+        sns.lineplot(data=sweep, x="n", y="first_call_seconds", hue="variant", marker="o",
+                     ax=axes[1, 1], errorbar=None)
+    _against_n(axes[1, 1], len(sweep), "mode measured at several N", "first call seconds (log)",
+               "First call against N (float64)")
     grown = sizes_long(sweep.drop(columns="mode").rename(columns={"variant": "mode"}))
     if len(grown):
         sns.lineplot(data=grown.assign(line=grown["mode"] + ": " + grown["what"]), x="n",
-                     y="MB", hue="line", marker="o", ax=ax, errorbar=None)
-        log_axis(ax.xaxis)
-        log_axis(ax.yaxis)
-        ax.legend(fontsize=7)
-    else:
-        _nothing(ax, "mode measured at several N")
-    ax.set_xlabel("N (images, log)")
-    ax.set_ylabel("MB (log)")
-    ax.set_title("What is built against N (float64): an embedded input grows with N",
-                 fontsize=9)
+                     y="MB", hue="line", marker="o", ax=axes[2, 0], errorbar=None)
+    _against_n(axes[2, 0], len(grown), "mode measured at several N", "MB (log)",
+               "What is built against N (float64): an embedded input grows with N")
     ax = axes[2, 1]
     compiled = sweep[sweep["compile_seconds"].notna()]
     if len(compiled):
@@ -149,14 +151,9 @@ def figure_feedmode(runs: pd.DataFrame):
         ax.scatter(compiled.loc[~folded, "n"], compiled.loc[~folded, "compile_seconds"],
                    marker="o", facecolors="none", edgecolors="#333333", zorder=3,
                    label="not folded")
-        log_axis(ax.xaxis)
-        log_axis(ax.yaxis)
-        ax.legend(fontsize=7)
-    else:
-        _nothing(ax, "JAX mode measured at several N")
-    ax.set_xlabel("N (images, log)")
-    ax.set_ylabel("trace + lower + compile seconds (log)")
-    ax.set_title("JAX: compilation within the first call against N (float64)", fontsize=9)
+    _against_n(ax, len(compiled), "JAX mode measured at several N",
+               "trace + lower + compile seconds (log)",
+               "JAX: compilation within the first call against N (float64)")
     failed = runs[runs["status"] != "ok"]
     if len(failed):
         fig.text(0.01, 0.005, "did not finish: " + "; ".join(
