@@ -21,8 +21,8 @@ RUN := $(PY) -m study
 SWEEP := $(wildcard study/sweep/*.py) study/output.py
 ENGINE := $(wildcard datasets/*.py optimizers/*.py optimizers/backends/*.py) $(SWEEP) \
 	$(addprefix study/regression/,config.py measure.py plugin.py schema.py spec.py)
-FEEDMODE := $(SWEEP) $(addprefix study/feedmode/,command.py config.py measure.py model.py \
-	plugin.py schema.py spec.py)
+FEEDMODE := $(SWEEP) $(addprefix study/feedmode/,command.py config.py measure.py \
+	measure_tensorflow.py measure_jax.py measure_torch.py model.py plugin.py schema.py spec.py)
 
 # What draws the figures and writes the report from results.
 READ := study/results.py study/figures.py

@@ -1,10 +1,14 @@
-"""The CNN feed-mode study at small N: every mode against the NumPy/SciPy reference, the fused
-convolution, what the GraphDef embeds, what is recorded, bad parameters, and resume.
+"""The CNN feed-mode study at small N: every mode of every framework against the NumPy/SciPy
+reference, the fused convolution, what the GraphDef and JAX's program embed, which framework runs
+which mode (and imports no other), what is recorded, bad parameters, an absent framework, and
+resume.
 
 No test asserts a timing value: timings are only checked to be recorded, apart and positive.
 """
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -13,15 +17,17 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
+from optimizers.backends.registry import Framework  # noqa: E402
 from study.__main__ import main as cli  # noqa: E402
-from study.feedmode import config  # noqa: E402
+from study.feedmode import config, plugin  # noqa: E402
 from study.feedmode import model as fm  # noqa: E402
-from study.feedmode.command import visible_gpus  # noqa: E402
 from study.feedmode.spec import Spec  # noqa: E402
+from study.sweep.executors import gpu_visible  # noqa: E402
 from study.sweep.grid import parse_study, read_config  # noqa: E402
 
 N = 24
-CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+ROOT = Path(__file__).resolve().parent.parent
+CONFIGS = ROOT / "configs"
 
 
 @pytest.fixture(scope="module")
@@ -29,6 +35,13 @@ def worker():
     from study.feedmode import measure
 
     return measure
+
+
+@pytest.fixture(scope="module")
+def tf_worker():
+    from study.feedmode import measure_tensorflow
+
+    return measure_tensorflow
 
 
 # --- the arithmetic, NumPy only --------------------------------------------------------------
@@ -65,11 +78,12 @@ def test_input_is_seeded_and_its_rows_do_not_depend_on_n():
     assert fm.make_input(3, "float64").shape == (3, 32, 32, 1)
 
 
-# --- every mode in TensorFlow, in this process -------------------------------------------------
+# --- every mode of every framework, in this process --------------------------------------------
 
 @pytest.mark.parametrize("dtype", fm.DTYPES)
 @pytest.mark.parametrize("mode", list(fm.MODES))
 def test_every_mode_agrees_with_the_reference(worker, mode, dtype):
+    """float64 to 1e-12: JAX's float64 modes run with x64 on, or they could not get there."""
     spec = Spec(mode=mode, dtype=dtype, n=N, calls=2, check_n=N)
     record = worker.measure_record(spec)
     # TOLERANCE: sums of 9 or 16 terms |x||k| (sum |k| < 3.7) in the mode's dtype: a few
@@ -83,19 +97,30 @@ def test_every_mode_agrees_with_the_reference(worker, mode, dtype):
     # held only while roundings cancel: the mean output is 0.22)
     assert record["checksum"] == pytest.approx(fm.checksum(expected), abs=tol * expected.size)
     assert record["checksum_stable"]
-    assert "CPU" in record["device_name"]
+    assert "cpu" in record["device_name"].lower()
 
 
 @pytest.mark.parametrize("dtype", fm.DTYPES)
 @pytest.mark.parametrize("grappler", [g for g in fm.GRAPPLER if g != "default"])
 @pytest.mark.parametrize("mode", config.tf1_modes())
 def test_graph_optimisation_variants_agree_with_the_reference(worker, mode, grappler, dtype):
-    error, ok = worker.check(Spec(mode=mode, dtype=dtype, n=N, grappler=grappler, check_n=N))
-    assert ok and error <= fm.TOLERANCE[dtype]
+    record = worker.measure_record(Spec(mode=mode, dtype=dtype, n=N, grappler=grappler,
+                                        calls=1, check_n=N))
+    assert record["check_ok"] and record["check_max_abs_error"] <= fm.TOLERANCE[dtype]
 
 
-def test_session_config_of_the_variants(worker):
-    default, no_cf, no_folding, off = (worker.session_config(g) for g in fm.GRAPPLER)
+def test_a_wrong_output_is_a_mismatch(worker):
+    spec = Spec(mode="placeholder", dtype="float64", n=N, check_n=4)
+    head = fm.reference(fm.make_input(4, "float64"), fm.make_kernel("float64"))
+    assert worker.check(spec, head) == (0.0, True)
+    head[1, 2, 3, 4] += 1e-9
+    error, ok = worker.check(spec, head)
+    assert not ok and error == pytest.approx(1e-9, rel=1e-3)
+    assert worker.check(spec, head[:3]) == (float("inf"), False)
+
+
+def test_session_config_of_the_variants(tf_worker):
+    default, no_cf, no_folding, off = (tf_worker.session_config(g) for g in fm.GRAPPLER)
     assert default == type(default)()
     assert no_cf.graph_options.rewrite_options.constant_folding == 2   # OFF
     assert no_cf.graph_options.optimizer_options.opt_level == 0        # L1 (the default)
@@ -109,10 +134,10 @@ def test_session_config_of_the_variants(worker):
 
 
 @pytest.mark.parametrize("dtype", fm.DTYPES)
-def test_fused_single_convolution_equals_conv_pool_composition_in_tensorflow(worker, dtype):
+def test_fused_single_convolution_equals_conv_pool_composition_in_tensorflow(tf_worker, dtype):
     x, k = fm.make_input(N, dtype), fm.make_kernel(dtype)
-    composed = worker.network("conv-pool", x, k).numpy()
-    fused = worker.network("fused-conv", x, fm.fused_kernel(k)).numpy()
+    composed = tf_worker.network("conv-pool", x, k).numpy()
+    fused = tf_worker.network("fused-conv", x, fm.fused_kernel(k)).numpy()
     tol = fm.TOLERANCE[dtype]
     np.testing.assert_allclose(fused, composed, rtol=tol, atol=tol)
 
@@ -129,6 +154,87 @@ def test_graphdef_of_constant_modes_grows_with_n_and_the_placeholders_does_not(w
         assert sizes[mode, large] - sizes[mode, small] >= embedded, mode
     for mode in ("placeholder", "variable", "function-arg", "function-const"):
         assert sizes[mode, large] == sizes[mode, small] < 10_000, mode
+
+
+def test_jax_embeds_a_closed_over_array_in_its_program_and_not_an_argument(worker):
+    """jax-constant's StableHLO holds the input (its size grows by the extra rows' bytes), and at
+    small N XLA folds the whole network into the executable's result; the modes that pass the
+    array as an argument compile one program whatever N."""
+    small, large = 10, 40
+    records = {(mode, n): worker.measure_record(Spec(mode=mode, dtype="float64", n=n, calls=1,
+                                                     check_n=2))
+               for mode in fm.modes_of("jax") for n in (small, large)}
+    embedded = (large - small) * 32 * 32 * 8   # the extra input rows, as float64 bytes
+    folded = (large - small) * fm.OUT * fm.OUT * fm.CHANNELS * 8   # the extra output rows
+    grown = {mode: {key: records[mode, large][key] - records[mode, small][key]
+                    for key in ("program_bytes", "executable_bytes")}
+             for mode in fm.modes_of("jax")}
+    assert embedded <= grown["jax-constant"]["program_bytes"] < embedded + 1000
+    assert folded <= grown["jax-constant"]["executable_bytes"] < folded + 1000
+    for mode in ("jax-numpy", "jax-resident"):
+        assert all(abs(change) < 100 for change in grown[mode].values()), mode  # shape digits
+        assert records[mode, large]["program_bytes"] < 10_000
+    for (mode, _), record in records.items():
+        assert record["output_folded"] == (mode == "jax-constant")
+        assert 0 < record["compile_seconds"] <= record["first_call_seconds"]
+        assert record.get("graphdef_bytes") is None
+
+
+def test_output_folded_reads_the_entry_computations_result():
+    from study.feedmode.measure_jax import output_folded
+
+    head = "HloModule m\n\n%fused (p: f64[2]) -> f64[2] {\n  ROOT %c = f64[2] constant({1, 2})\n}\n"
+    assert output_folded(head + "\nENTRY %main () -> f64[2] {\n  %constant.3 = f64[2] "
+                                "constant({...})\n  ROOT %copy = f64[2]{0} copy(%constant.3)\n}")
+    assert output_folded(head + "\nENTRY %main () -> f64[2] {\n  ROOT %c = f64[2]{0} "
+                                "constant({1, 2})\n}")
+    assert not output_folded(head + "\nENTRY %main (x: f64[2]) -> f64[2] {\n  %x = f64[2] "
+                                    "parameter(0)\n  ROOT %f = f64[2] fusion(%x)\n}")
+
+
+def test_torch_compile_records_what_it_wrote_and_leaves_no_cache(worker, tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "kept"))
+    for mode in ("torch-compile-arg", "torch-compile-captured"):
+        record = worker.measure_record(Spec(mode=mode, dtype="float32", n=N, calls=1, check_n=N))
+        assert record["check_ok"] and record["executable_bytes"] > 0, mode
+        assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "kept")
+    assert not (tmp_path / "kept").exists()   # the fresh directories were used instead
+    eager = worker.measure_record(Spec(mode="torch-resident", dtype="float32", n=N, calls=1))
+    assert eager["executable_bytes"] is None and eager["data_seconds"] > 0
+
+
+# --- which framework runs which mode ----------------------------------------------------------
+
+def test_each_mode_names_its_framework_and_its_warm_process_imports_only_that():
+    expected = {mode: mode.split("-")[0] if mode.startswith(("jax-", "torch-")) else "tensorflow"
+                for mode in fm.MODES}
+    assert {mode: plugin.framework(Spec(mode=mode, dtype="float64", n=1))
+            for mode in fm.MODES} == expected
+    for name in ("tensorflow", "jax", "torch"):
+        module = f"study.feedmode.measure_{name}"
+        assert plugin.preload(name) == (module,)
+        spec = Spec(mode=fm.modes_of(name)[0], dtype="float64", n=1)
+        files = plugin.code_files(spec)
+        assert module.replace(".", "/") + ".py" in files
+        assert sum(f.startswith("study/feedmode/measure_") for f in files) == 1
+        assert "study/feedmode/measure.py" in files
+
+
+def test_a_jax_or_torch_run_imports_no_tensorflow_and_x64_waits_for_the_run():
+    code = (
+        "import sys, jax\n"
+        "from study.feedmode import measure, measure_jax, measure_torch, plugin\n"
+        "from study.feedmode.spec import Spec\n"
+        "assert not jax.config.jax_enable_x64, 'x64 switched on at import'\n"
+        "for mode in ('jax-numpy', 'torch-numpy'):\n"
+        "    r = measure.measure_record(Spec(mode=mode, dtype='float64', n=3, calls=1))\n"
+        "    assert r['check_ok'], r\n"
+        "assert jax.config.jax_enable_x64\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras')))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
 
 
 def test_first_call_and_steady_calls_are_recorded_apart(worker):
@@ -241,14 +347,58 @@ def test_bad_parameters_give_one_line_and_exit_2(tmp_path, capsys, flags, words)
     assert not out.exists()
 
 
-def test_gpu_without_a_gpu_is_refused(tmp_path, capsys):
-    if visible_gpus():
+@pytest.mark.parametrize("mode, title", [("fused", "TensorFlow"), ("jax-resident", "JAX"),
+                                         ("torch-resident", "PyTorch")])
+def test_gpu_without_a_gpu_is_refused_naming_the_framework(tmp_path, capsys, mode, title):
+    if gpu_visible(plugin.framework(Spec(mode=mode, dtype="float64", n=1))):
         pytest.skip("a GPU is visible here")
     out = tmp_path / "never"
-    assert cli(["feedmode", "--n", "10", "--device", "gpu", "--out", str(out)]) == 2
+    assert cli(["feedmode", "--n", "10", "--modes", mode, "--device", "gpu",
+                "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "no GPU" in err
+    assert err.count("\n") == 1 and f"{title} sees no GPU" in err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("absent, extra", [("jax", "convergence-study[jax]"),
+                                           ("torch", "convergence-study[torch]")])
+def test_a_mode_whose_framework_is_absent_is_refused_naming_the_extra(tmp_path, capsys,
+                                                                     monkeypatch, absent, extra):
+    installed = Framework.installed
+    monkeypatch.setattr(Framework, "installed",
+                        lambda self: self.name != absent and installed(self))
+    config = tmp_path / "study.toml"
+    config.write_text('kind = "feedmode"\n[[grid]]\nmodes = ["placeholder", "jax-numpy", '
+                      '"torch-numpy"]\nn = [10]\n')
+    out = tmp_path / "never"
+    for argv in (["feedmode", "--config", str(config)], ["run", str(config)]):
+        assert cli([*argv, "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and extra in err and "not installed" in err
+        assert ", ".join(fm.modes_of(absent)) in err
+        assert not out.exists()
+    # without its modes the config runs (here: is accepted)
+    study = parse_study(read_config(config) | {"grid": [{"modes": ["placeholder"], "n": [10]}]},
+                        str(config))
+    assert [s.mode for s in study.specs] == ["placeholder"]
+    from study.feedmode import measure
+
+    with pytest.raises(Exception, match=extra.replace("[", r"\[").replace("]", r"\]")):
+        measure.worker(fm.modes_of(absent)[0])
+
+
+def test_the_engine_runs_each_framework_in_its_own_warm_process(tmp_path):
+    out = tmp_path / "r"
+    assert cli(["feedmode", "--n", "12", "--modes", "placeholder", "jax-resident",
+                "torch-resident", "--calls", "2", "--out", str(out), "--quiet"]) == 0
+    runs = pd.read_parquet(out / "runs.parquet").set_index("mode")
+    assert (runs["status"] == "ok").all() and runs["check_ok"].all()
+    assert runs["framework"].to_dict() == {"placeholder": "tensorflow", "jax-resident": "jax",
+                                           "torch-resident": "torch"}
+    assert runs.loc["jax-resident", "env_jax"] and runs.loc["torch-resident", "env_torch"]
+    assert runs.loc["jax-resident", "program_bytes"] > 0
+    logs = {p.name for p in (out / "logs").glob("server-*.log")}
+    assert logs == {"server-tensorflow.log", "server-jax.log", "server-torch.log"}
 
 
 def test_non_integer_n_is_a_usage_error(capsys):
@@ -288,29 +438,126 @@ def test_missing_config_and_out_that_is_a_file(tmp_path, capsys):
     assert "is a file" in capsys.readouterr().err
 
 
+# --- figures and report of the new frameworks, from a table --------------------------------------
+
+def frameworks_table() -> pd.DataFrame:
+    """Two repeats of JAX's and PyTorch's modes at N = 2000, and jax-constant swept over N with
+    a program that grows by the input's bytes (folded below N = 8000)."""
+    rows = []
+    for repeat in (0, 1):
+        for mode, first, steady in (("placeholder", 0.5, 0.2), ("jax-numpy", 0.6, 0.3),
+                                    ("jax-resident", 0.5, 0.1), ("torch-numpy", 0.4, 0.3),
+                                    ("torch-resident", 0.4, 0.29),
+                                    ("torch-compile-arg", 20.0, 0.2),
+                                    ("torch-compile-captured", 21.0, 0.2)):
+            rows.append({"mode": mode, "grappler": "default", "dtype": "float64", "n": 2000,
+                         "seed": 0, "device": "cpu", "status": "ok", "repeat": repeat,
+                         "first_call_seconds": first * (1 + 0.01 * repeat),
+                         "steady_median_seconds": steady * (1 + 0.01 * repeat),
+                         "compile_seconds": first / 2 if mode.startswith("jax") else None,
+                         "program_bytes": 1800 if mode.startswith("jax") else None})
+    for n, compile_seconds in ((250, 4.0), (2000, 30.0), (10000, 3.0)):
+        rows.append({"mode": "jax-constant", "grappler": "default", "dtype": "float64", "n": n,
+                     "seed": 0, "device": "cpu", "status": "ok", "repeat": 0,
+                     "first_call_seconds": compile_seconds + 0.01,
+                     "steady_median_seconds": 0.001 if n < 8000 else 0.2,
+                     "compile_seconds": compile_seconds, "program_bytes": 1500 + 8192 * n,
+                     "executable_bytes": 2000 + 10800 * n if n < 8000 else 2000 + 8192 * n,
+                     "output_folded": n < 8000})
+    return pd.DataFrame(rows)
+
+
+def test_report_states_jax_constants_first_call_and_program_against_n():
+    from study.feedmode import report
+
+    lines = report.jax_constant_answer(frameworks_table())
+    assert lines[0].startswith("JAX's jitted function closing over the array (jax-constant, "
+                               "float64): first call 4.01 s at N = 250 (compilation 4 s, "
+                               "StableHLO 2.05 MB, executable 2.7 MB, output folded); 30 s at "
+                               "N = 2000")
+    assert "3.01 s at N = 10000 (compilation 3 s, StableHLO 81.9 MB, executable 81.9 MB)" \
+        in lines[0]
+    assert "grows by 8192 bytes per image between N = 250 and N = 10000, against 8192 bytes " \
+           "per input image: the installed JAX embeds" in lines[1]
+    assert "at N = 250, 2000, not at N = 10000" in lines[2]
+    embedded_not = frameworks_table().assign(program_bytes=1500)
+    assert "does not embed" in report.jax_constant_answer(embedded_not)[1]
+    assert report.jax_constant_answer(frameworks_table().query("mode != 'jax-constant'")) == []
+
+
+def test_report_compares_the_frameworks_modes_paired_over_repeats():
+    from study.feedmode import report
+
+    jax_line, torch_line = report.frameworks_answer(frameworks_table())
+    assert jax_line.startswith("JAX, N = 2000, float64: jax-numpy first call 603 ms "
+                               "(compilation 300 ms), later calls 302 ms; jax-resident")
+    assert "jax-numpy took 3x the time per call of jax-resident" in jax_line
+    assert torch_line.startswith("PyTorch, N = 2000, float64: torch-numpy first call 402 ms, "
+                                 "later calls 302 ms;")
+    assert "torch-compile-captured took 1.05x the first-call time of torch-compile-arg" \
+        in torch_line
+
+
+def test_figures_show_every_framework_and_jaxs_program_against_n():
+    import matplotlib.pyplot as plt
+
+    from study.feedmode import figures
+
+    runs = frameworks_table()
+    fig = figures.figure_feedmode(runs)
+    first, built, _, sweep, grown, compiled = fig.axes[:6]
+    assert [t.get_text() for t in first.get_yticklabels()] == [
+        "placeholder", "jax-numpy", "jax-resident", "jax-constant", "torch-numpy",
+        "torch-resident", "torch-compile-arg", "torch-compile-captured"]
+    assert {t.get_text() for t in built.get_yticklabels()} == {"jax-numpy", "jax-resident",
+                                                                "jax-constant"}
+    assert [t.get_text() for t in sweep.get_legend().get_texts()] == ["jax-constant"]
+    lines = {t.get_text() for t in grown.get_legend().get_texts()}
+    assert lines == {"jax-constant: StableHLO (JAX)", "jax-constant: executable / compiled code"}
+    program = next(line for line in grown.get_lines() if len(line.get_xdata()) == 3)
+    assert list(program.get_xdata()) == [250, 2000, 10000]
+    assert compiled.get_yscale() == "log" and len(compiled.collections) >= 2
+    plt.close(fig)
+    headline = figures.figure_headline(runs)
+    assert [t.get_text() for t in headline.axes[0].get_yticklabels()][-1] == \
+        "torch-compile-captured"
+    assert "program 1.8 kB" in {t.get_text() for t in headline.axes[0].texts}
+    plt.close(headline)
+
+
 # --- the shipped configs -----------------------------------------------------------------------
 
 def test_shipped_configs_expand_to_their_grids(tmp_path):
     default = parse_study(read_config(CONFIGS / "feedmode.toml"), "feedmode.toml")
     specs = default.specs
     assert default.name == "feedmode" and len(specs) == len({s.run_id for s in specs})
+    # every mode of every framework at N = 2000, torch.compile in float32 only, and the JAX
+    # closed-over constant swept to N = 1000 (their first calls cost tens of seconds: the config
+    # says why)
+    compiled = {"torch-compile-arg", "torch-compile-captured"}
     assert {(s.mode, s.dtype) for s in specs if s.n == 2000 and s.grappler == "default"} == {
-        (m, d) for m in fm.MODES for d in fm.DTYPES}
+        (m, d) for m in fm.MODES for d in fm.DTYPES
+        if not (m in compiled and d == "float64") and m != "jax-constant"}
     assert {(s.mode, s.grappler) for s in specs if s.grappler != "default"} == {
         (m, g) for m in ("numpy", "constant") for g in fm.GRAPPLER if g != "default"}
     assert {s.n for s in specs if s.mode == "placeholder"} == {250, 1000, 2000, 4000}
+    assert {(s.n, s.dtype) for s in specs if s.mode == "jax-constant"} == {
+        (250, "float64"), (500, "float64"), (1000, "float64")}
     assert max(s.n for s in specs) <= 4000
-    # The mode table has three repeats (a CI for every mode ratio); the rest one.
+    # The mode table has two repeats (a CI for every mode ratio); the rest one.
     repeats = {}
     for s in specs:
         repeats.setdefault((s.mode, s.dtype, s.n, s.grappler), set()).add(s.repeat)
-    assert repeats[("constant", "float64", 2000, "default")] == {0, 1, 2}
+    for mode in ("constant", "jax-numpy", "torch-resident"):
+        assert repeats[(mode, "float64", 2000, "default")] == {0, 1}
     assert repeats[("constant", "float64", 250, "default")] == {0}
+    assert repeats[("torch-compile-arg", "float32", 2000, "default")] == {0}
     full = parse_study(read_config(CONFIGS / "feedmode-full.toml"), "feedmode-full.toml")
     assert full.name == "feedmode-full"
     # the original question's dtype at its size, every mode (float32 is in the default study)
     assert {(s.mode, s.dtype) for s in full.specs if s.n == 60000} == {
         (m, "float64") for m in fm.MODES}
+    assert {1000, 10000, 60000} <= {s.n for s in full.specs if s.mode == "jax-constant"}
 
 
 def test_command_line_flags_replace_config_keys(tmp_path):

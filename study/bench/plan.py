@@ -64,7 +64,7 @@ class Plan:
     scaling_time_budget: float = 10.0           # seconds of one run to the target
     feed_n: int = 5000
     feed_dtypes: tuple = ("float32", "float64")
-    feed_modes: tuple = ()                      # () = every mode of study.feedmode.MODES
+    feed_modes: tuple = ()                      # () = every TensorFlow mode (feedmode.MODES)
     feed_calls: int = 5
     target_repeats: int = 5
     target_candidates: tuple = (("lbfgs", "numpy", "data"), ("lbfgs", "numpy", "gram"),

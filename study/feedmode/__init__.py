@@ -1,8 +1,10 @@
-"""The CNN feed-mode study: is `tf.placeholder` really 4-5x faster than a constant?
+"""The CNN feed-mode study: is `tf.placeholder` really 4-5x faster than a constant? And how do
+JAX's and PyTorch's ways of feeding the same network compare?
 
-  model.py    the network, its input, the modes and the NumPy/SciPy references
+  model.py    the network, its input, the modes (each on one framework), the NumPy references
   spec.py     one run; config.py its config and command-line flags
-  measure.py  one run measured in its own process (imports TensorFlow)
+  measure.py  one run measured in its own process (imports no framework); its framework's
+              modes are built by measure_tensorflow.py, measure_jax.py or measure_torch.py
   schema.py   its tables; plugin.py what the sweep engine needs; command.py `study feedmode`
   summary.py, figures.py, report.py   reading the results
 """

@@ -4,14 +4,15 @@ engine as `study run` (a config with `kind = "feedmode"` runs the same way)."""
 from __future__ import annotations
 
 import argparse
-import subprocess
 
 from datasets.errors import InputError
+from optimizers.backends.registry import FRAMEWORKS
 from study.feedmode.config import with_flags
 from study.feedmode.model import DTYPES, GRAPPLER, MODES
+from study.feedmode.plugin import framework
 from study.sweep import runner
+from study.sweep.executors import gpu_visible
 from study.sweep.grid import parse_study, read_config
-from study.sweep.interpreter import python_command
 
 FLAG_KEYS = ("n", "dtypes", "modes", "grappler", "calls", "device", "run_timeout",
              "memory_budget_gb", "check_n", "seed")
@@ -53,17 +54,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="log lines instead of a progress bar")
 
 
-def visible_gpus() -> int:
-    """How many GPUs TensorFlow sees (asked in a subprocess: this process stays TF-free)."""
-    code = "import tensorflow as tf; print(len(tf.config.list_physical_devices('GPU')))"
-    try:
-        argv, env = python_command("-c", code, TF_CPP_MIN_LOG_LEVEL="3")
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
-        return int(done.stdout.strip().splitlines()[-1])
-    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
-        return 0
-
-
 def configure(args):
     """The study, validated before anything is written or any run starts."""
     raw = read_config(args.config) if args.config else {}
@@ -73,8 +63,10 @@ def configure(args):
     raw = with_flags({**raw, "kind": "feedmode", "name": raw.get("name", "feedmode")},
                      {key: getattr(args, key) for key in FLAG_KEYS})
     study = parse_study(raw, args.config or "command line")
-    if any(spec.device == "gpu" for spec in study.specs) and visible_gpus() == 0:
-        raise InputError("--device gpu: TensorFlow sees no GPU on this machine")
+    for name in dict.fromkeys(framework(s) for s in study.specs if s.device == "gpu"):
+        if not gpu_visible(name):   # asked in a subprocess: this process imports no framework
+            raise InputError(f"--device gpu: {FRAMEWORKS[name].title} sees no GPU on this "
+                             "machine")
     return study
 
 

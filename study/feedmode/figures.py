@@ -5,10 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.ticker import NullLocator
 
+from study.feedmode.model import MODES
 from study.figures import legend_outside, log_axis, save
 
 GRAPPLER_ORDER = ("default", "no-constant-folding", "no-folding", "off")
@@ -23,12 +25,75 @@ def main_size(runs: pd.DataFrame) -> int:
     return int(counts[counts == counts.max()].index.max())
 
 
+SIZES = {"graphdef_bytes": "GraphDef", "program_bytes": "StableHLO (JAX)",
+         "executable_bytes": "executable / compiled code"}
+
+
+def fmt_bytes(size: float) -> str:
+    return f"{size / 1e3:.3g} kB" if size < 1e6 else f"{size / 1e6:.3g} MB"
+
+
+def with_columns(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs with every column the figures read (results from before a column existed lack
+    it: no value there)."""
+    missing = [c for c in (*SIZES, "compile_seconds", "output_folded") if c not in runs]
+    return runs.assign(**dict.fromkeys(missing, np.nan)) if missing else runs
+
+
+def ordered(modes) -> list[str]:
+    """Modes in MODES order (TensorFlow's, JAX's, PyTorch's), then any unknown ones."""
+    present = set(modes)
+    return [m for m in MODES if m in present] + sorted(present - set(MODES))
+
+
+def sizes_long(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per run and size it has (MB), `what` naming the size."""
+    long = runs.melt(id_vars=[c for c in ("mode", "dtype", "n", "grappler") if c in runs],
+                     value_vars=list(SIZES), var_name="what", value_name="bytes")
+    long = long[pd.to_numeric(long["bytes"], errors="coerce") > 0]
+    return long.assign(what=long["what"].map(SIZES), MB=long["bytes"].astype(float) / 1e6)
+
+
+def swept(ok: pd.DataFrame) -> pd.DataFrame:
+    """float64 runs of the (mode, grappler) pairs measured at more than one N, with a label."""
+    f64 = ok[ok["dtype"] == "float64"]
+    sizes = f64.groupby(["mode", "grappler"])["n"].transform("nunique")
+    f64 = f64[sizes > 1]
+    return f64.assign(variant=f64["mode"] + np.where(f64["grappler"] == "default", "",
+                                                     " (grappler " + f64["grappler"] + ")"))
+
+
+def _nothing(ax, what: str) -> None:
+    ax.text(0.5, 0.5, f"no {what} in these results", ha="center", va="center",
+            transform=ax.transAxes, fontsize=8, color="#555555")
+
+
+def _against_n(ax, drawn: bool, nothing: str, ylabel: str, title: str, ns=()) -> None:
+    """A panel against N: log scales with a tick at every N swept (one plain format) and the
+    legend below the panel where something was drawn, else a note."""
+    if drawn:
+        ax.set_xscale("log")
+        ticks = sorted({int(n) for n in ns})
+        ax.set_xticks(ticks, [str(n) for n in ticks])
+        ax.xaxis.set_minor_locator(NullLocator())
+        log_axis(ax.yaxis)
+        legend_outside(ax, below=True, fontsize=7, title=None, ncol=2)
+    else:
+        _nothing(ax, nothing)
+    ax.set_xlabel("N (images, log)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=9)
+
+
 def figure_feedmode(runs: pd.DataFrame):
-    """CNN feed modes: first call against steady state per mode (log), the GraphDef each TF1
-    mode builds, the Grappler ablation of the constant modes, and first-call cost against N."""
+    """CNN feed modes: first call against later calls per mode (log), what each mode builds
+    (GraphDef, JAX's program and executable, torch.compile's code), the Grappler ablation of the
+    constant modes, first-call cost against N, the size of what is built against N, and the
+    compilation part of JAX's first call against N."""
+    runs = with_columns(runs)
     ok = runs[runs["status"] == "ok"].copy()
     n_main = main_size(runs)
-    fig, axes = plt.subplots(2, 2, figsize=(13, 10))
+    fig, axes = plt.subplots(3, 2, figsize=(13, 15))
     ax = axes[0, 0]
     main = ok[(ok["n"] == n_main) & (ok["grappler"] == "default")]
     long = main.melt(id_vars=["mode", "dtype"], value_vars=["first_call_seconds",
@@ -37,44 +102,65 @@ def figure_feedmode(runs: pd.DataFrame):
     long["call"] = long["call"].map({"first_call_seconds": "first call",
                                      "steady_median_seconds": "later calls (median)"})
     long["bar"] = long["call"] + " " + long["dtype"]
-    sns.barplot(data=long, y="mode", x="seconds", hue="bar", ax=ax, errorbar=None)
+    sns.barplot(data=long, y="mode", x="seconds", hue="bar", ax=ax, errorbar=None,
+                order=ordered(long["mode"]))
     log_axis(ax.xaxis)
     ax.set_xlabel("seconds per call (log)")
     ax.set_title(f"First call and later calls per mode, N = {n_main}", fontsize=9)
     legend_outside(ax, below=True, fontsize=7, title=None, ncol=2)
     ax = axes[0, 1]
-    graph = main[main["graphdef_bytes"].notna() & (main["graphdef_bytes"] > 0)]
-    sns.barplot(data=graph.assign(MB=graph["graphdef_bytes"] / 1e6), y="mode", x="MB",
-                hue="dtype", ax=ax, errorbar=None)
-    log_axis(ax.xaxis)
-    ax.set_xlabel("serialized GraphDef (MB, log)")
-    ax.set_title(f"Graph size of the TF1 modes, N = {n_main}", fontsize=9)
-    legend_outside(ax, below=True, fontsize=7, title_fontsize=7, ncol=2)
+    built = sizes_long(main)
+    if len(built):
+        built = built.assign(bar=built["what"] + " " + built["dtype"])
+        sns.barplot(data=built, y="mode", x="MB", hue="bar", ax=ax, errorbar=None,
+                    order=ordered(built["mode"]))
+        log_axis(ax.xaxis)
+        legend_outside(ax, below=True, fontsize=7, title=None, ncol=2)
+    else:
+        _nothing(ax, "program sizes")
+    ax.set_xlabel("MB (log)")
+    ax.set_title(f"What each mode builds, N = {n_main}: GraphDef (TF), StableHLO and "
+                 "executable (JAX), compiled code (torch.compile)", fontsize=9)
     ax = axes[1, 0]
     ablation = ok[(ok["n"] == n_main) & ok["mode"].isin(["numpy", "constant"])]
-    sns.barplot(data=ablation, x="mode", y="first_call_seconds", hue="grappler", ax=ax,
-                errorbar=None, hue_order=[g for g in GRAPPLER_ORDER
-                                          if g in set(ablation["grappler"])])
-    log_axis(ax.yaxis)
+    if len(ablation):
+        sns.barplot(data=ablation, x="mode", y="first_call_seconds", hue="grappler", ax=ax,
+                    errorbar=None, hue_order=[g for g in GRAPPLER_ORDER
+                                              if g in set(ablation["grappler"])])
+        log_axis(ax.yaxis)
+    else:
+        _nothing(ax, "TF1 constant modes")
     ax.set_ylabel("first call seconds (log)")
     ax.set_title("Ablation: the constant modes' first call with graph optimisations "
                  "switched off", fontsize=9)
     legend_outside(ax, below=True, fontsize=7, title_fontsize=7, ncol=2)
-    ax = axes[1, 1]
-    sweep = ok[ok["mode"].isin(["constant", "placeholder"]) & (ok["dtype"] == "float64")]
-    sweep = sweep.assign(variant=sweep["mode"] + " (grappler " + sweep["grappler"] + ")")
-    sns.lineplot(data=sweep, x="n", y="first_call_seconds", hue="variant", marker="o", ax=ax,
-                 errorbar=None)
-    log_axis(ax.yaxis)
-    ax.set_xscale("log")  # a tick at every N swept, in one plain format
-    swept = sorted({int(n) for n in runs.loc[runs["mode"].isin(["constant", "placeholder"])
-                                              & (runs["dtype"] == "float64"), "n"]})
-    ax.set_xticks(swept, [str(n) for n in swept])
-    ax.xaxis.set_minor_locator(NullLocator())
-    ax.set_xlabel("N (images, log)")
-    ax.set_ylabel("first call seconds (log)")
-    ax.set_title("First call against N (float64)", fontsize=9)
-    legend_outside(ax, below=True, fontsize=7, title_fontsize=7, ncol=2)
+    sweep = swept(ok)
+    if len(sweep):
+        sns.lineplot(data=sweep, x="n", y="first_call_seconds", hue="variant", marker="o",
+                     ax=axes[1, 1], errorbar=None)
+    _against_n(axes[1, 1], len(sweep), "mode measured at several N", "first call seconds (log)",
+               "First call against N (float64)", sweep["n"])
+    grown = sizes_long(sweep.drop(columns="mode").rename(columns={"variant": "mode"}))
+    if len(grown):
+        sns.lineplot(data=grown.assign(line=grown["mode"] + ": " + grown["what"]), x="n",
+                     y="MB", hue="line", marker="o", ax=axes[2, 0], errorbar=None)
+    _against_n(axes[2, 0], len(grown), "mode measured at several N", "MB (log)",
+               "What is built against N (float64): an embedded input grows with N",
+               grown["n"] if len(grown) else ())
+    ax = axes[2, 1]
+    compiled = sweep[sweep["compile_seconds"].notna()]
+    if len(compiled):
+        sns.lineplot(data=compiled, x="n", y="compile_seconds", hue="variant", ax=ax,
+                     errorbar=None)
+        folded = compiled["output_folded"].astype("boolean").fillna(False).astype(bool)
+        ax.scatter(compiled.loc[folded, "n"], compiled.loc[folded, "compile_seconds"],
+                   marker="o", color="#c44e52", zorder=3, label="output folded by XLA")
+        ax.scatter(compiled.loc[~folded, "n"], compiled.loc[~folded, "compile_seconds"],
+                   marker="o", facecolors="none", edgecolors="#333333", zorder=3,
+                   label="not folded")
+    _against_n(ax, len(compiled), "JAX mode measured at several N",
+               "trace + lower + compile seconds (log)",
+               "JAX: compilation within the first call against N (float64)", compiled["n"])
     failed = runs[runs["status"] != "ok"]
     if len(failed):
         fig.text(0.01, 0.005, "did not finish: " + "; ".join(
@@ -85,17 +171,15 @@ def figure_feedmode(runs: pd.DataFrame):
 
 
 def figure_headline(runs: pd.DataFrame):
-    """Q2 at a glance: per mode, the first call against the later calls (medians over repeats,
-    log), with the size of the graph each TF1 mode builds written beside it; a panel per
-    dtype at the size where most modes ran."""
-    import numpy as np
-
+    """Q2 at a glance: per mode of every framework, the first call against the later calls
+    (medians over repeats, log), with the size of the graph (TensorFlow) or program (JAX) the
+    mode builds written beside it; a panel per dtype at the size where most modes ran."""
+    runs = with_columns(runs)
     ok = runs[runs["status"] == "ok"]
     n_main = main_size(runs)
     main = ok[(ok["n"] == n_main) & (ok["grappler"] == "default")]
     dtypes = sorted(main["dtype"].unique()) or ["(none)"]
-    modes = list(dict.fromkeys(m for m in MODE_ORDER if m in set(main["mode"])))
-    modes += sorted(set(main["mode"]) - set(modes))
+    modes = ordered(main["mode"])
     fig, axes = plt.subplots(1, len(dtypes), figsize=(5.5 * len(dtypes), 2.2 + 0.45 * max(
         len(modes), 1)), squeeze=False, sharey=True)
     y = np.arange(len(modes))
@@ -109,10 +193,13 @@ def figure_headline(runs: pd.DataFrame):
         log_axis(ax.xaxis)
         right = np.nanmax(part[["first_call_seconds", "steady_median_seconds"]].to_numpy()) \
             if part[["first_call_seconds", "steady_median_seconds"]].notna().any().any() else 1
-        for yi, graph in zip(y, part["graphdef_bytes"], strict=True):
-            if pd.notna(graph) and graph:  # beside the panel, so its axis ends near the bars
-                ax.text(1.0, yi, f" GraphDef {graph / 1e6:.3g} MB", va="center", fontsize=7,
-                        color="#555555", transform=ax.get_yaxis_transform())
+        for yi, graph, program in zip(y, part["graphdef_bytes"], part["program_bytes"],
+                                      strict=True):
+            size = (f"GraphDef {fmt_bytes(graph)}" if pd.notna(graph) and graph else
+                    f"program {fmt_bytes(program)}" if pd.notna(program) and program else "")
+            if size:  # beside the panel, so its axis ends near the bars
+                ax.text(1.01, yi, size, va="center", fontsize=7, color="#555555",
+                        transform=ax.get_yaxis_transform())
         ax.set_xlim(right=right * 1.5)
         ax.set_yticks(y, modes, fontsize=8)
         ax.set_xlabel("seconds per call (log)")
@@ -124,10 +211,6 @@ def figure_headline(runs: pd.DataFrame):
                        frameon=False, borderaxespad=0.2)
     fig.tight_layout()
     return fig
-
-
-MODE_ORDER = ("numpy", "constant", "placeholder", "variable", "eager-numpy", "eager-tensor",
-              "function-arg", "function-const", "function-numpy", "function-xla", "fused")
 
 
 def draw(results, figures: Path) -> list[Path]:

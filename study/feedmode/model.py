@@ -2,8 +2,11 @@
 
 The network of the original question: conv2d (3x3x1x6, stride 1, VALID) -> avg_pool (2x2,
 stride 2, VALID) -> relu on N x 32 x 32 x 1 inputs. Each *mode* feeds the same data to the same
-network a different way (TF1 graph constants, placeholder, resident variable, eager, tf.function,
-XLA, and one fused convolution). This module does not import TensorFlow (`measure` does).
+network a different way, on one framework: TensorFlow (TF1 graph constants, placeholder, resident
+variable, eager, tf.function, XLA, and one fused convolution), JAX (a jitted function given the
+NumPy array, a device-resident array, or closing over the array) and PyTorch (eager from NumPy,
+eager on a resident tensor, torch.compile given the tensor or closing over it). This module
+imports no framework (`measure_<framework>` does, for its own modes only).
 """
 
 from __future__ import annotations
@@ -23,11 +26,13 @@ OUT = (IMAGE - KERNEL + 1) // POOL   # 15: output height and width
 
 @dataclass(frozen=True)
 class Mode:
-    api: str      # tf1 (tf.compat.v1 graph + session), eager, function (tf.function)
+    api: str      # TensorFlow: tf1 (graph + session), eager, function; JAX: jit; PyTorch: eager,
+    #               compile (torch.compile)
     feed: str     # how the input reaches the ops
     model: str    # conv-pool (the original network) or fused-conv (one strided convolution)
-    xla: bool
+    xla: bool     # compiled by XLA (every JAX mode; torch.compile is Inductor, not XLA)
     help: str
+    framework: str = "tensorflow"   # a key of optimizers.backends.registry.FRAMEWORKS
 
 
 MODES = {
@@ -54,6 +59,25 @@ MODES = {
     "fused": Mode("function", "argument", "fused-conv", False,
                   "function-arg computing one 4x4 stride-2 convolution (3x3 kernel * 2x2 box "
                   "of 1/4), then relu: no 30x30 intermediate"),
+    "jax-numpy": Mode("jit", "numpy", "conv-pool", True,
+                      "jax.jit of the network, the NumPy array passed at every call (copied to "
+                      "the device each call)", "jax"),
+    "jax-resident": Mode("jit", "resident", "conv-pool", True,
+                         "jax.jit of the network, given an array put on the device once "
+                         "(jax.device_put)", "jax"),
+    "jax-constant": Mode("jit", "constant", "conv-pool", True,
+                         "jax.jit of a function closing over the NumPy array (embedded in the "
+                         "program as a constant)", "jax"),
+    "torch-numpy": Mode("eager", "numpy", "conv-pool", False,
+                        "PyTorch eager, torch.from_numpy(x).to(device) at every call", "torch"),
+    "torch-resident": Mode("eager", "resident", "conv-pool", False,
+                           "PyTorch eager on a tensor made once on the device", "torch"),
+    "torch-compile-arg": Mode("compile", "argument", "conv-pool", False,
+                              "torch.compile of the network, the resident tensor passed as an "
+                              "argument", "torch"),
+    "torch-compile-captured": Mode("compile", "captured-tensor", "conv-pool", False,
+                                   "torch.compile of a function closing over the resident "
+                                   "tensor", "torch"),
 }
 DTYPES = ("float64", "float32")
 DEVICES = ("cpu", "gpu")
@@ -66,6 +90,11 @@ GRAPPLER = {
     "off": "all graph optimisations off (OptimizerOptions L0, Grappler meta-optimizer disabled)",
 }
 TOLERANCE = {"float64": 1e-12, "float32": 1e-5}   # of the check against the NumPy reference
+
+
+def modes_of(framework: str) -> list[str]:
+    """The modes that run on a framework, in MODES order."""
+    return [name for name, mode in MODES.items() if mode.framework == framework]
 
 
 # --- the computation and its reference -------------------------------------------------------

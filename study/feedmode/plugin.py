@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+from datasets.errors import InputError
+from optimizers.backends.registry import FRAMEWORKS
 from study.feedmode.config import CONFIG_KEYS, expand_specs
+from study.feedmode.model import MODES, modes_of
 from study.feedmode.schema import SCHEMA, SIDE_TABLES
 from study.feedmode.spec import Spec
 from study.sweep.fingerprint import ENGINE_FILES
 
 KIND = "feedmode"
-MEASURE_MODULE = "study.feedmode.measure"
+MEASURE_MODULE = "study.feedmode.measure"  # imports no framework
+FRAMEWORK_MODULES = {"tensorflow": "study.feedmode.measure_tensorflow",
+                     "jax": "study.feedmode.measure_jax",
+                     "torch": "study.feedmode.measure_torch"}
 FIGURES_MODULE = "study.feedmode.figures"
 REPORT_MODULE = "study.feedmode.report"
 STATUSES = ("ok", "mismatch")
 FAILED_STATUSES = ("error", "mismatch")  # a sweep with these exits 1
 MEASURING_FILES = ("study/feedmode/measure.py", "study/feedmode/model.py",
-                   "study/feedmode/spec.py")
+                   "study/feedmode/spec.py")  # and the framework's module
 
 __all__ = ["CONFIG_KEYS", "FAILED_STATUSES", "FIGURES_MODULE", "KIND", "MEASURE_MODULE",
            "REPORT_MODULE", "SCHEMA", "SIDE_TABLES", "STATUSES", "check_grid", "code_files",
@@ -27,6 +33,12 @@ def expand(raw: dict, source: str, name: str, repeats: int) -> list[Spec]:
 
 
 def check_grid(specs) -> str | None:
+    """A mode whose framework is not installed here (one line naming the extra)."""
+    for name in dict.fromkeys(framework(spec) for spec in specs):
+        try:
+            FRAMEWORKS[name].require()
+        except InputError as exc:
+            return f"{exc} (or leave its modes out: {', '.join(modes_of(name))})"
     return None
 
 
@@ -43,11 +55,12 @@ def spec_from_json(text: str) -> Spec:
 
 
 def framework(spec: Spec) -> str | None:
-    return "tensorflow"
+    return MODES[spec.mode].framework
 
 
 def preload(framework: str) -> tuple[str, ...]:
-    return ()
+    """The module that builds that framework's modes (it imports the framework, nothing more)."""
+    return (FRAMEWORK_MODULES[framework],)
 
 
 def needs_gpu(spec: Spec) -> bool:
@@ -55,7 +68,10 @@ def needs_gpu(spec: Spec) -> bool:
 
 
 def code_files(spec: Spec) -> list[str]:
-    return sorted({*ENGINE_FILES, *MEASURING_FILES})
+    """The engine, the common measuring code and the spec's framework's module only, so that a
+    change to one framework's modes re-measures none of the others'."""
+    module = FRAMEWORK_MODULES[framework(spec)].replace(".", "/") + ".py"
+    return sorted({*ENGINE_FILES, *MEASURING_FILES, module})
 
 
 def measure(spec, ctx):

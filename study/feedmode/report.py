@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-from study.feedmode.figures import main_size
+from study.feedmode.figures import fmt_bytes, main_size, with_columns
+from study.feedmode.model import IMAGE, modes_of
 from study.paired import compare
 from study.report.blocks import Block, fmt_seconds
 
@@ -89,19 +91,106 @@ def original_feedmode_answer(runs: pd.DataFrame) -> list[str]:
     return out or ["The feed-mode results hold no constant/placeholder pair at one N."]
 
 
+# (a, b, quantity, words): what each framework's pair of modes answers
+FRAMEWORK_PAIRS = {
+    "jax": [("jax-numpy", "jax-resident", "steady_median_seconds", "time per call"),
+            ("jax-constant", "jax-resident", "first_call_seconds", "first-call time")],
+    "torch": [("torch-numpy", "torch-resident", "steady_median_seconds", "time per call"),
+              ("torch-compile-arg", "torch-resident", "steady_median_seconds", "time per call"),
+              ("torch-compile-captured", "torch-compile-arg", "first_call_seconds",
+               "first-call time")],
+}
+TITLES = {"jax": "JAX", "torch": "PyTorch"}
+
+
+def _calls(row) -> str:
+    compile_part = (f" (compilation {fmt_seconds(row['compile_seconds'])})"
+                    if pd.notna(row.get("compile_seconds")) else "")
+    return (f"first call {fmt_seconds(row['first_call_seconds'])}{compile_part}, later calls "
+            f"{fmt_seconds(row['steady_median_seconds'])}")
+
+
+def frameworks_answer(runs: pd.DataFrame) -> list[str]:
+    """The same question on JAX and PyTorch, at the size of the mode table: each mode's first
+    and later calls (medians over repeats), and the pairs that matter, paired over repeats."""
+    runs = with_columns(runs)
+    n = main_size(runs)
+    out = []
+    for framework, pairs in FRAMEWORK_PAIRS.items():
+        for dtype in sorted(runs["dtype"].unique()):
+            rows = {m: _feed_row(runs, m, dtype, n) for m in modes_of(framework)}
+            rows = {m: r for m, r in rows.items() if r is not None}
+            if not rows:
+                continue
+            line = f"{TITLES[framework]}, N = {n}, {dtype}: " + "; ".join(
+                f"{mode} {_calls(row)}" for mode, row in rows.items()) + " (medians)."
+            compared = [mode_phrase(runs, a, b, dtype, n, value, words)
+                        for a, b, value, words in pairs if a in rows and b in rows]
+            out.append(line + ("" if not compared else " " + "; ".join(compared) + "."))
+    return out
+
+
+def jax_constant_answer(runs: pd.DataFrame) -> list[str]:
+    """Does the installed JAX still embed a closed-over array in the compiled program, and what
+    does it cost against N? Read from jax-constant's rows (medians per N)."""
+    runs = with_columns(runs)
+    out = []
+    for dtype in sorted(runs["dtype"].unique()):
+        rows = runs[(runs["mode"] == "jax-constant") & (runs["dtype"] == dtype)
+                    & (runs["status"] == "ok")]
+        if rows.empty:
+            continue
+        by_n = rows.groupby("n").median(numeric_only=True).sort_index()
+        folded = rows.groupby("n")["output_folded"].agg(lambda v: bool(v.fillna(False).all()))
+        parts = [f"{fmt_seconds(r['first_call_seconds'])} at N = {n} (compilation "
+                 f"{fmt_seconds(r['compile_seconds'])}, StableHLO {fmt_bytes(r['program_bytes'])}"
+                 f", executable {fmt_bytes(r['executable_bytes'])}"
+                 f"{', output folded' if folded[n] else ''})" for n, r in by_n.iterrows()]
+        out.append(f"JAX's jitted function closing over the array (jax-constant, {dtype}): "
+                   f"first call " + "; ".join(parts) + ".")
+        if len(by_n) > 1:
+            lo, hi = by_n.index[0], by_n.index[-1]
+            per_image = (by_n.loc[hi, "program_bytes"] - by_n.loc[lo, "program_bytes"]) / (
+                hi - lo)
+            image = IMAGE * IMAGE * np.dtype(dtype).itemsize
+            verdict = ("the installed JAX embeds the closed-over array in the program as a "
+                       "constant" if per_image >= 0.9 * image else
+                       "the installed JAX does not embed the closed-over array")
+            growth = by_n.loc[hi, "first_call_seconds"] / by_n.loc[lo, "first_call_seconds"]
+            out.append(f"  Its program grows by {per_image:.0f} bytes per image between N = {lo}"
+                       f" and N = {hi}, against {image} bytes per input image: {verdict}; its "
+                       f"first call grew {growth:.3g}x for {hi / lo:.3g}x the images.")
+        if folded.any():
+            still = [int(n) for n in folded.index if folded[n]]
+            not_folded = [int(n) for n in folded.index if not folded[n]]
+            out.append("  XLA evaluated the whole network at compile time (the compiled program "
+                       f"returns a constant) at N = {', '.join(map(str, still))}"
+                       + (f", not at N = {', '.join(map(str, not_folded))}" if not_folded
+                          else "") + ".")
+        resident = runs[(runs["mode"] == "jax-resident") & (runs["dtype"] == dtype)
+                        & (runs["status"] == "ok") & runs["n"].isin(by_n.index)]
+        if len(resident):
+            first = resident.groupby("n")["first_call_seconds"].median().sort_index()
+            out.append("  jax-resident's first call at the same N: " + "; ".join(
+                f"{fmt_seconds(v)} at N = {n}" for n, v in first.items()) + ".")
+    return out
+
+
 def feedmode_table(runs: pd.DataFrame) -> pd.DataFrame:
     columns = ["mode", "grappler", "dtype", "n", "status", "build_seconds", "session_seconds",
-               "first_call_seconds", "steady_median_seconds", "total_calls_seconds",
-               "graphdef_bytes", "peak_memory_mb", "check_max_abs_error"]
+               "first_call_seconds", "compile_seconds", "steady_median_seconds",
+               "total_calls_seconds", "graphdef_bytes", "program_bytes", "executable_bytes",
+               "peak_memory_mb", "check_max_abs_error"]
     table = runs[[c for c in columns if c in runs]].sort_values(["n", "dtype", "mode",
                                                                  "grappler"])
-    for column in ("build_seconds", "session_seconds", "first_call_seconds",
+    for column in ("build_seconds", "session_seconds", "first_call_seconds", "compile_seconds",
                    "steady_median_seconds", "total_calls_seconds"):
         if column in table:
             table[column] = table[column].map(fmt_seconds)
-    if "graphdef_bytes" in table:
-        table["graphdef_bytes"] = table["graphdef_bytes"].map(
-            lambda b: "–" if pd.isna(b) or not b else f"{b / 1e6:.3g} MB")
+    for column in ("graphdef_bytes", "program_bytes", "executable_bytes"):
+        if column in table:
+            table[column] = table[column].map(lambda b: "–" if pd.isna(b) or not b else
+                                              fmt_bytes(b))
     if "peak_memory_mb" in table:
         table["peak_memory_mb"] = table["peak_memory_mb"].map(
             lambda m: "–" if pd.isna(m) else f"{m:.0f} MB" if m < 1024 else f"{m / 1024:.3g} GB")
@@ -110,9 +199,10 @@ def feedmode_table(runs: pd.DataFrame) -> pd.DataFrame:
             lambda e: "–" if pd.isna(e) else f"{e:.1e}")
     return table.rename(columns={
         "build_seconds": "graph build", "session_seconds": "session", "first_call_seconds":
-        "first call", "steady_median_seconds": "later calls (median)", "total_calls_seconds":
-        "all calls", "graphdef_bytes": "GraphDef", "peak_memory_mb": "peak memory (net)",
-        "check_max_abs_error": "max error vs NumPy"})
+        "first call", "compile_seconds": "of which compilation (JAX)", "steady_median_seconds":
+        "later calls (median)", "total_calls_seconds": "all calls", "graphdef_bytes": "GraphDef",
+        "program_bytes": "StableHLO (JAX)", "executable_bytes": "compiled code",
+        "peak_memory_mb": "peak memory (net)", "check_max_abs_error": "max error vs NumPy"})
 
 
 def section(results, figures: Path) -> list[Block]:
@@ -125,11 +215,15 @@ def section(results, figures: Path) -> list[Block]:
                                                 "with the size of the graph each TF1 mode "
                                                 "builds."))
     blocks.append(Block("list", original_feedmode_answer(runs)))
+    others = frameworks_answer(runs) + jax_constant_answer(runs)
+    if others:
+        blocks += [Block("h3", "The same question on JAX and PyTorch"), Block("list", others)]
     figure = figures / "feedmode.png"
     if figure.exists():
-        blocks.append(Block("figure", figure, "First call against later calls per mode, "
-                                              "GraphDef size, the Grappler ablation and "
-                                              "first-call cost against N."))
+        blocks.append(Block("figure", figure, "First call against later calls per mode, what "
+                                              "each mode builds, the Grappler ablation, and "
+                                              "against N: first-call cost, what is built, and "
+                                              "JAX's compilation."))
     blocks += [Block("h3", "CNN feed modes: every run"),
                Block("table", feedmode_table(runs), "every run")]
     return blocks

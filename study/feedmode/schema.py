@@ -6,10 +6,12 @@ from study.sweep.schema import ENGINE, Column, Schema
 
 RUN_COLUMNS = Schema("runs", (
     Column("mode", "str", "how the input reaches the network (see study.feedmode.model.MODES)"),
-    Column("api", "str", "tf1, eager or function"),
+    Column("framework", "str", "tensorflow, jax or torch"),
+    Column("api", "str", "tf1, eager or function (TensorFlow); jit (JAX); eager or compile "
+                         "(PyTorch)"),
     Column("feed", "str", "the mode's way of feeding"),
     Column("model", "str", "conv-pool (the original network) or fused-conv"),
-    Column("xla", "bool", "XLA-compiled"),
+    Column("xla", "bool", "XLA-compiled (every JAX mode)"),
     Column("grappler", "str", "graph optimisation variant (TF1 modes)"),
     Column("dtype", "str", "float64 or float32"),
     Column("n", "int", "images N"),
@@ -22,6 +24,8 @@ RUN_COLUMNS = Schema("runs", (
     Column("session_seconds", "float", "Session creation / runtime initialisation"),
     Column("data_seconds", "float", "placing the input where the mode keeps it"),
     Column("first_call_seconds", "float", "first call, result on the host"),
+    Column("compile_seconds", "float", "JAX: of the first call, tracing, lowering and XLA "
+                                       "compilation (ahead of time)"),
     Column("steady_median_seconds", "float", "median of the later calls"),
     Column("steady_min_seconds", "float", "fastest later call"),
     Column("steady_max_seconds", "float", "slowest later call"),
@@ -29,6 +33,12 @@ RUN_COLUMNS = Schema("runs", (
     Column("total_calls_seconds", "float", "first call plus the later calls"),
     Column("total_seconds", "float", "build + session + data + every call"),
     Column("graphdef_bytes", "int", "serialized GraphDef size (graph modes)"),
+    Column("program_bytes", "int", "JAX: the lowered program as serialized StableHLO (MLIR "
+                                   "bytecode; an embedded array is stored in it)"),
+    Column("executable_bytes", "int", "JAX: the serialized XLA executable; torch.compile: what "
+                                      "it wrote to its fresh cache directory"),
+    Column("output_folded", "bool", "JAX: the compiled program returns a constant (XLA "
+                                    "evaluated the network at compile time)"),
     Column("device_name", "str", "where the output was computed"),
     Column("output_shape", "str", "shape of the output"),
     Column("checksum", "float", "sum of the full-size output"),

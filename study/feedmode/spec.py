@@ -1,4 +1,5 @@
-"""One run of the feed-mode study: a mode, its graph-optimisation variant, dtype and N."""
+"""One run of the feed-mode study: a mode (and so its framework), its graph-optimisation variant,
+dtype and N."""
 
 from __future__ import annotations
 
@@ -41,5 +42,5 @@ class Spec:
 
     def axes(self) -> dict:
         mode = MODES[self.mode]
-        return {**asdict(self), "api": mode.api, "feed": mode.feed, "model": mode.model,
-                "xla": mode.xla}
+        return {**asdict(self), "framework": mode.framework, "api": mode.api, "feed": mode.feed,
+                "model": mode.model, "xla": mode.xla}

@@ -19,6 +19,8 @@ def summary_table(runs: pd.DataFrame) -> str:
         return "(no runs)"
 
     def number(column):
+        if column not in runs:   # results from before the column existed
+            return pd.Series(float("nan"), index=runs.index)
         return pd.to_numeric(runs[column], errors="coerce")
 
     table = pd.DataFrame({
@@ -26,8 +28,10 @@ def summary_table(runs: pd.DataFrame) -> str:
         "n": runs["n"], "status": runs["status"],
         "build s": number("build_seconds"), "session s": number("session_seconds"),
         "data s": number("data_seconds"), "first s": number("first_call_seconds"),
+        "compile s": number("compile_seconds"),
         "steady s": number("steady_median_seconds"), "first/steady": number("first_over_steady"),
         "total s": number("total_seconds"), "graphdef MB": number("graphdef_bytes") / 1e6,
+        "program MB": number("program_bytes") / 1e6,
         "peak GB": number("peak_memory_mb") * 2**20 / 1e9,
         "check err": number("check_max_abs_error"), "checksum dev": checksum_deviation(runs),
     })

@@ -1,0 +1,103 @@
+"""The JAX modes of the feed-mode study (imported only for their runs: it imports JAX).
+
+`jax-numpy` passes the NumPy array to the compiled network at every call (a host-to-device copy
+each call on a GPU), `jax-resident` passes an array put on the device once (`jax.device_put`,
+timed as `data`), `jax-constant` compiles a function that closes over the NumPy array, which
+JAX embeds in the program as a constant. `session` times the creation of JAX's runtime
+(`jax.devices`). The first call is what a user's first `jax.jit(f)(...)` does, done ahead of
+time so that its parts are known: trace and lower (`jit(f).lower`), compile, then run; the
+first two are recorded as `compile_seconds`, inside `first_call_seconds`. Later calls run the
+compiled program. Each call ends with the result on the host (`np.asarray`, which waits).
+
+After the calls, outside every clock: `program_bytes`, the lowered program as serialized
+StableHLO (MLIR bytecode, where an embedded array is stored as raw bytes);
+`executable_bytes`, the compiled executable as serialized by
+`jax.experimental.serialize_executable` (what XLA produced, constants included); and
+`output_folded`, whether the compiled program's result is a constant, i.e. XLA evaluated the
+network at compile time (its HloConstantFolding does so for ops of up to 45 million elements).
+
+x64 is switched on here, in the run's own process, before any JAX array is made (float64 needs
+it; every array has an explicit dtype, so float32 runs stay float32).
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax.experimental.serialize_executable import serialize
+
+from study.feedmode import model as fm
+from study.feedmode.measure import Clock, Prepared
+from study.feedmode.spec import Spec
+
+WINDOW = (1, fm.POOL, fm.POOL, 1)
+# the compiled program's result line: a constant, or a copy of one
+FOLDED_ROOT = re.compile(r"^\s*ROOT \S+ = \S+ (constant\(|copy\(%?constant)")
+
+
+def network(inputs, kernel: np.ndarray):
+    """conv (VALID, NHWC x HWIO) -> 2x2 average pool -> relu, in the kernel's dtype."""
+    conv = lax.conv_general_dilated(inputs, kernel, window_strides=(1, 1), padding="VALID",
+                                    dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    zero = np.zeros((), kernel.dtype)
+    total = lax.reduce_window(conv, zero, lax.add, WINDOW, WINDOW, "VALID")
+    return jnp.maximum(total * np.asarray(1.0 / fm.POOL**2, kernel.dtype), zero)
+
+
+def output_folded(hlo: str) -> bool:
+    """Whether the entry computation of a compiled module (its text) returns a constant."""
+    entry = hlo[hlo.index("\nENTRY"):]
+    return any(FOLDED_ROOT.match(line) for line in entry.splitlines())
+
+
+def build(spec: Spec, x: np.ndarray, kernel: np.ndarray, clock: Clock) -> Prepared:
+    """The mode's callable, with its setup phases timed through `clock`."""
+    mode = fm.MODES[spec.mode]
+    if mode.model != "conv-pool" or spec.grappler != "default":
+        raise ValueError(f"{spec.mode}: JAX modes compute the conv-pool network, without "
+                         "grappler variants")
+    jax.config.update("jax_enable_x64", True)
+    with clock.phase("session"):
+        device = jax.devices(spec.device)[0]
+    if mode.feed == "constant":
+        function, args = jax.jit(lambda: network(x, kernel)), ()
+    elif mode.feed == "numpy":
+        function, args = jax.jit(lambda inputs: network(inputs, kernel)), (x,)
+    elif mode.feed == "resident":
+        with clock.phase("data"):
+            data = jax.device_put(x, device).block_until_ready()
+        function, args = jax.jit(lambda inputs: network(inputs, kernel)), (data,)
+    else:
+        raise ValueError(f"unknown feed '{mode.feed}'")
+    built: dict = {}
+    placed: dict = {}
+
+    def call() -> np.ndarray:
+        if not built:
+            t0 = time.perf_counter()
+            with jax.default_device(device):
+                built["lowered"] = function.lower(*args)
+                built["compiled"] = built["lowered"].compile()
+            clock.record["compile_seconds"] = time.perf_counter() - t0
+        y = built["compiled"](*args)
+        placed.setdefault("device", ",".join(f"{d.platform}:{d.id}" for d in y.devices()))
+        return np.asarray(y)
+
+    def sizes() -> dict:
+        program = io.BytesIO()
+        built["lowered"].compiler_ir("stablehlo").operation.write_bytecode(program)
+        executable = serialize(built["compiled"])[0]
+        return {"program_bytes": len(program.getvalue()), "executable_bytes": len(executable),
+                "output_folded": output_folded(built["compiled"].as_text())}
+
+    return Prepared(call, sizes, built.clear, placed)
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    return isinstance(exc, jax.errors.JaxRuntimeError) and "RESOURCE_EXHAUSTED" in str(exc)

@@ -1,0 +1,152 @@
+"""The TensorFlow modes of the feed-mode study (imported only for their runs: it imports
+TensorFlow). `build` returns a mode's callable; `study.feedmode.measure` times it.
+
+TF1 modes build a graph (timed as `build`) and a Session (`session`); a variable is initialised
+from a placeholder (`data`). TF2 modes time the runtime's initialisation as `session`; a tensor
+made once is `data`; a tf.function traces (and, with XLA, compiles) in its first call. Each call
+ends with the result on the host (`sess.run` / `.numpy()`). After the calls, the serialized
+GraphDef's size.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+from tensorflow.core.protobuf import rewriter_config_pb2
+
+from study.feedmode import model as fm
+from study.feedmode.measure import Clock, Prepared
+from study.feedmode.spec import Spec
+
+DEVICE_NAMES = {"cpu": "/device:CPU:0", "gpu": "/device:GPU:0"}
+
+
+def session_config(grappler: str) -> tf.compat.v1.ConfigProto:
+    """The TF1 session options of a graph optimisation variant (see feedmode.GRAPPLER)."""
+    config = tf.compat.v1.ConfigProto()
+    rewrite = config.graph_options.rewrite_options
+    if grappler not in fm.GRAPPLER:
+        raise ValueError(f"unknown grappler variant '{grappler}'")
+    if grappler != "default":
+        rewrite.constant_folding = rewriter_config_pb2.RewriterConfig.OFF
+    if grappler in ("no-folding", "off"):
+        # the classic graph optimizer at L0 without its constant folding; "no-folding" keeps
+        # CSE and inlining on (L1 would switch constant folding back on), "off" drops them
+        options = config.graph_options.optimizer_options
+        options.opt_level = tf.compat.v1.OptimizerOptions.L0
+        options.do_constant_folding = False
+        options.do_common_subexpression_elimination = grappler == "no-folding"
+        options.do_function_inlining = grappler == "no-folding"
+    if grappler == "off":
+        rewrite.disable_meta_optimizer = True
+    return config
+
+
+def network(model: str, inputs, kernel):
+    """The computation, written once for every mode (kernel: a small NumPy constant)."""
+    if model == "fused-conv":
+        return tf.nn.relu(tf.nn.conv2d(inputs, kernel, strides=fm.POOL, padding="VALID"))
+    conv = tf.nn.conv2d(inputs, kernel, strides=1, padding="VALID")
+    return tf.nn.relu(tf.nn.avg_pool2d(conv, ksize=fm.POOL, strides=fm.POOL, padding="VALID"))
+
+
+def _fetch(tensor, placed: dict) -> np.ndarray:
+    placed.setdefault("device", tensor.device)
+    return tensor.numpy()
+
+
+def _to_device(x: np.ndarray, device: str):
+    with tf.device(device):
+        tensor = tf.identity(tf.constant(x))
+    tf.reduce_sum(tensor[:1]).numpy()   # wait for the copy (a no-op wait on the CPU)
+    return tensor
+
+
+def build(spec: Spec, x: np.ndarray, kernel: np.ndarray, clock: Clock) -> Prepared:
+    """The mode's callable, with its setup phases timed through `clock`."""
+    mode = fm.MODES[spec.mode]
+    device = DEVICE_NAMES[spec.device]
+    dtype = tf.as_dtype(spec.dtype)
+    if mode.api == "tf1":
+        return _build_tf1(mode, spec.grappler, x, kernel, dtype, device, clock)
+    if spec.grappler != "default":
+        raise ValueError("grappler variants apply to the TF1 modes only")
+    with clock.phase("session"):   # what a Session does for TF1: set up the runtime and devices
+        tf.config.list_logical_devices()
+    placed: dict = {}
+    if mode.api == "eager":
+        if mode.feed == "numpy":
+            data = x
+        else:
+            with clock.phase("data"):
+                data = _to_device(x, device)
+
+        def eager_call():
+            with tf.device(device):
+                return _fetch(network(mode.model, data, kernel), placed)
+        return Prepared(eager_call, lambda: {"graphdef_bytes": None}, placed=placed)
+
+    def fn(inputs):
+        with tf.device(device):
+            return network(mode.model, inputs, kernel)
+
+    if mode.feed == "argument":
+        with clock.phase("data"):
+            data = _to_device(x, device)
+        function = tf.function(fn, input_signature=[tf.TensorSpec(x.shape, dtype)],
+                               jit_compile=mode.xla)
+
+        def call():
+            return _fetch(function(data), placed)
+    elif mode.feed == "captured-tensor":
+        with clock.phase("data"):
+            data = _to_device(x, device)
+        function = tf.function(lambda: fn(data), jit_compile=mode.xla)
+
+        def call():
+            return _fetch(function(), placed)
+    elif mode.feed == "numpy":
+        function = tf.function(lambda: fn(x), jit_compile=mode.xla)
+
+        def call():
+            return _fetch(function(), placed)
+    else:
+        raise ValueError(f"unknown feed '{mode.feed}'")
+
+    def sizes():
+        graph = function.get_concrete_function().graph
+        return {"graphdef_bytes": graph.as_graph_def().ByteSize()}
+    return Prepared(call, sizes, placed=placed)
+
+
+def _build_tf1(mode, grappler, x, kernel, dtype, device, clock) -> Prepared:
+    graph = tf.Graph()
+    feeds = None
+    with clock.phase("build"), graph.as_default(), graph.device(device):
+        if mode.feed == "numpy":
+            inputs = x
+        elif mode.feed == "constant":
+            inputs = tf.constant(x, dtype=dtype)
+        elif mode.feed in ("placeholder", "variable"):
+            holder = tf.compat.v1.placeholder(dtype, shape=x.shape, name="x")
+            if mode.feed == "placeholder":
+                inputs, feeds = holder, {holder: x}
+            else:
+                inputs = tf.Variable(holder, trainable=False, name="x_resident")
+        else:
+            raise ValueError(f"unknown feed '{mode.feed}'")
+        output = network(mode.model, inputs, kernel)
+    with clock.phase("session"):
+        session = tf.compat.v1.Session(graph=graph, config=session_config(grappler))
+    if mode.feed == "variable":
+        with clock.phase("data"):
+            session.run(inputs.initializer, feed_dict={holder: x})
+
+    def call():
+        return session.run(output, feed_dict=feeds)
+    return Prepared(call, lambda: {"graphdef_bytes": graph.as_graph_def().ByteSize()},
+                    session.close, {"device": output.device})
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    return isinstance(exc, tf.errors.ResourceExhaustedError)

@@ -1,0 +1,116 @@
+"""The PyTorch modes of the feed-mode study (imported only for their runs: it imports torch).
+
+`torch-numpy` starts every call with `torch.from_numpy(x).to(device)` (on the CPU `from_numpy`
+shares the array's memory, so the conversion is all it costs; on a GPU it is a copy each call),
+`torch-resident` makes a tensor on the device once (a copy, timed as `data`),
+`torch-compile-arg` calls `torch.compile` of the network with that tensor as its argument and
+`torch-compile-captured` `torch.compile` of a function closing over it. `session` times the
+first tensor made on the device (the runtime's initialisation). The compiled modes compile in
+their first call (TorchDynamo's capture, Inductor's code generation and the C++ or Triton
+compilation of its kernels), as a user's first call does.
+
+Each compiled run starts cold: a fresh Inductor cache directory (TORCHINDUCTOR_CACHE_DIR, in
+this process only, removed at the end) and `torch._dynamo.reset()`, since Inductor otherwise
+reuses kernels that an earlier process wrote to disk, and the first call would depend on which
+run came first. After the calls, `executable_bytes` is the size of what torch.compile wrote
+there (generated code and compiled kernels). Each call ends with the result on the host
+(`.cpu().numpy()`, which synchronises a GPU); the output is NCHW and handed back as an NHWC
+view, which moves no data.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from optimizers.backends.torch import quiet_compiler
+from study.feedmode import model as fm
+from study.feedmode.measure import Clock, Prepared
+from study.feedmode.spec import Spec
+
+DEVICE_NAMES = {"cpu": "cpu", "gpu": "cuda"}
+CACHE_VARIABLE = "TORCHINDUCTOR_CACHE_DIR"
+
+
+def network(inputs: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """conv (VALID, OIHW weight) -> 2x2 average pool -> relu on NHWC inputs, NCHW out (with one
+    channel, the NHWC -> NCHW permutation is a view)."""
+    conv = F.conv2d(inputs.permute(0, 3, 1, 2), weight)
+    return torch.relu(F.avg_pool2d(conv, fm.POOL))
+
+
+def _to_host(y: torch.Tensor, placed: dict) -> np.ndarray:
+    placed.setdefault("device", str(y.device))
+    return y.cpu().numpy().transpose(0, 2, 3, 1)
+
+
+class FreshCache:
+    """A fresh Inductor cache directory for this process, removed (and the variable put back)
+    by `close`."""
+
+    def __init__(self):
+        self.previous = os.environ.get(CACHE_VARIABLE)
+        self.folder = tempfile.TemporaryDirectory(prefix="feedmode-inductor-")
+        os.environ[CACHE_VARIABLE] = self.folder.name
+
+    def size(self) -> int:
+        return sum(p.stat().st_size for p in Path(self.folder.name).rglob("*") if p.is_file())
+
+    def close(self) -> None:
+        if self.previous is None:
+            os.environ.pop(CACHE_VARIABLE, None)
+        else:
+            os.environ[CACHE_VARIABLE] = self.previous
+        self.folder.cleanup()
+
+
+def build(spec: Spec, x: np.ndarray, kernel: np.ndarray, clock: Clock) -> Prepared:
+    """The mode's callable, with its setup phases timed through `clock`."""
+    mode = fm.MODES[spec.mode]
+    if mode.model != "conv-pool" or spec.grappler != "default":
+        raise ValueError(f"{spec.mode}: PyTorch modes compute the conv-pool network, without "
+                         "grappler variants")
+    device = torch.device(DEVICE_NAMES[spec.device])
+    dtype = getattr(torch, spec.dtype)
+    with clock.phase("session"):
+        weight = torch.tensor(kernel.transpose(3, 2, 0, 1), dtype=dtype, device=device)
+        torch.sum(weight).item()
+    placed: dict = {}
+    if mode.feed == "numpy":
+        def call():
+            return _to_host(network(torch.from_numpy(x).to(device), weight), placed)
+        return Prepared(call, lambda: {"executable_bytes": None}, placed=placed)
+    with clock.phase("data"):
+        data = torch.tensor(x, dtype=dtype, device=device)
+        data[:1].sum().item()   # wait for the copy
+    if mode.feed == "resident":
+        def call():
+            return _to_host(network(data, weight), placed)
+        return Prepared(call, lambda: {"executable_bytes": None}, placed=placed)
+
+    cache = FreshCache()
+    quiet_compiler()
+    torch._dynamo.reset()
+    if mode.feed == "argument":
+        compiled = torch.compile(lambda inputs: network(inputs, weight))
+
+        def call():
+            return _to_host(compiled(data), placed)
+    elif mode.feed == "captured-tensor":
+        captured = torch.compile(lambda: network(data, weight))
+
+        def call():
+            return _to_host(captured(), placed)
+    else:
+        cache.close()
+        raise ValueError(f"unknown feed '{mode.feed}'")
+    return Prepared(call, lambda: {"executable_bytes": cache.size()}, cache.close, placed)
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    return isinstance(exc, torch.OutOfMemoryError)
