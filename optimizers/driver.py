@@ -12,6 +12,7 @@ import pandas as pd
 
 from datasets.errors import InputError, Uncertifiable
 from optimizers.base import unsupported
+from optimizers.objective import make_objective
 from optimizers.result import TRACE_COLUMNS, Outcome, RunResult, Stopwatch, on_trace_schedule
 from optimizers.stopping import HOST_OPS, Context, Ending
 
@@ -86,6 +87,24 @@ def host_loop(problem, rules, *, init, step, observe):
         monitor.iteration += 1
     seconds = monitor.finish()
     return state, monitor.iteration, seconds, monitor.ending(), monitor.trace
+
+
+def step_functions(ops, optimizer, formulation: str, kind: str, stats):
+    """The pure init and step a compiled backend compiles: from the data arrays, the
+    optimizer's constants and a start point (or state), the new state and `stats(state)` (the
+    loss and gradient norm it reads back); the objective is built inside, which costs nothing."""
+
+    def init(data, params, w0):
+        objective = make_objective(ops, data, formulation, kind)
+        state = optimizer.init(objective, ops, params, w0)
+        return state, stats(state)
+
+    def step(data, params, state):
+        objective = make_objective(ops, data, formulation, kind)
+        state = optimizer.update(objective, ops, params, state)
+        return state, stats(state)
+
+    return init, step
 
 
 def counts(optimizer, iterations: int) -> dict:

@@ -20,7 +20,8 @@ from datasets.errors import InputError  # noqa: E402
 from study.__main__ import main  # noqa: E402
 from study.regression.plugin import SCHEMA, SIDE_TABLES  # noqa: E402
 from study.regression.schema import TIMING_COLUMNS  # noqa: E402
-from study.sweep.dask import DaskExecutor, local_cluster, record  # noqa: E402
+from study.sweep.dask import DaskExecutor, record  # noqa: E402
+from study.sweep.dask_cluster import local_cluster  # noqa: E402
 from study.sweep.folder import ResultsFolder  # noqa: E402
 from study.sweep.grid import load_study  # noqa: E402
 from study.sweep.runner import plan_runs, run_study  # noqa: E402

@@ -31,15 +31,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from datasets.errors import InputError
+from optimizers.backends.registry import BACKENDS
+from optimizers.driver import step_functions
 from optimizers.interruptible import call_interruptibly
-from optimizers.objective import FORMULATIONS, make_objective, problem_data
+from optimizers.objective import make_objective, problem_data
 from optimizers.result import TRACE_COLUMNS, Outcome, Stopwatch, apply_state_record
 from optimizers.stopping import Context, Ending, TimeBudget, rule_values, rules_on_tensors
 
-DTYPES = ("float64", "float32")
-DEVICES = ("cpu", "gpu")
-FEEDS = ("feed", "resident", "fused")
 NO_GPU = "no GPU visible to JAX"
 TRACE_CAPACITY = 1024  # > the ~745 iterations the trace schedule keeps below 2**31
 FIRST_CHUNK = 64  # iterations of the fused loop's first call
@@ -215,15 +213,8 @@ class JaxBackend:
 
     def __init__(self, dtype: str = "float64", device: str = "cpu", feed: str = "fused",
                  formulation: str = "data"):
-        if dtype not in DTYPES:
-            raise InputError(f"unknown dtype '{dtype}'; allowed: {', '.join(DTYPES)}")
-        if device not in DEVICES:
-            raise InputError(f"unknown device '{device}'; allowed: {', '.join(DEVICES)}")
-        if feed not in FEEDS:
-            raise InputError(f"unknown feed mode '{feed}'; allowed: {', '.join(FEEDS)}")
-        if formulation not in FORMULATIONS:
-            raise InputError(f"unknown formulation '{formulation}'; allowed: "
-                             f"{', '.join(FORMULATIONS)}")
+        BACKENDS["jax"].check({"dtype": dtype, "device": device, "feed": feed,
+                                  "formulation": formulation})
         self.dtype = np.dtype(dtype)
         self.device = device
         self.feed = feed
@@ -276,19 +267,7 @@ class JaxBackend:
         return jnp.stack([state.f, grad_norm]).astype(jnp.float64)
 
     def _step_functions(self, optimizer, kind: str):
-        ops = self.ops
-
-        def init(data, params, w0):
-            objective = make_objective(ops, data, self.formulation, kind)
-            state = optimizer.init(objective, ops, params, w0)
-            return state, self._stats(state)
-
-        def step(data, params, state):
-            objective = make_objective(ops, data, self.formulation, kind)
-            state = optimizer.update(objective, ops, params, state)
-            return state, self._stats(state)
-
-        return init, step
+        return step_functions(self.ops, optimizer, self.formulation, kind, self._stats)
 
     def _setup(self, problem, optimizer, w0):
         """Data and start point on the device, and the optimizer's constants."""

@@ -32,6 +32,7 @@ import tensorflow as tf
 from datasets.errors import InputError
 from optimizers.backends.numpy import DTYPES
 from optimizers.backends.tf1 import minimize_tf1
+from optimizers.driver import step_functions
 from optimizers.interruptible import call_interruptibly
 from optimizers.objective import FORMULATIONS, make_objective, problem_data
 from optimizers.result import TRACE_COLUMNS, Outcome, Stopwatch, apply_state_record
@@ -276,19 +277,7 @@ class TensorflowBackend:
         return tf.cast(tf.stack([state.f, grad_norm]), tf.float64)
 
     def _step_functions(self, optimizer, kind: str):
-        ops = self.ops
-
-        def init(data, params, w0):
-            objective = make_objective(ops, data, self.formulation, kind)
-            state = optimizer.init(objective, ops, params, w0)
-            return state, self._stats(state)
-
-        def step(data, params, state):
-            objective = make_objective(ops, data, self.formulation, kind)
-            state = optimizer.update(objective, ops, params, state)
-            return state, self._stats(state)
-
-        return init, step
+        return step_functions(self.ops, optimizer, self.formulation, kind, self._stats)
 
     def _setup(self, problem, optimizer, w0):
         """Data and start point on the device, and the optimizer's constants."""

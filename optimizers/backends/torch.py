@@ -29,13 +29,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from datasets.errors import InputError
-from optimizers.objective import FORMULATIONS, make_objective, problem_data
+from optimizers.backends.registry import BACKENDS
+from optimizers.objective import make_objective, problem_data
 from optimizers.result import Outcome, Stopwatch, apply_state_record
 
-DTYPES = ("float64", "float32")
-DEVICES = ("cpu", "gpu")
-FEEDS = ("feed", "resident", "compiled")
 NO_GPU = "no GPU visible to PyTorch"
 
 
@@ -224,15 +221,8 @@ class TorchBackend:
 
     def __init__(self, dtype: str = "float64", device: str = "cpu", feed: str = "resident",
                  formulation: str = "data"):
-        if dtype not in DTYPES:
-            raise InputError(f"unknown dtype '{dtype}'; allowed: {', '.join(DTYPES)}")
-        if device not in DEVICES:
-            raise InputError(f"unknown device '{device}'; allowed: {', '.join(DEVICES)}")
-        if feed not in FEEDS:
-            raise InputError(f"unknown feed mode '{feed}'; allowed: {', '.join(FEEDS)}")
-        if formulation not in FORMULATIONS:
-            raise InputError(f"unknown formulation '{formulation}'; allowed: "
-                             f"{', '.join(FORMULATIONS)}")
+        BACKENDS["torch"].check({"dtype": dtype, "device": device, "feed": feed,
+                                  "formulation": formulation})
         self.dtype = np.dtype(dtype)
         self.device = device
         self.feed = feed

@@ -36,7 +36,6 @@ import pandas as pd
 
 from optimizers.backends.registry import FRAMEWORKS
 from study.feedmode import model as fm
-from study.feedmode.plugin import FRAMEWORK_MODULES
 from study.feedmode.spec import Spec
 from study.sweep.plugin import Measurement, RunContext
 
@@ -72,7 +71,7 @@ def worker(mode: str):
     """The module that builds a mode, its framework checked first (one line naming the extra)."""
     framework = fm.MODES[mode].framework
     FRAMEWORKS[framework].require()
-    return importlib.import_module(FRAMEWORK_MODULES[framework])
+    return importlib.import_module(fm.FRAMEWORK_MODULES[framework])
 
 
 def build(spec: Spec, x: np.ndarray, kernel: np.ndarray, clock: Clock) -> Prepared:

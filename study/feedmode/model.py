@@ -79,6 +79,10 @@ MODES = {
                                    "torch.compile of a function closing over the resident "
                                    "tensor", "torch"),
 }
+# where each framework's measurement lives (imported only for its modes' runs)
+FRAMEWORK_MODULES = {"tensorflow": "study.feedmode.measure_tensorflow",
+                     "jax": "study.feedmode.measure_jax",
+                     "torch": "study.feedmode.measure_torch"}
 DTYPES = ("float64", "float32")
 DEVICES = ("cpu", "gpu")
 # Graph optimisation variants of the TF1 modes (the ablation of the first-call cost).

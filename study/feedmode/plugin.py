@@ -5,16 +5,13 @@ from __future__ import annotations
 from datasets.errors import InputError
 from optimizers.backends.registry import FRAMEWORKS
 from study.feedmode.config import CONFIG_KEYS, expand_specs
-from study.feedmode.model import MODES, modes_of
+from study.feedmode.model import FRAMEWORK_MODULES, MODES, modes_of
 from study.feedmode.schema import SCHEMA, SIDE_TABLES
 from study.feedmode.spec import Spec
 from study.sweep.fingerprint import ENGINE_FILES
 
 KIND = "feedmode"
 MEASURE_MODULE = "study.feedmode.measure"  # imports no framework
-FRAMEWORK_MODULES = {"tensorflow": "study.feedmode.measure_tensorflow",
-                     "jax": "study.feedmode.measure_jax",
-                     "torch": "study.feedmode.measure_torch"}
 FIGURES_MODULE = "study.feedmode.figures"
 REPORT_MODULE = "study.feedmode.report"
 STATUSES = ("ok", "mismatch")

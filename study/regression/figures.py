@@ -436,7 +436,8 @@ def figure_feed_modes(runs: pd.DataFrame):
         return fig
     fig, axes = plt.subplots(len(facets), 1, figsize=(9, 3.6 * max(len(facets), 1)),
                              squeeze=False)
-    order = [m for m in FEED_ORDER if m in set(runs["mode"])]
+    present = set(runs["mode"])  # a backend added later follows the known ones
+    order = [m for m in FEED_ORDER if m in present] + sorted(present - set(FEED_ORDER))
     for ax, (data, device) in zip(axes[:, 0], facets, strict=True):
         part = runs[(runs["data"] == data) & (runs["device"] == device)]
         sns.barplot(data=part, x="mode", y="seconds_per_iteration", hue="dtype", order=order,

@@ -101,7 +101,7 @@ def per_iteration_table(runs: pd.DataFrame) -> pd.DataFrame:
     if runs.empty:
         return pd.DataFrame()
     runs = runs.assign(passes=runs["seconds_per_iteration"] / runs["read_pass_seconds"])
-    return (runs.groupby(["data", "engine", "dtype"])
+    return (runs.groupby(["data", "backend", "engine", "dtype"])
             .agg(ms_per_iteration=("seconds_per_iteration", lambda s: 1e3 * s.median()),
                  passes_over_X=("passes", "median"), runs=("run_id", "count"))
             .reset_index())
@@ -131,10 +131,13 @@ def paired_per_iteration(runs: pd.DataFrame, a: tuple[str, str], b: tuple[str, s
 
 
 def framework_title(engine: str) -> str:
-    """'jax-fused/cpu' -> 'JAX' (the registry's title of the engine's framework)."""
-    prefix = engine.split("-", 1)[0]
-    backend = BACKENDS.get(prefix) or BACKENDS.get({"tf": "tensorflow"}.get(prefix, prefix))
-    return FRAMEWORKS[backend.framework].title if backend and backend.framework else prefix
+    """'jax-fused/cpu' -> 'JAX': the title of the framework whose backend labels that engine."""
+    mode = engine.split("/")[0]
+    for backend in BACKENDS.values():
+        labels = {backend.label({"feed": feed}) for feed in backend.allowed("feed")}
+        if backend.framework and mode.split("+")[0] in labels:
+            return FRAMEWORKS[backend.framework].title
+    return mode
 
 
 def per_iteration_answers(runs: pd.DataFrame):
@@ -161,8 +164,8 @@ def per_iteration_answers(runs: pd.DataFrame):
         return data, []
     # each other framework's fastest engine per iteration on the CPU, in float64
     others = []
-    for prefix in ("jax-", "torch-"):
-        own = focus[focus["engine"].str.startswith(prefix) & focus["engine"].str.endswith("/cpu")
+    for backend in [b for b in BACKENDS if b not in ("numpy", "tensorflow")]:
+        own = focus[(focus["backend"] == backend) & focus["engine"].str.endswith("/cpu")
                     & (focus["dtype"] == "float64")]
         if len(own):
             others.append(own.sort_values("ms_per_iteration").iloc[0])

@@ -33,23 +33,21 @@ import sys
 import tempfile
 import time
 import traceback
-from contextlib import contextmanager, suppress
+from contextlib import suppress
 
-import dask
 import pandas as pd
-from distributed import Client, LocalCluster, as_completed, get_worker
+from distributed import Client, as_completed, get_worker
 
 from convergence_study.dask_plugins import SchedulerPath, WorkerPath
 from datasets.errors import InputError
 from study.output import write_text_atomic
 from study.sweep import environment
 from study.sweep.child import base_row
-from study.sweep.dask_cluster import ClusterProcess
+from study.sweep.dask_cluster import NANNY_THREAD_VARIABLES, TIMING_SLOT, ClusterProcess
 from study.sweep.executors import Job, gpu_visible, no_gpu, skip
 from study.sweep.folder import ResultsFolder
 from study.sweep.isolate import ForkServer, run_isolated
 
-TIMING_SLOT = "timing_slot"
 GPU = "gpu"
 RETRIES = 2
 WORKER_WAIT_SECONDS = 60
@@ -57,8 +55,6 @@ WORKER_WAIT_SECONDS = 60
 CHECK_SECONDS = 15.0
 POLL_SECONDS = 0.05
 DASK_LOG = "dask-client.log"  # in the results folder's logs/
-NANNY_THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
-NANNY_EXPORTS = ("MALLOC_TRIM_THRESHOLD_", "PYTHONHASHSEED")
 
 
 def execute_on_worker(job: Job, timeout: float, memory_budget_gb: float | None) -> dict:
@@ -99,33 +95,6 @@ def task_states(dask_scheduler, keys: list[str]) -> dict[str, str | None]:
     """Run on the scheduler: key -> the task's state there (None: it does not know the key)."""
     return {key: task.state if (task := dask_scheduler.tasks.get(key)) else None
             for key in keys}
-
-
-@contextmanager
-def local_cluster(n_workers: int = 1, resources: dict | None = None, **kwargs):
-    """A LocalCluster of single-threaded worker processes, each with one timing slot.
-
-    Its workers (and so the runs) keep this process's thread settings instead of the nanny's
-    OMP_NUM_THREADS=1; the variables the nanny exports into this process are put back after.
-    """
-    saved = {name: os.environ.get(name) for name in NANNY_THREAD_VARIABLES + NANNY_EXPORTS}
-    unset = {f"distributed.nanny.pre-spawn-environ.{name}": None
-             for name in NANNY_THREAD_VARIABLES}
-    try:
-        with dask.config.set(unset):
-            cluster = LocalCluster(
-                n_workers=n_workers, processes=True, threads_per_worker=1,
-                resources={TIMING_SLOT: 1, **(resources or {})}, dashboard_address=None,
-                # no dashboard; its bare HTTP server on any free local port, not 8787
-                scheduler_kwargs={"dashboard_address": "127.0.0.1:0"}, **kwargs)
-        with cluster:
-            yield cluster
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 class DaskExecutor:

@@ -15,11 +15,45 @@ import os
 import signal
 import subprocess
 import sys
+from contextlib import contextmanager
+
+import dask
+from distributed import LocalCluster
 
 from datasets.errors import InputError
 from study.sweep.interpreter import python_command
 
 CLOSE_SECONDS = 20  # for the workers to stop; then the whole session is killed
+TIMING_SLOT = "timing_slot"  # the resource a worker has one of: one timed run at a time
+NANNY_THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+NANNY_EXPORTS = ("MALLOC_TRIM_THRESHOLD_", "PYTHONHASHSEED")
+
+
+@contextmanager
+def local_cluster(n_workers: int = 1, resources: dict | None = None, **kwargs):
+    """A LocalCluster of single-threaded worker processes, each with one timing slot.
+
+    Its workers (and so the runs) keep this process's thread settings instead of the nanny's
+    OMP_NUM_THREADS=1; the variables the nanny exports into this process are put back after.
+    """
+    saved = {name: os.environ.get(name) for name in NANNY_THREAD_VARIABLES + NANNY_EXPORTS}
+    unset = {f"distributed.nanny.pre-spawn-environ.{name}": None
+             for name in NANNY_THREAD_VARIABLES}
+    try:
+        with dask.config.set(unset):
+            cluster = LocalCluster(
+                n_workers=n_workers, processes=True, threads_per_worker=1,
+                resources={TIMING_SLOT: 1, **(resources or {})}, dashboard_address=None,
+                # no dashboard; its bare HTTP server on any free local port, not 8787
+                scheduler_kwargs={"dashboard_address": "127.0.0.1:0"}, **kwargs)
+        with cluster:
+            yield cluster
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 class ClusterProcess:
@@ -61,7 +95,6 @@ class ClusterProcess:
 
 
 def serve(parent: int, workers: int) -> None:
-    from study.sweep.dask import local_cluster
     from study.sweep.forkserver import die_with_parent
 
     die_with_parent(parent)
