@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from optimizers.backends.registry import FRAMEWORKS
 from study.output import check_output_folder
 from study.report.blocks import Block, write_report
 from study.results import load
@@ -62,8 +63,11 @@ def _text(value) -> str:
     return str(value)
 
 
-VERSIONS = (("NumPy", "env_numpy"), ("SciPy", "env_scipy"), ("TensorFlow", "env_tensorflow"),
-            ("TensorFlow Probability", "env_tensorflow_probability"), ("Python", "env_python"))
+# the NumPy stack, then every registered framework's distributions, then Python
+VERSIONS = (("NumPy", "env_numpy"), ("SciPy", "env_scipy"),
+            *((package, f"env_{package.replace('-', '_')}") for framework in FRAMEWORKS.values()
+              for package in framework.packages),
+            ("Python", "env_python"))
 
 
 def machine_sentence(*frames: pd.DataFrame) -> str:
