@@ -63,10 +63,12 @@ def _text(value) -> str:
     return str(value)
 
 
-# the NumPy stack, then every registered framework's distributions, then Python
+# the NumPy stack, then every registered framework (its own distribution by its title, the
+# others it records, such as keras or optax, by their distribution names), then Python
 VERSIONS = (("NumPy", "env_numpy"), ("SciPy", "env_scipy"),
-            *((package, f"env_{package.replace('-', '_')}") for framework in FRAMEWORKS.values()
-              for package in framework.packages),
+            *((framework.title if package == framework.packages[0] else package,
+               f"env_{package.replace('-', '_')}")
+              for framework in FRAMEWORKS.values() for package in framework.packages),
             ("Python", "env_python"))
 
 
