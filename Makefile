@@ -51,7 +51,7 @@ all: test
 venv: $(STAMP)
 
 # Which PyTorch: PyPI's Linux wheels bundle CUDA (measured here: an 8.1 GB venv and 8.5 minutes
-# of set-up, against 3.6 GB and 4.5 with a CPU build). This workplace's disk holds a CPU build of
+# of set-up on a busy machine, against 3.9 GB and 1.5 minutes with the CPU build on an idle one). This workplace's disk holds a CPU build of
 # 2.13.0, which pip takes for exactly that version; elsewhere 2.13.0 comes from PyPI like any
 # other. TORCH=torch takes the newest release instead.
 TORCH ?= torch==2.13.0
