@@ -153,9 +153,14 @@ def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[Spec]:
                    where)
         for size, (optimizer, point, tuning), backend, seed, repeat in itertools.product(
                 sizes, optimizer_points, backends, seeds, range(repeats)):
-            if optimizer == LBFGS and loop == "fit":
-                raise ConfigError(f"{where}: loop = \"fit\" times Keras's fit, which runs "
-                                  "Keras optimizers only; leave lbfgs out of this study")
+            if loop == "fit":
+                # Keras's fit runs Keras optimizers only, and the time per step it is compared
+                # on does not depend on the rate: a tuned rate is Keras's default here
+                if optimizer == LBFGS:
+                    continue
+                if tuning:
+                    point = {k: v for k, v in point.items() if k != protocol.PARAMETER}
+                    tuning = {}
             spec = Spec(name, block["model"], dict(block["data"]), block["loss"],
                         block["metric"], optimizer, dict(point), backend,
                         0 if optimizer == LBFGS else size, eval_every, dict(target), seed,
