@@ -13,7 +13,7 @@ import pandas as pd
 from study.paired import compare, typical
 
 INSTANCE = ["model", "data_params", "seed"]  # weights, order and split: the same instance
-CONFIG = ["model", "data", "optimizer", "backend", "batch_size"]
+CONFIG = ["model", "data", "data_params", "optimizer", "backend", "batch_size"]
 LEFT_OUT = ("skipped",)
 
 
