@@ -12,14 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 
-def mean_loss(loss, y, y_pred):
-    import keras
-
-    return keras.ops.mean(loss(y, y_pred))
-
-
 def value_and_grad(model, loss, x: np.ndarray, y: np.ndarray):
-    """f(w) -> (loss, gradient) for the flat float64 vector w of the trainable weights."""
+    """f(w) -> (loss, gradient) for the flat float64 vector w of the trainable weights; `loss`
+    is the mean loss (study.train.model.loss_object)."""
     import keras
 
     variables = model.trainable_variables
@@ -53,7 +48,7 @@ def _jax(model, loss, x, y, shapes, ends):
     def f(flat, xs, ys):
         params = pieces(flat, shapes, ends, jnp.reshape)
         y_pred, _ = model.stateless_call(params, frozen, xs, training=True)
-        return mean_loss(loss, ys, y_pred)
+        return loss(ys, y_pred)
 
     compiled = jax.jit(jax.value_and_grad(f))
     xs, ys = jax.device_put(x), jax.device_put(y)
@@ -77,7 +72,7 @@ def _tensorflow(model, loss, x, y, shapes, ends):
                                    strict=True):
             variable.assign(value)
         with tf.GradientTape() as tape:
-            value = mean_loss(loss, ys, model(xs, training=True))
+            value = loss(ys, model(xs, training=True))
         grads = tape.gradient(value, [v.value for v in variables])
         return value, tf.concat([tf.reshape(g, [-1]) for g in grads], 0)
 
@@ -100,7 +95,7 @@ def _torch(model, loss, x, y, shapes, ends):
             for parameter, value in zip(parameters, pieces(flat, shapes, ends, torch.reshape),
                                         strict=True):
                 parameter.copy_(value)
-        value = mean_loss(loss, ys, model(xs, training=True))
+        value = loss(ys, model(xs, training=True))
         grads = torch.autograd.grad(value, parameters)
         return float(value.detach()), torch.cat([g.reshape(-1) for g in grads]).double().numpy()
 

@@ -94,13 +94,27 @@ def _call(path: Path, function: str, input_shape, outputs, what: str):
 
 
 def loss_object(name: str, where: str = "loss"):
+    """loss(y_true, y_pred) -> the mean over the rows, as `model.compile(loss=name)` computes it
+    (whose wrapper gives 1-D labels the model's trailing axis of 1; the plain Keras function
+    would broadcast (n,) against (n, 1) into an n x n matrix)."""
     import keras
 
     try:
-        return keras.losses.get(name)
+        function = keras.losses.get(name)
     except Exception:
+        function = None
+    if function is None or not isinstance(name, str):
         raise InputError(f"{where}: unknown Keras loss '{name}' (e.g. "
-                         "sparse_categorical_crossentropy, binary_crossentropy, mse)") from None
+                         "sparse_categorical_crossentropy, binary_crossentropy, mse)")
+
+    def mean_loss(y_true, y_pred):
+        y_pred = keras.ops.convert_to_tensor(y_pred)
+        y_true = keras.ops.convert_to_tensor(y_true)
+        if name not in SPARSE and len(y_true.shape) == len(y_pred.shape) - 1:
+            y_true = keras.ops.expand_dims(y_true, -1)
+        return keras.ops.mean(function(y_true, y_pred))
+
+    return mean_loss
 
 
 def metric_object(name: str, where: str = "metric"):

@@ -59,7 +59,7 @@ class KerasTrainer:
     def __init__(self, model, spec, loss, metric):
         self.model = model
         model.compile(optimizer=keras_optimizer(spec.optimizer, spec.hyperparameters),
-                      loss=loss, metrics=[metric])
+                      loss=spec.loss, metrics=[metric])
 
     def step(self, x, y) -> float:
         out = self.model.train_on_batch(x, y)
@@ -86,7 +86,8 @@ class LbfgsTrainer:
         if set(spec.hyperparameters) - {"history"}:
             raise InputError(f"lbfgs takes history only, got {sorted(spec.hyperparameters)}")
         self.model = model
-        model.compile(optimizer=keras.optimizers.SGD(), loss=loss, metrics=[metric])  # evaluates
+        # compiled only to evaluate as the Keras runs do (test_on_batch); SGD never steps
+        model.compile(optimizer=keras.optimizers.SGD(), loss=spec.loss, metrics=[metric])
         self.ops = NumpyBackend("float64")
         self.lbfgs = LBFGS(history=spec.hyperparameters.get("history", 10), line_search="wolfe")
         self.objective = _Objective(value_and_grad(model, loss, arrays["x_train"],
