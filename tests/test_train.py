@@ -149,7 +149,8 @@ def train_cli(tmp_path, *args):
     (["--model", "digits-cnn", "--data", "nothing.npz"], "nothing.npz' does not exist"),
 ])
 def test_bad_arguments_give_one_line_and_exit_2(tmp_path, args, words):
-    argv = ["--data", "digits", "--target", "val_loss=0.3", *args]
+    data = [] if "--data" in args else ["--data", "digits"]
+    argv = [*data, "--target", "val_loss=0.3", *args]
     code, err = train_cli(tmp_path, *argv)
     assert code == 2 and len(err.splitlines()) == 1 and words in err, err
 
