@@ -101,13 +101,15 @@ def spec(**changes) -> Spec:
 def test_the_target_setting_round_records_its_target():
     target = {"metric": "val_loss", "mode": "min", "how": "round", "value": None,
               "margin": 0.1, "seed": 9, "stopping": {"max_steps": 500}, "backend": "jax",
+              "batch_size": 64,
               "configurations": [["keras:Adam", {"learning_rate": 0.01}], ["lbfgs", {}]]}
     measured = spec(target=target, seed=1)
     runs = rounds.prerequisites(measured)
     assert [r.optimizer for r in runs] == ["keras:Adam", "lbfgs"]
     assert all(r.seed == 9 and r.target["how"] == "setting" and r.target["value"] is None
                and r.stopping == {"max_steps": 500} for r in runs)
-    assert runs[1].batch_size == 0  # L-BFGS: full batch
+    assert runs[0].batch_size == 64 and runs[1].batch_size == 0  # L-BFGS: full batch
+    assert rounds.prerequisites(replace(measured, optimizer="lbfgs", batch_size=0)) == runs
     assert rounds.resolve(measured, {}) is None  # waits for the round's rows
     rows = {runs[0].run_id: {"status": "completed", "best_value": 0.40, "target_mode": "min"},
             runs[1].run_id: {"status": "completed", "best_value": 0.30, "target_mode": "min"}}
@@ -248,12 +250,12 @@ target = { metric = "val_loss", value = 1.6 }
 stopping = { max_steps = 200 }
 
 [[problems]]
-name = "eve"
-model = "eve-mlp"
-data = { name = "eve-late-week", rows = 2000 }
-loss = "binary_crossentropy"
+name = "digits-round"          # the same model and data (and so weights), its target set
+model = "digits-cnn"
+data = { name = "digits" }
+loss = "sparse_categorical_crossentropy"
 metric = "accuracy"
-batch_size = 0
+batch_size = 128
 eval_every = 2
 target = { metric = "val_loss", set = "round", margin = 0.5, seed = 9, stopping = {max_steps = 6} }
 stopping = { max_steps = 100 }
@@ -266,11 +268,11 @@ learning_rate = 0.01
 name = "lbfgs"
 
 [[exclude]]
-model = "eve-mlp"
+target_how = "round"
 backend = "tensorflow"
 
 [[exclude]]
-model = "eve-mlp"
+target_how = "round"
 backend = "torch"
 """
 
@@ -287,7 +289,7 @@ def sweep(tmp_path_factory):
 @pytest.mark.numerical
 def test_loaded_weights_give_the_same_validation_loss_on_every_framework(sweep):
     runs, _ = sweep
-    digits = runs[runs["model"] == "digits-cnn"]
+    digits = runs[runs["target_how"] != "setting"]
     assert set(digits["backend"]) == {"tensorflow", "jax", "torch"}
     for _, group in digits.groupby("seed"):
         reference = group["reference_val_loss"].iloc[0]
@@ -298,7 +300,8 @@ def test_loaded_weights_give_the_same_validation_loss_on_every_framework(sweep):
 
 def test_a_tiny_model_reaches_an_explicit_target_on_each_framework(sweep):
     runs, traces = sweep
-    digits = runs[runs["model"] == "digits-cnn"]
+    digits = runs[runs["target_how"] == "given"]
+    assert len(digits) == 12
     assert digits["status"].eq("reached").all(), digits[["backend", "optimizer", "message"]]
     assert digits["target_value"].eq(1.6).all() and digits["target_how"].eq("given").all()
     assert (digits["seconds_to_target"] <= digits["seconds"]).all()
@@ -313,18 +316,18 @@ def test_a_tiny_model_reaches_an_explicit_target_on_each_framework(sweep):
 def test_seeds_are_paired_across_optimizers_and_frameworks(sweep):
     runs, _ = sweep
     measured = runs[runs["target_how"] != "setting"]
-    for model, part in measured.groupby("model"):
+    for how, part in measured.groupby("target_how"):
         configs = part.groupby(["optimizer", "backend"])["seed"].apply(sorted)
-        assert all(seeds == [0, 1] for seeds in configs), (model, configs)
+        assert len(configs) == (6 if how == "given" else 2)
+        assert all(seeds == [0, 1] for seeds in configs), (how, configs)
     lbfgs = measured[measured["optimizer"] == "lbfgs"]
     assert lbfgs["batch_size"].eq(0).all() and lbfgs["loss_evaluations"].gt(0).all()
 
 
 def test_the_round_sets_the_target_on_every_row(sweep):
     runs, _ = sweep
-    eve = runs[runs["model"] == "eve-mlp"]
-    setting = eve[eve["target_how"] == "setting"]
-    measured = eve[eve["target_how"] == "round"]
+    setting = runs[runs["target_how"] == "setting"]
+    measured = runs[runs["target_how"] == "round"]
     assert len(setting) == 2 and setting["seed"].eq(9).all()  # Adam and L-BFGS, held apart
     assert setting["target_value"].isna().all() and setting["status"].eq("completed").all()
     best = setting["best_value"].min()

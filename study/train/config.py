@@ -163,7 +163,9 @@ def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[Spec]:
                     tuning = {}
             spec = Spec(name, block["model"], dict(block["data"]), block["loss"],
                         block["metric"], optimizer, dict(point), backend,
-                        0 if optimizer == LBFGS else size, eval_every, dict(target), seed,
+                        0 if optimizer == LBFGS else size, eval_every,
+                        {**target, "batch_size": size} if target["how"] == "round" else
+                        dict(target), seed,
                         repeat, dict(stopping), dict(tuning), loop, float(eval_sleep))
             specs.setdefault(spec.run_id, spec)
     return list(specs.values())

@@ -4,7 +4,8 @@ budget) and the target-setting round, as AlgoPerf sets its targets.
 
 Target-setting round (`target = {metric, set = "round", margin, seed, stopping}`): every
 optimizer configuration of the study (a tuned one at every rate of its grid) runs once on the
-held-apart seed with the long budget and no target, on the study's first framework (what a
+held-apart seed with the long budget and no target, at the problem's batch size (L-BFGS: full
+batch), on the study's first framework (what a
 model can reach does not depend on the framework that trains it); the target is the best
 validation value any of them reached, relaxed by the margin (relative: best * (1 + margin) for
 a metric that falls, best * (1 - margin) for one that rises). Every measured row records the
@@ -44,7 +45,7 @@ def target_runs(spec: Spec) -> list[Spec]:
                     backend=target["backend"], seed=target["seed"], repeat=0,
                     stopping=dict(target["stopping"]), tuning={},
                     target=no_target(target, "setting"),
-                    batch_size=0 if optimizer == "lbfgs" else spec.batch_size)
+                    batch_size=0 if optimizer == "lbfgs" else target["batch_size"])
             for optimizer, hyperparameters in target["configurations"]]
 
 
