@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from study.figures import legend_outside, save
+from study.figures import legend_outside, log_axis, save
 from study.train.summary import measured, summarize
 
 STYLES = {"tensorflow": "-", "jax": "--", "torch": ":"}
@@ -45,7 +45,7 @@ def figure_headline(runs: pd.DataFrame):
         ax.set_yticklabels([f"{c}  ({r}/{n})" for c, r, n in
                             zip(part["configuration"], part["reached"], part["runs"],
                                 strict=True)], fontsize=8)
-        ax.set_xscale("log")
+        log_axis(ax.xaxis)
         ax.set_xlabel("training seconds to the target (x: not reached; reached/seeds)")
         ax.set_title(f"{model} on {data}", fontsize=10)
     fig.tight_layout()
@@ -68,14 +68,14 @@ def figure_convergence(runs: pd.DataFrame, traces: pd.DataFrame):
             trace = trace[trace["step"] > 0]  # the initial point has 0 training seconds
             colour = f"C{optimizers.index(row['optimizer']) % 10}"
             ax.plot(trace["seconds"], trace[column], STYLES.get(row["backend"], "-"),
-                    color=colour, lw=1.3,
+                    color=colour, lw=1.3, marker=MARKERS.get(row["backend"], "o"), ms=3,
                     label=f"{row['optimizer']} ({row['backend']})")
         target = pd.to_numeric(part["target_value"]).dropna()
         if len(target):
             ax.axhline(target.median(), color="black", ls="--", lw=0.8, label="target")
-        ax.set_xscale("log")
+        log_axis(ax.xaxis)
         if metric == "val_loss":
-            ax.set_yscale("log")
+            log_axis(ax.yaxis)
         ax.set_xlabel("training seconds (setup and evaluation excluded)")
         ax.set_ylabel(metric)
         ax.set_title(f"{model} on {data}", fontsize=10)
