@@ -214,6 +214,6 @@ def train_conclusions(runs: pd.DataFrame, study: str) -> list[Conclusion]:
     from study.train.report import QUESTION, problem_sentences
 
     return [Conclusion(f"train.fastest.{problem}", QUESTION, sentence, c,
-                       sentence.split(": ", 1)[-1].split(" reached")[0], firm,
+                       sentence.split(": ", 1)[-1].split(" had the")[0], firm,
                        f"{study}-train", answer=True)
             for problem, sentence, c, firm in problem_sentences(runs)]

@@ -37,9 +37,9 @@ def problem_sentences(runs: pd.DataFrame) -> list[tuple[str, str, object, bool]]
             out.append((f"{model} on {data}", f"{model} on {data}: no configuration reached "
                         f"{target}.", None, False))
             continue
-        sentence = (f"{model} on {data}: {best['configuration']} reached {target} first, "
-                    f"typically in {fmt_seconds(best['to_target'])} of training "
-                    f"({best['reached']}/{best['runs']} seeds)")
+        sentence = (f"{model} on {data}: {best['configuration']} had the shortest typical "
+                    f"time to {target}, {fmt_seconds(best['to_target'])} of training "
+                    f"({best['reached']}/{best['runs']} seeds reached it)")
         c, firm = None, True
         if len(part) > 1:
             second = part.iloc[1]
