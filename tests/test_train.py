@@ -150,11 +150,13 @@ def train_cli(tmp_path, *args):
     (["--model", "digits-cnn", "--backend", "mxnet"], "--backend: unknown 'mxnet'"),
     (["--model", "digits-cnn", "--data", "nothing.npz"], "nothing.npz' does not exist"),
 ])
-def test_bad_arguments_give_one_line_and_exit_2(tmp_path, args, words):
+def test_bad_arguments_give_one_line_and_exit_2(tmp_path, capsys, args, words):
     data = [] if "--data" in args else ["--data", "digits"]
-    argv = [*data, "--target", "val_loss=0.3", *args]
-    code, err = train_cli(tmp_path, *argv)
+    out = tmp_path / "out.parquet"
+    code = cli(["train", *data, "--target", "val_loss=0.3", *args, "--out", str(out)])
+    err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and words in err, err
+    assert not out.exists()
 
 
 def test_labels_outside_the_losss_range_end_in_one_line(tmp_path):
@@ -336,3 +338,38 @@ def test_the_round_sets_the_target_on_every_row(sweep):
     assert measured["target_margin"].eq(0.5).all() and measured["target_seed"].eq(9).all()
     assert measured["status"].isin(["reached", "timeout"]).all()
     assert json.loads(measured["spec"].iloc[0])["target"]["best"] == best
+
+
+# ---- your own model and data, and the warm process's Keras -------------------------------------
+
+def test_your_own_model_file_on_your_npz_reaches_its_target(tmp_path):
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(300, 3))
+    y = x @ np.array([1.0, -2.0, 0.5]) + 0.1 * rng.normal(size=300)
+    path = tmp_path / "mine.npz"
+    np.savez(path, x_train=x[:240], y_train=y[:240], x_val=x[240:], y_val=y[240:])
+    (tmp_path / "mine.py").write_text(
+        "import keras\n"
+        "def linear(input_shape, outputs):\n"
+        "    return keras.Sequential([keras.Input(shape=input_shape),\n"
+        "                             keras.layers.Dense(outputs)])\n")
+    out = tmp_path / "row.parquet"
+    done = subprocess.run([sys.executable, "-m", "study", "train", "--model",
+                           f"{tmp_path}/mine.py:linear", "--data", str(path), "--loss", "mse",
+                           "--metric", "mae", "--optimizer", "lbfgs", "--backend", "jax",
+                           "--eval-every", "2", "--target", "val_loss=0.05", "--max-steps", "100",
+                           "--out", str(out)], capture_output=True, text=True, cwd=ROOT,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    row = pd.read_parquet(out).iloc[0]
+    assert row["status"] == "reached" and row["batch_size"] == 0 and row["n_train"] == 240
+    assert row["val_loss"] <= 0.05 and row["target_mode"] == "min"
+
+
+def test_a_warm_process_imports_keras_on_its_framework_and_no_tensorflow():
+    code = ("import os, sys; os.environ.pop('KERAS_BACKEND', None); "
+            "import study.train.warm_jax, keras; "
+            "print(keras.backend.backend(), 'tensorflow' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)
+    assert done.stdout.split() == ["jax", "False"], done.stderr
