@@ -57,6 +57,8 @@ RUN_COLUMNS = Schema("runs", (
     Column("val_metric", "float", "the validation metric at the last evaluation"),
     Column("initial_val_loss", "float", "validation loss of the loaded initial weights"),
     Column("reference_val_loss", "float", "the same from Keras's NumPy backend (agrees to 1e-4)"),
+    Column("device_name", "str", "where the framework ran it (cpu, gpu, cuda...): a run takes "
+                                 "the device its framework picks"),
     Column("jit_compile", "bool", "Keras compiled the train step (XLA) on this framework"),
     Column("keras_class", "str", "the Keras optimizer's class"),
     Column("keras_config", "str", "its get_config()"),

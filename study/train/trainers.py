@@ -1,13 +1,13 @@
 """What one step and one evaluation are, per optimizer family, on a built model with its
 initial weights loaded (study.train.loop times them).
 
-Keras optimizers: `model.train_on_batch`, Keras's own compiled train step (jit_compile="auto":
-XLA on JAX and TensorFlow where the model allows it, eager on PyTorch, as a user gets it); it
-returns host floats, which waits for the device. Our L-BFGS: one iteration of
-optimizers/lbfgs.py (strong-Wolfe line search, its algebra on the host in float64) on the flat
-weights, the loss and gradient through the framework (study.train.flat). Both evaluate with
-`model.test_on_batch` on the whole validation set (its first call compiles: evaluation time,
-never training time)."""
+Keras optimizers: `model.train_on_batch`, Keras's own train step as a user gets it
+(jit_compile="auto": XLA on JAX; with Keras 3.15 a tf.function without XLA on TensorFlow and
+eager on PyTorch; the row records which); it returns host floats, which waits for the device.
+Our L-BFGS: one iteration of optimizers/lbfgs.py (strong-Wolfe line search, its algebra on
+the host in float64) on the flat weights, the loss and gradient through the framework
+(study.train.flat). Both evaluate with `model.test_on_batch` on the whole validation set (its
+first call compiles: evaluation time, never training time)."""
 
 from __future__ import annotations
 
@@ -74,7 +74,8 @@ class KerasTrainer:
         optimizer = self.model.optimizer
         return {"keras_class": type(optimizer).__name__,
                 "keras_config": str(sorted(optimizer.get_config().items())),
-                "jit_compile": bool(self.model.jit_compile), "keras_version": keras.__version__}
+                "jit_compile": bool(self.model.jit_compile), "keras_version": keras.__version__,
+                "device_name": device_used()}
 
 
 class LbfgsTrainer:
@@ -112,7 +113,8 @@ class LbfgsTrainer:
 
     def record(self) -> dict:
         evaluations = 1 + int(np.asarray(self.state.evaluations)) if self.state else 0
-        return {"loss_evaluations": evaluations, "jit_compile": None}
+        return {"loss_evaluations": evaluations, "jit_compile": None,
+                "device_name": device_used()}
 
 
 class _Objective:
@@ -121,6 +123,25 @@ class _Objective:
 
     def value_and_grad(self, w):
         return self.function(w)
+
+
+def device_used() -> str:
+    """Where the framework placed the run (read after it ran, so nothing is initialised early):
+    the run takes whatever device its framework picks; this says which."""
+    import keras
+
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        return str(jax.devices()[0].platform)
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return "gpu" if tf.config.list_logical_devices("GPU") else "cpu"
+    from keras.src.backend.torch.core import get_device
+
+    return str(get_device())
 
 
 def make_trainer(model, spec, loss, metric, arrays):
