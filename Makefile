@@ -23,15 +23,20 @@ ENGINE := $(wildcard datasets/*.py optimizers/*.py optimizers/backends/*.py) $(S
 	$(addprefix study/regression/,config.py measure.py plugin.py schema.py spec.py)
 FEEDMODE := $(SWEEP) $(addprefix study/feedmode/,command.py config.py measure.py \
 	measure_tensorflow.py measure_jax.py measure_torch.py model.py plugin.py schema.py spec.py)
+TRAIN := $(SWEEP) $(wildcard datasets/*.py optimizers/*.py optimizers/backends/*.py) \
+	study/regression/tuning.py $(addprefix study/train/,config.py data.py examples.py flat.py \
+	initial.py loop.py measure.py model.py plugin.py rounds.py schema.py spec.py trainers.py \
+	warm.py warm_jax.py warm_tensorflow.py warm_torch.py)
 
 # What draws the figures and writes the report from results.
 READ := study/results.py study/figures.py
 REGRESSION_DRAW := $(READ) study/paired.py $(addprefix study/regression/,figures.py headline.py \
 	labels.py style.py summary.py)
 FEEDMODE_DRAW := $(READ) study/paired.py study/feedmode/figures.py study/feedmode/summary.py
+TRAIN_DRAW := $(READ) study/paired.py study/train/figures.py study/train/summary.py
 REPORT := $(wildcard study/report/*.py) study/regression/report.py study/regression/logistic.py \
-	study/feedmode/report.py
-STUDIES := regression feedmode logistic
+	study/feedmode/report.py study/train/report.py study/conclusions.py
+STUDIES := regression feedmode logistic train
 
 FIGURE_NAMES := headline.png convergence_time.png convergence_iterations.png time_to_target.png \
 	cost_tradeoff.png performance_profile.png regression_feed_modes.png
@@ -99,6 +104,12 @@ results/feedmode/runs.parquet: configs/feedmode.toml $(FEEDMODE) | $(STAMP)
 results/feedmode-full/runs.parquet: configs/feedmode-full.toml $(FEEDMODE) | $(STAMP)
 	$(call sweep,feedmode --config $< --out $(@D))
 
+results/train/runs.parquet: configs/train.toml $(TRAIN) | $(STAMP)
+	$(call sweep,run $< --out $(@D))
+
+results/train-full/runs.parquet: configs/train-full.toml $(TRAIN) | $(STAMP)
+	$(call sweep,run $< --out $(@D))
+
 # ---- figures (from results only) -------------------------------------------------------------
 $(REGRESSION_FIGURES) &: results/regression/runs.parquet $(REGRESSION_DRAW) | $(STAMP)
 	$(RUN) figures regression --results $(<D) --out $(@D)
@@ -115,25 +126,32 @@ figures/feedmode/headline.png: figures/feedmode/feedmode.png ;
 figures/feedmode/feedmode.png: results/feedmode/runs.parquet $(FEEDMODE_DRAW) | $(STAMP)
 	$(RUN) figures feedmode --results $(<D) --out $(@D)
 
+TRAIN_FIGURES := figures/train/headline.png figures/train/convergence.png
+
+figures/train/headline.png: figures/train/convergence.png ;
+figures/train/convergence.png: results/train/runs.parquet $(TRAIN_DRAW) | $(STAMP)
+	$(RUN) figures train --results $(<D) --out $(@D)
+
 # ---- report ----------------------------------------------------------------------------------
 reports/report.md reports/report.html &: $(REGRESSION_FIGURES) $(FEEDMODE_FIGURES) \
-		$(LOGISTIC_FIGURES) $(REPORT) | $(STAMP)
+		$(LOGISTIC_FIGURES) $(TRAIN_FIGURES) $(REPORT) | $(STAMP)
 	$(RUN) report --results results --studies $(STUDIES) --figures figures --out reports
 
-# The sweeps one after another, then the three studies' figures drawn side by side and the
+# The sweeps one after another, then the four studies' figures drawn side by side and the
 # report (a sweep never starts in that step: see `sweep`).
 STUDY_RESULTS := $(addprefix results/,$(addsuffix /runs.parquet,$(STUDIES)))
 reproduce: | $(STAMP)
 	$(MAKE) --no-print-directory $(STUDY_RESULTS)
-	$(MAKE) --no-print-directory -j3 PARALLEL_DRAWING=1 reports/report.md
+	$(MAKE) --no-print-directory -j4 PARALLEL_DRAWING=1 reports/report.md
 	@echo "The report is at reports/report.md (self-contained: reports/report.html)."
 
 # The original scale (about an hour on 2 cores): results, figures and reports/full/.
-FULL_STUDIES := regression-full feedmode-full logistic-full
+FULL_STUDIES := regression-full feedmode-full logistic-full train-full
 full: $(addprefix results/,$(addsuffix /runs.parquet,$(FULL_STUDIES)))
 	$(RUN) figures regression --results results/regression-full --out figures/regression-full
 	$(RUN) figures feedmode --results results/feedmode-full --out figures/feedmode-full
 	$(RUN) figures regression --results results/logistic-full --out figures/logistic-full
+	$(RUN) figures train --results results/train-full --out figures/train-full
 	$(RUN) report --results results --studies $(FULL_STUDIES) --figures figures --out reports/full
 	@echo "The report is at reports/full/report.md (self-contained: reports/full/report.html)."
 
@@ -155,6 +173,7 @@ figures: | $(STAMP)
 	$(RUN) figures regression --results results/regression --out figures/regression
 	$(RUN) figures feedmode --results results/feedmode --out figures/feedmode
 	$(RUN) figures regression --results results/logistic --out figures/logistic
+	$(RUN) figures train --results results/train --out figures/train
 
 report: figures
 	$(RUN) report --results results --studies $(STUDIES) --figures figures --out reports

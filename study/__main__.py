@@ -27,6 +27,8 @@ COMMANDS = {
                                  "configurations, paired, and the report's conclusions"),
     "feedmode": ("study.feedmode.command", "the CNN feed-mode experiment (constant vs "
                                            "placeholder ...)"),
+    "train": ("study.train.command", "one configuration of the train study: time to a "
+                                     "validation target for a Keras model on your data"),
     "bench": ("study.bench.command", "how close each implementation is to the machine: ratios "
                                      "to a read pass, a hand-written loop, the memory floor and "
                                      "the normal equations"),

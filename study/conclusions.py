@@ -41,6 +41,8 @@ def conclusions(results) -> list[Conclusion]:
     study = results.folder.name
     if results.kind == "feedmode":
         return feedmode_conclusions(results.runs, study)
+    if results.kind == "train":
+        return train_conclusions(results.runs, study)
     from study.regression.logistic import is_logistic
 
     if is_logistic(results.runs):
@@ -202,3 +204,16 @@ def feedmode_conclusions(runs: pd.DataFrame, study: str) -> list[Conclusion]:
                                "tf.constant", "tf.placeholder", quantity, f"{study}-q2",
                                answer=dtype == main))
     return out
+
+
+# ---- the train study ----------------------------------------------------------------------------
+
+def train_conclusions(runs: pd.DataFrame, study: str) -> list[Conclusion]:
+    """Per model and data set, the configuration (optimizer and framework) that reached the
+    validation target first, firm when it is distinguishable from the runner-up."""
+    from study.train.report import QUESTION, problem_sentences
+
+    return [Conclusion(f"train.fastest.{problem}", QUESTION, sentence, c,
+                       sentence.split(": ", 1)[-1].split(" had the")[0], firm,
+                       f"{study}-train", answer=True)
+            for problem, sentence, c, firm in problem_sentences(runs)]

@@ -43,7 +43,8 @@ def built(tmp_path):
                    "headline", "convergence_time", "convergence_iterations", "time_to_target",
                    "cost_tradeoff", "performance_profile", "regression_feed_modes")],
                "figures/feedmode/feedmode.png", "figures/feedmode/headline.png",
-               "reports/report.md", "reports/report.html"]
+               "results/train/runs.parquet", "figures/train/convergence.png",
+               "figures/train/headline.png", "reports/report.md", "reports/report.html"]
     for inputs in tmp_path.rglob("*"):
         if inputs.is_file():
             age(inputs, 1000)

@@ -60,27 +60,32 @@ def tuning_runs(spec: RunSpec) -> list[RunSpec]:
             for rate in tuning["grid"]]
 
 
-def resolve(spec: RunSpec, rows: dict) -> RunSpec | None:
-    """The tuned spec at its chosen rate, once every tuning run has a row (else None)."""
-    found = [rows.get(run.run_id) for run in tuning_runs(spec)]
+def resolve(spec: RunSpec, rows: dict, runs=tuning_runs, pick=None) -> RunSpec | None:
+    """The tuned spec at its chosen rate, once every tuning run has a row (else None). Another
+    study passes its own grid runs (`runs(spec)`) and choice (`pick(grid, rows)`)."""
+    found = [rows.get(run.run_id) for run in runs(spec)]
     if any(row is None for row in found):
         return None
-    value = choose(spec.tuning["grid"], found, spec.tuning["criterion"])
+    value = (pick(spec.tuning["grid"], found) if pick is not None else
+             choose(spec.tuning["grid"], found, spec.tuning["criterion"]))
     return replace(spec, hyperparameters={**spec.hyperparameters, PARAMETER: value},
                    tuning={**spec.tuning, "value": value})
 
 
-def choose(rates, rows, criterion: str = "iterations"):
-    """The protocol's pick among the grid's runs (rows as dicts, one per rate), or None."""
+def choose(rates, rows, criterion: str = "iterations", *, usable_statuses=USABLE,
+           reached_status: str = "converged", quality: str = "suboptimality"):
+    """The protocol's pick among the grid's runs (rows as dicts, one per rate), or None: the
+    fastest by `criterion` of those that reached the target, else the best `quality` (lower is
+    better); ties go to the smaller rate. Another study names its own statuses and quality."""
     usable = [(rate, row) for rate, row in zip(rates, rows, strict=True)
-              if row.get("status") in USABLE and _finite(row.get("suboptimality"))]
+              if row.get("status") in usable_statuses and _finite(row.get(quality))]
     reached = [(rate, row) for rate, row in usable
-               if row["status"] == "converged" and not _false(row.get("target_reached"))
+               if row["status"] == reached_status and not _false(row.get("target_reached"))
                and _finite(row.get(criterion))]
     if reached:
-        return min(reached, key=lambda p: (p[1][criterion], p[1]["suboptimality"], p[0]))[0]
+        return min(reached, key=lambda p: (p[1][criterion], p[1][quality], p[0]))[0]
     if usable:
-        return min(usable, key=lambda p: (p[1]["suboptimality"], p[0]))[0]
+        return min(usable, key=lambda p: (p[1][quality], p[0]))[0]
     return None
 
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-STUDIES = {"regression": "study.regression.plugin", "feedmode": "study.feedmode.plugin"}
+STUDIES = {"regression": "study.regression.plugin", "feedmode": "study.feedmode.plugin",
+           "train": "study.train.plugin"}
 ENGINE_STATUSES = ("error", "timeout", "oom", "skipped")
 
 

@@ -1,0 +1,138 @@
+"""`python -m study train`: one configuration of the train study, measured in this process (its
+Keras on the chosen framework: KERAS_BACKEND is set here, before Keras is imported), with the
+same spec and measurement a sweep's run has. Its cache (data, initial weights) lives in a
+temporary folder unless --cache names one, so a refused run writes nothing."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from contextlib import nullcontext
+
+from datasets.errors import InputError
+from optimizers.backends.registry import FRAMEWORKS as REGISTRY
+from study.regression.regress import key_values
+from study.sweep.grid import ConfigError
+from study.sweep.plugin import RunContext
+from study.train.config import check_stopping, check_target
+from study.train.data import check_data
+from study.train.examples import DATA
+from study.train.model import check_model_name
+from study.train.spec import FRAMEWORKS, LBFGS, Spec
+
+# what a shipped data set is judged by, unless --loss / --metric say otherwise
+EXAMPLE_DEFAULTS = {"digits": ("sparse_categorical_crossentropy", "accuracy"),
+                    "eve-late-week": ("binary_crossentropy", "accuracy")}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True, help="digits-cnn, eve-mlp, a .keras file or "
+                        "file.py:function(input_shape, outputs)")
+    parser.add_argument("--data", required=True, help=f"{', '.join(DATA)}, a .npz file "
+                        "(x_train, y_train, x_val, y_val) or a CSV/Parquet file")
+    parser.add_argument("--features", nargs="+", help="CSV/Parquet: feature columns")
+    parser.add_argument("--labels", help="CSV/Parquet: the label column")
+    parser.add_argument("--data-param", action="append", default=[], metavar="KEY=VALUE",
+                        help="validation_fraction, split_seed, rows (eve-late-week), ...")
+    parser.add_argument("--loss", help="a Keras loss by name (default for the shipped data)")
+    parser.add_argument("--metric", help="a Keras metric by name (default: accuracy)")
+    parser.add_argument("--optimizer", default="keras:Adam", help="keras:<Class> or lbfgs")
+    parser.add_argument("--opt-param", action="append", default=[], metavar="KEY=VALUE",
+                        help="the optimizer's arguments, e.g. learning_rate=0.01")
+    parser.add_argument("--backend", default="jax", help=", ".join(FRAMEWORKS))
+    parser.add_argument("--batch-size", type=int, default=64, help="rows per step; 0: full")
+    parser.add_argument("--eval-every", type=int, default=0, help="steps; 0: once per epoch")
+    parser.add_argument("--target", required=True, metavar="METRIC=VALUE",
+                        help="e.g. val_loss=0.35 or val_accuracy=0.9")
+    parser.add_argument("--max-steps", type=int, default=2000)
+    parser.add_argument("--time-budget", type=float, help="seconds of training")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--loop", default="steps", help="steps (ours) or fit (model.fit)")
+    parser.add_argument("--cache", help="keep the data and initial weights in this folder")
+    parser.add_argument("--out", help="write the row as Parquet and the trace beside it")
+
+
+def spec_from(args) -> Spec:
+    """The run's spec, every value checked before Keras is imported."""
+    check_model_name(args.model, "--model")
+    data = {"name": args.data} if args.data in DATA else {"path": args.data}
+    if args.features is not None:
+        data["features"] = args.features
+    if args.labels is not None:
+        data["labels"] = args.labels
+    data.update(key_values(args.data_param, "--data-param"))
+    check_data(data, "--data")
+    loss, metric = EXAMPLE_DEFAULTS.get(args.data, (None, "accuracy"))
+    loss, metric = args.loss or loss, args.metric or metric
+    if loss is None:
+        raise InputError("--loss is required for your own data (a Keras loss by name)")
+    if args.backend not in FRAMEWORKS:
+        raise InputError(f"--backend: unknown '{args.backend}'; allowed: {', '.join(FRAMEWORKS)}")
+    REGISTRY[args.backend].require()
+    if args.optimizer != LBFGS and not args.optimizer.startswith("keras:"):
+        raise InputError(f"--optimizer: unknown '{args.optimizer}'; allowed: keras:<Class>, "
+                         f"{LBFGS}")
+    name, sep, value = args.target.partition("=")
+    try:
+        table = {"metric": name, "value": float(value)}
+    except ValueError:
+        raise InputError(f"--target '{args.target}' is not METRIC=VALUE") from None
+    if not sep:
+        raise InputError(f"--target '{args.target}' is not METRIC=VALUE")
+    stopping = {"max_steps": args.max_steps}
+    if args.time_budget is not None:
+        stopping["time_budget"] = args.time_budget
+    try:
+        target = check_target(table, "--target", metric, [args.seed], [], args.backend)
+        stopping = check_stopping(stopping, "--max-steps/--time-budget")
+    except ConfigError as exc:
+        raise InputError(str(exc)) from None
+    if args.loop not in ("steps", "fit"):
+        raise InputError(f"--loop: unknown '{args.loop}'; allowed: steps, fit")
+    for flag in ("batch_size", "eval_every", "seed"):
+        if getattr(args, flag) < 0:
+            raise InputError(f"--{flag.replace('_', '-')} must be >= 0")
+    return Spec("train", args.model, data, loss, metric, args.optimizer,
+                key_values(args.opt_param, "--opt-param"), args.backend,
+                0 if args.optimizer == LBFGS else args.batch_size, args.eval_every, target,
+                args.seed, 0, stopping, {}, args.loop)
+
+
+def main(args) -> int:
+    spec = spec_from(args)
+    if args.out:
+        from study.output import check_output_path
+
+        check_output_path(args.out)
+    held = os.environ.get("KERAS_BACKEND")
+    os.environ["KERAS_BACKEND"] = spec.backend  # before Keras is imported (by measure)
+    try:
+        from study.train.measure import measure, one_line
+
+        with (nullcontext(args.cache) if args.cache else tempfile.TemporaryDirectory()) as cache:
+            result = measure(spec, RunContext(cache_dir=cache, probe=nullcontext()))
+    finally:
+        if held is None:
+            os.environ.pop("KERAS_BACKEND", None)
+        else:
+            os.environ["KERAS_BACKEND"] = held
+    record = result.row
+    print(one_line(record))
+    if args.out:
+        write_out(args.out, spec, result)
+    return 0
+
+
+def write_out(out: str, spec: Spec, result) -> None:
+    import pandas as pd
+
+    from study.output import parquet_writer, write_files_atomic
+    from study.regression.regress import trace_path
+
+    row = {"run_id": spec.run_id, "spec": spec.to_json(), **spec.axes(), **result.row}
+    files = {out: parquet_writer(pd.DataFrame([row]))}
+    if "traces" in result.tables:
+        files[trace_path(out)] = parquet_writer(result.tables["traces"])
+    write_files_atomic(files)
+    print(f"wrote {' and '.join(files)}")

@@ -1,0 +1,203 @@
+"""The train study's config: [[problems]] (model, data, loss, metric, batch sizes, evaluation
+interval, target, budget), [[optimizers]] (keras:<Class> with its arguments, or lbfgs),
+`backends`, `seeds` and [tuning]. Every list value of a problem or optimizer block is an axis;
+the grid is their product with backends, seeds and repeats."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+from datasets import values
+from datasets.errors import InputError
+from optimizers.backends.registry import FRAMEWORKS as REGISTRY
+from optimizers.keras_optimizer import KERAS_PREFIX
+from optimizers.keras_optimizer import check_optimizers as check_keras_optimizers
+from study.regression import tuning as protocol
+from study.sweep.grid import ConfigError, as_list, blocks, check_size, expand, unknown
+from study.train.data import check_data
+from study.train.model import check_model_name, mode_of
+from study.train.spec import FRAMEWORKS, LBFGS, Spec
+
+CONFIG_KEYS = ("seeds", "backends", "tuning", "problems", "optimizers")
+PROBLEM_KEYS = ("name", "model", "data", "loss", "metric", "batch_size", "eval_every", "target",
+                "stopping", "loop", "eval_sleep")
+STOPPING_KEYS = ("max_steps", "time_budget")
+TARGET_KEYS = ("metric", "value", "mode", "set", "margin", "seed", "stopping")
+LOOPS = ("steps", "fit")
+DEFAULT_STOPPING = {"max_steps": 1000}
+
+
+def check_stopping(table, where: str, base: dict | None = None) -> dict:
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where} must be a table, got {table!r}")
+    unknown(table, STOPPING_KEYS, where, "key")
+    out = {**(base or DEFAULT_STOPPING), **table}
+    values.integer(1).check(f"{where}: max_steps", out["max_steps"])
+    if out.get("time_budget") is not None:
+        values.positive().check(f"{where}: time_budget", out["time_budget"])
+    return out
+
+
+def check_target(table, where: str, metric: str, seeds, configurations, backend) -> dict:
+    """{metric, value, mode, how}: given, or set by a round ({set = "round", margin, seed,
+    stopping}: study.train.rounds)."""
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where} must be a table, e.g. {{ metric = \"val_loss\", "
+                          "value = 0.35 }")
+    unknown(table, TARGET_KEYS, where, "key")
+    name = table.get("metric", "val_loss")
+    if name not in ("val_loss", f"val_{metric}"):
+        raise ConfigError(f"{where}: metric must be val_loss or val_{metric}, got {name!r}")
+    mode = values.choice("min", "max").check(f"{where}: mode", table.get("mode", mode_of(name)))
+    if "set" not in table:
+        if "value" not in table:
+            raise ConfigError(f"{where} needs value (a given target) or set = \"round\"")
+        for key in ("margin", "seed", "stopping"):
+            if key in table:
+                raise ConfigError(f"{where}: {key} belongs to set = \"round\"")
+        return {"metric": name, "value": values.number().check(f"{where}: value",
+                                                               table["value"]),
+                "mode": mode, "how": "given"}
+    values.choice("round").check(f"{where}: set", table["set"])
+    if "value" in table:
+        raise ConfigError(f"{where}: give value or set = \"round\", not both")
+    for key in ("margin", "seed", "stopping"):
+        if key not in table:
+            raise ConfigError(f"{where}: set = \"round\" needs {key}")
+    seed = values.integer(0).check(f"{where}: seed", table["seed"])
+    if seed in seeds:
+        raise ConfigError(f"{where}: seed {seed} is one of the measured seeds {seeds}; the "
+                          "held-apart seed must be another")
+    return {"metric": name, "mode": mode, "how": "round", "value": None,
+            "margin": values.number(0, 1, high_open=True).check(f"{where}: margin",
+                                                                table["margin"]),
+            "seed": seed, "stopping": check_stopping(table["stopping"], f"{where}: stopping"),
+            "backend": backend, "configurations": configurations}
+
+
+def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[Spec]:
+    def checked(where, value, kind):
+        try:
+            return kind.check(where, value)
+        except InputError as exc:
+            raise ConfigError(f"{source}: {exc}") from None
+
+    seeds = [checked("seeds", s, values.integer(0)) for s in as_list(raw.get("seeds", [0]))]
+    if not seeds:
+        raise ConfigError(f"{source}: seeds is empty")
+    backends = [checked("backends", b, values.choice(*FRAMEWORKS))
+                for b in as_list(raw.get("backends", list(FRAMEWORKS)))]
+    if not backends:
+        raise ConfigError(f"{source}: backends is empty")
+
+    optimizer_points, keras_points = [], []
+    study_tuning = raw.get("tuning", {})
+    for block in blocks(raw, "optimizers", source):
+        block_name = block.get("name")
+        where = f"{source}: optimizers: '{block_name}'"
+        if not isinstance(block_name, str) or not (block_name == LBFGS
+                                                   or block_name.startswith(KERAS_PREFIX)):
+            raise ConfigError(f"{source}: optimizers: unknown name {block_name!r}; allowed: "
+                              f"{KERAS_PREFIX}<Class> (any Keras optimizer), {LBFGS}")
+        params = {k: v for k, v in block.items() if k not in ("name", "tuning")}
+        for point in expand(params, where):
+            tuned = point.get(protocol.PARAMETER) == protocol.TUNED
+            tuning = check_tuning({**study_tuning, **block.get("tuning", {})}, where, seeds) \
+                if tuned else {}
+            rates = tuning["grid"] if tuned else [point.get(protocol.PARAMETER)]
+            for rate in rates:
+                candidate = {**point, **({protocol.PARAMETER: rate} if tuned else {})}
+                if block_name == LBFGS:
+                    unknown(candidate, ("history",), where, "lbfgs parameter")
+                    checked(f"{where}: history", candidate.get("history", 10),
+                            values.integer(1, 1000))
+                else:
+                    keras_points.append((block_name, candidate))
+            optimizer_points.append((block_name, point, tuning))
+    for error in check_keras_optimizers(keras_points):
+        if error:
+            raise ConfigError(f"{source}: optimizers: {error}")
+    configurations = []
+    for optimizer, point, tuning in optimizer_points:
+        for rate in (tuning["grid"] if tuning else [None]):
+            configurations.append([optimizer, {**point, **({protocol.PARAMETER: rate}
+                                                           if tuning else {})}])
+
+    specs = {}
+    for number, block in enumerate(blocks(raw, "problems", source), 1):
+        where = f"{source}: problems: '{block.get('name', number)}'"
+        unknown(block, PROBLEM_KEYS, where, "key")
+        for key in ("model", "data", "loss", "metric", "target"):
+            if key not in block:
+                raise ConfigError(f"{where}: '{key}' is required")
+        try:
+            check_model_name(block["model"], f"{where}: model")
+            check_data(block["data"], f"{where}: data")
+        except InputError as exc:
+            raise ConfigError(str(exc)) from None
+        for key in ("loss", "metric"):
+            if not isinstance(block[key], str):
+                raise ConfigError(f"{where}: {key} must be a Keras name, got {block[key]!r}")
+        stopping = check_stopping(block.get("stopping", {}), f"{where}: stopping")
+        target = check_target(block["target"], f"{where}: target", block["metric"], seeds,
+                              configurations, backends[0])
+        loop = checked(f"{where}: loop", block.get("loop", "steps"), values.choice(*LOOPS))
+        eval_every = checked(f"{where}: eval_every", block.get("eval_every", 0),
+                             values.integer(0))
+        eval_sleep = checked(f"{where}: eval_sleep", block.get("eval_sleep", 0.0),
+                             values.number(0))
+        sizes = [checked(f"{where}: batch_size", b, values.integer(0))
+                 for b in as_list(block.get("batch_size", 0))]
+        check_size(len(sizes) * len(optimizer_points) * len(backends) * len(seeds) * repeats,
+                   where)
+        for size, (optimizer, point, tuning), backend, seed, repeat in itertools.product(
+                sizes, optimizer_points, backends, seeds, range(repeats)):
+            if loop == "fit":
+                # Keras's fit runs Keras optimizers only, and the time per step it is compared
+                # on does not depend on the rate: a tuned rate is Keras's default here
+                if optimizer == LBFGS:
+                    continue
+                if tuning:
+                    point = {k: v for k, v in point.items() if k != protocol.PARAMETER}
+                    tuning = {}
+            spec = Spec(name, block["model"], dict(block["data"]), block["loss"],
+                        block["metric"], optimizer, dict(point), backend,
+                        0 if optimizer == LBFGS else size, eval_every,
+                        {**target, "batch_size": size} if target["how"] == "round" else
+                        dict(target), seed,
+                        repeat, dict(stopping), dict(tuning), loop, float(eval_sleep))
+            specs.setdefault(spec.run_id, spec)
+    return list(specs.values())
+
+
+def check_tuning(table, where: str, seeds) -> dict:
+    if not isinstance(table, dict) or not table:
+        raise ConfigError(f"{where}: {protocol.PARAMETER} = '{protocol.TUNED}' needs a [tuning] "
+                          "table with grid, seed and stopping")
+    unknown(table, ("grid", "seed", "stopping"), where, "key in tuning")
+    for key in ("grid", "seed", "stopping"):
+        if key not in table:
+            raise ConfigError(f"{where}: tuning: '{key}' is required")
+    grid = table["grid"]
+    if not isinstance(grid, list) or len(grid) < 2 or not all(
+            isinstance(r, int | float) and not isinstance(r, bool) and r > 0 and math.isfinite(r)
+            for r in grid) or sorted(set(grid)) != grid:
+        raise ConfigError(f"{where}: tuning: grid must be at least two increasing rates > 0, "
+                          f"got {grid!r}")
+    seed = values.integer(0).check(f"{where}: tuning: seed", table["seed"])
+    if seed in seeds:
+        raise ConfigError(f"{where}: tuning: seed {seed} is one of the measured seeds {seeds}")
+    return {"role": protocol.TUNED, "grid": [float(r) for r in grid], "seed": seed,
+            "stopping": check_stopping(table["stopping"], f"{where}: tuning: stopping"),
+            "criterion": "best validation value"}
+
+
+def check_installed(specs) -> str | None:
+    """A framework the grid names that is not installed here: one line naming the extra."""
+    for name in dict.fromkeys(spec.backend for spec in specs):
+        try:
+            REGISTRY[name].require()
+        except InputError as exc:
+            return f"{exc} (or leave it out of backends)"
+    return None

@@ -1,0 +1,126 @@
+"""The data of a train run: a shipped example, a `.npz` file (x_train, y_train, x_val, y_val) or
+a CSV/Parquet file with chosen feature and label columns, split into training and validation
+rows by a seeded fraction (the same split for every seed, optimizer and framework).
+
+Every check here ends in one line naming the file or field (an InputError: exit 2)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from datasets import values
+from datasets.errors import InputError
+from datasets.tabular import read_table, select_columns
+from study.train.examples import DATA, DATA_PARAMS
+
+NPZ_ARRAYS = ("x_train", "y_train", "x_val", "y_val")
+FILE_KEYS = ("path", "features", "labels", "validation_fraction", "split_seed")
+SUFFIXES = (".npz", ".csv", ".parquet", ".pq")
+
+
+def check_data(data: dict, where: str = "data") -> dict:
+    """The data table's keys and values (before anything is read): the table, as given."""
+    if not isinstance(data, dict):
+        raise InputError(f"{where} must be a table, got {data!r}")
+    if "name" in data:
+        name = data["name"]
+        if name not in DATA:
+            raise InputError(f"{where}: unknown name {name!r}; allowed: {', '.join(DATA)}, or "
+                             "path = a .npz, .csv or .parquet file")
+        allowed = ("name", *DATA_PARAMS[name], "validation_fraction", "split_seed")
+    elif "path" in data:
+        allowed = FILE_KEYS
+        path = Path(str(data["path"]))
+        if path.suffix.lower() not in SUFFIXES:
+            raise InputError(f"{where}: path '{path}' has suffix '{path.suffix}'; allowed: "
+                             f"{', '.join(SUFFIXES)}")
+        if not path.is_file():
+            raise InputError(f"{where}: file '{path}' does not exist")
+        tabular = path.suffix.lower() != ".npz"
+        for key in ("features", "labels"):
+            if tabular and key not in data:
+                raise InputError(f"{where}: a CSV or Parquet file needs '{key}' (column names)")
+            if key in data:
+                values.names().check(f"{where}: {key}", data[key])
+    else:
+        raise InputError(f"{where} needs name (one of: {', '.join(DATA)}) or path")
+    for key in data:
+        if key not in allowed:
+            raise InputError(f"{where}: unknown key '{key}'; allowed: {', '.join(allowed)}")
+    for key, value in data.items():
+        if key in ("rows", "seed", "split_seed"):
+            values.integer(1 if key == "rows" else 0).check(f"{where}: {key}", value)
+        if key == "validation_fraction":
+            values.Value("number", 0.0, 1.0, low_open=True, high_open=True).check(
+                f"{where}: {key}", value)
+    return data
+
+
+def load_data(data: dict, where: str = "data") -> dict[str, np.ndarray]:
+    """x_train, y_train, x_val, y_val as arrays (x float32), checked for finite values and
+    matching rows."""
+    check_data(data, where)
+    if "name" in data:
+        params = {k: data[k] for k in DATA_PARAMS[data["name"]] if k in data}
+        arrays = split(*DATA[data["name"]](**params), data)
+        source = f"{where} '{data['name']}'"
+    elif Path(data["path"]).suffix.lower() == ".npz":
+        arrays, source = read_npz(Path(data["path"])), f"'{data['path']}'"
+    else:
+        frame = read_table(data["path"])
+        source = f"'{data['path']}'"
+        x = select_columns(frame, data["features"], "feature", source).to_numpy(np.float64)
+        labels = data["labels"]
+        y = select_columns(frame, labels, "label", source).to_numpy()
+        arrays = split(x, y[:, 0] if y.shape[1] == 1 else y, data)
+    return checked(arrays, source)
+
+
+def read_npz(path: Path) -> dict[str, np.ndarray]:
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            missing = [name for name in NPZ_ARRAYS if name not in archive.files]
+            if missing:
+                raise InputError(f"'{path}' lacks {', '.join(missing)} (a .npz needs "
+                                 f"{', '.join(NPZ_ARRAYS)}; it has {', '.join(archive.files)})")
+            return {name: np.asarray(archive[name]) for name in NPZ_ARRAYS}
+    except InputError:
+        raise
+    except Exception as exc:  # a damaged archive, pickled objects
+        raise InputError(f"cannot read '{path}' as .npz: {type(exc).__name__}: "
+                         f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
+
+
+def split(x: np.ndarray, y: np.ndarray, data: dict) -> dict[str, np.ndarray]:
+    """A seeded permutation of the rows, the last `validation_fraction` of it for validation."""
+    fraction = data.get("validation_fraction", 0.2)
+    order = np.random.default_rng(data.get("split_seed", 0)).permutation(len(x))
+    n_val = int(round(fraction * len(x)))
+    if n_val < 1 or n_val >= len(x):
+        raise InputError(f"data: validation_fraction {fraction} of {len(x)} rows leaves no "
+                         "training or no validation row")
+    train, val = order[:-n_val], order[-n_val:]
+    return {"x_train": x[train], "y_train": y[train], "x_val": x[val], "y_val": y[val]}
+
+
+def checked(arrays: dict, source: str) -> dict[str, np.ndarray]:
+    out = {}
+    for name, array in arrays.items():
+        if array.dtype.kind not in "biuf":
+            raise InputError(f"{source}: {name} is not numeric (dtype {array.dtype})")
+        if array.dtype.kind == "f" and not np.isfinite(array).all():
+            bad = int((~np.isfinite(array)).sum())
+            raise InputError(f"{source}: {name} has {bad} non-finite values")
+        if len(array) == 0:
+            raise InputError(f"{source}: {name} has no rows")
+        out[name] = array.astype(np.float32) if name.startswith("x") else array
+    for part in ("train", "val"):
+        if len(out[f"x_{part}"]) != len(out[f"y_{part}"]):
+            raise InputError(f"{source}: x_{part} has {len(out[f'x_{part}'])} rows but y_{part} "
+                             f"{len(out[f'y_{part}'])}")
+    if out["x_train"].shape[1:] != out["x_val"].shape[1:]:
+        raise InputError(f"{source}: x_train's rows have shape {out['x_train'].shape[1:]} but "
+                         f"x_val's {out['x_val'].shape[1:]}")
+    return out

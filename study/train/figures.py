@@ -1,0 +1,93 @@
+"""The train study's figures: the headline (time to the validation target per optimizer and
+framework, with intervals over seeds) and the validation metric against training time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from study.figures import legend_outside, log_axis, save
+from study.train.summary import measured, summarize
+
+STYLES = {"tensorflow": "-", "jax": "--", "torch": ":"}
+MARKERS = {"tensorflow": "o", "jax": "s", "torch": "^"}
+
+
+def _problems(table: pd.DataFrame) -> list[tuple[str, str]]:
+    return sorted({(m, d) for m, d in zip(table["model"], table["data"], strict=True)})
+
+
+def figure_headline(runs: pd.DataFrame):
+    table = summarize(runs)
+    problems = _problems(table)
+    heights = [max(2.0, 0.32 * len(table[(table["model"] == m) & (table["data"] == d)]) + 1)
+               for m, d in problems] or [2.0]
+    fig, axes = plt.subplots(len(problems) or 1, 1, figsize=(8, sum(heights)),
+                             gridspec_kw={"height_ratios": heights}, squeeze=False)
+    for ax, (model, data) in zip(axes[:, 0], problems, strict=False):
+        part = table[(table["model"] == model) & (table["data"] == data)]
+        part = part.sort_values(["to_target", "configuration"], ascending=[False, True])
+        finite = part["to_target"][np.isfinite(part["to_target"])]
+        right = finite.max() * 3 if len(finite) else 1.0
+        for y, row in enumerate(part.to_dict("records")):
+            colour = f"C{sorted(set(table['optimizer'])).index(row['optimizer']) % 10}"
+            if np.isfinite(row["to_target"]):
+                low = row["low"] if np.isfinite(row["low"]) else row["to_target"]
+                high = row["high"] if np.isfinite(row["high"]) else row["to_target"]
+                ax.plot([low, high], [y, y], color=colour, lw=2, alpha=0.6)
+                ax.plot(row["to_target"], y, MARKERS.get(row["backend"], "o"), color=colour)
+            else:
+                ax.plot(right, y, "x", color=colour)
+        ax.set_yticks(range(len(part)))
+        ax.set_yticklabels([f"{c}  ({r}/{n})" for c, r, n in
+                            zip(part["configuration"], part["reached"], part["runs"],
+                                strict=True)], fontsize=8)
+        log_axis(ax.xaxis)
+        ax.set_xlabel("training seconds to the target (x: not reached; reached/seeds)")
+        ax.set_title(f"{model} on {data}", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def figure_convergence(runs: pd.DataFrame, traces: pd.DataFrame):
+    ok = measured(runs)
+    ok = ok[ok["seed"] == ok["seed"].min()]
+    problems = sorted({(m, d) for m, d in zip(ok["model"], ok["data"], strict=True)})
+    fig, axes = plt.subplots(1, len(problems) or 1, figsize=(6.5 * max(len(problems), 1), 4.2),
+                             squeeze=False)
+    optimizers = sorted(set(ok["optimizer"]))
+    for ax, (model, data) in zip(axes[0], problems, strict=False):
+        part = ok[(ok["model"] == model) & (ok["data"] == data)]
+        metric = part["target_metric"].iloc[0]
+        column = "val_loss" if metric == "val_loss" else "val_metric"
+        for row in part.to_dict("records"):
+            trace = traces[traces["run_id"] == row["run_id"]].sort_values("step")
+            trace = trace[trace["step"] > 0]  # the initial point has 0 training seconds
+            colour = f"C{optimizers.index(row['optimizer']) % 10}"
+            ax.plot(trace["seconds"], trace[column], STYLES.get(row["backend"], "-"),
+                    color=colour, lw=1.3, marker=MARKERS.get(row["backend"], "o"), ms=3,
+                    label=f"{row['optimizer']} ({row['backend']})")
+        target = pd.to_numeric(part["target_value"]).dropna()
+        if len(target):
+            ax.axhline(target.median(), color="black", ls="--", lw=0.8, label="target")
+        log_axis(ax.xaxis)
+        if metric == "val_loss":
+            log_axis(ax.yaxis)
+        ax.set_xlabel("training seconds (setup and evaluation excluded)")
+        ax.set_ylabel(metric)
+        ax.set_title(f"{model} on {data}", fontsize=10)
+        handles, labels = ax.get_legend_handles_labels()
+        unique = dict(zip(labels, handles, strict=True))
+        legend_outside(ax, fontsize=7, handles=list(unique.values()), labels=list(unique))
+    fig.tight_layout()
+    return fig
+
+
+def draw(results, figures: Path) -> list[Path]:
+    # headline last: the Makefile treats it as made with (and so newer than) the others
+    return (save(figure_convergence(results.runs, results.table("traces")), figures,
+                 "convergence")
+            + save(figure_headline(results.runs), figures, "headline"))

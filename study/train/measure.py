@@ -1,0 +1,128 @@
+"""One train run in its own process, whose Keras runs on the spec's framework (KERAS_BACKEND
+was set before Keras was imported: study.train.warm for a sweep's warm process, the command for
+one run).
+
+Outside every clock: the data and the initial weights (from the sweep's cache, made once per
+seed by Keras's NumPy backend: study.train.initial), building and compiling the model, and the
+check that the loaded weights give the reference validation loss (a run whose weights disagree
+is refused, never trained). Then the loop (study.train.loop) inside the noise probe.
+`loop = "fit"` times `model.fit` over the same batches instead, for the loop's overhead."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pandas as pd
+
+from datasets.errors import InputError
+from study.regression.tuning import NO_RATE, is_tuned
+from study.sweep.plugin import Measurement, RunContext
+from study.train.initial import RTOL, agrees, data_folder, initial_folder, read_arrays, read_initial
+from study.train.loop import Target, epoch_batches, run_loop
+from study.train.model import build, loss_object, metric_object
+from study.train.spec import Spec
+from study.train.trainers import Evaluation, make_trainer
+
+NO_TARGET = ("the target-setting round has no usable run: every run on the held-apart seed "
+             "diverged or failed (see the rows with target_how = 'setting')")
+
+
+def measure(spec: Spec, ctx: RunContext) -> Measurement:
+    if is_tuned(spec) and spec.tuning.get("value") is None:
+        return Measurement({"status": "skipped", "message": NO_RATE})
+    if spec.target.get("how") == "round" and spec.target.get("value") is None:
+        return Measurement({"status": "skipped", "message": NO_TARGET})
+    import keras
+
+    if keras.backend.backend() != spec.backend:
+        raise RuntimeError(f"Keras runs on {keras.backend.backend()} in this process, the spec "
+                           f"asks for {spec.backend} (KERAS_BACKEND is set too late)")
+    arrays = read_arrays(data_folder(spec.data, ctx.cache_dir))
+    weights, meta = read_initial(initial_folder(spec, ctx.cache_dir))
+    loss = loss_object(spec.loss)
+    metric_object(spec.metric)  # an unknown name is refused here, before the model is built
+    model = build(spec.model, tuple(meta["input_shape"]), meta["outputs"])
+    model.set_weights(weights)
+    trainer = make_trainer(model, spec, loss, spec.metric, arrays)
+    evaluation = Evaluation(model, arrays, spec.metric, spec.eval_sleep)
+    rows, per_epoch = epoch_batches(len(arrays["x_train"]), spec.batch_size, spec.seed)
+    x, y = arrays["x_train"], arrays["y_train"]
+    reference = meta["reference_val_loss"]
+    initial = {}
+
+    def evaluate():
+        trainer.before_evaluation()
+        return evaluation()
+
+    def check_initial(logs):
+        initial["val_loss"] = logs["val_loss"]
+        if not agrees(logs["val_loss"], reference):
+            raise InputError(f"the loaded initial weights give val_loss {logs['val_loss']:.9g} "
+                             f"on {spec.backend}, the reference (Keras's NumPy backend) "
+                             f"{reference:.9g}: more than float32 rounding ({RTOL:g}) apart; "
+                             "refusing to train a different instance")
+
+    target = Target(spec.target["metric"], spec.target.get("value"), spec.target["mode"])
+    if target.metric not in ("val_loss", f"val_{spec.metric}"):
+        raise InputError(f"target metric '{target.metric}': allowed val_loss, val_{spec.metric}")
+    stopping = spec.stopping
+    common = {"n_train": len(x), "n_val": len(arrays["x_val"]), "steps_per_epoch": per_epoch,
+              "batch_rows": len(rows(0)), "parameters": meta["parameters"],
+              "reference_val_loss": reference, "target_value": target.value,
+              "target_margin": spec.target.get("margin"),
+              "target_seed": spec.target.get("seed")}
+    if spec.loop == "fit":
+        with ctx.probe:
+            record = fit_record(trainer, model, rows, x, y, stopping["max_steps"])
+        return Measurement({**common, **record, **trainer.record()}, {})
+    with ctx.probe:
+        record, trace = run_loop(lambda i: (x[rows(i)], y[rows(i)]), trainer.step, evaluate,
+                                 target=target, max_steps=stopping["max_steps"],
+                                 eval_every=spec.eval_every or per_epoch,
+                                 time_budget=stopping.get("time_budget"),
+                                 check_initial=check_initial)
+    final = trace[-1]
+    record.update(common, initial_val_loss=initial.get("val_loss"),
+                  val_loss=final.get("val_loss"), val_metric=final.get(f"val_{spec.metric}"),
+                  epochs=record["steps"] / per_epoch,
+                  total_seconds=(record["setup_seconds"] or 0.0) + record["seconds"],
+                  seconds_per_step=(record["seconds"] / (record["steps"] - 1)
+                                    if record["steps"] > 1 else None),
+                  **trainer.record())
+    table = pd.DataFrame([{"step": t["step"], "seconds": t["seconds"],
+                           "train_loss": t["train_loss"], "val_loss": t["val_loss"],
+                           "val_metric": t.get(f"val_{spec.metric}")} for t in trace])
+    return Measurement(record, {"traces": table})
+
+
+def fit_record(trainer, model, rows, x, y, steps: int) -> dict:
+    """model.fit over the batches the loop would take (after the same first, compiling
+    step), one epoch, no shuffling, no validation: its seconds per step against the loop's."""
+    t0 = time.perf_counter()
+    trainer.step(x[rows(0)], y[rows(0)])
+    setup = time.perf_counter() - t0
+    order = np.concatenate([rows(i) for i in range(1, steps)])
+    size = len(rows(0))
+    t0 = time.perf_counter()
+    history = model.fit(x[order], y[order], batch_size=size, epochs=1, shuffle=False, verbose=0)
+    seconds = time.perf_counter() - t0
+    loss = float(history.history["loss"][-1])
+    return {"status": "completed", "message": f"model.fit over {steps - 1} steps",
+            "steps": steps, "setup_seconds": setup, "seconds": seconds,
+            "seconds_per_step": seconds / (steps - 1), "train_loss": loss,
+            "total_seconds": setup + seconds, "evaluations": 0, "eval_seconds": 0.0}
+
+
+def one_line(record: dict) -> str:
+    """The one-run command's summary line."""
+    parts = [record["status"], f"{record['steps']} steps",
+             f"setup {record['setup_seconds']:.3g} s", f"training {record['seconds']:.3g} s"]
+    if record.get("seconds_to_target") is not None:
+        parts.append(f"to target {record['seconds_to_target']:.3g} s")
+    if record.get("seconds_per_step"):
+        parts.append(f"{1e3 * record['seconds_per_step']:.3g} ms/step")
+    parts.append(f"evaluation {record['eval_seconds']:.3g} s apart")
+    return ", ".join(parts) + "\n  " + record["message"] + "\n  " + json.dumps(
+        {k: record.get(k) for k in ("val_loss", "val_metric", "best_value", "target_value")})

@@ -1,0 +1,90 @@
+"""The train study as the sweep engine sees it (see study.sweep.plugin)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from study.sweep.fingerprint import ENGINE_FILES, python_files
+from study.train import rounds
+from study.train.config import CONFIG_KEYS, check_installed, expand_specs
+from study.train.loop import STATUSES as LOOP_STATUSES
+from study.train.model import model_file
+from study.train.schema import SCHEMA, SIDE_TABLES
+from study.train.spec import LBFGS, Spec
+
+KIND = "train"
+MEASURE_MODULE = "study.train.measure"
+FIGURES_MODULE = "study.train.figures"
+REPORT_MODULE = "study.train.report"
+STATUSES = LOOP_STATUSES
+FAILED_STATUSES = ("error",)
+LBFGS_FILES = ("optimizers/lbfgs.py", "optimizers/linesearch.py", "optimizers/base.py",
+               "optimizers/backends/numpy.py")
+
+__all__ = ["CONFIG_KEYS", "FAILED_STATUSES", "FIGURES_MODULE", "KIND", "MEASURE_MODULE",
+           "REPORT_MODULE", "SCHEMA", "SIDE_TABLES", "STATUSES", "check_grid", "code_files",
+           "expand", "framework", "measure", "needs_gpu", "preload", "prerequisites", "resolve",
+           "spec_from_json", "summary"]
+
+
+def expand(raw: dict, source: str, name: str, repeats: int) -> list[Spec]:
+    return expand_specs(raw, source, name, repeats)
+
+
+def check_grid(specs) -> str | None:
+    return check_installed(specs)
+
+
+def prerequisites(spec: Spec) -> list[Spec]:
+    return rounds.prerequisites(spec)
+
+
+def resolve(spec: Spec, rows: dict) -> Spec | None:
+    return rounds.resolve(spec, rows)
+
+
+def spec_from_json(text: str) -> Spec:
+    return Spec.from_json(text)
+
+
+def framework(spec: Spec) -> str:
+    return spec.backend
+
+
+def preload(framework: str) -> tuple[str, ...]:
+    """Keras on that framework (KERAS_BACKEND set before its import: study.train.warm)."""
+    return (f"study.train.warm_{framework}",)
+
+
+def needs_gpu(spec: Spec) -> bool:
+    return False
+
+
+def code_files(spec: Spec) -> list[str]:
+    """The train study's code, the engine's, L-BFGS's for its runs, the Keras optimizer's
+    checks, the data code, and the user's model and data files (their content)."""
+    own = [f for f in python_files("study/train") if "figures" not in f and "report" not in f
+           and "command" not in f and "summary" not in f]
+    files = [*own, *ENGINE_FILES, "optimizers/keras_optimizer.py", "optimizers/ranges.py",
+             "study/regression/tuning.py", *python_files("datasets")]
+    if spec.optimizer == LBFGS:
+        files += LBFGS_FILES
+    return sorted({*files, *input_files(spec)})
+
+
+def input_files(spec: Spec) -> list[str]:
+    """The user's model and data files, by absolute path: an edited file re-measures."""
+    paths = [model_file(spec.model), spec.data.get("path")]
+    return [str(Path(p).resolve()) for p in paths if p is not None and Path(p).is_file()]
+
+
+def measure(spec, ctx):
+    from study.train.measure import measure as measure_run
+
+    return measure_run(spec, ctx)
+
+
+def summary(runs) -> str:
+    from study.train.summary import summary_table
+
+    return summary_table(runs)

@@ -1,0 +1,145 @@
+"""The train study's section of the report, and its conclusions for the answers block: per
+model and data set, which optimizer and framework reached the validation target first (paired
+by seed against the runner-up), L-BFGS against the fastest Keras optimizer, and the loop's
+overhead against model.fit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from study.paired import compare
+from study.report.blocks import Block, fmt_seconds
+from study.train.summary import CONFIG, INSTANCE, measured, overhead, summarize, with_time
+
+QUESTION = "Train: which optimizer and framework train this model to this target first?"
+
+
+def _config_rows(runs: pd.DataFrame, row) -> pd.DataFrame:
+    keep = np.ones(len(runs), dtype=bool)
+    for column in CONFIG:
+        keep &= (runs[column] == row[column]).to_numpy()
+    return runs[keep]
+
+
+def problem_sentences(runs: pd.DataFrame) -> list[tuple[str, str, object, bool]]:
+    """(problem, sentence, comparison, firm) per model and data set."""
+    runs = with_time(measured(runs))
+    table = summarize(runs)
+    out = []
+    for (model, data), part in table.groupby(["model", "data"], sort=True):
+        part = part.sort_values("to_target")
+        target = _target_text(runs, model, data)
+        best = part.iloc[0]
+        if not np.isfinite(best["to_target"]):
+            out.append((f"{model} on {data}", f"{model} on {data}: no configuration reached "
+                        f"{target}.", None, False))
+            continue
+        sentence = (f"{model} on {data}: {best['configuration']} had the shortest typical "
+                    f"time to {target}, {fmt_seconds(best['to_target'])} of training "
+                    f"({best['reached']}/{best['runs']} seeds reached it)")
+        c, firm = None, True
+        if len(part) > 1:
+            second = part.iloc[1]
+            c = compare(_config_rows(runs, best), _config_rows(runs, second), INSTANCE,
+                        "to_target")
+            sentence += "; against the runner-up, " + c.phrase(best["configuration"],
+                                                                second["configuration"])
+            firm = c.distinguishable and c.ratio < 1
+        out.append((f"{model} on {data}", sentence + ".", c, firm))
+    return out
+
+
+def _target_text(runs, model, data) -> str:
+    part = runs[(runs["model"] == model) & (runs["data"] == data)]
+    metric = part["target_metric"].dropna()
+    values = pd.to_numeric(part["target_value"]).dropna()
+    if metric.empty or values.empty:
+        return "its target"
+    how = part["target_how"].dropna()
+    text = f"{metric.iloc[0]} {'<=' if part['target_mode'].iloc[0] == 'min' else '>='} " \
+           f"{values.median():.4g}"
+    if not how.empty and how.iloc[0] == "round":
+        text += " (set by the target-setting round)"
+    return text
+
+
+def lbfgs_sentences(runs: pd.DataFrame) -> list[str]:
+    """Per problem and framework: our L-BFGS (full batch) against the fastest Keras optimizer."""
+    runs = with_time(measured(runs))
+    table = summarize(runs)
+    out = []
+    for (model, data, backend), part in table.groupby(["model", "data", "backend"], sort=True):
+        lbfgs = part[part["optimizer"] == "lbfgs"]
+        keras = part[part["optimizer"] != "lbfgs"].sort_values("to_target")
+        if lbfgs.empty or keras.empty:
+            continue
+        a, b = lbfgs.iloc[0], keras.iloc[0]
+        c = compare(_config_rows(runs, a), _config_rows(runs, b), INSTANCE, "to_target")
+        out.append(f"{model} on {data}, {backend}: " + c.phrase(a["configuration"],
+                                                                   b["configuration"]) + ".")
+    return out
+
+
+def overhead_sentences(runs: pd.DataFrame) -> list[str]:
+    table = overhead(runs)
+    return [f"{r['model']} on {r['data']}, {r['optimizer']} on {r['backend']}: our loop takes "
+            f"{r['loop_ms_per_step']:.3g} ms per step, model.fit {r['fit_ms_per_step']:.3g} ms "
+            f"(ratio {r['loop_over_fit']:.3g})" for r in table.to_dict("records")]
+
+
+def summary_frame(runs: pd.DataFrame) -> pd.DataFrame:
+    table = summarize(runs)
+    if table.empty:
+        return table
+
+    def interval(row):
+        if not np.isfinite(row["to_target"]):
+            return "not reached"
+        text = fmt_seconds(row["to_target"])
+        if np.isfinite(row["low"]) and np.isfinite(row["high"]):
+            text += f" [{fmt_seconds(row['low'])}, {fmt_seconds(row['high'])}]"
+        return text
+
+    return pd.DataFrame({
+        "model": table["model"], "data": table["data"], "configuration": table["configuration"],
+        "reached": [f"{r}/{n}" for r, n in zip(table["reached"], table["runs"], strict=True)],
+        "time to target [95%]": table.apply(interval, axis=1),
+        "ms per step": table["ms_per_step"].map(lambda v: f"{v:.3g}"),
+        "compile (first step)": table["setup_s"].map(fmt_seconds),
+        "evaluation (apart)": table["eval_s"].map(fmt_seconds)})
+
+
+def section(results, figures: Path) -> list[Block]:
+    runs = results.runs
+    anchor = f"{results.folder.name}-train"
+    blocks = [Block("h2", "Your own model: time to a validation target", anchor=anchor),
+              Block("p", "Each configuration trains the same instances (per seed: the same "
+                         "initial weights, made once by Keras's NumPy backend and checked "
+                         "against its validation loss on every framework before training; the "
+                         "same split and shuffling order). Time to target is training time "
+                         "to the first evaluation at or past the target; the first step "
+                         "(compilation) and every evaluation are timed apart and not counted. "
+                         "A run that did not reach the target counts as infinite time.")]
+    headline = figures / "headline.png"
+    if headline.exists():
+        blocks.append(Block("figure", headline, "Time to the validation target per optimizer "
+                                                "and framework, with 95% intervals over seeds."))
+    blocks.append(Block("list", [s for _, s, _, _ in problem_sentences(runs)]))
+    lbfgs = lbfgs_sentences(runs)
+    if lbfgs:
+        blocks += [Block("h3", "Quasi-Newton against first-order on a real model"),
+                   Block("list", lbfgs)]
+    extra = overhead_sentences(runs)
+    if extra:
+        blocks += [Block("h3", "The loop against model.fit"), Block("list", extra)]
+    figure = figures / "convergence.png"
+    if figure.exists():
+        blocks.append(Block("figure", figure, "Validation metric against training time (the "
+                                              "first seed), a colour per optimizer, a line "
+                                              "style per framework; the target dashed."))
+    blocks += [Block("h3", "Every configuration"),
+               Block("table", summary_frame(runs), "time to target per configuration")]
+    return blocks

@@ -1,0 +1,83 @@
+"""The train study's tables: one row per run and one row per evaluation (its trace)."""
+
+from __future__ import annotations
+
+from study.sweep.schema import ENGINE, VARYING, Column, Schema
+
+RUN_COLUMNS = Schema("runs", (
+    # the spec's axes
+    Column("model", "str", "a shipped model's name, a .keras file or file.py:function"),
+    Column("data", "str", "a shipped data set's name or the user's file"),
+    Column("data_params", "str", "the data table as JSON"),
+    Column("loss", "str", "the Keras loss"),
+    Column("metric", "str", "the Keras metric evaluated beside the loss"),
+    Column("optimizer", "str", "keras:<Class> or lbfgs (ours, on the flat weights, full batch)"),
+    Column("hyperparameters", "str", "as JSON (also as hp_* columns)"),
+    Column("backend", "str", "the framework Keras ran on: tensorflow, jax or torch"),
+    Column("batch_size", "int", "rows per step; 0: full batch"),
+    Column("eval_every", "int", "steps between evaluations; 0: once per epoch"),
+    Column("target_metric", "str", "val_loss or val_<metric>"),
+    Column("target_mode", "str", "min or max: which way the metric improves"),
+    Column("target_how", "str", "given (in the config), round (set by the target-setting round), "
+                                "setting (a run of that round), tuning (a tuning run: no target)"),
+    Column("seed", "int", "seed of the initial weights and of the shuffling order"),
+    Column("loop", "str", "steps (our timed loop) or fit (model.fit over the same steps)"),
+    Column("eval_sleep", "float", "seconds added to every evaluation on purpose (tests)"),
+    Column("stopping", "str", "the budget as JSON (also as stop_* columns)"),
+    Column("tuning", "str", "'tuning': a grid run on the held-apart seed (left out of every "
+                            "comparison); 'tuned': a measured run at the rate the grid chose"),
+    Column("tuned_value", "float", "tuned: the learning rate chosen"),
+    Column("tuning_grid", "str", "tuned: the rates tried, as JSON"),
+    Column("tuning_seed", "int", "tuned: the held-apart seed"),
+    Column("tuning_stopping", "str", "tuned: the grid runs' budget, as JSON"),
+    # the target
+    Column("target_value", "float", "the target (None for runs without one)"),
+    Column("target_margin", "float", "round: the relative margin the best value was relaxed by"),
+    Column("target_seed", "int", "round: the held-apart seed its runs used"),
+    # the record
+    Column("n_train", "int", "training rows"),
+    Column("n_val", "int", "validation rows"),
+    Column("parameters", "int", "trainable and other weights of the model"),
+    Column("batch_rows", "int", "rows per step as run"),
+    Column("steps_per_epoch", "int", "steps per pass over the training rows (remainder dropped)"),
+    Column("steps", "int", "steps taken (the first one included)"),
+    Column("epochs", "float", "steps over steps per epoch"),
+    Column("setup_seconds", "float", "the first step: tracing, compilation and one update"),
+    Column("seconds", "float", "training time after the first step, to where the run stopped"),
+    Column("total_seconds", "float", "setup + seconds"),
+    Column("seconds_per_step", "float", "seconds over the steps after the first"),
+    Column("seconds_to_target", "float", "training time to the first evaluation at or past the "
+                                         "target (None when not reached)"),
+    Column("steps_to_target", "int", "steps to that evaluation"),
+    Column("eval_seconds", "float", "time spent evaluating, apart and never counted"),
+    Column("evaluations", "int", "evaluations, the initial one included"),
+    Column("best_value", "float", "the best value of the target metric over the evaluations"),
+    Column("train_loss", "float", "training loss of the last step"),
+    Column("val_loss", "float", "validation loss at the last evaluation"),
+    Column("val_metric", "float", "the validation metric at the last evaluation"),
+    Column("initial_val_loss", "float", "validation loss of the loaded initial weights"),
+    Column("reference_val_loss", "float", "the same from Keras's NumPy backend (agrees to 1e-4)"),
+    Column("device_name", "str", "where the framework ran it (cpu, gpu, cuda...): a run takes "
+                                 "the device its framework picks"),
+    Column("jit_compile", "bool", "Keras compiled the train step (XLA) on this framework"),
+    Column("keras_class", "str", "the Keras optimizer's class"),
+    Column("keras_config", "str", "its get_config()"),
+    Column("keras_version", "str", "Keras version"),
+    Column("loss_evaluations", "int", "lbfgs: loss-and-gradient evaluations (line search)"),
+), families=("hp_", "stop_"), required=("model", "optimizer", "backend", "seed"))
+
+SCHEMA = ENGINE + RUN_COLUMNS
+
+TRACES = Schema("traces", (
+    Column("run_id", "str", "the run"),
+    Column("step", "int", "steps done (0: the initial weights)"),
+    Column("seconds", "float", "training seconds so far (setup and evaluation excluded)"),
+    Column("train_loss", "float", "training loss of the last step"),
+    Column("val_loss", "float", "validation loss"),
+    Column("val_metric", "float", "validation metric"),
+), required=("run_id", "step", "seconds"))
+
+SIDE_TABLES = {"traces": TRACES}
+
+TIMING_COLUMNS = (*VARYING, "seconds", "setup_seconds", "total_seconds", "seconds_per_step",
+                  "seconds_to_target", "eval_seconds")

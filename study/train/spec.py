@@ -1,0 +1,88 @@
+"""One run of the train study: a model on a data set, an optimizer, a framework, a batch size,
+a target and a budget, for one seed. Its hash is the run id.
+
+The field names `hyperparameters`, `seed`, `repeat`, `stopping` and `tuning` are the ones the
+learning-rate tuning protocol (study.regression.tuning) replaces, so the protocol runs unchanged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field, fields
+from functools import cached_property
+
+FRAMEWORKS = ("tensorflow", "jax", "torch")
+LBFGS = "lbfgs"  # our L-BFGS on the flattened weights (full batch); else keras:<Class>
+
+
+@dataclass(frozen=True)
+class Spec:
+    study: str
+    model: str  # a shipped example's name, a .keras file, or file.py:function
+    data: dict  # {"name": ...} or {"path": ..., features/labels/validation_fraction/...}
+    loss: str  # a Keras loss by name
+    metric: str  # a Keras metric by name (besides the loss)
+    optimizer: str  # keras:<Class> or lbfgs
+    hyperparameters: dict
+    backend: str  # tensorflow, jax or torch: KERAS_BACKEND of the run's process
+    batch_size: int  # 0: full batch
+    eval_every: int  # steps between evaluations; 0: once per epoch
+    target: dict  # {"metric", "value", "mode", "how"}; how: "given" or "round"
+    seed: int
+    repeat: int = 0
+    stopping: dict = field(default_factory=dict)  # max_steps, time_budget (training seconds)
+    tuning: dict = field(default_factory=dict)  # study.regression.tuning's protocol
+    loop: str = "steps"  # steps: our timed loop; fit: model.fit over the same steps (overhead)
+    eval_sleep: float = 0.0  # seconds added to every evaluation (tests: slow it on purpose)
+
+    @cached_property
+    def run_id(self) -> str:
+        return hashlib.sha256(self.to_json().encode()).hexdigest()[:16]
+
+    def to_json(self) -> str:
+        return json.dumps({f.name: getattr(self, f.name) for f in fields(self)}, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Spec:
+        return cls(**json.loads(text))
+
+    def data_name(self) -> str:
+        return self.data.get("name") or self.data.get("path", "?")
+
+    def instance(self) -> tuple:
+        """What a paired comparison holds fixed: model, data and seed (weights, order, split)."""
+        return (self.model, json.dumps(self.data, sort_keys=True), self.seed)
+
+    def axes(self) -> dict:
+        return {
+            "study": self.study, "model": self.model, "data": self.data_name(),
+            "data_params": json.dumps(self.data, sort_keys=True), "loss": self.loss,
+            "metric": self.metric, "optimizer": self.optimizer,
+            "hyperparameters": json.dumps(self.hyperparameters, sort_keys=True),
+            **{f"hp_{k}": v for k, v in self.hyperparameters.items()},
+            "backend": self.backend, "batch_size": self.batch_size,
+            "eval_every": self.eval_every, "target_metric": self.target.get("metric"),
+            "target_mode": self.target.get("mode"), "target_how": self.target.get("how"),
+            "seed": self.seed, "repeat": self.repeat, "loop": self.loop,
+            "eval_sleep": self.eval_sleep,
+            "stopping": json.dumps(self.stopping, sort_keys=True),
+            **{f"stop_{k}": v for k, v in self.stopping.items()},
+            **self.tuning_axes(),
+        }
+
+    def tuning_axes(self) -> dict:
+        if not self.tuning:
+            return {}
+        if self.tuning["role"] != "tuned":
+            return {"tuning": self.tuning["role"]}
+        return {"tuning": "tuned", "tuned_value": self.tuning.get("value"),
+                "tuning_grid": json.dumps(self.tuning["grid"]),
+                "tuning_seed": self.tuning["seed"],
+                "tuning_stopping": json.dumps(self.tuning["stopping"], sort_keys=True)}
+
+    def label(self) -> str:
+        hp = ",".join(f"{k}={v}" for k, v in self.hyperparameters.items())
+        role = f" [{self.tuning['role']}]" if self.tuning else ""
+        return (f"{self.model} on {self.data_name()} {self.optimizer}({hp}) {self.backend} "
+                f"batch={self.batch_size or 'full'} seed={self.seed} rep={self.repeat}{role}")

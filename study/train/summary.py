@@ -1,0 +1,124 @@
+"""Per configuration (model and data, optimizer, framework, batch size): time to the target
+with its interval over seeds, the success rate, time per step, compile (setup) time and
+evaluation time apart; and each configuration against its problem's fastest, paired by seed.
+
+A run that did not reach the target (timeout, diverged, error) counts as infinite time, never
+as a missing row (study.paired). Tuning runs and the target-setting round's runs are left out."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from study.paired import compare, typical
+
+INSTANCE = ["model", "data_params", "seed"]  # weights, order and split: the same instance
+CONFIG = ["model", "data", "data_params", "optimizer", "backend", "batch_size"]
+LEFT_OUT = ("skipped",)
+
+
+def measured(runs: pd.DataFrame) -> pd.DataFrame:
+    """The rows a comparison reads: no tuning or target-setting runs, no fit-overhead runs."""
+    keep = ~runs["tuning"].astype(object).eq("tuning") if "tuning" in runs else True
+    keep = keep & ~runs["target_how"].astype(object).isin(["setting", "tuning"])
+    keep = keep & runs["loop"].astype(object).ne("fit") & ~runs["status"].isin(LEFT_OUT)
+    return runs[keep]
+
+
+def with_time(runs: pd.DataFrame) -> pd.DataFrame:
+    """`to_target`: seconds to the target, inf where it was not reached."""
+    value = pd.to_numeric(runs["seconds_to_target"], errors="coerce")
+    return runs.assign(to_target=np.where(runs["status"].eq("reached"), value, np.inf))
+
+
+def label(row) -> str:
+    size = "full" if int(row["batch_size"]) == 0 else int(row["batch_size"])
+    return f"{row['optimizer']} on {row['backend']} (batch {size})"
+
+
+def summarize(runs: pd.DataFrame) -> pd.DataFrame:
+    runs = with_time(measured(runs))
+    out = []
+    for keys, group in runs.groupby(CONFIG, sort=True):
+        found = typical(group, INSTANCE, "to_target")
+        config = dict(zip(CONFIG, keys, strict=True))
+        problem = runs[(runs["model"] == config["model"]) & (runs["data"] == config["data"])]
+        best = fastest(problem)
+        paired = None
+        if best is not None and best != keys:
+            other = problem[problem[CONFIG].apply(tuple, axis=1) == best]
+            paired = compare(group, other, INSTANCE, "to_target")
+        out.append({**config, "configuration": label(config), "runs": len(group),
+                    "reached": int(group["status"].eq("reached").sum()),
+                    "to_target": found.value, "low": found.low, "high": found.high,
+                    "interval": found.method,
+                    "ms_per_step": 1e3 * pd.to_numeric(group["seconds_per_step"]).median(),
+                    "setup_s": pd.to_numeric(group["setup_seconds"]).median(),
+                    "eval_s": pd.to_numeric(group["eval_seconds"]).median(),
+                    "steps_to_target": pd.to_numeric(group["steps_to_target"]).median(),
+                    "target": pd.to_numeric(group["target_value"]).median(),
+                    "vs_fastest": None if paired is None else paired.ratio,
+                    "vs_low": None if paired is None else paired.low,
+                    "vs_high": None if paired is None else paired.high})
+    return pd.DataFrame(out)
+
+
+def fastest(problem: pd.DataFrame):
+    """The configuration with the smallest typical time to the target on a problem."""
+    best, key = np.inf, None
+    for keys, group in problem.groupby(CONFIG, sort=True):
+        value = typical(group, INSTANCE, "to_target").value
+        if value < best:
+            best, key = value, keys
+    return key
+
+
+def overhead(runs: pd.DataFrame) -> pd.DataFrame:
+    """Our loop's seconds per step over model.fit's, per configuration, where both ran."""
+    fit = runs[runs["loop"].astype(object).eq("fit") & runs["status"].eq("completed")]
+    out = []
+    for keys, group in fit.groupby(CONFIG, sort=True):
+        mine = runs[(runs[CONFIG].apply(tuple, axis=1) == keys)
+                    & runs["loop"].astype(object).eq("steps")]
+        if mine.empty:
+            continue
+        a = pd.to_numeric(mine["seconds_per_step"]).median()
+        b = pd.to_numeric(group["seconds_per_step"]).median()
+        out.append({**dict(zip(CONFIG, keys, strict=True)), "loop_ms_per_step": 1e3 * a,
+                    "fit_ms_per_step": 1e3 * b, "loop_over_fit": a / b})
+    return pd.DataFrame(out)
+
+
+def summary_table(runs: pd.DataFrame) -> str:
+    table = summarize(runs)
+    if table.empty:
+        return "(no measured runs)"
+    shown = pd.DataFrame({
+        "model": table["model"], "data": table["data"], "configuration": table["configuration"],
+        "reached": [f"{r}/{n}" for r, n in zip(table["reached"], table["runs"], strict=True)],
+        "s to target": [_interval(v, lo, hi) for v, lo, hi in
+                        zip(table["to_target"], table["low"], table["high"], strict=True)],
+        "vs fastest": [_interval(v, lo, hi, "x") for v, lo, hi in
+                       zip(table["vs_fastest"], table["vs_low"], table["vs_high"], strict=True)],
+        "ms/step": table["ms_per_step"].map(_g), "setup s": table["setup_s"].map(_g),
+        "eval s (apart)": table["eval_s"].map(_g)})
+    text = shown.to_string(index=False)
+    extra = overhead(runs)
+    if not extra.empty:
+        text += "\n\nloop over model.fit (seconds per step):\n" + extra.to_string(index=False)
+    return text
+
+
+def _g(value) -> str:
+    return "-" if value is None or pd.isna(value) else f"{value:.3g}"
+
+
+def _interval(value, low, high, unit: str = "") -> str:
+    if value is None or pd.isna(value):
+        return "-"
+    if np.isinf(value):
+        return "not reached"
+    text = f"{value:.3g}{unit}"
+    if low is not None and not pd.isna(low) and not pd.isna(high):
+        text += f" [{low:.3g}, {high:.3g}]"
+    return text

@@ -1,0 +1,150 @@
+"""What one step and one evaluation are, per optimizer family, on a built model with its
+initial weights loaded (study.train.loop times them).
+
+Keras optimizers: `model.train_on_batch`, Keras's own train step as a user gets it
+(jit_compile="auto": XLA on JAX; with Keras 3.15 a tf.function without XLA on TensorFlow and
+eager on PyTorch; the row records which); it returns host floats, which waits for the device.
+Our L-BFGS: one iteration of optimizers/lbfgs.py (strong-Wolfe line search, its algebra on
+the host in float64) on the flat weights, the loss and gradient through the framework
+(study.train.flat). Both evaluate with `model.test_on_batch` on the whole validation set (its
+first call compiles: evaluation time, never training time)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from datasets.errors import InputError
+from optimizers.backends.numpy import NumpyBackend
+from optimizers.keras_optimizer import KERAS_PREFIX, check_config, keras_classes
+from optimizers.lbfgs import LBFGS
+from study.train.flat import flatten, pieces, value_and_grad
+from study.train.spec import LBFGS as LBFGS_NAME
+
+
+def keras_optimizer(name: str, hyperparameters: dict):
+    import keras
+
+    class_name = name[len(KERAS_PREFIX):]
+    if class_name not in keras_classes():
+        raise InputError(f"unknown Keras optimizer '{class_name}'; allowed: "
+                         f"{', '.join(keras_classes())}")
+    check_config(class_name, hyperparameters)
+    try:
+        return getattr(keras.optimizers, class_name)(**hyperparameters)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{name}: {str(exc).splitlines()[0]}") from None
+
+
+class Evaluation:
+    """The validation loss and metric in one call, under the names targets use."""
+
+    def __init__(self, model, arrays: dict, metric: str, sleep: float = 0.0):
+        self.model, self.metric, self.sleep = model, metric, sleep
+        self.x, self.y = arrays["x_val"], arrays["y_val"]
+
+    def __call__(self) -> dict:
+        logs = self.model.test_on_batch(self.x, self.y, return_dict=True)
+        if self.sleep:
+            time.sleep(self.sleep)
+        others = [k for k in logs if k != "loss"]
+        out = {"val_loss": float(logs["loss"])}
+        if others:
+            out[f"val_{self.metric}"] = float(logs[others[0]])
+        return out
+
+
+class KerasTrainer:
+    def __init__(self, model, spec, loss, metric):
+        self.model = model
+        model.compile(optimizer=keras_optimizer(spec.optimizer, spec.hyperparameters),
+                      loss=spec.loss, metrics=[metric])
+
+    def step(self, x, y) -> float:
+        out = self.model.train_on_batch(x, y)
+        return float(out[0] if isinstance(out, list | tuple) else out)
+
+    def before_evaluation(self) -> None:
+        pass
+
+    def record(self) -> dict:
+        import keras
+
+        optimizer = self.model.optimizer
+        return {"keras_class": type(optimizer).__name__,
+                "keras_config": str(sorted(optimizer.get_config().items())),
+                "jit_compile": bool(self.model.jit_compile), "keras_version": keras.__version__,
+                "device_name": device_used()}
+
+
+class LbfgsTrainer:
+    """Full batch: every step is one L-BFGS iteration on all training rows."""
+
+    def __init__(self, model, spec, loss, metric, arrays: dict):
+        import keras
+
+        if set(spec.hyperparameters) - {"history"}:
+            raise InputError(f"lbfgs takes history only, got {sorted(spec.hyperparameters)}")
+        self.model = model
+        # compiled only to evaluate as the Keras runs do (test_on_batch); SGD never steps
+        model.compile(optimizer=keras.optimizers.SGD(), loss=spec.loss, metrics=[metric])
+        self.ops = NumpyBackend("float64")
+        self.lbfgs = LBFGS(history=spec.hyperparameters.get("history", 10), line_search="wolfe")
+        self.objective = _Objective(value_and_grad(model, loss, arrays["x_train"],
+                                                   arrays["y_train"]))
+        variables = model.trainable_variables
+        self.shapes = [tuple(v.shape) for v in variables]
+        self.ends = np.cumsum([int(np.prod(s)) for s in self.shapes])
+        self.w0 = flatten([keras.ops.convert_to_numpy(v.value) for v in variables])
+        self.state = None
+
+    def step(self, x, y) -> float:
+        if self.state is None:  # the first step: compiles the objective, then iterates
+            self.state = self.lbfgs.init(self.objective, self.ops, (), self.w0)
+        self.state = self.lbfgs.update(self.objective, self.ops, (), self.state)
+        return float(self.state.f)
+
+    def before_evaluation(self) -> None:
+        w = self.w0 if self.state is None else self.state.w
+        for variable, value in zip(self.model.trainable_variables,
+                                   pieces(w, self.shapes, self.ends, np.reshape), strict=True):
+            variable.assign(value.astype(np.float32))
+
+    def record(self) -> dict:
+        evaluations = 1 + int(np.asarray(self.state.evaluations)) if self.state else 0
+        return {"loss_evaluations": evaluations, "jit_compile": None,
+                "device_name": device_used()}
+
+
+class _Objective:
+    def __init__(self, function):
+        self.function = function
+
+    def value_and_grad(self, w):
+        return self.function(w)
+
+
+def device_used() -> str:
+    """Where the framework placed the run (read after it ran, so nothing is initialised early):
+    the run takes whatever device its framework picks; this says which."""
+    import keras
+
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        return str(jax.devices()[0].platform)
+    if backend == "tensorflow":
+        import tensorflow as tf
+
+        return "gpu" if tf.config.list_logical_devices("GPU") else "cpu"
+    from keras.src.backend.torch.core import get_device
+
+    return str(get_device())
+
+
+def make_trainer(model, spec, loss, metric, arrays):
+    if spec.optimizer == LBFGS_NAME:
+        return LbfgsTrainer(model, spec, loss, metric, arrays)
+    return KerasTrainer(model, spec, loss, metric)

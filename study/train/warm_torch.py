@@ -1,0 +1,5 @@
+"""Keras on torch in a warm process (study.train.warm)."""
+
+from study.train.warm import prepare
+
+prepare("torch")
