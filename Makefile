@@ -44,7 +44,9 @@ REGRESSION_FIGURES := $(addprefix figures/regression/,$(FIGURE_NAMES))
 LOGISTIC_FIGURES := $(addprefix figures/logistic/,$(FIGURE_NAMES))
 
 # Runs measured side by side would time each other, so make runs one recipe at a time even
-# under -j; only reproduce's drawing step sets PARALLEL_DRAWING.
+# under -j; only reproduce's drawing step sets PARALLEL_DRAWING (empty here: ifndef reads an
+# empty value as undefined, and --warn-undefined-variables stays quiet).
+PARALLEL_DRAWING ?=
 ifndef PARALLEL_DRAWING
 .NOTPARALLEL:
 endif
