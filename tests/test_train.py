@@ -98,6 +98,33 @@ def spec(**changes) -> Spec:
     return replace(base, **changes)
 
 
+def test_fit_is_timed_warm_over_the_loops_batches():
+    """The fit baseline: the loop's compiling step and a one-step fit run untimed, then fit is
+    timed over the remaining batches, in the loop's order (so the compared steps match)."""
+    from study.train.measure import fit_record
+
+    calls = []
+
+    class Model:
+        def fit(self, x, y, batch_size, epochs, shuffle, verbose):
+            calls.append((x.copy(), batch_size, shuffle))
+            return type("History", (), {"history": {"loss": [0.5]}})()
+
+    class Trainer:
+        def step(self, x, y):
+            calls.append(("step", x.copy()))
+            return 1.0
+
+    rows, _ = epoch_batches(40, 4, seed=3)
+    x = np.arange(40.0)
+    record = fit_record(Trainer(), Model(), rows, x, x, steps=6)
+    assert calls[0][0] == "step" and np.array_equal(calls[0][1], x[rows(0)])
+    assert np.array_equal(calls[1][0], x[rows(1)])  # the untimed warm-up fit
+    assert np.array_equal(calls[2][0], np.concatenate([x[rows(i)] for i in range(2, 6)]))
+    assert calls[2][1] == 4 and calls[2][2] is False and len(calls) == 3
+    assert record["seconds_per_step"] == pytest.approx(record["seconds"] / 4)
+
+
 def test_the_target_setting_round_records_its_target():
     target = {"metric": "val_loss", "mode": "min", "how": "round", "value": None,
               "margin": 0.1, "seed": 9, "stopping": {"max_steps": 500}, "backend": "jax",

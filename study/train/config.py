@@ -143,6 +143,9 @@ def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[Spec]:
         target = check_target(block["target"], f"{where}: target", block["metric"], seeds,
                               configurations, backends[0])
         loop = checked(f"{where}: loop", block.get("loop", "steps"), values.choice(*LOOPS))
+        if loop == "fit" and stopping["max_steps"] < 3:  # a compiling step, a warm-up fit, one
+            raise ConfigError(f"{where}: stopping.max_steps must be at least 3 with loop = "
+                              f"'fit', got {stopping['max_steps']}")
         eval_every = checked(f"{where}: eval_every", block.get("eval_every", 0),
                              values.integer(0))
         eval_sleep = checked(f"{where}: eval_sleep", block.get("eval_sleep", 0.0),
