@@ -103,17 +103,20 @@ def fit_record(trainer, model, rows, x, y, steps: int) -> dict:
     (train_on_batch) and then a one-step fit run untimed as setup, because fit hands the
     compiled step other argument types than train_on_batch (on JAX it compiled again inside the
     timed fit: about 0.5 s over 299 steps, which read as fit taking twice the loop's time)."""
-    def fit(first: int, last: int):
+    def batches(first: int, last: int) -> tuple:  # gathered before any clock is read
         order = np.concatenate([rows(i) for i in range(first, last)])
-        return model.fit(x[order], y[order], batch_size=len(rows(0)), epochs=1, shuffle=False,
-                         verbose=0)
+        return x[order], y[order]
 
+    def fit(arrays: tuple):
+        return model.fit(*arrays, batch_size=len(rows(0)), epochs=1, shuffle=False, verbose=0)
+
+    first, warm_up, timed = batches(0, 1), batches(1, 2), batches(2, steps)
     t0 = time.perf_counter()
-    trainer.step(x[rows(0)], y[rows(0)])
-    fit(1, 2)
+    trainer.step(*first)
+    fit(warm_up)
     setup = time.perf_counter() - t0
     t0 = time.perf_counter()
-    history = fit(2, steps)
+    history = fit(timed)
     seconds = time.perf_counter() - t0
     loss = float(history.history["loss"][-1])
     return {"status": "completed", "message": f"model.fit over {steps - 2} steps",
