@@ -10,6 +10,7 @@ import time
 
 import pandas as pd
 import pytest
+from known_lines import named, without
 
 pytest.importorskip("distributed")
 
@@ -21,7 +22,7 @@ from study.__main__ import main  # noqa: E402
 from study.regression.plugin import SCHEMA, SIDE_TABLES  # noqa: E402
 from study.regression.schema import TIMING_COLUMNS  # noqa: E402
 from study.sweep.dask import DaskExecutor, record  # noqa: E402
-from study.sweep.dask_cluster import local_cluster  # noqa: E402
+from study.sweep.dask_cluster import NANNY_THREAD_VARIABLES, local_cluster  # noqa: E402
 from study.sweep.folder import ResultsFolder  # noqa: E402
 from study.sweep.grid import load_study  # noqa: E402
 from study.sweep.runner import plan_runs, run_study  # noqa: E402
@@ -136,14 +137,33 @@ def test_gpu_runs_without_gpu_workers_are_skipped_with_the_reason(tmp_path, clus
     assert runs.loc["numpy", "status"] == "converged"
 
 
-def test_without_a_scheduler_a_local_cluster_is_started(tmp_path, capsys):
+@pytest.mark.parametrize("threads", [None, "1"],
+                         ids=["the shell sets no BLAS threads", "the shell sets one"])
+def test_without_a_scheduler_a_local_cluster_is_started(tmp_path, capsys, monkeypatch,
+                                                         threads):
+    """Its workers' runs keep the shell's thread settings, not the nanny's OMP_NUM_THREADS=1;
+    when the shell gives them one BLAS thread (a batch job's OMP_NUM_THREADS=1) the sweep says
+    so in one line, the one tests/known_lines.py names for the tests that count lines. The
+    shell's settings are set here, whatever the shell running the tests has."""
+    for name in NANNY_THREAD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    if threads is not None:
+        monkeypatch.setenv("OMP_NUM_THREADS", threads)
     config = write(tmp_path, SWEEP.replace("kappa = [10, 100]", "kappa = 10").replace(
         "seeds = [0, 1]", "seeds = [0]"))
     assert main(["run", str(config), "--out", str(tmp_path / "res"), "--executor", "dask",
                  "--workers", "2"]) == 0
-    assert "2 workers, 2 with a timing slot, 0 with a gpu" in capsys.readouterr().out
+    printed = capsys.readouterr()
+    assert "2 workers, 2 with a timing slot, 0 with a gpu" in printed.out
+    warned = [line for line in printed.err.splitlines()
+              if named(line, ["dask one BLAS thread"])]
+    assert len(warned) == (1 if threads == "1" else 0), printed.err
+    assert without(printed.err, ["dask one BLAS thread"]) == [], printed.err  # nothing else
     runs = runs_of(tmp_path / "res")
     assert len(runs) == 2 and runs["worker_address"].str.startswith("tcp://").all()
+    recorded = runs["env_omp_num_threads"]
+    assert (recorded == threads).all() if threads else recorded.isna().all(), recorded
+    assert runs["env_openblas_num_threads"].isna().all()
 
 
 def test_bad_executor_options_exit_2_before_writing(tmp_path, capsys):
