@@ -51,7 +51,7 @@ ifndef PARALLEL_DRAWING
 .NOTPARALLEL:
 endif
 
-.PHONY: all venv test test-numerical lint reproduce full reference-report figures report bench gpu-check clean \
+.PHONY: all venv test test-numerical lint reproduce full reference-report figures report bench gpu gpu-check clean \
 	clean-results clean-figures
 all: test
 
@@ -192,6 +192,13 @@ bench: $(STAMP)
 # Exits 1 with one line when a piece (GPU, driver, TensorFlow with GPU support) is missing.
 gpu-check:
 	$(if $(wildcard $(PY)),$(PY),$(PYTHON_SYSTEM)) scripts/gpu_check.py
+
+# The GPU against the CPU on a machine with a GPU and JAX and/or PyTorch (no TensorFlow, Keras
+# or package index needed): the GPU study config, the feed modes and the bench on the GPU,
+# reports/gpu/. Installs nothing (the system Python where there is no .venv); one line and exit
+# 1 without a GPU.
+gpu:
+	$(if $(wildcard $(PY)),$(PY),$(PYTHON_SYSTEM)) scripts/gpu_study.py
 
 clean-results:
 	rm -rf results

@@ -23,7 +23,7 @@ import pytest
 
 from study.__main__ import main
 from study.bench import plan, runs, timing
-from study.bench.sections import iterations, overhead
+from study.bench.sections import bandwidth, harness, iterations, overhead
 from study.bench.sections.scaling import SLOPE_METRICS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,6 +38,10 @@ TINY = replace(
     scaling_iterations=3, scaling_repeats=2, scaling_time_budget=5.0, feed_n=8,
     feed_dtypes=("float32",), feed_modes=("placeholder", "function-arg", "fused"), feed_calls=2,
     target_repeats=2, target_candidates=(("lbfgs", "numpy", "data"), ("lbfgs", "numpy", "gram")),
+    harness_rows=(3000,), harness_dtypes=("float64",), harness_iterations=3, harness_repeats=2,
+    harness_backends=("numpy", "jax"), bandwidth_rows=(3000,), bandwidth_dtypes=("float32",),
+    bandwidth_backends=("numpy", "jax"), bandwidth_iterations=3, bandwidth_repeats=2,
+    probe_rows=2000,
 )
 
 
@@ -62,11 +66,13 @@ def ok(frame: pd.DataFrame) -> pd.DataFrame:
 
 def test_writes_every_table_and_the_printed_text(benched):
     out, printed, tables = benched
-    assert set(tables) == {"iterations", "overhead", "scaling", "slopes", "feedmode", "target"}
+    assert set(tables) == {"iterations", "overhead", "scaling", "slopes", "feedmode", "target",
+                           "harness", "bandwidth"}
     text = (out / "bench.txt").read_text()
     assert printed.startswith(text)
     for heading in ("passes over X per iteration", "overhead", "scaling", "fitted log-log slopes",
-                    "CNN feed modes", "normal-equations solve"):
+                    "CNN feed modes", "normal-equations solve", "hand-written loop",
+                    "fraction of the copy bandwidth", "float32 against float64"):
         assert heading in text
     assert not list(out.glob(".*"))  # no temporary file left
     for name, frame in tables.items():
@@ -246,6 +252,87 @@ def test_out_that_is_a_file_is_refused(tmp_path, capsys):
     target.write_text("x")
     assert main(["bench", "--out", str(target)]) == 2
     assert "is a file" in capsys.readouterr().err
+
+
+# --- harness against hand-written loops, fractions of the copy bandwidth ---------------------
+
+def test_harness_covers_every_declared_mode_and_divides_side_by_side(benched):
+    from optimizers.backends.registry import BACKENDS
+
+    frame = benched[2]["harness"]
+    expected = {BACKENDS[name].label({"feed": feed} if feed else {})
+                for name in ("numpy", "jax") for feed in BACKENDS[name].allowed("feed") or ("",)}
+    assert set(frame["backend"]) == expected
+    rows = ok(frame)
+    assert len(rows) == len(frame)  # every NumPy and JAX mode has its hand-written loop
+    for _, row in rows.iterrows():
+        mine, hand = from_json(row["seconds_samples"]), from_json(row["hand_samples"])
+        assert len(mine) == len(hand) == TINY.harness_repeats
+        assert row["ratio"] == np.median(mine) / np.median(hand)
+        assert row["ratio_best"] == min(mine) / min(hand)
+        assert row["meets_goal"] == (row["ratio"] <= plan.LOOP_GOAL)
+        assert row["host_reads"] == ("per chunk" if row["feed"] in harness.WHOLE_LOOP
+                                     else "per iteration")
+
+
+def test_bandwidth_fractions_are_quotients_of_the_stored_figures(benched):
+    frame = benched[2]["bandwidth"]
+    assert set(frame["check"]) == {"mode", "precision", "reduction"}
+    assert len(frame[frame["check"] == "precision"]) == 4  # 2 dtypes x default, highest
+    assert list(frame.loc[frame["check"] == "reduction", "variant"]) == [
+        *bandwidth.REDUCTIONS, *bandwidth.REDUCTIONS]
+    modes = frame[frame["check"] == "mode"]
+    assert set(modes["optimizer"]) == {"gd", "lbfgs"}
+    for _, row in ok(frame).iterrows():
+        x_bytes = row["n"] * row["d"] * np.dtype(row["dtype"]).itemsize
+        expected = x_bytes * plan.PASSES[row["optimizer"]] / row["seconds_per_iteration"] / (
+            row["copy_gb_per_s"] * 1e9)
+        assert row["fraction_of_copy"] == pytest.approx(expected, rel=1e-12)
+        assert row["seconds_per_iteration"] == np.median(from_json(row["seconds_samples"]))
+
+
+def test_a_mode_declared_later_appears_as_a_row_saying_why(monkeypatch, well_conditioned):
+    """The modes are read from the registry when the bench runs: a new one (PyTorch's
+    `graphed`, CUDA only) is a row, here one saying why it cannot run on this CPU."""
+    from dataclasses import replace as change
+
+    from optimizers.backends import registry
+
+    torch_backend = registry.BACKENDS["torch"]
+    options = {**torch_backend.options, "feed": (*torch_backend.allowed("feed"), "graphed")}
+    monkeypatch.setitem(registry.BACKENDS, "torch", change(torch_backend, options=options))
+    assert ("torch", "graphed") in harness.engines("cpu", ("torch",))
+    row = harness.measure_loop(well_conditioned, "torch", "graphed", "float64", "cpu",
+                               iterations=2, repeats=1)
+    assert row["status"] == "unavailable" and row["message"]
+    assert row["host_reads"] == "per chunk"
+
+
+@pytest.mark.parametrize("name, feed", [("torch", "feed"), ("torch", "resident"),
+                                        ("tensorflow", "feed"), ("tensorflow", "resident"),
+                                        ("tensorflow", "fused")])
+def test_the_other_hand_written_loops_run(well_conditioned, name, feed):
+    assert harness.hand_loop(well_conditioned, name, feed, "float32", "cpu", 3) > 0
+
+
+def test_the_jax_matmul_precision_is_restored():
+    import jax
+
+    saved = jax.config.jax_default_matmul_precision
+    with pytest.raises(RuntimeError), bandwidth.matmul_precision("highest"):
+        assert jax.config.jax_default_matmul_precision == "highest"
+        raise RuntimeError
+    assert jax.config.jax_default_matmul_precision == saved
+
+
+def test_device_gpu_without_a_gpu_is_one_line(tmp_path, capsys):
+    assert main(["bench", "--device", "gpu", "--out", str(tmp_path / "b")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no GPU visible" in err[0]
+    assert main(["bench", "--device", "gpu", "--sections", "target", "--out",
+                 str(tmp_path / "b")]) == 2
+    assert "measures the host" in capsys.readouterr().err
+    assert not (tmp_path / "b").exists()
 
 
 # --- scripts/gpu_check.py: one line per missing piece ------------------------------------------

@@ -11,9 +11,13 @@ same data measured a moment before means a lot. Each section is a table,
   sections/     one module per section: iterations (passes over X per iteration), overhead
                 (driver vs hand-written loop, trace cost), scaling (against n and d),
                 feedmode (CNN feed modes over their memory floor), target (time to 1e-8 over
-                the normal equations)
+                the normal equations), harness (every installed framework's every declared
+                mode against a hand-written loop making the same host reads, goal 1.3x),
+                bandwidth (each mode's fraction of a measured copy bandwidth, GD and L-BFGS,
+                and JAX's float32 probes: matmul precision, reduction layout)
   render.py     bench.txt and the parquet files
-  command.py    the CLI: arguments, the sections run in order, the outputs written
+  command.py    the CLI: arguments, the sections run in order, the outputs written;
+                `--device gpu` runs harness and bandwidth on the GPU (refused without one)
 
 A new section is a module in `sections/` with a `bench_<name>(plan, ...)` returning its table,
 its name in `plan.SECTIONS` (and any sizes in `Plan`), a line in `command.run_bench`, and its

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from datasets.errors import InputError
 from study.bench import plan as plans
-from study.bench.plan import SECTIONS, Plan
+from study.bench.plan import GPU_SECTIONS, SECTIONS, Plan
 from study.output import check_output_path
 
 if TYPE_CHECKING:
@@ -25,12 +25,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="folder for <section>.parquet and bench.txt (default results/bench)")
     parser.add_argument("--sections", nargs="+", metavar="SECTION",
                         help=f"only these sections: {', '.join(SECTIONS)}")
+    parser.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
+                        help="gpu: the sections that measure a device "
+                             f"({', '.join(GPU_SECTIONS)}) on the GPU (refused without one)")
 
 
-def run_bench(plan: Plan, sections=SECTIONS) -> dict[str, pd.DataFrame]:
+def gpu_frameworks() -> list[str]:
+    """The installed frameworks that see a GPU, each asked through its backend module."""
+    import importlib
+
+    from optimizers.backends.registry import FRAMEWORKS
+
+    seen = []
+    for name, framework in FRAMEWORKS.items():
+        if not framework.installed():
+            continue
+        try:
+            if importlib.import_module(f"optimizers.backends.{name}").gpu_available():
+                seen.append(name)
+        except Exception:  # noqa: BLE001, S112 -- a framework that cannot start sees no GPU
+            continue
+    return seen
+
+
+def run_bench(plan: Plan, sections=SECTIONS, device: str = "cpu") -> dict[str, pd.DataFrame]:
     """Measure the sections in order; the tables by name (slopes beside scaling)."""
     from datasets import make_problem
-    from study.bench.sections import feedmode, iterations, overhead, scaling, target
+    from study.bench.sections import (
+        bandwidth,
+        feedmode,
+        harness,
+        iterations,
+        overhead,
+        scaling,
+        target,
+    )
     from study.sweep.environment import collect
 
     tables: dict[str, pd.DataFrame] = {}
@@ -48,6 +77,10 @@ def run_bench(plan: Plan, sections=SECTIONS) -> dict[str, pd.DataFrame]:
         tables["feedmode"] = feedmode.bench_feedmode(plan)
     if "target" in sections:
         tables["target"] = target.bench_target(plan, problem)
+    if "harness" in sections:
+        tables["harness"] = harness.bench_harness(plan, device)
+    if "bandwidth" in sections:
+        tables["bandwidth"] = bandwidth.bench_bandwidth(plan, device)
     environment = collect()
     return {name: frame.assign(**environment) if len(frame) else frame
             for name, frame in tables.items()}
@@ -58,25 +91,34 @@ def main(args) -> int:
 
     from study.bench.render import render, write_outputs
 
-    sections = tuple(args.sections or SECTIONS)
+    device = getattr(args, "device", "cpu")
+    sections = tuple(args.sections or (GPU_SECTIONS if device == "gpu" else SECTIONS))
     unknown = [s for s in sections if s not in SECTIONS]
     if unknown:
         raise InputError(f"unknown section '{unknown[0]}'; allowed: {', '.join(SECTIONS)}")
+    host_only = [s for s in sections if device == "gpu" and s not in GPU_SECTIONS]
+    if host_only:
+        raise InputError(f"section '{host_only[0]}' measures the host; with --device gpu: "
+                         f"{', '.join(GPU_SECTIONS)}")
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise InputError(f"--out '{out}' is a file; give a folder")
     check_output_path(out / "bench.txt")
     plan = plans.QUICK if args.quick else plans.FULL  # read at call time: the tests swap FULL
+    plan = plans.for_device(plan, device)
+    if device == "gpu" and not gpu_frameworks():
+        raise InputError("--device gpu: no GPU visible to any installed framework (JAX, "
+                         "PyTorch, TensorFlow); run the bench without --device gpu")
     start = time.perf_counter()
     logger = logging.getLogger("tensorflow")
     level = logger.level
     if not getattr(args, "verbose", False):  # TensorFlow's retracing notes: each run traces anew
         logger.setLevel(logging.ERROR)
     try:
-        tables = run_bench(plan, sections)
+        tables = run_bench(plan, sections, device)
     finally:
         logger.setLevel(level)
-    text = render(tables, plan, time.perf_counter() - start)
+    text = render(tables, plan, time.perf_counter() - start, device)
     write_outputs(tables, text, out)
     print(text, end="")
     print(f"wrote {', '.join(f'{name}.parquet' for name in tables)} and bench.txt in {out}")

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from study.bench.plan import HARNESS_GOAL, TARGET_TOL, TRACE_GOAL, Plan
+from study.bench.plan import HARNESS_GOAL, LOOP_GOAL, PASSES, TARGET_TOL, TRACE_GOAL, Plan
 from study.output import parquet_writer, text_writer, write_files_atomic
 
 INTEGER_COLUMNS = ("n", "d", "iterations", "target_iterations", "points", "max_iter")
@@ -40,7 +40,7 @@ def _numeric(text: str) -> bool:
 
 
 LABEL_COLUMNS = ("optimizer", "backend", "feed", "xla", "formulation", "dtype", "mode", "method",
-                 "check", "sweep", "n", "d")
+                 "check", "sweep", "n", "d", "variant", "host_reads")
 
 
 def _cell(row, key: str) -> str:
@@ -89,8 +89,8 @@ def passes_summary(frame: pd.DataFrame) -> str:
     return "\n".join(parts) + "\n  in detail:"
 
 
-def render(tables: dict, plan: Plan, seconds: float) -> str:
-    parts = [f"convergence-study bench ({plan.name}; every figure a "
+def render(tables: dict, plan: Plan, seconds: float, device: str = "cpu") -> str:
+    parts = [f"convergence-study bench ({plan.name}, {device}; every figure a "
              f"ratio of timings taken side by side in this process; bench took {seconds:.0f} s)"]
     if "iterations" in tables:
         frame = tables["iterations"]
@@ -149,6 +149,34 @@ def render(tables: dict, plan: Plan, seconds: float) -> str:
             ("iterations", "iters"), ("seconds_to_target", "loop s"),
             ("total_seconds", "total s"), ("reference_seconds", "normal s"),
             ("run_status", "status"), ("best", "best")]))
+    if "harness" in tables:
+        parts.append(f"\n== harness against a hand-written loop: GD 1/L, eve, on the {device}; "
+                     f"ours s/iter over the hand loop's, same device, same layout, same host "
+                     f"reads (the loss once per iteration; once per chunk in fused modes), "
+                     f"timed side by side, median of {plan.harness_repeats} (goal <= "
+                     f"{LOOP_GOAL})")
+        parts.append(text_table(tables["harness"], [
+            ("backend", "engine"), ("dtype", "dtype"), ("n", "n"),
+            ("host_reads", "host reads"), ("ratio", "ratio"), ("ratio_best", "fastest"),
+            ("meets_goal", "meets"), ("seconds", "ours s/iter"),
+            ("hand_seconds", "hand s/iter")]))
+    if "bandwidth" in tables:
+        frame = tables["bandwidth"]
+        passes = ", ".join(f"{k} {v}" for k, v in PASSES.items())
+        parts.append(f"\n== fraction of the copy bandwidth on the {device}: bytes of X an "
+                     f"iteration reads (passes: {passes}) per second over a measured copy of "
+                     f"an X-sized float64 array (y = x * s), per framework; median of "
+                     f"{plan.bandwidth_repeats} runs of {plan.bandwidth_iterations} iterations")
+        columns = [("backend", "engine"), ("optimizer", "optimizer"), ("dtype", "dtype"),
+                   ("n", "n"), ("variant", "variant"), ("fraction_of_copy", "of copy bw"),
+                   ("seconds_per_iteration", "s/iter"), ("copy_gb_per_s", "copy GB/s")]
+        check = frame["check"] if "check" in frame else pd.Series("mode", index=frame.index)
+        parts.append(text_table(frame[check == "mode"], [c for c in columns
+                                                         if c[0] != "variant"]))
+        parts.append("\n  float32 against float64 on JAX (issue 32 item 4): GD fused with the "
+                     "default and the 'highest' matmul precision, and a hand-written fused "
+                     "loop with the gradient's reduction laid out three ways")
+        parts.append(text_table(frame[check != "mode"], columns))
     return "\n".join(parts) + "\n"
 
 
