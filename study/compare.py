@@ -55,6 +55,20 @@ def measurements(results: Results) -> tuple[pd.DataFrame, list[str], dict[str, s
             first=runs["first_call_seconds"].where(~failed, np.inf),
             later=runs["steady_median_seconds"].where(~failed, np.inf))
         return rows, INSTANCE_COLUMNS, {"first call": "first", "later calls": "later"}
+    if results.kind == "train":
+        from study.train.summary import INSTANCE, label, measured, with_time
+
+        rows = with_time(measured(runs))
+        hyperparameters = (rows["hyperparameters"].astype(object).fillna("{}").replace(
+            {"{}": "", "null": ""}) if "hyperparameters" in rows else "")
+        config = rows.apply(label, axis=1) if len(rows) else pd.Series(dtype=str)
+        per_step = pd.to_numeric(rows["seconds_per_step"], errors="coerce")
+        rows = rows.assign(config=rows["model"] + " on " + rows["data"].astype(str) + ": "
+                           + config + " " + hyperparameters,
+                           per_step=per_step.where(per_step > 0))
+        rows = rows.assign(config=rows["config"].str.strip())
+        return rows, INSTANCE, {"time to target": "to_target",
+                                "time per step (target reached in neither)": "per_step"}
     from study.regression.labels import label_runs
     from study.regression.summary import INSTANCE_COLUMNS, time_to_target
     from study.regression.tuning import measured_runs
@@ -70,8 +84,8 @@ def measurements(results: Results) -> tuple[pd.DataFrame, list[str], dict[str, s
 
 def configuration_changes(a: Results, b: Results) -> tuple[list[Change], list[str], list[str]]:
     """Each configuration both ran, B over A; and the configurations only A, only B ran. For the
-    regression kinds the quantity is the time to the target, or the time per iteration where
-    neither reached the target (so a slower step still shows)."""
+    regression and train kinds the quantity is the time to the target, or the time per
+    iteration (step) where neither reached the target (so a slower step still shows)."""
     rows_a, instance, quantities = measurements(a)
     rows_b, _, _ = measurements(b)
     groups_a = dict(tuple(rows_a.groupby("config", sort=True)))
@@ -80,9 +94,10 @@ def configuration_changes(a: Results, b: Results) -> tuple[list[Change], list[st
     changes = []
     for config in common:
         chosen = list(quantities.items())
-        if a.kind == "regression":
-            reached = np.isfinite(groups_a[config]["time"]).any() or \
-                np.isfinite(groups_b[config]["time"]).any()
+        if a.kind in ("regression", "train"):  # time to target, else per step
+            column = chosen[0][1]
+            reached = np.isfinite(groups_a[config][column]).any() or \
+                np.isfinite(groups_b[config][column]).any()
             chosen = chosen[:1] if reached else chosen[1:]
         for quantity, column in chosen:
             side_a, side_b = groups_a[config].dropna(subset=[column]), \

@@ -22,6 +22,18 @@ Q2 = "Q2: was tf.placeholder really faster than tf.constant?"
 LOGISTIC = "Logistic regression: which configuration reaches the target first?"
 
 NOT_DISTINGUISHABLE = "not distinguishable"
+BUSY = "measured on a busy machine"
+
+
+def own_question(runs: pd.DataFrame) -> str:
+    """The question a regression study of other data than the original (eve) asks, named from
+    its own data sets and target: which configuration wins on the user's data."""
+    from study.regression.labels import data_titles
+    from study.regression.report import target_text
+
+    titles = data_titles(runs)
+    shown = "; ".join(titles[:3]) + (f" and {len(titles) - 3} more" if len(titles) > 3 else "")
+    return (f"On {shown}: which optimizer and engine reach {target_text(runs)} first?")
 
 
 @dataclass(frozen=True)
@@ -47,11 +59,18 @@ def conclusions(results) -> list[Conclusion]:
 
     if is_logistic(results.runs):
         return fastest_conclusions(results.runs, study, LOGISTIC, answer=True)
+    from study.regression.labels import original_data
+
+    if not original_data(_measured(results.runs)):  # the user's data: the user's question
+        return regression_conclusions(results.runs, study, own_question(_measured(results.runs)))
     return regression_conclusions(results.runs, study)
 
 
 def direction(c: Comparison) -> tuple[str, bool]:
-    """(claim, firm) of a paired ratio A/B: A took less or more, or not distinguishable."""
+    """(claim, firm) of a paired ratio A/B: A took less or more, or not distinguishable; no
+    verdict where most of its runs were measured on a busy machine (study.paired)."""
+    if c.busy:
+        return BUSY, False
     if not c.distinguishable:
         return NOT_DISTINGUISHABLE, False
     return ("more time" if c.ratio > 1 else "less time"), True
@@ -73,10 +92,12 @@ def _measured(runs: pd.DataFrame) -> pd.DataFrame:
     return runs[runs["status"] != "skipped"]
 
 
-def regression_conclusions(runs: pd.DataFrame, study: str) -> list[Conclusion]:
+def regression_conclusions(runs: pd.DataFrame, study: str,
+                           question: str = Q1) -> list[Conclusion]:
     """Q1 per iteration (the original TF1 program and the compiled loop against NumPy), Q1 to
-    the target (each backend's fastest, then each optimizer's), and the fastest configuration
-    on each data set."""
+    the target (each backend's fastest, then each algorithm's), and the fastest configuration
+    on each data set. On other data than the original, `question` is the study's own, and the
+    answers open with what won on each data set."""
     from study.regression.report import _labelled_summary, framework_title, per_iteration_answers
 
     runs = _measured(runs)
@@ -95,11 +116,13 @@ def regression_conclusions(runs: pd.DataFrame, study: str) -> list[Conclusion]:
                 else f"{framework_title(engine)}'s fastest engine ({engine}, float64)")
         which = "tf1" if original else "compiled" if tensorflow else engine.split("-")[0]
         out.append(_paired(
-            f"q1.per-iteration.{which}", Q1,
+            f"q1.per-iteration.{which}", question,
             f"Per iteration on {data}, paired on data, seed and algorithm", c, name,
             "NumPy float64", "time per iteration", f"{study}-per-iteration", answer=True))
-    out += to_target_conclusions(runs, summary, study)
-    return out + fastest_conclusions(runs, study, Q1, summary=summary)
+    out += to_target_conclusions(runs, summary, study, question)
+    if question == Q1:
+        return out + fastest_conclusions(runs, study, Q1, summary=summary)
+    return fastest_conclusions(runs, study, question, summary=summary, answer=True) + out
 
 
 def _implementations(part: pd.DataFrame, backend: str) -> pd.DataFrame:
@@ -110,21 +133,24 @@ def _implementations(part: pd.DataFrame, backend: str) -> pd.DataFrame:
     return own.sort_values(["typical_seconds", "ci_high"], kind="stable")
 
 
-def to_target_conclusions(runs: pd.DataFrame, summary: pd.DataFrame,
-                          study: str) -> list[Conclusion]:
+def to_target_conclusions(runs: pd.DataFrame, summary: pd.DataFrame, study: str,
+                          question: str = Q1) -> list[Conclusion]:
     """On the headline's data set: each framework's fastest configuration (TensorFlow, JAX,
-    PyTorch) against NumPy's, then the same for each optimizer that ran on both (the pairs the
-    headline figure shows)."""
+    PyTorch) against NumPy's (each named, so what differs is said), then each algorithm
+    (optimizer and hyperparameters) that ran on both, against itself: the pairs the headline
+    figure shows. An algorithm only NumPy ran (GD's `diag` step) is never set against another."""
     from study.regression.headline import headline_data
+    from study.regression.labels import algorithm_label
     from study.regression.report import target_text
 
     data = headline_data(runs)
     part = summary[summary["data"] == data]
+    part = part.assign(algorithm=part.apply(algorithm_label, axis=1) if len(part) else "")
     target = target_text(runs)
     out = []
-    groups = {"": part, **{optimizer: part[part["optimizer"] == optimizer]
-                           for optimizer in sorted(part["optimizer"].unique())}}
-    for optimizer, rows in groups.items():
+    groups = {"": part, **{algorithm: part[part["algorithm"] == algorithm]
+                           for algorithm in sorted(part["algorithm"].unique())}}
+    for algorithm, rows in groups.items():
         numpy = _implementations(rows, "numpy")
         for backend in [b for b in BACKENDS if b != "numpy"]:
             other = _implementations(rows, backend)
@@ -132,29 +158,31 @@ def to_target_conclusions(runs: pd.DataFrame, summary: pd.DataFrame,
                 continue
             title = FRAMEWORKS[BACKENDS[backend].framework].title
             suffix = "" if backend == "tensorflow" else f".{backend}"  # ids as before for TF
-            id = f"q1.to-target{suffix}{'.' + optimizer if optimizer else ''}"
-            lead = f"To {target} on {data}" + (f", {optimizer} on each" if optimizer else "")
+            id = f"q1.to-target{suffix}{'.' + algorithm if algorithm else ''}"
+            lead = f"To {target} on {data}" + (f", {algorithm} on each" if algorithm else "")
             a, b = other.iloc[0]["config"], numpy.iloc[0]["config"]
-            names = (f"{title}'s fastest ({a})", f"NumPy's fastest ({b})") if not optimizer \
+            names = (f"{title}'s fastest ({a})", f"NumPy's fastest ({b})") if not algorithm \
                 else (a, b)
             out.append(_to_target(id, lead, runs, data, a, b, names, f"{study}-q1",
-                                  answer=not optimizer))
+                                  answer=not algorithm, question=question))
     return out
 
 
-def _to_target(id, lead, runs, data, a, b, names, evidence, answer) -> Conclusion:
+def _to_target(id, lead, runs, data, a, b, names, evidence, answer,
+               question: str = Q1) -> Conclusion:
     """Configuration a's time to the target against b's on `data`, paired on instances."""
     from study.regression.report import paired_time
 
     c = paired_time(runs, a, b, data)
     if c.ratio == 0:  # a reached it where b did not: say it from b's side (no "inf less")
         reverse = paired_time(runs, b, a, data)
-        return Conclusion(id, Q1, f"{lead}, {reverse.phrase(names[1], names[0])}.", c,
-                          "less time", reverse.distinguishable, evidence, answer)
+        return Conclusion(id, question, f"{lead}, {reverse.phrase(names[1], names[0])}.", c,
+                          BUSY if reverse.busy else "less time", reverse.distinguishable,
+                          evidence, answer)
     if c.both_failed == c.instances and c.instances:
-        return Conclusion(id, Q1, f"{lead}, neither {names[0]} nor {names[1]} reached it.",
-                          c, "neither reached", False, evidence, answer)
-    return _paired(id, Q1, lead, c, *names, "time", evidence, answer)
+        return Conclusion(id, question, f"{lead}, neither {names[0]} nor {names[1]} reached "
+                          "it.", c, "neither reached", False, evidence, answer)
+    return _paired(id, question, lead, c, *names, "time", evidence, answer)
 
 
 def fastest_conclusions(runs: pd.DataFrame, study: str, question: str, *,
@@ -175,8 +203,8 @@ def fastest_conclusions(runs: pd.DataFrame, study: str, question: str, *,
         if not sentence.endswith("."):
             sentence += "."
         firm = best is not None and (c is None or (c.distinguishable and c.ratio < 1))
-        out.append(Conclusion(f"fastest.{data}", question, sentence, c,
-                              best or "none reached the target", firm,
+        claim = BUSY if c is not None and c.busy else best or "none reached the target"
+        out.append(Conclusion(f"fastest.{data}", question, sentence, c, claim, firm,
                               f"{study}-time-to-target", answer))
     return out
 

@@ -64,6 +64,14 @@ class Comparison:
     both_failed: int  # instances where neither reached the target (counted as ties)
     measurements: int = 0  # the smaller side's count of measurements on the common instances
     method: str = ""  # how the interval was made, or why there is none
+    noisy: int = 0  # measurements on the common instances (both sides) flagged noisy
+    measured: int = 0  # measurements on the common instances, both sides
+
+    @property
+    def busy(self) -> bool:
+        """Most of its measurements were taken while the machine was busy (study.sweep.noise):
+        its ratio says more about the other load than about A and B, so it gives no verdict."""
+        return self.measured > 0 and 2 * self.noisy > self.measured
 
     @property
     def has_interval(self) -> bool:
@@ -71,8 +79,9 @@ class Comparison:
 
     @property
     def distinguishable(self) -> bool:
-        """The interval excludes 1; without an interval, never."""
-        return self.instances > 0 and self.has_interval and (self.low > 1 or self.high < 1)
+        """The interval excludes 1; without an interval, or measured on a busy machine, never."""
+        return self.instances > 0 and self.has_interval and not self.busy and (
+            self.low > 1 or self.high < 1)
 
     def ci(self) -> str:
         return f"[{_times(self.low)}, {_times(self.high)}]"
@@ -84,6 +93,10 @@ class Comparison:
         where = f"{self.instances} common instance{'s' * (self.instances != 1)}"
         if self.only_a or self.only_b:
             where += f"; {self.only_a + self.only_b} not shared, left out"
+        if self.busy:
+            return (f"{a} over {b}: {quantity} ratio {_times(self.ratio)} ({where}), but "
+                    f"measured on a busy machine ({self.noisy} of {self.measured} runs flagged "
+                    "noisy), so no verdict; `--remeasure-noisy` measures them again")
         if not self.has_interval:
             if np.isinf(self.ratio):
                 return (f"{a} did not finish where {b} did on most of the {where} "
@@ -171,7 +184,8 @@ def interval(samples_per_instance: list[list[np.ndarray]], level: float = LEVEL)
     df = _welch_df(per, k)
     half = stats.t.ppf(0.5 + level / 2, df) * math.sqrt(variance)
     return Interval(math.exp(mean), math.exp(mean - half), math.exp(mean + half),
-                    f"Welch t from repeats, these {k} instance{'s' * (k != 1)} only")
+                    "Welch t from repeats, " + ("this instance only" if k == 1 else
+                                                f"these {k} instances only"))
 
 
 def _welch_df(per, k: int) -> float:
@@ -206,6 +220,7 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, instance: list[str], value: str, *
     a_groups = {k: g[value].to_numpy(float) for k, g in a.groupby(instance, dropna=False)}
     b_groups = {k: g[value].to_numpy(float) for k, g in b.groupby(instance, dropna=False)}
     common = [k for k in a_groups if k in b_groups]
+    noise_a, noise_b = _noise(a, instance, common), _noise(b, instance, common)
     only_a, only_b = len(a_groups) - len(common), len(b_groups) - len(common)
     if not common:
         return Comparison(np.nan, np.nan, np.nan, 0, only_a, only_b, 0, 0, "no instance")
@@ -215,7 +230,18 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, instance: list[str], value: str, *
     measurements = min(sum(a_groups[k].size for k in common),
                        sum(b_groups[k].size for k in common))
     return Comparison(found.value, found.low, found.high, len(common), only_a, only_b,
-                      both_failed, measurements, found.method)
+                      both_failed, measurements, found.method, noise_a[0] + noise_b[0],
+                      noise_a[1] + noise_b[1])
+
+
+def _noise(runs: pd.DataFrame, instance: list[str], common: list) -> tuple[int, int]:
+    """(rows flagged noisy, rows) of `runs` on the common instances; (0, 0) without a noise
+    probe."""
+    if "noisy" not in runs or not common:
+        return 0, 0
+    wanted = [k if isinstance(k, tuple) else (k,) for k in common]
+    on = runs[pd.MultiIndex.from_frame(runs[instance]).isin(wanted)]
+    return int(on["noisy"].astype(object).fillna(False).astype(bool).sum()), len(on)
 
 
 def typical(runs: pd.DataFrame, instance: list[str], value: str, *,

@@ -13,7 +13,8 @@ from study.feedmode import figures as feed_figures
 from study.feedmode import report as feed_report
 from study.figures import PNG_DPI
 from study.regression import figures as plots
-from study.regression import report, style
+from study.regression import headline, report, style
+from study.regression.labels import label_runs
 from study.report import blocks, build
 
 CONFIGS = [("gd", {"step": "1/L"}, "numpy", None, None, 0.01, 100),
@@ -345,9 +346,42 @@ def test_the_headline_shows_time_to_target_beside_time_per_iteration(tables):
     fig = plots.figure_headline(runs, 1e-8)
     left, right = fig.axes
     labels = [t.get_text() for t in left.get_yticklabels()]
-    assert labels == ["adadelta  ·  tf1/cpu", "gd  ·  numpy/cpu", "lbfgs  ·  tf-fused+xla/cpu"]
+    assert labels == ["adadelta(learning_rate=1.0)  ·  tf1/cpu", "gd(step=1/L)  ·  numpy/cpu",
+                      "lbfgs  ·  tf-fused+xla/cpu"]
     assert "1e-08" in left.get_xlabel() and "per iteration" in right.get_xlabel()
     assert any("not reached" in t.get_text() for t in left.texts)  # adadelta
+    assert fig._suptitle.get_text().startswith("Q1, eve(rows=100)")
+    plt.close(fig)
+
+
+def test_one_headline_label_never_covers_two_step_rules():
+    """GD's `diag` step (the original program's, NumPy only) reaches the target where every
+    engine's `1/L` does not: the NumPy row beside JAX's is GD with 1/L, as JAX's is, and `diag`
+    is a row apart that says it ran here only (it was 'gd · numpy/cpu', reached, above 'gd ·
+    jax-fused/cpu', not reached)."""
+    configs = [("gd", {"step": "diag"}, "numpy", None, None, 0.001, 50),
+               ("gd", {"step": "1/L"}, "numpy", None, None, 0.001, 500),
+               ("gd", {"step": "1/L"}, "jax", "fused", None, 0.002, 500),
+               ("lbfgs", {}, "numpy", None, None, 0.01, 8),
+               ("lbfgs", {}, "jax", "fused", None, 0.02, 8)]
+    runs, _ = make_tables(configs, [{"rows": 100}])
+    runs.loc[runs["hyperparameters"].str.contains("1/L"), ["status", "target_reached"]] = \
+        ["timeout", False]
+    table = headline.best_per_family_and_engine(runs, "eve(rows=100)")
+    labelled = label_runs(runs[runs["status"] != "skipped"])
+    for row in table.itertuples():  # every row: one algorithm, and its label names it
+        behind = labelled[labelled["config"] == row.config]
+        assert behind["hyperparameters"].nunique() == 1, row
+        assert headline.headline_label(row).startswith(behind["algorithm"].iloc[0] + "  ·  ")
+    rows = [(headline.headline_label(r), r.apart) for r in table.itertuples()]
+    assert rows == [("gd(step=1/L)  ·  numpy/cpu", False),
+                    ("gd(step=1/L)  ·  jax-fused/cpu", False),
+                    ("lbfgs  ·  numpy/cpu", False), ("lbfgs  ·  jax-fused/cpu", False),
+                    ("gd(step=diag)  ·  numpy/cpu  (only here)", True)]
+    fig = plots.figure_headline(runs, 1e-8)
+    shown = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert shown == [label for label, _ in rows]
+    assert "run on some engines only" in fig._suptitle.get_text()
     plt.close(fig)
 
 
@@ -432,7 +466,7 @@ def build_report(root, tables):
     traces.to_parquet(results / "traces.parquet")
     plots.draw(load(results), root / "figures" / "regression")
     made = build.build_blocks(root / "results", root / "figures", ["regression"])
-    return blocks.write_report(made, root / "reports", "Convergence study report")
+    return blocks.write_report(made, root / "reports", made[0].content)  # as `report` does
 
 
 def test_report_renders_markdown_and_self_contained_html(tmp_path, tables):

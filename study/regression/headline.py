@@ -14,7 +14,7 @@ import pandas as pd
 from study.figures import FAILED_MARKER, log_axis
 from study.paired import typical
 from study.regression import style
-from study.regression.labels import label_runs
+from study.regression.labels import data_title, label_runs, original_data
 from study.regression.summary import INSTANCE_COLUMNS, time_to_target
 
 
@@ -30,33 +30,66 @@ def headline_data(runs: pd.DataFrame) -> str | None:
 
 
 def best_choices(labelled: pd.DataFrame,
-                 per: tuple[str, ...] = ("data", "family", "engine")) -> pd.DataFrame:
+                 per: tuple[str, ...] = ("data", "family", "engine"),
+                 by: str = "family") -> pd.DataFrame:
     """Per data set, family and engine (or per `per`), the configuration with the lowest
     median time to target (when none got there, the one that came closest; ties to the first
     by name), with that median `time` and `closest` suboptimality: one grouping for all of
-    them (a groupby per family and engine cost seconds per figure).
-    `labelled`: runs with label_runs' columns."""
+    them (a groupby per family and engine cost seconds per figure); `by` = "algorithm" keeps
+    each algorithm's own best. `labelled`: runs with label_runs' columns."""
     runs = labelled.assign(family=labelled.apply(style.family, axis=1),
                            time=time_to_target(labelled))
-    score = runs.groupby(["data", "family", "engine", "config"]).agg(
+    keys = ["data", "family", "algorithm", "engine", "config"] if by == "algorithm" else \
+        ["data", "family", "engine", "config"]
+    score = runs.groupby(keys).agg(
         time=("time", "median"), closest=("suboptimality", "median")).reset_index()
     score = score.sort_values([*per, "time", "closest"], kind="stable")
     return score.drop_duplicates(list(per)).reset_index(drop=True)
 
 
+def headline_choices(runs: pd.DataFrame) -> pd.DataFrame:
+    """Which algorithm (optimizer and hyperparameters, study.regression.labels) each engine row
+    of the headline shows, so that a label never covers two: per family, the algorithm every
+    engine that ran the family ran (or, where none is, one that the most ran) that reached the
+    target on the most engines, then with the lowest median of its engines' best times; then,
+    `apart`, every algorithm of the family that not every engine ran (GD's `diag` step, the
+    original program's, exists on NumPy only), at its own best per engine.
+    Columns: family, algorithm, engine, config, apart. `runs`: labelled, one data set."""
+    best = best_choices(runs.assign(family=runs.apply(style.family, axis=1)),
+                        ("data", "family", "algorithm", "engine"), by="algorithm")
+    rows = []
+    for family, part in best.groupby("family", sort=True):
+        engines = part.groupby("algorithm")["engine"].agg(frozenset)
+        everywhere = frozenset().union(*engines)
+        widest = max(len(e) for e in engines)
+        shared = engines[engines.map(len) == widest].index
+        score = part[part["algorithm"].isin(shared)].groupby("algorithm")["time"].agg(
+            reached=lambda t: -int(np.isfinite(t).sum()), time="median")
+        chosen = score.sort_values(["reached", "time"], kind="stable").index[0]
+        for row in part.itertuples():
+            apart = engines[row.algorithm] != everywhere
+            if row.algorithm == chosen or apart:
+                rows.append({"family": family, "algorithm": row.algorithm,
+                             "engine": row.engine, "config": row.config,
+                             "apart": apart and row.algorithm != chosen})
+    return pd.DataFrame(rows, columns=["family", "algorithm", "engine", "config", "apart"])
+
+
 def best_per_family_and_engine(runs: pd.DataFrame, data: str) -> pd.DataFrame:
-    """One row per (family, engine): its best configuration (`best_choices`), with its CI and
+    """One row per (family, engine) of the algorithm `headline_choices` picks, then the rows
+    apart (algorithms not every engine ran), each at its best configuration, with its CI and
     time per iteration."""
     runs = label_runs(runs[runs["status"] != "skipped"])
     runs = runs[runs["data"] == data]
     runs = runs.assign(family=runs.apply(style.family, axis=1), time=time_to_target(runs))
     rows = []
-    for choice in best_choices(runs).itertuples():
+    for choice in headline_choices(runs).itertuples():
         chosen = runs[(runs["config"] == choice.config) & (runs["family"] == choice.family)]
         center = typical(chosen, INSTANCE_COLUMNS, "time")
         per_iter = chosen["seconds_per_iteration"].dropna()
         rows.append({
-            "family": choice.family, "engine": choice.engine, "config": choice.config,
+            "family": choice.family, "algorithm": choice.algorithm, "engine": choice.engine,
+            "config": choice.config, "apart": choice.apart,
             "runs": len(chosen),
             "time": center.value, "low": center.low, "high": center.high,
             "per_iteration": float(per_iter.median()) if len(per_iter) else np.nan,
@@ -69,9 +102,17 @@ def best_per_family_and_engine(runs: pd.DataFrame, data: str) -> pd.DataFrame:
     table = pd.DataFrame(rows)
     if table.empty:
         return table
-    order = sorted(table.index, key=lambda i: (table.loc[i, "family"],
+    order = sorted(table.index, key=lambda i: (bool(table.loc[i, "apart"]),
+                                               table.loc[i, "family"],
+                                               table.loc[i, "algorithm"],
                                                style.engine_rank(table.loc[i, "engine"])))
     return table.loc[order].reset_index(drop=True)
+
+
+def headline_label(row) -> str:
+    """A headline row's name: the algorithm and the engine, and for a row apart, that the
+    other engines did not run it."""
+    return f"{row.algorithm}  ·  {row.engine}" + ("  (only here)" if row.apart else "")
 
 
 def figure_headline(runs: pd.DataFrame, tol: float | None):
@@ -107,8 +148,11 @@ def figure_headline(runs: pd.DataFrame, tol: float | None):
                            xerr=[[row.per_iteration - row.per_iteration_low],
                                  [row.per_iteration_high - row.per_iteration]],
                            fmt=style.marker(row.engine), color=c, ms=6, capsize=2, lw=1)
-    labels = [f"{f}  ·  {e}" for f, e in zip(table["family"], table["engine"], strict=True)]
-    left.set_yticks(y, labels, fontsize=8)
+    left.set_yticks(y, [headline_label(row) for row in table.itertuples()], fontsize=8)
+    if table["apart"].any():  # a line above the rows whose algorithm not every engine ran
+        first = int(np.argmax(table["apart"].to_numpy()))
+        for ax in (left, right):
+            ax.axhline(first - 0.5, color="#999999", lw=0.8, ls="--")
     left.invert_yaxis()
     target = f"{tol:g}" if tol else "its own stopping rule"
     log_axis(left.xaxis)
@@ -117,7 +161,16 @@ def figure_headline(runs: pd.DataFrame, tol: float | None):
     log_axis(right.xaxis)
     right.set_xlabel("seconds per iteration (median, IQR; log)")
     right.set_title("Time per iteration (what per-epoch timing shows)", fontsize=10)
-    fig.suptitle(f"Q1, {data}: best configuration of each optimizer on each engine",
-                 fontsize=11)
+    subject = f"Q1, {data}" if original_data(runs) else data_title_of(runs, data)
+    fig.suptitle(f"{subject}: each optimizer on each engine, one algorithm per row (rows below "
+                 "the dashed line: run on some engines only)" if table["apart"].any() else
+                 f"{subject}: each optimizer on each engine, one algorithm per row", fontsize=11)
     fig.tight_layout()
     return fig
+
+
+def data_title_of(runs: pd.DataFrame, data: str) -> str:
+    """The heading name (labels.data_title) of the data set labelled `data` in `runs`."""
+    labelled = label_runs(runs[runs["status"] != "skipped"])
+    rows = labelled[labelled["data"] == data]
+    return data_title(rows.iloc[0]) if len(rows) else data

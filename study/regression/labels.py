@@ -4,6 +4,7 @@ table and sentence (kept apart from the figures so that summaries need no plotti
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 
@@ -16,6 +17,22 @@ def method_label(row) -> str:
     hp = json.loads(row["hyperparameters"]) if isinstance(row["hyperparameters"], str) else {}
     tuned = row.get("tuning") == "tuned"
     inner = ",".join(f"{k}={v}" + (" tuned" if tuned and k == "learning_rate" else "")
+                     for k, v in hp.items() if v is not None)
+    label = f"{row['optimizer']}({inner})" if inner else row["optimizer"]
+    stopping = row.get("stopping")
+    rules = json.loads(stopping) if isinstance(stopping, str) else {}
+    if rules.get("exact_repeat") and rules.get("tol") is None:
+        label += " [original rule]"
+    return label
+
+
+def algorithm_label(row) -> str:
+    """The algorithm a run ran, whatever the engine: optimizer and hyperparameters (a tuned
+    learning rate as `tuned`: each engine's configuration tunes its own by one protocol), and
+    the original program's rule. Two engines compared under one label ran this same thing."""
+    hp = json.loads(row["hyperparameters"]) if isinstance(row["hyperparameters"], str) else {}
+    tuned = row.get("tuning") == "tuned"
+    inner = ",".join(f"{k}={'tuned' if tuned and k == 'learning_rate' else v}"
                      for k, v in hp.items() if v is not None)
     label = f"{row['optimizer']}({inner})" if inner else row["optimizer"]
     stopping = row.get("stopping")
@@ -42,6 +59,63 @@ def dataset_label(row) -> str:
     return f"{row['dataset']}({inner})" if inner else row["dataset"]
 
 
+def data_title(row) -> str:
+    """A data set as a heading names it: a file by its name and columns ('sales.csv: price
+    from area, rooms'), the others by their label."""
+    params = json.loads(row["dataset_params"]) if isinstance(row["dataset_params"], str) else {}
+    if "path" not in params:
+        return dataset_label(row)
+    labels, features = params.get("labels") or [], params.get("features") or []
+    columns = [c if isinstance(c, str) else str(c) for c in labels]
+    title = Path(str(params["path"])).name
+    if columns:
+        title += f": {', '.join(columns)} from {', '.join(map(str, features))}"
+    return title + (" (standardized)" if params.get("standardize") else "")
+
+
+def data_titles(runs: pd.DataFrame) -> list[str]:
+    """The data sets of `runs` as headings name them (data_title), sorted."""
+    if "dataset_params" not in runs:
+        runs = runs.assign(dataset_params=None)
+    sets = runs[["dataset", "dataset_params"]].drop_duplicates()
+    return sorted({data_title(row) for _, row in sets.iterrows()})
+
+
+def original_data(runs: pd.DataFrame) -> bool:
+    """Whether the runs hold the original question's data set (eve): its questions (Q1, NumPy
+    against TensorFlow) are asked of that data only, a study of other data asks its own."""
+    return "dataset" in runs and runs["dataset"].eq("eve").any()
+
+
+def seed_matters(runs: pd.DataFrame) -> pd.Series:
+    """Whether each run's seed draws another instance: it draws the data of a seeded data set
+    (unless the parameters fix its seed) and a random starting point. On a file data set from
+    zeros every seed is the same problem from the same point: its runs are repeats."""
+    from datasets import DATASETS
+
+    def matters(row) -> bool:
+        params = json.loads(row["dataset_params"]) if isinstance(row["dataset_params"], str) \
+            else {}
+        declared = DATASETS.get(row["dataset"])
+        seeded = declared is None or (declared.seeded and "seed" not in params)
+        return bool(seeded or row.get("init") != "zeros")
+
+    if runs.empty:
+        return pd.Series(dtype=bool, index=runs.index)
+    return runs.apply(matters, axis=1).astype(bool)
+
+
+def with_instances(runs: pd.DataFrame) -> pd.DataFrame:
+    """`instance_seed`: the seed where it draws another instance, else -1 (every seed the same
+    instance, so its runs are repeats of it: study.paired gives them a repeats interval)."""
+    if "instance_seed" in runs or "seed" not in runs:
+        return runs
+    for column in ("dataset_params", "init"):
+        if column not in runs:
+            runs = runs.assign(**{column: None})
+    return runs.assign(instance_seed=runs["seed"].where(seed_matters(runs), -1))
+
+
 def label_runs(runs: pd.DataFrame) -> pd.DataFrame:
     """Add the label columns every figure groups by."""
     runs = runs.copy()
@@ -50,8 +124,11 @@ def label_runs(runs: pd.DataFrame) -> pd.DataFrame:
             runs[column] = None
     if runs.empty:
         return runs.assign(method=pd.Series(dtype=str), engine=pd.Series(dtype=str),
-                           config=pd.Series(dtype=str), data=pd.Series(dtype=str))
+                           config=pd.Series(dtype=str), data=pd.Series(dtype=str),
+                           algorithm=pd.Series(dtype=str), instance_seed=pd.Series(dtype=float))
+    runs = with_instances(runs)
     runs["method"] = runs.apply(method_label, axis=1)
+    runs["algorithm"] = runs.apply(algorithm_label, axis=1)
     runs["engine"] = runs.apply(engine_label, axis=1)
     runs["config"] = runs["method"] + " " + runs["engine"] + " " + runs["dtype"]
     runs["data"] = runs.apply(dataset_label, axis=1)

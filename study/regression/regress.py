@@ -22,6 +22,9 @@ HYPERPARAMETER_FLAGS = {"step": "step", "lr": "learning_rate", "rho": "rho", "ep
                         "history": "history", "solver": "solver"}
 BACKEND_FLAGS = ("formulation", "device", "feed", "xla")
 NUMPY_ONLY = ("closed-form", "scipy-lbfgs", "scipy-lsqr", "scipy-lsmr")  # self-driven references
+# A run ends within a minute unless asked otherwise: GD on a 20000-row CSV ran past 120 s in
+# silence without one (the iteration budget alone says nothing about time).
+DEFAULT_TIME_BUDGET = 60.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -73,8 +76,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     stop.add_argument("--exact-repeat", action="store_true",
                       help="the original rule: stop when the RMSE repeats exactly")
     stop.add_argument("--max-iter", type=int, default=100_000, help="iteration budget")
-    stop.add_argument("--time-budget", type=float, help="seconds budget of the timed loop")
+    stop.add_argument("--time-budget", type=budget, default=DEFAULT_TIME_BUDGET,
+                      help="seconds the timed loop may run before the run ends as 'timeout' "
+                           f"(default {DEFAULT_TIME_BUDGET:g}; 'off' for none, the iteration "
+                           "budget alone)")
     parser.add_argument("--out", help="write the record and its trace as Parquet")
+
+
+def budget(text: str) -> float | None:
+    """Seconds, or 'off' for no time budget."""
+    if text.strip().lower() == "off":
+        return None
+    return float(text)
 
 
 def tolerance(text: str) -> float | None:

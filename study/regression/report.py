@@ -12,7 +12,7 @@ import pandas as pd
 from optimizers.backends.registry import BACKENDS, FRAMEWORKS
 from study.paired import compare
 from study.regression import logistic
-from study.regression.labels import label_runs
+from study.regression.labels import label_runs, original_data
 from study.regression.summary import INSTANCE_COLUMNS, alarm_lines, summarize, time_to_target
 from study.regression.tuning import measured_runs, tuning_table
 from study.report.blocks import Block, fmt_seconds
@@ -48,15 +48,40 @@ def fastest_to_target(runs: pd.DataFrame, part: pd.DataFrame, target: str):
     sentence = (f"Fastest to {target} on {data}: {best['config']}, "
                 f"{fmt_seconds(best['typical_seconds'])} "
                 f"[{fmt_seconds(best['ci_low'])}, {fmt_seconds(best['ci_high'])}] "
-                f"(typical over {best['instances']} instances, 95% interval: "
+                f"(typical over {over(best)}, 95% interval: "
                 f"{best['ci_method']}) in "
                 f"{best['median_iterations']:.0f} iterations")
     if len(solved) == 1:
         return sentence + ", the only one to reach it in the median", best["config"], None
     second = solved.iloc[1]
     comparison = paired_time(runs, best["config"], second["config"], data)
+    if comparison.busy:  # a typical time, but no winner: the runs say little about it
+        sentence = sentence.replace(f"Fastest to {target} on {data}: ", f"On {data}, measured "
+                                    f"on a busy machine, the shortest typical time to {target}: ",
+                                    1)
     sentence += "; against the next, " + comparison.phrase(best["config"], second["config"])
     return sentence, best["config"], comparison
+
+
+def over(row) -> str:
+    """What a typical value is taken over: '3 instances', or '3 runs, repeats of 1 instance'
+    where seeds drew no other instance (labels.with_instances)."""
+    n, runs = int(row["instances"]), int(row["runs"])
+    instances = f"{n} instance{'s' * (n != 1)}"
+    return instances if runs <= n else f"{runs} runs, repeats of {instances}"
+
+
+def repeats_sentence(runs: pd.DataFrame) -> str | None:
+    """Where seeds are repeats, not instances, said once: a data set read from a file with a
+    fixed starting point is the same problem whatever the seed."""
+    labelled = label_runs(runs[runs["status"] != "skipped"])
+    if labelled.empty or (labelled["instance_seed"] != -1).all():
+        return None
+    names = sorted(set(labelled.loc[labelled["instance_seed"] == -1, "data"]))
+    return (f"On {', '.join(names)} the seed changes neither the data (read from a file or "
+            "fixed by its own seed) nor the starting point (zeros): its runs of one "
+            "configuration are repeats of one instance, and their intervals are the repeats' "
+            "(for these data and this start only).")
 
 
 def regression_findings(runs: pd.DataFrame, table: pd.DataFrame | None = None) -> list[str]:
@@ -372,11 +397,20 @@ def section(results, figures: Path) -> list[Block]:
     summary = _labelled_summary(runs)
     headline = figures / "headline.png"
     study = results.folder.name
-    return [Block("h2", "The first question: was NumPy really 3x faster than TensorFlow?",
-                  anchor=f"{study}-q1"),
-            *([Block("figure", headline, "Best configuration of each optimizer on each "
-                     "engine: time to the target (left) against time per iteration (right).")]
+    repeats = repeats_sentence(runs)
+    if original_data(runs[runs["status"] != "skipped"]):
+        title = "The first question: was NumPy really 3x faster than TensorFlow?"
+        caption = "Best configuration of each optimizer on each engine"
+    else:  # the user's own data: the user's question, named from the data
+        from study.conclusions import own_question
+
+        title = own_question(runs[runs["status"] != "skipped"])
+        caption = "Each optimizer on each engine"
+    return [Block("h2", title, anchor=f"{study}-q1"),
+            *([Block("figure", headline, f"{caption}, one algorithm per row: time to the "
+                     "target (left) against time per iteration (right).")]
               if headline.exists() else []),
+            *([Block("p", repeats)] if repeats else []),
             Block("list", original_regression_answer(runs, summary)),
             *regression_blocks(runs, figures, summary=summary, study=study),
             *tuning,

@@ -14,15 +14,17 @@ import numpy as np
 import pandas as pd
 
 from study.paired import compare, typical
-from study.regression.labels import label_runs
+from study.regression.labels import label_runs, with_instances
 from study.regression.tuning import measured_runs
 
 ALARMS = {"reference-error": "reference_errors", "uncertifiable": "uncertifiable"}
 CONFIG_COLUMNS = ("dataset", "dataset_params", "optimizer", "hyperparameters", "tuning",
                   "backend", "device", "feed", "xla", "formulation", "dtype", "init", "stopping")
 DATA_COLUMNS = ["dataset", "dataset_params"]
-# What a comparison holds fixed within one data set: the draw (seed) and the starting point.
-INSTANCE_COLUMNS = ["dataset", "dataset_params", "seed", "init"]
+# What a comparison holds fixed within one data set: the draw (seed) and the starting point;
+# `instance_seed` (labels.with_instances) is the seed where it draws another one, so that the
+# seeds of a file data set from zeros count as repeats of one instance.
+INSTANCE_COLUMNS = ["dataset", "dataset_params", "instance_seed", "init"]
 
 
 def time_to_target(runs: pd.DataFrame, column: str = "seconds") -> pd.Series:
@@ -43,7 +45,7 @@ def summarize(runs) -> pd.DataFrame:
     another seed with a short budget, left out)."""
     if isinstance(runs, (str, Path)):
         runs = pd.read_parquet(Path(runs) / "runs.parquet")
-    runs = measured_runs(runs).copy()
+    runs = with_instances(measured_runs(runs).copy())
     if runs.empty:
         return pd.DataFrame()
     for column in ("seconds", "setup_seconds", "iterations", "seconds_per_iteration"):
@@ -105,6 +107,7 @@ def against_best(table: pd.DataFrame, groups: list[pd.DataFrame]) -> pd.DataFram
                     "none reached the target" if np.isinf(table.loc[best, "typical_seconds"])
                     else "no common instance" if not c.instances else
                     f"{c.ratio:.3g}x (too few for an interval)" if not c.has_interval else
+                    "busy machine (no verdict)" if c.busy else
                     f"{c.ratio:.3g}x {c.ci()}" if c.distinguishable else "not distinguishable")
             out.loc[i] = [c.ratio, c.low, c.high, c.instances, text]
     return out.astype({"vs_best": float, "vs_best_low": float, "vs_best_high": float})

@@ -106,16 +106,47 @@ def answer_blocks(found) -> list[Block]:
     return [Block("answers", list(questions.items()))]
 
 
+def report_title(found) -> str:
+    """'Convergence study report', naming the data of every regression study that is not the
+    original question's (a report on your own CSV says so in its title)."""
+    from study.regression.labels import data_titles, original_data
+
+    subjects = []
+    for results in found:
+        if results.kind != "regression":
+            continue
+        runs = results.runs[results.runs["status"] != "skipped"]
+        if not runs.empty and not original_data(runs):
+            subjects += data_titles(runs)
+    subjects = list(dict.fromkeys(subjects))
+    if not subjects:
+        return "Convergence study report"
+    return "Convergence study report: " + "; ".join(subjects[:3]) + (
+        f" and {len(subjects) - 3} more" if len(subjects) > 3 else "")
+
+
+def figures_sentence(figures_root: Path, results) -> str | None:
+    """Where a study's figures folder is missing, the report says so (and how to draw them)
+    instead of leaving them out without a word."""
+    folder = figures_root / results.folder.name
+    if folder.is_dir():
+        return None
+    return (f"{results.folder.name}: no figures, '{folder}' does not exist; draw them with "
+            f"`python -m study figures {results.kind} --results {results.folder} --out "
+            f"{folder}` and write the report again.")
+
+
 def build_blocks(results_root: Path, figures_root: Path, studies) -> list[Block]:
     """The whole report from the named studies' results folders under `results_root`."""
     found = [load(results_root / name) for name in studies]
-    blocks = [Block("h1", "Convergence study report"),
+    blocks = [Block("h1", report_title(found)),
               Block("p", "Generated from the results tables; every number below is computed "
                          "from them."),
               Block("h2", "Answers", anchor="answers"),
               *answer_blocks(found),
               Block("p", machine_sentence(*(r.runs for r in found))),
-              *(Block("p", f"{r.folder.name}: {noise_sentence(r.runs)}") for r in found)]
+              *(Block("p", f"{r.folder.name}: {noise_sentence(r.runs)}") for r in found),
+              *(Block("p", line) for r in found if (line := figures_sentence(figures_root, r)))]
     for results in found:
         blocks.append(Block("p", f"{results.folder.name}: {len(results.runs)} runs, based on "
                                  f"{results.provenance()}."))
@@ -139,6 +170,9 @@ def add_arguments(parser) -> None:
 def main(args) -> int:
     check_output_folder(args.out)
     blocks = build_blocks(Path(args.results), Path(args.figures), args.studies)
-    md, page = write_report(blocks, Path(args.out), "Convergence study report")
-    print(f"report: {md} and {page}")
+    md, page = write_report(blocks, Path(args.out), blocks[0].content)
+    missing = [s for s in args.studies if not (Path(args.figures) / s).is_dir()]
+    print(f"report: {md} and {page}" + (f" (no figures for {', '.join(missing)}: "
+                                        f"'{args.figures}/<study>' does not exist)"
+                                        if missing else ""))
     return 0
