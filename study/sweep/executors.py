@@ -78,6 +78,15 @@ def skip(job: Job, folder: ResultsFolder, reason: str) -> dict:
     return {"status": "skipped", "wall_seconds": 0.0}
 
 
+NOT_RUN = "not run"
+
+
+def not_run(reason: str) -> dict:
+    """A run this machine cannot make (a GPU run where none is visible): no row is written, so
+    a machine that can make it measures it later; the runner says how many and why, once."""
+    return {"status": NOT_RUN, "reason": reason, "wall_seconds": 0.0}
+
+
 class LocalExecutor:
     """One run at a time on this machine, in the order given."""
 
@@ -144,7 +153,7 @@ class LocalExecutor:
             if on_start is not None:
                 on_start(job)
             if job.needs_gpu and not gpu_visible(job.framework, self.python):
-                yield job, skip(job, folder, no_gpu(job.framework))
+                yield job, not_run(no_gpu(job.framework))
                 continue
             try:
                 outcome = run_isolated(self.server(job, folder), job, folder,

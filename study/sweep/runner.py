@@ -27,7 +27,7 @@ from datasets.errors import InputError
 from study import interrupts
 from study.output import ResultsWriteError, check_output_folder
 from study.sweep import fingerprint, noise
-from study.sweep.executors import Job, LocalExecutor, preload_for
+from study.sweep.executors import NOT_RUN, Job, LocalExecutor, preload_for
 from study.sweep.folder import ResultsFolder
 from study.sweep.grid import Study, parse_only, resolved, select, waits, with_prerequisites
 from study.sweep.plugin import STUDIES, load_kind
@@ -111,6 +111,7 @@ def run_study(study: Study, out_dir, *, only=None, retry_failed: bool = False,
     executor = LocalExecutor(python) if executor is None else executor
     folder = ResultsFolder(out_dir, plugin.SCHEMA, plugin.SIDE_TABLES)
     statuses: Counter = Counter()
+    not_run: Counter = Counter()  # reason -> runs this machine cannot make
     rounds = ([s for s in specs if not waits(plugin, s)], [s for s in specs if waits(plugin, s)])
     with executor, folder.lock():
         try:
@@ -152,9 +153,16 @@ def run_study(study: Study, out_dir, *, only=None, retry_failed: bool = False,
                     interrupts.check()  # one a library swallowed: no further run starts
                     statuses[outcome["status"]] += 1
                     bar.update()
-                    if quiet:
+                    if outcome["status"] == NOT_RUN:
+                        not_run[outcome["reason"]] += 1
+                        continue
+                    if bar.disable:  # --quiet, or no terminal (a log): a line per run
                         print(f"[{index}/{len(plan.jobs)}] {job.spec.run_id} "
                               f"{job.spec.label()}: {outcome['status']}", flush=True)
+            for reason, count in not_run.items():
+                runs, them = ("run", "it") if count == 1 else ("runs", "them")
+                print(f"{study.name}: {count} {runs} not run here: {reason} (no row is written; "
+                      f"a machine that has one runs {them})", flush=True)
             assemble(study, folder)
         except OSError as exc:
             raise ResultsWriteError(
