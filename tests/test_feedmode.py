@@ -249,6 +249,44 @@ def test_first_call_and_steady_calls_are_recorded_apart(worker):
     assert record["phase"] == "done"
 
 
+@pytest.mark.parametrize("mode", ["placeholder", "constant", "function-arg", "eager-tensor",
+                                  "jax-resident", "jax-numpy", "torch-resident",
+                                  "torch-numpy"])
+def test_each_call_is_split_into_compute_and_fetch_that_add_up(worker, mode):
+    """The bookkeeping, not the times: a call's seconds are its compute plus its fetch (defined
+    so, so this cannot be flaky), every part recorded and non-negative, the medians those of the
+    parts, and the side table's rows the same split."""
+    pytest.importorskip(fm.MODES[mode].framework)
+    spec = Spec(mode=mode, dtype="float32", n=N, calls=3, check_n=4)
+    record = worker.measure_record(spec)
+    assert record["check_ok"], record.get("message")
+    for part in ("first_compute_seconds", "first_fetch_seconds",
+                 "steady_compute_median_seconds", "steady_fetch_median_seconds"):
+        assert record[part] >= 0, part
+    assert record["first_compute_seconds"] > 0
+    assert record["first_call_seconds"] == pytest.approx(
+        record["first_compute_seconds"] + record["first_fetch_seconds"], rel=1e-12)
+    computes, fetches = record["steady_compute"], record["steady_fetch"]
+    assert len(computes) == len(fetches) == len(record["steady_seconds"]) == 3
+    for call, compute, fetch in zip(record["steady_seconds"], computes, fetches, strict=True):
+        assert compute > 0 and fetch >= 0 and call == pytest.approx(compute + fetch, rel=1e-12)
+    assert record["steady_compute_median_seconds"] == float(np.median(computes))
+    assert record["steady_fetch_median_seconds"] == float(np.median(fetches))
+
+
+def test_the_split_keeps_the_call_whole_and_calls_the_parts_in_order(worker):
+    """Prepared.call (what the bench times) is compute then fetch, and an output is released
+    after its fetch, outside both clocks."""
+    seen = []
+    prepared = worker.Prepared(compute=lambda: seen.append("compute") or np.ones(2),
+                               fetch=lambda out: seen.append("fetch") or out * 2,
+                               sizes=dict, release=lambda out: seen.append("release"))
+    assert list(prepared.call()) == [2, 2] and seen == ["compute", "fetch", "release"]
+    compute, fetch, y = prepared.timed_call()
+    assert compute >= 0 and fetch >= 0 and list(y) == [2, 2]
+    assert seen[3:] == ["compute", "fetch", "release"]
+
+
 def test_a_failing_mode_raises_and_leaves_its_phase(worker):
     bad = Spec(mode="function-arg", dtype="float64", n=N, grappler="off")  # not via the CLI
     record = {}
@@ -283,6 +321,14 @@ def test_study_writes_runs_and_calls_tables(study_run):
         row = runs.set_index("run_id").loc[run_id]
         assert group["seconds"].iloc[0] == row["first_call_seconds"]
         assert np.median(group["seconds"].iloc[1:]) == row["steady_median_seconds"]
+        # every call split: compute (output left on the device) + fetch (to the host) = call
+        assert (group["compute_seconds"] > 0).all() and (group["fetch_seconds"] >= 0).all()
+        np.testing.assert_allclose(group["compute_seconds"] + group["fetch_seconds"],
+                                   group["seconds"], rtol=1e-12)
+        assert group["compute_seconds"].iloc[0] == row["first_compute_seconds"]
+        assert np.median(group["compute_seconds"].iloc[1:]) == \
+            row["steady_compute_median_seconds"]
+        assert np.median(group["fetch_seconds"].iloc[1:]) == row["steady_fetch_median_seconds"]
     for run_id in runs["run_id"]:
         assert (out / "runs" / f"{run_id}.parquet").exists()
         assert (out / "logs" / f"{run_id}.log").exists()
@@ -397,6 +443,16 @@ def test_the_engine_runs_each_framework_in_its_own_warm_process(tmp_path):
                                            "torch-resident": "torch"}
     assert runs.loc["jax-resident", "env_jax"] and runs.loc["torch-resident", "env_torch"]
     assert runs.loc["jax-resident", "program_bytes"] > 0
+    # every framework's rows carry the compute/fetch split, consistent with the call columns
+    split = ["first_compute_seconds", "first_fetch_seconds", "steady_compute_median_seconds",
+             "steady_fetch_median_seconds"]
+    assert runs[split].notna().all().all() and (runs[split] >= 0).all().all()
+    np.testing.assert_allclose(runs["first_compute_seconds"] + runs["first_fetch_seconds"],
+                               runs["first_call_seconds"], rtol=1e-12)
+    calls = pd.read_parquet(out / "calls.parquet")
+    assert len(calls) == 3 * 3 and calls[["compute_seconds", "fetch_seconds"]].notna().all().all()
+    np.testing.assert_allclose(calls["compute_seconds"] + calls["fetch_seconds"],
+                               calls["seconds"], rtol=1e-12)
     logs = {p.name for p in (out / "logs").glob("server-*.log")}
     assert logs == {"server-tensorflow.log", "server-jax.log", "server-torch.log"}
 
@@ -498,6 +554,73 @@ def test_report_compares_the_frameworks_modes_paired_over_repeats():
         in torch_line
 
 
+def with_split(runs: pd.DataFrame, fetch_share: float) -> pd.DataFrame:
+    """The table with every call split: the fetch to the host `fetch_share` of each call."""
+    return runs.assign(
+        first_compute_seconds=runs["first_call_seconds"] * (1 - fetch_share),
+        first_fetch_seconds=runs["first_call_seconds"] * fetch_share,
+        steady_compute_median_seconds=runs["steady_median_seconds"] * (1 - fetch_share),
+        steady_fetch_median_seconds=runs["steady_median_seconds"] * fetch_share)
+
+
+def tf1_table() -> pd.DataFrame:
+    """constant and placeholder, three repeats, at N = 2000: the constant's later calls 10x
+    faster (as on a CPU, with a small fetch) unless the fetch is most of both calls."""
+    rows = [{"mode": mode, "grappler": "default", "dtype": "float64", "n": 2000, "seed": 0,
+             "device": "gpu", "status": "ok", "repeat": repeat,
+             "first_call_seconds": first * (1 + 0.01 * repeat),
+             "steady_median_seconds": steady * (1 + 0.01 * repeat), "graphdef_bytes": 1000}
+            for repeat in range(3)
+            for mode, first, steady in (("constant", 2.0, 0.01), ("placeholder", 0.4, 0.1))]
+    return pd.DataFrame(rows)
+
+
+def test_report_answers_on_compute_only_and_on_compute_plus_fetch():
+    """Where the fetch is a sliver of every call one sentence says compute only agrees; where
+    it is most of a call (a GPU's copy), the compute-only comparison is given as well; results
+    from before the split say neither."""
+    from study.feedmode import report
+
+    small = report.frameworks_answer(with_split(frameworks_table(), 0.01))
+    assert all("Compute only (the output left on the cpu) gives the same answer: the fetch to "
+               "the host took at most 1.0% of a call" in line for line in small)
+    big = report.frameworks_answer(with_split(frameworks_table(), 0.6))
+    assert all("the fetch to the host took up to 60% of a call" in line for line in big)
+    assert "jax-numpy first call 241 ms, later calls 121 ms" in big[0]   # compute only
+    assert big[0].count("jax-numpy took 3x the time per call of jax-resident") == 2
+    assert not any("Compute only" in line
+                   for line in report.frameworks_answer(frameworks_table()))
+    # the original question, on a GPU where the copy is most of the later calls: both views
+    table = tf1_table()
+    gpu = table.assign(
+        first_compute_seconds=table["first_call_seconds"] - 0.05,
+        first_fetch_seconds=0.05,
+        steady_compute_median_seconds=table["steady_median_seconds"] * 0.1,
+        steady_fetch_median_seconds=table["steady_median_seconds"] * 0.9)
+    line = report.original_feedmode_answer(gpu)[0]
+    assert "later calls: constant took 0.1x the time per call of placeholder" in line
+    assert "Compute only (the output left on the gpu; the fetch to the host took up to 90% " \
+           "of a call): constant first call 1.97 s, later calls 1.01 ms" in line
+    assert line.count("constant took 0.1x the time per call of placeholder") == 2
+    cpu = report.original_feedmode_answer(with_split(table, 0.02))[0]
+    assert cpu.endswith("Compute only (the output left on the gpu) gives the same answer: the "
+                        "fetch to the host took at most 2.0% of a call (medians).")
+    shown = report.feedmode_table(with_split(table, 0.02))
+    assert {"first call, compute only", "later calls, compute only",
+            "later calls, fetch to host"} <= set(shown.columns)
+
+
+def test_summary_shows_the_call_and_its_compute():
+    from study.feedmode.summary import summary_table
+
+    text = summary_table(with_split(frameworks_table(), 0.5).assign(checksum=1.0))
+    header = text.splitlines()[0]
+    for column in ("first s", "first compute s", "steady s", "steady compute s",
+                   "steady fetch s"):
+        assert column in header
+    assert "steady compute s" in summary_table(frameworks_table().assign(checksum=1.0))
+
+
 def test_figures_show_every_framework_and_jaxs_program_against_n():
     import matplotlib.pyplot as plt
 
@@ -522,7 +645,24 @@ def test_figures_show_every_framework_and_jaxs_program_against_n():
     assert [t.get_text() for t in headline.axes[0].get_yticklabels()][-1] == \
         "torch-compile-captured"
     assert "program 1.8 kB" in {t.get_text() for t in headline.axes[0].texts}
+    assert "no compute/fetch split" in headline.axes[0].get_title(loc="left")
     plt.close(headline)
+    # each call in two views: the compute bar drawn over the call's, the fetch the rest
+    headline = figures.figure_headline(with_split(runs, 0.25))
+    ax = headline.axes[0]
+    assert ax.get_title(loc="left") == "float64: fetch up to 25% of a call"
+    widths = [p.get_width() for p in ax.patches]
+    calls, computes = widths[:len(widths) // 4], widths[len(widths) // 4:len(widths) // 2]
+    assert computes == pytest.approx([0.75 * w for w in calls])
+    labels = [t.get_text() for t in headline.legends[0].get_texts()]
+    assert labels == ["first call, compute", "first call, + fetch", "later calls, compute",
+                      "later calls, + fetch"]
+    assert "dark: compute, the output left on the device" in headline._suptitle.get_text()
+    plt.close(headline)
+    small = figures.figure_headline(with_split(runs, 0.01))
+    assert small.axes[0].get_title(loc="left") == ("float64: fetch at most 1.0% of any call: "
+                                                   "compute only is the same")
+    plt.close(small)
 
 
 # --- the shipped configs -----------------------------------------------------------------------

@@ -29,6 +29,27 @@ SIZES = {"graphdef_bytes": "GraphDef", "program_bytes": "StableHLO (JAX)",
          "executable_bytes": "executable / compiled code"}
 
 
+# the parts of each call column (result on the host): compute, output left on the device, and
+# the fetch of the output to the host (see study.feedmode.measure)
+SPLIT = {"first_compute_seconds": "first_call_seconds",
+         "first_fetch_seconds": "first_call_seconds",
+         "steady_compute_median_seconds": "steady_median_seconds",
+         "steady_fetch_median_seconds": "steady_median_seconds"}
+SMALL_FETCH = 0.05   # below this share of every call, the two views are said to coincide
+
+
+def fetch_note(part: pd.DataFrame) -> str:
+    """How much of a call the fetch to the host took over these runs (medians per mode)."""
+    shares = pd.concat([part["first_fetch_seconds"] / part["first_call_seconds"],
+                        part["steady_fetch_median_seconds"] / part["steady_median_seconds"]])
+    if shares.isna().all():
+        return "no compute/fetch split in these results"
+    share = shares.max()
+    if share <= SMALL_FETCH:
+        return f"fetch at most {share:.1%} of any call: compute only is the same"
+    return f"fetch up to {share:.0%} of a call"
+
+
 def fmt_bytes(size: float) -> str:
     return f"{size / 1e3:.3g} kB" if size < 1e6 else f"{size / 1e6:.3g} MB"
 
@@ -36,7 +57,8 @@ def fmt_bytes(size: float) -> str:
 def with_columns(runs: pd.DataFrame) -> pd.DataFrame:
     """The runs with every column the figures read (results from before a column existed lack
     it: no value there)."""
-    missing = [c for c in (*SIZES, "compile_seconds", "output_folded") if c not in runs]
+    missing = [c for c in (*SIZES, *SPLIT, "compile_seconds", "output_folded")
+               if c not in runs]
     return runs.assign(**dict.fromkeys(missing, np.nan)) if missing else runs
 
 
@@ -96,17 +118,19 @@ def figure_feedmode(runs: pd.DataFrame):
     fig, axes = plt.subplots(3, 2, figsize=(13, 15))
     ax = axes[0, 0]
     main = ok[(ok["n"] == n_main) & (ok["grappler"] == "default")]
-    long = main.melt(id_vars=["mode", "dtype"], value_vars=["first_call_seconds",
-                                                            "steady_median_seconds"],
+    calls = {"first_call_seconds": "first call", "steady_median_seconds": "later calls (median)",
+             "steady_compute_median_seconds": "later calls, compute only"}
+    long = main.melt(id_vars=["mode", "dtype"], value_vars=[c for c in calls
+                                                            if main[c].notna().any()],
                      var_name="call", value_name="seconds")
-    long["call"] = long["call"].map({"first_call_seconds": "first call",
-                                     "steady_median_seconds": "later calls (median)"})
+    long["call"] = long["call"].map(calls)
     long["bar"] = long["call"] + " " + long["dtype"]
     sns.barplot(data=long, y="mode", x="seconds", hue="bar", ax=ax, errorbar=None,
                 order=ordered(long["mode"]))
     log_axis(ax.xaxis)
     ax.set_xlabel("seconds per call (log)")
-    ax.set_title(f"First call and later calls per mode, N = {n_main}", fontsize=9)
+    ax.set_title(f"First call and later calls per mode, N = {n_main}\n(result on the host; "
+                 "compute only: the output left on the device)", fontsize=9)
     legend_outside(ax, below=True, fontsize=7, title=None, ncol=2)
     ax = axes[0, 1]
     built = sizes_long(main)
@@ -172,24 +196,35 @@ def figure_feedmode(runs: pd.DataFrame):
 
 def figure_headline(runs: pd.DataFrame):
     """Q2 at a glance: per mode of every framework, the first call against the later calls
-    (medians over repeats, log), with the size of the graph (TensorFlow) or program (JAX) the
-    mode builds written beside it; a panel per dtype at the size where most modes ran."""
+    (medians over repeats, log), each bar in two views: dark, the computation with its output
+    left on the device; light beyond it, the fetch of the output to the host (the whole bar is
+    the call with its result on the host). The size of the graph (TensorFlow) or program (JAX)
+    the mode builds is written beside it; a panel per dtype at the size where most modes ran,
+    its title saying how much of a call the fetch took."""
     runs = with_columns(runs)
     ok = runs[runs["status"] == "ok"]
     n_main = main_size(runs)
     main = ok[(ok["n"] == n_main) & (ok["grappler"] == "default")]
     dtypes = sorted(main["dtype"].unique()) or ["(none)"]
     modes = ordered(main["mode"])
-    fig, axes = plt.subplots(1, len(dtypes), figsize=(5.5 * len(dtypes), 2.2 + 0.45 * max(
-        len(modes), 1)), squeeze=False, sharey=True)
+    # at least 7 in wide (the two-line title) and as tall as 6 modes (the panels at least half
+    # of the figure beside the title and legend)
+    fig, axes = plt.subplots(1, len(dtypes), figsize=(max(7.0, 5.5 * len(dtypes)),
+                                                      2.2 + 0.6 * max(6, len(modes))),
+                             squeeze=False, sharey=True)
     y = np.arange(len(modes))
+    bars = (("first_call_seconds", "first_compute_seconds", -0.2, "first call",
+             ("#eaa9ab", "#c44e52")),
+            ("steady_median_seconds", "steady_compute_median_seconds", 0.2, "later calls",
+             ("#a9bedf", "#4c72b0")))
     for ax, dtype in zip(axes[0], dtypes, strict=True):
         part = main[main["dtype"] == dtype].groupby("mode").median(numeric_only=True)
         part = part.reindex(modes)
-        ax.barh(y - 0.2, part["first_call_seconds"], height=0.38, color="#c44e52",
-                label="first call")
-        ax.barh(y + 0.2, part["steady_median_seconds"], height=0.38, color="#4c72b0",
-                label="later calls (median)")
+        for call, compute, offset, label, (light, dark) in bars:
+            ax.barh(y + offset, part[call], height=0.38, color=light, label=f"{label}, + fetch")
+            # results from before the split: the whole call drawn dark (the title says so)
+            ax.barh(y + offset, part[compute].fillna(part[call]), height=0.38, color=dark,
+                    label=f"{label}, compute")
         log_axis(ax.xaxis)
         right = np.nanmax(part[["first_call_seconds", "steady_median_seconds"]].to_numpy()) \
             if part[["first_call_seconds", "steady_median_seconds"]].notna().any().any() else 1
@@ -203,13 +238,16 @@ def figure_headline(runs: pd.DataFrame):
         ax.set_xlim(right=right * 1.5)
         ax.set_yticks(y, modes, fontsize=8)
         ax.set_xlabel("seconds per call (log)")
-        ax.set_title(dtype, fontsize=9, loc="left")
+        ax.set_title(f"{dtype}: {fetch_note(part)}", fontsize=8, loc="left")
     axes[0, 0].invert_yaxis()  # once: the panels share the axis
-    fig.suptitle(f"Q2: first call against later calls per feed mode, N = {n_main} images",
-                 fontsize=10)
-    axes[0, -1].legend(fontsize=8, loc="lower left", bbox_to_anchor=(0.55, 1.0), ncol=2,
-                       frameon=False, borderaxespad=0.2)
-    fig.tight_layout()
+    fig.suptitle(f"Q2: first call against later calls (median) per feed mode, N = {n_main} "
+                 "images\ndark: compute, the output left on the device; light beyond it: the "
+                 "fetch to the host", fontsize=9)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    order = [1, 0, 3, 2]   # per call: compute, then the fetch beyond it
+    fig.legend([handles[i] for i in order], [labels[i] for i in order], fontsize=8, ncol=4,
+               loc="lower center", frameon=False, bbox_to_anchor=(0.5, 0.0))
+    fig.tight_layout(rect=(0, 0.3 / fig.get_figheight(), 1, 1))   # 0.3 in for the legend
     return fig
 
 

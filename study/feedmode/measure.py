@@ -13,10 +13,17 @@ What is timed, in order (each phase outside the others' clocks):
   devices, PyTorch's device);
 - data: placing the input once where a mode keeps it (variable initialiser, tf.constant,
   jax.device_put, a torch tensor on the device);
-- first call, then `calls` further calls, each ending with the result on the host as a NumPy
-  array, so the device is synchronised. The first call includes what a user's first call
-  pays: tf.function's tracing (and XLA compilation), JAX's tracing, lowering and XLA
-  compilation (timed inside it as `compile_seconds`), torch.compile's compilation.
+- first call, then `calls` further calls, each timed in two parts (design: "a call that
+  returns data to the host times two things, the computation and the copy: record them
+  apart"): *compute*, the call with its output left where it was computed and the device
+  synchronised (JAX `block_until_ready`, `torch.cuda.synchronize`, TensorFlow's
+  `sync_devices`, a TF1 session handle), then *fetch*, that output copied to the host as a
+  NumPy array. A call's seconds are defined as compute + fetch, so the call columns keep
+  their meaning (the result on the host) and the parts add up to them exactly. On the CPU
+  the output is already in host memory: the fetch is a conversion (often zero-copy), near
+  zero, and compute is the call. The first call includes what a user's first call pays:
+  tf.function's tracing (and XLA compilation), JAX's tracing, lowering and XLA compilation
+  (timed inside its compute as `compile_seconds`), torch.compile's compilation.
 The noise probe (`ctx.probe`) wraps the calls. Then, outside every clock: the sizes of what the
 mode built (GraphDef, JAX's StableHLO and executable, torch.compile's generated code), and the
 check of the first `check_n` rows of the first call's output against the NumPy reference.
@@ -61,10 +68,31 @@ class Clock:
 
 @dataclass
 class Prepared:
-    call: Callable[[], np.ndarray]          # one synchronised call, the result on the host (NHWC)
+    compute: Callable[[], object]           # one call, its output left on the device, synchronised
+    fetch: Callable[[object], np.ndarray]   # that output on the host as a NumPy array (NHWC)
     sizes: Callable[[], dict]               # columns -> sizes of what was built, after the calls
     close: Callable[[], None] = lambda: None
     placed: dict = field(default_factory=dict)   # 'device': where the output was computed
+    release: Callable[[object], None] = lambda output: None   # frees an output after its fetch
+
+    def call(self) -> np.ndarray:
+        """One whole call, the result on the host (compute, then fetch)."""
+        output = self.compute()
+        try:
+            return self.fetch(output)
+        finally:
+            self.release(output)
+
+    def timed_call(self) -> tuple[float, float, np.ndarray]:
+        """(compute seconds, fetch seconds, the result on the host); freeing the output is
+        outside both clocks."""
+        t0 = time.perf_counter()
+        output = self.compute()
+        t1 = time.perf_counter()
+        y = self.fetch(output)
+        t2 = time.perf_counter()
+        self.release(output)
+        return t1 - t0, t2 - t1, y
 
 
 def worker(mode: str):
@@ -105,24 +133,27 @@ def measure_record(spec: Spec, record: dict | None = None,
 
     with probe if probe is not None else nullcontext():
         clock.enter("first_call")
-        t0 = time.perf_counter()
-        y = prepared.call()
-        record["first_call_seconds"] = time.perf_counter() - t0
+        compute, fetch, y = prepared.timed_call()
+        record["first_compute_seconds"], record["first_fetch_seconds"] = compute, fetch
+        record["first_call_seconds"] = compute + fetch
         head = np.array(y[: spec.check_n])   # a copy, outside the clock
         record["output_shape"] = list(y.shape)
         record["checksum"] = checksum = fm.checksum(y)
         record["device_name"] = prepared.placed.get("device")
         del y
-        stable, steady = True, []
-        record["steady_seconds"] = steady
+        stable, steady, computes, fetches = True, [], [], []
+        record.update(steady_seconds=steady, steady_compute=computes, steady_fetch=fetches)
         for call in range(1, spec.calls + 1):
             clock.enter(f"call {call}")
-            t0 = time.perf_counter()
-            y = prepared.call()
-            steady.append(time.perf_counter() - t0)
+            compute, fetch, y = prepared.timed_call()
+            computes.append(compute)
+            fetches.append(fetch)
+            steady.append(compute + fetch)
             stable = stable and fm.checksum(y) == checksum
             del y
     record["checksum_stable"] = stable
+    record["steady_compute_median_seconds"] = float(np.median(computes))
+    record["steady_fetch_median_seconds"] = float(np.median(fetches))
     record["steady_median_seconds"] = float(np.median(steady))
     record["steady_min_seconds"] = float(np.min(steady))
     record["steady_max_seconds"] = float(np.max(steady))
@@ -159,11 +190,16 @@ def measure(spec: Spec, ctx: RunContext) -> Measurement:
         if not (isinstance(exc, MemoryError) or worker(spec.mode).out_of_memory(exc)):
             raise
         record.update(status="oom", message=f"{type(exc).__name__}: {exc}".splitlines()[0])
-    steady = record.pop("steady_seconds", None) or []
+    computes = record.pop("steady_compute", None) or []
+    fetches = record.pop("steady_fetch", None) or []
+    record.pop("steady_seconds", None)
     if isinstance(record.get("output_shape"), list):
         record["output_shape"] = "x".join(map(str, record["output_shape"]))
-    calls = [{"call": i, "kind": "first" if i == 0 else "steady", "seconds": seconds}
-             for i, seconds in enumerate([record["first_call_seconds"], *steady])
-             if seconds is not None] if "first_call_seconds" in record else []
-    return Measurement(record, {"calls": pd.DataFrame(calls, columns=["call", "kind",
-                                                                      "seconds"])})
+    parts = list(zip([record["first_compute_seconds"], *computes],
+                     [record["first_fetch_seconds"], *fetches], strict=True)) \
+        if "first_call_seconds" in record else []
+    calls = [{"call": i, "kind": "first" if i == 0 else "steady", "seconds": compute + fetch,
+              "compute_seconds": compute, "fetch_seconds": fetch}
+             for i, (compute, fetch) in enumerate(parts)]
+    return Measurement(record, {"calls": pd.DataFrame(calls, columns=[
+        "call", "kind", "seconds", "compute_seconds", "fetch_seconds"])})

@@ -3,9 +3,19 @@ TensorFlow). `build` returns a mode's callable; `study.feedmode.measure` times i
 
 TF1 modes build a graph (timed as `build`) and a Session (`session`); a variable is initialised
 from a placeholder (`data`). TF2 modes time the runtime's initialisation as `session`; a tensor
-made once is `data`; a tf.function traces (and, with XLA, compiles) in its first call. Each call
-ends with the result on the host (`sess.run` / `.numpy()`). After the calls, the serialized
-GraphDef's size.
+made once is `data`; a tf.function traces (and, with XLA, compiles) in its first call. After the
+calls, the serialized GraphDef's size.
+
+Each call is timed as compute, its output left on the device, then fetch, the output on the host
+(see study.feedmode.measure). TF2: compute is the eager op or tf.function call followed by
+`tf.test.experimental.sync_devices()` (GPU kernels run asynchronously; on the CPU it waits for
+nothing and costs about 10 us), fetch is `.numpy()` (on the CPU a copy in host memory, not a
+transfer). TF1: a `Session.run` fetches NumPy arrays, so compute runs the graph up to a session
+handle of the output (`get_session_handle`: the tensor stays in the session, on its device;
+`Session.run` returns once the run is done) and fetch reads it with `TensorHandle.eval()` (a
+second, small run); the handle is deleted outside both clocks. A TF1 call is thus two session
+runs where it was one: the second's fixed cost, tens of microseconds, is in the fetch.
+`graphdef_bytes` leaves the handle's few ops out, so it is the network's GraphDef, as before.
 """
 
 from __future__ import annotations
@@ -50,8 +60,14 @@ def network(model: str, inputs, kernel):
     return tf.nn.relu(tf.nn.avg_pool2d(conv, ksize=fm.POOL, strides=fm.POOL, padding="VALID"))
 
 
-def _fetch(tensor, placed: dict) -> np.ndarray:
+def _synchronized(tensor, placed: dict):
+    """The output once every device has finished (a TF2 call's compute ends here)."""
     placed.setdefault("device", tensor.device)
+    tf.test.experimental.sync_devices()
+    return tensor
+
+
+def _fetch(tensor) -> np.ndarray:
     return tensor.numpy()
 
 
@@ -83,8 +99,8 @@ def build(spec: Spec, x: np.ndarray, kernel: np.ndarray, clock: Clock) -> Prepar
 
         def eager_call():
             with tf.device(device):
-                return _fetch(network(mode.model, data, kernel), placed)
-        return Prepared(eager_call, lambda: {"graphdef_bytes": None}, placed=placed)
+                return _synchronized(network(mode.model, data, kernel), placed)
+        return Prepared(eager_call, _fetch, lambda: {"graphdef_bytes": None}, placed=placed)
 
     def fn(inputs):
         with tf.device(device):
@@ -97,26 +113,26 @@ def build(spec: Spec, x: np.ndarray, kernel: np.ndarray, clock: Clock) -> Prepar
                                jit_compile=mode.xla)
 
         def call():
-            return _fetch(function(data), placed)
+            return _synchronized(function(data), placed)
     elif mode.feed == "captured-tensor":
         with clock.phase("data"):
             data = _to_device(x, device)
         function = tf.function(lambda: fn(data), jit_compile=mode.xla)
 
         def call():
-            return _fetch(function(), placed)
+            return _synchronized(function(), placed)
     elif mode.feed == "numpy":
         function = tf.function(lambda: fn(x), jit_compile=mode.xla)
 
         def call():
-            return _fetch(function(), placed)
+            return _synchronized(function(), placed)
     else:
         raise ValueError(f"unknown feed '{mode.feed}'")
 
     def sizes():
         graph = function.get_concrete_function().graph
         return {"graphdef_bytes": graph.as_graph_def().ByteSize()}
-    return Prepared(call, sizes, placed=placed)
+    return Prepared(call, _fetch, sizes, placed=placed)
 
 
 def _build_tf1(mode, grappler, x, kernel, dtype, device, clock) -> Prepared:
@@ -136,16 +152,46 @@ def _build_tf1(mode, grappler, x, kernel, dtype, device, clock) -> Prepared:
         else:
             raise ValueError(f"unknown feed '{mode.feed}'")
         output = network(mode.model, inputs, kernel)
+    built = {op.name for op in graph.get_operations()}
+    with graph.as_default(), graph.device(device):   # outside the build's clock
+        # the output kept in the session store, and a reader of it made before the session, so
+        # that no timed run extends the graph
+        handle = tf.compat.v1.get_session_handle(output)
+        read_holder = tf.compat.v1.placeholder(tf.string, shape=())
+        reader = tf.raw_ops.GetSessionTensor(handle=read_holder, dtype=dtype)
     with clock.phase("session"):
         session = tf.compat.v1.Session(graph=graph, config=session_config(grappler))
     if mode.feed == "variable":
         with clock.phase("data"):
             session.run(inputs.initializer, feed_dict={holder: x})
+    try:   # the reader's executor, made now and outside the clocks: the session's first run of a
+        # new signature prunes a copy of the whole graph (an embedded input included), which a
+        # user's one session.run(output) would not pay; the handle names no stored tensor
+        session.run(reader, feed_dict={read_holder: f"none;0;{device}"})
+    except tf.errors.InvalidArgumentError:
+        pass
 
-    def call():
-        return session.run(output, feed_dict=feeds)
-    return Prepared(call, lambda: {"graphdef_bytes": graph.as_graph_def().ByteSize()},
-                    session.close, {"device": output.device})
+    def compute():
+        return session.run(handle, feed_dict=feeds)   # a TensorHandle
+
+    def fetch(held) -> np.ndarray:
+        return session.run(reader, feed_dict={read_holder: held.handle})
+
+    def release(held) -> None:
+        # now, not when garbage-collected: the session deletes dead handles ten at a time,
+        # inside whichever run comes next, and would keep ten outputs alive meanwhile (its
+        # first call adds the deleter's ops to the graph, outside the clocks)
+        held.delete()
+
+    def sizes() -> dict:
+        """The GraphDef of the network as built, without the handle's ops (removed in place: a
+        copy of a constant mode's GraphDef would double its memory)."""
+        graph_def = graph.as_graph_def()
+        for i in reversed([i for i, node in enumerate(graph_def.node) if node.name not in built]):
+            del graph_def.node[i]
+        return {"graphdef_bytes": graph_def.ByteSize()}
+
+    return Prepared(compute, fetch, sizes, session.close, {"device": output.device}, release)
 
 
 def out_of_memory(exc: BaseException) -> bool:

@@ -13,9 +13,12 @@ Each compiled run starts cold: a fresh Inductor cache directory (TORCHINDUCTOR_C
 this process only, removed at the end) and `torch._dynamo.reset()`, since Inductor otherwise
 reuses kernels that an earlier process wrote to disk, and the first call would depend on which
 run came first. After the calls, `executable_bytes` is the size of what torch.compile wrote
-there (generated code and compiled kernels). Each call ends with the result on the host
-(`.cpu().numpy()`, which synchronises a GPU); the output is NCHW and handed back as an NHWC
-view, which moves no data.
+there (generated code and compiled kernels). A call's compute ends with
+`torch.cuda.synchronize()` where the output is on a CUDA device (kernels run asynchronously
+there; CPU ops have finished when they return, so there is nothing to wait for); its fetch is
+`.cpu().numpy()`, the copy to the host on a GPU. On the CPU `.cpu()` returns the tensor itself
+and `.numpy()` shares its memory: the fetch is near zero and compute is the call. The output is
+NCHW and handed back as an NHWC view, which moves no data.
 """
 
 from __future__ import annotations
@@ -44,8 +47,16 @@ def network(inputs: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return torch.relu(F.avg_pool2d(conv, fm.POOL))
 
 
-def _to_host(y: torch.Tensor, placed: dict) -> np.ndarray:
+def _synchronized(y: torch.Tensor, placed: dict) -> torch.Tensor:
+    """The output once its device has finished it (a call's compute ends here)."""
     placed.setdefault("device", str(y.device))
+    if y.device.type == "cuda":
+        torch.cuda.synchronize(y.device)
+    return y
+
+
+def _to_host(y: torch.Tensor) -> np.ndarray:
+    """The fetch: the output on the host, NHWC."""
     return y.cpu().numpy().transpose(0, 2, 3, 1)
 
 
@@ -82,16 +93,16 @@ def build(spec: Spec, x: np.ndarray, kernel: np.ndarray, clock: Clock) -> Prepar
         torch.sum(weight).item()
     placed: dict = {}
     if mode.feed == "numpy":
-        def call():
-            return _to_host(network(torch.from_numpy(x).to(device), weight), placed)
-        return Prepared(call, lambda: {"executable_bytes": None}, placed=placed)
+        def compute():
+            return _synchronized(network(torch.from_numpy(x).to(device), weight), placed)
+        return Prepared(compute, _to_host, lambda: {"executable_bytes": None}, placed=placed)
     with clock.phase("data"):
         data = torch.tensor(x, dtype=dtype, device=device)
         data[:1].sum().item()   # wait for the copy
     if mode.feed == "resident":
-        def call():
-            return _to_host(network(data, weight), placed)
-        return Prepared(call, lambda: {"executable_bytes": None}, placed=placed)
+        def compute():
+            return _synchronized(network(data, weight), placed)
+        return Prepared(compute, _to_host, lambda: {"executable_bytes": None}, placed=placed)
 
     cache = FreshCache()
     quiet_compiler()
@@ -99,17 +110,18 @@ def build(spec: Spec, x: np.ndarray, kernel: np.ndarray, clock: Clock) -> Prepar
     if mode.feed == "argument":
         compiled = torch.compile(lambda inputs: network(inputs, weight))
 
-        def call():
-            return _to_host(compiled(data), placed)
+        def compute():
+            return _synchronized(compiled(data), placed)
     elif mode.feed == "captured-tensor":
         captured = torch.compile(lambda: network(data, weight))
 
-        def call():
-            return _to_host(captured(), placed)
+        def compute():
+            return _synchronized(captured(), placed)
     else:
         cache.close()
         raise ValueError(f"unknown feed '{mode.feed}'")
-    return Prepared(call, lambda: {"executable_bytes": cache.size()}, cache.close, placed)
+    return Prepared(compute, _to_host, lambda: {"executable_bytes": cache.size()}, cache.close,
+                    placed)
 
 
 def out_of_memory(exc: BaseException) -> bool:

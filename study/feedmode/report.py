@@ -1,4 +1,12 @@
-"""The feed-mode study's section of the report."""
+"""The feed-mode study's section of the report.
+
+Every question is answered on the call with its result on the host (compute + fetch, the
+columns the study always had) and on the computation alone, the output left on the device
+(see study.feedmode.measure). Where the fetch is a small part of every call compared (on the
+CPU it is a conversion in host memory), the two views give the same answer and one sentence says
+so; where it is not (on a GPU the output crosses the bus), the compute-only comparison is given
+as well.
+"""
 
 from __future__ import annotations
 
@@ -39,15 +47,61 @@ def mode_phrase(runs, a: str, b: str, dtype: str, n: int, value: str, quantity: 
     return mode_comparison(runs, a, b, dtype, n, value).phrase(a, b, quantity)
 
 
+# each call column (result on the host) -> its compute-only part and its fetch part
+COMPUTE = {"first_call_seconds": "first_compute_seconds",
+           "steady_median_seconds": "steady_compute_median_seconds"}
+FETCH = {"first_call_seconds": "first_fetch_seconds",
+         "steady_median_seconds": "steady_fetch_median_seconds"}
+# a fetch at most this share of every call compared: compute only gives the same answer
+SMALL_FETCH = 0.05
+
+
+def fetch_share(rows) -> float:
+    """The largest share of a call (first or later, medians) that the fetch to the host took
+    over the given rows; NaN where a row has no split (results from before it was measured)."""
+    shares = [row[FETCH[call]] / row[call] for row in rows for call in FETCH]
+    return float("nan") if not shares or any(pd.isna(shares)) else max(shares)
+
+
+def _device(runs, mode, dtype, n) -> str:
+    devices = sorted(set(_feed_rows(runs, mode, dtype, n)["device"].dropna()))
+    return "/".join(devices) or "device"
+
+
+def compute_view(runs, rows: dict, pairs, dtype: str, n: int) -> str:
+    """The compute-only view of the comparisons `pairs` ((a, b, call column, words)) of the modes
+    in `rows` (mode -> medians): one sentence that it agrees where the fetch is small, else the
+    compute-only comparisons ("" for results without the split)."""
+    share = fetch_share(rows.values())
+    if np.isnan(share):
+        return ""
+    device = _device(runs, next(iter(rows)), dtype, n)
+    if share <= SMALL_FETCH:
+        return (f"Compute only (the output left on the {device}) gives the same answer: the "
+                f"fetch to the host took at most {share:.1%} of a call (medians).")
+    return (f"Compute only (the output left on the {device}; the fetch to the host took up to "
+            f"{share:.0%} of a call): " + "; ".join(
+                f"{mode} first call {fmt_seconds(row['first_compute_seconds'])}, later calls "
+                f"{fmt_seconds(row['steady_compute_median_seconds'])}"
+                for mode, row in rows.items()) + " (medians)." + "".join(
+                f" {mode_phrase(runs, a, b, dtype, n, COMPUTE[value], words)}."
+                for a, b, value, words in pairs))
+
+
 def original_feedmode_answer(runs: pd.DataFrame) -> list[str]:
     """Was tf.placeholder really 4-5x faster than tf.constant? The measured answer."""
 
+    runs = with_columns(runs)
     n = main_size(runs)
     out = []
     for dtype in sorted(runs["dtype"].unique()):
         const, holder = (_feed_row(runs, m, dtype, n) for m in ("constant", "placeholder"))
         if const is None or holder is None:
             continue
+        compute = compute_view(runs, {"constant": const, "placeholder": holder}, [
+            ("constant", "placeholder", value, words) for value, words in (
+                ("first_call_seconds", "first-call time"),
+                ("steady_median_seconds", "time per call"))], dtype, n)
         out.append(
             f"N = {n}, {dtype}: tf.constant's first call took "
             f"{fmt_seconds(const['first_call_seconds'])} and later calls "
@@ -57,7 +111,8 @@ def original_feedmode_answer(runs: pd.DataFrame) -> list[str]:
             "call: " + mode_phrase(runs, "constant", "placeholder", dtype, n,
                                    "first_call_seconds", "first-call time")
             + "; later calls: " + mode_phrase(runs, "constant", "placeholder", dtype, n,
-                                              "steady_median_seconds", "time per call") + ".")
+                                              "steady_median_seconds", "time per call") + "."
+            + (" " + compute if compute else ""))
         if const["graphdef_bytes"] and holder["graphdef_bytes"]:
             out.append(f"  The constant's graph embeds the input: a "
                        f"{const['graphdef_bytes'] / 1e6:.3g} MB GraphDef against "
@@ -124,9 +179,13 @@ def frameworks_answer(runs: pd.DataFrame) -> list[str]:
                 continue
             line = f"{TITLES[framework]}, N = {n}, {dtype}: " + "; ".join(
                 f"{mode} {_calls(row)}" for mode, row in rows.items()) + " (medians)."
+            pairs_here = [(a, b, value, words) for a, b, value, words in pairs
+                          if a in rows and b in rows]
             compared = [mode_phrase(runs, a, b, dtype, n, value, words)
-                        for a, b, value, words in pairs if a in rows and b in rows]
-            out.append(line + ("" if not compared else " " + "; ".join(compared) + "."))
+                        for a, b, value, words in pairs_here]
+            compute = compute_view(runs, rows, pairs_here, dtype, n)
+            out.append(line + ("" if not compared else " " + "; ".join(compared) + ".")
+                       + (" " + compute if compute else ""))
     return out
 
 
@@ -178,13 +237,17 @@ def jax_constant_answer(runs: pd.DataFrame) -> list[str]:
 
 def feedmode_table(runs: pd.DataFrame) -> pd.DataFrame:
     columns = ["mode", "grappler", "dtype", "n", "status", "build_seconds", "session_seconds",
-               "first_call_seconds", "compile_seconds", "steady_median_seconds",
-               "total_calls_seconds", "graphdef_bytes", "program_bytes", "executable_bytes",
+               "first_call_seconds", "first_compute_seconds", "compile_seconds",
+               "steady_median_seconds", "steady_compute_median_seconds",
+               "steady_fetch_median_seconds", "total_calls_seconds", "graphdef_bytes",
+               "program_bytes", "executable_bytes",
                "peak_memory_mb", "check_max_abs_error"]
     table = runs[[c for c in columns if c in runs]].sort_values(["n", "dtype", "mode",
                                                                  "grappler"])
-    for column in ("build_seconds", "session_seconds", "first_call_seconds", "compile_seconds",
-                   "steady_median_seconds", "total_calls_seconds"):
+    for column in ("build_seconds", "session_seconds", "first_call_seconds",
+                   "first_compute_seconds", "compile_seconds", "steady_median_seconds",
+                   "steady_compute_median_seconds", "steady_fetch_median_seconds",
+                   "total_calls_seconds"):
         if column in table:
             table[column] = table[column].map(fmt_seconds)
     for column in ("graphdef_bytes", "program_bytes", "executable_bytes"):
@@ -199,8 +262,11 @@ def feedmode_table(runs: pd.DataFrame) -> pd.DataFrame:
             lambda e: "–" if pd.isna(e) else f"{e:.1e}")
     return table.rename(columns={
         "build_seconds": "graph build", "session_seconds": "session", "first_call_seconds":
-        "first call", "compile_seconds": "of which compilation (JAX)", "steady_median_seconds":
-        "later calls (median)", "total_calls_seconds": "all calls", "graphdef_bytes": "GraphDef",
+        "first call", "first_compute_seconds": "first call, compute only",
+        "compile_seconds": "of which compilation (JAX)", "steady_median_seconds":
+        "later calls (median)", "steady_compute_median_seconds": "later calls, compute only",
+        "steady_fetch_median_seconds": "later calls, fetch to host", "total_calls_seconds":
+        "all calls", "graphdef_bytes": "GraphDef",
         "program_bytes": "StableHLO (JAX)", "executable_bytes": "compiled code",
         "peak_memory_mb": "peak memory (net)", "check_max_abs_error": "max error vs NumPy"})
 
@@ -211,17 +277,20 @@ def section(results, figures: Path) -> list[Block]:
                           "tf.constant?", anchor=f"{results.folder.name}-q2")]
     headline = figures / "headline.png"
     if headline.exists():
-        blocks.append(Block("figure", headline, "First call against later calls per feed mode, "
-                                                "with the size of the graph each TF1 mode "
-                                                "builds."))
+        blocks.append(Block("figure", headline, "First call against later calls per feed mode: "
+                                                "dark, the computation with its output left on "
+                                                "the device; light beyond it, the fetch to the "
+                                                "host. Beside each, the size of the graph or "
+                                                "program the mode builds."))
     blocks.append(Block("list", original_feedmode_answer(runs)))
     others = frameworks_answer(runs) + jax_constant_answer(runs)
     if others:
         blocks += [Block("h3", "The same question on JAX and PyTorch"), Block("list", others)]
     figure = figures / "feedmode.png"
     if figure.exists():
-        blocks.append(Block("figure", figure, "First call against later calls per mode, what "
-                                              "each mode builds, the Grappler ablation, and "
+        blocks.append(Block("figure", figure, "First call against later calls per mode (and "
+                                              "the later calls' compute only), what each mode "
+                                              "builds, the Grappler ablation, and "
                                               "against N: first-call cost, what is built, and "
                                               "JAX's compilation."))
     blocks += [Block("h3", "CNN feed modes: every run"),

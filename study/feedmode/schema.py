@@ -1,4 +1,10 @@
-"""The feed-mode study's tables: one row per run and one row per timed call."""
+"""The feed-mode study's tables: one row per run and one row per timed call.
+
+Every call is timed in two parts (see study.feedmode.measure): *compute*, the call with its
+output left on the device it was computed on, the device synchronised; *fetch*, that output
+copied to the host as a NumPy array. A call's seconds are compute + fetch. On the CPU the output
+is already in host memory and the fetch is a conversion, near zero (often zero-copy).
+"""
 
 from __future__ import annotations
 
@@ -23,10 +29,19 @@ RUN_COLUMNS = Schema("runs", (
     Column("build_seconds", "float", "TF1 graph construction"),
     Column("session_seconds", "float", "Session creation / runtime initialisation"),
     Column("data_seconds", "float", "placing the input where the mode keeps it"),
-    Column("first_call_seconds", "float", "first call, result on the host"),
+    Column("first_call_seconds", "float", "first call, result on the host (= first_compute_seconds"
+                                          " + first_fetch_seconds)"),
+    Column("first_compute_seconds", "float", "of the first call, the computation, its output "
+                                             "left on the device (synchronised)"),
+    Column("first_fetch_seconds", "float", "of the first call, the output's copy to the host "
+                                           "(on the CPU a conversion, near zero)"),
     Column("compile_seconds", "float", "JAX: of the first call, tracing, lowering and XLA "
                                        "compilation (ahead of time)"),
-    Column("steady_median_seconds", "float", "median of the later calls"),
+    Column("steady_median_seconds", "float", "median of the later calls (result on the host)"),
+    Column("steady_compute_median_seconds", "float", "median of the later calls' computation, "
+                                                     "output left on the device"),
+    Column("steady_fetch_median_seconds", "float", "median of the later calls' copy of the "
+                                                   "output to the host"),
     Column("steady_min_seconds", "float", "fastest later call"),
     Column("steady_max_seconds", "float", "slowest later call"),
     Column("first_over_steady", "float", "first call over the later calls' median"),
@@ -54,7 +69,10 @@ CALLS = Schema("calls", (
     Column("run_id", "str", "the run"),
     Column("call", "int", "0 = the first call, then 1, 2, ..."),
     Column("kind", "str", "first or steady"),
-    Column("seconds", "float", "the call, result on the host"),
+    Column("seconds", "float", "the call, result on the host: compute_seconds + fetch_seconds"),
+    Column("compute_seconds", "float", "the call with its output left on the device "
+                                       "(synchronised)"),
+    Column("fetch_seconds", "float", "the output's copy to the host as a NumPy array"),
 ), required=("run_id", "call", "kind", "seconds"))
 
 SIDE_TABLES = {"calls": CALLS}

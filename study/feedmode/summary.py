@@ -1,4 +1,11 @@
-"""The feed-mode study's terminal summary: one line per run."""
+"""The feed-mode study's terminal summary: one line per run.
+
+Each call shows in two views: `first s` / `steady s`, the call with its result on the host, and
+`first compute s` / `steady compute s`, the computation with the output left on the device; a
+call's fetch to the host is the difference (`steady fetch s`, the later calls' median). On the
+CPU the fetch is a conversion in host memory and the two views nearly coincide; on a GPU the
+fetch is the output's copy across the bus and can be most of a call.
+"""
 
 from __future__ import annotations
 
@@ -28,8 +35,12 @@ def summary_table(runs: pd.DataFrame) -> str:
         "n": runs["n"], "status": runs["status"],
         "build s": number("build_seconds"), "session s": number("session_seconds"),
         "data s": number("data_seconds"), "first s": number("first_call_seconds"),
+        "first compute s": number("first_compute_seconds"),
         "compile s": number("compile_seconds"),
-        "steady s": number("steady_median_seconds"), "first/steady": number("first_over_steady"),
+        "steady s": number("steady_median_seconds"),
+        "steady compute s": number("steady_compute_median_seconds"),
+        "steady fetch s": number("steady_fetch_median_seconds"),
+        "first/steady": number("first_over_steady"),
         "total s": number("total_seconds"), "graphdef MB": number("graphdef_bytes") / 1e6,
         "program MB": number("program_bytes") / 1e6,
         "peak GB": number("peak_memory_mb") * 2**20 / 1e9,
