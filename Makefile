@@ -51,7 +51,7 @@ ifndef PARALLEL_DRAWING
 .NOTPARALLEL:
 endif
 
-.PHONY: all venv test test-numerical lint reproduce full reference-report figures report bench gpu gpu-check clean \
+.PHONY: all venv test test-slow test-all test-numerical lint reproduce full reference-report figures report bench gpu gpu-check clean \
 	clean-results clean-figures
 all: test
 
@@ -70,14 +70,26 @@ $(STAMP): pyproject.toml setup.py
 	$(PY) -m pip install --quiet -e '.[dev,jax,torch]' '$(TORCH)'
 	touch $@
 
+# Two tiers (docs/testing.md): `make test` is the fast tier, every module, in under five minutes
+# on two cores (pytest-xdist spreads it over the cores); `make test-slow` the slow tier (process
+# kills and signals, fault injection, long Hypothesis runs, the Dask cluster, the install,
+# whole sweeps, compile-heavy modes), one test at a time, since those tests watch processes and
+# clocks; `make test-all` both, as CI runs them.
+TEST_WORKERS ?= auto
+PYTEST_FLAGS ?=
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m "not slow" -n $(TEST_WORKERS) $(PYTEST_FLAGS)
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -m slow $(PYTEST_FLAGS)
+
+test-all: test test-slow
 
 # The numerical tests again under a second OpenBLAS kernel, whose sums round in another order:
 # a tolerance that holds on one kernel only fails here. Prescott (Katmai in OpenBLAS's list)
 # runs on every x86_64 machine, unlike SkylakeX; elsewhere the variable is ignored.
 test-numerical: $(STAMP)
-	OPENBLAS_CORETYPE=Prescott $(PY) -m pytest -q -m numerical
+	OPENBLAS_CORETYPE=Prescott $(PY) -m pytest -q -m numerical -n $(TEST_WORKERS) $(PYTEST_FLAGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -64,6 +64,7 @@ def ok(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[frame["status"] == "ok"]
 
 
+@pytest.mark.slow
 def test_writes_every_table_and_the_printed_text(benched):
     out, printed, tables = benched
     assert set(tables) == {"iterations", "overhead", "scaling", "slopes", "feedmode", "target",
@@ -399,6 +400,7 @@ def test_gpu_check_without_tensorflow_says_so(tmp_path):
     assert one_line(result).startswith("gpu-check: TensorFlow is not installed for ")
 
 
+@pytest.mark.slow
 def test_gpu_check_with_tensorflow_without_a_gpu_says_so(tmp_path):
     result = gpu_check(tmp_path, nvidia_smi=SMI_OK)
     assert result.returncode == 1
@@ -406,6 +408,7 @@ def test_gpu_check_with_tensorflow_without_a_gpu_says_so(tmp_path):
     assert line.startswith("gpu-check: TensorFlow 2.") and "GPU" in line
 
 
+@pytest.mark.slow
 def test_gpu_check_table_runs_on_the_cpu(tmp_path):
     """The measuring path of the script, on /CPU:0 (the GPU path differs only in the device)."""
     result = gpu_check(tmp_path, nvidia_smi=None, args=[

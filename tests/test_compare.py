@@ -65,6 +65,7 @@ def test_the_same_runs_twice_change_nothing(tmp_path):
     assert {"q1.to-target", *(f"fastest.{d}" for d in DATA)} <= set(verdicts)
 
 
+@pytest.mark.slow
 def test_a_method_slowed_on_purpose_is_the_change_found_with_the_conclusions_it_flips(
         tmp_path, capsys):
     runs = regression_runs()
@@ -165,6 +166,7 @@ def test_feedmode_compare_finds_the_slowed_first_call_and_the_q2_answer_it_flips
         "At N = 2000 in float64, tf.constant took 0.5")
 
 
+@pytest.mark.slow
 def test_the_answers_block_opens_the_report_and_follows_the_tables(tmp_path):
     runs, traces = make_tables()
     machine = {"env_cpu": "Test CPU", "env_cores": 4, "env_memory_gb": 15.5,

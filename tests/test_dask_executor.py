@@ -101,6 +101,7 @@ def runs_of(folder) -> pd.DataFrame:
     return pd.read_parquet(folder / "runs.parquet").sort_values("run_id", ignore_index=True)
 
 
+@pytest.mark.slow
 def test_a_dask_sweep_gives_the_rows_of_a_local_sweep(tmp_path, cluster):
     config = write(tmp_path, SWEEP)
     run_study(load_study(config), tmp_path / "local", quiet=True)
@@ -126,6 +127,7 @@ def test_a_dask_sweep_gives_the_rows_of_a_local_sweep(tmp_path, cluster):
     assert not statuses
 
 
+@pytest.mark.slow
 def test_gpu_runs_without_gpu_workers_are_skipped_with_the_reason(tmp_path, cluster):
     study = load_study(write(tmp_path, GPU_SWEEP))
     statuses = run_study(study, tmp_path / "res", quiet=True,
@@ -139,6 +141,7 @@ def test_gpu_runs_without_gpu_workers_are_skipped_with_the_reason(tmp_path, clus
 
 @pytest.mark.parametrize("threads", [None, "1"],
                          ids=["the shell sets no BLAS threads", "the shell sets one"])
+@pytest.mark.slow
 def test_without_a_scheduler_a_local_cluster_is_started(tmp_path, capsys, monkeypatch,
                                                          threads):
     """Its workers' runs keep the shell's thread settings, not the nanny's OMP_NUM_THREADS=1;
@@ -295,6 +298,7 @@ def _gone_within(proc, seconds: float) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_a_worker_killed_mid_sweep_loses_and_duplicates_nothing(tmp_path, cluster):
     study = load_study(write(tmp_path, SLOW))
     out = tmp_path / "res"
@@ -341,6 +345,7 @@ def _silence(dask_scheduler, client_id: str) -> None:
     dask_scheduler.client_comms[client_id].send({"op": "stream-closed"})
 
 
+@pytest.mark.slow
 def test_a_client_that_hears_nothing_more_records_errors_instead_of_waiting_forever(
         tmp_path, cluster):
     # other seeds than the kill test's: the scheduler may still hold these runs' results
@@ -372,6 +377,7 @@ def test_a_client_that_hears_nothing_more_records_errors_instead_of_waiting_fore
     assert sum(result["statuses"].values()) == 3
 
 
+@pytest.mark.slow
 def test_the_runner_does_not_import_dask():
     code = ("import sys, study.__main__, study.sweep.runner; "
             "print('distributed' in sys.modules)")

@@ -74,6 +74,7 @@ def test_regress_on_a_full_disk_into_a_new_folder_leaves_nothing(tmp_path, capsy
 
 
 
+@pytest.mark.slow
 def test_figures_on_a_full_disk_leave_no_truncated_svg(results, capsys, full_disk):
     out = results / "figures"
     full_disk("convergence_time.svg")
@@ -87,6 +88,7 @@ def test_figures_on_a_full_disk_leave_no_truncated_svg(results, capsys, full_dis
         assert svg.read_text().rstrip().endswith("</svg>")
 
 
+@pytest.mark.slow
 def test_report_on_a_full_disk_keeps_both_old_files(results, capsys, full_disk):
     args = ["report", "--results", str(results / "results"), "--studies", "regression",
             "--figures", str(results / "figures"), "--out", str(results / "reports")]

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from interrupting import (
@@ -251,6 +252,7 @@ def generated_results(data, counts):
         counts["results", code] += 1
 
 
+@pytest.mark.slow
 def test_generated_inputs_end_cleanly():
     counts = Counter()
     generated_regress(counts=counts)
@@ -271,6 +273,7 @@ SIGNAL_SETTINGS = settings(SETTINGS, max_examples=1)
 PROBE_SWEEP = 'kind = "probe"\nactions = ["work"]\nseeds = [0, 1, 2, 3, 4]\nseconds = 0.3\n'
 
 
+@pytest.mark.slow
 @given(signum=SIGNALS, delay=st.floats(0, 2.5))
 @example(signum=signal.SIGHUP, delay=0.8)
 @example(signum=signal.SIGTERM, delay=2.3)
@@ -293,6 +296,7 @@ def test_a_signal_at_any_moment_of_a_sweep_loses_nothing(signum, delay):
         assert len(pd.read_parquet(out / "runs.parquet")) == 5
 
 
+@pytest.mark.slow
 @given(signum=SIGNALS, delay=st.floats(0, 6))
 @example(signum=signal.SIGTERM, delay=2.5)
 @example(signum=signal.SIGHUP, delay=5.0)
@@ -310,6 +314,7 @@ def test_a_signal_at_any_moment_of_a_bench_never_replaces_its_outputs(signum, de
             assert "nothing was written" in err and unchanged(kept)
 
 
+@pytest.mark.slow
 @given(signum=SIGNALS, delay=st.floats(0, 4))
 @example(signum=signal.SIGTERM, delay=1.0)
 @example(signum=signal.SIGHUP, delay=3.5)

@@ -150,6 +150,7 @@ def test_an_exclusion_of_values_never_together_is_named(tmp_path, capsys):
                                                 "values at once)")
 
 
+@pytest.mark.slow
 def test_tensorflow_start_up_lines_stay_off_the_terminal():
     """About seven lines of TensorFlow's (oneDNN, CUDA stubs, cuInit) came before each one-line
     error on that backend; TF_CPP_MIN_LOG_LEVEL does not hold them back."""

@@ -35,6 +35,7 @@ def ended(command, signum, progress: bool = False, warnings=()) -> tuple[str, st
     return out, err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_stops_a_compiled_loop_at_once(tmp_path, signum):
     kept = sentinels(tmp_path / "out", REGRESS_OUT)
@@ -70,6 +71,7 @@ def test_an_interrupt_a_destructor_swallows_ends_the_bench_without_replacing_it(
     assert unchanged(kept)
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_a_bench_with_tensorflow_keeps_its_last_outputs(tmp_path):
     kept = sentinels(tmp_path / "bench", BENCH_OUT)
     command = Command("bench", "--sections", "iterations", "target", "--out",
@@ -80,6 +82,7 @@ def test_ctrl_c_during_a_bench_with_tensorflow_keeps_its_last_outputs(tmp_path):
     assert unchanged(kept)
 
 
+@pytest.mark.slow
 def test_sigterm_swallowed_while_a_sweep_assembles_its_tables(tmp_path):
     """The sweep's own case: every run done, a SIGTERM lost in a destructor (tqdm's) while the
     tables are assembled: exit 143, one line, and the tables still hold every finished run."""
@@ -106,6 +109,7 @@ def cluster_host(command) -> bool:
                for p in descendants(command.proc.pid) if p.is_running())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("moment", ["while its cluster starts", "while its runs run"])
 def test_ctrl_c_on_a_dask_sweep_is_one_line_and_leaves_no_process(tmp_path, moment):
     pytest.importorskip("distributed")

@@ -175,6 +175,7 @@ feed = "fused"
 """
 
 
+@pytest.mark.slow
 def test_config_accepts_keras_names_and_fingerprints_their_module(tmp_path):
     study = parse_study(tomllib.loads(CONFIG), "k.toml")
     assert [s.hyperparameters for s in study.specs] == [{"learning_rate": 0.01},
@@ -186,6 +187,7 @@ def test_config_accepts_keras_names_and_fingerprints_their_module(tmp_path):
         parse_study(tomllib.loads(CONFIG.replace("learning_rate", "learning_rat")), "k.toml")
 
 
+@pytest.mark.slow
 def test_checking_a_keras_config_keeps_tensorflow_out_of_the_checking_process(tmp_path):
     """The sweep's own process checks the config: TensorFlow there would log to the terminal
     and, on a GPU machine, hold the device's memory beside the runs."""

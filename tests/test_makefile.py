@@ -159,6 +159,7 @@ def _schedule(folder) -> list[tuple[str, str, float, float]]:
     return [(e[1], e[2], starts[(e[1], e[2])], e[3]) for e in events if e[0] == "end"]
 
 
+@pytest.mark.slow
 def test_sweeps_never_overlap_and_reproduce_draws_side_by_side(built):
     """Runs measured side by side would time each other: even under `make -j4` no two
     recipes run at once; a plain `make reproduce` draws the studies' figures side by side,

@@ -117,6 +117,7 @@ def test_reference_against_nist_certified_values(name):
     assert digits(ref.f, entry["mse_loss"], ref.floor) >= (7.5 if name == "Filip" else 10)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("name", SETS)
 def test_every_method_is_converged_honest_or_refused(name, method, tmp_path, capsys):

@@ -27,6 +27,7 @@ def problems():
 
 @pytest.mark.parametrize(("kind", "feed"), [("least-squares", "fused"),
                                             ("logistic", "resident"), ("least-squares", "feed")])
+@pytest.mark.slow
 def test_it_reaches_the_certified_optimum_in_every_mode(problems, kind, feed):
     result = run(problems[kind], make_optimizer("optax-lbfgs"),
                  build_rules(tol=1e-8, max_iter=500), backend=make_backend("jax", feed=feed))
@@ -40,6 +41,7 @@ def test_it_reaches_the_certified_optimum_in_every_mode(problems, kind, feed):
     assert SCHEMA.kind_of("optax_version") == "str"
 
 
+@pytest.mark.slow
 def test_the_modes_take_the_same_steps(problems):
     """The same jitted update whether the host loop or a while_loop calls it."""
     runs = [run(problems["logistic"], make_optimizer("optax-lbfgs", history=4),
@@ -88,6 +90,7 @@ def test_another_backend_is_refused_in_one_line(problems, backend):
     assert "\n" not in str(info.value)
 
 
+@pytest.mark.slow
 def test_cli_runs_it_on_the_default_jax_mode(tmp_path, capsys):
     import pandas as pd
 
@@ -131,6 +134,7 @@ def test_config_accepts_it_and_fingerprints_its_module():
         parse_study(tomllib.loads(CONFIG.replace("[5, 10]", "0")), "o.toml")
 
 
+@pytest.mark.slow
 @library_nist.requires_nist
 @pytest.mark.parametrize("name", library_nist.SETS)
 def test_on_nist_it_is_converged_to_the_exact_optimum_or_honest(name, tmp_path, capsys):

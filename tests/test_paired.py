@@ -72,6 +72,7 @@ def test_a_failure_needs_six_instances_for_an_interval_of_the_median():
     assert six.low > 1 and np.isinf(six.high) and six.distinguishable
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("instances, repeats", [(3, 1), (5, 1), (3, 3), (2, 3), (1, 4)])
 def test_the_interval_covers_the_true_ratio_95_percent_of_the_time(instances, repeats):
     """Simulated timings: each instance has its own log-normal cost (shared by A and B up to an
@@ -119,6 +120,7 @@ def test_the_summary_compares_each_configuration_with_the_fastest_on_shared_draw
     assert by.loc["gd", "instances"] == 3
 
 
+@pytest.mark.slow
 def test_the_default_study_runs_every_configuration_of_a_data_set_on_the_same_draws():
     from pathlib import Path
 

@@ -110,6 +110,7 @@ def test_convergence_figure_has_a_panel_per_data_set_and_a_line_per_optimizer(ta
         plt.close(fig)
 
 
+@pytest.mark.slow
 def test_convergence_at_the_default_study_size_reads_at_full_size(default_size_tables):
     """Ten families on seven data sets: every family drawn on every panel, in a figure that
     fits a screen at 100% (it was 3005 px tall for ten families on four data sets)."""
@@ -326,6 +327,7 @@ def test_the_legend_check_finds_a_legend_drawn_over_data():
     plt.close(fig)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", ["tables", "default_size_tables"])
 def test_every_figure_is_legible_and_no_legend_covers_data(size, request):
     runs, traces = request.getfixturevalue(size)
@@ -469,6 +471,7 @@ def build_report(root, tables):
     return blocks.write_report(made, root / "reports", made[0].content)  # as `report` does
 
 
+@pytest.mark.slow
 def test_report_renders_markdown_and_self_contained_html(tmp_path, tables):
     md, page = build_report(tmp_path, tables)
     text = md.read_text()

@@ -201,6 +201,7 @@ def test_at_least_25_distinct_bad_inputs():
     assert len(CASES) >= 25
 
 
+@pytest.mark.slow
 def test_usage_errors_in_a_real_process(tmp_path):
     for args in (["frobnicate"], ["regress", "--bogus"], ["run"]):
         proc = subprocess.run([sys.executable, "-m", "study", *args], capture_output=True,
@@ -216,6 +217,7 @@ cell = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10
                  st.text(max_size=3), st.booleans(), st.none())
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(rows=st.lists(st.tuples(cell, cell, cell), min_size=0, max_size=6))
 def test_random_frames_either_load_or_fail_cleanly(rows):
@@ -240,6 +242,7 @@ toml_value = st.one_of(st.integers(-3, 3), st.floats(allow_nan=False, width=32),
        key=st.sampled_from(["name", "tol", "max_iter", "n", "kappa", "step", "history",
                             "dtype", "seeds", "repeats", "run_timeout", "learning_rate", "zz"]),
        value=toml_value)
+@pytest.mark.slow
 def test_random_config_edits_either_parse_or_fail_cleanly(section, key, value):
     raw = {"datasets": [{"name": "synthetic", "n": 100}], "optimizers": [{"name": "gd"}],
            "backends": [{"name": "numpy"}]}
@@ -281,6 +284,7 @@ def finished_ids(out):
     return {p.stem for p in (out / "runs").glob("*.parquet") if ".trace" not in p.name}
 
 
+@pytest.mark.slow
 def test_kills_and_interrupts_at_random_points_lose_nothing(tmp_path):
     path = tmp_path / "faults.toml"
     path.write_text(SWEEP)
@@ -311,6 +315,7 @@ def test_kills_and_interrupts_at_random_points_lose_nothing(tmp_path):
     assert not list((out / "runs").glob(".*tmp*"))
 
 
+@pytest.mark.slow
 def test_a_failing_write_is_a_clear_error_and_keeps_finished_runs(tmp_path, capsys,
                                                                     monkeypatch):
     import study.sweep.executors as executors
@@ -343,6 +348,7 @@ def test_a_failing_write_is_a_clear_error_and_keeps_finished_runs(tmp_path, caps
     assert len(pd.read_parquet(out / "runs.parquet")) == 12
 
 
+@pytest.mark.slow
 def test_same_config_twice_gives_identical_rows(tmp_path):
     path = _write(tmp_path, "d.toml", SWEEP.replace("seeds = [0, 1, 2, 3]", "seeds = [0, 1]"))
     tables = []
@@ -405,6 +411,7 @@ def test_repeated_only_filters_combine(tmp_path, capsys):
     (["--feed", "bogus"], "unknown feed mode 'bogus' for tensorflow"),
     (["--optimizer", "closed-form"], "closed-form runs on the numpy backend only"),
 ])
+@pytest.mark.slow
 def test_tensorflow_free_checks_run_before_tensorflow_is_imported(flags, message):
     code = ("import sys; from study.__main__ import main; "
             f"code = main(['regress', '--rows', '200', '--backend', 'tensorflow', *{flags!r}]); "

@@ -151,6 +151,7 @@ backend = "tensorflow"
 """
 
 
+@pytest.mark.slow
 def test_statuses_are_recorded_while_the_sweep_goes_on(tmp_path, capsys):
     if gpu_visible():
         pytest.skip("a GPU is visible: the skip path cannot be exercised here")
@@ -164,8 +165,8 @@ def test_statuses_are_recorded_while_the_sweep_goes_on(tmp_path, capsys):
     scipy = runs.loc[["scipy-lbfgs"]].set_index("backend")
     assert list(scipy.index) == ["numpy"] and scipy.loc["numpy", "status"] == "converged"
     said = [line for line in capsys.readouterr().out.splitlines() if "not run here" in line]
-    assert said == ["statuses: 1 run not run here: no GPU visible to TensorFlow (no row is written; a "
-                    "machine that has one runs it)"]
+    assert said == ["statuses: 1 run not run here: no GPU visible to TensorFlow (no row is "
+                    "written; a machine that has one runs it)"]
     for column in ("env_host", "env_cpu", "env_cores", "env_python", "env_numpy", "env_scipy",
                    "env_tensorflow", "env_pandas", "env_blas"):
         assert runs[column].notna().all(), column
@@ -175,6 +176,7 @@ def test_statuses_are_recorded_while_the_sweep_goes_on(tmp_path, capsys):
         scipy.loc["numpy", "run_id"]}
 
 
+@pytest.mark.slow
 def test_error_and_timeout_are_recorded(tmp_path):
     text = STATUS_CONFIG.replace("run_timeout = 60", "run_timeout = 0.3").replace(
         'device = "gpu"', 'device = "cpu"').replace("learning_rate = [0.5, 80.0]",
@@ -206,6 +208,7 @@ name = "numpy"
     assert "Traceback" in (tmp_path / "err" / "logs" / f"{row['run_id']}.log").read_text()
 
 
+@pytest.mark.slow
 def test_resume_after_a_real_kill(tmp_path):
     config = write(tmp_path, BASE)
     out = tmp_path / "res"

@@ -71,6 +71,7 @@ def alive(pid: int) -> bool:
 
 # ---- isolation ----------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_every_run_has_its_own_process_and_no_tensorflow_state_leaks(tmp_path, probe):
     path = config(tmp_path, 'actions = ["ok"]\nseeds = [0, 1, 2]\ntf = true\n')
     run_study(load_study(path), tmp_path / "res", quiet=True)
@@ -84,6 +85,7 @@ def test_every_run_has_its_own_process_and_no_tensorflow_state_leaks(tmp_path, p
     assert sorted(steps["run_id"].unique()) == sorted(runs["run_id"])
 
 
+@pytest.mark.slow
 def test_crash_raise_timeout_and_memory_are_recorded_and_the_sweep_goes_on(tmp_path, probe):
     path = config(tmp_path, 'actions = ["crash", "raise", "sleep", "alloc", "ok"]\n'
                             'seconds = 3\nrun_timeout = 1.5\nmemory_budget_gb = 0.5\n')
@@ -110,6 +112,7 @@ def test_a_sweep_with_errors_exits_1_naming_the_logs(tmp_path, probe, capsys):
 
 # ---- faults of the runner ----------------------------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
 def test_a_killed_runner_leaves_no_orphan_and_resumes(tmp_path, probe, sig):
     pids = tmp_path / "pids"
@@ -136,6 +139,7 @@ def test_a_killed_runner_leaves_no_orphan_and_resumes(tmp_path, probe, sig):
     assert len(runs) == 1 and runs["pid"].iloc[0] != child
 
 
+@pytest.mark.slow
 def test_two_runners_on_one_folder_the_second_is_refused(tmp_path, probe):
     path = config(tmp_path, 'actions = ["sleep"]\nseconds = 20\n')
     out = tmp_path / "res"
@@ -153,6 +157,7 @@ def test_two_runners_on_one_folder_the_second_is_refused(tmp_path, probe):
         first.wait()
 
 
+@pytest.mark.slow
 def test_damaged_and_empty_row_files_are_reported_and_measured_again(tmp_path, probe, capsys):
     path = config(tmp_path, 'actions = ["ok"]\nseeds = [0, 1, 2]\n')
     out = tmp_path / "res"
@@ -220,6 +225,7 @@ def test_ctrl_c_at_start_up_is_one_line(tmp_path):
 
 # ---- fingerprints ------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_editing_one_optimizer_re_measures_exactly_its_rows(tmp_path):
     copy = tmp_path / "tree"
     for folder in ("datasets", "optimizers", "study"):

@@ -82,6 +82,7 @@ def test_layout_follows_the_kernels_that_read_it():
         TensorflowOps("float64", layout="diagonal")
 
 
+@pytest.mark.slow
 @pytest.mark.numerical
 @pytest.mark.parametrize(("name", "hp"), FIRST_ORDER, ids=["gd-1/L", "gd-diag", "adadelta"])
 @pytest.mark.parametrize(("feed", "xla"), MODES, ids=MODE_IDS)
@@ -107,6 +108,7 @@ NEW_METHODS = [("momentum", {}), ("nesterov", {}), ("adam", {"learning_rate": 0.
 NEW_IDS = ["momentum", "nesterov", "adam", "adam-no-bias-correction", "rmsprop", "adagrad", "cgls"]
 
 
+@pytest.mark.slow
 @pytest.mark.numerical
 @pytest.mark.parametrize(("name", "hp"), NEW_METHODS, ids=NEW_IDS)
 @pytest.mark.parametrize(("feed", "xla"), MODES, ids=MODE_IDS)
@@ -132,6 +134,7 @@ def test_new_methods_equal_their_numpy_twin_for_50_iterations(problem, name, hp,
 @pytest.mark.numerical
 @pytest.mark.parametrize(("name", "hp"), [*FIRST_ORDER, ("lbfgs", {})],
                          ids=["gd-1/L", "gd-diag", "adadelta", "lbfgs"])
+@pytest.mark.slow
 @pytest.mark.parametrize(("feed", "xla"), MODES, ids=MODE_IDS)
 def test_gram_formulation_equals_the_numpy_gram_twin(problem, name, hp, feed, xla):
     optimizer = make_optimizer(name, **hp)
@@ -154,6 +157,7 @@ def test_tf1_refuses_the_gram_formulation():
         make_backend("tensorflow", "float32", feed="tf1", formulation="gram")
 
 
+@pytest.mark.slow
 @pytest.mark.numerical
 def test_lbfgs_on_tensorflow_reaches_scipy_optimum():
     """Same f* as SciPy; never more than 2x SciPy's iterations (with its exact line search on a
@@ -190,6 +194,7 @@ STOPS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.numerical
 @pytest.mark.parametrize("stop", list(STOPS))
 def test_feed_modes_agree_and_stop_at_the_same_iteration(problem, stop):
@@ -283,6 +288,7 @@ class CountingLBFGS(LBFGS):
                          ids=["gd", "adadelta", "lbfgs"])
 @pytest.mark.parametrize(("feed", "xla"), [*MODES, ("resident", True)],
                          ids=[*MODE_IDS, "resident-xla"])
+@pytest.mark.slow
 def test_compiled_step_is_traced_once_per_run(problem, optimizer, feed, xla):
     SEEN.clear()
     result = run(problem, optimizer, build_rules(max_iter=25), backend=tf_backend(feed=feed,
@@ -291,6 +297,7 @@ def test_compiled_step_is_traced_once_per_run(problem, optimizer, feed, xla):
     assert len(SEEN) == 1  # the Python update ran once, to trace; 25 iterations ran compiled
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("feed", "xla"), [*MODES, ("tf1", False)], ids=[*MODE_IDS, "tf1"])
 def test_float32_stays_float32(problem, feed, xla):
     SEEN.clear()

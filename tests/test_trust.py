@@ -42,6 +42,7 @@ def sweep(tmp_path, capsys, optimizer: str, *extra) -> tuple[int, str]:
     return code, capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_an_edited_data_file_is_measured_again(tmp_path, capsys):
     """Sweep, edit the CSV, add an optimizer, sweep again: the old row is stale (its data
     changed) and is measured again, so the table never holds two versions of the data."""
@@ -77,6 +78,7 @@ def two_folders(tmp_path, capsys):
     return tmp_path / "results", tmp_path / "logit"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["summarize", "figures"])
 def test_a_table_or_traces_from_another_study_are_refused(tmp_path, capsys, command):
     mine, logit = two_folders(tmp_path, capsys)
@@ -100,6 +102,7 @@ def test_a_table_or_traces_from_another_study_are_refused(tmp_path, capsys, comm
         assert code == 2 and "do not belong together" in err
 
 
+@pytest.mark.slow
 def test_rows_without_their_run_files_are_refused(tmp_path, capsys):
     mine, _ = two_folders(tmp_path, capsys)
     runs = pd.read_parquet(mine / "runs.parquet")
@@ -108,6 +111,7 @@ def test_rows_without_their_run_files_are_refused(tmp_path, capsys):
     assert "with no run file in" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_fingerprint_nobody_can_vouch_for_is_refused(tmp_path, capsys):
     """A row whose code fingerprint has no stored file list (set by hand, kept with
     --keep-stale) is refused by every reader, not skipped."""
@@ -125,6 +129,7 @@ def test_a_fingerprint_nobody_can_vouch_for_is_refused(tmp_path, capsys):
         assert "ffffffffffffffff, whose file list is not in" in err, err
 
 
+@pytest.mark.slow
 def test_two_versions_of_the_data_kept_with_keep_stale_are_refused(tmp_path, capsys):
     frame(0).to_csv(tmp_path / "data.csv", index=False)
     assert sweep(tmp_path, capsys, "lbfgs")[0] == 0

@@ -135,6 +135,7 @@ def sweep(tmp_path_factory):
     return pd.read_parquet(out / "runs.parquet"), first, second, third
 
 
+@pytest.mark.slow
 def test_the_measured_seeds_run_at_the_rate_only_one_converging_grid_value_gives(sweep):
     runs = sweep[0]
     tuning = runs[runs["tuning"] == "tuning"].set_index("hp_learning_rate")
