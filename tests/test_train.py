@@ -34,23 +34,40 @@ class FakeClock:
         return self.now
 
 
+class FakeStepper:
+    """Steps that take 1 s each on `clock` (the first `compile_cost`) and return `loss`."""
+
+    def __init__(self, clock, compile_cost: float = 50.0, loss: float = 1.0):
+        self.clock, self.compile_cost, self.loss = clock, compile_cost, loss
+        self.steps, self.segments = 0, []
+
+    def prepare(self, first, count):
+        assert first == self.steps
+        self.segments.append(count)
+        return count
+
+    def run(self, count):
+        for _ in range(count):
+            self.clock.now += self.compile_cost if self.steps == 0 else 1.0
+            self.steps += 1
+        return self.loss
+
+    def read(self, value):
+        return value
+
+
 def fake_run(eval_cost: float, compile_cost: float = 50.0):
     """A loop whose steps take 1 s each (the first `compile_cost`), whose evaluations take
     `eval_cost`, and whose validation loss falls by 0.1 per step from 2.0."""
-    clock, state = FakeClock(), {"steps": 0}
-
-    def step(x, y):
-        clock.now += compile_cost if state["steps"] == 0 else 1.0
-        state["steps"] += 1
-        return 1.0
+    clock = FakeClock()
+    stepper = FakeStepper(clock, compile_cost)
 
     def evaluate():
         clock.now += eval_cost
-        return {"val_loss": 2.0 - 0.1 * state["steps"]}
+        return {"val_loss": 2.0 - 0.1 * stepper.steps}
 
-    return run_loop(lambda i: (None, None), step, evaluate,
-                    target=Target("val_loss", 1.05, "min"), max_steps=100, eval_every=2,
-                    clock=clock)
+    return run_loop(stepper, evaluate, target=Target("val_loss", 1.05, "min"), max_steps=100,
+                    eval_every=2, clock=clock)
 
 
 def test_slow_evaluation_leaves_time_to_target_unchanged():
@@ -61,21 +78,42 @@ def test_slow_evaluation_leaves_time_to_target_unchanged():
     # training time: steps 2..10 at 1 s each; the compiling first step and evaluations apart
     assert fast["seconds_to_target"] == slow["seconds_to_target"] == 9.0
     assert fast["setup_seconds"] == slow["setup_seconds"] == 50.0
+    assert fast["seconds_to_target_with_setup"] == 59.0  # AlgoPerf's count: compilation in
     assert slow["eval_seconds"] == 1000.0 * slow["evaluations"] and fast["eval_seconds"] == 0.0
     assert [t["seconds"] for t in fast_trace] == [t["seconds"] for t in slow_trace]
 
 
 def test_a_target_never_reached_is_a_timeout_and_a_nan_loss_diverges():
     clock = FakeClock()
-    record, _ = run_loop(lambda i: (None, None), lambda x, y: 1.0, lambda: {"val_loss": 3.0},
+    record, _ = run_loop(FakeStepper(clock), lambda: {"val_loss": 3.0},
                          target=Target("val_loss", 0.1, "min"), max_steps=5, eval_every=1,
                          clock=clock)
     assert record["status"] == "timeout" and record["seconds_to_target"] is None
     assert record["best_value"] == 3.0
-    record, _ = run_loop(lambda i: (None, None), lambda x, y: float("nan"),
-                         lambda: {"val_loss": 3.0}, target=Target("val_loss", 0.1, "min"),
-                         max_steps=5, eval_every=1, clock=clock)
+    record, _ = run_loop(FakeStepper(clock, loss=float("nan")), lambda: {"val_loss": 3.0},
+                         target=Target("val_loss", 0.1, "min"), max_steps=5, eval_every=1,
+                         clock=clock)
     assert record["status"] == "diverged"
+
+
+def test_segments_end_at_the_evaluation_steps_and_the_budget_is_read_there():
+    """The compiling step alone, then one segment per evaluation interval (the last one cut at
+    max_steps): evaluations fall on the steps a per-step loop evaluated at."""
+    clock = FakeClock()
+    stepper = FakeStepper(clock, compile_cost=5.0)
+    record, trace = run_loop(stepper, lambda: {"val_loss": 3.0},
+                             target=Target("val_loss", 0.1, "min"), max_steps=23,
+                             eval_every=10, clock=clock)
+    assert stepper.segments == [1, 9, 10, 3] and record["segments"] == 4
+    assert [t["step"] for t in trace] == [0, 10, 20, 23]
+    assert record["seconds"] == 22.0 and record["setup_seconds"] == 5.0
+    clock = FakeClock()
+    stepper = FakeStepper(clock, compile_cost=5.0)
+    record, trace = run_loop(stepper, lambda: {"val_loss": 3.0},
+                             target=Target("val_loss", 0.1, "min"), max_steps=100,
+                             eval_every=10, time_budget=15.0, clock=clock)
+    assert record["steps"] == 20 and [t["step"] for t in trace] == [0, 10, 20]
+    assert "time budget of 15 s" in record["message"]
 
 
 def test_batches_are_seeded_per_epoch_and_full_batch_is_one_value():

@@ -12,11 +12,12 @@ from contextlib import nullcontext
 
 from datasets.errors import InputError
 from optimizers.backends.registry import FRAMEWORKS as REGISTRY
-from study.regression.regress import key_values
+from study.regression.regress import gpu_device_nodes, key_values
 from study.sweep.grid import ConfigError
 from study.sweep.plugin import RunContext
 from study.train.config import check_stopping, check_target
 from study.train.data import check_data
+from study.train.device import DEVICES
 from study.train.examples import DATA
 from study.train.model import check_model_name
 from study.train.spec import FRAMEWORKS, LBFGS, Spec
@@ -41,6 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--opt-param", action="append", default=[], metavar="KEY=VALUE",
                         help="the optimizer's arguments, e.g. learning_rate=0.01")
     parser.add_argument("--backend", default="jax", help=", ".join(FRAMEWORKS))
+    parser.add_argument("--device", default="cpu", help=", ".join(DEVICES))
     parser.add_argument("--batch-size", type=int, default=64, help="rows per step; 0: full")
     parser.add_argument("--eval-every", type=int, default=0, help="steps; 0: once per epoch")
     parser.add_argument("--target", required=True, metavar="METRIC=VALUE",
@@ -70,6 +72,10 @@ def spec_from(args) -> Spec:
     if args.backend not in FRAMEWORKS:
         raise InputError(f"--backend: unknown '{args.backend}'; allowed: {', '.join(FRAMEWORKS)}")
     REGISTRY[args.backend].require()
+    if args.device not in DEVICES:
+        raise InputError(f"--device: unknown '{args.device}'; allowed: {', '.join(DEVICES)}")
+    if args.device == "gpu" and not gpu_device_nodes():  # before the framework's start-up logs
+        raise InputError(f"no GPU visible to {REGISTRY[args.backend].title}")
     if args.optimizer != LBFGS and not args.optimizer.startswith("keras:"):
         raise InputError(f"--optimizer: unknown '{args.optimizer}'; allowed: keras:<Class>, "
                          f"{LBFGS}")
@@ -96,7 +102,7 @@ def spec_from(args) -> Spec:
     return Spec("train", args.model, data, loss, metric, args.optimizer,
                 key_values(args.opt_param, "--opt-param"), args.backend,
                 0 if args.optimizer == LBFGS else args.batch_size, args.eval_every, target,
-                args.seed, 0, stopping, {}, args.loop)
+                args.seed, 0, stopping, {}, args.loop, 0.0, args.device)
 
 
 def main(args) -> int:
@@ -118,6 +124,8 @@ def main(args) -> int:
         else:
             os.environ["KERAS_BACKEND"] = held
     record = result.row
+    if record.get("status") == "skipped":  # a sweep records it; one run refuses, writing nothing
+        raise InputError(record["message"])
     print(one_line(record))
     if args.out:
         write_out(args.out, spec, result)

@@ -1,12 +1,14 @@
 """The train study's config: [[problems]] (model, data, loss, metric, batch sizes, evaluation
 interval, target, budget), [[optimizers]] (keras:<Class> with its arguments, or lbfgs),
-`backends`, `seeds` and [tuning]. Every list value of a problem or optimizer block is an axis;
-the grid is their product with backends, seeds and repeats."""
+`backends`, `device` (cpu, gpu or both), `seeds` and [tuning]. Every list value of a problem or
+optimizer block is an axis; the grid is their product with backends, devices, seeds and
+repeats."""
 
 from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import replace
 
 from datasets import values
 from datasets.errors import InputError
@@ -14,12 +16,13 @@ from optimizers.backends.registry import FRAMEWORKS as REGISTRY
 from optimizers.keras_optimizer import KERAS_PREFIX
 from optimizers.keras_optimizer import check_optimizers as check_keras_optimizers
 from study.regression import tuning as protocol
-from study.sweep.grid import ConfigError, as_list, blocks, check_size, expand, unknown
+from study.sweep.grid import ConfigError, as_list, blocks, check_size, expand, matches, unknown
 from study.train.data import check_data
+from study.train.device import DEVICES
 from study.train.model import check_model_name, mode_of
 from study.train.spec import FRAMEWORKS, LBFGS, Spec
 
-CONFIG_KEYS = ("seeds", "backends", "tuning", "problems", "optimizers")
+CONFIG_KEYS = ("seeds", "backends", "device", "tuning", "problems", "optimizers")
 PROBLEM_KEYS = ("name", "model", "data", "loss", "metric", "batch_size", "eval_every", "target",
                 "stopping", "loop", "eval_sleep")
 STOPPING_KEYS = ("max_steps", "time_budget")
@@ -90,6 +93,13 @@ def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[Spec]:
                 for b in as_list(raw.get("backends", list(FRAMEWORKS)))]
     if not backends:
         raise ConfigError(f"{source}: backends is empty")
+    devices = [checked("device", d, values.choice(*DEVICES))
+               for d in as_list(raw.get("device", ["cpu"]))]
+    if not devices:
+        raise ConfigError(f"{source}: device is empty")
+    excludes = raw.get("exclude", [])
+    excludes = [rule for rule in excludes if isinstance(rule, dict)] \
+        if isinstance(excludes, list) else []
 
     optimizer_points, keras_points = [], []
     study_tuning = raw.get("tuning", {})
@@ -152,10 +162,11 @@ def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[Spec]:
                              values.number(0))
         sizes = [checked(f"{where}: batch_size", b, values.integer(0))
                  for b in as_list(block.get("batch_size", 0))]
-        check_size(len(sizes) * len(optimizer_points) * len(backends) * len(seeds) * repeats,
-                   where)
-        for size, (optimizer, point, tuning), backend, seed, repeat in itertools.product(
-                sizes, optimizer_points, backends, seeds, range(repeats)):
+        check_size(len(sizes) * len(optimizer_points) * len(backends) * len(devices)
+                   * len(seeds) * repeats, where)
+        problem = []
+        for size, (optimizer, point, tuning), backend, device, seed, repeat in itertools.product(
+                sizes, optimizer_points, backends, devices, seeds, range(repeats)):
             if loop == "fit":
                 # Keras's fit runs Keras optimizers only, and the time per step it is compared
                 # on does not depend on the rate: a tuned rate is Keras's default here
@@ -169,9 +180,27 @@ def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[Spec]:
                         0 if optimizer == LBFGS else size, eval_every,
                         {**target, "batch_size": size} if target["how"] == "round" else
                         dict(target), seed,
-                        repeat, dict(stopping), dict(tuning), loop, float(eval_sleep))
+                        repeat, dict(stopping), dict(tuning), loop, float(eval_sleep), device)
+            problem.append(spec)
+        if target["how"] == "round":
+            problem = round_on_first(problem, backends, excludes)
+        for spec in problem:
             specs.setdefault(spec.run_id, spec)
     return list(specs.values())
+
+
+def round_on_first(problem: list[Spec], backends: list, excludes: list) -> list[Spec]:
+    """The problem's specs with their target round placed on the problem's own first framework:
+    the first of `backends` that one of its runs keeps after the [[exclude]] tables (the engine
+    applies them later; the round must not run on a framework the study left out of this
+    problem, which may not even be installed), on its CPU where it has kept CPU runs (the
+    round's value does not depend on the device, and a CPU is always there)."""
+    kept = [s for s in problem if not any(matches(s.axes(), rule) for rule in excludes)]
+    if not kept:
+        return problem
+    first = min(kept, key=lambda s: (backends.index(s.backend), s.device != "cpu"))
+    return [replace(s, target={**s.target, "backend": first.backend, "device": first.device})
+            for s in problem]
 
 
 def check_tuning(table, where: str, seeds) -> dict:

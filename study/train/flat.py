@@ -87,16 +87,18 @@ def _torch(model, loss, x, y, shapes, ends):
     import torch
 
     parameters = [v.value for v in model.trainable_variables]
-    xs, ys = torch.as_tensor(x), torch.as_tensor(y)
+    device = parameters[0].device  # the run's device (study.train.device)
+    xs, ys = torch.as_tensor(x, device=device), torch.as_tensor(y, device=device)
 
     def call(w):
-        flat = torch.as_tensor(w, dtype=torch.float32)
+        flat = torch.as_tensor(w, dtype=torch.float32, device=device)
         with torch.no_grad():
             for parameter, value in zip(parameters, pieces(flat, shapes, ends, torch.reshape),
                                         strict=True):
                 parameter.copy_(value)
         value = loss(ys, model(xs, training=True))
         grads = torch.autograd.grad(value, parameters)
-        return float(value.detach()), torch.cat([g.reshape(-1) for g in grads]).double().numpy()
+        return float(value.detach()), torch.cat([g.reshape(-1) for g in grads]).double().cpu() \
+            .numpy()
 
     return call

@@ -6,7 +6,9 @@ Outside every clock: the data and the initial weights (from the sweep's cache, m
 seed by Keras's NumPy backend: study.train.initial), building and compiling the model, and the
 check that the loaded weights give the reference validation loss (a run whose weights disagree
 is refused, never trained). Then the loop (study.train.loop) inside the noise probe.
-`loop = "fit"` times `model.fit` over the same batches instead, for the loop's overhead."""
+`loop = "fit"` times `model.fit` over the same batches instead, for the loop's overhead.
+All of it runs inside the spec's device (study.train.device): a GPU run where the framework
+sees none is skipped, and the weights' device is checked after the run."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ import pandas as pd
 from datasets.errors import InputError
 from study.regression.tuning import NO_RATE, is_tuned
 from study.sweep.plugin import Measurement, RunContext
+from study.train.device import check_placed, gpu_seen, no_gpu, placed, scope
 from study.train.initial import RTOL, agrees, data_folder, initial_folder, read_arrays, read_initial
 from study.train.loop import Target, epoch_batches, run_loop
 from study.train.model import build, loss_object, metric_object
@@ -39,6 +42,13 @@ def measure(spec: Spec, ctx: RunContext) -> Measurement:
     if keras.backend.backend() != spec.backend:
         raise RuntimeError(f"Keras runs on {keras.backend.backend()} in this process, the spec "
                            f"asks for {spec.backend} (KERAS_BACKEND is set too late)")
+    if spec.device == "gpu" and not gpu_seen(spec.backend):
+        return Measurement({"status": "skipped", "message": no_gpu(spec.backend)})
+    with scope(spec.device):
+        return measure_on_device(spec, ctx)
+
+
+def measure_on_device(spec: Spec, ctx: RunContext) -> Measurement:
     arrays = read_arrays(data_folder(spec.data, ctx.cache_dir))
     weights, meta = read_initial(initial_folder(spec, ctx.cache_dir))
     loss = loss_object(spec.loss)
@@ -51,10 +61,6 @@ def measure(spec: Spec, ctx: RunContext) -> Measurement:
     x, y = arrays["x_train"], arrays["y_train"]
     reference = meta["reference_val_loss"]
     initial = {}
-
-    def evaluate():
-        trainer.before_evaluation()
-        return evaluation()
 
     def check_initial(logs):
         initial["val_loss"] = logs["val_loss"]
@@ -76,13 +82,23 @@ def measure(spec: Spec, ctx: RunContext) -> Measurement:
     if spec.loop == "fit":
         with ctx.probe:
             record = fit_record(trainer, model, rows, x, y, stopping["max_steps"])
-        return Measurement({**common, **record, **trainer.record()}, {})
+        return Measurement({**common, **record, **trainer.record(), **device_record(spec, model)},
+                           {})
+    stepper = trainer.stepper(arrays, rows)
+
+    def evaluate():  # off the clock: the state into the model, evaluated, and back
+        stepper.write_back()
+        logs = evaluation()
+        stepper.reload()
+        return logs
+
     with ctx.probe:
-        record, trace = run_loop(lambda i: (x[rows(i)], y[rows(i)]), trainer.step, evaluate,
-                                 target=target, max_steps=stopping["max_steps"],
+        record, trace = run_loop(stepper, evaluate, target=target,
+                                 max_steps=stopping["max_steps"],
                                  eval_every=spec.eval_every or per_epoch,
                                  time_budget=stopping.get("time_budget"),
                                  check_initial=check_initial)
+    stepper.write_back()
     final = trace[-1]
     record.update(common, initial_val_loss=initial.get("val_loss"),
                   val_loss=final.get("val_loss"), val_metric=final.get(f"val_{spec.metric}"),
@@ -90,11 +106,18 @@ def measure(spec: Spec, ctx: RunContext) -> Measurement:
                   total_seconds=(record["setup_seconds"] or 0.0) + record["seconds"],
                   seconds_per_step=(record["seconds"] / (record["steps"] - 1)
                                     if record["steps"] > 1 else None),
-                  **trainer.record())
+                  **trainer.record(), **device_record(spec, model))
     table = pd.DataFrame([{"step": t["step"], "seconds": t["seconds"],
                            "train_loss": t["train_loss"], "val_loss": t["val_loss"],
                            "val_metric": t.get(f"val_{spec.metric}")} for t in trace])
     return Measurement(record, {"traces": table})
+
+
+def device_record(spec: Spec, model) -> dict:
+    """Where the weights lay after the run, checked against the device asked for."""
+    name = placed(model)
+    check_placed(spec.device, name)
+    return {"device_name": name}
 
 
 def fit_record(trainer, model, rows, x, y, steps: int) -> dict:
@@ -130,7 +153,8 @@ def one_line(record: dict) -> str:
     parts = [record["status"], f"{record['steps']} steps",
              f"setup {record['setup_seconds']:.3g} s", f"training {record['seconds']:.3g} s"]
     if record.get("seconds_to_target") is not None:
-        parts.append(f"to target {record['seconds_to_target']:.3g} s")
+        parts.append(f"to target {record['seconds_to_target']:.3g} s "
+                     f"({record['seconds_to_target_with_setup']:.3g} s with setup)")
     if record.get("seconds_per_step"):
         parts.append(f"{1e3 * record['seconds_per_step']:.3g} ms/step")
     parts.append(f"evaluation {record['eval_seconds']:.3g} s apart")

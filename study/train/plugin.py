@@ -57,7 +57,8 @@ def preload(framework: str) -> tuple[str, ...]:
 
 
 def needs_gpu(spec: Spec) -> bool:
-    return False
+    """A GPU run: the engine skips it, with the reason, where its framework sees no GPU."""
+    return spec.device == "gpu"
 
 
 def code_files(spec: Spec) -> list[str]:

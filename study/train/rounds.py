@@ -5,8 +5,9 @@ budget) and the target-setting round, as AlgoPerf sets its targets.
 Target-setting round (`target = {metric, set = "round", margin, seed, stopping}`): every
 optimizer configuration of the study (a tuned one at every rate of its grid) runs once on the
 held-apart seed with the long budget and no target, at the problem's batch size (L-BFGS: full
-batch), on the study's first framework (what a
-model can reach does not depend on the framework that trains it); the target is the best
+batch), on the problem's own first framework (the first of `backends` its runs keep after the
+[[exclude]] tables, on the CPU where the problem has CPU runs: study.train.config; what a
+model can reach does not depend on the framework or device that trains it); the target is the best
 validation value any of them reached, relaxed by the margin (relative: best * (1 + margin) for
 a metric that falls, best * (1 - margin) for one that rises). Every measured row records the
 target, the margin, the seed and `target_how = "round"`.
@@ -42,7 +43,8 @@ def target_runs(spec: Spec) -> list[Spec]:
     if target.get("how") != "round":
         return []
     return [replace(spec, optimizer=optimizer, hyperparameters=dict(hyperparameters),
-                    backend=target["backend"], seed=target["seed"], repeat=0,
+                    backend=target["backend"], device=target.get("device", "cpu"),
+                    seed=target["seed"], repeat=0,
                     stopping=dict(target["stopping"]), tuning={},
                     target=no_target(target, "setting"),
                     batch_size=0 if optimizer == "lbfgs" else target["batch_size"])

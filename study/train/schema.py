@@ -14,6 +14,7 @@ RUN_COLUMNS = Schema("runs", (
     Column("optimizer", "str", "keras:<Class> or lbfgs (ours, on the flat weights, full batch)"),
     Column("hyperparameters", "str", "as JSON (also as hp_* columns)"),
     Column("backend", "str", "the framework Keras ran on: tensorflow, jax or torch"),
+    Column("device", "str", "the device asked for: cpu or gpu (device_name: where it ran)"),
     Column("batch_size", "int", "rows per step; 0: full batch"),
     Column("eval_every", "int", "steps between evaluations; 0: once per epoch"),
     Column("target_metric", "str", "val_loss or val_<metric>"),
@@ -47,18 +48,23 @@ RUN_COLUMNS = Schema("runs", (
     Column("total_seconds", "float", "setup + seconds"),
     Column("seconds_per_step", "float", "seconds over the steps after the first"),
     Column("seconds_to_target", "float", "training time to the first evaluation at or past the "
-                                         "target (None when not reached)"),
+                                         "target (None when not reached), setup excluded"),
+    Column("seconds_to_target_with_setup", "float", "the same plus setup_seconds (AlgoPerf's "
+                                                    "count: compilation in)"),
     Column("steps_to_target", "int", "steps to that evaluation"),
     Column("eval_seconds", "float", "time spent evaluating, apart and never counted"),
     Column("evaluations", "int", "evaluations, the initial one included"),
+    Column("segments", "int", "segments of steps run between two host reads (the first: the "
+                              "compiling step alone)"),
     Column("best_value", "float", "the best value of the target metric over the evaluations"),
     Column("train_loss", "float", "training loss of the last step"),
     Column("val_loss", "float", "validation loss at the last evaluation"),
     Column("val_metric", "float", "the validation metric at the last evaluation"),
     Column("initial_val_loss", "float", "validation loss of the loaded initial weights"),
     Column("reference_val_loss", "float", "the same from Keras's NumPy backend (agrees to 1e-4)"),
-    Column("device_name", "str", "where the framework ran it (cpu, gpu, cuda...): a run takes "
-                                 "the device its framework picks"),
+    Column("device_name", "str", "where the model's weights lay after the run, in the "
+                                 "framework's words (cpu:0, cuda:0, GPU:0...), checked against "
+                                 "device"),
     Column("jit_compile", "bool", "Keras compiled the train step (XLA) on this framework"),
     Column("keras_class", "str", "the Keras optimizer's class"),
     Column("keras_config", "str", "its get_config()"),
@@ -80,4 +86,4 @@ TRACES = Schema("traces", (
 SIDE_TABLES = {"traces": TRACES}
 
 TIMING_COLUMNS = (*VARYING, "seconds", "setup_seconds", "total_seconds", "seconds_per_step",
-                  "seconds_to_target", "eval_seconds")
+                  "seconds_to_target", "seconds_to_target_with_setup", "eval_seconds")

@@ -35,10 +35,17 @@ class Spec:
     tuning: dict = field(default_factory=dict)  # study.regression.tuning's protocol
     loop: str = "steps"  # steps: our timed loop; fit: model.fit over the same steps (overhead)
     eval_sleep: float = 0.0  # seconds added to every evaluation (tests: slow it on purpose)
+    device: str = "cpu"  # cpu or gpu: where the framework runs it (study.train.device)
 
     @cached_property
     def run_id(self) -> str:
-        return hashlib.sha256(self.to_json().encode()).hexdigest()[:16]
+        """The hash of the spec without the target round's list of optimizer configurations:
+        that list is the whole study's, so with it every round-targeted run's id changed when
+        an optimizer was added; what the round gives a run is its target value (in the
+        resolved spec's target, so a new optimizer that lowers the target still re-runs)."""
+        fields_ = json.loads(self.to_json())
+        fields_["target"].pop("configurations", None)
+        return hashlib.sha256(json.dumps(fields_, sort_keys=True).encode()).hexdigest()[:16]
 
     def to_json(self) -> str:
         return json.dumps({f.name: getattr(self, f.name) for f in fields(self)}, sort_keys=True)
@@ -61,7 +68,7 @@ class Spec:
             "metric": self.metric, "optimizer": self.optimizer,
             "hyperparameters": json.dumps(self.hyperparameters, sort_keys=True),
             **{f"hp_{k}": v for k, v in self.hyperparameters.items()},
-            "backend": self.backend, "batch_size": self.batch_size,
+            "backend": self.backend, "device": self.device, "batch_size": self.batch_size,
             "eval_every": self.eval_every, "target_metric": self.target.get("metric"),
             "target_mode": self.target.get("mode"), "target_how": self.target.get("how"),
             "seed": self.seed, "repeat": self.repeat, "loop": self.loop,
@@ -84,5 +91,6 @@ class Spec:
     def label(self) -> str:
         hp = ",".join(f"{k}={v}" for k, v in self.hyperparameters.items())
         role = f" [{self.tuning['role']}]" if self.tuning else ""
-        return (f"{self.model} on {self.data_name()} {self.optimizer}({hp}) {self.backend} "
+        return (f"{self.model} on {self.data_name()} {self.optimizer}({hp}) {self.backend}"
+                f"/{self.device} "
                 f"batch={self.batch_size or 'full'} seed={self.seed} rep={self.repeat}{role}")

@@ -1,13 +1,15 @@
-"""What one step and one evaluation are, per optimizer family, on a built model with its
-initial weights loaded (study.train.loop times them).
+"""What a step and an evaluation are, per optimizer family, on a built model with its initial
+weights loaded (study.train.loop times them in segments).
 
-Keras optimizers: `model.train_on_batch`, Keras's own train step as a user gets it
-(jit_compile="auto": XLA on JAX; with Keras 3.15 a tf.function without XLA on TensorFlow and
-eager on PyTorch; the row records which); it returns host floats, which waits for the device.
+Keras optimizers: the model compiled as a user compiles it (jit_compile="auto": XLA on JAX; with
+Keras 3.15 a tf.function without XLA on TensorFlow and eager on PyTorch; the row records which),
+then stepped by study.train.steppers, which does `fit`'s work per step without a host read.
+`KerasTrainer.step` (`train_on_batch`) remains for the `loop = "fit"` baseline's warm-up only.
 Our L-BFGS: one iteration of optimizers/lbfgs.py (strong-Wolfe line search, its algebra on
-the host in float64) on the flat weights, the loss and gradient through the framework
-(study.train.flat). Both evaluate with `model.test_on_batch` on the whole validation set (its
-first call compiles: evaluation time, never training time)."""
+the host in float64, so every iteration reads the host by nature) on the flat weights, the
+loss and gradient through the framework (study.train.flat). Both evaluate with
+`model.test_on_batch` on the whole validation set (its first call compiles: evaluation time,
+never training time)."""
 
 from __future__ import annotations
 
@@ -56,8 +58,11 @@ class Evaluation:
 
 
 class KerasTrainer:
+    """A compiled model; `step` is `train_on_batch` (the fit baseline's warm-up), `stepper`
+    the segmented loop's steps (study.train.steppers)."""
+
     def __init__(self, model, spec, loss, metric):
-        self.model = model
+        self.model, self.loss = model, loss
         model.compile(optimizer=keras_optimizer(spec.optimizer, spec.hyperparameters),
                       loss=spec.loss, metrics=[metric])
 
@@ -65,8 +70,10 @@ class KerasTrainer:
         out = self.model.train_on_batch(x, y)
         return float(out[0] if isinstance(out, list | tuple) else out)
 
-    def before_evaluation(self) -> None:
-        pass
+    def stepper(self, arrays: dict, rows):
+        from study.train.steppers import make_stepper
+
+        return make_stepper(self.model, self.loss, arrays["x_train"], arrays["y_train"], rows)
 
     def record(self) -> dict:
         import keras
@@ -74,12 +81,13 @@ class KerasTrainer:
         optimizer = self.model.optimizer
         return {"keras_class": type(optimizer).__name__,
                 "keras_config": str(sorted(optimizer.get_config().items())),
-                "jit_compile": bool(self.model.jit_compile), "keras_version": keras.__version__,
-                "device_name": device_used()}
+                "jit_compile": bool(self.model.jit_compile), "keras_version": keras.__version__}
 
 
 class LbfgsTrainer:
-    """Full batch: every step is one L-BFGS iteration on all training rows."""
+    """Full batch: every step is one L-BFGS iteration on all training rows. It is its own
+    stepper (study.train.loop): a segment runs its iterations, each reading the loss and
+    gradient to the host, where the algorithm's algebra runs."""
 
     def __init__(self, model, spec, loss, metric, arrays: dict):
         import keras
@@ -99,13 +107,26 @@ class LbfgsTrainer:
         self.w0 = flatten([keras.ops.convert_to_numpy(v.value) for v in variables])
         self.state = None
 
-    def step(self, x, y) -> float:
-        if self.state is None:  # the first step: compiles the objective, then iterates
-            self.state = self.lbfgs.init(self.objective, self.ops, (), self.w0)
-        self.state = self.lbfgs.update(self.objective, self.ops, (), self.state)
-        return float(self.state.f)
+    def stepper(self, arrays: dict, rows):
+        return self
 
-    def before_evaluation(self) -> None:
+    def prepare(self, first: int, count: int) -> int:
+        return count
+
+    def run(self, count: int):
+        for _ in range(count):
+            if self.state is None:  # the first step: compiles the objective, then iterates
+                self.state = self.lbfgs.init(self.objective, self.ops, (), self.w0)
+            self.state = self.lbfgs.update(self.objective, self.ops, (), self.state)
+        return self.state.f
+
+    def read(self, value) -> float:
+        return float(value)
+
+    def reload(self) -> None:
+        pass
+
+    def write_back(self) -> None:
         w = self.w0 if self.state is None else self.state.w
         for variable, value in zip(self.model.trainable_variables,
                                    pieces(w, self.shapes, self.ends, np.reshape), strict=True):
@@ -113,8 +134,7 @@ class LbfgsTrainer:
 
     def record(self) -> dict:
         evaluations = 1 + int(np.asarray(self.state.evaluations)) if self.state else 0
-        return {"loss_evaluations": evaluations, "jit_compile": None,
-                "device_name": device_used()}
+        return {"loss_evaluations": evaluations, "jit_compile": None}
 
 
 class _Objective:
@@ -123,25 +143,6 @@ class _Objective:
 
     def value_and_grad(self, w):
         return self.function(w)
-
-
-def device_used() -> str:
-    """Where the framework placed the run (read after it ran, so nothing is initialised early):
-    the run takes whatever device its framework picks; this says which."""
-    import keras
-
-    backend = keras.backend.backend()
-    if backend == "jax":
-        import jax
-
-        return str(jax.devices()[0].platform)
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        return "gpu" if tf.config.list_logical_devices("GPU") else "cpu"
-    from keras.src.backend.torch.core import get_device
-
-    return str(get_device())
 
 
 def make_trainer(model, spec, loss, metric, arrays):
