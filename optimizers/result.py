@@ -21,6 +21,23 @@ def on_trace_schedule(iteration: int) -> bool:
     return iteration % stride == 0
 
 
+def interpolated_seconds(iterations: list[int], chunks) -> list[float]:
+    """Seconds of each traced iteration of a loop that ran in chunks read once each (JAX's
+    fused loop, PyTorch's CUDA graph replays): iteration 0 at the clock's start, the others
+    linearly between the start and end of the chunk (first, last, began, ended) that computed
+    them."""
+    seconds = []
+    for it in iterations:
+        for first, last, began, ended in chunks:
+            if it <= last:
+                share = (it - first) / max(last - first, 1)
+                seconds.append(began + share * (ended - began) if it > 0 else 0.0)
+                break
+        else:
+            seconds.append(chunks[-1][3] if chunks else 0.0)
+    return seconds
+
+
 class Stopwatch:
     """Wall clock of the timed region, with bookkeeping (trace recording) paused out of it."""
 

@@ -34,13 +34,13 @@ def installed(name: str) -> bool:
 
 def modes():
     """(backend, feed) for every registered backend and feed mode (tf1, the original TF1
-    program, runs GD and Adadelta only and has its own tests)."""
+    program, runs GD and Adadelta only, and torch's graphed, GPU only, have their own tests)."""
     out = []
     for name, backend in BACKENDS.items():
         if name == "numpy":
             continue
         for feed in backend.allowed("feed"):
-            if feed == "tf1":
+            if feed in ("tf1", "graphed"):
                 continue
             mark = pytest.mark.skipif(not installed(name), reason=f"{name} is not installed")
             out.append(pytest.param(name, feed, id=f"{name}-{feed}", marks=mark))
@@ -254,3 +254,150 @@ def test_every_declared_backend_points_at_real_code():
             assert backend.load().__name__ == backend.cls
         for option, values in backend.options.items():
             assert values, (name, option)
+
+
+# torch's graphed mode: CUDA graphs, so a GPU only; refused in one line anywhere else
+
+def cuda_visible() -> bool:
+    if not installed("torch"):
+        return False
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+GRAPHABLE = [("gd", {"step": "1/L"}), ("gd", {"step": "fixed", "learning_rate": 0.5}),
+             ("gd", {"step": "diag"}), ("adadelta", {}), ("momentum", {}), ("nesterov", {}),
+             ("adam", {"learning_rate": 0.05}), ("rmsprop", {"learning_rate": 1e-3}),
+             ("adagrad", {"learning_rate": 0.5}), ("lbfgs", {"line_search": "exact"})]
+
+
+@pytest.mark.skipif(not installed("torch"), reason="torch is not installed")
+@pytest.mark.parametrize("device, message", [
+    ("cpu", "feed 'graphed' replays CUDA graphs: it needs device gpu"),
+    ("gpu", "no GPU visible to PyTorch")])
+def test_graphed_on_a_cpu_is_one_line_exit_2_and_no_file(tmp_path, capsys, device, message):
+    from study.__main__ import main
+
+    if device == "gpu" and cuda_visible():
+        pytest.skip("this machine has a GPU for it")
+    out = tmp_path / "run.parquet"
+    code = main(["regress", "--rows", "300", "--backend", "torch", "--device", device,
+                 "--feed", "graphed", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.skipif(not installed("torch"), reason="torch is not installed")
+@pytest.mark.parametrize("name, hp, why", [
+    ("gd", {"step": "armijo"}, "Armijo"), ("lbfgs", {"line_search": "wolfe"}, "Wolfe"),
+    ("cgls", {}, "restart"), ("torch:Adam", {"lr": 0.01}, "not declared straight-line")])
+def test_graphed_refuses_a_step_that_branches_naming_the_optimizer(name, hp, why):
+    from optimizers.backends.torch import graph_refusal
+
+    optimizer = make_optimizer(name, **hp)
+    refusal = graph_refusal(optimizer)
+    assert refusal.startswith(f"feed 'graphed' cannot capture {name}") and why in refusal
+    assert "\n" not in refusal
+    assert all(graph_refusal(make_optimizer(n, **h)) is None for n, h in GRAPHABLE)
+
+
+@pytest.mark.skipif(not cuda_visible(), reason="feed 'graphed' needs a CUDA GPU")
+@pytest.mark.parametrize("name, hp", GRAPHABLE, ids=ids(GRAPHABLE))
+def test_graphed_twins(least_squares, name, hp):
+    """Unverified on the machine this was written on (no GPU): replays follow the NumPy twin."""
+    optimizer = make_optimizer(name, **hp)
+    rules = build_rules(tol=None, max_iter=30)
+    reference = run(least_squares, optimizer, rules, init="normal", seed=1,
+                    backend=make_backend("numpy"))
+    result = run(least_squares, optimizer, rules, init="normal", seed=1,
+                 backend=make_backend("torch", "float64", device="gpu", feed="graphed"))
+    assert result.iterations == 30 and result.record()["feed"] == "graphed"
+    assert result.record()["graphed_overrun"] == 0  # max_iter: chunks never run past it
+    assert_twins(result, reference, least_squares, 30)
+
+
+@pytest.mark.skipif(not cuda_visible(), reason="feed 'graphed' needs a CUDA GPU")
+def test_graphed_rules_stop_where_numpys_do(least_squares):
+    for stopping, status in (({"tol": 1e-6, "max_iter": 5000}, "converged"),
+                             ({"grad_tol": 1e-4, "max_iter": 5000}, "grad_tol"),
+                             ({"rel_tol": 1e-3, "patience": 3, "max_iter": 5000}, "stalled"),
+                             ({"max_iter": 37}, "max_iter")):
+        rules = build_rules(**stopping)
+        reference = run(least_squares, make_optimizer("gd"), rules,
+                        backend=make_backend("numpy"))
+        result = run(least_squares, make_optimizer("gd"), rules,
+                     backend=make_backend("torch", device="gpu", feed="graphed"))
+        assert (result.status, result.iterations) == (status, reference.iterations)
+        np.testing.assert_array_equal(result.trace["iteration"], reference.trace["iteration"])
+        np.testing.assert_allclose(result.w, reference.w, rtol=1e-10, atol=1e-12)
+
+
+@pytest.fixture
+def graphed_on_the_cpu(monkeypatch):
+    """torch's graphed mode on the CPU with its two CUDA calls replaced: the warm-up runs on
+    the current stream and each "replay" calls the chunk eagerly. Everything else (chunks,
+    buffers, the host's rule checks, the iterate of the row that fired, the trace) runs as on
+    a GPU; what only a GPU checks is that capture and replay do what the eager chunk does."""
+    if not installed("torch"):
+        pytest.skip("torch is not installed")
+    from functools import partial
+
+    from optimizers.backends import torch as torch_backend
+
+    def warm_up(init, step, data, params, start):
+        state, _ = init(data, params, start)
+        return step(data, params, state)[0]
+
+    monkeypatch.setattr(torch_backend, "_warm_up", warm_up)
+    monkeypatch.setattr(torch_backend, "_capture",
+                        lambda chunk, sizes: {size: partial(chunk, size) for size in sizes})
+
+    def make(dtype="float64"):
+        backend = make_backend("torch", dtype, device="gpu", feed="graphed")
+        backend.device = "cpu"  # after the check that refuses graphed on a CPU
+        return backend
+
+    return make
+
+
+@pytest.mark.parametrize("name, hp", GRAPHABLE, ids=ids(GRAPHABLE))
+def test_graphed_host_side_twins_on_the_cpu(least_squares, graphed_on_the_cpu, name, hp):
+    optimizer, rules = make_optimizer(name, **hp), build_rules(tol=None, max_iter=30)
+    reference = run(least_squares, optimizer, rules, init="normal", seed=1,
+                    backend=make_backend("numpy"))
+    result = run(least_squares, optimizer, rules, init="normal", seed=1,
+                 backend=graphed_on_the_cpu())
+    assert result.iterations == 30 and result.record()["graphed_overrun"] == 0
+    assert result.record()["graphed_chunks"] == 8  # 1, 2, 4, 8, then 15 left: 8, 4, 2, 1
+    assert_twins(result, reference, least_squares, 30)
+
+
+def test_graphed_host_side_stops_where_numpy_does_on_the_cpu(least_squares, graphed_on_the_cpu):
+    for stopping, status in (({"tol": 1e-6, "max_iter": 5000}, "converged"),
+                             ({"grad_tol": 1e-4, "max_iter": 5000}, "grad_tol"),
+                             ({"rel_tol": 1e-3, "patience": 3, "max_iter": 5000}, "stalled"),
+                             ({"max_iter": 37}, "max_iter")):
+        rules = build_rules(**stopping)
+        reference = run(least_squares, make_optimizer("gd"), rules,
+                        backend=make_backend("numpy"))
+        result = run(least_squares, make_optimizer("gd"), rules, backend=graphed_on_the_cpu())
+        assert (result.status, result.iterations) == (status, reference.iterations)
+        np.testing.assert_array_equal(result.trace["iteration"], reference.trace["iteration"])
+        np.testing.assert_allclose(result.w, reference.w, rtol=1e-10, atol=1e-12)
+        seconds = result.trace["seconds"].to_numpy()
+        assert seconds[0] == 0 and np.all(np.diff(seconds) >= 0)
+
+
+def test_graphed_refuses_a_branch_it_was_not_told_of(least_squares, graphed_on_the_cpu,
+                                                     monkeypatch):
+    """The safety net under graph_refusal: a step that branches on data while it is being
+    warmed up is refused in one line naming the optimizer."""
+    from optimizers.backends import torch as torch_backend
+
+    monkeypatch.setattr(torch_backend, "graph_refusal", lambda optimizer: None)
+    with pytest.raises(InputError, match=r"^feed 'graphed' cannot capture cgls as a CUDA "
+                                         r"graph: its step branches on data \(ops.cond\)$"):
+        run(least_squares, make_optimizer("cgls"), build_rules(max_iter=5),
+            backend=graphed_on_the_cpu())

@@ -20,6 +20,8 @@ interpolated linearly between the chunk's measured start and end (`trace_clock` 
 
 Compilation is done ahead of time and timed as setup: `jax.jit(f).lower(*args).compile()` on
 the real inputs; every clock read waits for the device (`block_until_ready`, or a host read).
+The timed loops read with `jax.device_get`, one small array at a time: once per iteration
+(feed, resident) or once per chunk (fused), as tests/test_host_reads.py counts.
 x64 is switched on in the run's own process when the backend is made (float64 data and the
 rules' float64 scalars need it); a float32 run keeps its arrays float32 by explicit dtypes.
 Which ops are ours: the data-layout products, the stable softplus/sigmoid, `solve_triangular`,
@@ -35,7 +37,13 @@ from optimizers.backends.registry import BACKENDS
 from optimizers.driver import step_functions
 from optimizers.interruptible import call_interruptibly
 from optimizers.objective import make_objective, problem_data
-from optimizers.result import TRACE_COLUMNS, Outcome, Stopwatch, apply_state_record
+from optimizers.result import (
+    TRACE_COLUMNS,
+    Outcome,
+    Stopwatch,
+    apply_state_record,
+    interpolated_seconds,
+)
 from optimizers.stopping import Context, Ending, TimeBudget, rule_values, rules_on_tensors
 
 NO_GPU = "no GPU visible to JAX"
@@ -309,7 +317,7 @@ class JaxBackend:
         setup_seconds = setup_clock.elapsed()
 
         def observe(result):
-            f, grad_norm = np.asarray(result[1])  # the host read is the device sync
+            f, grad_norm = jax.device_get(result[1])  # the one read (the device sync)
             return float(f), float(grad_norm)
 
         state, iterations, seconds, ending, trace = host_loop(
@@ -371,7 +379,9 @@ class JaxBackend:
                                                          f0, f_prev, rule_states, buffer, slot)
                 return (i, state, stats[0], f0, rule_states, fired, buffer, slot)
 
-            return lax.while_loop(condition, body, carry)
+            carry = lax.while_loop(condition, body, carry)
+            # what the host reads after a chunk, as one array (one read): i, then the rules fired
+            return carry, jnp.concatenate([carry[0][None], carry[5].astype(jnp.int64)])
 
         return start, chunk
 
@@ -398,9 +408,10 @@ class JaxBackend:
         size, chunks, index, i = FIRST_CHUNK, [], -1, 0
         while True:
             began, first = clock.elapsed(), i
-            carry = chunk_fn(data, params, carry, values, f_star, f_scale,
-                             jnp.asarray(min(first + size, _CAP), jnp.int64))
-            i, fired = int(carry[0]), np.asarray(carry[5])  # the host read is the sync
+            carry, summary = chunk_fn(data, params, carry, values, f_star, f_scale,
+                                      jnp.asarray(min(first + size, _CAP), jnp.int64))
+            summary = jax.device_get(summary)  # the one read of the chunk (the sync)
+            i, fired = int(summary[0]), summary[1:]
             ended = clock.elapsed()
             chunks.append((first, i, began, ended))
             index = rules.first(fired)
@@ -413,14 +424,14 @@ class JaxBackend:
             room = (budget.seconds - ended) if budget is not None else CHUNK_SECONDS
             size = max(1, int(min(CHUNK_SECONDS, room) / per_iteration) + 1)
         w = carry[1].w
-        w_host = np.asarray(w)  # the clock stops once the result is on the host
+        w_host = jax.device_get(w)  # the clock stops once the result is on the host
         seconds = clock.elapsed()
         ending = (rules.ending(index, i) if index >= 0 else
                   Ending("max_iter", f"the loop's own limit of {_CAP} iterations"))
         table = np.asarray(carry[6])[: int(carry[7]) + 1 - int(_on_schedule(i))]
         trace = {c: table[:, j].tolist() for j, c in enumerate(TRACE_COLUMNS)}
         trace["iteration"] = [int(v) for v in trace["iteration"]]
-        trace["seconds"] = _interpolated(trace["iteration"], chunks)
+        trace["seconds"] = interpolated_seconds(trace["iteration"], chunks)
         device, extra = self._extra(w)
         return Outcome(w_host, i, seconds, setup_seconds, ending.status, ending.message, trace,
                        rule=ending.rule, device=device,
@@ -432,19 +443,3 @@ def _on_schedule(iteration: int) -> bool:
     from optimizers.result import on_trace_schedule
 
     return on_trace_schedule(iteration)
-
-
-def _interpolated(iterations: list[int], chunks) -> list[float]:
-    """Seconds of each traced iteration: iteration 0 at the clock's start, the others linearly
-    between the start and end of the chunk that computed them."""
-    seconds = []
-    for it in iterations:
-        for first, last, began, ended in chunks:
-            if it <= last:
-                share = (it - first) / max(last - first, 1)
-                seconds.append(began + share * (ended - began) if it > 0 else 0.0)
-                break
-        else:
-            seconds.append(chunks[-1][3] if chunks else 0.0)
-    return seconds
-

@@ -137,7 +137,7 @@ BACKENDS = {
     "torch": Backend(
         "torch", "torch", "optimizers.backends.torch", "TorchBackend",
         {"dtype": DTYPES, "formulation": FORMULATIONS, "device": DEVICES,
-         "feed": ("resident", "feed", "compiled")},
+         "feed": ("resident", "feed", "compiled", "graphed")},
         files=("optimizers/backends/torch.py",)),
 }
 

@@ -12,13 +12,22 @@ Feed modes (`feed=`):
   compiled  the step under `torch.compile` (default mode), called from the host loop; its
             compilation is done by warm-up calls and timed as setup. The data-dependent
             branches of the line searches (`ops.cond`, `ops.while_loop`) break the graph there,
-            as they would in any user's compiled step.
-There is no fused mode: `torch.compile` compiles straight-line code, and the loop primitives
-that would hold a whole run (`torch._higher_order_ops.while_loop`) are private and
-experimental in PyTorch 2.x, so a whole-loop mode would measure an unstable API, not PyTorch.
+            as they would in any user's compiled step;
+  graphed   GPU only: chunks of 1, 2, 4, ... GRAPH_CHUNK iterations, each captured once as a
+            CUDA graph (`torch.cuda.graph`, after a warm-up on a side stream; capture timed as
+            setup) and replayed; every iteration writes its stats and iterate into fixed device
+            buffers, read once per chunk, and the host checks the rules on them in order, as
+            JAX's fused loop reads once per chunk. A replay cannot stop early: a rule that fires
+            inside a chunk leaves the rest of it computed but unused (`graphed_overrun`). Only
+            straight-line steps can be captured (`graph_refusal`).
+`torch.compile` has no whole-loop mode: the loop primitives that would hold a whole run
+(`torch._higher_order_ops.while_loop`) are private and experimental in PyTorch 2.x.
 
-On a GPU every clock read follows `torch.cuda.synchronize()` (a host read of the stats does it
-in the loop). The intra-op thread count is PyTorch's (one per core by default) and is recorded.
+Every mode reads the stopping statistics (loss and gradient norm) as one small float64 tensor,
+once per iteration (once per chunk in `graphed`): on a GPU that read is the one synchronization.
+Python numbers become tensors once per run (`TorchOps.constant`): on a GPU each conversion is a
+host-to-device copy that waits for the device. The intra-op thread count is PyTorch's (one per
+core by default) and is recorded.
 Which ops are ours: the data-layout products, the stable softplus (`logaddexp`, not
 `F.softplus`, which switches to x above 20 and is off by 2e-9 there), `solve_triangular`,
 `while_loop`/`cond` (plain Python: eager), `push` and placement; the rest are torch's
@@ -29,11 +38,24 @@ from __future__ import annotations
 
 import numpy as np
 
+from datasets.errors import InputError
 from optimizers.backends.registry import BACKENDS
+from optimizers.driver import RuleMonitor, host_loop, step_functions
 from optimizers.objective import make_objective, problem_data
-from optimizers.result import Outcome, Stopwatch, apply_state_record
+from optimizers.result import Outcome, Stopwatch, apply_state_record, interpolated_seconds
+from optimizers.stopping import MaxIter
 
 NO_GPU = "no GPU visible to PyTorch"
+GRAPH_CHUNK = 64  # the longest chunk captured as one CUDA graph (then 32, 16, ... 1)
+WARM_UP_STEPS = 3  # eager steps on a side stream before capture, as torch.cuda.graphs asks
+# optimizers whose step is straight-line code (no branch on data), by name; gd's Armijo step,
+# lbfgs's Wolfe search and cgls's restart test branch on data (graph_refusal)
+GRAPHABLE = ("gd", "adadelta", "adagrad", "adam", "rmsprop", "momentum", "nesterov", "lbfgs")
+
+
+class DataDependentBranch(Exception):
+    """A step asked `ops.cond` or `ops.while_loop` to branch while a CUDA graph was being
+    warmed up or captured: a replay could not take the branch."""
 
 
 def _torch():
@@ -59,6 +81,22 @@ class TorchOps:
         self.torch_dtype = getattr(torch, self.dtype.name)
         self.device = torch.device("cuda" if device == "gpu" else "cpu")
         self.tiny = float(np.finfo(self.dtype).tiny)
+        self.straight_line = False  # True while a CUDA graph is warmed up or captured
+        self._constants = {}
+
+    def constant(self, value, dtype, device):
+        """A number as a tensor; a Python int or float is made once per run and reused (tensors
+        are never updated in place here): on a GPU each `as_tensor` is a host-to-device copy that
+        waits for the device, and a CUDA graph cannot capture one. Not kept while torch.compile
+        traces (the cache would hold a traced tensor)."""
+        torch = self.torch
+        if type(value) not in (int, float) or torch.compiler.is_compiling():
+            return torch.as_tensor(value, dtype=dtype, device=device)
+        key = (repr(value), dtype, device)
+        found = self._constants.get(key)
+        if found is None:
+            found = self._constants[key] = torch.as_tensor(value, dtype=dtype, device=device)
+        return found
 
     def _tensor(self, value, like=None):
         """A Python or NumPy number as a tensor (of `like`'s dtype and device, else ours)."""
@@ -66,7 +104,7 @@ class TorchOps:
             return value
         dtype = like.dtype if like is not None and like.is_floating_point() else self.torch_dtype
         device = like.device if like is not None else self.device
-        return self.torch.as_tensor(value, dtype=dtype, device=device)
+        return self.constant(value, dtype, device)
 
     def asarray(self, value):
         if isinstance(value, self.torch.Tensor):
@@ -77,7 +115,7 @@ class TorchOps:
         return self.torch.as_tensor(array, device=self.device)
 
     def scalar(self, value):
-        return self.torch.as_tensor(value, dtype=self.torch_dtype, device=self.device)
+        return self.constant(value, self.torch_dtype, self.device)
 
     def data_matrix(self, X):
         """X transposed (d x n, contiguous): with d << n, X^T r then runs as a row-major GEMV
@@ -149,14 +187,16 @@ class TorchOps:
         """log(1 + exp(x)) without overflow for any x, exactly as NumPy's logaddexp(0, x)."""
         return self.torch.logaddexp(self.torch.zeros_like(x), x)
 
-    @staticmethod
-    def while_loop(condition, body, loop_vars: tuple) -> tuple:
+    def while_loop(self, condition, body, loop_vars: tuple) -> tuple:
+        if self.straight_line:
+            raise DataDependentBranch("while_loop")
         while bool(condition(*loop_vars)):
             loop_vars = tuple(body(*loop_vars))
         return loop_vars
 
-    @staticmethod
-    def cond(predicate, true_fn, false_fn):
+    def cond(self, predicate, true_fn, false_fn):
+        if self.straight_line:
+            raise DataDependentBranch("cond")
         return true_fn() if bool(predicate) else false_fn()
 
     def reshape(self, x, shape):
@@ -214,6 +254,58 @@ def _to_cpu(value):
     return value
 
 
+def graph_refusal(optimizer) -> str | None:
+    """Why feed 'graphed' cannot capture this optimizer's step, or None: a replay runs the
+    captured kernels and nothing else, so no Python branch on the data and no Python-side
+    state (a library optimizer's evaluation count) can be in it."""
+    name = optimizer.name
+    if getattr(optimizer, "step", None) == "armijo":
+        why = "its Armijo step backtracks in a loop on the loss"
+    elif getattr(optimizer, "line_search", None) == "wolfe":
+        why = "its Wolfe line search loops on the loss"
+    elif name == "cgls":
+        why = "its restart test branches on the data"
+    elif name not in GRAPHABLE:
+        why = "its step is not declared straight-line code"
+    else:
+        return None
+    return (f"feed 'graphed' cannot capture {name} as a CUDA graph: {why}; use feed "
+            f"'resident' or 'compiled'")
+
+
+def _warm_up(init, step, data, params, start):
+    """A few eager steps on a side stream before capture, as the CUDA graph docs ask (kernels
+    chosen, workspaces and the run's constants made); the state they reach."""
+    torch = _torch()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        state, _ = init(data, params, start)
+        for _ in range(WARM_UP_STEPS):
+            state, _ = step(data, params, state)
+    torch.cuda.current_stream().wait_stream(side)
+    return state
+
+
+def _capture(chunk, sizes) -> dict:
+    """`chunk(size)` captured once per size as a CUDA graph; size -> the graph's replay. The
+    graphs share one memory pool: nothing allocated in a capture outlives it (the state, stats
+    and iterates live in tensors made before), so no replay reads another's memory."""
+    torch = _torch()
+    pool, replays = torch.cuda.graph_pool_handle(), {}
+    for size in sizes:
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=pool):
+            chunk(size)
+        replays[size] = graph.replay
+    torch.cuda.synchronize()
+    return replays
+
+
+def _largest_power_of_two(limit: int) -> int:
+    return 1 << (limit.bit_length() - 1)
+
+
 class TorchBackend:
     """Runs an optimizer on PyTorch: `minimize(problem, optimizer, rules, w0) -> Outcome`."""
 
@@ -223,6 +315,9 @@ class TorchBackend:
                  formulation: str = "data"):
         BACKENDS["torch"].check({"dtype": dtype, "device": device, "feed": feed,
                                   "formulation": formulation})
+        if feed == "graphed" and device != "gpu":
+            raise InputError("feed 'graphed' replays CUDA graphs: it needs device gpu "
+                             "(--device gpu), not the CPU")
         self.dtype = np.dtype(dtype)
         self.device = device
         self.feed = feed
@@ -247,6 +342,12 @@ class TorchBackend:
         if self.device == "gpu":
             _torch().cuda.synchronize()
 
+    @staticmethod
+    def _stats(state):
+        """Loss and gradient norm as one float64 tensor: what the run reads to the host."""
+        torch = _torch()
+        return torch.stack([state.f, torch.linalg.vector_norm(state.g)]).to(torch.float64)
+
     def minimize(self, problem, optimizer, rules, w0) -> Outcome:
         reason = self.unavailable()
         if reason is None and hasattr(optimizer, "unavailable"):
@@ -254,8 +355,9 @@ class TorchBackend:
         if reason is not None:  # recorded, never run on the CPU under a GPU label
             return Outcome(np.asarray(w0, dtype=self.dtype), 0, 0.0, 0.0, "skipped", reason,
                            device=self.device, extra={**self.options(), "device_name": ""})
-        from optimizers.driver import host_loop
-
+        refusal = graph_refusal(optimizer) if self.feed == "graphed" else None
+        if refusal is not None:
+            raise InputError(refusal)
         torch = _torch()
         ops = self.ops
         setup_clock = Stopwatch()
@@ -263,15 +365,33 @@ class TorchBackend:
         params = optimizer.setup(
             problem, make_objective(ops, data, self.formulation, problem.objective), ops)
         start = ops.asarray(w0)
-        kind, formulation = problem.objective, self.formulation
+        # each returns (state, stats): the statistics are computed with the step (compiled
+        # with it in `compiled`, captured with it in `graphed`)
+        init, step = step_functions(ops, optimizer, self.formulation, problem.objective,
+                                    self._stats)
+        with torch.no_grad():
+            if self.feed == "graphed":
+                state, w, iterations, seconds, ending, trace, extra = self._graphed(
+                    problem, optimizer.name, rules, init, step, data, params, start,
+                    setup_clock)
+            else:
+                state, w, iterations, seconds, ending, trace, extra = self._stepped(
+                    problem, rules, init, step, data, params, start, setup_clock)
+        setup_seconds, w_host = extra.pop("setup_seconds"), extra.pop("w_host")
+        outcome = Outcome(w_host, iterations, seconds, setup_seconds, ending.status,
+                          ending.message, trace, rule=ending.rule,
+                          device=("GPU:" if w.is_cuda else "CPU:") + str(w.device.index or 0),
+                          extra={**self.options(), "device_name": str(w.device), **extra,
+                                 "intra_op_threads": torch.get_num_threads()})
+        outcome = apply_state_record(outcome, optimizer, _to_cpu(state))
+        if self.device == "gpu" and not w.is_cuda:
+            raise RuntimeError(f"asked for the GPU but the result lies on {w.device}")
+        return outcome
 
-        def init(data, params, w0):
-            return optimizer.init(make_objective(ops, data, formulation, kind), ops, params, w0)
-
-        def step(data, params, state):
-            return optimizer.update(make_objective(ops, data, formulation, kind), ops, params,
-                                    state)
-
+    def _stepped(self, problem, rules, init, step, data, params, start, setup_clock):
+        """feed, resident, compiled: a step called from the host loop, one read an iteration."""
+        torch = _torch()
+        ops = self.ops
         if self.feed == "feed":  # the host keeps the data; each step converts it again
             host = tuple(ops.to_host(array) for array in data)
             device = ops.device
@@ -284,35 +404,99 @@ class TorchBackend:
         if self.feed == "compiled":
             quiet_compiler()
             torch._dynamo.reset()  # a fresh compile, as in a process of its own
+            # TorchDynamo guards every 0-d float64 or integer CPU tensor argument (a float64
+            # run's step size) with `.item()`, NaN or not: on the CPU, in float64, one host read
+            # per call more than the stats' (free there: no device to wait for; not on a GPU,
+            # whose tensors it leaves alone). tests/test_host_reads.py holds it as known.
             step = torch.compile(step)
-            with torch.no_grad():  # as the loop runs: grad mode is part of the guard
-                warm = init(fetch(), params, start)
-                for _ in range(2):  # compiled on the first call; the second checks the guard
-                    warm = step(fetch(), params, warm)
+            warm = init(fetch(), params, start)  # grad mode (off) is part of the guard
+            for _ in range(2):  # compiled on the first call; the second checks the guard
+                warm = step(fetch(), params, warm[0])
             self.synchronize()
         setup_seconds = setup_clock.elapsed()
 
-        def observe(state):
-            stats = torch.stack([state.f.to(torch.float64),
-                                 torch.sqrt(ops.vdot(state.g, state.g)).to(torch.float64)])
-            f, grad_norm = stats.cpu().numpy()  # the host read is the device sync
-            return float(f), float(grad_norm)
+        def observe(result):
+            f, grad_norm = result[1].tolist()  # the one host read (on a GPU, the sync)
+            return f, grad_norm
 
-        with torch.no_grad():
-            state, iterations, seconds, ending, trace = host_loop(
-                problem, rules,
-                init=lambda: init(fetch(), params, start),
-                step=lambda state: step(fetch(), params, state),
-                observe=observe,
-            )
-        w = state.w
-        outcome = Outcome(ops.to_host(w), iterations, seconds, setup_seconds, ending.status,
-                          ending.message, trace, rule=ending.rule,
-                          device=("GPU:" if w.is_cuda else "CPU:") + str(w.device.index or 0),
-                          extra={**self.options(), "device_name": str(w.device),
-                                 "trace_clock": "host",
-                                 "intra_op_threads": torch.get_num_threads()})
-        outcome = apply_state_record(outcome, optimizer, _to_cpu(state))
-        if self.device == "gpu" and not w.is_cuda:
-            raise RuntimeError(f"asked for the GPU but the result lies on {w.device}")
-        return outcome
+        result, iterations, seconds, ending, trace = host_loop(
+            problem, rules,
+            init=lambda: init(fetch(), params, start),
+            step=lambda result: step(fetch(), params, result[0]),
+            observe=observe,
+        )
+        state = result[0]
+        extra = {"trace_clock": "host", "setup_seconds": setup_seconds,
+                 "w_host": ops.to_host(state.w)}
+        return state, state.w, iterations, seconds, ending, trace, extra
+
+    def _graphed(self, problem, name, rules, init, step, data, params, start, setup_clock):
+        """Chunks of 1, 2, ... GRAPH_CHUNK steps captured as CUDA graphs and replayed (see the
+        module docstring). Each replay starts from and ends in the same static state tensors,
+        so replays chain; step j of a chunk writes its stats and iterate to row j of two
+        buffers. The host reads a chunk's stats once and checks the rules row by row (the same
+        rule objects, on the host, as resident); the iterate of the row that fired is the
+        result. Chunks grow by doubling from 1, and never run past max_iter."""
+        torch = _torch()
+        ops = self.ops
+        ops.straight_line = True  # a branch on data raises instead of syncing
+        try:
+            state = _warm_up(init, step, data, params, start)
+            if not all(isinstance(field, torch.Tensor) for field in state):
+                raise InputError("feed 'graphed' needs an optimizer state of tensors only")
+            static = type(state)(*(field.clone() for field in state))
+            stats_rows = torch.zeros((GRAPH_CHUNK, 2), dtype=torch.float64, device=start.device)
+            w_rows = torch.zeros((GRAPH_CHUNK, *start.shape), dtype=start.dtype,
+                                 device=start.device)
+
+            def chunk(size: int) -> None:
+                """`size` steps from the static state back into it, each step's stats and
+                iterate into its row of the buffers."""
+                current = static
+                for j in range(size):
+                    current, stats = step(data, params, current)
+                    stats_rows[j].copy_(stats)
+                    w_rows[j].copy_(current.w)
+                for target, value in zip(static, current, strict=True):
+                    target.copy_(value)
+
+            replays = _capture(chunk, [2**k for k in range(GRAPH_CHUNK.bit_length())])
+        except DataDependentBranch as branch:
+            raise InputError(f"feed 'graphed' cannot capture {name} as a CUDA graph: its "
+                             f"step branches on data (ops.{branch})") from None
+        finally:
+            ops.straight_line = False
+        max_iter = next((rule.max_iter for rule in rules.rules if isinstance(rule, MaxIter)),
+                        None)
+        setup_seconds = setup_clock.elapsed()
+
+        monitor = RuleMonitor(problem, rules)  # the clock starts
+        first_state, first_stats = init(data, params, start)
+        for target, value in zip(static, first_state, strict=True):
+            target.copy_(value)
+        w, size, chunks, overrun = static.w, 1, [], 0
+        fired = monitor.check(*first_stats.tolist())  # one read: iteration 0
+        while not fired:
+            room = GRAPH_CHUNK if max_iter is None else max_iter - monitor.iteration
+            run = _largest_power_of_two(min(size, room))
+            first, began = monitor.iteration, monitor.clock.elapsed()
+            replays[run]()
+            rows = stats_rows[:run].tolist()  # one read per chunk (the sync)
+            ended = monitor.clock.elapsed()
+            used = 0  # rows checked: the last one's iterate is the run's
+            for f, grad_norm in rows:
+                used, monitor.iteration = used + 1, monitor.iteration + 1
+                fired = monitor.check(f, grad_norm)
+                if fired:
+                    break
+            w, overrun = w_rows[used - 1], overrun + run - used
+            chunks.append((first, first + run, began, ended))
+            size = min(2 * size, GRAPH_CHUNK)
+        w_host = w.cpu().numpy()  # the clock stops once the result is on the host
+        seconds = monitor.finish()
+        trace = monitor.trace
+        trace["seconds"] = interpolated_seconds(trace["iteration"], chunks)
+        extra = {"trace_clock": "interpolated within graph replays",
+                 "graphed_chunks": len(chunks), "graphed_overrun": overrun,
+                 "setup_seconds": setup_seconds, "w_host": w_host}
+        return static, w, monitor.iteration, seconds, monitor.ending(), trace, extra

@@ -22,7 +22,7 @@ ENGINE_STYLES = {  # engine (without the device) -> (line style, marker)
     "jax-feed": ((0, (6, 2)), "<"), "jax-resident": ((0, (2, 1)), "d"),
     "jax-fused": ((0, (4, 1, 1, 1, 1, 1)), "p"), "jax-fused+gram": ((0, (1, 3)), "H"),
     "torch-feed": ((0, (7, 3, 1, 3)), ">"), "torch-resident": ((0, (1, 1)), "h"),
-    "torch-compiled": ((0, (9, 2)), "8"),
+    "torch-compiled": ((0, (9, 2)), "8"), "torch-graphed": ((0, (3, 1, 3, 3)), "+"),
 }
 ENGINE_ORDER = tuple(ENGINE_STYLES)
 

@@ -85,18 +85,30 @@ def _memory_gb() -> float | None:
         return None
 
 
-def _git_commit() -> str | None:
-    root = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[2]  # the project's root (holds study/, optimizers/)
+UNKNOWN_COMMIT = "unknown"
+
+
+def _git_commit() -> str:
+    """The project's own commit (with "+dirty" for uncommitted changes to tracked files), or
+    "unknown". Only where the project root is itself the top of a git work tree: a tree
+    unpacked from an archive (no .git) inside another repository would otherwise record that
+    repository's commit, which says nothing of this code."""
+    def git(*arguments):
+        return subprocess.run(["git", "-C", str(ROOT), *arguments], capture_output=True,
+                              text=True, timeout=10)
+
     try:
-        out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
-                             text=True, timeout=10)
-        dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True, text=True, timeout=10).stdout.strip()
+        top = git("rev-parse", "--show-toplevel").stdout.strip()
+        if not top or Path(top).resolve() != ROOT.resolve():
+            return UNKNOWN_COMMIT
+        commit = git("rev-parse", "HEAD").stdout.strip()
+        dirty = git("status", "--porcelain", "--untracked-files=no").stdout.strip()
     except (OSError, subprocess.SubprocessError):
-        return None
-    commit = out.stdout.strip() or None
-    return f"{commit}+dirty" if commit and dirty else commit
+        return UNKNOWN_COMMIT
+    if not commit:
+        return UNKNOWN_COMMIT
+    return f"{commit}+dirty" if dirty else commit
 
 
 @lru_cache(maxsize=1)

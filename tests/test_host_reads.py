@@ -1,0 +1,170 @@
+"""Host reads per iteration, counted in every mode of every installed backend: a host read of a
+device value is a synchronization, so the harness makes exactly the ones its stopping rules
+need (DESIGN.md, "The harness out of the way"): one per iteration where a step is called from
+the host loop (numpy, feed, resident, compiled, tf1), one per chunk where the loop runs on the
+device (JAX fused, PyTorch graphed; TensorFlow's fused loop is one chunk).
+
+Each framework's reads are counted where every read of it passes: torch.Tensor's numpy, item,
+tolist and scalar conversions (np.asarray goes through numpy); a JAX array's `_value` (np.asarray,
+int, float, bool, device_get); an eager TensorFlow tensor's `_numpy` (numpy, int, float, bool,
+np.asarray); a TF1 Session.run; NumPy's one `observe` of the host loop. The count is taken for
+two run lengths, from the moment the run's clock starts, and compared as a difference, so the
+final fetch of the result cancels, and any read added per iteration or per chunk fails.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from datasets import make_problem
+from optimizers import BACKENDS, build_rules, make_backend, make_optimizer, run
+from optimizers.backends.registry import FRAMEWORKS
+from optimizers.result import Stopwatch
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+SHORT, LONG = 6, 16  # iterations of the two runs compared
+PER_CHUNK = {("jax", "fused"), ("torch", "graphed"), ("tensorflow", "fused")}
+
+
+def installed(name: str) -> bool:
+    framework = BACKENDS[name].framework
+    return framework is None or FRAMEWORKS[framework].installed()
+
+
+def cuda() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def modes():
+    out = [pytest.param("numpy", None, id="numpy")]
+    for name, backend in BACKENDS.items():
+        for feed in backend.allowed("feed"):
+            mark = pytest.mark.skipif(not installed(name), reason=f"{name} is not installed")
+            out.append(pytest.param(name, feed, id=f"{name}-{feed}", marks=mark))
+    return out
+
+
+class Counter:
+    """Reads once the run's clock has started: a run makes its setup clock first, then the
+    loop's (optimizers.result.Stopwatch), so compiling and warm-up calls, whose reads vary
+    with the framework's caches, are not counted."""
+
+    reads = 0
+    clocks = 0
+
+    def wrap(self, function):
+        def counted(*arguments, **keywords):
+            self.reads += self.clocks >= 2
+            return function(*arguments, **keywords)
+
+        return counted
+
+
+def count_reads(monkeypatch, backend: str, feed) -> Counter:
+    """Patch the framework's host-read choke points to count into a Counter."""
+    counter = Counter()
+    started = Stopwatch.__init__
+
+    def clock(self):
+        counter.clocks += 1
+        started(self)
+
+    monkeypatch.setattr(Stopwatch, "__init__", clock)
+    if backend == "numpy" or feed == "tf1":
+        if feed == "tf1":
+            from tensorflow.python.client import session
+
+            monkeypatch.setattr(session.BaseSession, "run",
+                                counter.wrap(session.BaseSession.run))
+        else:
+            from optimizers import driver
+
+            loop = driver.host_loop
+
+            def host_loop(problem, rules, *, init, step, observe):
+                return loop(problem, rules, init=init, step=step, observe=counter.wrap(observe))
+
+            monkeypatch.setattr(driver, "host_loop", host_loop)
+    elif backend == "torch":
+        import torch
+
+        for name in ("numpy", "item", "tolist", "__bool__", "__float__", "__int__"):
+            monkeypatch.setattr(torch.Tensor, name, counter.wrap(getattr(torch.Tensor, name)))
+    elif backend == "jax":
+        from jax._src.array import ArrayImpl
+
+        monkeypatch.setattr(ArrayImpl, "_value", property(counter.wrap(ArrayImpl._value.fget)))
+    elif backend == "tensorflow":
+        from tensorflow.python.framework import ops
+
+        monkeypatch.setattr(ops._EagerTensorBase, "_numpy",
+                            counter.wrap(ops._EagerTensorBase._numpy))
+    return counter
+
+
+@pytest.fixture(scope="module")
+def problem():
+    return make_problem("synthetic", n=300, d=4, kappa=100.0, seed=5)
+
+
+@pytest.mark.parametrize("backend, feed", modes())
+def test_reads_per_iteration_or_per_chunk(problem, monkeypatch, backend, feed):
+    dtype = "float32" if (backend, feed) == ("torch", "compiled") else "float64"
+    reads_per_iteration_or_chunk(problem, monkeypatch, backend, feed, dtype)
+
+
+@pytest.mark.skipif(not installed("torch"), reason="torch is not installed")
+@pytest.mark.xfail(strict=True, reason="TorchDynamo guards a 0-d float64 CPU tensor argument "
+                   "(the step size) with .item() at every call: two reads per iteration")
+def test_compiled_torch_float64_on_a_cpu_reads_twice(problem, monkeypatch):
+    """A known read outside our code (optimizers/backends/torch.py says where); if PyTorch
+    drops it, this passes and strict xfail says so."""
+    reads_per_iteration_or_chunk(problem, monkeypatch, "torch", "compiled", "float64")
+
+
+def reads_per_iteration_or_chunk(problem, monkeypatch, backend, feed, dtype):
+    options = {"dtype": dtype} if feed is None else {"feed": feed, "dtype": dtype}
+    if feed == "graphed":
+        options["device"] = "gpu"
+        if not cuda():  # its host side on the CPU, each capture replaced by the eager chunk
+            from functools import partial
+
+            from optimizers.backends import torch as torch_backend
+
+            monkeypatch.setattr(torch_backend, "_warm_up", lambda init, step, data, params,
+                                start: step(data, params, init(data, params, start)[0])[0])
+            monkeypatch.setattr(torch_backend, "_capture", lambda chunk, sizes: {
+                size: partial(chunk, size) for size in sizes})
+    if (backend, feed) == ("jax", "fused"):  # chunks of one iteration after the first two
+        from optimizers.backends import jax as jax_backend
+
+        monkeypatch.setattr(jax_backend, "FIRST_CHUNK", 2)
+        monkeypatch.setattr(jax_backend, "CHUNK_SECONDS", 1e-12)
+    counts = {}
+    for iterations in (SHORT, LONG):
+        engine = make_backend(backend, **options)  # made (and its framework loaded) unpatched
+        if feed == "graphed" and not cuda():
+            engine.device = "cpu"  # after the check that refuses graphed on a CPU
+        with monkeypatch.context() as patch:
+            counter = count_reads(patch, backend, feed)
+            result = run(problem, make_optimizer("gd"), build_rules(max_iter=iterations),
+                         backend=engine)
+        assert result.iterations == iterations, result.message
+        extra = result.extra
+        chunks = extra.get("fused_chunks", extra.get("graphed_chunks", 1))
+        counts[iterations] = (counter.reads, chunks)
+    (short_reads, short_chunks), (long_reads, long_chunks) = counts[SHORT], counts[LONG]
+    if (backend, feed) in PER_CHUNK:
+        expected, per = long_chunks - short_chunks, "chunk"
+    else:
+        expected, per = LONG - SHORT, "iteration"
+    assert long_reads - short_reads == expected, (
+        f"{backend} {feed}: {long_reads - short_reads} host reads for {LONG - SHORT} more "
+        f"iterations ({long_chunks - short_chunks} more chunks): one per {per} expected")
+    if (backend, feed) == ("jax", "fused"):
+        assert long_chunks - short_chunks == LONG - SHORT  # the chunks really were small
