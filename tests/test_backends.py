@@ -274,7 +274,7 @@ GRAPHABLE = [("gd", {"step": "1/L"}), ("gd", {"step": "fixed", "learning_rate": 
 
 @pytest.mark.skipif(not installed("torch"), reason="torch is not installed")
 @pytest.mark.parametrize("device, message", [
-    ("cpu", "feed 'graphed' replays CUDA graphs: it needs device gpu"),
+    ("cpu", "feed mode 'graphed' needs device 'gpu' (it replays CUDA graphs), not 'cpu'"),
     ("gpu", "no GPU visible to PyTorch")])
 def test_graphed_on_a_cpu_is_one_line_exit_2_and_no_file(tmp_path, capsys, device, message):
     from study.__main__ import main
@@ -287,6 +287,14 @@ def test_graphed_on_a_cpu_is_one_line_exit_2_and_no_file(tmp_path, capsys, devic
     err = capsys.readouterr().err
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1
     assert not list(tmp_path.iterdir())
+
+
+def test_graphed_on_a_cpu_in_a_config_is_refused_before_anything_runs(tmp_path):
+    from study.regression.config import check_backend
+
+    with pytest.raises(InputError, match="feed mode 'graphed' needs device 'gpu'"):
+        check_backend("torch", feed="graphed", device="cpu")
+    check_backend("torch", feed="graphed", device="gpu")
 
 
 @pytest.mark.skipif(not installed("torch"), reason="torch is not installed")

@@ -78,6 +78,8 @@ class Backend:
     options: dict = field(default_factory=dict)  # option -> allowed values (first: default)
     files: tuple[str, ...] = ()  # source files a run's code fingerprint covers
     labels: dict = field(default_factory=dict)  # feed mode -> how the engine reads
+    # (option, value) -> (option, value, why) it needs: refused before anything runs
+    needs: dict = field(default_factory=dict)
 
     def allowed(self, option: str) -> tuple:
         return self.options.get(option, ())
@@ -98,6 +100,11 @@ class Backend:
             if value not in allowed or isinstance(value, bool) != isinstance(allowed[0], bool):
                 raise InputError(f"unknown {NOUNS.get(key, key)} {value!r} for {self.name}; "
                                  f"allowed: {', '.join(map(str, allowed))}")
+        for (key, value), (other, required, why) in self.needs.items():
+            given = options.get(other, self.default(other))
+            if options.get(key) == value and given != required:
+                raise InputError(f"{self.name}: {NOUNS.get(key, key)} {value!r} needs {other} "
+                                 f"{required!r} ({why}), not {given!r}")
 
     def label(self, options: dict) -> str:
         """The engine as figures and tables name it (without device and dtype)."""
@@ -138,6 +145,7 @@ BACKENDS = {
         "torch", "torch", "optimizers.backends.torch", "TorchBackend",
         {"dtype": DTYPES, "formulation": FORMULATIONS, "device": DEVICES,
          "feed": ("resident", "feed", "compiled", "graphed")},
+        needs={("feed", "graphed"): ("device", "gpu", "it replays CUDA graphs")},
         files=("optimizers/backends/torch.py",)),
 }
 

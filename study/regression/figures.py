@@ -25,7 +25,8 @@ from study.regression.tuning import measured_runs
 
 READ_PASS_LABEL = "one read pass over X"
 FEED_ORDER = ("numpy", "tf1", "tf-feed", "tf-resident", "tf-fused", "tf-fused+xla", "jax-feed",
-              "jax-resident", "jax-fused", "torch-feed", "torch-resident", "torch-compiled")
+              "jax-resident", "jax-fused", "torch-feed", "torch-resident", "torch-compiled",
+              "torch-graphed")
 
 
 def _median_band(curves: list[np.ndarray]):

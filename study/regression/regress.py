@@ -60,10 +60,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     back.add_argument("--formulation", help="data (every step reads X) or gram (X^T X formed "
                       "once in setup, then O(d^2) per step)")
     back.add_argument("--device", help="cpu or gpu (default cpu; not numpy)")
-    back.add_argument("--feed", help="tensorflow: feed (host data every step), resident, fused "
-                      "(default: one while_loop) or tf1 (the original TF1 program); jax: feed, "
-                      "resident or fused (default); torch: feed, resident (default) or "
-                      "compiled")
+    back.add_argument("--feed", help="how the data reaches the step (the first is the "
+                      "default): " + "; ".join(
+                          f"{name}: {', '.join(b.allowed('feed'))}"
+                          for name, b in BACKENDS.items() if b.allowed("feed")))
     back.add_argument("--xla", action="store_true", default=None,
                       help="tensorflow: XLA-compile the step (feed, resident, fused)")
     stop = parser.add_argument_group("stopping")

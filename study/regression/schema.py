@@ -13,8 +13,8 @@ RUN_COLUMNS = Schema("runs", (
     Column("hyperparameters", "str", "its hyperparameters as JSON (also as hp_* columns)"),
     Column("backend", "str", "numpy, tensorflow, jax or torch (optimizers.backends.registry)"),
     Column("device", "str", "the device asked for: cpu or gpu"),
-    Column("feed", "str", "the backend's feed mode (tensorflow: feed, resident, fused, tf1; jax: "
-                          "feed, resident, fused; torch: feed, resident, compiled)"),
+    Column("feed", "str", "the backend's feed mode (each backend's are declared in "
+                          "optimizers/backends/registry.py)"),
     Column("xla", "bool", "tensorflow: XLA-compiled step"),
     Column("formulation", "str", "data (X every step) or gram (X^T X once in setup)"),
     Column("dtype", "str", "float64 or float32"),
