@@ -25,17 +25,6 @@ NOT_DISTINGUISHABLE = "not distinguishable"
 BUSY = "measured on a busy machine"
 
 
-def own_question(runs: pd.DataFrame) -> str:
-    """The question a regression study of other data than the original (eve) asks, named from
-    its own data sets and target: which configuration wins on the user's data."""
-    from study.regression.labels import data_titles
-    from study.regression.report import target_text
-
-    titles = data_titles(runs)
-    shown = "; ".join(titles[:3]) + (f" and {len(titles) - 3} more" if len(titles) > 3 else "")
-    return (f"On {shown}: which optimizer and engine reach {target_text(runs)} first?")
-
-
 @dataclass(frozen=True)
 class Conclusion:
     id: str
@@ -62,6 +51,8 @@ def conclusions(results) -> list[Conclusion]:
     from study.regression.labels import original_data
 
     if not original_data(_measured(results.runs)):  # the user's data: the user's question
+        from study.regression.report import own_question
+
         return regression_conclusions(results.runs, study, own_question(_measured(results.runs)))
     return regression_conclusions(results.runs, study)
 

@@ -75,6 +75,27 @@ def skip_costly_compile(backend, feed, name, hp):
         pytest.skip("a line search under torch.compile: covered by the eager modes (see above)")
 
 
+# The fast tier runs every optimizer in each framework's default mode and this smoke set in its
+# other modes; the slow tier (make test-slow) runs the rest (docs/testing.md).
+SMOKE = {("gd", "1/L"), ("adam", None), ("lbfgs", "exact"), ("lbfgs", "wolfe")}
+
+
+def grid(methods):
+    """(backend, feed, name, hp) for every mode and method, the non-default modes' methods
+    outside SMOKE in the slow tier."""
+    out = []
+    for mode in modes():
+        backend, feed = mode.values
+        for (name, hp), label in zip(methods, ids(methods), strict=True):
+            marks = list(mode.marks)
+            variant = hp.get("step") or hp.get("line_search")
+            if feed != BACKENDS[backend].default("feed") and (name, variant) not in SMOKE:
+                marks.append(pytest.mark.slow)
+            out.append(pytest.param(backend, feed, name, hp, marks=marks,
+                                    id=f"{label}-{mode.id}"))
+    return out
+
+
 def ids(methods):
     return [f"{name}-{'-'.join(str(v) for v in hp.values())}" if hp else name
             for name, hp in methods]
@@ -108,8 +129,7 @@ def twins(problem, name, hp, backend, feed, formulation="data", iterations=30):
     return result, reference
 
 
-@pytest.mark.parametrize("backend, feed", modes())
-@pytest.mark.parametrize("name, hp", LEAST_SQUARES, ids=ids(LEAST_SQUARES))
+@pytest.mark.parametrize("backend, feed, name, hp", grid(LEAST_SQUARES))
 def test_least_squares_twins(least_squares, hard_least_squares, backend, feed, name, hp):
     if hp.get("step") == "armijo":
         skip_costly_compile(backend, feed, "lbfgs", {"line_search": "wolfe"})
@@ -148,8 +168,7 @@ def test_gram_twins(least_squares, backend, feed, name, hp):
     assert result.record()["formulation"] == "gram"
 
 
-@pytest.mark.parametrize("backend, feed", modes())
-@pytest.mark.parametrize("name, hp", LOGISTIC, ids=ids(LOGISTIC))
+@pytest.mark.parametrize("backend, feed, name, hp", grid(LOGISTIC))
 def test_logistic_twins(hard_logistic, backend, feed, name, hp):
     skip_costly_compile(backend, feed, name, hp)
     result, reference = twins(hard_logistic, name, hp, backend, feed)

@@ -220,6 +220,7 @@ def test_each_mode_names_its_framework_and_its_warm_process_imports_only_that():
         assert "study/feedmode/measure.py" in files
 
 
+@pytest.mark.slow
 def test_a_jax_or_torch_run_imports_no_tensorflow_and_x64_waits_for_the_run():
     code = (
         "import sys, jax\n"
@@ -336,6 +337,7 @@ def test_study_writes_runs_and_calls_tables(study_run):
     assert not any((out / "runs" / ".pending").iterdir())
 
 
+@pytest.mark.slow
 def test_rerun_skips_finished_runs_and_resumes_a_missing_one(study_run, capsys):
     argv, out = study_run
     before = {p.name: p.stat().st_mtime_ns for p in (out / "runs").glob("*.parquet")}
@@ -356,6 +358,7 @@ def test_rerun_skips_finished_runs_and_resumes_a_missing_one(study_run, capsys):
     assert sorted(changed) == sorted([f"{lost}.parquet", f"{lost}.calls.parquet"])
 
 
+@pytest.mark.slow
 def test_a_run_over_its_budget_is_recorded_and_the_study_goes_on(tmp_path, capsys):
     out = tmp_path / "r"
     assert cli(["feedmode", "--n", "20000", "--modes", "placeholder", "fused", "--run-timeout",
@@ -395,6 +398,7 @@ def test_bad_parameters_give_one_line_and_exit_2(tmp_path, capsys, flags, words)
 
 @pytest.mark.parametrize("mode, title", [("fused", "TensorFlow"), ("jax-resident", "JAX"),
                                          ("torch-resident", "PyTorch")])
+@pytest.mark.slow
 def test_gpu_without_a_gpu_is_refused_naming_the_framework(tmp_path, capsys, mode, title):
     if gpu_visible(plugin.framework(Spec(mode=mode, dtype="float64", n=1))):
         pytest.skip("a GPU is visible here")
@@ -433,6 +437,7 @@ def test_a_mode_whose_framework_is_absent_is_refused_naming_the_extra(tmp_path, 
         measure.worker(fm.modes_of(absent)[0])
 
 
+@pytest.mark.slow
 def test_the_engine_runs_each_framework_in_its_own_warm_process(tmp_path):
     out = tmp_path / "r"
     assert cli(["feedmode", "--n", "12", "--modes", "placeholder", "jax-resident",

@@ -66,6 +66,7 @@ def test_every_class_reaches_the_certified_optimum(problems, class_name, kind):
     ("Adam", "least-squares", "feed"), ("LBFGS", "logistic", "feed"),
     ("Adagrad", "logistic", "compiled"), ("LBFGS", "logistic", "compiled"),
 ])
+@pytest.mark.slow
 def test_the_other_modes_reach_it_with_the_resident_iterates(problems, class_name, kind, feed):
     _, resident = reference_run(problems[kind], class_name)
     _, other = reference_run(problems[kind], class_name, feed=feed)
@@ -208,6 +209,7 @@ def test_config_checks_torch_names_and_fingerprints_their_module():
             parse_study(tomllib.loads(CONFIG.replace(old, new)), "t.toml")
 
 
+@pytest.mark.slow
 def test_checking_a_torch_config_keeps_tensorflow_out(tmp_path):
     import subprocess
     import sys

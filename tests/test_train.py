@@ -224,6 +224,7 @@ def test_bad_arguments_give_one_line_and_exit_2(tmp_path, capsys, args, words):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_labels_outside_the_losss_range_end_in_one_line(tmp_path):
     rng = np.random.default_rng(0)
     path = tmp_path / "bad.npz"
@@ -353,6 +354,7 @@ def sweep(tmp_path_factory):
     return pd.read_parquet(out / "runs.parquet"), pd.read_parquet(out / "traces.parquet")
 
 
+@pytest.mark.slow
 @pytest.mark.numerical
 def test_loaded_weights_give_the_same_validation_loss_on_every_framework(sweep):
     runs, _ = sweep
@@ -365,6 +367,7 @@ def test_loaded_weights_give_the_same_validation_loss_on_every_framework(sweep):
     assert digits.groupby("seed")["reference_val_loss"].first().nunique() == 2  # seeds differ
 
 
+@pytest.mark.slow
 def test_a_tiny_model_reaches_an_explicit_target_on_each_framework(sweep):
     runs, traces = sweep
     digits = runs[runs["target_how"] == "given"]
@@ -380,6 +383,7 @@ def test_a_tiny_model_reaches_an_explicit_target_on_each_framework(sweep):
         assert trace["seconds"].iloc[-1] == row["seconds_to_target"]
 
 
+@pytest.mark.slow
 def test_seeds_are_paired_across_optimizers_and_frameworks(sweep):
     runs, _ = sweep
     measured = runs[runs["target_how"] != "setting"]
@@ -391,6 +395,7 @@ def test_seeds_are_paired_across_optimizers_and_frameworks(sweep):
     assert lbfgs["batch_size"].eq(0).all() and lbfgs["loss_evaluations"].gt(0).all()
 
 
+@pytest.mark.slow
 def test_the_round_sets_the_target_on_every_row(sweep):
     runs, _ = sweep
     setting = runs[runs["target_how"] == "setting"]
@@ -407,6 +412,7 @@ def test_the_round_sets_the_target_on_every_row(sweep):
 
 # ---- your own model and data, and the warm process's Keras -------------------------------------
 
+@pytest.mark.slow
 def test_your_own_model_file_on_your_npz_reaches_its_target(tmp_path):
     rng = np.random.default_rng(1)
     x = rng.normal(size=(300, 3))
@@ -431,6 +437,7 @@ def test_your_own_model_file_on_your_npz_reaches_its_target(tmp_path):
     assert row["val_loss"] <= 0.05 and row["target_mode"] == "min"
 
 
+@pytest.mark.slow
 def test_a_warm_process_imports_keras_on_its_framework_and_no_tensorflow():
     code = ("import os, sys; os.environ.pop('KERAS_BACKEND', None); "
             "import study.train.warm_jax, keras; "

@@ -121,7 +121,8 @@ PROBE = textwrap.dedent('''
 ''')
 
 
-@pytest.mark.parametrize("backend", ["jax", "tensorflow", "torch"])
+@pytest.mark.parametrize("backend", ["jax", pytest.param("tensorflow", marks=pytest.mark.slow),
+                                     pytest.param("torch", marks=pytest.mark.slow)])
 def test_the_loop_reads_nothing_inside_a_segment_and_trains_as_fit_does(backend):
     done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
                           cwd=ROOT, timeout=300,
@@ -180,6 +181,7 @@ learning_rate = 0.01
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(gpu_device_nodes(), reason="this machine has a GPU: the run would use it")
 def test_a_sweeps_gpu_runs_are_skipped_with_the_reason_where_there_is_none(tmp_path, capsys):
     """The engine skips them (no row: a machine with a GPU runs them later) and says why."""
@@ -232,6 +234,7 @@ def study(text: str):
     return parse_study(tomllib.loads(text), "round.toml")
 
 
+@pytest.mark.slow
 def test_the_round_runs_on_the_problems_own_first_framework():
     specs = study(ROUND + '\n[[exclude]]\nbackend = "tensorflow"\ntarget_how = "round"\n').specs
     setting = [s for s in specs if s.target["how"] == "setting"]
@@ -243,6 +246,7 @@ def test_the_round_runs_on_the_problems_own_first_framework():
     assert plain and all(s.backend == "tensorflow" for s in plain)
 
 
+@pytest.mark.slow
 def test_adding_an_optimizer_keeps_the_other_runs_ids():
     before = {s.run_id for s in study(ROUND).specs}
     after = study(ROUND + '\n[[optimizers]]\nname = "keras:SGD"\nlearning_rate = 0.1\n').specs

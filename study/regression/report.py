@@ -12,7 +12,7 @@ import pandas as pd
 from optimizers.backends.registry import BACKENDS, FRAMEWORKS
 from study.paired import compare
 from study.regression import logistic
-from study.regression.labels import label_runs, original_data
+from study.regression.labels import data_titles, label_runs, original_data
 from study.regression.summary import INSTANCE_COLUMNS, alarm_lines, summarize, time_to_target
 from study.regression.tuning import measured_runs, tuning_table
 from study.report.blocks import Block, fmt_seconds
@@ -402,8 +402,6 @@ def section(results, figures: Path) -> list[Block]:
         title = "The first question: was NumPy really 3x faster than TensorFlow?"
         caption = "Best configuration of each optimizer on each engine"
     else:  # the user's own data: the user's question, named from the data
-        from study.conclusions import own_question
-
         title = own_question(runs[runs["status"] != "skipped"])
         caption = "Each optimizer on each engine"
     return [Block("h2", title, anchor=f"{study}-q1"),
@@ -415,3 +413,11 @@ def section(results, figures: Path) -> list[Block]:
             *regression_blocks(runs, figures, summary=summary, study=study),
             *tuning,
             Block("p", stopping_sentence(runs))]
+
+
+def own_question(runs: pd.DataFrame) -> str:
+    """The question a regression study of other data than the original (eve) asks, named from
+    its own data sets and target: which configuration wins on the user's data."""
+    titles = data_titles(runs)
+    shown = "; ".join(titles[:3]) + (f" and {len(titles) - 3} more" if len(titles) > 3 else "")
+    return (f"On {shown}: which optimizer and engine reach {target_text(runs)} first?")
