@@ -262,3 +262,43 @@ def test_summarize_command(tmp_path, capsys):
     assert "lbfgs" in out and "100%" in out
     assert main(["summarize", str(tmp_path / "nothing")]) == 2
     assert Path(tmp_path / "res" / "runs.parquet").exists()
+
+
+ENDS = """
+name = "ends"
+seeds = [0, 1, 2]
+timeout_ends_configuration = true
+[stopping]
+tol = 1e-8
+time_budget = 0.2
+[[datasets]]
+name = "synthetic"
+n = 500
+kappa = 10
+[[optimizers]]
+name = "gd"
+step = "fixed"
+learning_rate = 1e-9
+[[optimizers]]
+name = "lbfgs"
+[[backends]]
+name = "numpy"
+"""
+
+
+def test_a_timeout_ends_its_configuration_and_the_report_says_so(tmp_path):
+    from study.report.build import ended_sentence
+
+    run_study(load_study(write(tmp_path, ENDS)), tmp_path / "res", quiet=True)
+    runs = pd.read_parquet(tmp_path / "res" / "runs.parquet")
+    gd = runs[runs["optimizer"] == "gd"].set_index("seed")
+    # the configurations' first seeds run first: seed 0 times out, 1 and 2 never start
+    assert gd.loc[0, "status"] == "timeout"
+    assert list(gd.loc[[1, 2], "status"]) == ["skipped", "skipped"]
+    assert all(m == "not run: seed 0 of this configuration timed out "
+                    "(timeout_ends_configuration)" for m in gd.loc[[1, 2], "message"])
+    assert set(runs.loc[runs["optimizer"] == "lbfgs", "status"]) == {"converged"}
+    assert ended_sentence(runs).startswith("2 runs were not run: an earlier seed")
+    assert ended_sentence(runs[runs["optimizer"] == "lbfgs"]) is None
+    with pytest.raises(ConfigError, match="timeout_ends_configuration: must be true or false"):
+        load_study(write(tmp_path, ENDS.replace("= true", '= "yes"'), "bad.toml"))

@@ -13,6 +13,7 @@ from optimizers.backends.registry import FRAMEWORKS
 from study.output import check_output_folder
 from study.report.blocks import Block, write_report
 from study.results import load
+from study.sweep.grid import TIMEOUT_ENDS
 
 
 def environment_table(*frames: pd.DataFrame) -> pd.DataFrame:
@@ -44,6 +45,21 @@ def noise_sentence(runs: pd.DataFrame) -> str:
             f"machine was busy ({why});"
             " their timings are kept but marked, and `python -m study run CONFIG "
             "--remeasure-noisy` measures them again.")
+
+
+def ended_sentence(runs: pd.DataFrame) -> str | None:
+    """How many runs a timeout ended before they ran (the config's timeout_ends_configuration):
+    said once, since their configurations' rows show one seed where others show three."""
+    if "message" not in runs or "status" not in runs:
+        return None
+    ended = runs[(runs["status"] == "skipped")
+                 & runs["message"].fillna("").str.contains(TIMEOUT_ENDS, regex=False)]
+    if ended.empty:
+        return None
+    return (f"{len(ended)} runs were not run: an earlier seed of their configuration had timed "
+            f"out, and the config sets {TIMEOUT_ENDS} (a configuration that cannot reach the "
+            "target in its budget is measured on one seed, not three; its other seeds are "
+            "recorded skipped, saying so).")
 
 
 def env_values(frames, column: str) -> str | None:
@@ -146,6 +162,8 @@ def build_blocks(results_root: Path, figures_root: Path, studies) -> list[Block]
               *answer_blocks(found),
               Block("p", machine_sentence(*(r.runs for r in found))),
               *(Block("p", f"{r.folder.name}: {noise_sentence(r.runs)}") for r in found),
+              *(Block("p", f"{r.folder.name}: {line}") for r in found
+                if (line := ended_sentence(r.runs))),
               *(Block("p", line) for r in found if (line := figures_sentence(figures_root, r)))]
     for results in found:
         blocks.append(Block("p", f"{results.folder.name}: {len(results.runs)} runs, based on "

@@ -199,8 +199,10 @@ class DaskExecutor:
         return set(self.client.run(environment.fingerprint).values())
 
     def run(self, jobs, folder: ResultsFolder, *, timeout: float,
-            memory_budget_gb: float | None, on_start=None):
-        """Submit every run, then yield (job, outcome) as each becomes durable in `folder`."""
+            memory_budget_gb: float | None, on_start=None, unless=None):
+        """Submit every run, then yield (job, outcome) as each becomes durable in `folder`.
+        Every run is submitted at once, so `unless` (a reason not to start a run, known only
+        as earlier runs end) cannot apply: a Dask sweep runs every seed."""
         placements = {framework: self._gpu_placement(framework) for framework in
                       dict.fromkeys(job.framework for job in jobs if job.needs_gpu)}
         futures, skipped = {}, []

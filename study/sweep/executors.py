@@ -145,8 +145,10 @@ class LocalExecutor:
                 pass
 
     def run(self, jobs, folder: ResultsFolder, *, timeout: float,
-            memory_budget_gb: float | None, on_start=None):
-        """Yield (job, outcome) as each run becomes durable in `folder`."""
+            memory_budget_gb: float | None, on_start=None, unless=None):
+        """Yield (job, outcome) as each run becomes durable in `folder`; `unless(job)` may give
+        a reason not to start a run (asked just before it would start), which is recorded as
+        its skipped row."""
         jobs = list(jobs)
         self.warm_up(jobs, folder)
         for job in jobs:
@@ -154,6 +156,10 @@ class LocalExecutor:
                 on_start(job)
             if job.needs_gpu and not gpu_visible(job.framework, self.python):
                 yield job, not_run(no_gpu(job.framework))
+                continue
+            reason = unless(job) if unless is not None else None
+            if reason:
+                yield job, skip(job, folder, reason)
                 continue
             try:
                 outcome = run_isolated(self.server(job, folder), job, folder,

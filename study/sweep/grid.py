@@ -15,6 +15,7 @@ it from their rows.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import re
 import tomllib
@@ -25,8 +26,9 @@ import psutil
 
 from datasets.errors import InputError
 
+TIMEOUT_ENDS = "timeout_ends_configuration"  # the key, also named in the rows it skips
 COMMON_KEYS = ("kind", "name", "description", "repeats", "run_timeout", "memory_budget_gb",
-               "exclude")
+               TIMEOUT_ENDS, "exclude")
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
@@ -45,6 +47,9 @@ class Study:
     run_timeout: float
     memory_budget_gb: float
     description: str = ""
+    # a configuration whose run timed out on one seed runs no further seed (they are recorded
+    # skipped, saying why): a run that cannot reach the target need not say so three times
+    timeout_ends_configuration: bool = False
 
 
 def read_config(path) -> dict:
@@ -123,6 +128,9 @@ def parse_study(raw: dict, source: str) -> Study:
     memory = raw.get("memory_budget_gb")
     if memory is not None and not positive_number(memory):
         fail("memory_budget_gb", f"must be a number > 0, got {memory!r}")
+    ends = raw.get(TIMEOUT_ENDS, False)
+    if not isinstance(ends, bool):
+        fail(TIMEOUT_ENDS, f"must be true or false, got {ends!r}")
     excludes = raw.get("exclude", [])
     if not isinstance(excludes, list) or not all(isinstance(e, dict) for e in excludes):
         fail("exclude", "must be an array of tables ([[exclude]])")
@@ -149,7 +157,14 @@ def parse_study(raw: dict, source: str) -> Study:
         fail("grid", "the grid contains the same run twice; check for repeated list values")
     specs = with_prerequisites(plugin, specs)
     budget = float(memory) if memory is not None else default_memory_budget_gb()
-    return Study(kind, name, source, tuple(specs), float(run_timeout), budget, description)
+    return Study(kind, name, source, tuple(specs), float(run_timeout), budget, description,
+                 ends)
+
+
+def configuration(spec) -> str:
+    """What a spec is apart from its seed and repeat: the runs of one configuration."""
+    axes = {k: v for k, v in spec.axes().items() if k not in ("seed", "repeat")}
+    return json.dumps(axes, sort_keys=True, default=str)
 
 
 def default_memory_budget_gb() -> float:

@@ -29,7 +29,16 @@ from study.output import ResultsWriteError, check_output_folder
 from study.sweep import fingerprint, noise
 from study.sweep.executors import NOT_RUN, Job, LocalExecutor, preload_for
 from study.sweep.folder import ResultsFolder
-from study.sweep.grid import Study, parse_only, resolved, select, waits, with_prerequisites
+from study.sweep.grid import (
+    TIMEOUT_ENDS,
+    Study,
+    configuration,
+    parse_only,
+    resolved,
+    select,
+    waits,
+    with_prerequisites,
+)
 from study.sweep.plugin import STUDIES, load_kind
 
 
@@ -88,7 +97,11 @@ def plan_runs(study: Study, specs, folder: ResultsFolder, existing: pd.DataFrame
                         preload_for(framework, plugin),
                         needs_gpu=plugin.needs_gpu(spec), framework=framework))
     shuffle = random.Random(seed)
-    keys = {id(job): (job.spec.repeat, shuffle.random()) for job in todo}
+    # where a timeout ends a configuration, every configuration's first seed runs first
+    rank = {s: i for i, s in enumerate(sorted({job.spec.seed for job in todo}))} \
+        if study.timeout_ends_configuration else {}
+    keys = {id(job): (job.spec.repeat, rank.get(job.spec.seed, 0), shuffle.random())
+            for job in todo}
     todo.sort(key=lambda job: keys[id(job)])
     for position, job in enumerate(todo):
         job.request["order_position"] = position
@@ -112,6 +125,13 @@ def run_study(study: Study, out_dir, *, only=None, retry_failed: bool = False,
     folder = ResultsFolder(out_dir, plugin.SCHEMA, plugin.SIDE_TABLES)
     statuses: Counter = Counter()
     not_run: Counter = Counter()  # reason -> runs this machine cannot make
+    timed_out: dict[str, int] = {}  # configuration -> the seed whose run timed out
+    unless = None
+    if study.timeout_ends_configuration:
+        def unless(job):
+            seed = timed_out.get(configuration(job.spec))
+            return None if seed is None else (
+                f"not run: seed {seed} of this configuration timed out ({TIMEOUT_ENDS})")
     rounds = ([s for s in specs if not waits(plugin, s)], [s for s in specs if waits(plugin, s)])
     with executor, folder.lock():
         try:
@@ -148,11 +168,14 @@ def run_study(study: Study, out_dir, *, only=None, retry_failed: bool = False,
                 bar.refresh()
                 runs = executor.run(plan.jobs, folder, timeout=study.run_timeout,
                                     memory_budget_gb=study.memory_budget_gb,
-                                    on_start=lambda job: bar.set_postfix_str(job.spec.label()))
+                                    on_start=lambda job: bar.set_postfix_str(job.spec.label()),
+                                    unless=unless)
                 for index, (job, outcome) in enumerate(runs, 1):
                     interrupts.check()  # one a library swallowed: no further run starts
                     statuses[outcome["status"]] += 1
                     bar.update()
+                    if outcome["status"] == "timeout":
+                        timed_out.setdefault(configuration(job.spec), job.spec.seed)
                     if outcome["status"] == NOT_RUN:
                         not_run[outcome["reason"]] += 1
                         continue
