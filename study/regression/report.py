@@ -17,21 +17,13 @@ from study.regression.summary import INSTANCE_COLUMNS, alarm_lines, summarize, t
 from study.regression.tuning import measured_runs, tuning_table
 from study.report.blocks import Block, fmt_seconds
 
-_SUMMARIES: dict[tuple, pd.DataFrame] = {}
-
 
 def _labelled_summary(runs: pd.DataFrame) -> pd.DataFrame:
-    """The summary of the measured (not skipped) runs with label columns. A section and the
-    answers (study.conclusions) both read it: it is made once per set of rows (seconds each
-    time) in a process, keyed by the rows' ids and statuses."""
-    key = (len(runs), int(pd.util.hash_pandas_object(
-        runs[["run_id", "status"]], index=False).sum()))
-    if key not in _SUMMARIES:
-        table = summarize(runs[runs["status"] != "skipped"])
-        labels = label_runs(table.assign(status="converged"))
-        _SUMMARIES[key] = table.assign(config=labels["config"].to_numpy(),
-                                       data=labels["data"].to_numpy())
-    return _SUMMARIES[key].copy()
+    """The summary of the measured (not skipped) runs with label columns. A section reads it
+    several times; it is made once (seconds each time) and handed on."""
+    table = summarize(runs[runs["status"] != "skipped"])
+    labels = label_runs(table.assign(status="converged"))
+    return table.assign(config=labels["config"].to_numpy(), data=labels["data"].to_numpy())
 
 
 def target_text(runs: pd.DataFrame) -> str:
