@@ -156,7 +156,7 @@ def figure_headline(runs: pd.DataFrame, tol: float | None):
     left.invert_yaxis()
     target = f"{tol:g}" if tol else "its own stopping rule"
     log_axis(left.xaxis)
-    left.set_xlabel(f"seconds to relative suboptimality {target} (typical, 95% interval; log)")
+    left.set_xlabel(f"seconds to suboptimality {target} (typical, 95% interval; log)")
     left.set_title(f"Time to converge ({FAILED_MARKER} = did not get there)", fontsize=10)
     log_axis(right.xaxis)
     right.set_xlabel("seconds per iteration (median, IQR; log)")
