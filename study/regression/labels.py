@@ -14,25 +14,22 @@ from optimizers.backends.registry import BACKENDS
 def method_label(row) -> str:
     """optimizer(hyperparameters) as a short legend entry; a run under the original program's
     own rule (no target, stop when the RMSE repeats) says so, as does a tuned learning rate."""
-    hp = json.loads(row["hyperparameters"]) if isinstance(row["hyperparameters"], str) else {}
-    tuned = row.get("tuning") == "tuned"
-    inner = ",".join(f"{k}={v}" + (" tuned" if tuned and k == "learning_rate" else "")
-                     for k, v in hp.items() if v is not None)
-    label = f"{row['optimizer']}({inner})" if inner else row["optimizer"]
-    stopping = row.get("stopping")
-    rules = json.loads(stopping) if isinstance(stopping, str) else {}
-    if rules.get("exact_repeat") and rules.get("tol") is None:
-        label += " [original rule]"
-    return label
+    return _optimizer_label(row, lambda value: f"{value} tuned")
 
 
 def algorithm_label(row) -> str:
     """The algorithm a run ran, whatever the engine: optimizer and hyperparameters (a tuned
     learning rate as `tuned`: each engine's configuration tunes its own by one protocol), and
     the original program's rule. Two engines compared under one label ran this same thing."""
+    return _optimizer_label(row, lambda value: "tuned")
+
+
+def _optimizer_label(row, tuned_rate) -> str:
+    """optimizer(key=value,...) with a tuned learning rate shown by `tuned_rate(value)`, and
+    ' [original rule]' for the original program's stopping rule."""
     hp = json.loads(row["hyperparameters"]) if isinstance(row["hyperparameters"], str) else {}
     tuned = row.get("tuning") == "tuned"
-    inner = ",".join(f"{k}={'tuned' if tuned and k == 'learning_rate' else v}"
+    inner = ",".join(f"{k}={tuned_rate(v) if tuned and k == 'learning_rate' else v}"
                      for k, v in hp.items() if v is not None)
     label = f"{row['optimizer']}({inner})" if inner else row["optimizer"]
     stopping = row.get("stopping")
