@@ -196,17 +196,25 @@ def test_float32_stays_float32_and_reaches_float32_accuracy(least_squares, backe
 @pytest.mark.parametrize("backend, feed", modes())
 def test_rules_stop_where_numpys_do(least_squares, backend, feed):
     """The same rule fires at the same iteration as on NumPy, inside a compiled loop too."""
+    assert_rules_stop_where_numpys_do(least_squares, lambda: make_backend(backend, feed=feed))
+
+
+def assert_rules_stop_where_numpys_do(problem, backend, same_iterate=False):
+    """Each rule set ends at NumPy's iteration with NumPy's status (and, `same_iterate`, at
+    NumPy's iterate within 1e-10, with the trace's seconds starting at 0 and never falling)."""
     for stopping, status in (({"tol": 1e-6, "max_iter": 5000}, "converged"),
                              ({"grad_tol": 1e-4, "max_iter": 5000}, "grad_tol"),
                              ({"rel_tol": 1e-3, "patience": 3, "max_iter": 5000}, "stalled"),
                              ({"max_iter": 37}, "max_iter")):
         rules = build_rules(**stopping)
-        reference = run(least_squares, make_optimizer("gd"), rules,
-                        backend=make_backend("numpy"))
-        result = run(least_squares, make_optimizer("gd"), rules,
-                     backend=make_backend(backend, feed=feed))
+        reference = run(problem, make_optimizer("gd"), rules, backend=make_backend("numpy"))
+        result = run(problem, make_optimizer("gd"), rules, backend=backend())
         assert (result.status, result.iterations) == (status, reference.iterations)
         np.testing.assert_array_equal(result.trace["iteration"], reference.trace["iteration"])
+        if same_iterate:
+            np.testing.assert_allclose(result.w, reference.w, rtol=1e-10, atol=1e-12)
+            seconds = result.trace["seconds"].to_numpy()
+            assert seconds[0] == 0 and np.all(np.diff(seconds) >= 0)
 
 
 @pytest.mark.parametrize("backend, feed", modes())
@@ -347,18 +355,9 @@ def test_graphed_twins(least_squares, name, hp):
 
 @pytest.mark.skipif(not cuda_visible(), reason="feed 'graphed' needs a CUDA GPU")
 def test_graphed_rules_stop_where_numpys_do(least_squares):
-    for stopping, status in (({"tol": 1e-6, "max_iter": 5000}, "converged"),
-                             ({"grad_tol": 1e-4, "max_iter": 5000}, "grad_tol"),
-                             ({"rel_tol": 1e-3, "patience": 3, "max_iter": 5000}, "stalled"),
-                             ({"max_iter": 37}, "max_iter")):
-        rules = build_rules(**stopping)
-        reference = run(least_squares, make_optimizer("gd"), rules,
-                        backend=make_backend("numpy"))
-        result = run(least_squares, make_optimizer("gd"), rules,
-                     backend=make_backend("torch", device="gpu", feed="graphed"))
-        assert (result.status, result.iterations) == (status, reference.iterations)
-        np.testing.assert_array_equal(result.trace["iteration"], reference.trace["iteration"])
-        np.testing.assert_allclose(result.w, reference.w, rtol=1e-10, atol=1e-12)
+    assert_rules_stop_where_numpys_do(
+        least_squares, lambda: make_backend("torch", device="gpu", feed="graphed"),
+        same_iterate=True)
 
 
 @pytest.fixture
@@ -402,19 +401,7 @@ def test_graphed_host_side_twins_on_the_cpu(least_squares, graphed_on_the_cpu, n
 
 
 def test_graphed_host_side_stops_where_numpy_does_on_the_cpu(least_squares, graphed_on_the_cpu):
-    for stopping, status in (({"tol": 1e-6, "max_iter": 5000}, "converged"),
-                             ({"grad_tol": 1e-4, "max_iter": 5000}, "grad_tol"),
-                             ({"rel_tol": 1e-3, "patience": 3, "max_iter": 5000}, "stalled"),
-                             ({"max_iter": 37}, "max_iter")):
-        rules = build_rules(**stopping)
-        reference = run(least_squares, make_optimizer("gd"), rules,
-                        backend=make_backend("numpy"))
-        result = run(least_squares, make_optimizer("gd"), rules, backend=graphed_on_the_cpu())
-        assert (result.status, result.iterations) == (status, reference.iterations)
-        np.testing.assert_array_equal(result.trace["iteration"], reference.trace["iteration"])
-        np.testing.assert_allclose(result.w, reference.w, rtol=1e-10, atol=1e-12)
-        seconds = result.trace["seconds"].to_numpy()
-        assert seconds[0] == 0 and np.all(np.diff(seconds) >= 0)
+    assert_rules_stop_where_numpys_do(least_squares, graphed_on_the_cpu, same_iterate=True)
 
 
 def test_graphed_refuses_a_branch_it_was_not_told_of(least_squares, graphed_on_the_cpu,

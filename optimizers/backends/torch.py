@@ -315,9 +315,6 @@ class TorchBackend:
                  formulation: str = "data"):
         BACKENDS["torch"].check({"dtype": dtype, "device": device, "feed": feed,
                                   "formulation": formulation})
-        if feed == "graphed" and device != "gpu":
-            raise InputError("feed 'graphed' replays CUDA graphs: it needs device gpu "
-                             "(--device gpu), not the CPU")
         self.dtype = np.dtype(dtype)
         self.device = device
         self.feed = feed
