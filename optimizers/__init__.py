@@ -15,8 +15,7 @@ from optimizers.driver import INITS, run
 from optimizers.gd import GradientDescent
 from optimizers.keras_optimizer import KERAS_PREFIX, KerasOptimizer
 from optimizers.lbfgs import LBFGS
-from optimizers.momentum import Momentum
-from optimizers.nesterov import Nesterov
+from optimizers.momentum import Momentum, Nesterov
 from optimizers.optax_lbfgs import OptaxLBFGS
 from optimizers.rmsprop import RMSprop
 from optimizers.scipy_krylov import ScipyLSMR, ScipyLSQR

@@ -1,27 +1,38 @@
-"""Heavy-ball momentum (Polyak), in Keras's SGD(momentum) form:
+"""Momentum, heavy-ball (Polyak) or Nesterov's, in Keras's SGD(momentum, nesterov) form: one
+update with a flag, as Keras writes it.
 
-  v = beta * v - lr * g
+Heavy ball:
+  v = beta * v - lr * g(w)
   w = w + v
-step="fixed" takes learning_rate and momentum; step="textbook" takes Polyak's optimal choices for
-a quadratic from the Hessian's extreme eigenvalues mu and L (setup, one pass over X):
-  lr = 4 / (sqrt(L) + sqrt(mu))^2,   beta = ((sqrt(L) - sqrt(mu)) / (sqrt(L) + sqrt(mu)))^2,
-which converge like ((sqrt(kappa) - 1) / (sqrt(kappa) + 1))^k, against (1 - 1/kappa)^k for GD 1/L.
+Nesterov (the form Keras's SGD(nesterov=True) and TF1's Momentum optimizer use, Sutskever et al.
+2013): the stored iterate is the look-ahead point y_k = x_k + beta (x_k - x_{k-1}), so one gradient
+per iteration, taken at the iterate whose loss the stopping rules see:
+  v = beta * v - lr * g(y)
+  y = y + beta * v - lr * g(y)
+step="fixed" takes learning_rate and momentum; step="textbook" takes the optimal constants for a
+mu-strongly convex, L-smooth quadratic from the Hessian's extreme eigenvalues (setup, one pass
+over X):
+  heavy ball: lr = 4 / (sqrt(L) + sqrt(mu))^2, beta = ((sqrt(L) - sqrt(mu)) / (sqrt(L) + sqrt(mu)))^2,
+              converging like ((sqrt(kappa) - 1) / (sqrt(kappa) + 1))^k;
+  Nesterov:   lr = 1 / L, beta = (sqrt(L) - sqrt(mu)) / (sqrt(L) + sqrt(mu)),
+              converging like (1 - 1/sqrt(kappa))^k;
+against (1 - 1/kappa)^k for GD 1/L.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 from optimizers.base import MomentumMethod, check_momentum_step
 
 
 class MomentumState(NamedTuple):
-    w: object
+    w: object  # Nesterov: the look-ahead point y
     f: object
     g: object
-    v: object  # the last step w_k - w_{k-1}
+    v: object  # the last step
 
 
 class MomentumParams(NamedTuple):
@@ -35,6 +46,7 @@ class Momentum(MomentumMethod):
     learning_rate: float | None = None
     momentum: float | None = None
     name: str = "momentum"
+    nesterov: ClassVar[bool] = False  # a class constant, so the hyperparameters (and run ids) stay
     evaluations = {"nfev": 1, "ngev": 1, "nhvp": 0}
 
     def __post_init__(self):
@@ -43,10 +55,11 @@ class Momentum(MomentumMethod):
     def hyperparameters(self) -> dict:
         return {"step": self.step, "learning_rate": self.learning_rate, "momentum": self.momentum}
 
-    @staticmethod
-    def textbook(mu: float, L: float) -> tuple[float, float]:
-        """Polyak's optimal learning rate and beta for a quadratic."""
+    def textbook(self, mu: float, L: float) -> tuple[float, float]:
+        """The optimal constant learning rate and beta (see the module's docstring)."""
         root_L, root_mu = math.sqrt(L), math.sqrt(mu)
+        if self.nesterov:
+            return 1.0 / L, (root_L - root_mu) / (root_L + root_mu)
         return 4.0 / (root_L + root_mu) ** 2, ((root_L - root_mu) / (root_L + root_mu)) ** 2
 
     def setup(self, problem, objective, ops) -> MomentumParams:
@@ -57,6 +70,14 @@ class Momentum(MomentumMethod):
         return MomentumState(w0, *objective.value_and_grad(w0), ops.zeros_like(w0))
 
     def update(self, objective, ops, params, state) -> MomentumState:
-        v = params.momentum * state.v - params.learning_rate * state.g
-        w = state.w + v
+        step = params.learning_rate * state.g
+        v = params.momentum * state.v - step
+        w = state.w + (params.momentum * v - step if self.nesterov else v)
         return MomentumState(w, *objective.value_and_grad(w), v)
+
+
+@dataclass(frozen=True)
+class Nesterov(Momentum):
+    """Momentum with nesterov=True, under its own name."""
+    name: str = "nesterov"
+    nesterov: ClassVar[bool] = True
