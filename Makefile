@@ -80,8 +80,11 @@ PYTEST_FLAGS ?=
 test: $(STAMP)
 	$(PY) -m pytest -q -m "not slow" -n $(TEST_WORKERS) $(PYTEST_FLAGS)
 
+# the slow tier: across the cores, then one at a time the tests that watch processes, signals
+# and clocks (tests/conftest.py SERIAL_FILES)
 test-slow: $(STAMP)
-	$(PY) -m pytest -q -m slow $(PYTEST_FLAGS)
+	$(PY) -m pytest -q -m "slow and not serial" -n $(TEST_WORKERS) $(PYTEST_FLAGS)
+	$(PY) -m pytest -q -m "slow and serial" $(PYTEST_FLAGS)
 
 test-all: test test-slow
 
