@@ -21,8 +21,8 @@ RUN := $(PY) -m study
 SWEEP := $(wildcard study/sweep/*.py) study/output.py
 ENGINE := $(wildcard datasets/*.py optimizers/*.py optimizers/backends/*.py) $(SWEEP) \
 	$(addprefix study/regression/,config.py measure.py plugin.py schema.py spec.py)
-FEEDMODE := $(SWEEP) $(addprefix study/feedmode/,command.py config.py measure.py \
-	measure_tensorflow.py measure_jax.py measure_torch.py model.py plugin.py schema.py spec.py)
+FEEDMODE := $(SWEEP) optimizers/backends/registry.py $(filter-out $(addprefix study/feedmode/,\
+	figures.py report.py summary.py),$(wildcard study/feedmode/*.py))
 TRAIN := $(SWEEP) $(wildcard datasets/*.py optimizers/*.py optimizers/backends/*.py) \
 	study/regression/tuning.py $(addprefix study/train/,config.py data.py examples.py flat.py \
 	initial.py loop.py measure.py model.py plugin.py rounds.py schema.py spec.py trainers.py \

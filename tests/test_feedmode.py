@@ -81,9 +81,10 @@ def test_input_is_seeded_and_its_rows_do_not_depend_on_n():
 # --- every mode of every framework, in this process --------------------------------------------
 
 @pytest.mark.parametrize("dtype", fm.DTYPES)
-@pytest.mark.parametrize("mode", list(fm.MODES))
+@pytest.mark.parametrize("mode", config.modes_on("cpu"))
 def test_every_mode_agrees_with_the_reference(worker, mode, dtype):
-    """float64 to 1e-12: JAX's float64 modes run with x64 on, or they could not get there."""
+    """float64 to 1e-12: JAX's float64 modes run with x64 on, or they could not get there.
+    Every mode whose framework runs on the CPU (CuPy's: tests/test_cupy.py)."""
     spec = Spec(mode=mode, dtype=dtype, n=N, calls=2, check_n=N)
     record = worker.measure_record(spec)
     # TOLERANCE: sums of 9 or 16 terms |x||k| (sum |k| < 3.7) in the mode's dtype: a few
@@ -206,11 +207,11 @@ def test_torch_compile_records_what_it_wrote_and_leaves_no_cache(worker, tmp_pat
 # --- which framework runs which mode ----------------------------------------------------------
 
 def test_each_mode_names_its_framework_and_its_warm_process_imports_only_that():
-    expected = {mode: mode.split("-")[0] if mode.startswith(("jax-", "torch-")) else "tensorflow"
-                for mode in fm.MODES}
+    expected = {mode: mode.split("-")[0] if mode.startswith(("jax-", "torch-", "cupy-"))
+                else "tensorflow" for mode in fm.MODES}
     assert {mode: plugin.framework(Spec(mode=mode, dtype="float64", n=1))
             for mode in fm.MODES} == expected
-    for name in ("tensorflow", "jax", "torch"):
+    for name in ("tensorflow", "jax", "torch", "cupy"):
         module = f"study.feedmode.measure_{name}"
         assert plugin.preload(name) == (module,)
         spec = Spec(mode=fm.modes_of(name)[0], dtype="float64", n=1)
@@ -676,13 +677,14 @@ def test_shipped_configs_expand_to_their_grids(tmp_path):
     default = parse_study(read_config(CONFIGS / "feedmode.toml"), "feedmode.toml")
     specs = default.specs
     assert default.name == "feedmode" and len(specs) == len({s.run_id for s in specs})
-    # every mode of every framework at N = 2000, torch.compile in float32 only, and the JAX
-    # closed-over constant swept to N = 1000 (their first calls cost tens of seconds: the config
-    # says why)
+    # every CPU mode of every framework at N = 2000, torch.compile in float32 only (its
+    # captured-tensor variant in the -full config), and the JAX closed-over constant swept to
+    # N = 1000 (their first calls cost tens of seconds: the config says why)
     compiled = {"torch-compile-arg", "torch-compile-captured"}
     assert {(s.mode, s.dtype) for s in specs if s.n == 2000 and s.grappler == "default"} == {
-        (m, d) for m in fm.MODES for d in fm.DTYPES
-        if not (m in compiled and d == "float64") and m != "jax-constant"}
+        (m, d) for m in config.modes_on("cpu") for d in fm.DTYPES
+        if not (m in compiled and d == "float64")
+        and m not in ("jax-constant", "torch-compile-captured")}
     assert {(s.mode, s.grappler) for s in specs if s.grappler != "default"} == {
         (m, g) for m in ("numpy", "constant") for g in fm.GRAPPLER if g != "default"}
     assert {s.n for s in specs if s.mode == "placeholder"} == {250, 1000, 2000, 4000}
@@ -701,7 +703,7 @@ def test_shipped_configs_expand_to_their_grids(tmp_path):
     assert full.name == "feedmode-full"
     # the original question's dtype at its size, every mode (float32 is in the default study)
     assert {(s.mode, s.dtype) for s in full.specs if s.n == 60000} == {
-        (m, "float64") for m in fm.MODES}
+        (m, "float64") for m in config.modes_on("cpu")}
     assert {1000, 10000, 60000} <= {s.n for s in full.specs if s.mode == "jax-constant"}
 
 

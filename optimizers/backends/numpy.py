@@ -11,10 +11,9 @@ import scipy.linalg
 import scipy.special
 
 from datasets.errors import InputError
+from optimizers.backends.registry import DTYPES
 from optimizers.objective import FORMULATIONS, make_objective, problem_data
 from optimizers.result import apply_state_record
-
-DTYPES = ("float64", "float32")
 
 
 class NumpyBackend:

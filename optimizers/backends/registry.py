@@ -1,19 +1,29 @@
-"""Every backend declared once, without importing its framework.
+"""Every framework and backend declared once, without importing any framework.
 
-A `Framework` says how to find and describe one (its import name, the distributions whose
-versions a row records, the pip extra that installs it, what a warm process may import ahead of
-a run, how to ask in a subprocess how many GPUs it sees). A `Backend` says what a run can ask of
-it (options and their allowed values, defaults), where its code is (the module and class, and the
-source files a run's fingerprint covers) and how its engine reads in a label. The engine, the
-config checks, the labels, the figures and the command line read these tables and never name a
-framework; adding one is its module plus an entry here.
+A `Framework` is everything a study needs to know of one: how to find it (its import name, the
+distributions whose versions a row records, the pip extra that installs it, what a warm process
+may import), how it probes and names a GPU (the device files its GPU needs, Python code printing
+how many GPUs it sees, its title), its feed-mode study modes and the module that builds them, and
+for the train study (Keras models) its warm-up module and its value_and_grad for flat parameters.
+A `Backend` says what a regression run can ask of it (options and their allowed values, defaults),
+where its code is (module, backend class, ops class, source files a run's fingerprint covers),
+how its engines read in a label and how figures draw them (line style and marker, in declaration
+order). The studies, the Makefile, figures, reports and tests read these tables and never name a
+framework; adding one is its module plus an entry here. A backend kept outside the project (a
+test's toy backend) registers from its own file, named in CONVERGENCE_STUDY_BACKENDS, so that a
+run's own process, which inherits the environment, knows it too.
 """
 
 from __future__ import annotations
 
+import glob
 import importlib
 import importlib.metadata
-from dataclasses import dataclass, field
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from datasets.errors import InputError
 
@@ -21,6 +31,22 @@ DTYPES = ("float64", "float32")
 FORMULATIONS = ("data", "gram")
 DEVICES = ("cpu", "gpu")
 NOUNS = {"feed": "feed mode"}  # how a message names an option
+NVIDIA = "/dev/nvidia[0-9]*"  # the device files a CUDA GPU shows
+PLUGINS = "CONVERGENCE_STUDY_BACKENDS"  # module names or .py files, os.pathsep between
+
+
+@dataclass(frozen=True)
+class FeedMode:
+    """One way the feed-mode study (study/feedmode) feeds its CNN on a framework."""
+
+    api: str      # how the network is run: tf1 (graph + session), eager, function, jit, compile
+    feed: str     # how the input reaches the ops
+    model: str    # conv-pool (the original network) or fused-conv (one strided convolution)
+    xla: bool     # compiled by XLA
+    help: str
+    # (other mode, 'time per call' or 'first-call time'): the pair the report compares
+    against: tuple[str, str] | None = None
+    framework: str = ""  # filled in when its framework is registered
 
 
 @dataclass(frozen=True)
@@ -31,16 +57,25 @@ class Framework:
     packages: tuple[str, ...]  # distributions whose versions every row records
     extra: str | None  # `pip install 'convergence-study[EXTRA]'` installs it (None: always)
     preload: tuple[str, ...] = ()  # a warm process imports these (import only, no device)
-    gpu_count: str = ""  # Python code printing how many GPUs the framework sees
+    gpu_count: str = "print(0)"  # Python code printing how many GPUs the framework sees
+    gpu_nodes: str = NVIDIA  # the device files its GPU needs ('': it never has one)
+    feedmode: str | None = None  # the module building its feed-mode study modes
+    feedmodes: dict = field(default_factory=dict)  # mode name -> FeedMode
+    warm: str | None = None  # train study: the module warming a Keras process on it
+    flat: str | None = None  # train study: 'module:function', value_and_grad on flat weights
+    installs: tuple[str, ...] = ()  # distributions any of which installs it (default: the first)
+    devices: tuple[str, ...] = DEVICES  # where it runs
 
     def installed(self) -> bool:
         """Its distribution is installed (asked of the package metadata, not the import system,
         which would run import hooks such as study.tensorflow_logs' early)."""
-        try:
-            importlib.metadata.distribution(self.packages[0])
-        except importlib.metadata.PackageNotFoundError:
-            return False
-        return True
+        for name in self.installs or self.packages[:1]:
+            try:
+                importlib.metadata.distribution(name)
+            except importlib.metadata.PackageNotFoundError:
+                continue
+            return True
+        return False
 
     def require(self) -> None:
         """One line naming the extra when the framework is not installed."""
@@ -50,23 +85,23 @@ class Framework:
             raise InputError(f"the {self.name} backend needs {self.title}, which is not "
                              f"installed: {how}")
 
+    def gpu_nodes_present(self) -> bool:
+        """Whether its GPU's device files are there at all, and not hidden by
+        CUDA_VISIBLE_DEVICES: a check made before the framework (and CUDA's start-up logs) is
+        imported; the framework itself is asked later (`gpu_count`)."""
+        return gpu_nodes_present(self.gpu_nodes)
 
-FRAMEWORKS = {
-    "tensorflow": Framework(
-        "tensorflow", "tensorflow", "TensorFlow",
-        ("tensorflow", "keras", "tensorflow-probability"), None,
-        preload=("tensorflow",),
-        gpu_count="import tensorflow as tf; print(len(tf.config.list_physical_devices('GPU')))"),
-    "jax": Framework(
-        "jax", "jax", "JAX", ("jax", "jaxlib", "optax"), "jax",
-        preload=("jax", "jax.numpy", "jax.scipy.linalg"),
-        gpu_count="import jax\ntry:\n    print(len(jax.devices('gpu')))\n"
-                  "except RuntimeError:\n    print(0)"),
-    "torch": Framework(
-        "torch", "torch", "PyTorch", ("torch",), "torch",
-        preload=("torch",),
-        gpu_count="import torch; print(torch.cuda.device_count())"),
-}
+    def no_gpu(self) -> str:
+        """How a GPU asked for and absent is reported (the run is never moved to the CPU)."""
+        return f"no GPU visible to {self.title}"
+
+    def trainable(self) -> Framework:
+        """The framework, when the train study (Keras models) can run on it: one line if not."""
+        if self.warm is None:
+            allowed = ", ".join(name for name, f in FRAMEWORKS.items() if f.warm)
+            raise InputError(f"the train study runs Keras models, and Keras has no {self.title} "
+                             f"backend; allowed: {allowed}")
+        return self
 
 
 @dataclass(frozen=True)
@@ -80,6 +115,9 @@ class Backend:
     labels: dict = field(default_factory=dict)  # feed mode -> how the engine reads
     # (option, value) -> (option, value, why) it needs: refused before anything runs
     needs: dict = field(default_factory=dict)
+    ops: str = ""  # the class providing ArrayOps in `module` ('': the backend class itself)
+    # engine label -> (line style, marker) in the figures, in the order figures list engines
+    styles: dict = field(default_factory=dict)
 
     def allowed(self, option: str) -> tuple:
         return self.options.get(option, ())
@@ -116,38 +154,58 @@ class Backend:
             engine += "+gram"
         return engine
 
+    def engines(self) -> list[str]:
+        """Its engine labels (feed modes, XLA, gram), those with a declared style first."""
+        feeds = self.allowed("feed") or (None,)
+        plain = [self.label({"feed": f}) for f in feeds]
+        made = [*plain, *(self.label({"feed": f, "xla": True}) for f in feeds
+                          if True in self.allowed("xla")),
+                *(f"{e}+gram" for e in plain if "gram" in self.allowed("formulation"))]
+        return list(dict.fromkeys([*self.styles, *made]))
+
     def load(self):
         """The backend's class, its framework checked first (one line naming the extra)."""
         if self.framework is not None:
             FRAMEWORKS[self.framework].require()
         return getattr(importlib.import_module(self.module), self.cls)
 
+    def load_ops(self):
+        """The class providing its ArrayOps (made with a dtype)."""
+        if self.framework is not None:
+            FRAMEWORKS[self.framework].require()
+        return getattr(importlib.import_module(self.module), self.ops or self.cls)
 
-BACKENDS = {
-    "numpy": Backend(
-        "numpy", None, "optimizers.backends.numpy", "NumpyBackend",
-        {"dtype": DTYPES, "formulation": FORMULATIONS},
-        files=("optimizers/backends/numpy.py",)),
-    "tensorflow": Backend(
-        "tensorflow", "tensorflow", "optimizers.backends.tensorflow", "TensorflowBackend",
-        {"dtype": DTYPES, "formulation": FORMULATIONS, "device": DEVICES,
-         "feed": ("fused", "feed", "resident", "tf1"), "xla": (False, True)},
-        files=("optimizers/backends/numpy.py", "optimizers/backends/tensorflow.py",
-               "optimizers/backends/tf1.py"),
-        labels={"feed": "tf-feed", "resident": "tf-resident", "fused": "tf-fused",
-                "tf1": "tf1"}),
-    "jax": Backend(
-        "jax", "jax", "optimizers.backends.jax", "JaxBackend",
-        {"dtype": DTYPES, "formulation": FORMULATIONS, "device": DEVICES,
-         "feed": ("fused", "feed", "resident")},
-        files=("optimizers/backends/jax.py",)),
-    "torch": Backend(
-        "torch", "torch", "optimizers.backends.torch", "TorchBackend",
-        {"dtype": DTYPES, "formulation": FORMULATIONS, "device": DEVICES,
-         "feed": ("resident", "feed", "compiled", "graphed")},
-        needs={("feed", "graphed"): ("device", "gpu", "it replays CUDA graphs")},
-        files=("optimizers/backends/torch.py",)),
-}
+
+FRAMEWORKS: dict[str, Framework] = {}
+BACKENDS: dict[str, Backend] = {}
+
+
+def register(declared: Backend | None, on: Framework | None = None) -> None:
+    """Add a backend (and the framework it runs on, if new): a name taken by another entry,
+    or a framework that is not declared, is one line."""
+    if on is not None:
+        if on.name in FRAMEWORKS and FRAMEWORKS[on.name] != on:
+            raise InputError(f"framework '{on.name}' is registered twice")
+        taken = {m for f in FRAMEWORKS.values() if f.name != on.name for m in f.feedmodes}
+        if taken & set(on.feedmodes):
+            raise InputError(f"framework '{on.name}': feed mode(s) "
+                             f"{', '.join(sorted(taken & set(on.feedmodes)))} already declared")
+        FRAMEWORKS[on.name] = replace(on, feedmodes={
+            name: replace(mode, framework=on.name) for name, mode in on.feedmodes.items()})
+    if declared is None:
+        return
+    if declared.framework is not None:
+        framework(declared.framework)
+    if declared.name in BACKENDS and BACKENDS[declared.name] != declared:
+        raise InputError(f"backend '{declared.name}' is registered twice")
+    BACKENDS[declared.name] = declared
+
+
+def gpu_nodes_present(pattern: str = NVIDIA) -> bool:
+    """Whether device files matching `pattern` are there, and not hidden by
+    CUDA_VISIBLE_DEVICES ('' or -1)."""
+    hidden = os.environ.get("CUDA_VISIBLE_DEVICES", "unset").strip() in ("", "-1")
+    return bool(pattern) and not hidden and bool(glob.glob(pattern))
 
 
 def backend(name: str) -> Backend:
@@ -157,10 +215,28 @@ def backend(name: str) -> Backend:
     return found
 
 
+def framework(name: str) -> Framework:
+    """The named framework; an unknown name is one line listing the known ones."""
+    found = FRAMEWORKS.get(name)
+    if found is None:
+        raise InputError(f"unknown framework '{name}'; allowed: {', '.join(FRAMEWORKS)}")
+    return found
+
+
 def framework_of(name: str) -> Framework | None:
-    """The framework a backend runs on (None for NumPy)."""
+    """The framework a backend runs on (None for the NumPy stack)."""
     key = backend(name).framework
-    return None if key is None else FRAMEWORKS[key]
+    return None if key is None else framework(key)
+
+
+def option_names() -> tuple[str, ...]:
+    """Every backend option but the dtype, in declaration order (the command line's flags)."""
+    return tuple(dict.fromkeys(o for b in BACKENDS.values() for o in b.options if o != "dtype"))
+
+
+def feed_modes() -> dict[str, FeedMode]:
+    """Every framework's feed-mode study modes, in declaration order."""
+    return {name: mode for f in FRAMEWORKS.values() for name, mode in f.feedmodes.items()}
 
 
 def make_backend(name: str, dtype: str = "float64", **options):
@@ -169,3 +245,172 @@ def make_backend(name: str, dtype: str = "float64", **options):
     declared = backend(name)
     declared.check({"dtype": dtype, **options})
     return declared.load()(dtype=dtype, **options)
+
+
+def load_plugins(value: str | None = None) -> None:
+    """Register the backends of the modules (or .py files) named in CONVERGENCE_STUDY_BACKENDS,
+    each declaring BACKEND and, when it brings one, FRAMEWORK."""
+    value = os.environ.get(PLUGINS, "") if value is None else value
+    for item in filter(None, value.split(os.pathsep)):
+        module = _import_plugin(item)
+        if not hasattr(module, "BACKEND"):
+            raise InputError(f"{PLUGINS}: '{item}' declares no BACKEND")
+        register(module.BACKEND, getattr(module, "FRAMEWORK", None))
+
+
+def _import_plugin(item: str):
+    if not item.endswith(".py"):
+        try:
+            return importlib.import_module(item)
+        except ImportError as exc:
+            raise InputError(f"{PLUGINS}: cannot import '{item}': {exc}") from None
+    path = Path(item)
+    if not path.is_file():
+        raise InputError(f"{PLUGINS}: no file '{item}'")
+    if path.stem in sys.modules:  # imported already under its name (a test's own import)
+        return sys.modules[path.stem]
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module  # so that the backend's `module` imports it by name
+    spec.loader.exec_module(module)
+    return module
+
+
+# --- the declarations ---------------------------------------------------------------------
+
+TF_MODES = {
+    "numpy": FeedMode("tf1", "numpy", "conv-pool", False,
+                      "TF1 graph; the NumPy array passed straight into the ops (a graph "
+                      "constant)"),
+    "constant": FeedMode("tf1", "constant", "conv-pool", False,
+                         "TF1 graph; tf.constant(x) (a graph constant)"),
+    "placeholder": FeedMode("tf1", "placeholder", "conv-pool", False,
+                            "TF1 graph; tf.placeholder fed with feed_dict at every call"),
+    "variable": FeedMode("tf1", "variable", "conv-pool", False,
+                         "TF1 graph; a tf.Variable initialised once from a placeholder "
+                         "(resident)"),
+    "eager-numpy": FeedMode("eager", "numpy", "conv-pool", False,
+                            "TF2 eager ops called on the NumPy array"),
+    "eager-tensor": FeedMode("eager", "tensor", "conv-pool", False,
+                             "TF2 eager ops called on a tensor made once"),
+    "function-arg": FeedMode("function", "argument", "conv-pool", False,
+                             "tf.function with an input_signature, the data passed as a tensor"),
+    "function-const": FeedMode("function", "captured-tensor", "conv-pool", False,
+                               "tf.function closing over tf.constant(x) (captured by "
+                               "reference)"),
+    "function-numpy": FeedMode("function", "numpy", "conv-pool", False,
+                               "tf.function closing over the NumPy array (embedded as a "
+                               "constant)"),
+    "function-xla": FeedMode("function", "argument", "conv-pool", True,
+                             "function-arg with jit_compile=True (XLA)"),
+    "fused": FeedMode("function", "argument", "fused-conv", False,
+                      "function-arg computing one 4x4 stride-2 convolution (3x3 kernel * 2x2 "
+                      "box of 1/4), then relu: no 30x30 intermediate"),
+}
+PER_CALL, FIRST_CALL = "time per call", "first-call time"  # what a pair of modes compares
+
+register(None, Framework(
+    "tensorflow", "tensorflow", "TensorFlow",
+    ("tensorflow", "keras", "tensorflow-probability"), None,
+    preload=("tensorflow",),
+    gpu_count="import tensorflow as tf; print(len(tf.config.list_physical_devices('GPU')))",
+    feedmode="study.feedmode.measure_tensorflow", feedmodes=TF_MODES,
+    warm="study.train.warm_tensorflow", flat="study.train.flat:_tensorflow"))
+register(None, Framework(
+    "jax", "jax", "JAX", ("jax", "jaxlib", "optax"), "jax",
+    preload=("jax", "jax.numpy", "jax.scipy.linalg"),
+    gpu_count="import jax\ntry:\n    print(len(jax.devices('gpu')))\n"
+              "except RuntimeError:\n    print(0)",
+    feedmode="study.feedmode.measure_jax", feedmodes={
+        "jax-numpy": FeedMode("jit", "numpy", "conv-pool", True,
+                              "jax.jit of the network, the NumPy array passed at every call "
+                              "(copied to the device each call)", ("jax-resident", PER_CALL)),
+        "jax-resident": FeedMode("jit", "resident", "conv-pool", True,
+                                 "jax.jit of the network, given an array put on the device once "
+                                 "(jax.device_put)"),
+        "jax-constant": FeedMode("jit", "constant", "conv-pool", True,
+                                 "jax.jit of a function closing over the NumPy array (embedded "
+                                 "in the program as a constant)", ("jax-resident", FIRST_CALL)),
+    },
+    warm="study.train.warm_jax", flat="study.train.flat:_jax"))
+register(None, Framework(
+    "torch", "torch", "PyTorch", ("torch",), "torch",
+    preload=("torch",),
+    gpu_count="import torch; print(torch.cuda.device_count())",
+    feedmode="study.feedmode.measure_torch", feedmodes={
+        "torch-numpy": FeedMode("eager", "numpy", "conv-pool", False,
+                                "PyTorch eager, torch.from_numpy(x).to(device) at every call",
+                                ("torch-resident", PER_CALL)),
+        "torch-resident": FeedMode("eager", "resident", "conv-pool", False,
+                                   "PyTorch eager on a tensor made once on the device"),
+        "torch-compile-arg": FeedMode("compile", "argument", "conv-pool", False,
+                                      "torch.compile of the network, the resident tensor passed "
+                                      "as an argument", ("torch-resident", PER_CALL)),
+        "torch-compile-captured": FeedMode("compile", "captured-tensor", "conv-pool", False,
+                                           "torch.compile of a function closing over the "
+                                           "resident tensor", ("torch-compile-arg", FIRST_CALL)),
+    },
+    warm="study.train.warm_torch", flat="study.train.flat:_torch"))
+register(None, Framework(
+    "cupy", "cupy", "CuPy", ("cupy-cuda12x", "cupy-cuda13x"), "cupy",
+    installs=("cupy-cuda12x", "cupy-cuda13x", "cupy"), preload=("cupy",), devices=("gpu",),
+    gpu_count="import cupy\ntry:\n    print(cupy.cuda.runtime.getDeviceCount())\n"
+              "except Exception:\n    print(0)",
+    feedmode="study.feedmode.measure_cupy", feedmodes={
+        "cupy-numpy": FeedMode("raw", "numpy", "conv-pool", False,
+                               "CuPy (NumPy's API on the GPU), cupy.asarray(x) at every call",
+                               ("cupy-resident", PER_CALL)),
+        "cupy-resident": FeedMode("raw", "resident", "conv-pool", False,
+                                  "CuPy on an array copied to the GPU once"),
+    }))
+
+register(Backend(
+    "numpy", None, "optimizers.backends.numpy", "NumpyBackend",
+    {"dtype": DTYPES, "formulation": FORMULATIONS},
+    files=("optimizers/backends/numpy.py",),
+    styles={"numpy": ("-", "o"), "numpy+gram": ((0, (8, 2, 1, 2)), "s")}))
+register(Backend(
+    "tensorflow", "tensorflow", "optimizers.backends.tensorflow", "TensorflowBackend",
+    {"dtype": DTYPES, "formulation": FORMULATIONS, "device": DEVICES,
+     "feed": ("fused", "feed", "resident", "tf1"), "xla": (False, True)},
+    files=("optimizers/backends/numpy.py", "optimizers/backends/tensorflow.py",
+           "optimizers/backends/tf1.py"),
+    labels={"feed": "tf-feed", "resident": "tf-resident", "fused": "tf-fused", "tf1": "tf1"},
+    ops="TensorflowOps",
+    styles={"tf1": (":", "v"), "tf-feed": ("--", "^"), "tf-resident": ("-.", "D"),
+            "tf-fused": ((0, (5, 1)), "P"), "tf-fused+xla": ((0, (3, 1, 1, 1)), "X"),
+            "tf-fused+gram": ((0, (1, 2)), "*")}))
+register(Backend(
+    "jax", "jax", "optimizers.backends.jax", "JaxBackend",
+    {"dtype": DTYPES, "formulation": FORMULATIONS, "device": DEVICES,
+     "feed": ("fused", "feed", "resident")},
+    files=("optimizers/backends/jax.py",), ops="JaxOps",
+    styles={"jax-feed": ((0, (6, 2)), "<"), "jax-resident": ((0, (2, 1)), "d"),
+            "jax-fused": ((0, (4, 1, 1, 1, 1, 1)), "p"), "jax-fused+gram": ((0, (1, 3)), "H")}))
+register(Backend(
+    "torch", "torch", "optimizers.backends.torch", "TorchBackend",
+    {"dtype": DTYPES, "formulation": FORMULATIONS, "device": DEVICES,
+     "feed": ("resident", "feed", "compiled", "graphed")},
+    needs={("feed", "graphed"): ("device", "gpu", "it replays CUDA graphs")},
+    files=("optimizers/backends/torch.py",), ops="TorchOps",
+    styles={"torch-feed": ((0, (7, 3, 1, 3)), ">"), "torch-resident": ((0, (1, 1)), "h"),
+            "torch-compiled": ((0, (9, 2)), "8"), "torch-graphed": ((0, (3, 1, 3, 3)), "+")}))
+register(Backend(
+    "cupy", "cupy", "optimizers.backends.cupy", "CupyBackend",
+    {"dtype": DTYPES, "formulation": FORMULATIONS, "device": ("gpu",),
+     "feed": ("resident",)},
+    files=("optimizers/backends/numpy.py", "optimizers/backends/cupy.py"), ops="CupyOps",
+    styles={"cupy-resident": ((0, (2, 2, 6, 2)), "1"), "cupy-resident+gram": ((0, (1, 4)), "3")}))
+
+
+def _load_plugins_or_exit() -> None:
+    """At import, a bad CONVERGENCE_STUDY_BACKENDS ends the process in one line, exit 2: every
+    table read from here on would be missing what it names."""
+    try:
+        load_plugins()
+    except InputError as exc:
+        print(f"convergence-study: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+_load_plugins_or_exit()

@@ -30,7 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 from datasets.errors import InputError
-from optimizers.backends.numpy import DTYPES
+from optimizers.backends.registry import DTYPES
 from optimizers.backends.tf1 import minimize_tf1
 from optimizers.driver import step_functions
 from optimizers.interruptible import call_interruptibly

@@ -31,17 +31,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def gpu_frameworks() -> list[str]:
-    """The installed frameworks that see a GPU, each asked through its backend module."""
+    """The installed frameworks that see a GPU, each asked through its backends' module."""
     import importlib
 
-    from optimizers.backends.registry import FRAMEWORKS
+    from optimizers.backends.registry import BACKENDS, FRAMEWORKS
 
     seen = []
     for name, framework in FRAMEWORKS.items():
-        if not framework.installed():
+        modules = {b.module for b in BACKENDS.values() if b.framework == name}
+        if not framework.installed() or not modules:
             continue
         try:
-            if importlib.import_module(f"optimizers.backends.{name}").gpu_available():
+            if any(importlib.import_module(m).gpu_available() for m in modules):
                 seen.append(name)
         except Exception:  # noqa: BLE001, S112 -- a framework that cannot start sees no GPU
             continue

@@ -9,8 +9,9 @@ from dataclasses import dataclass, replace
 SECTIONS = ("iterations", "overhead", "scaling", "feedmode", "target", "harness", "bandwidth")
 GPU_SECTIONS = ("harness", "bandwidth")  # what `--device gpu` runs (the rest measure the host)
 
-# label -> (backend name, options); formulation and device are added per measurement
-BACKENDS = {
+# bench label -> (backend name in optimizers.backends.registry, options); formulation and
+# device are added per measurement
+ENGINES = {
     "numpy": ("numpy", {}),
     "numpy-blas1": ("numpy", {}),  # BLAS limited to one thread, see BLAS_THREADS
     "tf-feed": ("tensorflow", {"feed": "feed"}),
@@ -46,7 +47,7 @@ class Plan:
     dtypes: tuple = ("float64", "float32")
     formulations: tuple = ("data", "gram")
     optimizers: tuple = ("gd", "adadelta", "lbfgs")
-    backends: tuple = tuple(BACKENDS)
+    backends: tuple = tuple(ENGINES)
     data_iterations: int = 20                   # iterations per timed run, formulation data
     gram_iterations: int = 200                  # ... formulation gram (O(d^2) iterations)
     repeats: int = 5                            # timed runs per configuration (median)

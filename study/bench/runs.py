@@ -9,7 +9,7 @@ from contextlib import nullcontext
 
 from datasets.errors import InputError
 from study import interrupts
-from study.bench.plan import BACKENDS, BLAS_THREADS, TF1_OPTIMIZERS
+from study.bench.plan import BLAS_THREADS, ENGINES, TF1_OPTIMIZERS
 
 
 class Unavailable(Exception):
@@ -38,7 +38,7 @@ def backend_for(label: str, dtype: str, formulation: str = "data", device: str =
     """The backend a label names; an option this version does not have -> Unavailable."""
     from optimizers import make_backend
 
-    name, options = BACKENDS[label]
+    name, options = ENGINES[label]
     options = dict(options)
     if name != "numpy" and device != "cpu":
         options["device"] = device
@@ -82,7 +82,7 @@ def blas_threads(label: str):
 
 
 def describe(label: str) -> dict:
-    name, options = BACKENDS[label]
+    name, options = ENGINES[label]
     return {"backend": label, "backend_name": name, "feed": options.get("feed", ""),
             "xla": bool(options.get("xla", False)),
             "blas_threads": BLAS_THREADS.get(label, 0)}  # 0: the library's default

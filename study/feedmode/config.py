@@ -9,6 +9,7 @@ import math
 from itertools import product
 
 from datasets.errors import InputError
+from optimizers.backends.registry import FRAMEWORKS
 from study.feedmode.model import DEVICES, DTYPES, GRAPPLER, MODES
 from study.feedmode.spec import Spec
 from study.sweep.grid import ConfigError, check_size, positive_number
@@ -96,8 +97,15 @@ def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[Spec]:
                 raise ConfigError(f"{source}: unknown key '{key}' in [[grid]] {number}; "
                                   f"allowed: {', '.join(GRID_KEYS)}")
         where = f"{source}: [[grid]] {grid.get('name', number)}"
-        axes = {k: check_list(grid.get(k, DEFAULTS[k]), f"{where}: {k}", *GRID_CHECKS[k])
+        defaults = {**DEFAULTS, "modes": modes_on(top["device"])}
+        axes = {k: check_list(grid.get(k, defaults[k]), f"{where}: {k}", *GRID_CHECKS[k])
                 for k in GRID_CHECKS}
+        for mode in axes["modes"]:
+            framework = FRAMEWORKS[MODES[mode].framework]
+            if top["device"] not in framework.devices:
+                raise ConfigError(f"{where}: mode '{mode}' runs on {framework.title}, which has "
+                                  f"no {top['device']} device (it runs on: "
+                                  f"{', '.join(framework.devices)})")
         grid_repeats = grid.get("repeats", repeats)
         if isinstance(grid_repeats, bool) or not isinstance(grid_repeats, int) \
                 or grid_repeats < 1:
@@ -116,6 +124,12 @@ def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[Spec]:
             raise InputError(f"{where}: no run left: grappler variants other than 'default' "
                              f"apply to the TF1 modes only ({', '.join(tf1_modes())})")
     return list(specs.values())
+
+
+def modes_on(device: str) -> list[str]:
+    """The modes a grid runs by default: those whose framework runs on the device."""
+    return [name for name, mode in MODES.items()
+            if device in FRAMEWORKS[mode.framework].devices]
 
 
 def tf1_modes() -> list[str]:

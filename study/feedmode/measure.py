@@ -1,7 +1,7 @@
 """One feed-mode run, measured in its own process (forked by the sweep engine for each run).
 
 This module imports no framework: each framework's modes are built by its own module
-(`study.feedmode.measure_tensorflow`, `measure_jax`, `measure_torch`), imported only for its
+(its registry entry's `feedmode`, e.g. `study.feedmode.measure_jax`), imported only for its
 runs, so that a JAX or PyTorch run never imports TensorFlow (nor the other way round).
 
 The record is saved (`ctx.save_partial`) at every phase, so that a run killed for time or
@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from optimizers.backends.registry import FRAMEWORKS
+from optimizers.backends.registry import framework as registry_framework
 from study.feedmode import model as fm
 from study.feedmode.spec import Spec
 from study.sweep.plugin import Measurement, RunContext
@@ -97,9 +97,9 @@ class Prepared:
 
 def worker(mode: str):
     """The module that builds a mode, its framework checked first (one line naming the extra)."""
-    framework = fm.MODES[mode].framework
-    FRAMEWORKS[framework].require()
-    return importlib.import_module(fm.FRAMEWORK_MODULES[framework])
+    framework = registry_framework(fm.MODES[mode].framework)
+    framework.require()
+    return importlib.import_module(framework.feedmode)
 
 
 def build(spec: Spec, x: np.ndarray, kernel: np.ndarray, clock: Clock) -> Prepared:

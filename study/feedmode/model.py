@@ -2,20 +2,21 @@
 
 The network of the original question: conv2d (3x3x1x6, stride 1, VALID) -> avg_pool (2x2,
 stride 2, VALID) -> relu on N x 32 x 32 x 1 inputs. Each *mode* feeds the same data to the same
-network a different way, on one framework: TensorFlow (TF1 graph constants, placeholder, resident
-variable, eager, tf.function, XLA, and one fused convolution), JAX (a jitted function given the
-NumPy array, a device-resident array, or closing over the array) and PyTorch (eager from NumPy,
-eager on a resident tensor, torch.compile given the tensor or closing over it). This module
-imports no framework (`measure_<framework>` does, for its own modes only).
+network a different way, on one framework. The modes are declared with their framework in
+optimizers/backends/registry.py, which names the module building them (`measure_<framework>`,
+which imports the framework, for its own modes only); this module imports no framework.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 from scipy.signal import convolve2d
+
+from optimizers.backends.registry import DEVICES as DEVICES  # re-exported: the study's axes
+from optimizers.backends.registry import DTYPES as DTYPES
+from optimizers.backends.registry import FRAMEWORKS, FeedMode, feed_modes
+from optimizers.backends.registry import framework as registry_framework
 
 IMAGE = 32          # input height and width
 KERNEL = 3          # convolution kernel size (3 x 3 x 1 x CHANNELS)
@@ -24,67 +25,11 @@ POOL = 2            # average pool window and stride
 OUT = (IMAGE - KERNEL + 1) // POOL   # 15: output height and width
 
 
-@dataclass(frozen=True)
-class Mode:
-    api: str      # TensorFlow: tf1 (graph + session), eager, function; JAX: jit; PyTorch: eager,
-    #               compile (torch.compile)
-    feed: str     # how the input reaches the ops
-    model: str    # conv-pool (the original network) or fused-conv (one strided convolution)
-    xla: bool     # compiled by XLA (every JAX mode; torch.compile is Inductor, not XLA)
-    help: str
-    framework: str = "tensorflow"   # a key of optimizers.backends.registry.FRAMEWORKS
-
-
-MODES = {
-    "numpy": Mode("tf1", "numpy", "conv-pool", False,
-                  "TF1 graph; the NumPy array passed straight into the ops (a graph constant)"),
-    "constant": Mode("tf1", "constant", "conv-pool", False,
-                     "TF1 graph; tf.constant(x) (a graph constant)"),
-    "placeholder": Mode("tf1", "placeholder", "conv-pool", False,
-                        "TF1 graph; tf.placeholder fed with feed_dict at every call"),
-    "variable": Mode("tf1", "variable", "conv-pool", False,
-                     "TF1 graph; a tf.Variable initialised once from a placeholder (resident)"),
-    "eager-numpy": Mode("eager", "numpy", "conv-pool", False,
-                        "TF2 eager ops called on the NumPy array"),
-    "eager-tensor": Mode("eager", "tensor", "conv-pool", False,
-                         "TF2 eager ops called on a tensor made once"),
-    "function-arg": Mode("function", "argument", "conv-pool", False,
-                         "tf.function with an input_signature, the data passed as a tensor"),
-    "function-const": Mode("function", "captured-tensor", "conv-pool", False,
-                           "tf.function closing over tf.constant(x) (captured by reference)"),
-    "function-numpy": Mode("function", "numpy", "conv-pool", False,
-                           "tf.function closing over the NumPy array (embedded as a constant)"),
-    "function-xla": Mode("function", "argument", "conv-pool", True,
-                         "function-arg with jit_compile=True (XLA)"),
-    "fused": Mode("function", "argument", "fused-conv", False,
-                  "function-arg computing one 4x4 stride-2 convolution (3x3 kernel * 2x2 box "
-                  "of 1/4), then relu: no 30x30 intermediate"),
-    "jax-numpy": Mode("jit", "numpy", "conv-pool", True,
-                      "jax.jit of the network, the NumPy array passed at every call (copied to "
-                      "the device each call)", "jax"),
-    "jax-resident": Mode("jit", "resident", "conv-pool", True,
-                         "jax.jit of the network, given an array put on the device once "
-                         "(jax.device_put)", "jax"),
-    "jax-constant": Mode("jit", "constant", "conv-pool", True,
-                         "jax.jit of a function closing over the NumPy array (embedded in the "
-                         "program as a constant)", "jax"),
-    "torch-numpy": Mode("eager", "numpy", "conv-pool", False,
-                        "PyTorch eager, torch.from_numpy(x).to(device) at every call", "torch"),
-    "torch-resident": Mode("eager", "resident", "conv-pool", False,
-                           "PyTorch eager on a tensor made once on the device", "torch"),
-    "torch-compile-arg": Mode("compile", "argument", "conv-pool", False,
-                              "torch.compile of the network, the resident tensor passed as an "
-                              "argument", "torch"),
-    "torch-compile-captured": Mode("compile", "captured-tensor", "conv-pool", False,
-                                   "torch.compile of a function closing over the resident "
-                                   "tensor", "torch"),
-}
-# where each framework's measurement lives (imported only for its modes' runs)
-FRAMEWORK_MODULES = {"tensorflow": "study.feedmode.measure_tensorflow",
-                     "jax": "study.feedmode.measure_jax",
-                     "torch": "study.feedmode.measure_torch"}
-DTYPES = ("float64", "float32")
-DEVICES = ("cpu", "gpu")
+Mode = FeedMode  # api, feed, model, xla, help, the pair it is compared in, framework
+# every framework's modes and the module building them, from its registry entry (a module
+# imported only for its own modes' runs)
+MODES = feed_modes()
+FRAMEWORK_MODULES = {name: f.feedmode for name, f in FRAMEWORKS.items() if f.feedmode}
 # Graph optimisation variants of the TF1 modes (the ablation of the first-call cost).
 GRAPPLER = {
     "default": "TensorFlow's defaults",
@@ -97,7 +42,8 @@ TOLERANCE = {"float64": 1e-12, "float32": 1e-5}   # of the check against the Num
 
 
 def modes_of(framework: str) -> list[str]:
-    """The modes that run on a framework, in MODES order."""
+    """The modes that run on a framework, in MODES order (an unknown framework: one line)."""
+    registry_framework(framework)
     return [name for name, mode in MODES.items() if mode.framework == framework]
 
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 from datasets.errors import InputError
 from optimizers.backends.registry import FRAMEWORKS
 from study.feedmode.config import CONFIG_KEYS, expand_specs
 from study.feedmode.model import FRAMEWORK_MODULES, MODES, modes_of
 from study.feedmode.schema import SCHEMA, SIDE_TABLES
 from study.feedmode.spec import Spec
-from study.sweep.fingerprint import ENGINE_FILES
+from study.sweep.fingerprint import ENGINE_FILES, relative
 
 KIND = "feedmode"
 MEASURE_MODULE = "study.feedmode.measure"  # imports no framework
@@ -67,8 +69,8 @@ def needs_gpu(spec: Spec) -> bool:
 def code_files(spec: Spec) -> list[str]:
     """The engine, the common measuring code and the spec's framework's module only, so that a
     change to one framework's modes re-measures none of the others'."""
-    module = FRAMEWORK_MODULES[framework(spec)].replace(".", "/") + ".py"
-    return sorted({*ENGINE_FILES, *MEASURING_FILES, module})
+    module = importlib.util.find_spec(FRAMEWORK_MODULES[framework(spec)]).origin  # not imported
+    return sorted({*ENGINE_FILES, *MEASURING_FILES, relative(module)})
 
 
 def measure(spec, ctx):

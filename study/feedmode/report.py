@@ -15,8 +15,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from optimizers.backends.registry import FRAMEWORKS
 from study.feedmode.figures import fmt_bytes, main_size, with_columns
-from study.feedmode.model import IMAGE, modes_of
+from study.feedmode.model import IMAGE, MODES, modes_of
 from study.paired import compare
 from study.report.blocks import Block, fmt_seconds
 
@@ -146,16 +147,18 @@ def original_feedmode_answer(runs: pd.DataFrame) -> list[str]:
     return out or ["The feed-mode results hold no constant/placeholder pair at one N."]
 
 
-# (a, b, quantity, words): what each framework's pair of modes answers
-FRAMEWORK_PAIRS = {
-    "jax": [("jax-numpy", "jax-resident", "steady_median_seconds", "time per call"),
-            ("jax-constant", "jax-resident", "first_call_seconds", "first-call time")],
-    "torch": [("torch-numpy", "torch-resident", "steady_median_seconds", "time per call"),
-              ("torch-compile-arg", "torch-resident", "steady_median_seconds", "time per call"),
-              ("torch-compile-captured", "torch-compile-arg", "first_call_seconds",
-               "first-call time")],
-}
-TITLES = {"jax": "JAX", "torch": "PyTorch"}
+QUANTITIES = {"time per call": "steady_median_seconds", "first-call time": "first_call_seconds"}
+
+
+def framework_pairs() -> dict[str, list[tuple]]:
+    """framework -> [(mode, the mode it is compared with, quantity, words)], from the pairs its
+    modes declare in the registry (TensorFlow's are the original question's, answered above)."""
+    pairs: dict[str, list[tuple]] = {}
+    for name, mode in MODES.items():
+        if mode.against is not None:
+            other, words = mode.against
+            pairs.setdefault(mode.framework, []).append((name, other, QUANTITIES[words], words))
+    return pairs
 
 
 def _calls(row) -> str:
@@ -166,18 +169,18 @@ def _calls(row) -> str:
 
 
 def frameworks_answer(runs: pd.DataFrame) -> list[str]:
-    """The same question on JAX and PyTorch, at the size of the mode table: each mode's first
+    """The same question on the other frameworks, at the size of the mode table: each mode's first
     and later calls (medians over repeats), and the pairs that matter, paired over repeats."""
     runs = with_columns(runs)
     n = main_size(runs)
     out = []
-    for framework, pairs in FRAMEWORK_PAIRS.items():
+    for framework, pairs in framework_pairs().items():
         for dtype in sorted(runs["dtype"].unique()):
             rows = {m: _feed_row(runs, m, dtype, n) for m in modes_of(framework)}
             rows = {m: r for m, r in rows.items() if r is not None}
             if not rows:
                 continue
-            line = f"{TITLES[framework]}, N = {n}, {dtype}: " + "; ".join(
+            line = f"{FRAMEWORKS[framework].title}, N = {n}, {dtype}: " + "; ".join(
                 f"{mode} {_calls(row)}" for mode, row in rows.items()) + " (medians)."
             pairs_here = [(a, b, value, words) for a, b, value, words in pairs
                           if a in rows and b in rows]
@@ -285,7 +288,10 @@ def section(results, figures: Path) -> list[Block]:
     blocks.append(Block("list", original_feedmode_answer(runs)))
     others = frameworks_answer(runs) + jax_constant_answer(runs)
     if others:
-        blocks += [Block("h3", "The same question on JAX and PyTorch"), Block("list", others)]
+        present = {MODES[m].framework for m in runs["mode"].unique() if m in MODES}
+        titles = [FRAMEWORKS[f].title for f in framework_pairs() if f in present] or ["others"]
+        named = ", ".join(titles[:-1]) + (" and " if len(titles) > 1 else "") + titles[-1]
+        blocks += [Block("h3", f"The same question on {named}"), Block("list", others)]
     figure = figures / "feedmode.png"
     if figure.exists():
         blocks.append(Block("figure", figure, "First call against later calls per mode (and "

@@ -24,9 +24,7 @@ from study.regression.summary import CONFIG_COLUMNS, DATA_COLUMNS, INSTANCE_COLU
 from study.regression.tuning import measured_runs
 
 READ_PASS_LABEL = "one read pass over X"
-FEED_ORDER = ("numpy", "tf1", "tf-feed", "tf-resident", "tf-fused", "tf-fused+xla", "jax-feed",
-              "jax-resident", "jax-fused", "torch-feed", "torch-resident", "torch-compiled",
-              "torch-graphed")
+FEED_ORDER = tuple(e for e in style.ENGINE_ORDER if "+gram" not in e)  # the registry's order
 
 
 def _median_band(curves: list[np.ndarray]):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from datasets import InputError, problem_kind
 from optimizers import KERAS_PREFIX, make_optimizer
-from optimizers.backends.registry import BACKENDS, FRAMEWORKS
+from optimizers.backends.registry import BACKENDS, framework_of
 from optimizers.driver import for_problem
 from optimizers.objective import check_formulation
 from optimizers.stopping import STATUSES as RUN_STATUSES
@@ -44,9 +44,10 @@ def check_grid(specs) -> str | None:
     data with a plain least-squares method), or a backend whose framework is not installed
     here: the runs' own checks, made before anything runs."""
     for name in dict.fromkeys(spec.backend for spec in specs):
-        if BACKENDS[name].framework is not None:
+        framework = framework_of(name)
+        if framework is not None:
             try:
-                FRAMEWORKS[BACKENDS[name].framework].require()
+                framework.require()
             except InputError as exc:
                 return f"{exc} (or leave the backend out of the config)"
     for spec in specs:
@@ -91,9 +92,8 @@ def framework(spec: RunSpec) -> str | None:
 
 
 def preload(framework: str) -> tuple[str, ...]:
-    """The modules of every backend on that framework (importing them initialises nothing)."""
-    files = [f for b in BACKENDS.values() if b.framework == framework for f in b.files]
-    return tuple(dict.fromkeys(f[: -len(".py")].replace("/", ".") for f in files))
+    """The module of every backend on that framework (importing it initialises nothing)."""
+    return tuple(dict.fromkeys(b.module for b in BACKENDS.values() if b.framework == framework))
 
 
 def needs_gpu(spec: RunSpec) -> bool:

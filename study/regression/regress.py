@@ -4,23 +4,31 @@ from __future__ import annotations
 
 import argparse
 import ast
-import glob
-import os
 
 import pandas as pd
 
 from datasets import DATASETS, make_problem, validate_dataset
 from datasets.errors import InputError
 from optimizers import INITS, OPTIMIZERS, build_rules, make_backend, make_optimizer, run
-from optimizers.backends.numpy import DTYPES
-from optimizers.backends.registry import BACKENDS, FRAMEWORKS
+from optimizers.backends.registry import (
+    BACKENDS,
+    DTYPES,
+    framework_of,
+    gpu_nodes_present,
+    option_names,
+)
 from optimizers.backends.registry import backend as backend_declaration
 from study.output import check_output_path, parquet_writer, write_files_atomic
 
 ROWS_PARAMETER = {name: d.rows for name, d in DATASETS.items() if d.rows}  # what --rows sets
 HYPERPARAMETER_FLAGS = {"step": "step", "lr": "learning_rate", "rho": "rho", "epsilon": "epsilon",
                         "history": "history", "solver": "solver"}
-BACKEND_FLAGS = ("formulation", "device", "feed", "xla")
+BACKEND_FLAGS = option_names()  # every backend option but the dtype, a flag each
+OPTION_HELP = {"formulation": "data (every step reads X) or gram (X^T X formed once in setup, "
+                              "then O(d^2) per step)",
+               "device": "where it runs (the first is the default)",
+               "feed": "how the data reaches the step (the first is the default)",
+               "xla": "XLA-compile the step"}
 NUMPY_ONLY = ("closed-form", "scipy-lbfgs", "scipy-lsqr", "scipy-lsmr")  # self-driven references
 # A run ends within a minute unless asked otherwise: GD on a 20000-row CSV ran past 120 s in
 # silence without one (the iteration budget alone says nothing about time).
@@ -57,15 +65,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     back = parser.add_argument_group("backend")
     back.add_argument("--backend", default="numpy", help=f"one of: {', '.join(BACKENDS)}")
     back.add_argument("--dtype", default="float64", help=f"one of: {', '.join(DTYPES)}")
-    back.add_argument("--formulation", help="data (every step reads X) or gram (X^T X formed "
-                      "once in setup, then O(d^2) per step)")
-    back.add_argument("--device", help="cpu or gpu (default cpu; not numpy)")
-    back.add_argument("--feed", help="how the data reaches the step (the first is the "
-                      "default): " + "; ".join(
-                          f"{name}: {', '.join(b.allowed('feed'))}"
-                          for name, b in BACKENDS.items() if b.allowed("feed")))
-    back.add_argument("--xla", action="store_true", default=None,
-                      help="tensorflow: XLA-compile the step (feed, resident, fused)")
+    for option in BACKEND_FLAGS:
+        add_option(back, option)
     stop = parser.add_argument_group("stopping")
     stop.add_argument("--tol", type=tolerance, default=1e-8,
                       help="relative suboptimality target, or 'off' (e.g. with --exact-repeat, "
@@ -81,6 +82,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                            f"(default {DEFAULT_TIME_BUDGET:g}; 'off' for none, the iteration "
                            "budget alone)")
     parser.add_argument("--out", help="write the record and its trace as Parquet")
+
+
+def add_option(group, option: str) -> None:
+    """A backend option's flag, its help read from the declarations (which backends take it,
+    their values, the first the default); a true/false option is a switch."""
+    takers = {name: b.allowed(option) for name, b in BACKENDS.items() if b.allowed(option)}
+    values = "; ".join(f"{name}: {', '.join(map(str, v))}" for name, v in takers.items())
+    if len(set(takers.values())) == 1:  # the same everywhere: said once
+        values = f"{', '.join(map(str, next(iter(takers.values()))))} ({', '.join(takers)})"
+    what = OPTION_HELP.get(option, option)
+    flag = "--" + option.replace("_", "-")
+    if all(isinstance(v[0], bool) for v in takers.values()):
+        group.add_argument(flag, dest=option, action="store_true", default=None,
+                           help=f"{what} (backends: {', '.join(takers)})")
+    else:
+        kinds = {type(v[0]) for v in takers.values()}
+        kind = next(iter(kinds)) if len(kinds) == 1 and kinds <= {int, float} else None
+        group.add_argument(flag, dest=option, type=kind, help=f"{what}: {values}")
 
 
 def budget(text: str) -> float | None:
@@ -181,22 +200,21 @@ def check_before_import(args, options: dict) -> None:
     the backend's declaration, the framework installed, the NumPy-only references, a GPU."""
     declared = backend_declaration(args.backend)
     declared.check({"dtype": args.dtype, **options})
-    if declared.framework is None:
+    framework = framework_of(args.backend)
+    if framework is None:
         return
-    framework = FRAMEWORKS[declared.framework]
     framework.require()
     if args.optimizer in NUMPY_ONLY:
         raise InputError(f"{args.optimizer} runs on the numpy backend only, not "
                          f"'{args.backend}'")
-    if options.get("device") == "gpu" and not gpu_device_nodes():
-        raise InputError(f"no GPU visible to {framework.title}")
+    device = options.get("device", declared.default("device"))
+    if device == "gpu" and not framework.gpu_nodes_present():
+        raise InputError(framework.no_gpu())
 
 
 def gpu_device_nodes() -> bool:
-    """Whether an NVIDIA device is there at all (TensorFlow's CUDA build needs one), and not
-    hidden by CUDA_VISIBLE_DEVICES."""
-    hidden = os.environ.get("CUDA_VISIBLE_DEVICES", "unset").strip() in ("", "-1")
-    return not hidden and bool(glob.glob("/dev/nvidia[0-9]*"))
+    """Kept for study/train/command.py: registry.gpu_nodes_present (an NVIDIA device there)."""
+    return gpu_nodes_present()
 
 
 def trace_path(out) -> str:

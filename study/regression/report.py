@@ -159,8 +159,8 @@ def framework_title(engine: str) -> str:
     """'jax-fused/cpu' -> 'JAX': the title of the framework whose backend labels that engine."""
     mode = engine.split("/")[0]
     for backend in BACKENDS.values():
-        labels = {backend.label({"feed": feed}) for feed in backend.allowed("feed")}
-        if backend.framework and mode.split("+")[0] in labels:
+        if backend.framework and mode.split("+")[0] in {e.split("+")[0]
+                                                         for e in backend.engines()}:
             return FRAMEWORKS[backend.framework].title
     return mode
 
@@ -187,7 +187,8 @@ def per_iteration_answers(runs: pd.DataFrame):
     fused = cost("tf-fused/cpu", "float64") if fused is None else fused
     if numpy64 is None:
         return data, []
-    # each other framework's fastest engine per iteration on the CPU, in float64
+    # each other framework's fastest engine per iteration on the CPU, in float64 (TensorFlow's
+    # is the original question's own comparison, above)
     others = []
     for backend in [b for b in BACKENDS if b not in ("numpy", "tensorflow")]:
         own = focus[(focus["backend"] == backend) & focus["engine"].str.endswith("/cpu")

@@ -11,7 +11,7 @@ RUN_COLUMNS = Schema("runs", (
     Column("dataset_params", "str", "its parameters as JSON (also as data_* columns)"),
     Column("optimizer", "str", "optimizer name"),
     Column("hyperparameters", "str", "its hyperparameters as JSON (also as hp_* columns)"),
-    Column("backend", "str", "numpy, tensorflow, jax or torch (optimizers.backends.registry)"),
+    Column("backend", "str", "a backend of optimizers/backends/registry.py"),
     Column("device", "str", "the device asked for: cpu or gpu"),
     Column("feed", "str", "the backend's feed mode (each backend's are declared in "
                           "optimizers/backends/registry.py)"),
@@ -88,7 +88,7 @@ RUN_COLUMNS = Schema("runs", (
     Column("torch_config", "str", "torch:<Class>: its defaults (every argument) as JSON"),
     Column("torch_version", "str", "torch:<Class>: the PyTorch version that ran it"),
     Column("optax_version", "str", "optax-lbfgs: the optax version that ran it"),
-), families=("data_", "hp_", "stop_"),
+), families=("data_", "hp_", "stop_", "option_"),
    required=("dataset", "dataset_params", "optimizer", "hyperparameters", "backend", "dtype",
              "seed"))
 

@@ -10,6 +10,9 @@ from functools import cached_property
 
 from datasets import DATASETS
 
+# backend options with a column of their own; any other a backend declares is `option_<name>`
+OWN_COLUMNS = ("device", "feed", "xla", "formulation")
+
 
 @dataclass(frozen=True)
 class RunSpec:
@@ -69,6 +72,8 @@ class RunSpec:
             "backend": self.backend, "device": self.backend_options.get("device", "cpu"),
             "feed": self.backend_options.get("feed"), "xla": self.backend_options.get("xla"),
             "formulation": self.backend_options.get("formulation", "data"),
+            **{f"option_{k}": v for k, v in self.backend_options.items()
+               if k not in OWN_COLUMNS},
             "dtype": self.dtype, "init": self.init, "seed": self.seed, "repeat": self.repeat,
             "stopping": json.dumps(self.stopping, sort_keys=True),
             **{f"stop_{k}": v for k, v in self.stopping.items()},

@@ -3,6 +3,10 @@ regression figure, so a reader learns the code once."""
 
 from __future__ import annotations
 
+import zlib
+
+from optimizers.backends.registry import BACKENDS
+
 FAMILY_COLORS = {
     "gd": "#4c72b0", "momentum": "#64b5cd", "nesterov": "#8172b3", "adadelta": "#dd8452",
     "adadelta [original rule]": "#c44e52", "adam": "#da8bc3", "rmsprop": "#937860",
@@ -15,16 +19,14 @@ OTHER_COLOR = "#999999"
 LIBRARY_FAMILIES = {"sgd": "gd", "adam": "adam", "rmsprop": "rmsprop", "adagrad": "adagrad",
                     "adadelta": "adadelta", "lbfgs": "lbfgs"}
 
-ENGINE_STYLES = {  # engine (without the device) -> (line style, marker)
-    "numpy": ("-", "o"), "numpy+gram": ((0, (8, 2, 1, 2)), "s"), "tf1": (":", "v"),
-    "tf-feed": ("--", "^"), "tf-resident": ("-.", "D"), "tf-fused": ((0, (5, 1)), "P"),
-    "tf-fused+xla": ((0, (3, 1, 1, 1)), "X"), "tf-fused+gram": ((0, (1, 2)), "*"),
-    "jax-feed": ((0, (6, 2)), "<"), "jax-resident": ((0, (2, 1)), "d"),
-    "jax-fused": ((0, (4, 1, 1, 1, 1, 1)), "p"), "jax-fused+gram": ((0, (1, 3)), "H"),
-    "torch-feed": ((0, (7, 3, 1, 3)), ">"), "torch-resident": ((0, (1, 1)), "h"),
-    "torch-compiled": ((0, (9, 2)), "8"), "torch-graphed": ((0, (3, 1, 3, 3)), "+"),
-}
-ENGINE_ORDER = tuple(ENGINE_STYLES)
+# engine (without the device) -> (line style, marker): each backend's declared styles, in the
+# registry's order (optimizers/backends/registry.py); an engine it does not declare gets one of
+# SPARE_STYLES (never NumPy's solid line and circle)
+ENGINE_STYLES = {engine: drawn for b in BACKENDS.values() for engine, drawn in b.styles.items()}
+ENGINE_ORDER = tuple(dict.fromkeys(e for b in BACKENDS.values() for e in b.engines()))
+SPARE_STYLES = tuple(zip([(0, (4, 2, 1, 2, 1, 2)), (0, (2, 3)), (0, (8, 3)), (0, (6, 1, 2, 1)),
+                          (0, (1, 2, 4, 2)), (0, (3, 3, 1, 3))],
+                         ["x", "|", "_", "4", "d", "p"], strict=True))
 
 
 def family(row) -> str:
@@ -49,12 +51,20 @@ def engine_key(engine: str) -> str:
     return engine.split("/")[0]
 
 
+def engine_style(engine: str) -> tuple:
+    """(line style, marker): declared, else a spare one chosen by the name (stable)."""
+    key = engine_key(engine)
+    if key in ENGINE_STYLES:
+        return ENGINE_STYLES[key]
+    return SPARE_STYLES[zlib.crc32(key.encode()) % len(SPARE_STYLES)]
+
+
 def line_style(engine: str):
-    return ENGINE_STYLES.get(engine_key(engine), ("-", "o"))[0]
+    return engine_style(engine)[0]
 
 
 def marker(engine: str) -> str:
-    return ENGINE_STYLES.get(engine_key(engine), ("-", "o"))[1]
+    return engine_style(engine)[1]
 
 
 def engine_rank(engine: str) -> tuple:

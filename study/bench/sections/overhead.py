@@ -12,7 +12,7 @@ from contextlib import contextmanager
 import numpy as np
 import pandas as pd
 
-from study.bench.plan import BACKENDS, HARNESS_GOAL, TRACE_GOAL, Plan
+from study.bench.plan import ENGINES, HARNESS_GOAL, TRACE_GOAL, Plan
 from study.bench.runs import (
     Unavailable,
     blas_threads,
@@ -176,22 +176,22 @@ def measure_harness(problem, label: str, formulation: str, dtype: str, *, iterat
                     repeats: int) -> dict:
     """Our driver's seconds per iteration of GD (1/L) over a hand-written loop's, interleaved."""
     ours, hand = [], []
-    what = ("driver vs hand-written NumPy loop" if BACKENDS[label][0] == "numpy"
-            else "driver vs hand-written tf.while_loop" + (" (XLA)" if BACKENDS[label][1].get(
+    what = ("driver vs hand-written NumPy loop" if ENGINES[label][0] == "numpy"
+            else "driver vs hand-written tf.while_loop" + (" (XLA)" if ENGINES[label][1].get(
                 "xla") else ""))
     try:
-        if BACKENDS[label][0] == "numpy":
+        if ENGINES[label][0] == "numpy":
             def baseline():
                 with blas_threads(label):
                     return hand_numpy_gd(problem, dtype, formulation, iterations)
-        elif (BACKENDS[label][0], BACKENDS[label][1].get("feed")) in HAND_WRITTEN \
+        elif (ENGINES[label][0], ENGINES[label][1].get("feed")) in HAND_WRITTEN \
                 and formulation == "data":
-            what, hand_loop = HAND_WRITTEN[BACKENDS[label][0], BACKENDS[label][1]["feed"]]
+            what, hand_loop = HAND_WRITTEN[ENGINES[label][0], ENGINES[label][1]["feed"]]
 
             def baseline():
                 return hand_loop(problem, dtype, iterations)
-        elif BACKENDS[label][1].get("feed") == "fused" and formulation == "data":
-            xla = bool(BACKENDS[label][1].get("xla"))
+        elif ENGINES[label][1].get("feed") == "fused" and formulation == "data":
+            xla = bool(ENGINES[label][1].get("xla"))
 
             def baseline():
                 return hand_tf_gd(problem, dtype, iterations, xla=xla)
@@ -239,7 +239,7 @@ def measure_trace(problem, label: str, formulation: str, dtype: str, *, iteratio
     base = {"check": "trace", **describe(label), "formulation": formulation, "dtype": dtype,
             "n": problem.n, "d": problem.d, "goal": TRACE_GOAL}
     try:
-        if BACKENDS[label][1].get("feed") in ("fused", "tf1"):
+        if ENGINES[label][1].get("feed") in ("fused", "tf1"):
             raise Unavailable(f"{label} keeps its own trace (not the host loop's)")
         for repeat in range(repeats):  # alternating which goes first
             for name, schedule in list(schedules.items())[::-1 if repeat % 2 else 1]:
@@ -273,7 +273,7 @@ def bench_overhead(plan: Plan, problem) -> pd.DataFrame:
     dtype = plan.dtypes[0]
     for label in plan.overhead_backends:
         for formulation in plan.formulations:
-            if BACKENDS[label][0] != "numpy" and formulation == "gram":
+            if ENGINES[label][0] != "numpy" and formulation == "gram":
                 continue  # the hand-written framework loops read X (formulation data)
             iterations = overhead_iterations(plan, formulation)
             rows.append(measure_harness(problem, label, formulation, dtype,

@@ -1,0 +1,141 @@
+"""The framework seam (issue 35): a fifth framework declared in one file under tests/
+(tests/toy_backend.py, NumPy underneath, named 'toy') runs through the regression study's grid,
+its figures and the report, and through the feed-mode study, with no other file changed; the
+train study refuses it in one line. Each command runs in a fresh process with
+CONVERGENCE_STUDY_BACKENDS naming the file, as a user's would (the sweep's runs inherit it).
+An unknown framework is one clear error everywhere."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from datasets.errors import InputError
+from optimizers.backends import registry
+
+ROOT = Path(__file__).resolve().parents[1]
+TOY = ROOT / "tests" / "toy_backend.py"
+
+
+def study(*args, plugins: str = str(TOY)) -> subprocess.CompletedProcess:
+    """`python -m study ARGS` in a fresh process with the toy backend registered."""
+    env = {**os.environ, registry.PLUGINS: plugins, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    return subprocess.run([sys.executable, "-m", "study", *map(str, args)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=900, check=False)
+
+
+def ok(done: subprocess.CompletedProcess) -> str:
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
+
+
+def one_line(done: subprocess.CompletedProcess) -> str:
+    err = done.stderr.strip()
+    assert done.returncode == 2 and len(err.splitlines()) == 1, done.stderr[-3000:]
+    return err
+
+
+def test_the_toy_backend_runs_the_regression_grid_figures_and_report(tmp_path):
+    config = tmp_path / "toy.toml"
+    config.write_text('name = "toy"\nrepeats = 1\nseeds = [0, 1]\n[stopping]\nmax_iter = 500\n'
+                      '[[datasets]]\nname = "synthetic"\nn = 200\n'
+                      '[[optimizers]]\nname = "gd"\nstep = "1/L"\n[[optimizers]]\nname = "lbfgs"\n'
+                      '[[backends]]\nname = "numpy"\n[[backends]]\nname = "toy"\n'
+                      'chunk = [1, 4]\n')
+    results, figures, reports = tmp_path / "results", tmp_path / "figures", tmp_path / "reports"
+    ok(study("run", config, "--out", results / "regression", "--quiet"))
+    runs = pd.read_parquet(results / "regression" / "runs.parquet")
+    toy = runs[runs["backend"] == "toy"]
+    assert len(toy) == 2 * len(runs) / 3 and set(toy["status"]) == {"converged"}, runs["message"]
+    assert sorted(toy["option_chunk"]) == [1] * 4 + [4] * 4  # its own option, a column
+    # NumPy under another name: the same iterations as NumPy's runs, instance by instance
+    key = ["optimizer", "seed", "dtype"]
+    both = toy.merge(runs[runs["backend"] == "numpy"], on=key, suffixes=("", "_numpy"))
+    assert len(both) == len(toy)
+    assert (both["iterations"] == both["iterations_numpy"]).all()
+    ok(study("figures", "regression", "--results", results / "regression",
+             "--out", figures / "regression"))
+    assert (figures / "regression" / "headline.png").is_file()
+    ok(study("report", "--results", results, "--studies", "regression", "--figures", figures,
+             "--out", reports))
+    assert "toy/cpu" in (reports / "report.md").read_text()
+    assert "toy" in ok(study("regress", "--help"))  # --backend's help lists it
+    out = tmp_path / "one.parquet"  # and regress takes its option as a flag, of its type
+    ok(study("regress", "--rows", 300, "--backend", "toy", "--chunk", 4, "--out", out))
+    assert pd.read_parquet(out)["backend"].tolist() == ["toy"]
+
+
+def test_the_figures_draw_the_toy_engine_in_its_declared_style_after_the_others():
+    code = ("from study.regression import style, figures; "
+            "print(style.engine_style('toy/cpu') == ((0, (1, 1, 5, 1)), '*'), "
+            "style.ENGINE_ORDER[-2:] == ('toy', 'toy+gram'), figures.FEED_ORDER[-1])")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, check=False, env={**os.environ, registry.PLUGINS: str(TOY)})
+    assert ok(done).split() == ["True", "True", "toy"]
+
+
+def test_the_toy_framework_runs_the_feedmode_study_figures_and_report(tmp_path):
+    results, figures, reports = tmp_path / "results", tmp_path / "figures", tmp_path / "reports"
+    ok(study("feedmode", "--modes", "toy-numpy", "toy-resident", "--n", 8, "--calls", 2,
+             "--check-n", 4, "--out", results / "feedmode", "--quiet"))
+    runs = pd.read_parquet(results / "feedmode" / "runs.parquet")
+    assert set(runs["mode"]) == {"toy-numpy", "toy-resident"}
+    assert set(runs["status"]) == {"ok"} and set(runs["framework"]) == {"toy"}
+    ok(study("figures", "feedmode", "--results", results / "feedmode", "--out",
+             figures / "feedmode"))
+    ok(study("report", "--results", results, "--studies", "feedmode", "--figures", figures,
+             "--out", reports))
+    text = (reports / "report.md").read_text()
+    assert "The same question on Toy" in text and "toy-numpy" in text
+
+
+def test_the_train_study_refuses_the_toy_backend_in_one_line():
+    """Keras has no backend for it: one line naming Keras (issue 35; the train study owns it)."""
+    err = one_line(study("train", "--backend", "toy", "--model", "eve-mlp",
+                         "--data", "eve-late-week", "--target", "0.5"))
+    assert "toy" in err.lower() and "Keras" in err
+
+
+def test_the_toy_backend_is_unknown_without_its_file(tmp_path):
+    err = one_line(study("regress", "--rows", "300", "--backend", "toy", plugins=""))
+    assert "unknown backend 'toy'; allowed: numpy, tensorflow, jax, torch, cupy" in err
+
+
+# --- an unknown framework is one clear error everywhere ---------------------------------------
+
+def test_an_unknown_framework_is_one_line_everywhere(tmp_path, monkeypatch):
+    from study.feedmode.model import modes_of
+
+    message = "unknown framework 'nope'; allowed: tensorflow, jax, torch, cupy"
+    with pytest.raises(InputError, match=message):
+        registry.framework("nope")
+    with pytest.raises(InputError, match=message):
+        modes_of("nope")
+    with pytest.raises(InputError, match=message):  # a backend on a framework never declared
+        registry.register(registry.Backend("orphan", "nope", "numpy", "ndarray"))
+    assert "orphan" not in registry.BACKENDS
+    err = one_line(study("feedmode", "--modes", "nope", "--out", tmp_path / "f"))
+    assert "unknown value 'nope'" in err and not (tmp_path / "f").exists()
+
+
+@pytest.mark.parametrize("plugins, words", [
+    ("/no/such/file.py", "CONVERGENCE_STUDY_BACKENDS: no file '/no/such/file.py'"),
+    ("no_such_module_anywhere", "CONVERGENCE_STUDY_BACKENDS: cannot import "
+                                "'no_such_module_anywhere'")])
+def test_a_bad_plugin_name_is_one_line(plugins, words):
+    assert words in one_line(study("regress", "--rows", "300", plugins=plugins))
+
+
+def test_the_registry_says_which_frameworks_the_train_study_can_run():
+    """Keras's backends: those whose entry names a warm module (and a flat value_and_grad)."""
+    assert [n for n, f in registry.FRAMEWORKS.items() if f.warm] == ["tensorflow", "jax", "torch"]
+    assert all(f.flat for f in registry.FRAMEWORKS.values() if f.warm)
+    assert registry.framework("jax").trainable().name == "jax"
+    with pytest.raises(InputError, match=r"^the train study runs Keras models, and Keras has no "
+                                         r"CuPy backend; allowed: tensorflow, jax, torch$"):
+        registry.framework("cupy").trainable()
