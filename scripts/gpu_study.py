@@ -13,8 +13,9 @@ GPU engine against NumPy and against its own CPU engine, per iteration (GD) and 
 report and the rest go on (exit 1 at the end).
 
 Without a GPU (no nvidia-smi, a failing driver, none listed, or no installed framework that
-sees one): ONE line and exit 1, before anything runs. Only the standard library is imported
-before that check, except the frameworks' own GPU queries.
+sees one): ONE line and exit 1, before anything runs. Before that check no framework is
+imported in this process: the frameworks are asked in subprocesses, with the question their
+registry entry declares (optimizers/backends/registry.py).
 """
 
 from __future__ import annotations
@@ -27,15 +28,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path[:0] = [str(ROOT / "scripts"), str(ROOT)]
 from gpu_check import nvidia_smi  # noqa: E402 -- a sibling script, not a package
 
-GPU_FRAMEWORKS = ("jax", "torch")
-ASK = {  # how many GPUs a framework sees, asked in a subprocess (a broken install says 0)
-    "jax": "import jax\ntry:\n    print(len(jax.devices('gpu')))\nexcept RuntimeError:\n"
-           "    print(0)",
-    "torch": "import torch; print(torch.cuda.device_count())",
-}
+from optimizers.backends.registry import FRAMEWORKS  # noqa: E402 -- imports no framework
+
+GPU_FRAMEWORKS = ("jax", "torch")  # what configs/gpu.toml runs on the GPU
 
 
 def say(message: str) -> int:
@@ -50,7 +48,7 @@ def frameworks_with_gpu() -> list[str]:
         if importlib.util.find_spec(name) is None:
             continue
         try:
-            out = subprocess.run([sys.executable, "-c", ASK[name]], capture_output=True,
+            out = subprocess.run([sys.executable, "-c", FRAMEWORKS[name].gpu_count], capture_output=True,
                                  text=True, timeout=300, cwd=ROOT)
             if out.returncode == 0 and int(out.stdout.strip().splitlines()[-1]) > 0:
                 seen.append(name)

@@ -29,7 +29,7 @@ class Job:
 
 def no_gpu(framework: str | None) -> str:
     """The reason a GPU run is skipped where its framework sees none."""
-    return f"no GPU visible to {FRAMEWORKS[framework].title if framework else 'NumPy'}"
+    return FRAMEWORKS[framework].no_gpu() if framework else "no GPU visible to NumPy"
 
 
 class GpuProbe:
