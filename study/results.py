@@ -3,7 +3,9 @@
 The tables are checked against the study's declared schema (a damaged, empty or foreign file is
 named in one line, with how to recover), and a comparison is only ever made within one code
 fingerprint and one environment fingerprint: a folder whose rows were measured by different code
-or in different environments (kept with `--keep-stale`) is refused until it is re-measured.
+or in different environments (kept with `--keep-stale`) is refused until it is re-measured. A
+folder measured entirely by code that has changed since is read, with a note in its provenance
+line (summaries, figures and reports all print it) naming the files that differ now.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from types import ModuleType
 import pandas as pd
 
 from datasets.errors import InputError
-from study.sweep.fingerprint import fingerprint_of
+from study.sweep.fingerprint import ROOT, fingerprint_of, manifest
 from study.sweep.plugin import STUDIES, load_kind
 from study.sweep.schema import read_table
 
@@ -28,6 +30,7 @@ class Results:
     plugin: ModuleType
     runs: pd.DataFrame
     code: str  # one fingerprint of every source file behind the rows (one version each)
+    changed: tuple[str, ...] = ()  # of those files, the ones that differ in the code here now
 
     def table(self, name: str) -> pd.DataFrame:
         """A side table (traces, calls), checked like the runs table, and refused when it
@@ -48,7 +51,8 @@ class Results:
         commits = sorted({str(c) for c in measured.get("env_git_commit", pd.Series()).dropna()})
         return (f"code fingerprint {self.code}, environment fingerprint "
                 f"{_only(measured['env_fingerprint'])}"
-                + (f", git commit {', '.join(c[:12] for c in commits)}" if commits else ""))
+                + (f", git commit {', '.join(c[:12] for c in commits)}" if commits else "")
+                + older_code_note(self.changed, self.folder))
 
 
 def recovery(folder: Path) -> str:
@@ -86,7 +90,7 @@ def load(folder, expected_kind: str | None = None) -> Results:
     runs = read_table(folder / "runs.parquet", plugin.SCHEMA, recover=recovery(folder))
     check_belongs(runs, folder)
     code = check_one_fingerprint(runs, folder)
-    return Results(folder, kind, plugin, runs, code)
+    return Results(folder, kind, plugin, runs, code, changed_since(code_versions(runs, folder)))
 
 
 def check_belongs(runs: pd.DataFrame, folder: Path) -> None:
@@ -150,6 +154,28 @@ def check_one_fingerprint(runs: pd.DataFrame, folder) -> str:
                          "run `python -m study run CONFIG` here to re-measure the others")
     return fingerprint_of({path: digests.pop() for path, digests in versions.items()}) \
         if versions else "unknown"
+
+
+def changed_since(versions: dict[str, set]) -> tuple[str, ...]:
+    """The files behind the rows whose content here differs from the one that measured them
+    (or that are gone)."""
+    changed = []
+    for path, digests in sorted(versions.items()):
+        try:
+            now = manifest([path])[path] if (ROOT / path).is_file() else None
+        except OSError:
+            now = None
+        if now not in digests:
+            changed.append(path)
+    return tuple(changed)
+
+
+def older_code_note(changed, folder) -> str:
+    if not changed:
+        return ""
+    names = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
+    return (f"; NOTE: measured by older code, {names} now differ{'s' if len(changed) == 1 else ''}"
+            f" (run `python -m study run CONFIG --out {folder}` to re-measure)")
 
 
 def _only(values: pd.Series) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 from contextlib import nullcontext
 
@@ -15,12 +16,13 @@ from optimizers.backends.registry import FRAMEWORKS as REGISTRY
 from study.regression.regress import gpu_device_nodes, key_values
 from study.sweep.grid import ConfigError
 from study.sweep.plugin import RunContext
-from study.train.config import check_stopping, check_target
+from study.train.config import FIT_MIN_STEPS, LOOPS, check_stopping, check_target
 from study.train.data import check_data
 from study.train.device import DEVICES
 from study.train.examples import DATA
+from study.train.frameworks import KERAS_FRAMEWORKS, check_framework
 from study.train.model import check_model_name
-from study.train.spec import FRAMEWORKS, LBFGS, Spec
+from study.train.spec import LBFGS, Spec
 
 # what a shipped data set is judged by, unless --loss / --metric say otherwise
 EXAMPLE_DEFAULTS = {"digits": ("sparse_categorical_crossentropy", "accuracy"),
@@ -36,14 +38,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--labels", help="CSV/Parquet: the label column")
     parser.add_argument("--data-param", action="append", default=[], metavar="KEY=VALUE",
                         help="validation_fraction, split_seed, rows (eve-late-week), ...")
-    parser.add_argument("--loss", help="a Keras loss by name (default for the shipped data)")
+    parser.add_argument("--loss", help="a Keras loss by name (default for the shipped data); "
+                        "NAME:from_logits for a model whose last layer is linear")
     parser.add_argument("--metric", help="a Keras metric by name (default: accuracy)")
     parser.add_argument("--optimizer", default="keras:Adam", help="keras:<Class> or lbfgs")
     parser.add_argument("--opt-param", action="append", default=[], metavar="KEY=VALUE",
                         help="the optimizer's arguments, e.g. learning_rate=0.01")
-    parser.add_argument("--backend", default="jax", help=", ".join(FRAMEWORKS))
+    parser.add_argument("--backend", default="jax", help=", ".join(KERAS_FRAMEWORKS))
     parser.add_argument("--device", default="cpu", help=", ".join(DEVICES))
-    parser.add_argument("--batch-size", type=int, default=64, help="rows per step; 0: full")
+    parser.add_argument("--batch-size", type=int, help="rows per step; 0: full batch "
+                        "(default 64; lbfgs is always full batch)")
     parser.add_argument("--eval-every", type=int, default=0, help="steps; 0: once per epoch")
     parser.add_argument("--target", required=True, metavar="METRIC=VALUE",
                         help="e.g. val_loss=0.35 or val_accuracy=0.9")
@@ -69,8 +73,7 @@ def spec_from(args) -> Spec:
     loss, metric = args.loss or loss, args.metric or metric
     if loss is None:
         raise InputError("--loss is required for your own data (a Keras loss by name)")
-    if args.backend not in FRAMEWORKS:
-        raise InputError(f"--backend: unknown '{args.backend}'; allowed: {', '.join(FRAMEWORKS)}")
+    check_framework(args.backend, "--backend")
     REGISTRY[args.backend].require()
     if args.device not in DEVICES:
         raise InputError(f"--device: unknown '{args.device}'; allowed: {', '.join(DEVICES)}")
@@ -90,34 +93,59 @@ def spec_from(args) -> Spec:
     if args.time_budget is not None:
         stopping["time_budget"] = args.time_budget
     try:
-        target = check_target(table, "--target", metric, [args.seed], [], args.backend)
+        target = check_target(table, "--target", metric, [args.seed], [], args.backend, loss)
         stopping = check_stopping(stopping, "--max-steps/--time-budget")
     except ConfigError as exc:
         raise InputError(str(exc)) from None
-    if args.loop not in ("steps", "fit"):
-        raise InputError(f"--loop: unknown '{args.loop}'; allowed: steps, fit")
+    check_loop(args)
     for flag in ("batch_size", "eval_every", "seed"):
-        if getattr(args, flag) < 0:
+        if (getattr(args, flag) or 0) < 0:
             raise InputError(f"--{flag.replace('_', '-')} must be >= 0")
+    if args.optimizer == LBFGS and args.batch_size not in (None, 0):
+        raise InputError(f"--batch-size {args.batch_size}: lbfgs takes a full batch (every "
+                         "step is one iteration on all training rows); leave --batch-size out")
+    batch_size = 64 if args.batch_size is None else args.batch_size
     return Spec("train", args.model, data, loss, metric, args.optimizer,
                 key_values(args.opt_param, "--opt-param"), args.backend,
-                0 if args.optimizer == LBFGS else args.batch_size, args.eval_every, target,
-                args.seed, 0, stopping, {}, args.loop, 0.0, args.device)
+                0 if args.optimizer == LBFGS else batch_size, args.eval_every, target,
+                args.seed, 0, stopping, {}, args.loop, args.device)
+
+
+def check_loop(args) -> None:
+    """`--loop fit` times Keras's own fit: a Keras optimizer only, and at least a compiling
+    step, an untimed warm-up fit and one timed step (study.train.measure.fit_record)."""
+    if args.loop not in LOOPS:
+        raise InputError(f"--loop: unknown '{args.loop}'; allowed: {', '.join(LOOPS)}")
+    if args.loop == "fit" and args.optimizer == LBFGS:
+        raise InputError("--loop fit times Keras's model.fit, which cannot run lbfgs (ours, on "
+                         "the flat weights); use a keras:<Class> optimizer or --loop steps")
+    if args.loop == "fit" and args.max_steps < FIT_MIN_STEPS:
+        raise InputError(f"--loop fit needs --max-steps of at least {FIT_MIN_STEPS} (a "
+                         "compiling step, a warm-up fit, then the timed steps), got "
+                         f"{args.max_steps}")
 
 
 def main(args) -> int:
+    from study.output import check_output_folder, check_output_path
+
     spec = spec_from(args)
     if args.out:
-        from study.output import check_output_path
-
         check_output_path(args.out)
+    if args.cache:
+        check_output_folder(args.cache, "--cache")
     held = os.environ.get("KERAS_BACKEND")
     os.environ["KERAS_BACKEND"] = spec.backend  # before Keras is imported (by measure)
     try:
         from study.train.measure import measure, one_line
 
         with (nullcontext(args.cache) if args.cache else tempfile.TemporaryDirectory()) as cache:
-            result = measure(spec, RunContext(cache_dir=cache, probe=nullcontext()))
+            try:
+                result = measure(spec, RunContext(cache_dir=cache, probe=nullcontext()))
+            except InputError:
+                raise
+            except Exception as exc:  # inside Keras or its framework: its own words, one line
+                print(f"convergence-study train: error: {library_line(exc)}", file=sys.stderr)
+                return 1
     finally:
         if held is None:
             os.environ.pop("KERAS_BACKEND", None)
@@ -130,6 +158,16 @@ def main(args) -> int:
     if args.out:
         write_out(args.out, spec, result)
     return 0
+
+
+def library_line(exc: BaseException) -> str:
+    """A failure inside a library in one line: its type and first line, and where Keras wraps
+    a layer's exception ("Exception encountered when calling ..."), the wrapped message too."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    if lines and lines[0].startswith("Exception encountered when calling") and len(lines) > 1:
+        text += f" {lines[1]}"
+    return text[:500]
 
 
 def write_out(out: str, spec: Spec, result) -> None:

@@ -7,6 +7,7 @@ repeats."""
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from dataclasses import replace
 
@@ -19,15 +20,17 @@ from study.regression import tuning as protocol
 from study.sweep.grid import ConfigError, as_list, blocks, check_size, expand, matches, unknown
 from study.train.data import check_data
 from study.train.device import DEVICES
-from study.train.model import check_model_name, mode_of
-from study.train.spec import FRAMEWORKS, LBFGS, Spec
+from study.train.frameworks import KERAS_FRAMEWORKS, check_framework
+from study.train.model import check_model_name, check_target_value, mode_of
+from study.train.spec import LBFGS, Spec
 
 CONFIG_KEYS = ("seeds", "backends", "device", "tuning", "problems", "optimizers")
 PROBLEM_KEYS = ("name", "model", "data", "loss", "metric", "batch_size", "eval_every", "target",
-                "stopping", "loop", "eval_sleep")
+                "stopping", "loop")
 STOPPING_KEYS = ("max_steps", "time_budget")
 TARGET_KEYS = ("metric", "value", "mode", "set", "margin", "seed", "stopping")
 LOOPS = ("steps", "fit")
+FIT_MIN_STEPS = 3  # loop = "fit": a compiling step, an untimed warm-up fit, one timed step
 DEFAULT_STOPPING = {"max_steps": 1000}
 
 
@@ -42,9 +45,12 @@ def check_stopping(table, where: str, base: dict | None = None) -> dict:
     return out
 
 
-def check_target(table, where: str, metric: str, seeds, configurations, backend) -> dict:
+def check_target(table, where: str, metric: str, seeds, configurations, backend,
+                 loss: str | None = None) -> dict:
     """{metric, value, mode, how}: given, or set by a round ({set = "round", margin, seed,
-    stopping}: study.train.rounds)."""
+    stopping}: study.train.rounds). A given value the metric cannot take, or a mode against
+    the way a loss or a known metric improves, is refused (it would run to the budget, or be
+    "reached" at the first evaluation)."""
     if not isinstance(table, dict):
         raise ConfigError(f"{where} must be a table, e.g. {{ metric = \"val_loss\", "
                           "value = 0.35 }")
@@ -59,9 +65,12 @@ def check_target(table, where: str, metric: str, seeds, configurations, backend)
         for key in ("margin", "seed", "stopping"):
             if key in table:
                 raise ConfigError(f"{where}: {key} belongs to set = \"round\"")
-        return {"metric": name, "value": values.number().check(f"{where}: value",
-                                                               table["value"]),
-                "mode": mode, "how": "given"}
+        value = values.number().check(f"{where}: value", table["value"])
+        try:
+            check_target_value(name, value, mode, loss)
+        except InputError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        return {"metric": name, "value": value, "mode": mode, "how": "given"}
     values.choice("round").check(f"{where}: set", table["set"])
     if "value" in table:
         raise ConfigError(f"{where}: give value or set = \"round\", not both")
@@ -89,8 +98,12 @@ def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[Spec]:
     seeds = [checked("seeds", s, values.integer(0)) for s in as_list(raw.get("seeds", [0]))]
     if not seeds:
         raise ConfigError(f"{source}: seeds is empty")
-    backends = [checked("backends", b, values.choice(*FRAMEWORKS))
-                for b in as_list(raw.get("backends", list(FRAMEWORKS)))]
+    backends = []
+    for framework in as_list(raw.get("backends", list(KERAS_FRAMEWORKS))):
+        try:
+            backends.append(check_framework(framework, "backends"))
+        except InputError as exc:
+            raise ConfigError(f"{source}: {exc}") from None
     if not backends:
         raise ConfigError(f"{source}: backends is empty")
     devices = [checked("device", d, values.choice(*DEVICES))
@@ -125,6 +138,7 @@ def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[Spec]:
                 else:
                     keras_points.append((block_name, candidate))
             optimizer_points.append((block_name, point, tuning))
+    check_distinct(optimizer_points, source)
     for error in check_keras_optimizers(keras_points):
         if error:
             raise ConfigError(f"{source}: optimizers: {error}")
@@ -151,15 +165,13 @@ def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[Spec]:
                 raise ConfigError(f"{where}: {key} must be a Keras name, got {block[key]!r}")
         stopping = check_stopping(block.get("stopping", {}), f"{where}: stopping")
         target = check_target(block["target"], f"{where}: target", block["metric"], seeds,
-                              configurations, backends[0])
+                              configurations, backends[0], block["loss"])
         loop = checked(f"{where}: loop", block.get("loop", "steps"), values.choice(*LOOPS))
-        if loop == "fit" and stopping["max_steps"] < 3:  # a compiling step, a warm-up fit, one
+        if loop == "fit" and stopping["max_steps"] < FIT_MIN_STEPS:
             raise ConfigError(f"{where}: stopping.max_steps must be at least 3 with loop = "
                               f"'fit', got {stopping['max_steps']}")
         eval_every = checked(f"{where}: eval_every", block.get("eval_every", 0),
                              values.integer(0))
-        eval_sleep = checked(f"{where}: eval_sleep", block.get("eval_sleep", 0.0),
-                             values.number(0))
         sizes = [checked(f"{where}: batch_size", b, values.integer(0))
                  for b in as_list(block.get("batch_size", 0))]
         check_size(len(sizes) * len(optimizer_points) * len(backends) * len(devices)
@@ -180,13 +192,25 @@ def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[Spec]:
                         0 if optimizer == LBFGS else size, eval_every,
                         {**target, "batch_size": size} if target["how"] == "round" else
                         dict(target), seed,
-                        repeat, dict(stopping), dict(tuning), loop, float(eval_sleep), device)
+                        repeat, dict(stopping), dict(tuning), loop, device)
             problem.append(spec)
         if target["how"] == "round":
             problem = round_on_first(problem, backends, excludes)
         for spec in problem:
             specs.setdefault(spec.run_id, spec)
     return list(specs.values())
+
+
+def check_distinct(optimizer_points, source: str) -> None:
+    """Two [[optimizers]] blocks (or list values) giving the same optimizer and arguments would
+    be one run measured once under two blocks: refused, naming it."""
+    seen = set()
+    for name, point, _ in optimizer_points:
+        key = (name, json.dumps(point, sort_keys=True, default=str))
+        if key in seen:
+            raise ConfigError(f"{source}: optimizers: {name} with {point or 'no arguments'} is "
+                              "given twice; give each optimizer configuration once")
+        seen.add(key)
 
 
 def round_on_first(problem: list[Spec], backends: list, excludes: list) -> list[Spec]:

@@ -17,6 +17,7 @@ from study.train.examples import DATA, DATA_PARAMS
 
 NPZ_ARRAYS = ("x_train", "y_train", "x_val", "y_val")
 FILE_KEYS = ("path", "features", "labels", "validation_fraction", "split_seed")
+NPZ_KEYS = ("path",)  # a .npz holds its own split and columns
 SUFFIXES = (".npz", ".csv", ".parquet", ".pq")
 
 
@@ -31,14 +32,13 @@ def check_data(data: dict, where: str = "data") -> dict:
                              "path = a .npz, .csv or .parquet file")
         allowed = ("name", *DATA_PARAMS[name], "validation_fraction", "split_seed")
     elif "path" in data:
-        allowed = FILE_KEYS
         path = Path(str(data["path"]))
         if path.suffix.lower() not in SUFFIXES:
             raise InputError(f"{where}: path '{path}' has suffix '{path.suffix}'; allowed: "
                              f"{', '.join(SUFFIXES)}")
-        if not path.is_file():
-            raise InputError(f"{where}: file '{path}' does not exist")
+        check_input_file(path, where)
         tabular = path.suffix.lower() != ".npz"
+        allowed = FILE_KEYS if tabular else NPZ_KEYS
         for key in ("features", "labels"):
             if tabular and key not in data:
                 raise InputError(f"{where}: a CSV or Parquet file needs '{key}' (column names)")
@@ -48,7 +48,9 @@ def check_data(data: dict, where: str = "data") -> dict:
         raise InputError(f"{where} needs name (one of: {', '.join(DATA)}) or path")
     for key in data:
         if key not in allowed:
-            raise InputError(f"{where}: unknown key '{key}'; allowed: {', '.join(allowed)}")
+            why = " (a .npz holds its own split: x_train, y_train, x_val, y_val)" \
+                if allowed == NPZ_KEYS and key in FILE_KEYS else ""
+            raise InputError(f"{where}: unknown key '{key}'{why}; allowed: {', '.join(allowed)}")
     for key, value in data.items():
         if key in ("rows", "seed", "split_seed"):
             values.integer(1 if key == "rows" else 0).check(f"{where}: {key}", value)
@@ -56,6 +58,16 @@ def check_data(data: dict, where: str = "data") -> dict:
             values.Value("number", 0.0, 1.0, low_open=True, high_open=True).check(
                 f"{where}: {key}", value)
     return data
+
+
+def check_input_file(path: Path, where: str) -> None:
+    """A file the study reads is there and is a regular file (not a folder, FIFO or device)."""
+    if not path.exists():
+        raise InputError(f"{where}: file '{path}' does not exist")
+    if path.is_dir():
+        raise InputError(f"{where}: '{path}' is a folder, not a file")
+    if not path.is_file():
+        raise InputError(f"{where}: '{path}' is not a regular file (a FIFO, socket or device)")
 
 
 def load_data(data: dict, where: str = "data") -> dict[str, np.ndarray]:
@@ -113,6 +125,8 @@ def checked(arrays: dict, source: str) -> dict[str, np.ndarray]:
         if array.dtype.kind == "f" and not np.isfinite(array).all():
             bad = int((~np.isfinite(array)).sum())
             raise InputError(f"{source}: {name} has {bad} non-finite values")
+        if array.ndim == 0:
+            raise InputError(f"{source}: {name} is a single value, not an array of rows")
         if len(array) == 0:
             raise InputError(f"{source}: {name} has no rows")
         out[name] = array.astype(np.float32) if name.startswith("x") else array
@@ -120,6 +134,8 @@ def checked(arrays: dict, source: str) -> dict[str, np.ndarray]:
         if len(out[f"x_{part}"]) != len(out[f"y_{part}"]):
             raise InputError(f"{source}: x_{part} has {len(out[f'x_{part}'])} rows but y_{part} "
                              f"{len(out[f'y_{part}'])}")
+    if len(out["x_train"]) < 2:
+        raise InputError(f"{source}: x_train has one row; training needs at least two")
     if out["x_train"].shape[1:] != out["x_val"].shape[1:]:
         raise InputError(f"{source}: x_train's rows have shape {out['x_train'].shape[1:]} but "
                          f"x_val's {out['x_val'].shape[1:]}")

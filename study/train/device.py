@@ -9,6 +9,8 @@ that lay on the CPU (TensorFlow places ops softly: it would fall back without a 
 
 from __future__ import annotations
 
+from study.train.frameworks import pick
+
 DEVICES = ("cpu", "gpu")
 
 
@@ -20,17 +22,25 @@ def no_gpu(backend: str) -> str:
 
 def gpu_seen(backend: str) -> bool:
     """Whether the run's framework (in this process) sees a GPU."""
-    if backend == "jax":
-        import jax
+    return pick(GPU_SEEN, backend, "the GPU check")()
 
-        try:
-            return bool(jax.devices("gpu"))
-        except RuntimeError:
-            return False
-    if backend == "tensorflow":
-        import tensorflow as tf
 
-        return bool(tf.config.list_physical_devices("GPU"))
+def _jax_gpus() -> bool:
+    import jax
+
+    try:
+        return bool(jax.devices("gpu"))
+    except RuntimeError:
+        return False
+
+
+def _tensorflow_gpus() -> bool:
+    import tensorflow as tf
+
+    return bool(tf.config.list_physical_devices("GPU"))
+
+
+def _torch_gpus() -> bool:
     import torch
 
     return torch.cuda.is_available()
@@ -39,14 +49,25 @@ def gpu_seen(backend: str) -> bool:
 def scope(device: str):
     """Keras's placement on the framework's first device of that kind. Not "cpu:0" for
     PyTorch: Keras moves each new parameter `.to(...)` that name, and to "cpu:0" torch copies
-    a CPU parameter into a tensor that no longer collects gradients."""
+    a CPU parameter into a tensor that no longer collects gradients. TensorFlow: `tf.device`."""
     import keras
 
-    if keras.backend.backend() == "tensorflow":
-        import tensorflow as tf
+    return pick(SCOPES, keras.backend.backend(), "the device placement")(device)
 
-        return tf.device(f"/{device.upper()}:0")
+
+def _tensorflow_scope(device: str):
+    import tensorflow as tf
+
+    return tf.device(f"/{device.upper()}:0")
+
+
+def _keras_scope(device: str):
+    import keras
+
     return keras.device(device)
+
+
+SCOPES = {"jax": _keras_scope, "tensorflow": _tensorflow_scope, "torch": _keras_scope}
 
 
 def placed(model) -> str:
@@ -54,17 +75,24 @@ def placed(model) -> str:
     GPU:0...)."""
     import keras
 
-    value = model.weights[0].value
     backend = keras.backend.backend()
-    if backend == "jax":
-        device = next(iter(value.devices()))
-        return f"{device.platform}:{device.id}"
-    if backend == "tensorflow":
-        return value.device.rsplit("device:", 1)[-1]
-    return str(value.device)
+    return pick(PLACED, backend, "the device check")(model.weights[0].value)
+
+
+def _jax_placed(value) -> str:
+    device = next(iter(value.devices()))
+    return f"{device.platform}:{device.id}"
+
+
+PLACED = {"jax": _jax_placed,
+          "tensorflow": lambda value: value.device.rsplit("device:", 1)[-1],
+          "torch": lambda value: str(value.device)}
 
 
 def check_placed(device: str, name: str) -> None:
     on_gpu = name.lower().startswith(("gpu", "cuda"))
     if on_gpu != (device == "gpu"):
         raise RuntimeError(f"asked for the {device.upper()} but the weights lie on {name}")
+
+
+GPU_SEEN = {"jax": _jax_gpus, "tensorflow": _tensorflow_gpus, "torch": _torch_gpus}

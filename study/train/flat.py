@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from study.train.frameworks import pick
+
 
 def value_and_grad(model, loss, x: np.ndarray, y: np.ndarray):
     """f(w) -> (loss, gradient) for the flat float64 vector w of the trainable weights; `loss`
@@ -21,12 +23,8 @@ def value_and_grad(model, loss, x: np.ndarray, y: np.ndarray):
     shapes = [tuple(v.shape) for v in variables]
     sizes = [int(np.prod(s)) for s in shapes]
     ends = np.cumsum(sizes)
-    backend = keras.backend.backend()
-    if backend == "jax":
-        return _jax(model, loss, x, y, shapes, ends)
-    if backend == "tensorflow":
-        return _tensorflow(model, loss, x, y, shapes, ends)
-    return _torch(model, loss, x, y, shapes, ends)
+    make = pick(VALUE_AND_GRAD, keras.backend.backend(), "lbfgs's flat objective")
+    return make(model, loss, x, y, shapes, ends)
 
 
 def pieces(flat, shapes, ends, reshape):
@@ -102,3 +100,6 @@ def _torch(model, loss, x, y, shapes, ends):
             .numpy()
 
     return call
+
+
+VALUE_AND_GRAD = {"jax": _jax, "tensorflow": _tensorflow, "torch": _torch}

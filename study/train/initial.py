@@ -27,7 +27,7 @@ from study.sweep import cache
 from study.sweep.fingerprint import manifest, python_files
 from study.sweep.interpreter import python_command
 from study.train.data import load_data
-from study.train.model import build, loss_object, model_file, outputs_for
+from study.train.model import build, check_outputs, loss_object, model_file, outputs_for
 
 # |loaded - reference| <= RTOL * max(|reference|, 1): a mean over the validation rows summed in
 # another order (or fused differently) moves by a few float32 roundings (~1e-7 relative per
@@ -124,6 +124,9 @@ def _helper(request: dict) -> None:
     weights = model.get_weights()
     out = Path(request["out"])
     np.savez(out / "weights.npz", **{f"w{i}": w for i, w in enumerate(weights)})
+    check_outputs(request["loss"], keras.ops.convert_to_numpy(model(arrays["x_val"][:256],
+                                                                    training=False)),
+                  f"model '{request['model']}'")
     reference = validation_loss(model, loss, arrays["x_val"], arrays["y_val"])
     (out / "meta.json").write_text(json.dumps({
         "reference_val_loss": reference, "outputs": outputs, "input_shape": list(input_shape),

@@ -55,12 +55,17 @@ def measure_on_device(spec: Spec, ctx: RunContext) -> Measurement:
     metric_object(spec.metric)  # an unknown name is refused here, before the model is built
     model = build(spec.model, tuple(meta["input_shape"]), meta["outputs"])
     model.set_weights(weights)
+    if spec.batch_size > len(arrays["x_train"]):
+        raise InputError(f"batch_size {spec.batch_size} is more than the "
+                         f"{len(arrays['x_train'])} training rows; give at most that, or 0 for "
+                         "full batch")
     trainer = make_trainer(model, spec, loss, spec.metric, arrays)
-    evaluation = Evaluation(model, arrays, spec.metric, spec.eval_sleep)
+    evaluation = Evaluation(model, arrays, spec.metric)
     rows, per_epoch = epoch_batches(len(arrays["x_train"]), spec.batch_size, spec.seed)
     x, y = arrays["x_train"], arrays["y_train"]
     reference = meta["reference_val_loss"]
     initial = {}
+    target = Target(spec.target["metric"], spec.target.get("value"), spec.target["mode"])
 
     def check_initial(logs):
         initial["val_loss"] = logs["val_loss"]
@@ -69,8 +74,13 @@ def measure_on_device(spec: Spec, ctx: RunContext) -> Measurement:
                              f"on {spec.backend}, the reference (Keras's NumPy backend) "
                              f"{reference:.9g}: more than float32 rounding ({RTOL:g}) apart; "
                              "refusing to train a different instance")
-
-    target = Target(spec.target["metric"], spec.target.get("value"), spec.target["mode"])
+        if target.reached(logs[target.metric]):
+            met = (f"the initial weights already meet the target: {target.metric} "
+                   f"{logs[target.metric]:.6g} before any training, target {target.value:.6g}")
+            if spec.target.get("how") == "given":  # the user's: refused; a round's: said
+                raise InputError(f"{met} ({target.mode}); there is no time to measure: set a "
+                                 "harder target")
+            initial["note"] = f" ({met}: the round's margin is too wide for this run)"
     if target.metric not in ("val_loss", f"val_{spec.metric}"):
         raise InputError(f"target metric '{target.metric}': allowed val_loss, val_{spec.metric}")
     stopping = spec.stopping
@@ -99,6 +109,7 @@ def measure_on_device(spec: Spec, ctx: RunContext) -> Measurement:
                                  time_budget=stopping.get("time_budget"),
                                  check_initial=check_initial)
     stepper.write_back()
+    record["message"] += initial.get("note", "")
     final = trace[-1]
     record.update(common, initial_val_loss=initial.get("val_loss"),
                   val_loss=final.get("val_loss"), val_metric=final.get(f"val_{spec.metric}"),
@@ -158,5 +169,8 @@ def one_line(record: dict) -> str:
     if record.get("seconds_per_step"):
         parts.append(f"{1e3 * record['seconds_per_step']:.3g} ms/step")
     parts.append(f"evaluation {record['eval_seconds']:.3g} s apart")
+    if record.get("default_learning_rate") is not None:
+        parts.append(f"learning_rate {record['default_learning_rate']:.3g} (Keras's default "
+                     f"for {record.get('keras_class')}: none was given)")
     return ", ".join(parts) + "\n  " + record["message"] + "\n  " + json.dumps(
         {k: record.get(k) for k in ("val_loss", "val_metric", "best_value", "target_value")})

@@ -23,7 +23,6 @@ RUN_COLUMNS = Schema("runs", (
                                 "setting (a run of that round), tuning (a tuning run: no target)"),
     Column("seed", "int", "seed of the initial weights and of the shuffling order"),
     Column("loop", "str", "steps (our timed loop) or fit (model.fit over the same steps)"),
-    Column("eval_sleep", "float", "seconds added to every evaluation on purpose (tests)"),
     Column("stopping", "str", "the budget as JSON (also as stop_* columns)"),
     Column("tuning", "str", "'tuning': a grid run on the held-apart seed (left out of every "
                             "comparison); 'tuned': a measured run at the rate the grid chose"),
@@ -68,6 +67,8 @@ RUN_COLUMNS = Schema("runs", (
     Column("jit_compile", "bool", "Keras compiled the train step (XLA) on this framework"),
     Column("keras_class", "str", "the Keras optimizer's class"),
     Column("keras_config", "str", "its get_config()"),
+    Column("default_learning_rate", "float", "the learning rate Keras chose where the spec gave "
+                                             "none (its class's default); None where given"),
     Column("keras_version", "str", "Keras version"),
     Column("loss_evaluations", "int", "lbfgs: loss-and-gradient evaluations (line search)"),
 ), families=("hp_", "stop_"), required=("model", "optimizer", "backend", "seed"))

@@ -12,7 +12,6 @@ import json
 from dataclasses import dataclass, field, fields
 from functools import cached_property
 
-FRAMEWORKS = ("tensorflow", "jax", "torch")
 LBFGS = "lbfgs"  # our L-BFGS on the flattened weights (full batch); else keras:<Class>
 
 
@@ -25,7 +24,7 @@ class Spec:
     metric: str  # a Keras metric by name (besides the loss)
     optimizer: str  # keras:<Class> or lbfgs
     hyperparameters: dict
-    backend: str  # tensorflow, jax or torch: KERAS_BACKEND of the run's process
+    backend: str  # one of study.train.frameworks.KERAS_FRAMEWORKS: KERAS_BACKEND of its process
     batch_size: int  # 0: full batch
     eval_every: int  # steps between evaluations; 0: once per epoch
     target: dict  # {"metric", "value", "mode", "how"}; how: "given" or "round"
@@ -34,7 +33,6 @@ class Spec:
     stopping: dict = field(default_factory=dict)  # max_steps, time_budget (training seconds)
     tuning: dict = field(default_factory=dict)  # study.regression.tuning's protocol
     loop: str = "steps"  # steps: our timed loop; fit: model.fit over the same steps (overhead)
-    eval_sleep: float = 0.0  # seconds added to every evaluation (tests: slow it on purpose)
     device: str = "cpu"  # cpu or gpu: where the framework runs it (study.train.device)
 
     @cached_property
@@ -52,7 +50,9 @@ class Spec:
 
     @classmethod
     def from_json(cls, text: str) -> Spec:
-        return cls(**json.loads(text))
+        fields_ = json.loads(text)
+        fields_.pop("eval_sleep", None)  # rows from before it left the spec (always 0 there)
+        return cls(**fields_)
 
     def data_name(self) -> str:
         return self.data.get("name") or self.data.get("path", "?")
@@ -72,7 +72,6 @@ class Spec:
             "eval_every": self.eval_every, "target_metric": self.target.get("metric"),
             "target_mode": self.target.get("mode"), "target_how": self.target.get("how"),
             "seed": self.seed, "repeat": self.repeat, "loop": self.loop,
-            "eval_sleep": self.eval_sleep,
             "stopping": json.dumps(self.stopping, sort_keys=True),
             **{f"stop_{k}": v for k, v in self.stopping.items()},
             **self.tuning_axes(),

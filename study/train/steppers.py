@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from study.train.frameworks import pick
+
 
 def make_stepper(model, loss, x: np.ndarray, y: np.ndarray, rows):
     """The stepper of a compiled model (its optimizer built here), the training arrays put once
@@ -24,8 +26,7 @@ def make_stepper(model, loss, x: np.ndarray, y: np.ndarray, rows):
     import keras
 
     model.optimizer.build(model.trainable_variables)
-    backend = keras.backend.backend()
-    kind = {"jax": JaxStepper, "tensorflow": TensorflowStepper, "torch": TorchStepper}[backend]
+    kind = pick(STEPPERS, keras.backend.backend(), "the segmented loop")
     return kind(model, loss, x, y, rows)
 
 
@@ -158,3 +159,6 @@ class TorchStepper:
 
     def reload(self) -> None:
         pass
+
+
+STEPPERS = {"jax": JaxStepper, "tensorflow": TensorflowStepper, "torch": TorchStepper}

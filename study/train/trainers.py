@@ -13,16 +13,22 @@ never training time)."""
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from datasets.errors import InputError
-from optimizers.backends.numpy import NumpyBackend
+from optimizers.backends.registry import make_backend
 from optimizers.keras_optimizer import KERAS_PREFIX, check_config, keras_classes
 from optimizers.lbfgs import LBFGS
 from study.train.flat import flatten, pieces, value_and_grad
+from study.train.model import compile_loss
 from study.train.spec import LBFGS as LBFGS_NAME
+
+# layers that make a training-mode forward pass random or stateful: L-BFGS's line search
+# needs one deterministic objective (and JAX's flat objective does not carry the state)
+STOCHASTIC_LAYERS = ("Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D",
+                     "GaussianDropout", "GaussianNoise", "AlphaDropout", "BatchNormalization",
+                     "RandomFlip", "RandomRotation", "RandomZoom", "RandomTranslation",
+                     "RandomContrast", "RandomCrop")
 
 
 def keras_optimizer(name: str, hyperparameters: dict):
@@ -42,14 +48,12 @@ def keras_optimizer(name: str, hyperparameters: dict):
 class Evaluation:
     """The validation loss and metric in one call, under the names targets use."""
 
-    def __init__(self, model, arrays: dict, metric: str, sleep: float = 0.0):
-        self.model, self.metric, self.sleep = model, metric, sleep
+    def __init__(self, model, arrays: dict, metric: str):
+        self.model, self.metric = model, metric
         self.x, self.y = arrays["x_val"], arrays["y_val"]
 
     def __call__(self) -> dict:
         logs = self.model.test_on_batch(self.x, self.y, return_dict=True)
-        if self.sleep:
-            time.sleep(self.sleep)
         others = [k for k in logs if k != "loss"]
         out = {"val_loss": float(logs["loss"])}
         if others:
@@ -62,9 +66,9 @@ class KerasTrainer:
     the segmented loop's steps (study.train.steppers)."""
 
     def __init__(self, model, spec, loss, metric):
-        self.model, self.loss = model, loss
+        self.model, self.loss, self.given = model, loss, set(spec.hyperparameters)
         model.compile(optimizer=keras_optimizer(spec.optimizer, spec.hyperparameters),
-                      loss=spec.loss, metrics=[metric])
+                      loss=compile_loss(spec.loss), metrics=[metric])
 
     def step(self, x, y) -> float:
         out = self.model.train_on_batch(x, y)
@@ -79,7 +83,9 @@ class KerasTrainer:
         import keras
 
         optimizer = self.model.optimizer
-        return {"keras_class": type(optimizer).__name__,
+        rate = None if "learning_rate" in self.given else \
+            float(keras.ops.convert_to_numpy(optimizer.learning_rate))
+        return {"keras_class": type(optimizer).__name__, "default_learning_rate": rate,
                 "keras_config": str(sorted(optimizer.get_config().items())),
                 "jit_compile": bool(self.model.jit_compile), "keras_version": keras.__version__}
 
@@ -94,10 +100,12 @@ class LbfgsTrainer:
 
         if set(spec.hyperparameters) - {"history"}:
             raise InputError(f"lbfgs takes history only, got {sorted(spec.hyperparameters)}")
+        check_deterministic(model)
         self.model = model
         # compiled only to evaluate as the Keras runs do (test_on_batch); SGD never steps
-        model.compile(optimizer=keras.optimizers.SGD(), loss=spec.loss, metrics=[metric])
-        self.ops = NumpyBackend("float64")
+        model.compile(optimizer=keras.optimizers.SGD(), loss=compile_loss(spec.loss),
+                      metrics=[metric])
+        self.ops = make_backend("numpy", "float64")
         self.lbfgs = LBFGS(history=spec.hyperparameters.get("history", 10), line_search="wolfe")
         self.objective = _Objective(value_and_grad(model, loss, arrays["x_train"],
                                                    arrays["y_train"]))
@@ -135,6 +143,23 @@ class LbfgsTrainer:
     def record(self) -> dict:
         evaluations = 1 + int(np.asarray(self.state.evaluations)) if self.state else 0
         return {"loss_evaluations": evaluations, "jit_compile": None}
+
+
+def check_deterministic(model) -> None:
+    """L-BFGS's line search compares the loss at several points of one objective: a layer that
+    draws noise or keeps batch statistics in training mode makes every evaluation another
+    objective (and updates moving statistics on TensorFlow and PyTorch, not on JAX). Refused."""
+    import keras
+
+    kinds = tuple(getattr(keras.layers, name) for name in STOCHASTIC_LAYERS
+                  if hasattr(keras.layers, name))
+    found = sorted({type(layer).__name__ for layer in model._flatten_layers()
+                    if isinstance(layer, kinds)})
+    if found:
+        raise InputError(f"lbfgs needs a deterministic training objective, but the model has "
+                         f"{', '.join(found)} (random or batch-dependent in training): its line "
+                         "search would compare different objectives; use a keras:<Class> "
+                         "optimizer, or a model without those layers")
 
 
 class _Objective:

@@ -1,0 +1,329 @@
+"""The workload interface (study.train.workload) for a JAX model, and optax's optimizers as its
+submission.
+
+A JAX model is its parameters (a pytree of float arrays) and a pure `apply(params, x)`:
+  - a pair (init_params(key) -> pytree, apply(params, x) -> outputs), called on a batch;
+  - an Equinox module: its inexact arrays are the parameters (`eqx.partition`), the rest is
+    static, and it is applied per example under `jax.vmap` (Equinox's convention: its layers
+    take one example);
+  - a Flax NNX module: `nnx.split(module, nnx.Param, ...)`, applied on a batch after
+    `nnx.merge` (only what is an `nnx.Param` trains; other state is held fixed).
+Stateless models only: no batch-norm statistics or other state updated by the forward pass.
+
+The step is one `jax.jit` of a pure function with the state (parameters, optimizer state)
+donated, the training arrays on the device passed as arguments, the batch gathered by index
+inside the step: no host read in a segment (the loop reads the last loss once).
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+
+from datasets.errors import InputError
+from study.train.workload import (
+    EPSILON,
+    Submission,
+    Workload,
+    check_metric,
+    check_outputs,
+    check_scalar,
+    describe,
+    host_metric,
+    initial_arrays,
+    loss_kind,
+)
+
+
+def jax_device(device: str):
+    import jax
+
+    if device == "gpu":
+        try:
+            return jax.devices("gpu")[0]
+        except RuntimeError:
+            raise InputError("no GPU visible to JAX") from None
+    return jax.devices("cpu")[0]
+
+
+def named_loss(kind: str):
+    """loss(outputs, labels) -> the mean, Keras's meaning of the name (probabilities)."""
+    import jax.numpy as jnp
+
+    def shaped(y, out):
+        return y.reshape(out.shape) if y.size == out.size and y.shape != out.shape else y
+
+    if kind == "mse":
+        return lambda out, y: jnp.mean((out - shaped(y, out)) ** 2)
+    if kind == "mae":
+        return lambda out, y: jnp.mean(jnp.abs(out - shaped(y, out)))
+    if kind == "binary_crossentropy":
+        def binary(out, y):
+            p, y = jnp.clip(out, EPSILON, 1 - EPSILON), shaped(y, out)
+            return -jnp.mean(y * jnp.log(p) + (1 - y) * jnp.log(1 - p))
+        return binary
+
+    def probabilities(out):
+        return jnp.clip(out / out.sum(-1, keepdims=True), EPSILON, 1 - EPSILON)
+
+    if kind == "categorical_crossentropy":
+        return lambda out, y: -jnp.mean(jnp.sum(y * jnp.log(probabilities(out)), -1))
+    return lambda out, y: -jnp.mean(jnp.log(jnp.take_along_axis(
+        probabilities(out), y.reshape(-1, 1).astype(jnp.int32), -1)))
+
+
+def split_model(native, seed: int):
+    """(params, apply(params, x)) of a JAX model (see the module docstring)."""
+    import jax
+
+    if native.kind == "jax-pair":
+        init, apply = native.obj
+        try:
+            params = init(jax.random.key(seed))
+        except Exception as exc:
+            raise InputError(f"{native.what}: init_params(key) failed: {describe(exc)}") \
+                from None
+        return params, apply
+    if native.kind == "equinox":
+        import equinox as eqx
+
+        params, static = eqx.partition(native.obj, eqx.is_inexact_array)
+        return params, lambda p, x: jax.vmap(eqx.combine(p, static))(x)
+    from flax import nnx  # flax-nnx
+
+    graphdef, params, rest = nnx.split(native.obj, nnx.Param, ...)
+    return params, lambda p, x: nnx.merge(graphdef, p, rest)(x)
+
+
+class JaxWorkload(Workload):
+    framework = "jax"
+
+    def __init__(self, native, arrays: dict, loss, metric: str, device: str = "cpu",
+                 initial=None, seed: int = 0):
+        import jax
+        import jax.numpy as jnp
+        from jax.flatten_util import ravel_pytree
+
+        self.jax, self.jnp, self.what, self.kind = jax, jnp, native.what, native.kind
+        self.device = jax_device(device)
+        self.metric = check_metric(metric)
+        self.loss_name = loss_kind(native.loss if native.loss is not None else loss)
+        self.loss_fn = native.loss if native.loss is not None else named_loss(self.loss_name)
+        params, self.apply = split_model(native, seed)
+        leaves = jax.tree_util.tree_leaves_with_path(params)
+        if not leaves:
+            raise InputError(f"{self.what} has no trainable parameters")
+        for path, leaf in leaves:
+            if not hasattr(leaf, "shape") or not jnp.issubdtype(jnp.asarray(leaf).dtype,
+                                                                jnp.floating):
+                raise InputError(f"{self.what}: parameter {jax.tree_util.keystr(path)} is not a "
+                                 f"float array (got {type(leaf).__name__})")
+        params = jax.tree.map(lambda a: jnp.asarray(a, jnp.float32), params)
+        self.names = [jax.tree_util.keystr(path) for path, _ in leaves]
+        if initial is not None:
+            values = initial_arrays(initial, self.names, [tuple(leaf.shape) for _, leaf in
+                                                          leaves], self.what)
+            params = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(params),
+                                                  [jnp.asarray(v) for v in values])
+        self.initial = jax.device_put(params, self.device)
+        _, self.unravel = ravel_pytree(self.initial)
+        self.ravel = lambda p: ravel_pytree(p)[0]
+        # integer labels stay integers for a sparse loss or a callable one (optax's
+        # softmax_cross_entropy_with_integer_labels takes class indices); else float32
+        integers = self.loss_name in ("sparse_categorical_crossentropy", None) and np.issubdtype(
+            np.asarray(arrays["y_train"]).dtype, np.integer)
+
+        def put(x, labels=False):
+            dtype = np.int32 if labels and integers else np.float32
+            return jax.device_put(np.asarray(x).astype(dtype), self.device)
+
+        self.data = (put(arrays["x_train"]), put(arrays["y_train"], True))
+        self.val = (put(arrays["x_val"]), put(arrays["y_val"], True))
+        self.y_val_host = np.asarray(arrays["y_val"])
+        self._check(native.outputs)
+
+        def evaluation(params, x, y):
+            out = self.apply(params, x)
+            return self.loss_fn(out, y), out
+
+        self._evaluate = jax.jit(evaluation)
+
+    def _check(self, outputs: int) -> None:
+        """Before anything is timed (abstract evaluation, nothing compiled): the rows fit, the
+        outputs' shape, a scalar loss."""
+        jax = self.jax
+        x, y = self.data
+        try:
+            out = jax.eval_shape(self.apply, self.initial, x[:2])
+        except Exception as exc:
+            raise InputError(f"the data's rows (shape {tuple(x.shape[1:])}) do not fit "
+                             f"{self.what}: {describe(exc)}") from None
+        if not hasattr(out, "shape"):
+            raise InputError(f"{self.what} returns {type(out).__name__}, not an array")
+        check_outputs(self.what, tuple(out.shape), 2, outputs)
+        if len(out.shape) == 2 and out.shape[1] == 1 and y.ndim == 1:  # labels shaped as outputs
+            y, self.val = y.reshape(-1, 1), (self.val[0], self.val[1].reshape(-1, 1))
+            self.data = (x, y)
+        try:
+            value = jax.eval_shape(self.loss_fn, out, y[:2])
+        except Exception as exc:
+            raise InputError(f"{self.what}: the loss failed on its outputs: "
+                             f"{describe(exc)}") from None
+        if not hasattr(value, "shape"):
+            raise InputError(f"{self.what}: the loss returns {type(value).__name__}, not an "
+                             "array")
+        check_scalar(self.what, tuple(value.shape))
+
+    def init_parameters(self):
+        return self.jax.tree.map(lambda a: a.copy(), self.initial)
+
+    def loss(self, params, data, index):
+        xs, ys = data
+        if index is None:
+            return self.loss_fn(self.apply(params, xs), ys)
+        return self.loss_fn(self.apply(params, xs[index]), ys[index])
+
+    def indices(self, rows: list) -> list:
+        return self.jax.device_put([np.asarray(r, np.int32) for r in rows], self.device)
+
+    def evaluate(self, params) -> dict:
+        value, out = self._evaluate(params, *self.val)
+        return {"val_loss": float(value),
+                f"val_{self.metric}": host_metric(self.metric, self.loss_name, np.asarray(out),
+                                                  self.y_val_host)}
+
+    def to_flat(self, params) -> np.ndarray:
+        return np.asarray(self.ravel(params), np.float64)
+
+    def from_flat(self, w: np.ndarray):
+        return self.jax.device_put(self.unravel(self.jnp.asarray(w, self.jnp.float32)),
+                                   self.device)
+
+    def flat_value_and_grad(self):
+        jax, jnp = self.jax, self.jnp
+
+        def f(flat, data):
+            return self.loss(self.unravel(flat), data, None)
+
+        compiled = jax.jit(jax.value_and_grad(f))
+
+        def call(w):
+            value, grad = compiled(jax.device_put(jnp.asarray(w, jnp.float32), self.device),
+                                   self.data)
+            return float(value), np.asarray(grad, np.float64)
+
+        return call
+
+    def read(self, value) -> float:
+        return float(self.jax.device_get(value))
+
+    def parameter_count(self) -> int:
+        return int(sum(leaf.size for leaf in self.jax.tree_util.tree_leaves(self.initial)))
+
+    def placed(self) -> str:
+        leaf = self.jax.tree_util.tree_leaves(self.initial)[0]
+        device = next(iter(leaf.devices()))
+        return f"{device.platform}:{device.id}"
+
+
+def _optax_ranges() -> dict:
+    """What an optax alias's numbers may be (optimizers.ranges), checked before optax."""
+    from optimizers.ranges import FRACTION, NONNEGATIVE, RATE
+
+    return {"learning_rate": RATE, "eps": NONNEGATIVE, "eps_root": NONNEGATIVE,
+            "b1": FRACTION, "b2": FRACTION, "b3": FRACTION, "decay": FRACTION,
+            "momentum": FRACTION, "weight_decay": NONNEGATIVE,
+            "initial_accumulator_value": NONNEGATIVE}
+
+
+class OptaxSubmission(Submission):
+    """Any optax alias by name (`optax:adam`, `optax:sgd`, ...), its hyperparameters by name
+    (checked against the alias's signature). Optimizers that take extra arguments (optax.lbfgs:
+    value, grad, value_fn) are given them, on the step's batch."""
+
+    def __init__(self, alias: str, hyperparameters: dict):
+        import optax
+
+        from optimizers.ranges import check_ranges
+
+        self.name = f"optax:{alias}"
+        factory = getattr(optax, alias, None) if not alias.startswith("_") else None
+        if not callable(factory) or isinstance(factory, type):
+            raise InputError(f"unknown optax optimizer '{alias}' (any optax alias by name, e.g. "
+                             "adam, sgd, adamw, lion, lbfgs)")
+        try:
+            signature = inspect.signature(factory)
+        except (TypeError, ValueError):
+            raise InputError(f"{self.name}: not an optimizer alias") from None
+        accepted = list(signature.parameters)
+        for key in hyperparameters:
+            if key not in accepted:
+                raise InputError(f"{self.name} has no parameter '{key}'; allowed: "
+                                 f"{', '.join(accepted)}")
+        missing = [n for n, p in signature.parameters.items() if p.default is p.empty
+                   and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+                   and n not in hyperparameters]
+        if missing:
+            raise InputError(f"{self.name} needs {', '.join(missing)} (e.g. --opt-param "
+                             f"{missing[0]}=0.01)")
+        check_ranges(self.name, hyperparameters, _optax_ranges())
+        try:
+            self.tx = factory(**hyperparameters)
+        except Exception as exc:
+            raise InputError(f"{self.name}: {describe(exc)}") from None
+        if not isinstance(self.tx, optax.GradientTransformation):
+            raise InputError(f"{self.name} is not an optimizer (it gives "
+                             f"{type(self.tx).__name__}, not an optax GradientTransformation)")
+        self.extra = isinstance(self.tx, optax.GradientTransformationExtraArgs)
+        self.hyperparameters = dict(hyperparameters)
+
+    def init(self, workload, params):
+        import jax
+        import optax
+
+        tx, extra = self.tx, self.extra
+
+        def step(state, data, index):
+            params, opt_state = state
+
+            def value(p):
+                return workload.loss(p, data, index)
+
+            loss, grads = jax.value_and_grad(value)(params)
+            if extra:
+                updates, opt_state = tx.update(grads, opt_state, params, value=loss,
+                                               grad=grads, value_fn=value)
+            else:
+                updates, opt_state = tx.update(grads, opt_state, params)
+            return (optax.apply_updates(params, updates), opt_state), loss
+
+        self.step = jax.jit(step, donate_argnums=0)
+        try:
+            # every leaf its own buffer: an optimizer state may hold the very arrays it was
+            # given (optax.lbfgs keeps the parameters), and a buffer donated twice is an error
+            state = jax.tree.map(lambda a: jax.numpy.array(a, copy=True), jax.device_put(
+                (params, tx.init(params)), workload.device))
+            index = workload.indices([np.zeros(1)])[0]
+            jax.eval_shape(step, state, workload.data, index)  # refuses before any timing
+        except InputError:
+            raise
+        except Exception as exc:
+            raise InputError(f"{self.name} does not run on {workload.what}: "
+                             f"{describe(exc)}") from None
+        return state
+
+    def update(self, workload, state, index):
+        return self.step(state, workload.data, index)
+
+    def parameters(self, workload, state):
+        return state[0]
+
+    def record(self) -> dict:
+        import json
+
+        import optax
+
+        return {"optimizer_library": "optax", "optax_version": optax.__version__,
+                "optimizer_config": json.dumps(self.hyperparameters, sort_keys=True,
+                                               default=str)}

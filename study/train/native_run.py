@@ -1,0 +1,122 @@
+"""One native-model run: the model loaded (study.train.native_load), its framework's workload
+and the optimizer's submission built and checked (every bad input one line before anything is
+timed), then the train study's own segmented loop (study.train.loop.run_loop) over a
+`WorkloadStepper`: the same clock, segments, statuses and setup rule as Keras runs.
+
+`prepare` does everything before the clock and `NativeRun.loop` the timed part (so a sweep
+can wrap only that in its noise probe); `train` is both. `train` returns the loop's record
+(status, steps, seconds, seconds_to_target, setup_seconds, ...) with the final validation
+values and what ran, plus the trace (one row per evaluation) under "trace"; it writes nothing."""
+
+from __future__ import annotations
+
+from datasets.errors import InputError
+from study.train.loop import Target, epoch_batches, run_loop
+from study.train.native_load import NativeModel, check_backend, load, workload
+from study.train.native_optimizers import make_submission
+from study.train.workload import LBFGS_NAME, WorkloadStepper
+
+
+def train(model: str | NativeModel, arrays: dict, *, loss, metric: str, optimizer: str,
+          hyperparameters: dict | None = None, batch_size: int = 64, seed: int = 0,
+          target: Target | tuple, max_steps: int = 1000, eval_every: int = 0,
+          time_budget: float | None = None, device: str = "cpu", initial=None,
+          backend: str | None = None, check_initial=None) -> dict:
+    """Train a native model to `target` ((metric, value, mode) or a Target) on `arrays`
+    (x_train, y_train, x_val, y_val). `initial`: an .npz of initial parameters (by name, or
+    w0, w1, ...); else the model's own initialization under `seed`. L-BFGS is full batch."""
+    run = prepare(model, arrays, loss=loss, metric=metric, optimizer=optimizer,
+                  hyperparameters=hyperparameters, batch_size=batch_size, seed=seed,
+                  target=target, max_steps=max_steps, eval_every=eval_every,
+                  time_budget=time_budget, device=device, initial=initial, backend=backend,
+                  check_initial=check_initial)
+    return run.finish(*run.loop())
+
+
+class NativeRun:
+    """A run made and checked, not started: `loop()` is the timed part (what a sweep wraps in
+    its noise probe), `finish(record, trace)` the record."""
+
+    def __init__(self, work, submission, stepper, rows, per_epoch, target, metric, options):
+        self.work, self.submission, self.stepper = work, submission, stepper
+        self.rows, self.per_epoch, self.target, self.metric = rows, per_epoch, target, metric
+        self.options = options
+
+    def loop(self) -> tuple[dict, list[dict]]:
+        return run_loop(self.stepper, self.stepper.evaluate, target=self.target,
+                        **self.options)
+
+    def finish(self, record: dict, trace: list[dict]) -> dict:
+        final, per_epoch = trace[-1], self.per_epoch
+        record.update(
+            initial_val_loss=trace[0]["val_loss"], val_loss=final.get("val_loss"),
+            val_metric=final.get(f"val_{self.metric}"), steps_per_epoch=per_epoch,
+            batch_rows=len(self.rows(0)), epochs=record["steps"] / per_epoch,
+            total_seconds=(record["setup_seconds"] or 0.0) + record["seconds"],
+            seconds_per_step=(record["seconds"] / (record["steps"] - 1)
+                              if record["steps"] > 1 else None),
+            parameters=self.work.parameter_count(), device_name=self.work.placed(),
+            target_value=self.target.value, optimizer=self.submission.name,
+            **self.work.record(), **self.submission.record())
+        record["trace"] = trace
+        return record
+
+
+def prepare(model: str | NativeModel, arrays: dict, *, loss, metric: str, optimizer: str,
+            hyperparameters: dict | None = None, batch_size: int = 64, seed: int = 0,
+            target: Target | tuple, max_steps: int = 1000, eval_every: int = 0,
+            time_budget: float | None = None, device: str = "cpu", initial=None,
+            backend: str | None = None, check_initial=None) -> NativeRun:
+    """Everything before the clock, each bad input one line: the model loaded, the workload
+    and submission built and checked, the batches' order."""
+    hyperparameters = dict(hyperparameters or {})
+    target = target if isinstance(target, Target) else Target(*target)
+    if target.metric not in ("val_loss", f"val_{metric}"):
+        raise InputError(f"target metric '{target.metric}': allowed val_loss, val_{metric}")
+    if isinstance(model, NativeModel):
+        native = model
+    else:
+        native = load(model, arrays["x_train"].shape[1:], outputs_of(loss, arrays), seed)
+        if native is None:
+            raise InputError(f"model '{model}' is a Keras model: the Keras path runs it")
+    check_backend(native, backend)
+    submission = make_submission(optimizer, hyperparameters, native.framework, native.what)
+    work = workload(native, arrays, loss, metric, device, initial, seed)
+    size = 0 if optimizer == LBFGS_NAME else batch_size
+    if size > len(arrays["x_train"]):
+        raise InputError(f"batch_size {size} is more than the {len(arrays['x_train'])} training "
+                         "rows; give at most that, or 0 for full batch")
+    rows, per_epoch = epoch_batches(len(arrays["x_train"]), size, seed)
+    stepper = WorkloadStepper(work, submission, rows)
+
+    def initial_checked(logs):  # before any training, as the Keras runs check it
+        if check_initial is not None:
+            check_initial(logs)
+        if target.reached(logs[target.metric]):
+            raise InputError(f"the initial weights already meet the target: {target.metric} "
+                             f"{logs[target.metric]:.6g} before any training, target "
+                             f"{target.value:.6g} ({target.mode}); there is no time to "
+                             "measure: set a harder target")
+
+    options = {"max_steps": max_steps, "eval_every": eval_every or per_epoch,
+               "time_budget": time_budget, "check_initial": initial_checked}
+    return NativeRun(work, submission, stepper, rows, per_epoch, target, metric, options)
+
+
+def outputs_of(loss, arrays: dict) -> int:
+    """How many outputs the model needs: the class count for a sparse loss, else the labels'
+    width (study.train.model.outputs_for's rule; a callable loss takes the labels' width, or
+    the class count where the labels are integers in one column)."""
+    import numpy as np
+
+    y = np.concatenate([arrays["y_train"].reshape(len(arrays["y_train"]), -1),
+                        arrays["y_val"].reshape(len(arrays["y_val"]), -1)])
+    if loss == "sparse_categorical_crossentropy":
+        if y.shape[1] != 1 or not np.all(np.equal(np.mod(y, 1), 0)) or y.min() < 0:
+            raise InputError(f"labels must be class indices 0, 1, ... for {loss}; found values "
+                             f"from {y.min():g} to {y.max():g}")
+        return int(y.max()) + 1
+    if (loss is None or callable(loss)) and y.shape[1] == 1 and np.issubdtype(y.dtype, np.integer) \
+            and y.min() >= 0 and y.max() > 1:
+        return int(y.max()) + 1
+    return y.shape[1]

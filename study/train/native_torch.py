@@ -1,0 +1,268 @@
+"""The workload interface (study.train.workload) for a torch.nn.Module, and torch.optim's
+optimizers as its submission.
+
+The module keeps its parameters (updated in place, as torch.optim does), so `params` is the
+list of its trainable parameters; a step is plain torch: the batch gathered by index from the
+training tensors on the device, forward, the loss, `backward`, `optimizer.step()`, the loss
+returned detached (no `.item()`: the loop reads it once per segment). The module is in
+`train()` mode while stepping and `eval()` (no grad) while evaluating. torch.optim.LBFGS gets
+the closure it needs (its own line search reads the host: it is that algorithm's nature).
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+
+from datasets.errors import InputError
+from study.train.workload import (
+    EPSILON,
+    Submission,
+    Workload,
+    check_metric,
+    check_outputs,
+    check_scalar,
+    describe,
+    host_metric,
+    initial_arrays,
+    loss_kind,
+)
+
+
+def torch_device(device: str):
+    import torch
+
+    if device == "gpu":
+        if not torch.cuda.is_available():
+            raise InputError("no GPU visible to PyTorch")
+        return torch.device("cuda")
+    return torch.device("cpu")
+
+
+def named_loss(kind: str):
+    """loss(outputs, labels) -> the mean, Keras's meaning of the name (probabilities)."""
+    import torch
+
+    def shaped(y, out):
+        return y.reshape(out.shape) if y.numel() == out.numel() and y.shape != out.shape else y
+
+    if kind == "mse":
+        return lambda out, y: torch.mean((out - shaped(y, out)) ** 2)
+    if kind == "mae":
+        return lambda out, y: torch.mean(torch.abs(out - shaped(y, out)))
+    if kind == "binary_crossentropy":
+        def binary(out, y):
+            p, y = torch.clamp(out, EPSILON, 1 - EPSILON), shaped(y, out)
+            return -torch.mean(y * torch.log(p) + (1 - y) * torch.log(1 - p))
+        return binary
+
+    def probabilities(out):
+        return torch.clamp(out / out.sum(-1, keepdim=True), EPSILON, 1 - EPSILON)
+
+    if kind == "categorical_crossentropy":
+        return lambda out, y: -torch.mean(torch.sum(y * torch.log(probabilities(out)), -1))
+    return lambda out, y: -torch.mean(torch.log(torch.gather(
+        probabilities(out), -1, y.reshape(-1, 1).long())))
+
+
+class TorchWorkload(Workload):
+    framework = "torch"
+
+    def __init__(self, native, arrays: dict, loss, metric: str, device: str = "cpu",
+                 initial=None):
+        import torch
+
+        self.torch, self.what, self.kind = torch, native.what, native.kind
+        self.device = torch_device(device)
+        self.metric = check_metric(metric)
+        self.loss_name = loss_kind(native.loss if native.loss is not None else loss)
+        self.loss_fn = native.loss if native.loss is not None else named_loss(self.loss_name)
+        self.module = native.obj.to(self.device)
+        named = [(n, p) for n, p in self.module.named_parameters() if p.requires_grad]
+        if not named:
+            raise InputError(f"{self.what} has no trainable parameters")
+        self.names = [n for n, _ in named]
+        self.params = [p for _, p in named]
+        if initial is not None:
+            values = initial_arrays(initial, self.names, [tuple(p.shape) for p in self.params],
+                                    self.what)
+            self.initial = [torch.as_tensor(v, device=self.device) for v in values]
+        else:
+            self.initial = [p.detach().clone() for p in self.params]
+        # integer labels stay integers for a sparse loss or a callable one (torch.nn's
+        # CrossEntropyLoss takes class indices); else float32
+        integers = self.loss_name in ("sparse_categorical_crossentropy", None) and np.issubdtype(
+            np.asarray(arrays["y_train"]).dtype, np.integer)
+
+        def put(x, labels=False):
+            dtype = torch.int64 if labels and integers else torch.float32
+            return torch.as_tensor(np.asarray(x), dtype=dtype, device=self.device)
+
+        self.data = (put(arrays["x_train"]), put(arrays["y_train"], True))
+        self.x_val, self.y_val = put(arrays["x_val"]), put(arrays["y_val"], True)
+        self.y_val_host = np.asarray(arrays["y_val"])
+        self._check(native.outputs)
+
+    def _check(self, outputs: int) -> None:
+        """Before anything is timed: the rows fit, the outputs' shape, a scalar loss."""
+        torch = self.torch
+        x, y = self.data
+        try:
+            with torch.no_grad():
+                out = self.module(x[:2])
+        except Exception as exc:
+            raise InputError(f"the data's rows (shape {tuple(x.shape[1:])}) do not fit "
+                             f"{self.what}: {describe(exc)}") from None
+        if not isinstance(out, torch.Tensor):
+            raise InputError(f"{self.what} returns {type(out).__name__}, not a tensor")
+        check_outputs(self.what, tuple(out.shape), 2, outputs)
+        if out.dim() == 2 and out.shape[1] == 1 and y.dim() == 1:  # labels shaped as outputs
+            y, self.y_val = y.reshape(-1, 1), self.y_val.reshape(-1, 1)
+            self.data = (x, y)
+        try:
+            value = self.loss_fn(out, y[:2])
+        except Exception as exc:
+            raise InputError(f"{self.what}: the loss failed on its outputs: "
+                             f"{describe(exc)}") from None
+        if not isinstance(value, torch.Tensor):
+            raise InputError(f"{self.what}: the loss returns {type(value).__name__}, not a "
+                             "tensor")
+        check_scalar(self.what, tuple(value.shape))
+
+    def init_parameters(self):
+        self.module.train()
+        with self.torch.no_grad():
+            for parameter, value in zip(self.params, self.initial, strict=True):
+                parameter.copy_(value)
+        return self.params
+
+    def loss(self, params, data, index):
+        xs, ys = data  # the module is in train() mode (set by init_parameters and evaluate)
+        if index is None:
+            return self.loss_fn(self.module(xs), ys)
+        return self.loss_fn(self.module(xs[index]), ys[index])
+
+    def indices(self, rows: list) -> list:
+        return [self.torch.as_tensor(r, dtype=self.torch.int64, device=self.device)
+                for r in rows]
+
+    def evaluate(self, params) -> dict:
+        torch = self.torch
+        self.module.eval()
+        with torch.no_grad():
+            out = self.module(self.x_val)
+            value = float(self.loss_fn(out, self.y_val))
+        self.module.train()
+        return {"val_loss": value,
+                f"val_{self.metric}": host_metric(self.metric, self.loss_name,
+                                                  out.detach().cpu().numpy(), self.y_val_host)}
+
+    def to_flat(self, params) -> np.ndarray:
+        return self.torch.cat([p.detach().reshape(-1) for p in params]).double().cpu().numpy()
+
+    def from_flat(self, w: np.ndarray):
+        torch = self.torch
+        flat = torch.as_tensor(np.asarray(w), dtype=torch.float32, device=self.device)
+        with torch.no_grad():
+            start = 0
+            for p in self.params:
+                p.copy_(flat[start:start + p.numel()].reshape(p.shape))
+                start += p.numel()
+        return self.params
+
+    def flat_value_and_grad(self):
+        torch = self.torch
+
+        def call(w):
+            self.from_flat(w)
+            value = self.loss(self.params, self.data, None)
+            grads = torch.autograd.grad(value, self.params)
+            return float(value.detach()), torch.cat([g.reshape(-1) for g in grads]) \
+                .double().cpu().numpy()
+
+        return call
+
+    def read(self, value) -> float:
+        return float(value)
+
+    def parameter_count(self) -> int:
+        return int(sum(p.numel() for p in self.params))
+
+    def placed(self) -> str:
+        return str(self.params[0].device)
+
+
+class TorchSubmission(Submission):
+    """Any torch.optim optimizer by class name, its hyperparameters by name (checked against
+    the class's signature and study's ranges before anything runs)."""
+
+    def __init__(self, class_name: str, hyperparameters: dict):
+        import torch
+
+        from optimizers.ranges import check_ranges
+        from optimizers.torch_optimizer import COUNTS, TORCH_RANGES
+
+        self.name = f"torch:{class_name}"
+        base = torch.optim.Optimizer
+        classes = sorted(n for n, v in vars(torch.optim).items()
+                         if isinstance(v, type) and issubclass(v, base) and v is not base)
+        if class_name not in classes:
+            raise InputError(f"unknown torch optimizer '{class_name}'; allowed: "
+                             f"{', '.join(classes)}")
+        self.cls = getattr(torch.optim, class_name)
+        accepted = [p for p in inspect.signature(self.cls).parameters if p != "params"]
+        for key in hyperparameters:
+            if key == "maximize":
+                raise InputError(f"{self.name}: maximize is set by the study (False)")
+            if key not in accepted:
+                raise InputError(f"{self.name} has no parameter '{key}'; allowed: "
+                                 f"{', '.join(p for p in accepted if p != 'maximize')}")
+        config = dict(hyperparameters)
+        if isinstance(config.get("betas"), list):
+            config["betas"] = tuple(config["betas"])
+        numbers = {k: v for k, v in config.items() if k != "betas"}
+        if isinstance(config.get("betas"), tuple) and len(config["betas"]) == 2:
+            numbers.update({"betas[0]": config["betas"][0], "betas[1]": config["betas"][1]})
+        check_ranges(self.name, numbers, TORCH_RANGES, COUNTS)
+        self.config = config
+        try:  # the library's own checks, before any data
+            self.cls([torch.zeros(1, requires_grad=True)], **config)
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"{self.name}: {describe(exc)}") from None
+        self.closure = class_name == "LBFGS"
+
+    def init(self, workload, params):
+        self.optimizer = self.cls(params, **self.config)
+        return self.optimizer
+
+    def update(self, workload, state, index):
+        if self.closure:
+            seen = []
+
+            def closure():
+                state.zero_grad()
+                value = workload.loss(workload.params, workload.data, index)
+                value.backward()
+                seen.append(value.detach())
+                return value
+
+            state.step(closure)
+            return state, seen[0]
+        state.zero_grad()
+        value = workload.loss(workload.params, workload.data, index)
+        value.backward()
+        state.step()
+        return state, value.detach()
+
+    def parameters(self, workload, state):
+        return workload.params
+
+    def record(self) -> dict:
+        import json
+
+        import torch
+
+        return {"optimizer_library": "torch", "torch_version": torch.__version__,
+                "optimizer_config": json.dumps(self.optimizer.defaults, sort_keys=True,
+                                               default=str)}

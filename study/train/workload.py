@@ -1,0 +1,289 @@
+"""The small interface behind native models (PyTorch modules, JAX models), modelled on AlgoPerf's
+workload / submission split: the workload is the model and its data (what is trained), the
+submission the optimizer (how). Each framework is an adapter of both halves
+(study.train.native_torch, study.train.native_jax); our L-BFGS is one submission for all of them,
+on the flattened parameters. `WorkloadStepper` joins the two into the shape of stepper the
+segmented loop (study.train.loop) times, so native runs are timed by the same code as Keras runs.
+
+Why this split: the loop must dispatch K steps and then read the host once (a host read is a
+synchronization), so `Workload.loss` and `Submission.update` return device values and never read
+them; `Workload.evaluate` runs off the clock and returns host floats; everything the algorithm
+of L-BFGS needs on the host goes through `Workload.flat_value_and_grad` (float64, full batch), as
+study.train.flat does for Keras models.
+
+  Workload (one per model, data and device)
+    data                         the training arrays on the device (x, y), passed to `loss`
+                                 as an argument (a JAX program would embed a closed-over array)
+    init_parameters() -> params  the initial parameters, framework-native (a pytree on JAX; the
+                                 module's own parameters, reset to the initial values, on torch)
+    loss(params, data, index)    the mean training loss on rows `index`: a device scalar, pure
+                                 (traceable) on JAX, tracked by autograd on torch
+    indices(rows) -> [index]     the segment's row indices put on the device (off the clock)
+    evaluate(params) -> dict     {"val_loss": float, "val_<metric>": float}: host values
+    to_flat(params) / from_flat(w)   float64 host vector <-> parameters
+    flat_value_and_grad() -> f   f(w) -> (float, float64 gradient): the full-batch loss
+    read(value) -> float         the one host read of a segment (waits for the device)
+  Submission (one per optimizer)
+    init(workload, params) -> state
+    update(workload, state, index) -> (state, loss)   one step, no host read (L-BFGS: one
+                                                      iteration, whose algebra is on the host)
+    parameters(workload, state) -> params             what `evaluate` is given
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+from datasets.errors import InputError
+from optimizers.backends.numpy import NumpyBackend
+from optimizers.lbfgs import LBFGS
+
+LBFGS_NAME = "lbfgs"  # our L-BFGS, full batch, on every framework
+
+
+class Workload(ABC):
+    framework: str  # "torch" or "jax"
+    kind: str  # what the user's function returned, in words
+    metric: str
+    data: tuple
+
+    @abstractmethod
+    def init_parameters(self): ...
+
+    @abstractmethod
+    def loss(self, params, data, index): ...
+
+    @abstractmethod
+    def indices(self, rows: list) -> list: ...
+
+    @abstractmethod
+    def evaluate(self, params) -> dict: ...
+
+    @abstractmethod
+    def to_flat(self, params) -> np.ndarray: ...
+
+    @abstractmethod
+    def from_flat(self, w: np.ndarray): ...
+
+    @abstractmethod
+    def flat_value_and_grad(self): ...
+
+    @abstractmethod
+    def read(self, value) -> float: ...
+
+    @abstractmethod
+    def parameter_count(self) -> int: ...
+
+    @abstractmethod
+    def placed(self) -> str:
+        """Where the parameters lie, in the framework's words (cpu:0, cuda:0...)."""
+
+    def record(self) -> dict:
+        return {"framework": self.framework, "model_kind": self.kind}
+
+
+class Submission(ABC):
+    name: str
+
+    @abstractmethod
+    def init(self, workload: Workload, params): ...
+
+    @abstractmethod
+    def update(self, workload: Workload, state, index): ...
+
+    @abstractmethod
+    def parameters(self, workload: Workload, state): ...
+
+    def record(self) -> dict:
+        return {}
+
+
+class LbfgsSubmission(Submission):
+    """Our L-BFGS (optimizers/lbfgs.py, strong-Wolfe line search, its algebra on the host in
+    float64) on the flattened parameters, full batch: the batch index is ignored, and every
+    iteration reads the loss and gradient to the host by nature."""
+
+    name = LBFGS_NAME
+
+    def __init__(self, hyperparameters: dict):
+        unknown = set(hyperparameters) - {"history"}
+        if unknown:
+            raise InputError(f"lbfgs takes history only, got {sorted(unknown)}")
+        history = hyperparameters.get("history", 10)
+        if isinstance(history, bool) or not isinstance(history, int) or history < 1:
+            raise InputError(f"lbfgs: history must be an integer >= 1, got {history!r}")
+        self.lbfgs = LBFGS(history=history, line_search="wolfe")
+        self.ops = NumpyBackend("float64")
+        self.objective = self.state = None
+
+    def init(self, workload, params):
+        self.objective = _Objective(workload.flat_value_and_grad())
+        self.state = _LbfgsState(workload.to_flat(params))
+        return self.state
+
+    def update(self, workload, state, index):
+        if state.inner is None:  # the first step: compiles the objective, then iterates
+            state.inner = self.lbfgs.init(self.objective, self.ops, (), state.w0)
+        state.inner = self.lbfgs.update(self.objective, self.ops, (), state.inner)
+        return state, state.inner.f
+
+    def parameters(self, workload, state):
+        return workload.from_flat(state.w0 if state.inner is None else state.inner.w)
+
+    def record(self) -> dict:
+        inner = self.state.inner if self.state is not None else None
+        evaluations = 1 + int(np.asarray(inner.evaluations)) if inner is not None else 0
+        return {"optimizer_library": "ours", "loss_evaluations": evaluations}
+
+
+class _LbfgsState:
+    def __init__(self, w0):
+        self.w0, self.inner = w0, None
+
+
+class _Objective:
+    def __init__(self, function):
+        self.value_and_grad = function
+
+
+class WorkloadStepper:
+    """A workload and a submission as study.train.loop's stepper: prepare (indices on the
+    device, off the clock), run (K updates, no host read), read (the one synchronization)."""
+
+    def __init__(self, workload: Workload, submission: Submission, rows):
+        self.workload, self.submission, self.rows = workload, submission, rows
+        self.state = submission.init(workload, workload.init_parameters())
+
+    def prepare(self, first: int, count: int):
+        return self.workload.indices([np.asarray(self.rows(i)) for i in
+                                      range(first, first + count)])
+
+    def run(self, prepared):
+        update, workload, state, loss = self.submission.update, self.workload, self.state, None
+        for index in prepared:
+            state, loss = update(workload, state, index)
+        self.state = state
+        return loss
+
+    def read(self, value) -> float:
+        return self.workload.read(value)
+
+    def evaluate(self) -> dict:
+        return self.workload.evaluate(self.submission.parameters(self.workload, self.state))
+
+    # the Keras steppers' names, so code written for them can hold either
+    def write_back(self) -> None:
+        pass
+
+    def reload(self) -> None:
+        pass
+
+
+# The losses native models take by name: Keras's names and meaning (probabilities, not logits,
+# clipped to [1e-7, 1 - 1e-7], as Keras computes them), so a native model and its Keras twin
+# give the same loss at the same weights. A callable is the other way (torch: loss(outputs,
+# labels) as torch.nn's losses take them; JAX: loss(outputs, labels) as optax's do).
+LOSSES = {"mse": "mse", "mean_squared_error": "mse", "mae": "mae",
+          "mean_absolute_error": "mae", "binary_crossentropy": "binary_crossentropy",
+          "categorical_crossentropy": "categorical_crossentropy",
+          "sparse_categorical_crossentropy": "sparse_categorical_crossentropy"}
+METRICS = ("accuracy", "binary_accuracy", "categorical_accuracy",
+           "sparse_categorical_accuracy", "mae", "mse")
+EPSILON = 1e-7  # keras.config.epsilon()
+
+
+def loss_kind(loss) -> str | None:
+    """The canonical name of a loss given by name (None: a callable)."""
+    if callable(loss):
+        return None
+    if loss not in LOSSES:
+        raise InputError(f"loss: native models take {', '.join(LOSSES)} by name (or a callable "
+                         f"returned with the model), got {loss!r}")
+    return LOSSES[loss]
+
+
+def check_metric(metric: str) -> str:
+    if metric not in METRICS:
+        raise InputError(f"metric: native models compute {', '.join(METRICS)}, got {metric!r}")
+    return metric
+
+
+def host_metric(metric: str, loss: str | None, y_pred: np.ndarray, y_true: np.ndarray) -> float:
+    """The validation metric on the host (off the clock), as Keras's metric of that name
+    computes it ("accuracy" resolves by the loss, as `compile` resolves it)."""
+    y_pred = np.asarray(y_pred, np.float64)
+    y_true = np.asarray(y_true)
+    if metric == "accuracy":  # a callable loss: by the shapes (several outputs: a class)
+        metric = {"sparse_categorical_crossentropy": "sparse_categorical_accuracy",
+                  "categorical_crossentropy": "categorical_accuracy"}.get(loss)
+        if metric is None:
+            several = y_pred.ndim == 2 and y_pred.shape[1] > 1
+            metric = ("binary_accuracy" if not several else "sparse_categorical_accuracy"
+                      if y_true.size == len(y_true) else "categorical_accuracy")
+    if metric == "sparse_categorical_accuracy":
+        return float(np.mean(np.argmax(y_pred, -1) == y_true.reshape(len(y_true))))
+    if metric == "categorical_accuracy":
+        return float(np.mean(np.argmax(y_pred, -1) == np.argmax(y_true, -1)))
+    y_true = y_true.reshape(y_pred.shape).astype(np.float64)
+    if metric == "binary_accuracy":
+        return float(np.mean((y_pred > 0.5) == (y_true > 0.5)))
+    if metric == "mae":
+        return float(np.mean(np.abs(y_pred - y_true)))
+    return float(np.mean((y_pred - y_true) ** 2))
+
+
+def check_outputs(what: str, shape: tuple, rows: int, outputs: int) -> None:
+    """The model's outputs on `rows` rows must be (rows, outputs), or (rows,) for one output."""
+    if tuple(shape) not in ((rows, outputs), (rows,) if outputs == 1 else (rows, outputs)):
+        raise InputError(f"{what} gives outputs of shape {tuple(shape)} on {rows} rows, the data "
+                         f"needs ({rows}, {outputs})")
+
+
+def check_scalar(what: str, shape: tuple) -> None:
+    if tuple(shape) != ():
+        raise InputError(f"{what}: the loss must be a scalar (the mean over the batch), got "
+                         f"shape {tuple(shape)}")
+
+
+def initial_arrays(path, names: list[str], shapes: list[tuple], what: str) -> list[np.ndarray]:
+    """Initial parameters from an .npz: by the model's own parameter names, else positionally
+    as w0, w1, ... (the train study's weights.npz, Keras's get_weights order); shapes checked."""
+    from pathlib import Path
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"initial parameters: file '{path}' does not exist")
+    try:
+        with np.load(path) as archive:
+            stored = {name: archive[name] for name in archive.files}
+    except Exception as exc:
+        raise InputError(f"initial parameters: '{path}' is not an .npz file "
+                         f"({type(exc).__name__})") from None
+    if all(name in stored for name in names):
+        keys = names
+    elif all(f"w{i}" in stored for i in range(len(names))):
+        keys = [f"w{i}" for i in range(len(names))]
+    else:
+        raise InputError(f"initial parameters: '{path}' holds {sorted(stored)[:8]}; {what} needs "
+                         f"{names[:8]} (its parameter names) or w0..w{len(names) - 1}")
+    if len(stored) != len(names):
+        raise InputError(f"initial parameters: '{path}' holds {len(stored)} arrays, {what} has "
+                         f"{len(names)} parameters")
+    out = []
+    for key, name, shape in zip(keys, names, shapes, strict=True):
+        value = np.asarray(stored[key])
+        if tuple(value.shape) != tuple(shape):
+            raise InputError(f"initial parameters: '{path}' {key} has shape {value.shape}, "
+                             f"{what}'s {name} needs {tuple(shape)}")
+        if not np.isfinite(value).all():
+            raise InputError(f"initial parameters: '{path}' {key} has non-finite values")
+        out.append(value.astype(np.float32))
+    return out
+
+
+def describe(exc: BaseException) -> str:
+    """An exception as one line: its type and its message's first line (300 characters)."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:300]}" if text else type(exc).__name__

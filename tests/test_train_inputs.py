@@ -1,0 +1,354 @@
+"""The train study's inputs that used to be accepted without a word or ended in a traceback
+(issue 36), and its per-framework code as lookup tables (issue 35): each bad input is one line
+on stderr, exit 2 and nothing written; a failure inside Keras or its framework is one line and
+exit 1; what the study picked for the user (Keras's default learning rate) is said in the output
+and the row. The fast tests refuse before Keras is imported; the slow ones run the command in a
+fresh process (Keras picks its backend at import)."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from datasets.errors import InputError
+from study.__main__ import main as cli
+from study.sweep.grid import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+SPARSE = "sparse_categorical_crossentropy"
+
+MODELS = '''
+import sys
+import keras
+
+
+def exits(shape, outputs):
+    sys.exit(3)
+
+
+def logits(shape, outputs):
+    return keras.Sequential([keras.Input(shape=shape), keras.layers.Dense(8, activation="relu"),
+                             keras.layers.Dense(outputs)])
+
+
+def softmax(shape, outputs):
+    return keras.Sequential([keras.Input(shape=shape), keras.layers.Dense(8, activation="relu"),
+                             keras.layers.Dense(outputs, activation="softmax")])
+
+
+def dropout(shape, outputs):
+    return keras.Sequential([keras.Input(shape=shape), keras.layers.Dense(8, activation="relu"),
+                             keras.layers.Dropout(0.5),
+                             keras.layers.Dense(outputs, activation="softmax")])
+
+
+def batchnorm(shape, outputs):
+    return keras.Sequential([keras.Input(shape=shape), keras.layers.Dense(8),
+                             keras.layers.BatchNormalization(),
+                             keras.layers.Dense(outputs, activation="softmax")])
+
+
+class Boom(keras.layers.Layer):
+    def call(self, x, training=False):
+        if training:
+            raise ValueError("boom in a training step")
+        return x
+
+
+def fails_in_training(shape, outputs):
+    return keras.Sequential([keras.Input(shape=shape), Boom(),
+                             keras.layers.Dense(outputs, activation="softmax")])
+'''
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """Two-class data (.npz), the same with one class, and the models above."""
+    folder = tmp_path_factory.mktemp("inputs")
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(200, 4)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.int64)
+    np.savez(folder / "ok.npz", x_train=x[:160], y_train=y[:160], x_val=x[160:], y_val=y[160:])
+    (folder / "models.py").write_text(MODELS)
+    (folder / "a_folder.npz").mkdir()
+    (folder / "a_folder.keras").mkdir()
+    os.mkfifo(folder / "fifo.npz")
+    return folder
+
+
+def refused(args, words: str, code: int = 2) -> None:
+    """`study train ARGS` in this process: one line naming `words`, the code, nothing written."""
+    out = Path(args[args.index("--out") + 1]) if "--out" in args else None
+    import contextlib
+    import io
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        got = cli(["train", *args])
+    text = err.getvalue().strip()
+    assert got == code and len(text.splitlines()) == 1 and words in text, text
+    assert out is None or not out.exists()
+
+
+def base(files, tmp_path, *more):
+    return ["--model", f"{files}/models.py:softmax", "--data", str(files / "ok.npz"), "--loss",
+            SPARSE, "--out", str(tmp_path / "row.parquet"), *more]
+
+
+# ---- refused before Keras is imported ------------------------------------------------------------
+
+@pytest.mark.parametrize("more, words", [
+    (["--target", "val_loss=0.1", "--loop", "fit", "--optimizer", "lbfgs"],
+     "--loop fit times Keras's model.fit, which cannot run lbfgs"),
+    (["--target", "val_loss=0.1", "--loop", "fit", "--max-steps", "2"],
+     "--loop fit needs --max-steps of at least 3"),
+    (["--target", "val_loss=0.1", "--optimizer", "lbfgs", "--batch-size", "32"],
+     "lbfgs takes a full batch"),
+    (["--target", "val_accuracy=2"], "val_accuracy 2 is outside [0, 1]"),
+    (["--target", "val_loss=-1"], f"val_loss -1 is below 0, which {SPARSE} never goes"),
+    (["--target", "val_loss=0.1", "--features", "a", "b"], "unknown key 'features' (a .npz"),
+    (["--target", "val_loss=0.1", "--data-param", "validation_fraction=0.3"],
+     "unknown key 'validation_fraction' (a .npz"),
+    (["--target", "val_loss=0.1", "--backend", "mxnet"], "--backend: unknown 'mxnet'"),
+])
+def test_meaningless_options_are_refused_in_one_line(files, tmp_path, more, words):
+    refused(base(files, tmp_path, *more), words)
+
+
+@pytest.mark.parametrize("flag, name, words", [
+    ("--data", "a_folder.npz", "is a folder, not a file"),
+    ("--data", "fifo.npz", "is not a regular file"),
+    ("--model", "a_folder.keras", "is a folder, not a file"),
+    ("--cache", "ok.npz", "is a file, not a folder"),
+])
+def test_a_file_of_the_wrong_kind_is_one_line(files, tmp_path, flag, name, words):
+    args = base(files, tmp_path, "--target", "val_loss=0.1")
+    if flag in args:
+        args[args.index(flag) + 1] = str(files / name)
+    else:
+        args += [flag, str(files / name)]
+    refused(args, words)
+
+
+def test_a_framework_keras_has_no_backend_for_is_refused(monkeypatch):
+    from optimizers.backends import registry
+    from study.train.frameworks import KERAS_FRAMEWORKS, check_framework, pick
+
+    assert set(KERAS_FRAMEWORKS) <= set(registry.FRAMEWORKS)  # derived, not a second list
+    monkeypatch.setitem(registry.FRAMEWORKS, "cupy2", replace(registry.FRAMEWORKS["jax"],
+                                                              name="cupy2"))
+    with pytest.raises(InputError, match="the train study runs Keras, which has no cupy2 "
+                                         "backend; allowed: tensorflow, jax, torch"):
+        check_framework("cupy2", "--backend")
+    with pytest.raises(InputError, match="has no code for the framework 'cupy2'"):
+        pick({"jax": 1}, "cupy2", "the loop")
+
+
+def test_per_framework_code_is_one_table_per_concern_covering_every_framework():
+    """No if/else chain whose last branch runs PyTorch for any other name."""
+    from study.train import device, flat, steppers
+    from study.train.frameworks import KERAS_FRAMEWORKS
+
+    for table in (flat.VALUE_AND_GRAD, steppers.STEPPERS, device.GPU_SEEN, device.PLACED,
+                  device.SCOPES):
+        assert set(table) == set(KERAS_FRAMEWORKS)
+    for module in ("flat", "device", "steppers"):
+        source = (ROOT / "study" / "train" / f"{module}.py").read_text()
+        assert not any(f'== "{name}"' in source for name in KERAS_FRAMEWORKS), module
+    trainers = (ROOT / "study" / "train" / "trainers.py").read_text()
+    assert "optimizers.backends.numpy" not in trainers  # through the registry
+
+
+def test_the_test_knob_left_the_spec_schema_and_config():
+    from study.train.schema import SCHEMA
+    from study.train.spec import Spec
+
+    text = json.dumps({"study": "t", "model": "eve-mlp", "data": {"name": "eve-late-week"},
+                       "loss": "mse", "metric": "mae", "optimizer": "lbfgs",
+                       "hyperparameters": {}, "backend": "jax", "batch_size": 0,
+                       "eval_every": 0, "target": {}, "seed": 0, "eval_sleep": 0.0})
+    assert not hasattr(Spec.from_json(text), "eval_sleep")  # an older row's spec still reads
+    assert SCHEMA.kind_of("eval_sleep") is None
+
+
+# ---- the config ----------------------------------------------------------------------------------
+
+CONFIG = """
+kind = "train"
+name = "t"
+backends = ["jax"]
+[[problems]]
+model = "digits-cnn"
+data = { name = "digits" }
+loss = "sparse_categorical_crossentropy"
+metric = "accuracy"
+batch_size = 64
+target = TARGET
+[[optimizers]]
+name = "keras:Adam"
+learning_rate = 0.01
+"""
+
+
+def specs(text: str):
+    import tomllib
+
+    from study.train.config import expand_specs
+
+    return expand_specs(tomllib.loads(text), "t.toml", "t", 1)
+
+
+@pytest.mark.parametrize("target, words", [
+    ('{ metric = "val_loss", value = 0.3, mode = "max" }', "mode must be min for val_loss"),
+    ('{ metric = "val_accuracy", value = 2 }', r"val_accuracy 2 is outside \[0, 1\]"),
+    ('{ metric = "val_loss", value = -1 }', "is below 0"),
+])
+def test_a_target_the_metric_cannot_reach_is_refused(target, words):
+    with pytest.raises(ConfigError, match=words):
+        specs(CONFIG.replace("TARGET", target))
+    assert specs(CONFIG.replace("TARGET", '{ metric = "val_accuracy", value = 0.9 }'))
+
+
+def test_a_repeated_optimizer_block_and_the_old_test_knob_are_refused():
+    text = CONFIG.replace("TARGET", '{ metric = "val_loss", value = 0.3 }')
+    with pytest.raises(ConfigError, match="keras:Adam with .* is given twice"):
+        specs(text + '[[optimizers]]\nname = "keras:Adam"\nlearning_rate = 0.01\n')
+    with pytest.raises(ConfigError, match="unknown key 'eval_sleep'|eval_sleep"):
+        specs(text.replace("batch_size = 64", "batch_size = 64\neval_sleep = 0.5"))
+
+
+# ---- data and the model's outputs against the loss -----------------------------------------------
+
+def test_labels_of_one_class_and_a_single_value_array_are_refused(tmp_path):
+    from study.train.data import load_data
+    from study.train.model import outputs_for
+
+    with pytest.raises(InputError, match="all one class"):
+        outputs_for(SPARSE, np.zeros(20), np.zeros(5), "data")
+    with pytest.raises(InputError, match="all one class"):
+        outputs_for("binary_crossentropy", np.ones(20), np.zeros(5), "data")
+    with pytest.raises(InputError, match="one column per class"):
+        outputs_for("categorical_crossentropy", np.arange(10) % 2, np.ones(5), "data")
+    assert outputs_for(SPARSE + ":from_logits", np.arange(20) % 3, np.zeros(5), "data") == 3
+    rng = np.random.default_rng(0)
+    ok = {"x_train": rng.normal(size=(20, 3)), "y_train": np.arange(20) % 2,
+          "x_val": rng.normal(size=(5, 3)), "y_val": np.arange(5) % 2}
+    for name, value, words in [("x_train", np.array(3.0), "x_train is a single value"),
+                               ("x_train", np.ones((1, 3)), "x_train has one row")]:
+        np.savez(tmp_path / "d.npz", **{**ok, name: value,
+                                        **({"y_train": np.zeros(1)} if len(np.shape(value))
+                                           else {})})
+        with pytest.raises(InputError, match=words):
+            load_data({"path": str(tmp_path / "d.npz")})
+
+
+def test_outputs_that_are_not_probabilities_are_refused_naming_the_fix():
+    from study.train.model import check_outputs
+
+    logits = np.array([[-1.2, 2.9], [0.3, 0.1]])
+    with pytest.raises(InputError, match=f"end the model with a softmax, or give the loss as "
+                                         f"'{SPARSE}:from_logits'"):
+        check_outputs(SPARSE, logits, "model 'm'")
+    with pytest.raises(InputError, match="a sigmoid"):
+        check_outputs("binary_crossentropy", np.array([[1.5], [0.2]]), "model 'm'")
+    check_outputs(SPARSE, np.array([[0.2, 0.8], [0.5, 0.5]]), "model 'm'")  # probabilities
+    check_outputs(SPARSE + ":from_logits", logits, "model 'm'")  # logits, said so
+    check_outputs("mse", logits, "model 'm'")  # any values
+
+
+# ---- the engine: older code noted, a dry run's time estimate -------------------------------------
+
+def test_a_folder_measured_by_older_code_is_noted():
+    from study.results import changed_since, older_code_note
+    from study.sweep.fingerprint import manifest
+
+    now = manifest(["study/train/loop.py"])["study/train/loop.py"]
+    versions = {"study/train/loop.py": {now}, "study/train/spec.py": {"0" * 16},
+                "study/train/gone.py": {"1" * 16}}
+    changed = changed_since(versions)
+    assert changed == ("study/train/gone.py", "study/train/spec.py")
+    note = older_code_note(changed, "results/train")
+    assert "measured by older code, study/train/gone.py, study/train/spec.py now differ" in note
+    assert older_code_note((), "results/train") == ""
+
+
+def test_a_dry_run_estimates_the_time_from_this_machines_past_runs(tmp_path, capsys):
+    from study.sweep.grid import load_study
+
+    config = tmp_path / "t.toml"
+    config.write_text(CONFIG.replace("TARGET", '{ metric = "val_loss", value = 0.3 }'))
+    study = load_study(str(config))
+    out = tmp_path / "results"
+    out.mkdir()
+    first = study.specs[0]
+    pd.DataFrame([{"run_id": first.run_id, "spec": first.to_json(), "wall_seconds": 120.0,
+                   "worker_host": socket.gethostname()},
+                  {"run_id": "elsewhere", "spec": "{}", "wall_seconds": 9999.0,
+                   "worker_host": "another-machine"}]).to_parquet(out / "runs.parquet")
+    assert cli(["run", str(config), "--dry-run", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert len(study.specs) == 1 and "time estimate: about 2 min for 1 runs" in text, text
+    assert cli(["run", str(config), "--dry-run", "--out", str(tmp_path / "none")]) == 0
+    assert "time estimate: none (no past runs of this machine" in capsys.readouterr().out
+
+
+# ---- in a fresh process, with Keras -------------------------------------------------------------
+
+def train(files, tmp_path, *args):
+    """`python -m study train` in a fresh process: (code, stderr, stdout, the row or None)."""
+    out = tmp_path / "row.parquet"
+    loss = [] if "--loss" in args else ["--loss", SPARSE]
+    done = subprocess.run([sys.executable, "-m", "study", "train", "--data", str(files / "ok.npz"),
+                           *loss, *args, "--out", str(out)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)
+    row = pd.read_parquet(out).iloc[0] if out.exists() else None
+    return done.returncode, done.stderr.strip(), done.stdout, row
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model, args, words", [
+    ("exits", [], "failed to build: SystemExit: 3"),
+    ("logits", ["--backend", "tensorflow"], f"but {SPARSE} expects probabilities: end the model "
+                                             f"with a softmax, or give the loss as '{SPARSE}"
+                                             ":from_logits'"),
+    ("logits", ["--backend", "jax"], f"but {SPARSE} expects probabilities"),
+    ("dropout", ["--optimizer", "lbfgs", "--backend", "jax"],
+     "lbfgs needs a deterministic training objective, but the model has Dropout"),
+    ("batchnorm", ["--optimizer", "lbfgs", "--backend", "torch"],
+     "the model has BatchNormalization"),
+    ("softmax", ["--batch-size", "1000000000000"], "is more than the 160 training rows"),
+    ("softmax", ["--target", "val_loss=5"], "the initial weights already meet the target"),
+])
+def test_what_used_to_train_or_end_in_a_traceback_is_one_line(files, tmp_path, model, args,
+                                                               words):
+    target = [] if "--target" in args else ["--target", "val_loss=0.1"]
+    code, err, _, row = train(files, tmp_path, "--model", f"{files}/models.py:{model}",
+                              "--max-steps", "5", *target, *args)
+    assert code == 2 and len(err.splitlines()) == 1 and words in err, err
+    assert row is None
+
+
+@pytest.mark.slow
+def test_a_failure_inside_keras_is_one_line_and_exit_1(files, tmp_path):
+    code, err, _, row = train(files, tmp_path, "--model", f"{files}/models.py:fails_in_training",
+                              "--target", "val_loss=0.1", "--max-steps", "5")
+    assert code == 1 and len(err.splitlines()) == 1 and "boom in a training step" in err, err
+    assert row is None
+
+
+@pytest.mark.slow
+def test_logits_train_with_from_logits_and_a_default_rate_is_said(files, tmp_path):
+    code, err, out, row = train(files, tmp_path, "--model", f"{files}/models.py:logits",
+                                "--loss", f"{SPARSE}:from_logits", "--optimizer", "keras:SGD",
+                                "--target", "val_loss=0.01", "--max-steps", "20")
+    assert code == 0, err
+    assert "learning_rate 0.01 (Keras's default for SGD: none was given)" in out
+    assert row["default_learning_rate"] == pytest.approx(0.01) and row["steps"] == 20
+    assert row["loss"] == f"{SPARSE}:from_logits" and np.isfinite(row["train_loss"])
