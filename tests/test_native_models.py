@@ -1,0 +1,388 @@
+"""Native models (study.train.workload and its adapters): a PyTorch module, an Equinox module and
+a pure-JAX pair each reach an explicit target with their own framework's optimizer and with our
+L-BFGS; the shipped native examples load the Keras example's weights from one .npz and give its
+validation loss; no host read inside a JAX segment (the transfer guard) or in a torch:SGD
+segment (counted); bad native models and optimizers are one line (an InputError), nothing
+written."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from datasets.errors import InputError
+from study.train.data import load_data
+from study.train.loop import epoch_batches
+from study.train.native_load import check_backend, load, workload
+from study.train.native_optimizers import check_name, make_submission
+from study.train.native_run import train
+from study.train.workload import WorkloadStepper
+
+ROOT = Path(__file__).resolve().parents[1]
+SPARSE = "sparse_categorical_crossentropy"
+pytest.importorskip("torch")
+pytest.importorskip("optax")
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return load_data({"name": "digits"})
+
+
+@pytest.fixture(scope="module")
+def small():
+    """A small regression set: y = x @ a + 0.5 (3 features), for the bad-input tests."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(200, 3)).astype(np.float32)
+    y = (x @ np.array([1.0, -2.0, 0.5], np.float32) + 0.5).astype(np.float32)
+    return {"x_train": x[:150], "y_train": y[:150], "x_val": x[150:], "y_val": y[150:]}
+
+
+def run(model, arrays, optimizer, hp=None, **kwargs):
+    options = {"loss": SPARSE, "metric": "accuracy", "batch_size": 64, "seed": 0,
+               "target": ("val_loss", 0.35, "min"), "max_steps": 1500, **kwargs}
+    return train(model, arrays, optimizer=optimizer, hyperparameters=hp or {}, **options)
+
+
+# ---- each kind of native model reaches an explicit target, with its library and with lbfgs -----
+
+CASES = [("digits-cnn-torch", "torch:Adam", {"lr": 0.01}),
+         ("digits-cnn-torch", "lbfgs", {}),
+         ("digits-cnn-jax", "optax:adam", {"learning_rate": 0.01}),
+         ("digits-cnn-jax", "lbfgs", {"history": 10})]
+
+
+@pytest.mark.parametrize("model,optimizer,hp", CASES, ids=[f"{m}-{o}" for m, o, _ in CASES])
+def test_reaches_target(digits, model, optimizer, hp):
+    record = run(model, digits, optimizer, hp)
+    assert record["status"] == "reached", record["message"]
+    assert record["val_loss"] <= 0.35 and record["steps_to_target"] == record["steps"]
+    assert record["seconds_to_target"] is not None and record["setup_seconds"] is not None
+    assert record["framework"] == model.rsplit("-", 1)[1]
+    assert record["trace"][0]["step"] == 0 and record["initial_val_loss"] > 2.0
+    assert record["parameters"] == 3 * 3 * 6 + 6 + 54 * 10 + 10
+
+
+@pytest.mark.parametrize("optimizer,hp", [("optax:adam", {"learning_rate": 0.01}),
+                                          ("lbfgs", {})])
+def test_equinox_reaches_target(digits, optimizer, hp):
+    pytest.importorskip("equinox")
+    record = run("digits-cnn-equinox", digits, optimizer, hp)
+    assert record["status"] == "reached", record["message"]
+    assert record["model_kind"] == "equinox"
+    # the same parameters as the pure-JAX pair (the same key, the same draws): the same run
+    pair = run("digits-cnn-jax", digits, optimizer, hp)
+    assert pair["steps"] == record["steps"]
+    assert record["val_loss"] == pytest.approx(pair["val_loss"], rel=1e-4)
+
+
+def test_user_files_with_their_own_loss(tmp_path, small):
+    """A user's torch module with a torch.nn loss, and a pure-JAX pair with an optax-style loss
+    callable, from file.py:function, to an explicit target."""
+    (tmp_path / "mine.py").write_text(textwrap.dedent('''
+        def torch_linear(input_shape, outputs):
+            import torch
+            return torch.nn.Linear(input_shape[0], outputs), torch.nn.MSELoss()
+
+        def jax_linear(input_shape, outputs):
+            import jax, jax.numpy as jnp
+            def init(key):
+                return {"w": jax.random.normal(key, (input_shape[0], outputs)) * 0.1,
+                        "b": jnp.zeros(outputs)}
+            def apply(params, x):
+                return x @ params["w"] + params["b"]
+            def loss(out, y):
+                return jnp.mean((out - y) ** 2)  # labels come shaped as the outputs
+            return init, apply, loss
+    '''))
+    for function, optimizer, hp in [("torch_linear", "torch:SGD", {"lr": 0.1}),
+                                    ("torch_linear", "lbfgs", {}),
+                                    ("torch_linear", "torch:LBFGS", {"max_iter": 1}),
+                                    ("jax_linear", "optax:sgd", {"learning_rate": 0.1}),
+                                    ("jax_linear", "optax:lbfgs", {}),
+                                    ("jax_linear", "lbfgs", {})]:
+        record = run(f"{tmp_path / 'mine.py'}:{function}", small, optimizer, hp, loss="mse",
+                     metric="mae", target=("val_loss", 1e-3, "min"), batch_size=32,
+                     eval_every=5)
+        assert record["status"] == "reached", (function, optimizer, record["message"])
+
+
+def test_equinox_layers_per_example_with_seed(tmp_path, small):
+    """An Equinox model of its own layers (each taking one example), built from the seed it is
+    given: vmapped over the batch, trained to a target by optax and by lbfgs."""
+    pytest.importorskip("equinox")
+    (tmp_path / "eqx_model.py").write_text(textwrap.dedent('''
+        def build(input_shape, outputs, seed=0):
+            import equinox as eqx, jax
+            return eqx.nn.Linear(input_shape[0], outputs, key=jax.random.key(seed))
+    '''))
+    for optimizer, hp in [("optax:sgd", {"learning_rate": 0.1}), ("lbfgs", {})]:
+        record = run(f"{tmp_path / 'eqx_model.py'}:build", small, optimizer, hp, loss="mse",
+                     metric="mae", target=("val_loss", 1e-3, "min"), batch_size=32,
+                     eval_every=5)
+        assert record["status"] == "reached", (optimizer, record["message"])
+        assert record["model_kind"] == "equinox" and record["parameters"] == 4
+
+
+@pytest.mark.parametrize("function,optimizer,hp", [("jax_ok", "optax:sgd", {"learning_rate": 1e3}),
+                                                   ("torch_ok", "torch:SGD", {"lr": 1e3})])
+def test_diverged(tmp_path, small, function, optimizer, hp):
+    (tmp_path / "bad.py").write_text(BAD)
+    record = run(f"{tmp_path / 'bad.py'}:{function}", small, optimizer, hp, loss="mse",
+                 metric="mae", target=("val_loss", 1e-6, "min"), eval_every=5, max_steps=500)
+    assert record["status"] == "diverged", record["message"]
+
+
+def test_torch_logits_with_cross_entropy(tmp_path, digits):
+    """A torch module giving logits with torch.nn.CrossEntropyLoss (class indices as labels):
+    the accuracy is the class one, and the target on it is reached."""
+    (tmp_path / "logits.py").write_text(textwrap.dedent('''
+        def build(input_shape, outputs):
+            import torch
+            return (torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, outputs)),
+                    torch.nn.CrossEntropyLoss())
+    '''))
+    record = run(f"{tmp_path / 'logits.py'}:build", digits, "torch:Adam", {"lr": 0.01},
+                 loss=None, target=("val_accuracy", 0.9, "max"))
+    assert record["status"] == "reached", record["message"]
+    assert record["val_metric"] >= 0.9
+
+
+def test_initial_npz_by_name_and_seed(tmp_path, digits):
+    """Initial parameters from an .npz by the model's own names; without one, the seed."""
+    native = load("digits-cnn-jax", (8, 8, 1), 10, seed=3)
+    work = workload(native, digits, SPARSE, "accuracy", seed=3)
+    params = work.init_parameters()
+    np.savez(tmp_path / "named.npz", **{name: np.asarray(p) * 0.5 for name, p in
+                                        zip(work.names, params, strict=True)})
+    halved = workload(native, digits, SPARSE, "accuracy", initial=tmp_path / "named.npz")
+    assert np.allclose(halved.to_flat(halved.init_parameters()), 0.5 * work.to_flat(params))
+    again = workload(load("digits-cnn-jax", (8, 8, 1), 10, seed=3), digits, SPARSE,
+                     "accuracy", seed=3)
+    assert np.array_equal(again.to_flat(again.init_parameters()), work.to_flat(params))
+    torch_a = workload(load("digits-cnn-torch", (8, 8, 1), 10, seed=1), digits, SPARSE,
+                       "accuracy")
+    torch_b = workload(load("digits-cnn-torch", (8, 8, 1), 10, seed=1), digits, SPARSE,
+                       "accuracy")
+    assert np.array_equal(torch_a.to_flat(torch_a.init_parameters()),
+                          torch_b.to_flat(torch_b.init_parameters()))
+
+
+KERAS_WEIGHTS = textwrap.dedent('''
+    import json, sys
+    import numpy as np
+    import keras
+    from study.train.data import load_data
+    from study.train.examples import MODELS
+    from study.train.model import loss_object
+    arrays = load_data({"name": "digits"})
+    keras.utils.set_random_seed(0)
+    model = MODELS["digits-cnn"]((8, 8, 1), 10)
+    weights = model.get_weights()
+    np.savez(sys.argv[1], **{f"w{i}": w for i, w in enumerate(weights)})
+    loss = loss_object("sparse_categorical_crossentropy")
+    value = keras.ops.convert_to_numpy(loss(arrays["y_val"], model(arrays["x_val"])))
+    print(json.dumps({"val_loss": float(value)}))
+''')
+
+
+def test_one_npz_for_keras_torch_and_jax(tmp_path, digits):
+    """The Keras example's weights (w0..w3, get_weights order, drawn by Keras's NumPy backend)
+    load into the native PyTorch, JAX and Equinox examples, which give Keras's validation loss
+    to the train study's tolerance (1e-4 relative): the same instance in three frameworks."""
+    path = tmp_path / "weights.npz"
+    env = {**os.environ, "KERAS_BACKEND": "numpy", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", KERAS_WEIGHTS, str(path)], capture_output=True,
+                          text=True, env=env, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    reference = json.loads(done.stdout.strip().splitlines()[-1])["val_loss"]
+    models = ["digits-cnn-torch", "digits-cnn-jax"]
+    try:
+        import equinox  # noqa: F401
+
+        models.append("digits-cnn-equinox")
+    except ImportError:
+        pass
+    for name in models:
+        work = workload(load(name, (8, 8, 1), 10), digits, SPARSE, "accuracy", initial=path)
+        value = work.evaluate(work.init_parameters())["val_loss"]
+        assert value == pytest.approx(reference, rel=1e-4), name
+
+
+# ---- no host read inside a segment ------------------------------------------------------------
+
+def test_jax_segment_reads_nothing(digits):
+    import jax
+
+    native = load("digits-cnn-jax", (8, 8, 1), 10)
+    work = workload(native, digits, SPARSE, "accuracy")
+    rows, _ = epoch_batches(len(digits["x_train"]), 64, 0)
+    stepper = WorkloadStepper(work, make_submission("optax:adam", {"learning_rate": 0.01},
+                                                    "jax"), rows)
+    stepper.read(stepper.run(stepper.prepare(0, 1)))  # compiles
+    prepared = stepper.prepare(1, 20)
+    with jax.transfer_guard_device_to_host("disallow"):
+        value = stepper.run(prepared)
+    assert np.isfinite(stepper.read(value))
+
+
+def test_torch_segment_reads_nothing(digits, monkeypatch):
+    import torch
+
+    reads = []
+    for name in ("item", "tolist", "numpy", "cpu", "__float__", "__bool__", "__int__"):
+        original = getattr(torch.Tensor, name)
+
+        def counting(*args, _original=original, _name=name, **kwargs):
+            reads.append(_name)
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(torch.Tensor, name, counting)
+    native = load("digits-cnn-torch", (8, 8, 1), 10)
+    work = workload(native, digits, SPARSE, "accuracy")
+    rows, _ = epoch_batches(len(digits["x_train"]), 64, 0)
+    stepper = WorkloadStepper(work, make_submission("torch:SGD", {"lr": 0.05}, "torch"), rows)
+    prepared = stepper.prepare(0, 10)
+    reads.clear()
+    value = stepper.run(prepared)
+    assert reads == []
+    assert np.isfinite(stepper.read(value))
+
+
+# ---- bad native models and optimizers: one line each, nothing written -------------------------
+
+BAD = textwrap.dedent('''
+    def no_parameters(input_shape, outputs):
+        import torch
+        return torch.nn.Softmax(-1)
+
+    def wrong_outputs(input_shape, outputs):
+        import torch
+        return torch.nn.Linear(input_shape[0], outputs + 2)
+
+    def per_row_loss(input_shape, outputs):
+        import torch
+        return torch.nn.Linear(input_shape[0], outputs), torch.nn.MSELoss(reduction="none")
+
+    def jax_no_parameters(input_shape, outputs):
+        return (lambda key: {}), (lambda params, x: x)
+
+    def jax_wrong_outputs(input_shape, outputs):
+        import jax.numpy as jnp
+        return (lambda key: [jnp.ones((input_shape[0], 3))]), (lambda p, x: x @ p[0])
+
+    def jax_per_row_loss(input_shape, outputs):
+        import jax.numpy as jnp
+        return ((lambda key: [jnp.ones((input_shape[0], 1))]), (lambda p, x: x @ p[0]),
+                (lambda out, y: (out[:, 0] - y) ** 2))
+
+    def jax_not_float(input_shape, outputs):
+        return (lambda key: ["w"]), (lambda p, x: x)
+
+    def not_a_model(input_shape, outputs):
+        return "a string"
+
+    def fails(input_shape, outputs):
+        raise RuntimeError("broken\\nsecond line")
+
+    def torch_ok(input_shape, outputs):
+        import torch
+        return torch.nn.Linear(input_shape[0], outputs)
+
+    def jax_ok(input_shape, outputs):
+        import jax.numpy as jnp
+        return (lambda key: [jnp.zeros((input_shape[0], 1))]), (lambda p, x: x @ p[0])
+''')
+
+REFUSALS = [
+    ("no_parameters", "lbfgs", {}, "has no trainable parameters"),
+    ("wrong_outputs", "torch:Adam", {}, "gives outputs of shape (2, 3)"),
+    ("per_row_loss", "torch:Adam", {}, "the loss must be a scalar"),
+    ("jax_no_parameters", "optax:adam", {"learning_rate": 0.1}, "has no trainable parameters"),
+    ("jax_wrong_outputs", "optax:adam", {"learning_rate": 0.1}, "gives outputs of shape (2, 3)"),
+    ("jax_per_row_loss", "lbfgs", {}, "the loss must be a scalar"),
+    ("jax_not_float", "lbfgs", {}, "is not a float array"),
+    ("not_a_model", "lbfgs", {}, "did not give a model"),
+    ("fails", "lbfgs", {}, "failed to build: RuntimeError: broken"),
+    ("torch_ok", "optax:adam", {"learning_rate": 0.1}, "is an optax (JAX) optimizer"),
+    ("torch_ok", "keras:Adam", {}, "is a Keras optimizer (for Keras models)"),
+    ("jax_ok", "torch:Adam", {}, "is a PyTorch optimizer"),
+    ("jax_ok", "sgd", {}, "unknown 'sgd'"),
+    ("torch_ok", "torch:Adamm", {}, "unknown torch optimizer 'Adamm'"),
+    ("torch_ok", "torch:Adam", {"learning_rate": 0.1}, "has no parameter 'learning_rate'"),
+    ("torch_ok", "torch:Adam", {"lr": -1.0}, "lr must be in (0, inf)"),
+    ("jax_ok", "optax:adamm", {}, "unknown optax optimizer 'adamm'"),
+    ("jax_ok", "optax:adam", {}, "optax:adam needs learning_rate"),
+    ("jax_ok", "optax:adam", {"lr": 0.1}, "has no parameter 'lr'"),
+    ("jax_ok", "optax:adam", {"learning_rate": 0.1, "b1": 1.5}, "b1 must be in [0, 1)"),
+    ("jax_ok", "optax:tree_map_params", {"learning_rate": 0.1}, "optax:tree_map_params"),
+    ("jax_ok", "lbfgs", {"memory": 3}, "lbfgs takes history only"),
+]
+
+
+@pytest.mark.parametrize("function,optimizer,hp,words", REFUSALS,
+                         ids=[f"{f}-{o}" for f, o, _, _ in REFUSALS])
+def test_refused_in_one_line(tmp_path, small, function, optimizer, hp, words):
+    (tmp_path / "bad.py").write_text(BAD)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    with pytest.raises(InputError) as caught:
+        run(f"{tmp_path / 'bad.py'}:{function}", small, optimizer, hp, loss="mse",
+            metric="mae", target=("val_loss", 0.1, "min"), max_steps=5)
+    message = str(caught.value)
+    assert "\n" not in message and words in message, message
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "__pycache__") == before
+
+
+def test_other_refusals(tmp_path, small, digits):
+    (tmp_path / "bad.py").write_text(BAD)
+    native = load(f"{tmp_path / 'bad.py'}:torch_ok", (3,), 1)
+    with pytest.raises(InputError, match="runs on torch only, not jax; a native model compares"):
+        check_backend(native, "jax")
+    check_backend(native, "torch")
+    with pytest.raises(InputError, match="loss: native models take"):
+        workload(native, small, "huber_loss_of_mine", "mae")
+    with pytest.raises(InputError, match="metric: native models compute"):
+        workload(native, small, "mse", "auc")
+    with pytest.raises(InputError, match="does not exist"):
+        workload(native, small, "mse", "mae", initial=tmp_path / "none.npz")
+    np.savez(tmp_path / "wrong.npz", w0=np.zeros((2, 2)), w1=np.zeros(1))
+    with pytest.raises(InputError, match="w0 has shape"):
+        workload(native, small, "mse", "mae", initial=tmp_path / "wrong.npz")
+    with pytest.raises(InputError, match="target metric 'val_auc'"):
+        run(f"{tmp_path / 'bad.py'}:torch_ok", small, "lbfgs", loss="mse", metric="mae",
+            target=("val_auc", 0.9, "max"))
+    with pytest.raises(InputError, match="do not fit"):
+        run(f"{tmp_path / 'bad.py'}:torch_ok", digits, "lbfgs")
+    with pytest.raises(InputError, match="batch_size 151 is more than the 150"):
+        run(f"{tmp_path / 'bad.py'}:torch_ok", small, "torch:SGD", {"lr": 0.1}, loss="mse",
+            metric="mae", batch_size=151)
+    with pytest.raises(InputError, match="the initial weights already meet the target"):
+        run(f"{tmp_path / 'bad.py'}:torch_ok", small, "torch:SGD", {"lr": 0.1}, loss="mse",
+            metric="mae", target=("val_loss", 1e9, "min"))
+    with pytest.raises(InputError, match="native models run on torch, jax, not 'tensorflow'"):
+        make_submission("lbfgs", {}, "tensorflow")
+    with pytest.raises(InputError, match="unknown 'adam'"):
+        check_name("adam")
+    check_name("optax:adam")
+    assert load("digits-cnn", (8, 8, 1), 10) is None  # a shipped Keras example: Keras's path
+    assert load("model.keras", (8, 8, 1), 10) is None
+
+
+def test_keras_function_is_left_to_keras(tmp_path):
+    """A file.py:function returning a Keras model gives None (the Keras path runs it)."""
+    (tmp_path / "k.py").write_text(textwrap.dedent('''
+        def build(input_shape, outputs):
+            import keras
+            return keras.Sequential([keras.Input(shape=input_shape), keras.layers.Dense(outputs)])
+    '''))
+    code = ("import sys; from study.train.native_load import load; "
+            f"print(load({str(tmp_path / 'k.py') + ':build'!r}, (3,), 1))")
+    env = {**os.environ, "KERAS_BACKEND": "numpy", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                          cwd=ROOT, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip().splitlines()[-1] == "None", done.stderr
