@@ -24,9 +24,8 @@ ENGINE := $(wildcard datasets/*.py optimizers/*.py optimizers/backends/*.py) $(S
 FEEDMODE := $(SWEEP) optimizers/backends/registry.py $(filter-out $(addprefix study/feedmode/,\
 	figures.py report.py summary.py),$(wildcard study/feedmode/*.py))
 TRAIN := $(SWEEP) $(wildcard datasets/*.py optimizers/*.py optimizers/backends/*.py) \
-	study/regression/tuning.py $(addprefix study/train/,config.py data.py examples.py flat.py \
-	initial.py loop.py measure.py model.py plugin.py rounds.py schema.py spec.py trainers.py \
-	warm.py warm_jax.py warm_tensorflow.py warm_torch.py)
+	$(filter-out $(addprefix study/train/,command.py figures.py report.py summary.py),\
+	$(wildcard study/train/*.py))
 
 # What draws the figures and writes the report from results.
 READ := study/results.py study/figures.py

@@ -12,7 +12,8 @@ per iteration, taken at the iterate whose loss the stopping rules see:
 step="fixed" takes learning_rate and momentum; step="textbook" takes the optimal constants for a
 mu-strongly convex, L-smooth quadratic from the Hessian's extreme eigenvalues (setup, one pass
 over X):
-  heavy ball: lr = 4 / (sqrt(L) + sqrt(mu))^2, beta = ((sqrt(L) - sqrt(mu)) / (sqrt(L) + sqrt(mu)))^2,
+  heavy ball: lr = 4 / (sqrt(L) + sqrt(mu))^2,
+              beta = ((sqrt(L) - sqrt(mu)) / (sqrt(L) + sqrt(mu)))^2,
               converging like ((sqrt(kappa) - 1) / (sqrt(kappa) + 1))^k;
   Nesterov:   lr = 1 / L, beta = (sqrt(L) - sqrt(mu)) / (sqrt(L) + sqrt(mu)),
               converging like (1 - 1/sqrt(kappa))^k;

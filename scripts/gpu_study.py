@@ -48,8 +48,8 @@ def frameworks_with_gpu() -> list[str]:
         if importlib.util.find_spec(name) is None:
             continue
         try:
-            out = subprocess.run([sys.executable, "-c", FRAMEWORKS[name].gpu_count], capture_output=True,
-                                 text=True, timeout=300, cwd=ROOT)
+            out = subprocess.run([sys.executable, "-c", FRAMEWORKS[name].gpu_count],
+                                 capture_output=True, text=True, timeout=300, cwd=ROOT)
             if out.returncode == 0 and int(out.stdout.strip().splitlines()[-1]) > 0:
                 seen.append(name)
         except (OSError, subprocess.SubprocessError, ValueError, IndexError):

@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from study.paired import compare  # noqa: E402
 from study.regression.labels import label_runs  # noqa: E402
 from study.regression.summary import INSTANCE_COLUMNS, time_to_target  # noqa: E402
-from study.regression.tuning import measured_runs  # noqa: E402
+from study.sweep.tuning import measured_runs  # noqa: E402
 
 
 def bootstrap_median(a: pd.DataFrame, b: pd.DataFrame, value: str, resamples=2000, seed=0):

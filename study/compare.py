@@ -71,7 +71,7 @@ def measurements(results: Results) -> tuple[pd.DataFrame, list[str], dict[str, s
                                 "time per step (target reached in neither)": "per_step"}
     from study.regression.labels import label_runs
     from study.regression.summary import INSTANCE_COLUMNS, time_to_target
-    from study.regression.tuning import measured_runs
+    from study.sweep.tuning import measured_runs
 
     rows = label_runs(measured_runs(runs))
     per_iteration = rows["seconds_per_iteration"].where(rows["iterations"] > 0)

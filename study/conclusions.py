@@ -77,7 +77,7 @@ def _paired(id: str, question: str, lead: str, c: Comparison, a: str, b: str, qu
 # ---- the regression studies -------------------------------------------------------------------
 
 def _measured(runs: pd.DataFrame) -> pd.DataFrame:
-    from study.regression.tuning import measured_runs
+    from study.sweep.tuning import measured_runs
 
     runs = measured_runs(runs)
     return runs[runs["status"] != "skipped"]

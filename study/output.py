@@ -149,3 +149,9 @@ def write_parquet_atomic(frame: pd.DataFrame, path) -> None:
 
 def write_text_atomic(text: str, path) -> None:
     write_atomic(path, text_writer(text))
+
+
+def trace_path(out) -> str:
+    """The trace table written beside a one-run command's `--out` table."""
+    out = str(out)
+    return (out[: -len(".parquet")] if out.endswith(".parquet") else out) + ".trace.parquet"

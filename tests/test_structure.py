@@ -1,5 +1,6 @@
 """The code's structure: no import cycles (function-level imports included: a cycle hidden in
-one is still a cycle), and every registered study plugin provides what the engine calls."""
+one is still a cycle), no study importing another, studies reaching a framework's backend only
+through the registry, and every registered study plugin provides what the engine calls."""
 
 from __future__ import annotations
 
@@ -77,6 +78,52 @@ def test_no_import_cycles():
     graph = module_graph()
     assert len(graph) > 80 and "optimizers.driver" in graph["optimizers.backends.numpy"]
     assert cycles(graph) == []
+
+
+STUDY_PACKAGES = ("study.regression", "study.feedmode", "study.train")
+
+
+def package_of(module: str, packages) -> str | None:
+    return next((p for p in packages if module == p or module.startswith(p + ".")), None)
+
+
+def test_no_study_imports_another():
+    """What two studies share lives in a shared module (study.sweep, study.cli, study.output),
+    so a study can change, or go, without breaking another."""
+    crossings = sorted(f"{module} -> {target}" for module, targets in module_graph().items()
+                       for target in targets
+                       if package_of(module, STUDY_PACKAGES)
+                       and package_of(target, STUDY_PACKAGES) not in (None,
+                                                                      package_of(module,
+                                                                                 STUDY_PACKAGES)))
+    assert crossings == []
+
+
+def test_studies_reach_a_backend_only_through_the_registry():
+    """A study names a backend and asks optimizers.backends.registry for it; importing a backend
+    module directly would tie the study to that framework. The exceptions are the study's own
+    framework modules, which the registry's framework entry names (a feed-mode module, a warm
+    module): they are that framework's part of the study. (study.bench is no study: it measures
+    the backends themselves against hand-written loops.)"""
+    from optimizers.backends.registry import BACKENDS, FRAMEWORKS
+
+    backend_modules = {b.module for b in BACKENDS.values()} | {"optimizers.backends.tf1"}
+    framework_modules = {m for f in FRAMEWORKS.values()
+                         for m in (f.feedmode, f.warm, (f.flat or "").partition(":")[0]) if m}
+    direct = sorted(f"{module} -> {target}" for module, targets in module_graph().items()
+                    if package_of(module, STUDY_PACKAGES) and module not in framework_modules
+                    for target in targets & backend_modules)
+    assert direct == []
+
+
+def test_the_structure_tests_find_what_they_look_for(monkeypatch):
+    graph = {"study.train.a": {"study.regression.b", "optimizers.backends.torch"},
+             "study.regression.b": set()}
+    monkeypatch.setattr(__import__(__name__), "module_graph", lambda: graph)
+    with pytest.raises(AssertionError):
+        test_no_study_imports_another()
+    with pytest.raises(AssertionError):
+        test_studies_reach_a_backend_only_through_the_registry()
 
 
 @pytest.mark.parametrize("kind", ["regression", "feedmode"])

@@ -15,8 +15,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from optimizers.backends.registry import gpu_nodes_present
 from study.__main__ import main as cli
-from study.regression.regress import gpu_device_nodes
 from study.sweep.grid import parse_study
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -144,7 +144,7 @@ def test_the_loop_reads_nothing_inside_a_segment_and_trains_as_fit_does(backend)
 # ---- the device axis ----------------------------------------------------------------------------
 
 def test_a_gpu_run_without_a_gpu_is_refused_in_one_line(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr("study.train.command.gpu_device_nodes", lambda: False)
+    monkeypatch.setattr("optimizers.backends.registry.gpu_nodes_present", lambda *a: False)
     out = tmp_path / "out.parquet"
     code = cli(["train", "--model", "digits-cnn", "--data", "digits", "--target",
                 "val_loss=0.3", "--device", "gpu", "--out", str(out)])
@@ -182,7 +182,7 @@ learning_rate = 0.01
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(gpu_device_nodes(), reason="this machine has a GPU: the run would use it")
+@pytest.mark.skipif(gpu_nodes_present(), reason="this machine has a GPU: the run would use it")
 def test_a_sweeps_gpu_runs_are_skipped_with_the_reason_where_there_is_none(tmp_path, capsys):
     """The engine skips them (no row: a machine with a GPU runs them later) and says why."""
     (tmp_path / "devices.toml").write_text(DEVICES)

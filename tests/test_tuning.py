@@ -1,4 +1,4 @@
-"""The learning-rate tuning protocol (study/regression/tuning.py): the choice, the config, and
+"""The learning-rate tuning protocol (study/sweep/tuning.py): the choice, the config, and
 a real sweep in which only one rate of the grid converges."""
 
 import json
@@ -9,9 +9,9 @@ import pytest
 
 from study.regression.report import tuning_blocks
 from study.regression.summary import summarize
-from study.regression.tuning import NO_RATE, choose, measured_runs
 from study.sweep.grid import ConfigError, parse_study
 from study.sweep.runner import run_study
+from study.sweep.tuning import NO_RATE, choose, measured_runs
 
 
 def row(status, iterations, suboptimality, seconds=1.0, target_reached=None):

@@ -13,8 +13,8 @@ from datasets.errors import InputError
 from optimizers import INITS, KERAS_PREFIX, OPTIMIZERS, PREFIXES, build_rules, make_optimizer
 from optimizers.backends.registry import BACKENDS, backend
 from optimizers.keras_optimizer import check_optimizers as check_keras_optimizers
-from study.regression import tuning as protocol
 from study.regression.spec import RunSpec
+from study.sweep import tuning as protocol
 from study.sweep.grid import ConfigError, as_list, blocks, check_size, expand, unknown
 
 CONFIG_KEYS = ("seeds", "init", "stopping", "tuning", "datasets", "optimizers", "backends")

@@ -21,7 +21,7 @@ from study.regression import style
 from study.regression.headline import best_choices, figure_headline
 from study.regression.labels import label_runs, with_instances
 from study.regression.summary import CONFIG_COLUMNS, DATA_COLUMNS, INSTANCE_COLUMNS, time_to_target
-from study.regression.tuning import measured_runs
+from study.sweep.tuning import measured_runs
 
 READ_PASS_LABEL = "one read pass over X"
 FEED_ORDER = tuple(e for e in style.ENGINE_ORDER if "+gram" not in e)  # the registry's order

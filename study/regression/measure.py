@@ -16,10 +16,10 @@ from datasets.problem import Problem
 from datasets.reference import Reference
 from optimizers import build_rules, make_backend, make_optimizer, run
 from study.regression.spec import RunSpec
-from study.regression.tuning import NO_RATE, is_tuned
 from study.sweep import cache
 from study.sweep.fingerprint import manifest, python_files
 from study.sweep.plugin import Measurement, RunContext
+from study.sweep.tuning import NO_RATE, is_tuned
 
 SPEC_COLUMNS = ("optimizer", "backend", "dtype", "dataset", "init", "seed", "dataset_params",
                 "hyperparameters")

@@ -15,9 +15,9 @@ from optimizers.stopping import STATUSES as RUN_STATUSES
 from study.regression.config import CONFIG_KEYS, expand_specs
 from study.regression.schema import SCHEMA, SIDE_TABLES
 from study.regression.spec import RunSpec
-from study.regression.tuning import TUNED, tuning_runs
-from study.regression.tuning import resolve as resolve_tuned
 from study.sweep.fingerprint import ENGINE_FILES, python_files, relative
+from study.sweep.tuning import TUNED, tuning_runs
+from study.sweep.tuning import resolve as resolve_tuned
 
 KIND = "regression"
 MEASURE_MODULE = "study.regression.measure"
@@ -75,7 +75,7 @@ def check_grid(specs) -> str | None:
 
 
 def prerequisites(spec: RunSpec) -> list[RunSpec]:
-    """A tuned spec waits for its learning-rate grid's runs (study.regression.tuning)."""
+    """A tuned spec waits for its learning-rate grid's runs (study.sweep.tuning)."""
     return tuning_runs(spec)
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import ast
 
 import pandas as pd
 
@@ -14,11 +13,11 @@ from optimizers.backends.registry import (
     BACKENDS,
     DTYPES,
     framework_of,
-    gpu_nodes_present,
     option_names,
 )
 from optimizers.backends.registry import backend as backend_declaration
-from study.output import check_output_path, parquet_writer, write_files_atomic
+from study.cli import key_values
+from study.output import check_output_path, parquet_writer, trace_path, write_files_atomic
 
 ROWS_PARAMETER = {name: d.rows for name, d in DATASETS.items() if d.rows}  # what --rows sets
 HYPERPARAMETER_FLAGS = {"step": "step", "lr": "learning_rate", "rho": "rho", "epsilon": "epsilon",
@@ -116,24 +115,6 @@ def tolerance(text: str) -> float | None:
     return float(text)
 
 
-def key_values(items, flag: str) -> dict:
-    """KEY=VALUE pairs; a value is a Python literal where it parses as one, else a string."""
-    params = {}
-    for item in items:
-        key, sep, text = item.partition("=")
-        if not sep or not key:
-            raise InputError(f"{flag} '{item}' is not KEY=VALUE")
-        if key in params:
-            raise InputError(f"{flag} {key} is given twice; give it once")
-        try:
-            params[key] = ast.literal_eval(text)
-        except (ValueError, SyntaxError):
-            params[key] = text
-        if isinstance(params[key], int) and not -2**63 <= params[key] < 2**63:
-            raise InputError(f"{flag} {key}={text}: the integer does not fit 64 bits")
-    return params
-
-
 def dataset_params(args) -> dict:
     if args.dataset not in DATASETS:
         raise InputError(f"unknown dataset '{args.dataset}'; allowed: {', '.join(DATASETS)}")
@@ -210,16 +191,6 @@ def check_before_import(args, options: dict) -> None:
     device = options.get("device", declared.default("device"))
     if device == "gpu" and not framework.gpu_nodes_present():
         raise InputError(framework.no_gpu())
-
-
-def gpu_device_nodes() -> bool:
-    """Kept for study/train/command.py: registry.gpu_nodes_present (an NVIDIA device there)."""
-    return gpu_nodes_present()
-
-
-def trace_path(out) -> str:
-    out = str(out)
-    return (out[: -len(".parquet")] if out.endswith(".parquet") else out) + ".trace.parquet"
 
 
 def main(args) -> int:

@@ -13,9 +13,10 @@ from optimizers.backends.registry import BACKENDS, FRAMEWORKS
 from study.paired import compare
 from study.regression import logistic
 from study.regression.labels import data_titles, label_runs, original_data
+from study.regression.spec import RunSpec
 from study.regression.summary import INSTANCE_COLUMNS, alarm_lines, summarize, time_to_target
-from study.regression.tuning import measured_runs, tuning_table
 from study.report.blocks import Block, fmt_seconds
+from study.sweep.tuning import TUNED, finite, measured_runs, tuning_runs
 
 
 def _labelled_summary(runs: pd.DataFrame) -> pd.DataFrame:
@@ -352,7 +353,7 @@ def stopping_sentence(runs: pd.DataFrame) -> str:
 
 
 def tuning_blocks(runs: pd.DataFrame) -> list[Block]:
-    """The tuned learning rates and the grid behind each (study.regression.tuning)."""
+    """The tuned learning rates and the grid behind each (study.sweep.tuning)."""
     table = tuning_table(runs)
     if table.empty:
         return []
@@ -422,3 +423,37 @@ def own_question(runs: pd.DataFrame) -> str:
     titles = data_titles(runs)
     shown = "; ".join(titles[:3]) + (f" and {len(titles) - 3} more" if len(titles) > 3 else "")
     return (f"On {shown}: which optimizer and engine reach {target_text(runs)} first?")
+
+
+def tuning_table(runs):
+    """One row per tuned configuration: the rate chosen, the grid and what each rate did on the
+    held-apart seed, read from the rows (the measured rows' specs name their grid's runs)."""
+    if "tuning" not in runs:
+        return pd.DataFrame()
+    tuned = label_runs(runs[runs["tuning"].astype(object).eq(TUNED)])
+    rows = {r["run_id"]: r for r in runs.to_dict("records")}
+    out = []
+    for (data, config), group in tuned.groupby(["data", "config"], sort=True):
+        spec = RunSpec.from_json(group["spec"].iloc[0])
+        grid = spec.tuning["grid"]
+        outcomes = [_outcome(rate, rows.get(run.run_id))
+                    for rate, run in zip(grid, tuning_runs(spec), strict=True)]
+        value = spec.tuning.get("value")
+        out.append({"data set": data, "configuration": config,
+                    "tuned rate": "none usable" if value is None else f"{value:g}",
+                    f"grid runs (criterion: {spec.tuning['criterion']})": "; ".join(outcomes),
+                    "held-apart seed": spec.tuning["seed"],
+                    "held apart": spec.tuning_holdout(),
+                    "budget": json.dumps(spec.tuning["stopping"], sort_keys=True)})
+    return pd.DataFrame(out)
+
+
+def _outcome(rate, row) -> str:
+    if row is None:
+        return f"{rate:g}: no row"
+    text = f"{rate:g}: {row['status']}"
+    if finite(row.get("iterations")):
+        text += f" {int(row['iterations'])} it"
+    if row["status"] != "converged" and finite(row.get("suboptimality")):
+        text += f", subopt {float(row['suboptimality']):.1e}"
+    return text

@@ -22,7 +22,7 @@ RUN_COLUMNS = Schema("runs", (
                               "optimizer block may set its own"),
     Column("init", "str", "starting point: zeros or normal"),
     Column("seed", "int", "seed of the data set and of a random init"),
-    # the learning-rate tuning protocol (study/regression/tuning.py); empty for other runs
+    # the learning-rate tuning protocol (study/sweep/tuning.py); empty for other runs
     Column("tuning", "str", "'tuning': a grid run on the held-apart seed (left out of every "
                             "comparison); 'tuned': a measured run at the rate the grid chose"),
     Column("tuned_value", "float", "tuned: the learning rate chosen (also in hyperparameters)"),

@@ -28,7 +28,7 @@ class RunSpec:
     seed: int
     repeat: int
     stopping: dict = field(default_factory=dict)
-    # the learning-rate tuning protocol (study/regression/tuning.py): {} for an ordinary run,
+    # the learning-rate tuning protocol (study/sweep/tuning.py): {} for an ordinary run,
     # {"role": "tuning"} for a grid run, {"role": "tuned", grid, seed, ...} for a measured one
     tuning: dict = field(default_factory=dict)
 

@@ -15,7 +15,7 @@ import pandas as pd
 
 from study.paired import compare, typical
 from study.regression.labels import label_runs, with_instances
-from study.regression.tuning import measured_runs
+from study.sweep.tuning import measured_runs
 
 ALARMS = {"reference-error": "reference_errors", "uncertifiable": "uncertifiable"}
 CONFIG_COLUMNS = ("dataset", "dataset_params", "optimizer", "hyperparameters", "tuning",

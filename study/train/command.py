@@ -13,7 +13,7 @@ from contextlib import nullcontext
 
 from datasets.errors import InputError
 from optimizers.backends.registry import FRAMEWORKS as REGISTRY
-from study.regression.regress import gpu_device_nodes, key_values
+from study.cli import key_values
 from study.sweep.grid import ConfigError
 from study.sweep.plugin import RunContext
 from study.train.config import FIT_MIN_STEPS, LOOPS, check_stopping, check_target
@@ -77,8 +77,8 @@ def spec_from(args) -> Spec:
     REGISTRY[args.backend].require()
     if args.device not in DEVICES:
         raise InputError(f"--device: unknown '{args.device}'; allowed: {', '.join(DEVICES)}")
-    if args.device == "gpu" and not gpu_device_nodes():  # before the framework's start-up logs
-        raise InputError(f"no GPU visible to {REGISTRY[args.backend].title}")
+    if args.device == "gpu" and not REGISTRY[args.backend].gpu_nodes_present():
+        raise InputError(REGISTRY[args.backend].no_gpu())  # before the framework's start-up logs
     if args.optimizer != LBFGS and not args.optimizer.startswith("keras:"):
         raise InputError(f"--optimizer: unknown '{args.optimizer}'; allowed: keras:<Class>, "
                          f"{LBFGS}")
@@ -173,8 +173,7 @@ def library_line(exc: BaseException) -> str:
 def write_out(out: str, spec: Spec, result) -> None:
     import pandas as pd
 
-    from study.output import parquet_writer, write_files_atomic
-    from study.regression.regress import trace_path
+    from study.output import parquet_writer, trace_path, write_files_atomic
 
     row = {"run_id": spec.run_id, "spec": spec.to_json(), **spec.axes(), **result.row}
     files = {out: parquet_writer(pd.DataFrame([row]))}

@@ -16,7 +16,7 @@ from datasets.errors import InputError
 from optimizers.backends.registry import FRAMEWORKS as REGISTRY
 from optimizers.keras_optimizer import KERAS_PREFIX
 from optimizers.keras_optimizer import check_optimizers as check_keras_optimizers
-from study.regression import tuning as protocol
+from study.sweep import tuning as protocol
 from study.sweep.grid import ConfigError, as_list, blocks, check_size, expand, matches, unknown
 from study.train.data import check_data
 from study.train.device import DEVICES

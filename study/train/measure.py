@@ -19,8 +19,8 @@ import numpy as np
 import pandas as pd
 
 from datasets.errors import InputError
-from study.regression.tuning import NO_RATE, is_tuned
 from study.sweep.plugin import Measurement, RunContext
+from study.sweep.tuning import NO_RATE, is_tuned
 from study.train.device import check_placed, gpu_seen, no_gpu, placed, scope
 from study.train.initial import RTOL, agrees, data_folder, initial_folder, read_arrays, read_initial
 from study.train.loop import Target, epoch_batches, run_loop

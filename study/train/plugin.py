@@ -67,7 +67,7 @@ def code_files(spec: Spec) -> list[str]:
     own = [f for f in python_files("study/train") if "figures" not in f and "report" not in f
            and "command" not in f and "summary" not in f]
     files = [*own, *ENGINE_FILES, "optimizers/keras_optimizer.py", "optimizers/ranges.py",
-             "study/regression/tuning.py", *python_files("datasets")]
+             "study/sweep/tuning.py", *python_files("datasets")]
     if spec.optimizer == LBFGS:
         files += LBFGS_FILES
     return sorted({*files, *input_files(spec)})

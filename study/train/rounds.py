@@ -1,5 +1,5 @@
 """The runs a measured train run waits for, and how their rows set it: the learning-rate tuning
-protocol (study.regression.tuning, unchanged: a grid of rates on a held-apart seed with a short
+protocol (study.sweep.tuning, unchanged: a grid of rates on a held-apart seed with a short
 budget) and the target-setting round, as AlgoPerf sets its targets.
 
 Target-setting round (`target = {metric, set = "round", margin, seed, stopping}`): every
@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from study.regression import tuning as protocol
+from study.sweep import tuning as protocol
 from study.train.spec import Spec
 
 USABLE = ("completed", "timeout", "reached")

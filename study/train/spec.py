@@ -2,7 +2,7 @@
 a target and a budget, for one seed. Its hash is the run id.
 
 The field names `hyperparameters`, `seed`, `repeat`, `stopping` and `tuning` are the ones the
-learning-rate tuning protocol (study.regression.tuning) replaces, so the protocol runs unchanged.
+learning-rate tuning protocol (study.sweep.tuning) replaces, so the protocol runs unchanged.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class Spec:
     seed: int
     repeat: int = 0
     stopping: dict = field(default_factory=dict)  # max_steps, time_budget (training seconds)
-    tuning: dict = field(default_factory=dict)  # study.regression.tuning's protocol
+    tuning: dict = field(default_factory=dict)  # study.sweep.tuning's protocol
     loop: str = "steps"  # steps: our timed loop; fit: model.fit over the same steps (overhead)
     device: str = "cpu"  # cpu or gpu: where the framework runs it (study.train.device)
 

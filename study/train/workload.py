@@ -37,7 +37,7 @@ from abc import ABC, abstractmethod
 import numpy as np
 
 from datasets.errors import InputError
-from optimizers.backends.numpy import NumpyBackend
+from optimizers.backends.registry import make_backend
 from optimizers.lbfgs import LBFGS
 
 LBFGS_NAME = "lbfgs"  # our L-BFGS, full batch, on every framework
@@ -115,7 +115,7 @@ class LbfgsSubmission(Submission):
         if isinstance(history, bool) or not isinstance(history, int) or history < 1:
             raise InputError(f"lbfgs: history must be an integer >= 1, got {history!r}")
         self.lbfgs = LBFGS(history=history, line_search="wolfe")
-        self.ops = NumpyBackend("float64")
+        self.ops = make_backend("numpy", "float64")
         self.objective = self.state = None
 
     def init(self, workload, params):

@@ -1,4 +1,6 @@
-"""Learning rates chosen fairly: the tuning protocol for methods with a free learning rate.
+"""Learning rates chosen fairly: the tuning protocol for methods with a free learning rate, shared
+by the studies (a spec is any frozen dataclass with the fields `hyperparameters`, `seed`,
+`repeat`, `stopping` and `tuning`).
 
 A method block asks for it with `learning_rate = "tuned"` and a `[tuning]` table (the study's,
 overridden key by key by the block's own `tuning = {...}`):
@@ -27,11 +29,8 @@ timer's noise in a choice made from single short runs.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import replace
-
-from study.regression.spec import RunSpec
 
 PARAMETER = "learning_rate"
 TUNED = "tuned"  # the value that asks for tuning
@@ -43,11 +42,11 @@ NO_RATE = ("no rate of the tuning grid is usable: every tuning run on the held-a
            "diverged, failed or was skipped (see the rows with tuning = 'tuning')")
 
 
-def is_tuned(spec: RunSpec) -> bool:
+def is_tuned(spec) -> bool:
     return spec.tuning.get("role") == TUNED
 
 
-def tuning_runs(spec: RunSpec) -> list[RunSpec]:
+def tuning_runs(spec) -> list:
     """The grid's runs a tuned spec waits for: its configuration at each rate, on the held-apart
     seed, with the short budget. The grid is not part of them, so a grown grid reuses them."""
     if not is_tuned(spec):
@@ -60,7 +59,7 @@ def tuning_runs(spec: RunSpec) -> list[RunSpec]:
             for rate in tuning["grid"]]
 
 
-def resolve(spec: RunSpec, rows: dict, runs=tuning_runs, pick=None) -> RunSpec | None:
+def resolve(spec, rows: dict, runs=tuning_runs, pick=None):
     """The tuned spec at its chosen rate, once every tuning run has a row (else None). Another
     study passes its own grid runs (`runs(spec)`) and choice (`pick(grid, rows)`)."""
     found = [rows.get(run.run_id) for run in runs(spec)]
@@ -78,10 +77,10 @@ def choose(rates, rows, criterion: str = "iterations", *, usable_statuses=USABLE
     fastest by `criterion` of those that reached the target, else the best `quality` (lower is
     better); ties go to the smaller rate. Another study names its own statuses and quality."""
     usable = [(rate, row) for rate, row in zip(rates, rows, strict=True)
-              if row.get("status") in usable_statuses and _finite(row.get(quality))]
+              if row.get("status") in usable_statuses and finite(row.get(quality))]
     reached = [(rate, row) for rate, row in usable
                if row["status"] == reached_status and not _false(row.get("target_reached"))
-               and _finite(row.get(criterion))]
+               and finite(row.get(criterion))]
     if reached:
         return min(reached, key=lambda p: (p[1][criterion], p[1][quality], p[0]))[0]
     if usable:
@@ -104,46 +103,8 @@ def _false(value) -> bool:
         return False
 
 
-def _finite(value) -> bool:
+def finite(value) -> bool:
     try:
         return value is not None and math.isfinite(float(value))
     except (TypeError, ValueError):
         return False
-
-
-def tuning_table(runs):
-    """One row per tuned configuration: the rate chosen, the grid and what each rate did on the
-    held-apart seed, read from the rows (the measured rows' specs name their grid's runs)."""
-    import pandas as pd
-
-    from study.regression.labels import label_runs
-
-    if "tuning" not in runs:
-        return pd.DataFrame()
-    tuned = label_runs(runs[runs["tuning"].astype(object).eq(TUNED)])
-    rows = {r["run_id"]: r for r in runs.to_dict("records")}
-    out = []
-    for (data, config), group in tuned.groupby(["data", "config"], sort=True):
-        spec = RunSpec.from_json(group["spec"].iloc[0])
-        grid = spec.tuning["grid"]
-        outcomes = [_outcome(rate, rows.get(run.run_id))
-                    for rate, run in zip(grid, tuning_runs(spec), strict=True)]
-        value = spec.tuning.get("value")
-        out.append({"data set": data, "configuration": config,
-                    "tuned rate": "none usable" if value is None else f"{value:g}",
-                    f"grid runs (criterion: {spec.tuning['criterion']})": "; ".join(outcomes),
-                    "held-apart seed": spec.tuning["seed"],
-                    "held apart": spec.tuning_holdout(),
-                    "budget": json.dumps(spec.tuning["stopping"], sort_keys=True)})
-    return pd.DataFrame(out)
-
-
-def _outcome(rate, row) -> str:
-    if row is None:
-        return f"{rate:g}: no row"
-    text = f"{rate:g}: {row['status']}"
-    if _finite(row.get("iterations")):
-        text += f" {int(row['iterations'])} it"
-    if row["status"] != "converged" and _finite(row.get("suboptimality")):
-        text += f", subopt {float(row['suboptimality']):.1e}"
-    return text
