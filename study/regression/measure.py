@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,8 @@ from datasets import make_problem
 from datasets.errors import Uncertifiable
 from datasets.problem import Problem
 from datasets.reference import Reference
-from optimizers import build_rules, make_backend, make_optimizer, run
+from optimizers import blas_threads, build_rules, make_backend, make_optimizer, run
+from optimizers.backends.registry import framework_of
 from study.regression.spec import RunSpec
 from study.sweep import cache
 from study.sweep.fingerprint import manifest, python_files
@@ -72,18 +74,32 @@ def measure(spec: RunSpec, ctx: RunContext) -> Measurement:
     optimizer = make_optimizer(spec.optimizer, **spec.hyperparameters)
     backend = make_backend(spec.backend, spec.dtype, **spec.backend_options)
     rules = build_rules(**spec.stopping)
+    choice = threads_for(spec, problem)  # before the probe: a first calibration is untimed
     try:
-        with ctx.probe:
+        with choice.limits() if choice else nullcontext(), ctx.probe:
             result = run(problem, optimizer, rules, backend=backend, init=spec.init,
                          seed=spec.seed)
     except Uncertifiable as refusal:  # recorded, not raised: the sweep goes on
         return Measurement(uncertifiable_record(problem, spec, str(refusal)), {})
     record = result.record()
+    if choice:
+        record.update(choice.columns())
     for key in SPEC_COLUMNS:
         record.pop(key, None)  # the spec's axes are the canonical values
     record["placed_on"] = record.pop("device")
     record["read_pass_seconds"] = read_pass_seconds(problem.X.astype(spec.dtype, copy=False))
     return Measurement(record, {"traces": result.trace})
+
+
+def threads_for(spec: RunSpec, problem: Problem) -> blas_threads.Choice | None:
+    """The BLAS thread count of a run on the NumPy stack (optimizers.blas_threads), chosen from
+    the size of the matrix its loop multiplies; None for a framework's backend (its own
+    threads). A spec that says `blas_threads` (a count) has it as given."""
+    if framework_of(spec.backend) is not None:
+        return None
+    size = blas_threads.matrix_bytes(problem.n, problem.d, spec.dtype,
+                                     spec.backend_options.get("formulation", "data"))
+    return blas_threads.choose(size, getattr(spec, "blas_threads", blas_threads.AUTO))
 
 
 def uncertifiable_record(problem: Problem, spec: RunSpec, message: str) -> dict:

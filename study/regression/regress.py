@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import argparse
+from contextlib import nullcontext
 
 import pandas as pd
 
 from datasets import DATASETS, make_problem, validate_dataset
 from datasets.errors import InputError
-from optimizers import INITS, OPTIMIZERS, build_rules, make_backend, make_optimizer, run
+from optimizers import (
+    INITS,
+    OPTIMIZERS,
+    blas_threads,
+    build_rules,
+    make_backend,
+    make_optimizer,
+    run,
+)
 from optimizers.backends.registry import (
     BACKENDS,
     DTYPES,
@@ -66,6 +75,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     back.add_argument("--dtype", default="float64", help=f"one of: {', '.join(DTYPES)}")
     for option in BACKEND_FLAGS:
         add_option(back, option)
+    back.add_argument("--blas-threads", default=blas_threads.AUTO, metavar="auto|N",
+                      help="numpy: BLAS threads; auto (default): one below the size where the "
+                           "library's own threads were measured faster on this machine, "
+                           "once, cached; a BLAS thread variable set in the environment wins")
     stop = parser.add_argument_group("stopping")
     stop.add_argument("--tol", type=tolerance, default=1e-8,
                       help="relative suboptimality target, or 'off' (e.g. with --exact-repeat, "
@@ -167,6 +180,9 @@ def configure(args):
         raise InputError(f"unknown init '{args.init}'; allowed: {', '.join(INITS)}")
     if args.seed < 0:
         raise InputError(f"--seed must be an integer >= 0, got {args.seed}")
+    args.blas_threads = blas_threads.check("--blas-threads", args.blas_threads)
+    if args.blas_threads != blas_threads.AUTO and framework_of(args.backend) is not None:
+        raise InputError(f"--blas-threads applies to the numpy backend, not '{args.backend}'")
     params = dataset_params(args)
     validate_dataset(args.dataset, **params)  # types, columns, memory: before any data is made
     if args.out:
@@ -196,10 +212,18 @@ def check_before_import(args, options: dict) -> None:
 def main(args) -> int:
     optimizer, backend, rules, params = configure(args)
     problem = make_problem(args.dataset, **params)
-    result = run(problem, optimizer, rules, backend=backend, init=args.init, seed=args.seed)
+    choice = None
+    if framework_of(args.backend) is None:  # the NumPy stack: its BLAS threads, chosen here
+        choice = blas_threads.choose(blas_threads.matrix_bytes(
+            problem.n, problem.d, args.dtype, getattr(backend, "formulation", "data")),
+            args.blas_threads)
+    with choice.limits() if choice else nullcontext():
+        result = run(problem, optimizer, rules, backend=backend, init=args.init, seed=args.seed)
     if result.status == "skipped":  # the library records it; the CLI refuses, writing nothing
         raise InputError(result.message)
-    print(result.summary())
+    if choice:
+        result.extra.update(choice.columns())
+    print(result.summary() + (f"; {choice.describe()}" if choice else ""))
     if result.status != "converged":
         print(f"  {result.message}")
     print(result.reference_line())

@@ -63,6 +63,18 @@ RUN_COLUMNS = Schema("runs", (
                                  "(JAX's fused loop, which XLA cannot time from inside)"),
     Column("fused_chunks", "int", "jax fused: calls of the compiled loop (one host read each)"),
     Column("intra_op_threads", "int", "torch: intra-op threads PyTorch used"),
+    Column("blas_threads", "int", "numpy: the BLAS threads the run used "
+                                  "(optimizers.blas_threads)"),
+    Column("blas_threads_source", "str", "numpy: where the count came from: auto-measured (one "
+                                         "thread below the machine's measured crossover, the "
+                                         "library's default from it up), environment (a BLAS "
+                                         "thread variable was set) or given"),
+    Column("blas_threads_crossover", "int", "numpy, auto-measured: the bytes of X from which "
+                                            "the library's default threads were measured "
+                                            "faster (empty: at no size calibrated)"),
+    Column("blas_calibration_seconds", "float", "numpy, auto-measured: what measuring the "
+                                                "crossover cost in this run's process, before "
+                                                "every clock (0: read from the cache)"),
     Column("read_pass_seconds", "float", "one X.sum() in the run's process: seconds per "
                                         "iteration over it = passes over X per iteration"),
     Column("tfp_iterations", "int", "lbfgs-tfp: TensorFlow Probability's own iteration count"),
@@ -107,4 +119,4 @@ SIDE_TABLES = {"traces": TRACES}
 
 # What differs between two executions of the same run (the rest must be identical on a CPU).
 TIMING_COLUMNS = (*VARYING, "seconds", "setup_seconds", "total_seconds", "seconds_per_iteration",
-                  "read_pass_seconds")
+                  "read_pass_seconds", "blas_calibration_seconds", "blas_threads_crossover")
