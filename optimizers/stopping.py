@@ -18,11 +18,12 @@ import numpy as np
 from datasets import values
 from datasets.errors import InputError
 
-# What a run itself can end with; the runner adds "error" and "oom" for runs that end abnormally.
+# What a run itself can end with (a study's measure adds its own: study.sweep.plugin's
+# MEASURE_STATUSES); the runner adds "error" and "oom" for runs that end abnormally.
 # "converged" is a claim: the target tol was reached (and the float64 check of the final iterate
 # agrees, optimizers.driver.run); every other rule's status names what stopped the run instead.
-STATUSES = ("converged", "grad_tol", "stalled", "max_iter", "timeout", "diverged", "solved",
-            "skipped", "failed", "reference-error")
+STOPPING_STATUSES = ("converged", "grad_tol", "stalled", "max_iter", "timeout", "diverged",
+                     "solved", "skipped", "failed", "reference-error")
 # "grad_tol": the gradient-norm rule fired (a small gradient is not the target)
 # "solved": a direct solve (closed form) run without a target to judge it against
 # "skipped": the run could not start here (a GPU asked for but none visible); set by a backend

@@ -2,7 +2,8 @@
 request, misbehaves (sleeps, crashes, raises, allocates, works under injected load).
 
 Registered by the tests as kind "probe" (the tests folder goes on PYTHONPATH, so the warm
-processes can import it too)."""
+processes can import it too). It takes the engine's defaults (study.sweep.plugin.DEFAULTS) for
+what it leaves out: no grid check, prerequisites or preload, no GPU, failed only by errors."""
 
 from __future__ import annotations
 
@@ -26,8 +27,7 @@ KIND = "probe"
 CONFIG_KEYS = ("actions", "seeds", "tf", "pid_dir", "seconds")
 MEASURE_MODULE = "probe_study"
 FIGURES_MODULE = REPORT_MODULE = "probe_study"  # never drawn or reported
-STATUSES = ("ok",)
-FAILED_STATUSES = ("error",)
+MEASURE_STATUSES = ("ok",)
 SCHEMA = ENGINE + Schema("runs", (
     Column("action", "str"), Column("seed", "int"), Column("tf", "bool"),
     Column("ppid", "int"), Column("counter", "int"), Column("tf_ops_before", "int"),
@@ -72,26 +72,6 @@ def spec_from_json(text):
 
 def framework(spec):
     return "tensorflow" if spec.tf else None
-
-
-def preload(framework):
-    return ()
-
-
-def check_grid(specs):
-    return None
-
-
-def prerequisites(spec):
-    return []
-
-
-def resolve(spec, rows):
-    return spec
-
-
-def needs_gpu(spec):
-    return False
 
 
 def code_files(spec):

@@ -33,8 +33,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default: default)")
     parser.add_argument("--calls", type=int, help="timed calls after the first (default 10)")
     parser.add_argument("--device", help="cpu or gpu (default cpu)")
-    parser.add_argument("--out", help="output folder (default results/<name>, name 'feedmode' "
-                                      "unless the config sets it)")
     parser.add_argument("--run-timeout", type=float, dest="run_timeout",
                         help="seconds one run may take before it is killed (default 600)")
     parser.add_argument("--memory-budget-gb", type=float, dest="memory_budget_gb",
@@ -43,15 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--check-n", type=int, dest="check_n",
                         help="N of the check against the NumPy reference (default 16)")
     parser.add_argument("--seed", type=int, help="seed of the input and kernel (default 0)")
-    parser.add_argument("--retry-failed", action="store_true",
-                        help="measure again the runs that ended in error")
-    parser.add_argument("--keep-stale", action="store_true",
-                        help="keep rows measured by other code or in another environment")
-    parser.add_argument("--remeasure-noisy", action="store_true",
-                        help="measure again the runs flagged noisy")
-    parser.add_argument("--order-seed", type=int, metavar="N",
-                        help="seed of the shuffled run order (default: a fresh one, recorded)")
-    parser.add_argument("--quiet", action="store_true", help="log lines instead of a progress bar")
+    runner.add_sweep_arguments(parser, "output folder (default results/<name>, name 'feedmode' "
+                                       "unless the config sets it)", grid=False, executors=False)
 
 
 def configure(args):
@@ -71,6 +62,4 @@ def configure(args):
 
 
 def main(args) -> int:
-    args.only, args.dry_run = None, False
-    args.executor, args.scheduler, args.workers = "local", None, None
     return runner.execute(configure(args), args)

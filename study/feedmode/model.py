@@ -15,7 +15,7 @@ from scipy.signal import convolve2d
 
 from optimizers.backends.registry import DEVICES as DEVICES  # re-exported: the study's axes
 from optimizers.backends.registry import DTYPES as DTYPES
-from optimizers.backends.registry import FRAMEWORKS, FeedMode, feed_modes
+from optimizers.backends.registry import FRAMEWORKS, feed_modes
 from optimizers.backends.registry import framework as registry_framework
 
 IMAGE = 32          # input height and width
@@ -25,8 +25,8 @@ POOL = 2            # average pool window and stride
 OUT = (IMAGE - KERNEL + 1) // POOL   # 15: output height and width
 
 
-Mode = FeedMode  # api, feed, model, xla, help, the pair it is compared in, framework
-# every framework's modes and the module building them, from its registry entry (a module
+# every framework's modes (registry.FeedMode: api, feed, model, xla, help, the pair it is compared
+# in, framework) and the module building them, from its registry entry (a module
 # imported only for its own modes' runs)
 MODES = feed_modes()
 FRAMEWORK_MODULES = {name: f.feedmode for name, f in FRAMEWORKS.items() if f.feedmode}

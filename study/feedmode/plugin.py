@@ -1,4 +1,6 @@
-"""The feed-mode study as the sweep engine sees it (see study.sweep.plugin)."""
+"""The feed-mode study as the sweep engine sees it (see study.sweep.plugin; what is not here is
+the engine's default: measured by study.feedmode.measure, which imports no framework, figures and
+report beside it, a GPU run when the spec's device is "gpu", no prerequisite runs)."""
 
 from __future__ import annotations
 
@@ -6,29 +8,22 @@ import importlib.util
 
 from datasets.errors import InputError
 from optimizers.backends.registry import FRAMEWORKS
-from study.feedmode.config import CONFIG_KEYS, expand_specs
+from study.feedmode.config import CONFIG_KEYS
+from study.feedmode.config import expand_specs as expand
 from study.feedmode.model import FRAMEWORK_MODULES, MODES, modes_of
 from study.feedmode.schema import SCHEMA, SIDE_TABLES
 from study.feedmode.spec import Spec
 from study.sweep.fingerprint import ENGINE_FILES, relative
 
 KIND = "feedmode"
-MEASURE_MODULE = "study.feedmode.measure"  # imports no framework
-FIGURES_MODULE = "study.feedmode.figures"
-REPORT_MODULE = "study.feedmode.report"
-STATUSES = ("ok", "mismatch")
+MEASURE_STATUSES = ("ok", "mismatch")
 FAILED_STATUSES = ("error", "mismatch")  # a sweep with these exits 1
 MEASURING_FILES = ("study/feedmode/measure.py", "study/feedmode/model.py",
                    "study/feedmode/spec.py")  # and the framework's module
 
-__all__ = ["CONFIG_KEYS", "FAILED_STATUSES", "FIGURES_MODULE", "KIND", "MEASURE_MODULE",
-           "REPORT_MODULE", "SCHEMA", "SIDE_TABLES", "STATUSES", "check_grid", "code_files",
-           "expand", "framework", "measure", "needs_gpu", "preload", "prerequisites", "resolve",
-           "spec_from_json", "summary"]
+__all__ = ["CONFIG_KEYS", "SCHEMA", "SIDE_TABLES", "expand"]  # imported: the plugin's own
 
-
-def expand(raw: dict, source: str, name: str, repeats: int) -> list[Spec]:
-    return expand_specs(raw, source, name, repeats)
+spec_from_json = Spec.from_json
 
 
 def check_grid(specs) -> str | None:
@@ -41,18 +36,6 @@ def check_grid(specs) -> str | None:
     return None
 
 
-def prerequisites(spec: Spec) -> list[Spec]:
-    return []
-
-
-def resolve(spec: Spec, rows: dict) -> Spec:
-    return spec
-
-
-def spec_from_json(text: str) -> Spec:
-    return Spec.from_json(text)
-
-
 def framework(spec: Spec) -> str | None:
     return MODES[spec.mode].framework
 
@@ -62,21 +45,11 @@ def preload(framework: str) -> tuple[str, ...]:
     return (FRAMEWORK_MODULES[framework],)
 
 
-def needs_gpu(spec: Spec) -> bool:
-    return spec.device == "gpu"
-
-
 def code_files(spec: Spec) -> list[str]:
     """The engine, the common measuring code and the spec's framework's module only, so that a
     change to one framework's modes re-measures none of the others'."""
     module = importlib.util.find_spec(FRAMEWORK_MODULES[framework(spec)]).origin  # not imported
     return sorted({*ENGINE_FILES, *MEASURING_FILES, relative(module)})
-
-
-def measure(spec, ctx):
-    from study.feedmode.measure import measure as measure_run
-
-    return measure_run(spec, ctx)
 
 
 def summary(runs) -> str:

@@ -6,7 +6,6 @@ applies [[exclude]])."""
 from __future__ import annotations
 
 import itertools
-import math
 
 from datasets import DATASETS, validate_dataset, values
 from datasets.errors import InputError
@@ -24,135 +23,35 @@ DEFAULT_STOPPING = {"tol": 1e-8, "max_iter": 100_000}  # as the regress command'
 VALUE_KEYS = ("features", "labels")  # list-valued parameters: a list is one value, not an axis
 
 
+def check_backend(name: str, **options) -> None:
+    """A [[backends]] block's options against the backend's declaration (its framework is
+    neither imported nor required here: a config may name a backend this machine lacks, and its
+    runs say so)."""
+    backend(name).check(options)
+
+
+SECTIONS = {"datasets": (DATASETS, validate_dataset), "optimizers": (OPTIMIZERS, make_optimizer),
+            "backends": (BACKENDS, check_backend)}  # name -> (its names, its point's check)
+
+
 def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[RunSpec]:
-    def fail(key, message):
-        raise ConfigError(f"{source}: {key}: {message}")
-
-    def checked(key, value, spec):
-        """A value through the one validation layer (datasets.values), as a config error."""
-        try:
-            return spec.check(key, value)
-        except InputError as exc:
-            raise ConfigError(f"{source}: {exc}") from None
-
-    seeds = as_list(raw.get("seeds", [0]))
-    if not seeds:
-        fail("seeds", "is an empty list; give at least one seed, e.g. seeds = [0]")
-    for seed in seeds:
-        checked("seeds: each seed", seed, values.integer(0))
-    inits = as_list(raw.get("init", "zeros"))
-    if not inits:
-        fail("init", "is an empty list; give at least one, e.g. init = \"zeros\"")
-    for init in inits:
-        checked("init", init, values.choice(*INITS))
-
-    def check_stopping(table, where: str, base: dict, label: str | None = None) -> dict:
-        if not isinstance(table, dict):
-            fail(where, "must be a table")
-        unknown(table, STOPPING_KEYS, source, f"key in {label or where}")
-        rules = {**base, **{k: None if v == "off" else v for k, v in table.items()}}
-        try:
-            build_rules(**rules)
-        except InputError as exc:
-            fail(where, str(exc))
-        except TypeError as exc:
-            fail(where, f"wrong type: {exc}")
-        return rules
-
-    stopping = check_stopping(raw.get("stopping", {}), "stopping", DEFAULT_STOPPING,
+    """The config's specs, each section checked in turn (the first error is the one said)."""
+    seeds = check_seeds(raw.get("seeds", [0]), source)
+    inits = check_inits(raw.get("init", "zeros"), source)
+    stopping = check_stopping(raw.get("stopping", {}), source, "stopping", DEFAULT_STOPPING,
                               "[stopping]")
-
-    def table_of(parent: dict, key: str, where: str) -> dict:
-        value = parent.get(key, {})
-        if not isinstance(value, dict):
-            fail(f"{where}: {key}" if where else key, f"must be a table, got {value!r}")
-        return value
-
-    study_tuning = table_of(raw, "tuning", "")
-
-    def check_tuning(table, where: str, rules: dict) -> dict:
-        """A tuned block's protocol: the study's [tuning] under the block's own keys."""
-        if not isinstance(table, dict) or not table:
-            fail(where, f"{protocol.PARAMETER} = '{protocol.TUNED}' needs a [tuning] table "
-                        f"(or the block's tuning = {{...}}) with {', '.join(protocol.KEYS)}")
-        unknown(table, protocol.KEYS, source, f"key in {where}: tuning")
-        for key in ("grid", "seed", "stopping"):
-            if key not in table:
-                fail(f"{where}: tuning", f"'{key}' is required")
-        grid = table["grid"]
-        if not isinstance(grid, list) or len(grid) < 2 or not all(
-                isinstance(r, (int, float)) and not isinstance(r, bool) and r > 0
-                for r in grid) or sorted(set(grid)) != grid:
-            fail(f"{where}: tuning: grid", f"must be at least two increasing rates > 0 "
-                                           f"(log-spaced, e.g. [1e-3, 1e-2, 1e-1]), got {grid!r}")
-        seed = checked(f"{where}: tuning: seed", table["seed"], values.integer(0))
-        if seed in seeds:
-            fail(f"{where}: tuning: seed", f"{seed} is one of the measured seeds {seeds}; the "
-                                           "held-apart seed must be another")
-        criterion = checked(f"{where}: tuning: criterion", table.get("criterion", "iterations"),
-                            values.choice(*protocol.CRITERIA))
-        check_stopping(table["stopping"], f"{where}: tuning: stopping", rules,
-                       f"{where}: tuning: stopping")
-        return {"role": protocol.TUNED, "grid": [float(r) for r in grid], "seed": seed,
-                "stopping": {k: None if v == "off" else v for k, v in table["stopping"].items()},
-                "criterion": criterion}
-
-    checks = {"datasets": (DATASETS, validate_dataset), "optimizers": (OPTIMIZERS, make_optimizer),
-              "backends": (BACKENDS, check_backend)}
-    points, keras_points = {}, []
-    for section, (names, check) in checks.items():
-        points[section] = []
-        for block in blocks(raw, section, source):
-            block_name = block.get("name")
-            # a library's class by name (keras:Adam, torch:LBFGS): its own object checks it,
-            # Keras's in a child process (see check_keras_optimizers), torch's here
-            library = section == "optimizers" and isinstance(block_name, str) \
-                and block_name.startswith(tuple(PREFIXES))
-            keras = library and block_name.startswith(KERAS_PREFIX)
-            if not isinstance(block_name, str) or (block_name not in names and not library):
-                allowed = [*names, *(f"{p}<Class>" for p in PREFIXES)] \
-                    if section == "optimizers" else names
-                fail(section, f"unknown name {block_name!r}; allowed: {', '.join(allowed)}")
-            own_keys = ("name", "stopping", *(("tuning",) if section == "optimizers" else ()))
-            params = {k: v for k, v in block.items() if k not in own_keys}
-            # An optimizer block may bring its own rules (e.g. the original program's: tol
-            # "off", exact_repeat = true), over the study's [stopping].
-            own = (check_stopping(block["stopping"], f"{section}: '{block_name}': stopping",
-                                  stopping) if section == "optimizers" and "stopping" in block
-                   else None)
-            where = f"{section}: '{block_name}'"
-            block_points = expand(params, f"{source}: {where}", VALUE_KEYS)
-            tuned = section == "optimizers" and any(
-                p.get(protocol.PARAMETER) == protocol.TUNED for p in block_points)
-            if section == "optimizers" and "tuning" in block and not tuned:
-                fail(f"{where}: tuning", f"is given, but {protocol.PARAMETER} is not "
-                                         f"'{protocol.TUNED}'")
-            tuning = (check_tuning({**study_tuning, **table_of(block, "tuning", where)}, where,
-                                   own or stopping) if tuned else None)
-            for point in block_points:
-                asks = tuning is not None and point.get(protocol.PARAMETER) == protocol.TUNED
-                for candidate in ([{**point, protocol.PARAMETER: rate} for rate in
-                                   tuning["grid"]] if asks else [point]):
-                    if keras:  # all at once, in a child process (see check_keras_optimizers)
-                        keras_points.append((block_name, candidate))
-                        continue
-                    try:
-                        check(block_name, **candidate)
-                    except InputError as exc:
-                        fail(section, str(exc))
-                    except TypeError as exc:
-                        fail(section, f"wrong type: {exc}")
-                points[section].append((block_name, point, (own, tuning if asks else None)))
-
+    study_tuning = table_of(raw, "tuning", "", source)
+    datasets = section_points(raw, "datasets", source)
+    optimizers, keras_points = optimizer_points(raw, source, stopping, study_tuning, seeds)
+    backends = section_points(raw, "backends", source)
     for error in check_keras_optimizers(keras_points):
         if error:
-            fail("optimizers", error)
-
-    check_size(math.prod(map(len, points.values())) * len(inits) * len(seeds) * repeats, source)
+            fail(source, "optimizers", error)
+    check_size(len(datasets) * len(optimizers) * len(backends) * len(inits) * len(seeds)
+               * repeats, source)
     specs = []
-    for (dname, dparams, _), (oname, hparams, (own, tuning)), (bname, bparams, _), init, seed, \
-            repeat in itertools.product(points["datasets"], points["optimizers"],
-                                        points["backends"], inits, seeds, range(repeats)):
+    for (dname, dparams), (oname, hparams, own, tuning), (bname, bparams), init, seed, repeat \
+            in itertools.product(datasets, optimizers, backends, inits, seeds, range(repeats)):
         bparams = dict(bparams)
         dtype = bparams.pop("dtype", "float64")
         specs.append(RunSpec(name, dname, dict(dparams), oname, dict(hparams), bname, bparams,
@@ -161,8 +60,148 @@ def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[RunSpe
     return specs
 
 
-def check_backend(name: str, **options) -> None:
-    """A [[backends]] block's options against the backend's declaration (its framework is
-    neither imported nor required here: a config may name a backend this machine lacks, and its
-    runs say so)."""
-    backend(name).check(options)
+def fail(source: str, key: str, message: str):
+    raise ConfigError(f"{source}: {key}: {message}")
+
+
+def checked(source: str, key: str, value, spec):
+    """A value through the one validation layer (datasets.values), as a config error."""
+    try:
+        return spec.check(key, value)
+    except InputError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+
+
+def check_seeds(value, source: str) -> list:
+    seeds = as_list(value)
+    if not seeds:
+        fail(source, "seeds", "is an empty list; give at least one seed, e.g. seeds = [0]")
+    for seed in seeds:
+        checked(source, "seeds: each seed", seed, values.integer(0))
+    return seeds
+
+
+def check_inits(value, source: str) -> list:
+    inits = as_list(value)
+    if not inits:
+        fail(source, "init", "is an empty list; give at least one, e.g. init = \"zeros\"")
+    for init in inits:
+        checked(source, "init", init, values.choice(*INITS))
+    return inits
+
+
+def check_stopping(table, source: str, where: str, base: dict, label: str | None = None) -> dict:
+    """A [stopping] table (the study's, an optimizer block's, a tuning budget) over `base`."""
+    if not isinstance(table, dict):
+        fail(source, where, "must be a table")
+    unknown(table, STOPPING_KEYS, source, f"key in {label or where}")
+    rules = {**base, **{k: None if v == "off" else v for k, v in table.items()}}
+    try:
+        build_rules(**rules)
+    except InputError as exc:
+        fail(source, where, str(exc))
+    except TypeError as exc:
+        fail(source, where, f"wrong type: {exc}")
+    return rules
+
+
+def table_of(parent: dict, key: str, where: str, source: str) -> dict:
+    value = parent.get(key, {})
+    if not isinstance(value, dict):
+        fail(source, f"{where}: {key}" if where else key, f"must be a table, got {value!r}")
+    return value
+
+
+def check_tuning(table, source: str, where: str, rules: dict, seeds: list) -> dict:
+    """A tuned block's protocol: the study's [tuning] under the block's own keys."""
+    if not isinstance(table, dict) or not table:
+        fail(source, where, f"{protocol.PARAMETER} = '{protocol.TUNED}' needs a [tuning] table "
+                            f"(or the block's tuning = {{...}}) with {', '.join(protocol.KEYS)}")
+    unknown(table, protocol.KEYS, source, f"key in {where}: tuning")
+    for key in ("grid", "seed", "stopping"):
+        if key not in table:
+            fail(source, f"{where}: tuning", f"'{key}' is required")
+    grid = table["grid"]
+    if not isinstance(grid, list) or len(grid) < 2 or not all(
+            isinstance(r, (int, float)) and not isinstance(r, bool) and r > 0
+            for r in grid) or sorted(set(grid)) != grid:
+        fail(source, f"{where}: tuning: grid", f"must be at least two increasing rates > 0 "
+                                               f"(log-spaced, e.g. [1e-3, 1e-2, 1e-1]), got "
+                                               f"{grid!r}")
+    seed = checked(source, f"{where}: tuning: seed", table["seed"], values.integer(0))
+    if seed in seeds:
+        fail(source, f"{where}: tuning: seed", f"{seed} is one of the measured seeds {seeds}; "
+                                               "the held-apart seed must be another")
+    criterion = checked(source, f"{where}: tuning: criterion",
+                        table.get("criterion", "iterations"), values.choice(*protocol.CRITERIA))
+    check_stopping(table["stopping"], source, f"{where}: tuning: stopping", rules,
+                   f"{where}: tuning: stopping")
+    return {"role": protocol.TUNED, "grid": [float(r) for r in grid], "seed": seed,
+            "stopping": {k: None if v == "off" else v for k, v in table["stopping"].items()},
+            "criterion": criterion}
+
+
+def check_point(source: str, section: str, block_name: str, point: dict) -> None:
+    """One point of a block through its section's own check (the data set's, the optimizer's
+    constructor, the backend's declaration)."""
+    try:
+        SECTIONS[section][1](block_name, **point)
+    except InputError as exc:
+        fail(source, section, str(exc))
+    except TypeError as exc:
+        fail(source, section, f"wrong type: {exc}")
+
+
+def section_points(raw: dict, section: str, source: str) -> list[tuple[str, dict]]:
+    """The [[datasets]] or [[backends]] blocks' points, each checked: (name, parameters)."""
+    names = SECTIONS[section][0]
+    points = []
+    for block in blocks(raw, section, source):
+        block_name = block.get("name")
+        if not isinstance(block_name, str) or block_name not in names:
+            fail(source, section, f"unknown name {block_name!r}; allowed: {', '.join(names)}")
+        params = {k: v for k, v in block.items() if k not in ("name", "stopping")}
+        for point in expand(params, f"{source}: {section}: '{block_name}'", VALUE_KEYS):
+            check_point(source, section, block_name, point)
+            points.append((block_name, point))
+    return points
+
+
+def optimizer_points(raw: dict, source: str, stopping: dict, study_tuning: dict,
+                     seeds: list) -> tuple[list, list]:
+    """The [[optimizers]] blocks' points, each checked: (name, hyperparameters, the block's own
+    stopping rules or None, its tuning protocol or None), and the Keras points left to check.
+    A block may bring its own rules (e.g. the original program's: tol "off", exact_repeat =
+    true), over the study's [stopping]; a
+    library's class by name (keras:Adam, torch:LBFGS) is checked by its own object: torch's
+    here, Keras's all at once in a child process, once the backends are checked (see
+    check_keras_optimizers)."""
+    points, keras_points = [], []
+    for block in blocks(raw, "optimizers", source):
+        block_name = block.get("name")
+        library = isinstance(block_name, str) and block_name.startswith(tuple(PREFIXES))
+        if not isinstance(block_name, str) or (block_name not in OPTIMIZERS and not library):
+            allowed = [*OPTIMIZERS, *(f"{p}<Class>" for p in PREFIXES)]
+            fail(source, "optimizers", f"unknown name {block_name!r}; allowed: "
+                                       f"{', '.join(allowed)}")
+        where = f"optimizers: '{block_name}'"
+        own = (check_stopping(block["stopping"], source, f"{where}: stopping", stopping)
+               if "stopping" in block else None)
+        params = {k: v for k, v in block.items() if k not in ("name", "stopping", "tuning")}
+        block_points = expand(params, f"{source}: {where}", VALUE_KEYS)
+        tuned = any(p.get(protocol.PARAMETER) == protocol.TUNED for p in block_points)
+        if "tuning" in block and not tuned:
+            fail(source, f"{where}: tuning", f"is given, but {protocol.PARAMETER} is not "
+                                             f"'{protocol.TUNED}'")
+        tuning = (check_tuning({**study_tuning, **table_of(block, "tuning", where, source)},
+                               source, where, own or stopping, seeds) if tuned else None)
+        for point in block_points:
+            asks = tuning is not None and point.get(protocol.PARAMETER) == protocol.TUNED
+            for candidate in ([{**point, protocol.PARAMETER: rate} for rate in tuning["grid"]]
+                              if asks else [point]):
+                if library and block_name.startswith(KERAS_PREFIX):
+                    keras_points.append((block_name, candidate))
+                else:
+                    check_point(source, "optimizers", block_name, candidate)
+            points.append((block_name, point, own, tuning if asks else None))
+    return points, keras_points

@@ -1,4 +1,5 @@
-"""The regression study as the sweep engine sees it (see study.sweep.plugin)."""
+"""The regression study as the sweep engine sees it (see study.sweep.plugin; what is not here is
+the engine's default: measured by study.regression.measure, figures and report beside it)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from optimizers import KERAS_PREFIX, make_optimizer
 from optimizers.backends.registry import BACKENDS, framework_of
 from optimizers.driver import for_problem
 from optimizers.objective import check_formulation
-from optimizers.stopping import STATUSES as RUN_STATUSES
-from study.regression.config import CONFIG_KEYS, expand_specs
+from optimizers.stopping import STOPPING_STATUSES
+from study.regression.config import CONFIG_KEYS
+from study.regression.config import expand_specs as expand
 from study.regression.schema import SCHEMA, SIDE_TABLES
 from study.regression.spec import RunSpec
 from study.sweep.fingerprint import ENGINE_FILES, python_files, relative
@@ -20,22 +22,12 @@ from study.sweep.tuning import TUNED, tuning_runs
 from study.sweep.tuning import resolve as resolve_tuned
 
 KIND = "regression"
-MEASURE_MODULE = "study.regression.measure"
-FIGURES_MODULE = "study.regression.figures"
-REPORT_MODULE = "study.regression.report"
-STATUSES = (*RUN_STATUSES, "uncertifiable")
+MEASURE_STATUSES = (*STOPPING_STATUSES, "uncertifiable")
 # a sweep with these exits 1; "uncertifiable" (f* too coarse for the tol) is a refusal, not one
 FAILED_STATUSES = ("error", "failed", "reference-error")
 MEASURING_FILES = ("study/regression/measure.py", "study/regression/spec.py")
 
-__all__ = ["CONFIG_KEYS", "FAILED_STATUSES", "FIGURES_MODULE", "KIND", "MEASURE_MODULE",
-           "REPORT_MODULE", "SCHEMA", "SIDE_TABLES", "STATUSES", "check_grid", "code_files",
-           "expand", "framework", "measure", "needs_gpu", "preload", "prerequisites", "resolve",
-           "spec_from_json", "summary"]
-
-
-def expand(raw: dict, source: str, name: str, repeats: int) -> list[RunSpec]:
-    return expand_specs(raw, source, name, repeats)
+__all__ = ["CONFIG_KEYS", "SCHEMA", "SIDE_TABLES", "expand"]  # imported: the plugin's own
 
 
 def check_grid(specs) -> str | None:
@@ -74,17 +66,9 @@ def check_grid(specs) -> str | None:
     return None
 
 
-def prerequisites(spec: RunSpec) -> list[RunSpec]:
-    """A tuned spec waits for its learning-rate grid's runs (study.sweep.tuning)."""
-    return tuning_runs(spec)
-
-
-def resolve(spec: RunSpec, rows: dict) -> RunSpec | None:
-    return resolve_tuned(spec, rows)
-
-
-def spec_from_json(text: str) -> RunSpec:
-    return RunSpec.from_json(text)
+prerequisites = tuning_runs  # a tuned spec waits for its learning-rate grid's runs
+resolve = resolve_tuned
+spec_from_json = RunSpec.from_json
 
 
 def framework(spec: RunSpec) -> str | None:
@@ -136,12 +120,6 @@ def input_files(spec: RunSpec) -> list[str]:
     paths = [spec.dataset_params.get(key) for key in DATASETS[spec.dataset].files]
     # a file gone missing: the run itself says so, as an error row
     return [str(Path(p).resolve()) for p in paths if isinstance(p, str) and Path(p).is_file()]
-
-
-def measure(spec, ctx):
-    from study.regression.measure import measure as measure_run
-
-    return measure_run(spec, ctx)
 
 
 def summary(runs) -> str:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 
 from datasets import DATASETS
+from study.sweep.tuning import tuning_axes
 
 # backend options with a column of their own; any other a backend declares is `option_<name>`
 OWN_COLUMNS = ("device", "feed", "xla", "formulation")
@@ -77,19 +78,8 @@ class RunSpec:
             "dtype": self.dtype, "init": self.init, "seed": self.seed, "repeat": self.repeat,
             "stopping": json.dumps(self.stopping, sort_keys=True),
             **{f"stop_{k}": v for k, v in self.stopping.items()},
-            **self.tuning_axes(),
+            **tuning_axes(self.tuning, holdout=self.tuning_holdout),
         }
-
-    def tuning_axes(self) -> dict:
-        if not self.tuning:
-            return {}
-        if self.tuning["role"] != "tuned":
-            return {"tuning": self.tuning["role"]}
-        return {"tuning": "tuned", "tuned_value": self.tuning.get("value"),
-                "tuning_grid": json.dumps(self.tuning["grid"]),
-                "tuning_seed": self.tuning["seed"], "tuning_holdout": self.tuning_holdout(),
-                "tuning_stopping": json.dumps(self.tuning["stopping"], sort_keys=True),
-                "tuning_criterion": self.tuning["criterion"]}
 
     def tuning_holdout(self) -> str:
         """What the held-apart tuning seed really holds apart from this instance: 'instance'

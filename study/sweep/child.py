@@ -7,7 +7,6 @@ that raises becomes an `error` row (its traceback is in the run's log).
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import socket
@@ -19,7 +18,7 @@ from pathlib import Path
 from study.output import write_parquet_atomic, write_text_atomic
 from study.sweep import environment
 from study.sweep.noise import NoiseProbe
-from study.sweep.plugin import RunContext
+from study.sweep.plugin import RunContext, load_plugin
 
 
 def reset_peak_memory() -> int:
@@ -60,7 +59,7 @@ def base_row(request: dict, spec) -> dict:
 def execute(request: dict) -> None:
     t0 = time.perf_counter()
     inherited = reset_peak_memory()
-    plugin = importlib.import_module(request["plugin"])
+    plugin = load_plugin(request["plugin"])
     spec = plugin.spec_from_json(request["spec"])
     pending = Path(request["pending"])
     row = {**base_row(request, spec), "pid": os.getpid(),

@@ -26,7 +26,6 @@ process alone, and the env_* columns record what each run actually had.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import sys
@@ -47,6 +46,7 @@ from study.sweep.dask_cluster import NANNY_THREAD_VARIABLES, TIMING_SLOT, Cluste
 from study.sweep.executors import Job, gpu_visible, no_gpu, skip
 from study.sweep.folder import ResultsFolder
 from study.sweep.isolate import ForkServer, run_isolated
+from study.sweep.plugin import load_plugin
 
 GPU = "gpu"
 RETRIES = 2
@@ -61,7 +61,7 @@ def execute_on_worker(job: Job, timeout: float, memory_budget_gb: float | None) 
     """The Dask task: one run in a process of its own on this worker; returns its row, side
     tables and log. Timeout, oom and a crashed run give a row here too, so the task itself only
     fails when the worker cannot run anything at all."""
-    plugin = importlib.import_module(job.request["plugin"])
+    plugin = load_plugin(job.request["plugin"])
     run_id = job.spec.run_id
     with tempfile.TemporaryDirectory(prefix=f"study-{run_id}-") as tmp:
         folder = ResultsFolder(tmp, plugin.SCHEMA, plugin.SIDE_TABLES)

@@ -2,8 +2,13 @@
 
 A spec is a frozen dataclass with `run_id` (a stable hash of its content), `repeat`,
 `to_json()`, `axes()` (flat values that excludes, --only and the results' columns use) and
-`label()` (a short name for progress lines). A plugin is a module providing every member of
-`StudyPlugin`; `load_kind` checks it, so a plugin that lacks one fails at once, naming it.
+`label()` (a short name for progress lines). A plugin is a module providing the members of
+`StudyPlugin`; it states only what differs from `DEFAULTS` (measured by `MEASURE_MODULE`'s
+`measure`, figures and report in its package's `figures` and `report` modules, no prerequisite
+runs, no grid check, nothing to preload, a GPU run when `spec.device == "gpu"`, a sweep failed
+only by `error` rows, no side tables). `load_plugin` fills in what it leaves out and checks the
+rest, so a plugin that lacks a member without a default fails at once, naming it; the engine
+reads a plugin only through it (`load_kind`, and the run's own process).
 A new study is a new folder whose plugin module is added to `STUDIES`; its figures and its report
 section are found through the plugin (`FIGURES_MODULE`, `REPORT_MODULE`), nowhere else.
 """
@@ -29,7 +34,7 @@ class StudyPlugin(Protocol):
     MEASURE_MODULE: str  # the module that measures (a warm process imports it)
     SCHEMA: Any  # study.sweep.schema.Schema of its rows, engine columns included
     SIDE_TABLES: dict  # name -> Schema of a per-run side table (traces, calls)
-    STATUSES: tuple[str, ...]  # what `measure` can end with (besides ENGINE_STATUSES)
+    MEASURE_STATUSES: tuple[str, ...]  # what `measure` can end with (besides ENGINE_STATUSES)
     FAILED_STATUSES: tuple[str, ...]  # a sweep with any of these exits 1
     FIGURES_MODULE: str  # `draw(results, folder) -> [paths]`
     REPORT_MODULE: str  # `section(results, figures_folder) -> [Block]`
@@ -90,11 +95,74 @@ class RunContext:
 
 def load_kind(kind: str) -> StudyPlugin:
     """The plugin of a study kind, checked against `StudyPlugin`."""
-    plugin = importlib.import_module(STUDIES[kind])
-    missing = [name for name in _members() if not hasattr(plugin, name)]
+    return load_plugin(STUDIES[kind])
+
+
+def load_plugin(module_name: str) -> StudyPlugin:
+    """The plugin module, its left-out members set to `DEFAULTS` (once, on the module itself,
+    so every reader sees one plugin), checked against `StudyPlugin`."""
+    plugin = importlib.import_module(module_name)
+    for name, legacy in LEGACY_NAMES.items():
+        if not hasattr(plugin, name) and hasattr(plugin, legacy):
+            setattr(plugin, name, getattr(plugin, legacy))
+    missing = [name for name in _members() if not hasattr(plugin, name) and name not in DEFAULTS]
     if missing:
-        raise TypeError(f"study plugin {STUDIES[kind]} lacks {', '.join(missing)}")
+        raise TypeError(f"study plugin {module_name} lacks {', '.join(missing)}")
+    for name, default in DEFAULTS.items():
+        if not hasattr(plugin, name):
+            setattr(plugin, name, default(plugin))
     return plugin
+
+
+def _sibling(name: str):
+    """The plugin package's module `name` (study.feedmode.plugin -> study.feedmode.<name>)."""
+    return lambda plugin: f"{plugin.__name__.rpartition('.')[0]}.{name}".lstrip(".")
+
+
+def _measure(plugin):
+    def measure(spec, ctx: RunContext) -> Measurement:
+        """`measure` of the plugin's MEASURE_MODULE, imported in the run's own process."""
+        return importlib.import_module(plugin.MEASURE_MODULE).measure(spec, ctx)
+
+    return measure
+
+
+def _no_prerequisites(spec) -> list:
+    return []
+
+
+def _unchanged(spec, rows: dict):
+    return spec
+
+
+def _no_grid_check(specs) -> None:
+    return None
+
+
+def _no_preload(framework: str) -> tuple[str, ...]:
+    return ()
+
+
+def _device_is_gpu(spec) -> bool:
+    return getattr(spec, "device", None) == "gpu"
+
+
+# member -> its default, made from the plugin module (in this order: measure reads MEASURE_MODULE)
+DEFAULTS = {
+    "MEASURE_MODULE": _sibling("measure"),
+    "FIGURES_MODULE": _sibling("figures"),
+    "REPORT_MODULE": _sibling("report"),
+    "SIDE_TABLES": lambda plugin: {},
+    "FAILED_STATUSES": lambda plugin: ("error",),
+    "measure": _measure,
+    "prerequisites": lambda plugin: _no_prerequisites,
+    "resolve": lambda plugin: _unchanged,
+    "check_grid": lambda plugin: _no_grid_check,
+    "preload": lambda plugin: _no_preload,
+    "needs_gpu": lambda plugin: _device_is_gpu,
+}
+# a member's former name, still read until study/train/plugin.py says MEASURE_STATUSES
+LEGACY_NAMES = {"MEASURE_STATUSES": "STATUSES"}
 
 
 def _members() -> list[str]:

@@ -236,11 +236,22 @@ def describe(study: Study, specs, plan: Plan, folder: ResultsFolder, what: str =
 
 def add_arguments(parser) -> None:
     parser.add_argument("config", help="a study config, e.g. configs/regression.toml")
-    parser.add_argument("--out", help="results folder (default results/<study name>)")
-    parser.add_argument("--only", nargs="+", action="append", metavar="KEY=VALUE",
-                        help="run only the grid points with these axis values (repeatable; "
-                             "every key must match)")
-    parser.add_argument("--dry-run", action="store_true", help="print the grid, run nothing")
+    add_sweep_arguments(parser)
+
+
+def add_sweep_arguments(parser, out_help: str = "results folder (default results/<study name>)",
+                        *, grid: bool = True, executors: bool = True) -> None:
+    """The flags every sweep command shares (`study run`, `study feedmode`), added the one way:
+    where the results go, what is measured again, the run order and the progress lines; with
+    `grid`, --only and --dry-run; with `executors`, --executor, --scheduler and --workers (a
+    command without them runs its whole grid here, one run at a time)."""
+    parser.add_argument("--out", help=out_help)
+    if grid:
+        parser.add_argument("--only", nargs="+", action="append", metavar="KEY=VALUE",
+                            help="run only the grid points with these axis values (repeatable; "
+                                 "every key must match)")
+        parser.add_argument("--dry-run", action="store_true",
+                            help="print the grid, run nothing")
     parser.add_argument("--retry-failed", action="store_true",
                         help="measure again the runs that ended in error")
     parser.add_argument("--keep-stale", action="store_true",
@@ -250,15 +261,19 @@ def add_arguments(parser) -> None:
     parser.add_argument("--order-seed", type=int, metavar="N",
                         help="seed of the shuffled run order (default: a fresh one, recorded)")
     parser.add_argument("--quiet", action="store_true", help="log lines instead of a progress bar")
-    parser.add_argument("--executor", choices=("local", "dask"), default="local",
-                        help="local: one run at a time on this machine (default); dask: each "
-                             "run on a Dask cluster (needs the [dask] extra)")
-    parser.add_argument("--scheduler", metavar="ADDRESS",
-                        help="with --executor dask: the scheduler, e.g. tcp://HOST:8786 "
-                             "(default: start a local cluster)")
-    parser.add_argument("--workers", type=int, metavar="N",
-                        help="with --executor dask and no --scheduler: workers of the local "
-                             "cluster, each running one run at a time (default 1)")
+    if executors:
+        parser.add_argument("--executor", choices=("local", "dask"), default="local",
+                            help="local: one run at a time on this machine (default); dask: "
+                                 "each run on a Dask cluster (needs the [dask] extra)")
+        parser.add_argument("--scheduler", metavar="ADDRESS",
+                            help="with --executor dask: the scheduler, e.g. tcp://HOST:8786 "
+                                 "(default: start a local cluster)")
+        parser.add_argument("--workers", type=int, metavar="N",
+                            help="with --executor dask and no --scheduler: workers of the local "
+                                 "cluster, each running one run at a time (default 1)")
+    parser.set_defaults(**({} if grid else {"only": None, "dry_run": False}),
+                        **({} if executors else {"executor": "local", "scheduler": None,
+                                                 "workers": None}))
 
 
 def make_executor(args):
@@ -332,7 +347,8 @@ def estimate(specs, study: Study, out) -> str:
 
 
 def execute(study: Study, args) -> int:
-    """Run a validated study as the command line asks; the exit status of the command."""
+    """Run a validated study as the command line asks (the flags of `add_sweep_arguments`); the
+    exit status of the command."""
     only = flatten_only(args.only)
     specs = selected(study, only)
     out = args.out or os.path.join("results", study.name)
@@ -341,9 +357,8 @@ def execute(study: Study, args) -> int:
         return 0
     check_output_folder(out)
     statuses = run_study(study, out, only=only, retry_failed=args.retry_failed,
-                         keep_stale=getattr(args, "keep_stale", False),
-                         remeasure_noisy=getattr(args, "remeasure_noisy", False),
-                         order_seed=getattr(args, "order_seed", None), quiet=args.quiet,
+                         keep_stale=args.keep_stale, remeasure_noisy=args.remeasure_noisy,
+                         order_seed=args.order_seed, quiet=args.quiet,
                          executor=make_executor(args))
     plugin = load_kind(study.kind)
     runs_path = os.path.join(out, "runs.parquet")

@@ -29,6 +29,7 @@ timer's noise in a choice made from single short runs.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import replace
 
@@ -86,6 +87,22 @@ def choose(rates, rows, criterion: str = "iterations", *, usable_statuses=USABLE
     if usable:
         return min(usable, key=lambda p: (p[1][quality], p[0]))[0]
     return None
+
+
+def tuning_axes(tuning: dict, holdout=None) -> dict:
+    """A spec's tuning columns: none for an ordinary run, `tuning` alone for a grid run, and for
+    a measured tuned run its chosen value, grid, seed, budget and criterion (where the study's
+    protocol has one); `holdout()`, where the study says what the held-apart seed holds apart,
+    adds `tuning_holdout`."""
+    if not tuning:
+        return {}
+    if tuning["role"] != TUNED:
+        return {"tuning": tuning["role"]}
+    return {"tuning": TUNED, "tuned_value": tuning.get("value"),
+            "tuning_grid": json.dumps(tuning["grid"]), "tuning_seed": tuning["seed"],
+            **({"tuning_holdout": holdout()} if holdout is not None else {}),
+            "tuning_stopping": json.dumps(tuning["stopping"], sort_keys=True),
+            **({"tuning_criterion": tuning["criterion"]} if "criterion" in tuning else {})}
 
 
 def measured_runs(runs):
