@@ -63,8 +63,9 @@ _GPU_ANSWERS: dict[tuple[str, str | None], bool] = {}
 def gpu_visible(framework: str | None = "tensorflow", python: str = sys.executable,
                 probe: GpuProbe | None = None) -> bool:
     """Asked once per interpreter and framework (from `probe` when one was started early);
-    NumPy runs on no GPU."""
-    if framework is None:
+    NumPy runs on no GPU. Without the device files its GPU needs, the answer is no without
+    importing the framework (a TensorFlow import costs seconds of a 2-core machine's time)."""
+    if framework is None or not FRAMEWORKS[framework].gpu_nodes_present():
         return False
     if (python, framework) not in _GPU_ANSWERS:
         _GPU_ANSWERS[python, framework] = (probe or GpuProbe(framework, python)).result()
@@ -126,7 +127,8 @@ class LocalExecutor:
         all of them before the first run: their imports overlap each other, never a run."""
         probes = {framework: GpuProbe(framework, self.python) for framework in
                   dict.fromkeys(job.framework for job in jobs if job.needs_gpu)
-                  if framework is not None and (self.python, framework) not in _GPU_ANSWERS}
+                  if framework is not None and (self.python, framework) not in _GPU_ANSWERS
+                  and FRAMEWORKS[framework].gpu_nodes_present()}
         launched = []
         for job in {job.preload: job for job in jobs}.values():
             if job.preload in self.servers and self.servers[job.preload].alive:
