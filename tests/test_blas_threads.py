@@ -288,3 +288,8 @@ def test_the_report_sentence_counts_the_choices():
     given = runs.assign(blas_threads_source="given", blas_threads_crossover=None).iloc[:1]
     assert blas_threads.report_sentence(given) == \
         "BLAS threads of the NumPy runs: 1 (given) in 1 run."
+    # the regression and logistic report sections say it once, in a paragraph of its own
+    from study.regression.report import blas_blocks
+
+    assert [b.content for b in blas_blocks(given)] == [blas_threads.report_sentence(given)]
+    assert blas_blocks(runs.drop(columns="blas_threads")) == []

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from optimizers import blas_threads
 from optimizers.backends.registry import BACKENDS, FRAMEWORKS
 from study.paired import compare
 from study.regression import logistic
@@ -388,7 +389,7 @@ def logistic_section(results, figures: Path) -> list[Block]:
     blocks.append(Block("h3", "Iterations and evaluations"))
     blocks.append(Block("table", logistic.evaluation_table(runs), "every configuration"))
     blocks.append(Block("p", stopping_sentence(runs)))
-    return blocks
+    return [*blocks, *blas_blocks(runs)]
 
 
 def section(results, figures: Path) -> list[Block]:
@@ -414,7 +415,14 @@ def section(results, figures: Path) -> list[Block]:
             Block("list", original_regression_answer(runs, summary)),
             *regression_blocks(runs, figures, summary=summary, study=study),
             *tuning,
-            Block("p", stopping_sentence(runs))]
+            Block("p", stopping_sentence(runs)),
+            *blas_blocks(runs)]
+
+
+def blas_blocks(runs: pd.DataFrame) -> list[Block]:
+    """The BLAS thread count the NumPy runs used, once (optimizers/blas_threads.py)."""
+    sentence = blas_threads.report_sentence(runs)
+    return [Block("p", sentence)] if sentence else []
 
 
 def own_question(runs: pd.DataFrame) -> str:
