@@ -14,3 +14,14 @@ def first_line(error) -> str:
     """An exception's message as one line (its first), or its type's name when it has none."""
     lines = str(error).strip().splitlines()
     return lines[0] if lines else type(error).__name__
+
+
+def failure_line(error: BaseException) -> str:
+    """A failure (inside a library, most often) as one line: its type and its first line, and
+    where Keras wraps a layer's exception ("Exception encountered when calling ..."), the wrapped
+    message too, since that first line alone names no cause."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    text = f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+    if len(lines) > 1 and lines[0].startswith("Exception encountered when calling"):
+        text += f" {lines[1]}"
+    return text[:500]

@@ -434,3 +434,18 @@ def test_memory_check_sees_an_address_space_limit():
                           capture_output=True, text=True, preexec_fn=limit)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
     assert "eve with 50000000 rows needs about 6.0 GiB" in proc.stderr
+
+
+def test_a_failure_is_one_line_with_keras_wrapped_cause():
+    """An error row's message: the type and first line; Keras's wrapper line alone names no
+    cause, so the wrapped message follows it; an empty message gives the type."""
+    from datasets.errors import failure_line
+
+    wrapped = ValueError("Exception encountered when calling Dense.call().\n\n"
+                         "Input 0 is incompatible: expected axis -1 = 4, got 3\n\nArguments: ...")
+    assert failure_line(wrapped) == ("ValueError: Exception encountered when calling "
+                                     "Dense.call(). Input 0 is incompatible: expected axis -1 "
+                                     "= 4, got 3")
+    assert failure_line(RuntimeError("\nfirst\nsecond")) == "RuntimeError: first"
+    assert failure_line(KeyError()) == "KeyError"
+    assert len(failure_line(OSError("x" * 2000))) == 500

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from contextlib import nullcontext
 
-from datasets.errors import InputError
+from datasets.errors import InputError, failure_line
 from study import interrupts
 from study.bench.plan import BLAS_THREADS, ENGINES, TF1_OPTIMIZERS
 
@@ -15,11 +15,6 @@ from study.bench.plan import BLAS_THREADS, ENGINES, TF1_OPTIMIZERS
 class Unavailable(Exception):
     """A configuration that cannot run here (an option not in this version, no GPU): a row
     with status 'unavailable' and the reason, never a crash of the bench."""
-
-
-def first_line(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}"
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def progress(message: str) -> None:
@@ -47,7 +42,7 @@ def backend_for(label: str, dtype: str, formulation: str = "data", device: str =
     try:
         return make_backend(name, dtype, **options)
     except InputError as exc:  # e.g. tf1 with the gram formulation
-        raise Unavailable(f"{label} {formulation}: {first_line(exc)}") from None
+        raise Unavailable(f"{label} {formulation}: {failure_line(exc)}") from None
 
 
 def run_once(problem, optimizer: str, label: str, dtype: str, formulation: str, *,
@@ -64,7 +59,7 @@ def run_once(problem, optimizer: str, label: str, dtype: str, formulation: str, 
                          backend=backend)
     except InputError as exc:
         interrupts.check()  # an error an interrupt caused is the interrupt
-        raise Unavailable(first_line(exc)) from None
+        raise Unavailable(failure_line(exc)) from None
     interrupts.check()  # one a library swallowed ends the bench here, not at its end
     if result.status == "skipped":
         raise Unavailable(result.message)
@@ -92,4 +87,4 @@ def failed_row(row: dict, exc: BaseException) -> dict:
     interrupts.check()  # an error an interrupt caused is the interrupt, not a row
     status = "unavailable" if isinstance(exc, Unavailable) else "error"
     return {**row, "status": status, "message": str(exc) if status == "unavailable"
-            else first_line(exc)}
+            else failure_line(exc)}

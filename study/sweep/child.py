@@ -15,6 +15,7 @@ import traceback
 from datetime import UTC, datetime
 from pathlib import Path
 
+from datasets.errors import failure_line
 from study.output import write_parquet_atomic, write_text_atomic
 from study.sweep import environment
 from study.sweep.noise import NoiseProbe
@@ -40,11 +41,6 @@ def _status_kb(field: str) -> int:
         if line.startswith(field + ":"):
             return int(line.split()[1])
     return 0
-
-
-def one_line(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}".strip().splitlines()
-    return text[0][:500] if text else type(exc).__name__
 
 
 def base_row(request: dict, spec) -> dict:
@@ -75,7 +71,7 @@ def execute(request: dict) -> None:
         tables = measurement.tables
     except Exception as exc:  # recorded as the run's status; the traceback goes to the log
         traceback.print_exc()
-        row.update(status="error", message=one_line(exc))
+        row.update(status="error", message=failure_line(exc))
     env = environment.collect()
     row.update(probe.columns(), **env, env_fingerprint=environment.fingerprint(env),
                inherited_memory_mb=inherited / 2**20,
@@ -86,7 +82,7 @@ def execute(request: dict) -> None:
     except ValueError as exc:  # an undeclared column: a bug, recorded rather than lost
         traceback.print_exc()
         keep = {k: v for k, v in row.items() if plugin.SCHEMA.kind_of(k) is not None}
-        frame = plugin.SCHEMA.frame([{**keep, "status": "error", "message": one_line(exc)}])
+        frame = plugin.SCHEMA.frame([{**keep, "status": "error", "message": failure_line(exc)}])
         tables = {}
     for name, table in tables.items():
         if table is not None and len(table):

@@ -18,8 +18,9 @@ import time
 import numpy as np
 import pandas as pd
 
+from datasets.errors import failure_line
 from study.bench.plan import LOOP_GOAL, Plan
-from study.bench.runs import Unavailable, failed_row, first_line, progress, shown
+from study.bench.runs import Unavailable, failed_row, progress, shown
 from study.bench.sections.overhead import gd_step, hand_numpy_gd, hand_tf_gd
 from study.bench.timing import median, ratio, samples
 
@@ -63,7 +64,7 @@ def ours(problem, name: str, feed: str, dtype: str, device: str, optimizer: str,
         result = run(problem, make_optimizer(optimizer), build_rules(max_iter=iterations),
                      backend=backend)
     except InputError as exc:
-        raise Unavailable(first_line(exc)) from None
+        raise Unavailable(failure_line(exc)) from None
     if result.status == "skipped":
         raise Unavailable(result.message)
     return result

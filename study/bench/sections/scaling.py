@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import pandas as pd
 
+from datasets.errors import failure_line
 from study import interrupts
 from study.bench.plan import TARGET_TOL, Plan
-from study.bench.runs import describe, first_line, progress, run_once, shown
+from study.bench.runs import describe, progress, run_once, shown
 from study.bench.sections.iterations import measure_iterations
 from study.bench.timing import loglog_slope, read_passes
 
@@ -41,7 +42,7 @@ def measure_point(problem, method, *, iterations: int, repeats: int, read_repeat
                           max_iter=1_000_000, time_budget=time_budget)
     except Exception as exc:  # noqa: BLE001
         interrupts.check()  # an error an interrupt caused is the interrupt, not a row
-        return {**row, "target_status": "error", "target_message": first_line(exc)}
+        return {**row, "target_status": "error", "target_message": failure_line(exc)}
     reached = bool(result.target_reached)
     return {**row, "target_status": result.status, "target_iterations": result.iterations,
             "seconds_to_target": result.seconds if reached else float("nan"),
