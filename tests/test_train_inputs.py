@@ -142,10 +142,11 @@ def test_a_framework_keras_has_no_backend_for_is_refused(monkeypatch):
     from study.train.frameworks import KERAS_FRAMEWORKS, check_framework, pick
 
     assert set(KERAS_FRAMEWORKS) <= set(registry.FRAMEWORKS)  # derived, not a second list
-    monkeypatch.setitem(registry.FRAMEWORKS, "cupy2", replace(registry.FRAMEWORKS["jax"],
-                                                              name="cupy2"))
-    with pytest.raises(InputError, match="the train study runs Keras, which has no cupy2 "
-                                         "backend; allowed: tensorflow, jax, torch"):
+    assert KERAS_FRAMEWORKS == tuple(n for n, f in registry.FRAMEWORKS.items() if f.warm)
+    monkeypatch.setitem(registry.FRAMEWORKS, "cupy2", replace(
+        registry.FRAMEWORKS["jax"], name="cupy2", title="CuPy2", warm=None, flat=None))
+    with pytest.raises(InputError, match="--backend: the train study runs Keras models, and Keras "
+                                         "has no CuPy2 backend; allowed: tensorflow, jax, torch"):
         check_framework("cupy2", "--backend")
     with pytest.raises(InputError, match="has no code for the framework 'cupy2'"):
         pick({"jax": 1}, "cupy2", "the loop")

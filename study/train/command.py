@@ -21,7 +21,9 @@ from study.train.data import check_data
 from study.train.device import DEVICES
 from study.train.examples import DATA
 from study.train.frameworks import KERAS_FRAMEWORKS, check_framework
-from study.train.model import check_model_name
+from study.train.model import SHIPPED, check_initial_file, check_model_name
+from study.train.native_examples import FRAMEWORK_OF
+from study.train.native_optimizers import check_name, library_of
 from study.train.spec import LBFGS, Spec
 
 # what a shipped data set is judged by, unless --loss / --metric say otherwise
@@ -30,8 +32,9 @@ EXAMPLE_DEFAULTS = {"digits": ("sparse_categorical_crossentropy", "accuracy"),
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", required=True, help="digits-cnn, eve-mlp, a .keras file or "
-                        "file.py:function(input_shape, outputs)")
+    parser.add_argument("--model", required=True, help=f"{', '.join(SHIPPED)}, a .keras file or "
+                        "file.py:function(input_shape, outputs) returning a Keras model, a "
+                        "torch.nn.Module, an Equinox or Flax NNX module or (init_params, apply)")
     parser.add_argument("--data", required=True, help=f"{', '.join(DATA)}, a .npz file "
                         "(x_train, y_train, x_val, y_val) or a CSV/Parquet file")
     parser.add_argument("--features", nargs="+", help="CSV/Parquet: feature columns")
@@ -41,10 +44,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--loss", help="a Keras loss by name (default for the shipped data); "
                         "NAME:from_logits for a model whose last layer is linear")
     parser.add_argument("--metric", help="a Keras metric by name (default: accuracy)")
-    parser.add_argument("--optimizer", default="keras:Adam", help="keras:<Class> or lbfgs")
+    parser.add_argument("--optimizer", default="keras:Adam", help="keras:<Class> (Keras models), "
+                        "torch:<Class> (PyTorch models), optax:<name> (JAX models) or lbfgs")
     parser.add_argument("--opt-param", action="append", default=[], metavar="KEY=VALUE",
                         help="the optimizer's arguments, e.g. learning_rate=0.01")
-    parser.add_argument("--backend", default="jax", help=", ".join(KERAS_FRAMEWORKS))
+    parser.add_argument("--backend", help=f"{', '.join(KERAS_FRAMEWORKS)} (default: a native "
+                        "example's own framework, else jax)")
+    parser.add_argument("--initial", help="a native model's initial parameters: an .npz (by "
+                        "parameter name, or w0, w1, ... in Keras's order)")
     parser.add_argument("--device", default="cpu", help=", ".join(DEVICES))
     parser.add_argument("--batch-size", type=int, help="rows per step; 0: full batch "
                         "(default 64; lbfgs is always full batch)")
@@ -73,15 +80,19 @@ def spec_from(args) -> Spec:
     loss, metric = args.loss or loss, args.metric or metric
     if loss is None:
         raise InputError("--loss is required for your own data (a Keras loss by name)")
+    if args.backend is None:
+        args.backend = FRAMEWORK_OF.get(args.model, "jax")
     check_framework(args.backend, "--backend")
     REGISTRY[args.backend].require()
     if args.device not in DEVICES:
         raise InputError(f"--device: unknown '{args.device}'; allowed: {', '.join(DEVICES)}")
     if args.device == "gpu" and not REGISTRY[args.backend].gpu_nodes_present():
         raise InputError(REGISTRY[args.backend].no_gpu())  # before the framework's start-up logs
-    if args.optimizer != LBFGS and not args.optimizer.startswith("keras:"):
-        raise InputError(f"--optimizer: unknown '{args.optimizer}'; allowed: keras:<Class>, "
-                         f"{LBFGS}")
+    try:
+        check_name(args.optimizer)
+    except InputError as exc:
+        raise InputError(f"--{exc}") from None
+    check_initial_file(args.initial, args.model, "--initial")
     name, sep, value = args.target.partition("=")
     try:
         table = {"metric": name, "value": float(value)}
@@ -108,7 +119,9 @@ def spec_from(args) -> Spec:
     return Spec("train", args.model, data, loss, metric, args.optimizer,
                 key_values(args.opt_param, "--opt-param"), args.backend,
                 0 if args.optimizer == LBFGS else batch_size, args.eval_every, target,
-                args.seed, 0, stopping, {}, args.loop, args.device)
+                args.seed, 0, stopping, {}, args.loop, args.device,
+                None if args.initial is None else str(args.initial))
+
 
 
 def check_loop(args) -> None:
@@ -116,6 +129,10 @@ def check_loop(args) -> None:
     step, an untimed warm-up fit and one timed step (study.train.measure.fit_record)."""
     if args.loop not in LOOPS:
         raise InputError(f"--loop: unknown '{args.loop}'; allowed: {', '.join(LOOPS)}")
+    if args.loop == "fit" and (args.model in FRAMEWORK_OF
+                               or library_of(args.optimizer) in ("torch", "optax")):
+        raise InputError("--loop fit times Keras's model.fit, which runs Keras models and "
+                         "optimizers only; use --loop steps for a native model")
     if args.loop == "fit" and args.optimizer == LBFGS:
         raise InputError("--loop fit times Keras's model.fit, which cannot run lbfgs (ours, on "
                          "the flat weights); use a keras:<Class> optimizer or --loop steps")

@@ -1,5 +1,6 @@
 """The train study's config: [[problems]] (model, data, loss, metric, batch sizes, evaluation
-interval, target, budget), [[optimizers]] (keras:<Class> with its arguments, or lbfgs),
+interval, target, budget, a native model's initial .npz), [[optimizers]] (keras:<Class>,
+torch:<Class> or optax:<name> with its arguments, or lbfgs),
 `backends`, `device` (cpu, gpu or both), `seeds` and [tuning]. Every list value of a problem or
 optimizer block is an axis; the grid is their product with backends, devices, seeds and
 repeats."""
@@ -9,6 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import sys
 from dataclasses import replace
 
 from datasets import values
@@ -21,12 +23,20 @@ from study.sweep.grid import ConfigError, as_list, blocks, check_size, expand, m
 from study.train.data import check_data
 from study.train.device import DEVICES
 from study.train.frameworks import KERAS_FRAMEWORKS, check_framework
-from study.train.model import check_model_name, check_target_value, mode_of
+from study.train.model import (
+    SHIPPED,
+    check_initial_file,
+    check_model_name,
+    check_target_value,
+    mode_of,
+)
+from study.train.native_examples import FRAMEWORK_OF
 from study.train.spec import LBFGS, Spec
 
 CONFIG_KEYS = ("seeds", "backends", "device", "tuning", "problems", "optimizers")
 PROBLEM_KEYS = ("name", "model", "data", "loss", "metric", "batch_size", "eval_every", "target",
-                "stopping", "loop")
+                "stopping", "loop", "initial")
+NATIVE_PREFIXES = {"torch:": "torch", "optax:": "jax"}  # a native optimizer's framework
 STOPPING_KEYS = ("max_steps", "time_budget")
 TARGET_KEYS = ("metric", "value", "mode", "set", "margin", "seed", "stopping")
 LOOPS = ("steps", "fit")
@@ -119,11 +129,17 @@ def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[Spec]:
     for block in blocks(raw, "optimizers", source):
         block_name = block.get("name")
         where = f"{source}: optimizers: '{block_name}'"
-        if not isinstance(block_name, str) or not (block_name == LBFGS
+        native = native_framework(block_name)
+        if not isinstance(block_name, str) or not (block_name == LBFGS or native
                                                    or block_name.startswith(KERAS_PREFIX)):
             raise ConfigError(f"{source}: optimizers: unknown name {block_name!r}; allowed: "
-                              f"{KERAS_PREFIX}<Class> (any Keras optimizer), {LBFGS}")
+                              f"{KERAS_PREFIX}<Class> (any Keras optimizer), torch:<Class>, "
+                              f"optax:<name> (native models), {LBFGS}")
         params = {k: v for k, v in block.items() if k not in ("name", "tuning")}
+        if native == "torch" and protocol.TUNED in (params.get(protocol.PARAMETER),
+                                                    params.get("lr")):
+            raise ConfigError(f"{where}: {protocol.PARAMETER} = '{protocol.TUNED}' is not mapped "
+                              "to torch's lr yet; give lr")
         for point in expand(params, where):
             tuned = point.get(protocol.PARAMETER) == protocol.TUNED
             tuning = check_tuning({**study_tuning, **block.get("tuning", {})}, where, seeds) \
@@ -135,6 +151,8 @@ def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[Spec]:
                     unknown(candidate, ("history",), where, "lbfgs parameter")
                     checked(f"{where}: history", candidate.get("history", 10),
                             values.integer(1, 1000))
+                elif native:
+                    check_native_optimizer(block_name, candidate, native, where)
                 else:
                     keras_points.append((block_name, candidate))
             optimizer_points.append((block_name, point, tuning))
@@ -144,11 +162,13 @@ def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[Spec]:
             raise ConfigError(f"{source}: optimizers: {error}")
     configurations = []
     for optimizer, point, tuning in optimizer_points:
+        if native_framework(optimizer):  # a round sets a Keras model's target (native: given)
+            continue
         for rate in (tuning["grid"] if tuning else [None]):
             configurations.append([optimizer, {**point, **({protocol.PARAMETER: rate}
                                                            if tuning else {})}])
 
-    specs = {}
+    specs, unplanned = {}, {}
     for number, block in enumerate(blocks(raw, "problems", source), 1):
         where = f"{source}: problems: '{block.get('name', number)}'"
         unknown(block, PROBLEM_KEYS, where, "key")
@@ -158,8 +178,10 @@ def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[Spec]:
         try:
             check_model_name(block["model"], f"{where}: model")
             check_data(block["data"], f"{where}: data")
+            check_initial_file(block.get("initial"), block["model"], f"{where}: initial")
         except InputError as exc:
             raise ConfigError(str(exc)) from None
+        own = FRAMEWORK_OF.get(block["model"])  # a shipped native example's framework
         for key in ("loss", "metric"):
             if not isinstance(block[key], str):
                 raise ConfigError(f"{where}: {key} must be a Keras name, got {block[key]!r}")
@@ -167,6 +189,9 @@ def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[Spec]:
         target = check_target(block["target"], f"{where}: target", block["metric"], seeds,
                               configurations, backends[0], block["loss"])
         loop = checked(f"{where}: loop", block.get("loop", "steps"), values.choice(*LOOPS))
+        if own and (loop != "steps" or target["how"] != "given"):
+            raise ConfigError(f"{where}: a native model runs loop = 'steps' to a given target "
+                              "(model.fit and the target-setting round are Keras's)")
         if loop == "fit" and stopping["max_steps"] < FIT_MIN_STEPS:
             raise ConfigError(f"{where}: stopping.max_steps must be at least 3 with loop = "
                               f"'fit', got {stopping['max_steps']}")
@@ -176,9 +201,13 @@ def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[Spec]:
                  for b in as_list(block.get("batch_size", 0))]
         check_size(len(sizes) * len(optimizer_points) * len(backends) * len(devices)
                    * len(seeds) * repeats, where)
-        problem = []
+        problem, left = [], 0
         for size, (optimizer, point, tuning), backend, device, seed, repeat in itertools.product(
                 sizes, optimizer_points, backends, devices, seeds, range(repeats)):
+            why = not_planned(block["model"], own, optimizer, backend)
+            if why:
+                left += 1
+                continue
             if loop == "fit":
                 # Keras's fit runs Keras optimizers only, and the time per step it is compared
                 # on does not depend on the rate: a tuned rate is Keras's default here
@@ -192,13 +221,49 @@ def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[Spec]:
                         0 if optimizer == LBFGS else size, eval_every,
                         {**target, "batch_size": size} if target["how"] == "round" else
                         dict(target), seed,
-                        repeat, dict(stopping), dict(tuning), loop, device)
+                        repeat, dict(stopping), dict(tuning), loop, device,
+                        block.get("initial"))
             problem.append(spec)
+        if left:
+            unplanned[block.get("name", str(number))] = left
         if target["how"] == "round":
             problem = round_on_first(problem, backends, excludes)
         for spec in problem:
             specs.setdefault(spec.run_id, spec)
+    if unplanned:  # said once, as a sweep's GPU runs without a GPU are
+        print(f"{source}: not run: {sum(unplanned.values())} combinations of a model with "
+              "another framework or another library's optimizer (a native model runs on its "
+              "own framework with its library's optimizers and lbfgs, a Keras model with Keras "
+              f"optimizers and lbfgs), in problems {', '.join(unplanned)}", file=sys.stderr)
     return list(specs.values())
+
+
+def native_framework(optimizer) -> str | None:
+    """torch or jax for a native optimizer's name (torch:<Class>, optax:<name>), else None."""
+    return next((framework for prefix, framework in NATIVE_PREFIXES.items()
+                 if isinstance(optimizer, str) and optimizer.startswith(prefix)), None)
+
+
+def check_native_optimizer(name: str, point: dict, framework: str, where: str) -> None:
+    """A torch:/optax: optimizer's hyperparameters, checked by building its submission."""
+    from study.train.native_optimizers import make_submission
+
+    try:
+        REGISTRY[framework].require()
+        make_submission(name, point, framework)
+    except InputError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def not_planned(model: str, own: str | None, optimizer: str, backend: str) -> bool:
+    """A combination known not to go together, left out of the plan: a shipped native example
+    off its framework or with another library's optimizer, or a shipped Keras model with a
+    native optimizer. A user's file.py:function is known only when it runs: there such a run
+    is a skipped row, with the reason."""
+    native = native_framework(optimizer)
+    if own is not None:
+        return backend != own or native != own and optimizer != LBFGS
+    return bool(native) and (model in SHIPPED or model.endswith(".keras"))
 
 
 def check_distinct(optimizer_points, source: str) -> None:

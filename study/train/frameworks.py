@@ -11,8 +11,10 @@ from __future__ import annotations
 from datasets.errors import InputError
 from optimizers.backends.registry import FRAMEWORKS as REGISTRY
 
-KERAS_BACKENDS = ("tensorflow", "jax", "torch")  # Keras 3's training backends, by its names
-KERAS_FRAMEWORKS = tuple(name for name in REGISTRY if name in KERAS_BACKENDS)
+# Keras 3's training backends: the registry's frameworks whose entry names a warm module (one
+# list, the registry's; Framework.trainable() says why another is refused)
+KERAS_FRAMEWORKS = tuple(name for name, framework in REGISTRY.items() if framework.warm)
+KERAS_BACKENDS = KERAS_FRAMEWORKS
 
 
 def check_framework(name, where: str = "backend") -> str:
@@ -21,8 +23,12 @@ def check_framework(name, where: str = "backend") -> str:
     if name in KERAS_FRAMEWORKS:
         return name
     if isinstance(name, str) and name in REGISTRY:
-        raise InputError(f"{where}: the train study runs Keras, which has no {name} backend; "
-                         f"allowed: {allowed}")
+        try:
+            REGISTRY[name].trainable()
+        except InputError as exc:
+            raise InputError(f"{where}: {exc}") from None
+        raise InputError(f"{where}: {name} was registered after the train study listed its "
+                         f"frameworks; allowed: {allowed}")
     raise InputError(f"{where}: unknown {name!r}; allowed: {allowed}")
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -24,7 +25,8 @@ from study.sweep.tuning import NO_RATE, is_tuned
 from study.train.device import check_placed, gpu_seen, no_gpu, placed, scope
 from study.train.initial import RTOL, agrees, data_folder, initial_folder, read_arrays, read_initial
 from study.train.loop import Target, epoch_batches, run_loop
-from study.train.model import build, loss_object, metric_object
+from study.train.model import build, loss_object, metric_object, outputs_for
+from study.train.native_optimizers import library_of
 from study.train.spec import Spec
 from study.train.trainers import Evaluation, make_trainer
 
@@ -37,6 +39,20 @@ def measure(spec: Spec, ctx: RunContext) -> Measurement:
         return Measurement({"status": "skipped", "message": NO_RATE})
     if spec.target.get("how") == "round" and spec.target.get("value") is None:
         return Measurement({"status": "skipped", "message": NO_TARGET})
+    found = native_model(spec, ctx)  # before Keras is imported: a native model never needs it
+    if found is not None:
+        return measure_native(spec, ctx, *found)
+    if library_of(spec.optimizer) not in ("keras", "ours"):
+        kind = {"torch": "a PyTorch optimizer (for native PyTorch models)",
+                "optax": "an optax optimizer (for native JAX models)"}.get(
+            library_of(spec.optimizer), "no Keras optimizer")
+        return Measurement({"status": "skipped", "message": (
+            f"optimizer '{spec.optimizer}' is {kind}; model '{spec.model}' is a Keras model: "
+            "allowed keras:<Class>, lbfgs")})
+    if spec.initial is not None:
+        raise InputError(f"initial '{spec.initial}' is for native models (PyTorch, JAX); a Keras "
+                         "model's initial weights are drawn per seed (the same on every "
+                         "framework)")
     import keras
 
     if keras.backend.backend() != spec.backend:
@@ -88,7 +104,8 @@ def measure_on_device(spec: Spec, ctx: RunContext) -> Measurement:
               "batch_rows": len(rows(0)), "parameters": meta["parameters"],
               "reference_val_loss": reference, "target_value": target.value,
               "target_margin": spec.target.get("margin"),
-              "target_seed": spec.target.get("seed")}
+              "target_seed": spec.target.get("seed"), "model_kind": "keras",
+              "optimizer_library": library_of(spec.optimizer)}
     if spec.loop == "fit":
         with ctx.probe:
             record = fit_record(trainer, model, rows, x, y, stopping["max_steps"])
@@ -118,6 +135,84 @@ def measure_on_device(spec: Spec, ctx: RunContext) -> Measurement:
                   seconds_per_step=(record["seconds"] / (record["steps"] - 1)
                                     if record["steps"] > 1 else None),
                   **trainer.record(), **device_record(spec, model))
+    table = pd.DataFrame([{"step": t["step"], "seconds": t["seconds"],
+                           "train_loss": t["train_loss"], "val_loss": t["val_loss"],
+                           "val_metric": t.get(f"val_{spec.metric}")} for t in trace])
+    return Measurement(record, {"traces": table})
+
+
+def native_model(spec: Spec, ctx: RunContext):
+    """(the native model, the data arrays) where the spec's model is a shipped native example or
+    a `file.py:function` returning a PyTorch or JAX model (study.train.native_load); None for a
+    Keras model."""
+    from study.train.native_examples import NATIVE_MODELS
+    from study.train.native_load import load
+
+    head, sep, _ = spec.model.rpartition(":")
+    if spec.model not in NATIVE_MODELS and not (sep and head.endswith(".py")):
+        return None
+    arrays = read_arrays(data_folder(spec.data, ctx.cache_dir))
+    outputs = outputs_for(spec.loss, arrays["y_train"], arrays["y_val"], "data")
+    try:
+        native = load(spec.model, arrays["x_train"].shape[1:], outputs, spec.seed)
+    except SystemExit:  # a file calling sys.exit: the Keras path says so in its words
+        return None
+    return None if native is None else (native, arrays)
+
+
+def measure_native(spec: Spec, ctx: RunContext, native, arrays: dict) -> Measurement:
+    """A PyTorch or JAX model through study.train.native_run: everything checked and made before
+    the clock, only the loop inside the noise probe, the row and trace the Keras path gives.
+    A shipped native example starts from its Keras twin's weights for the seed (the same
+    instance as the Keras runs, its validation loss checked against theirs) unless `initial`
+    names an .npz; a user's model from `initial` or its own initialization under the seed."""
+    from study.train.native_examples import NATIVE_MODELS
+    from study.train.native_load import check_backend
+    from study.train.native_optimizers import check_family
+    from study.train.native_run import prepare
+
+    try:  # a model and a framework or optimizer that do not go together: no run, said why
+        check_backend(native, spec.backend)
+        check_family(spec.optimizer, native.framework, native.what)
+    except InputError as exc:
+        return Measurement({"status": "skipped", "message": str(exc)})
+    if spec.loop != "steps":
+        raise InputError(f"loop '{spec.loop}' times Keras's model.fit; {native.what} is a native "
+                         "model: use loop = 'steps'")
+    if spec.device == "gpu" and not gpu_seen(spec.backend):
+        return Measurement({"status": "skipped", "message": no_gpu(spec.backend)})
+    initial, reference = spec.initial, None
+    if initial is None and spec.model in NATIVE_MODELS:
+        twin = spec.model.rsplit("-", 1)[0]
+        folder = initial_folder(replace(spec, model=twin), ctx.cache_dir)
+        initial, reference = folder / "weights.npz", read_initial(folder)[1]["reference_val_loss"]
+    seen = {}
+
+    def check_initial(logs):
+        seen["val_loss"] = logs["val_loss"]
+        if reference is not None and not agrees(logs["val_loss"], reference):
+            raise InputError(f"{native.what} gives val_loss {logs['val_loss']:.9g} at its Keras "
+                             f"twin's initial weights, the twin (Keras's NumPy backend) "
+                             f"{reference:.9g}: more than float32 rounding ({RTOL:g}) apart; "
+                             "refusing to train a different instance")
+
+    target = Target(spec.target["metric"], spec.target.get("value"), spec.target["mode"])
+    run = prepare(native, arrays, loss=spec.loss, metric=spec.metric, optimizer=spec.optimizer,
+                  hyperparameters=spec.hyperparameters, batch_size=spec.batch_size,
+                  seed=spec.seed, target=target, max_steps=spec.stopping["max_steps"],
+                  eval_every=spec.eval_every, time_budget=spec.stopping.get("time_budget"),
+                  device=spec.device, initial=initial, backend=spec.backend,
+                  check_initial=check_initial)
+    with ctx.probe:
+        looped = run.loop()
+    record = run.finish(*looped)
+    trace = record.pop("trace")
+    for key in ("optimizer", "framework"):  # the spec's axes say them
+        record.pop(key, None)
+    check_placed(spec.device, record["device_name"])
+    record.update(n_train=len(arrays["x_train"]), n_val=len(arrays["x_val"]),
+                  reference_val_loss=reference, target_margin=spec.target.get("margin"),
+                  target_seed=spec.target.get("seed"))
     table = pd.DataFrame([{"step": t["step"], "seconds": t["seconds"],
                            "train_loss": t["train_loss"], "val_loss": t["val_loss"],
                            "val_metric": t.get(f"val_{spec.metric}")} for t in trace])

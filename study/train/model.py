@@ -15,6 +15,9 @@ import numpy as np
 from datasets.errors import InputError
 from study.train.data import check_input_file
 from study.train.examples import MODELS
+from study.train.native_examples import NATIVE_MODELS
+
+SHIPPED = (*MODELS, *NATIVE_MODELS)  # the Keras examples and their native twins, by name
 
 # losses whose labels are class indices, probabilities, or anything finite
 SPARSE = ("sparse_categorical_crossentropy",)
@@ -30,8 +33,8 @@ NEGATIVE_LOSSES = ("cosine_similarity",)  # the Keras losses that go below 0
 
 
 def model_file(model: str) -> Path | None:
-    """The user's file behind a model name (None for a shipped example)."""
-    if model in MODELS:
+    """The user's file behind a model name (None for a shipped example, Keras or native)."""
+    if model in SHIPPED:
         return None
     return Path(model.rsplit(":", 1)[0] if model.rsplit(":", 1)[0].endswith(".py") else model)
 
@@ -39,7 +42,7 @@ def model_file(model: str) -> Path | None:
 def check_model_name(model: str, where: str = "model") -> None:
     """The name's form and that its file is there (before anything runs)."""
     if not isinstance(model, str) or not model:
-        raise InputError(f"{where} must be a name ({', '.join(MODELS)}), a .keras file or "
+        raise InputError(f"{where} must be a name ({', '.join(SHIPPED)}), a .keras file or "
                          f"file.py:function, got {model!r}")
     path = model_file(model)
     if path is None:
@@ -47,9 +50,23 @@ def check_model_name(model: str, where: str = "model") -> None:
     if path.suffix == ".py" and ":" not in model:
         raise InputError(f"{where} '{model}': name the function too (file.py:function)")
     if path.suffix not in (".keras", ".py"):
-        raise InputError(f"{where} '{model}' is neither a shipped model ({', '.join(MODELS)}), "
+        raise InputError(f"{where} '{model}' is neither a shipped model ({', '.join(SHIPPED)}), "
                          "a .keras file nor file.py:function")
     check_input_file(path, where)
+
+
+def check_initial_file(path, model: str, where: str = "initial") -> None:
+    """An .npz that is there, for a model that can take it (a native one: a Keras model's
+    initial weights are drawn per seed, the same on every framework)."""
+    if path is None:
+        return
+    if not isinstance(path, str) or not path.endswith(".npz"):
+        raise InputError(f"{where}: {path!r} is not an .npz file (the initial parameters by "
+                         "name, or w0, w1, ...)")
+    if model in MODELS or str(model).endswith(".keras"):
+        raise InputError(f"{where} is for native models (PyTorch, JAX); '{model}' is a Keras "
+                         "model, whose initial weights are drawn per seed")
+    check_input_file(Path(path), where)
 
 
 def build(model: str, input_shape: tuple, outputs: int):

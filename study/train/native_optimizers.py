@@ -29,16 +29,9 @@ def make_submission(optimizer: str, hyperparameters: dict, framework: str,
                          f"{hyperparameters!r}")
     if optimizer == LBFGS_NAME:
         return LbfgsSubmission(hyperparameters)
+    check_family(optimizer, framework, what)
     prefix, _, name = optimizer.partition(":")
     own = PREFIXES[framework].rstrip(":")
-    if prefix != own:
-        kind = {"keras": "a Keras optimizer (for Keras models)", "torch": "a PyTorch optimizer",
-                "optax": "an optax (JAX) optimizer"}.get(prefix)
-        if kind is None:
-            raise InputError(f"optimizer: unknown '{optimizer}'; {what} is {TITLES[framework]}: "
-                             f"allowed {allowed(framework)}")
-        raise InputError(f"optimizer '{optimizer}' is {kind}; {what} is {TITLES[framework]}: "
-                         f"allowed {allowed(framework)}")
     if not name:
         raise InputError(f"optimizer '{optimizer}': name the {own} optimizer "
                          f"({allowed(framework)})")
@@ -49,6 +42,25 @@ def make_submission(optimizer: str, hyperparameters: dict, framework: str,
     from study.train.native_jax import OptaxSubmission  # framework == "jax" (checked above)
 
     return OptaxSubmission(name, hyperparameters)
+
+
+def check_family(optimizer: str, framework: str, what: str = "the model") -> None:
+    """An optimizer of the model's own framework (or lbfgs); else one line naming what fits."""
+    prefix = str(optimizer).partition(":")[0]
+    if optimizer == LBFGS_NAME or prefix == PREFIXES[framework].rstrip(":"):
+        return
+    kind = {"keras": "a Keras optimizer (for Keras models)", "torch": "a PyTorch optimizer",
+            "optax": "an optax (JAX) optimizer"}.get(prefix)
+    if kind is None:
+        raise InputError(f"optimizer: unknown '{optimizer}'; {what} is {TITLES[framework]}: "
+                         f"allowed {allowed(framework)}")
+    raise InputError(f"optimizer '{optimizer}' is {kind}; {what} is {TITLES[framework]}: "
+                     f"allowed {allowed(framework)}")
+
+
+def library_of(optimizer: str) -> str:
+    """keras, torch, optax, or ours (lbfgs): whose optimizer it is (before anything imports)."""
+    return "ours" if optimizer == LBFGS_NAME else str(optimizer).partition(":")[0]
 
 
 def check_name(optimizer: str) -> None:

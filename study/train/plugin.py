@@ -62,20 +62,24 @@ def needs_gpu(spec: Spec) -> bool:
 
 
 def code_files(spec: Spec) -> list[str]:
-    """The train study's code, the engine's, L-BFGS's for its runs, the Keras optimizer's
-    checks, the data code, and the user's model and data files (their content)."""
+    """The train study's code (its native modules included), the engine's, L-BFGS's for its
+    runs, the Keras optimizer's checks (torch's ranges for torch: optimizers), the data code,
+    and the user's model, data and initial files (their content)."""
     own = [f for f in python_files("study/train") if "figures" not in f and "report" not in f
            and "command" not in f and "summary" not in f]
     files = [*own, *ENGINE_FILES, "optimizers/keras_optimizer.py", "optimizers/ranges.py",
              "study/sweep/tuning.py", *python_files("datasets")]
     if spec.optimizer == LBFGS:
         files += LBFGS_FILES
+    if spec.optimizer.startswith("torch:"):
+        files.append("optimizers/torch_optimizer.py")
     return sorted({*files, *input_files(spec)})
 
 
 def input_files(spec: Spec) -> list[str]:
-    """The user's model and data files, by absolute path: an edited file re-measures."""
-    paths = [model_file(spec.model), spec.data.get("path")]
+    """The user's model, data and initial-parameter files, by absolute path: an edited file
+    re-measures."""
+    paths = [model_file(spec.model), spec.data.get("path"), spec.initial]
     return [str(Path(p).resolve()) for p in paths if p is not None and Path(p).is_file()]
 
 

@@ -83,7 +83,8 @@ def _target_text(runs, model, data) -> str:
 
 
 def lbfgs_sentences(runs: pd.DataFrame) -> list[str]:
-    """Per problem and framework: our L-BFGS (full batch) against the fastest Keras optimizer."""
+    """Per problem and framework: our L-BFGS (full batch) against the fastest library optimizer
+    (keras:, or torch:/optax: for a native model)."""
     runs = with_time(measured(runs))
     table = summarize(runs)
     out = []

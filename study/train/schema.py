@@ -6,14 +6,20 @@ from study.sweep.schema import ENGINE, VARYING, Column, Schema
 
 RUN_COLUMNS = Schema("runs", (
     # the spec's axes
-    Column("model", "str", "a shipped model's name, a .keras file or file.py:function"),
+    Column("model", "str", "a shipped model's name (Keras, or a native twin: digits-cnn-torch, "
+                           "...), a .keras file or file.py:function"),
+    Column("initial", "str", "a native model's .npz of initial parameters (None: a native "
+                             "example starts from its Keras twin's weights for the seed, a "
+                             "user's native model from its own initialization under the seed)"),
     Column("data", "str", "a shipped data set's name or the user's file"),
     Column("data_params", "str", "the data table as JSON"),
     Column("loss", "str", "the Keras loss"),
     Column("metric", "str", "the Keras metric evaluated beside the loss"),
-    Column("optimizer", "str", "keras:<Class> or lbfgs (ours, on the flat weights, full batch)"),
+    Column("optimizer", "str", "keras:<Class>, torch:<Class>, optax:<name> or lbfgs (ours, on "
+                               "the flat weights, full batch)"),
     Column("hyperparameters", "str", "as JSON (also as hp_* columns)"),
-    Column("backend", "str", "the framework Keras ran on: tensorflow, jax or torch"),
+    Column("backend", "str", "the framework the model ran on (Keras's backend for a Keras "
+                             "model): tensorflow, jax or torch"),
     Column("device", "str", "the device asked for: cpu or gpu (device_name: where it ran)"),
     Column("batch_size", "int", "rows per step; 0: full batch"),
     Column("eval_every", "int", "steps between evaluations; 0: once per epoch"),
@@ -60,7 +66,9 @@ RUN_COLUMNS = Schema("runs", (
     Column("val_loss", "float", "validation loss at the last evaluation"),
     Column("val_metric", "float", "the validation metric at the last evaluation"),
     Column("initial_val_loss", "float", "validation loss of the loaded initial weights"),
-    Column("reference_val_loss", "float", "the same from Keras's NumPy backend (agrees to 1e-4)"),
+    Column("reference_val_loss", "float", "the same from Keras's NumPy backend (agrees to 1e-4); "
+                                          "a native example: its Keras twin's (None for other "
+                                          "native models)"),
     Column("device_name", "str", "where the model's weights lay after the run, in the "
                                  "framework's words (cpu:0, cuda:0, GPU:0...), checked against "
                                  "device"),
@@ -71,6 +79,12 @@ RUN_COLUMNS = Schema("runs", (
                                              "none (its class's default); None where given"),
     Column("keras_version", "str", "Keras version"),
     Column("loss_evaluations", "int", "lbfgs: loss-and-gradient evaluations (line search)"),
+    Column("model_kind", "str", "keras, or what a native model is: torch.nn.Module, equinox, "
+                                "flax-nnx, jax-pair (study.train.native_load)"),
+    Column("optimizer_library", "str", "whose optimizer: keras, torch, optax or ours (lbfgs)"),
+    Column("optimizer_config", "str", "a torch: or optax: optimizer's settings as JSON"),
+    Column("torch_version", "str", "torch: optimizers: PyTorch's version"),
+    Column("optax_version", "str", "optax: optimizers: optax's version"),
 ), families=("hp_", "stop_"), required=("model", "optimizer", "backend", "seed"))
 
 SCHEMA = ENGINE + RUN_COLUMNS

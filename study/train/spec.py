@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field, fields
 from functools import cached_property
 
-LBFGS = "lbfgs"  # our L-BFGS on the flattened weights (full batch); else keras:<Class>
+LBFGS = "lbfgs"  # our L-BFGS on the flattened weights (full batch); else a library's optimizer
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,7 @@ class Spec:
     data: dict  # {"name": ...} or {"path": ..., features/labels/validation_fraction/...}
     loss: str  # a Keras loss by name
     metric: str  # a Keras metric by name (besides the loss)
-    optimizer: str  # keras:<Class> or lbfgs
+    optimizer: str  # keras:<Class> | torch:<Class> | optax:<name> | lbfgs
     hyperparameters: dict
     backend: str  # one of study.train.frameworks.KERAS_FRAMEWORKS: KERAS_BACKEND of its process
     batch_size: int  # 0: full batch
@@ -34,6 +34,7 @@ class Spec:
     tuning: dict = field(default_factory=dict)  # study.sweep.tuning's protocol
     loop: str = "steps"  # steps: our timed loop; fit: model.fit over the same steps (overhead)
     device: str = "cpu"  # cpu or gpu: where the framework runs it (study.train.device)
+    initial: str | None = None  # a native model's .npz of initial parameters (None: the seed's)
 
     @cached_property
     def run_id(self) -> str:
@@ -43,6 +44,8 @@ class Spec:
         resolved spec's target, so a new optimizer that lowers the target still re-runs)."""
         fields_ = json.loads(self.to_json())
         fields_["target"].pop("configurations", None)
+        if fields_["initial"] is None:  # the ids of runs from before it was a field
+            del fields_["initial"]
         return hashlib.sha256(json.dumps(fields_, sort_keys=True).encode()).hexdigest()[:16]
 
     def to_json(self) -> str:
@@ -71,7 +74,7 @@ class Spec:
             "backend": self.backend, "device": self.device, "batch_size": self.batch_size,
             "eval_every": self.eval_every, "target_metric": self.target.get("metric"),
             "target_mode": self.target.get("mode"), "target_how": self.target.get("how"),
-            "seed": self.seed, "repeat": self.repeat, "loop": self.loop,
+            "seed": self.seed, "repeat": self.repeat, "loop": self.loop, "initial": self.initial,
             "stopping": json.dumps(self.stopping, sort_keys=True),
             **{f"stop_{k}": v for k, v in self.stopping.items()},
             **self.tuning_axes(),
