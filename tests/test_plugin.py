@@ -82,11 +82,16 @@ def test_a_plugin_stating_a_member_keeps_its_own():
     assert feedmode.MEASURE_STATUSES == ("ok", "mismatch")
 
 
-def test_a_plugin_stating_everything_itself_still_loads():
-    """The train study's plugin defines every member (and its statuses under the former name)."""
+def test_the_train_plugin_states_only_what_differs():
+    """The train study takes the defaults (its measuring, figures and report modules by the
+    package's convention) and keeps its own members (its framework per run, its warm modules)."""
     train = load_kind("train")
     assert isinstance(train, StudyPlugin) and train.KIND == "train"
-    assert train.MEASURE_STATUSES and train.measure.__module__ == "study.train.plugin"
+    assert train.MEASURE_STATUSES == ("reached", "timeout", "diverged", "completed")
+    assert (train.MEASURE_MODULE, train.FIGURES_MODULE, train.REPORT_MODULE) == (
+        "study.train.measure", "study.train.figures", "study.train.report")
+    assert train.measure.__module__ == "study.sweep.plugin"  # the default
+    assert train.preload("jax") == ("study.train.warm_jax",)
 
 
 def test_every_default_is_a_member_and_a_module_lacking_one_without_is_left_alone(monkeypatch):

@@ -102,9 +102,6 @@ def load_plugin(module_name: str) -> StudyPlugin:
     """The plugin module, its left-out members set to `DEFAULTS` (once, on the module itself,
     so every reader sees one plugin), checked against `StudyPlugin`."""
     plugin = importlib.import_module(module_name)
-    for name, legacy in LEGACY_NAMES.items():
-        if not hasattr(plugin, name) and hasattr(plugin, legacy):
-            setattr(plugin, name, getattr(plugin, legacy))
     missing = [name for name in _members() if not hasattr(plugin, name) and name not in DEFAULTS]
     if missing:
         raise TypeError(f"study plugin {module_name} lacks {', '.join(missing)}")
@@ -161,8 +158,6 @@ DEFAULTS = {
     "preload": lambda plugin: _no_preload,
     "needs_gpu": lambda plugin: _device_is_gpu,
 }
-# a member's former name, still read until study/train/plugin.py says MEASURE_STATUSES
-LEGACY_NAMES = {"MEASURE_STATUSES": "STATUSES"}
 
 
 def _members() -> list[str]:

@@ -11,7 +11,7 @@ import sys
 import tempfile
 from contextlib import nullcontext
 
-from datasets.errors import InputError
+from datasets.errors import InputError, failure_line
 from optimizers.backends.registry import FRAMEWORKS as REGISTRY
 from study.cli import key_values
 from study.sweep.grid import ConfigError
@@ -161,7 +161,7 @@ def main(args) -> int:
             except InputError:
                 raise
             except Exception as exc:  # inside Keras or its framework: its own words, one line
-                print(f"convergence-study train: error: {library_line(exc)}", file=sys.stderr)
+                print(f"convergence-study train: error: {failure_line(exc)}", file=sys.stderr)
                 return 1
     finally:
         if held is None:
@@ -175,16 +175,6 @@ def main(args) -> int:
     if args.out:
         write_out(args.out, spec, result)
     return 0
-
-
-def library_line(exc: BaseException) -> str:
-    """A failure inside a library in one line: its type and first line, and where Keras wraps
-    a layer's exception ("Exception encountered when calling ..."), the wrapped message too."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    text = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
-    if lines and lines[0].startswith("Exception encountered when calling") and len(lines) > 1:
-        text += f" {lines[1]}"
-    return text[:500]
 
 
 def write_out(out: str, spec: Spec, result) -> None:

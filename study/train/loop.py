@@ -29,7 +29,8 @@ import math
 import time
 from dataclasses import dataclass
 
-STATUSES = ("reached", "timeout", "diverged", "completed")  # completed: ran its budget, no target
+# completed: ran its budget without a target
+LOOP_STATUSES = ("reached", "timeout", "diverged", "completed")
 
 
 @dataclass(frozen=True)

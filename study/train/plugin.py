@@ -6,45 +6,27 @@ from pathlib import Path
 
 from study.sweep.fingerprint import ENGINE_FILES, python_files
 from study.train import rounds
-from study.train.config import CONFIG_KEYS, check_installed, expand_specs
-from study.train.loop import STATUSES as LOOP_STATUSES
+from study.train.config import CONFIG_KEYS, check_installed
+from study.train.config import expand_specs as expand
+from study.train.loop import LOOP_STATUSES
 from study.train.model import model_file
 from study.train.schema import SCHEMA, SIDE_TABLES
 from study.train.spec import LBFGS, Spec
 
 KIND = "train"
-MEASURE_MODULE = "study.train.measure"
-FIGURES_MODULE = "study.train.figures"
-REPORT_MODULE = "study.train.report"
-STATUSES = LOOP_STATUSES
-FAILED_STATUSES = ("error",)
+MEASURE_STATUSES = LOOP_STATUSES
 LBFGS_FILES = ("optimizers/lbfgs.py", "optimizers/linesearch.py", "optimizers/base.py",
                "optimizers/backends/numpy.py")
 
-__all__ = ["CONFIG_KEYS", "FAILED_STATUSES", "FIGURES_MODULE", "KIND", "MEASURE_MODULE",
-           "REPORT_MODULE", "SCHEMA", "SIDE_TABLES", "STATUSES", "check_grid", "code_files",
-           "expand", "framework", "measure", "needs_gpu", "preload", "prerequisites", "resolve",
+__all__ = ["CONFIG_KEYS", "KIND", "MEASURE_STATUSES", "SCHEMA", "SIDE_TABLES", "check_grid",
+           "code_files", "expand", "framework", "preload", "prerequisites", "resolve",
            "spec_from_json", "summary"]
 
 
-def expand(raw: dict, source: str, name: str, repeats: int) -> list[Spec]:
-    return expand_specs(raw, source, name, repeats)
-
-
-def check_grid(specs) -> str | None:
-    return check_installed(specs)
-
-
-def prerequisites(spec: Spec) -> list[Spec]:
-    return rounds.prerequisites(spec)
-
-
-def resolve(spec: Spec, rows: dict) -> Spec | None:
-    return rounds.resolve(spec, rows)
-
-
-def spec_from_json(text: str) -> Spec:
-    return Spec.from_json(text)
+check_grid = check_installed
+prerequisites = rounds.prerequisites
+resolve = rounds.resolve
+spec_from_json = Spec.from_json
 
 
 def framework(spec: Spec) -> str:
@@ -54,11 +36,6 @@ def framework(spec: Spec) -> str:
 def preload(framework: str) -> tuple[str, ...]:
     """Keras on that framework (KERAS_BACKEND set before its import: study.train.warm)."""
     return (f"study.train.warm_{framework}",)
-
-
-def needs_gpu(spec: Spec) -> bool:
-    """A GPU run: the engine skips it, with the reason, where its framework sees no GPU."""
-    return spec.device == "gpu"
 
 
 def code_files(spec: Spec) -> list[str]:
@@ -81,12 +58,6 @@ def input_files(spec: Spec) -> list[str]:
     re-measures."""
     paths = [model_file(spec.model), spec.data.get("path"), spec.initial]
     return [str(Path(p).resolve()) for p in paths if p is not None and Path(p).is_file()]
-
-
-def measure(spec, ctx):
-    from study.train.measure import measure as measure_run
-
-    return measure_run(spec, ctx)
 
 
 def summary(runs) -> str:

@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass, field, fields
 from functools import cached_property
 
+from study.sweep.tuning import tuning_axes
+
 LBFGS = "lbfgs"  # our L-BFGS on the flattened weights (full batch); else a library's optimizer
 
 
@@ -77,18 +79,8 @@ class Spec:
             "seed": self.seed, "repeat": self.repeat, "loop": self.loop, "initial": self.initial,
             "stopping": json.dumps(self.stopping, sort_keys=True),
             **{f"stop_{k}": v for k, v in self.stopping.items()},
-            **self.tuning_axes(),
+            **tuning_axes(self.tuning),
         }
-
-    def tuning_axes(self) -> dict:
-        if not self.tuning:
-            return {}
-        if self.tuning["role"] != "tuned":
-            return {"tuning": self.tuning["role"]}
-        return {"tuning": "tuned", "tuned_value": self.tuning.get("value"),
-                "tuning_grid": json.dumps(self.tuning["grid"]),
-                "tuning_seed": self.tuning["seed"],
-                "tuning_stopping": json.dumps(self.tuning["stopping"], sort_keys=True)}
 
     def label(self) -> str:
         hp = ",".join(f"{k}={v}" for k, v in self.hyperparameters.items())
