@@ -132,18 +132,30 @@ def check_optimizers(points: list[tuple[str, dict]]) -> list[str | None]:
     the one-line error. A config is checked in the process that then runs the sweep; building a
     Keras optimizer there would import TensorFlow into it (start-up logs on the terminal) and
     make a variable (on a GPU machine, TensorFlow then holds the device's memory beside the
-    runs). The child sees no GPU and keeps TensorFlow's logs to itself."""
+    runs). The child sees no GPU and keeps TensorFlow's logs to itself. A point checked once is
+    not checked again in this process (the answer depends only on it and the installed Keras),
+    so a process that reads several configs starts the child once per new point."""
+    keys = [json.dumps([name, config], sort_keys=True) for name, config in points]
+    new = list(dict.fromkeys(key for key in keys if key not in _CHECKED))
+    if new:
+        _CHECKED.update(zip(new, _check_in_a_child([json.loads(key) for key in new]),
+                            strict=True))
+    return [_CHECKED[key] for key in keys]
+
+
+_CHECKED: dict[str, str | None] = {}  # a checked point (its JSON) -> None or its error
+
+
+def _check_in_a_child(points: list) -> list[str | None]:
     import os
     import subprocess
     import sys
     from pathlib import Path
 
-    if not points:
-        return []
     root = str(Path(__file__).resolve().parents[1])
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "-1", "TF_CPP_MIN_LOG_LEVEL": "3",
            "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
-    request = json.dumps([[name, config] for name, config in points])
+    request = json.dumps(points)
     try:
         # -P: `-m` would put the working directory (packages of these names there?) first
         done = subprocess.run([sys.executable, "-P", "-m", "optimizers.keras_optimizer"],

@@ -354,8 +354,7 @@ def sweep(tmp_path_factory):
     return pd.read_parquet(out / "runs.parquet"), pd.read_parquet(out / "traces.parquet")
 
 
-@pytest.mark.slow
-@pytest.mark.numerical
+@pytest.mark.slow  # not numerical: the frameworks' own kernels, not NumPy's BLAS, compute it
 def test_loaded_weights_give_the_same_validation_loss_on_every_framework(sweep):
     runs, _ = sweep
     digits = runs[runs["target_how"] != "setting"]
