@@ -64,8 +64,7 @@ def ok(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[frame["status"] == "ok"]
 
 
-@pytest.mark.slow
-def test_writes_every_table_and_the_printed_text(benched):
+def test_writes_every_table_and_the_printed_text(benched):  # the fast tier pays the fixture
     out, printed, tables = benched
     assert set(tables) == {"iterations", "overhead", "scaling", "slopes", "feedmode", "target",
                            "harness", "bandwidth"}
