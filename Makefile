@@ -72,15 +72,14 @@ $(STAMP): pyproject.toml setup.py
 # Two tiers (docs/testing.md): `make test` is the fast tier, every module, in under five minutes
 # on two cores (pytest-xdist spreads it over the cores); `make test-slow` the slow tier (process
 # kills and signals, fault injection, long Hypothesis runs, the Dask cluster, the install,
-# whole sweeps, compile-heavy modes), one test at a time, since those tests watch processes and
-# clocks; `make test-all` both, as CI runs them.
+# whole sweeps, compile-heavy modes) across the cores too, then alone the few tests that need a
+# quiet machine; `make test-all` both, as CI runs them.
 TEST_WORKERS ?= auto
 PYTEST_FLAGS ?=
 test: $(STAMP)
 	$(PY) -m pytest -q -m "not slow" -n $(TEST_WORKERS) $(PYTEST_FLAGS)
 
-# the slow tier: across the cores, then one at a time the tests that watch processes, signals
-# and clocks (tests/conftest.py SERIAL_FILES)
+# the slow tier: across the cores, then alone the tests that need a quiet machine (marked serial)
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m "slow and not serial" -n $(TEST_WORKERS) $(PYTEST_FLAGS)
 	$(PY) -m pytest -q -m "slow and serial" $(PYTEST_FLAGS)

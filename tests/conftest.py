@@ -15,19 +15,6 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 # seconds the interpreter may take to exit once the session is over
 EXIT_GRACE_SECONDS = 120
 
-# Files whose tests watch processes, signals and clocks: `make test-slow` runs their slow tests
-# one at a time after the rest of the slow tier has run across the cores, so no test of another
-# worker loads the machine under them (the fast tier's tests of these files hold under xdist)
-SERIAL_FILES = {"test_interrupts.py", "test_sweep.py", "test_dask_executor.py",
-                "test_reliability.py", "test_runner.py", "test_generated_inputs.py"}
-
-
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        if item.path.name in SERIAL_FILES:
-            item.add_marker(pytest.mark.serial)
-
-
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config):
     """A thread or process a failed test leaves behind must not keep the session from exiting

@@ -301,8 +301,9 @@ def others_cpu_now(seconds: float = 1.0) -> float:
         time.perf_counter() - start)
 
 
-# slow tier: it needs a quiet machine, which the fast tier's parallel workers never leave
+# it needs a quiet machine, which parallel workers never leave: the slow tier runs it alone
 @pytest.mark.slow
+@pytest.mark.serial
 def test_runs_under_injected_load_are_flagged_noisy_and_quiet_ones_are_not(tmp_path, probe):
     busy = others_cpu_now()
     if busy > 0.2:
