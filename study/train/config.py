@@ -99,13 +99,45 @@ def check_target(table, where: str, metric: str, seeds, configurations, backend,
 
 
 def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[Spec]:
-    def checked(where, value, kind):
-        try:
-            return kind.check(where, value)
-        except InputError as exc:
-            raise ConfigError(f"{source}: {exc}") from None
+    """The config's sections, each checked by its own validator, as the grid's specs."""
+    seeds, backends, devices = check_axes(raw, source)
+    excludes = raw.get("exclude", [])
+    excludes = [rule for rule in excludes if isinstance(rule, dict)] \
+        if isinstance(excludes, list) else []
+    points = optimizer_points(raw, source, seeds)
+    configurations = round_configurations(points)
+    axes = (points, backends, devices, seeds, range(repeats))
+    specs, unplanned = {}, {}
+    for number, block in enumerate(blocks(raw, "problems", source), 1):
+        problem, left = problem_specs(block, f"{source}: problems: "
+                                      f"'{block.get('name', number)}'", name, axes,
+                                      configurations, source)
+        if left:
+            unplanned[block.get("name", str(number))] = left
+        if problem and problem[0].target["how"] == "round":
+            problem = round_on_first(problem, backends, excludes)
+        for spec in problem:
+            specs.setdefault(spec.run_id, spec)
+    if unplanned:  # said once, as a sweep's GPU runs without a GPU are
+        print(f"{source}: not run: {sum(unplanned.values())} combinations of a model with "
+              "another framework or another library's optimizer (a native model runs on its "
+              "own framework with its library's optimizers and lbfgs, a Keras model with Keras "
+              f"optimizers and lbfgs), in problems {', '.join(unplanned)}", file=sys.stderr)
+    return list(specs.values())
 
-    seeds = [checked("seeds", s, values.integer(0)) for s in as_list(raw.get("seeds", [0]))]
+
+def checked(source: str, where: str, value, kind):
+    """A value through datasets.values, its one-line error as the config's."""
+    try:
+        return kind.check(where, value)
+    except InputError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+
+
+def check_axes(raw: dict, source: str) -> tuple[list, list, list]:
+    """seeds, backends and device: each a non-empty list of allowed values."""
+    seeds = [checked(source, "seeds", s, values.integer(0))
+             for s in as_list(raw.get("seeds", [0]))]
     if not seeds:
         raise ConfigError(f"{source}: seeds is empty")
     backends = []
@@ -116,15 +148,17 @@ def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[Spec]:
             raise ConfigError(f"{source}: {exc}") from None
     if not backends:
         raise ConfigError(f"{source}: backends is empty")
-    devices = [checked("device", d, values.choice(*DEVICES))
+    devices = [checked(source, "device", d, values.choice(*DEVICES))
                for d in as_list(raw.get("device", ["cpu"]))]
     if not devices:
         raise ConfigError(f"{source}: device is empty")
-    excludes = raw.get("exclude", [])
-    excludes = [rule for rule in excludes if isinstance(rule, dict)] \
-        if isinstance(excludes, list) else []
+    return seeds, backends, devices
 
-    optimizer_points, keras_points = [], []
+
+def optimizer_points(raw: dict, source: str, seeds) -> list[tuple]:
+    """[[optimizers]]: (name, point, tuning) per point of each block, every value checked (the
+    Keras ones together, by Keras, in one process)."""
+    points, keras_points = [], []
     study_tuning = raw.get("tuning", {})
     for block in blocks(raw, "optimizers", source):
         block_name = block.get("name")
@@ -149,93 +183,91 @@ def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[Spec]:
                 candidate = {**point, **({protocol.PARAMETER: rate} if tuned else {})}
                 if block_name == LBFGS:
                     unknown(candidate, ("history",), where, "lbfgs parameter")
-                    checked(f"{where}: history", candidate.get("history", 10),
+                    checked(source, f"{where}: history", candidate.get("history", 10),
                             values.integer(1, 1000))
                 elif native:
                     check_native_optimizer(block_name, candidate, native, where)
                 else:
                     keras_points.append((block_name, candidate))
-            optimizer_points.append((block_name, point, tuning))
-    check_distinct(optimizer_points, source)
+            points.append((block_name, point, tuning))
+    check_distinct(points, source)
     for error in check_keras_optimizers(keras_points):
         if error:
             raise ConfigError(f"{source}: optimizers: {error}")
+    return points
+
+
+def round_configurations(points) -> list[list]:
+    """The configurations a target-setting round runs: every Keras optimizer point, a tuned one
+    at each rate of its grid (a native model's target is given, never set by a round)."""
     configurations = []
-    for optimizer, point, tuning in optimizer_points:
-        if native_framework(optimizer):  # a round sets a Keras model's target (native: given)
+    for optimizer, point, tuning in points:
+        if native_framework(optimizer):
             continue
         for rate in (tuning["grid"] if tuning else [None]):
             configurations.append([optimizer, {**point, **({protocol.PARAMETER: rate}
                                                            if tuning else {})}])
+    return configurations
 
-    specs, unplanned = {}, {}
-    for number, block in enumerate(blocks(raw, "problems", source), 1):
-        where = f"{source}: problems: '{block.get('name', number)}'"
-        unknown(block, PROBLEM_KEYS, where, "key")
-        for key in ("model", "data", "loss", "metric", "target"):
-            if key not in block:
-                raise ConfigError(f"{where}: '{key}' is required")
-        try:
-            check_model_name(block["model"], f"{where}: model")
-            check_data(block["data"], f"{where}: data")
-            check_initial_file(block.get("initial"), block["model"], f"{where}: initial")
-        except InputError as exc:
-            raise ConfigError(str(exc)) from None
-        own = FRAMEWORK_OF.get(block["model"])  # a shipped native example's framework
-        for key in ("loss", "metric"):
-            if not isinstance(block[key], str):
-                raise ConfigError(f"{where}: {key} must be a Keras name, got {block[key]!r}")
-        stopping = check_stopping(block.get("stopping", {}), f"{where}: stopping")
-        target = check_target(block["target"], f"{where}: target", block["metric"], seeds,
-                              configurations, backends[0], block["loss"])
-        loop = checked(f"{where}: loop", block.get("loop", "steps"), values.choice(*LOOPS))
-        if own and (loop != "steps" or target["how"] != "given"):
-            raise ConfigError(f"{where}: a native model runs loop = 'steps' to a given target "
-                              "(model.fit and the target-setting round are Keras's)")
-        if loop == "fit" and stopping["max_steps"] < FIT_MIN_STEPS:
-            raise ConfigError(f"{where}: stopping.max_steps must be at least 3 with loop = "
-                              f"'fit', got {stopping['max_steps']}")
-        eval_every = checked(f"{where}: eval_every", block.get("eval_every", 0),
-                             values.integer(0))
-        sizes = [checked(f"{where}: batch_size", b, values.integer(0))
-                 for b in as_list(block.get("batch_size", 0))]
-        check_size(len(sizes) * len(optimizer_points) * len(backends) * len(devices)
-                   * len(seeds) * repeats, where)
-        problem, left = [], 0
-        for size, (optimizer, point, tuning), backend, device, seed, repeat in itertools.product(
-                sizes, optimizer_points, backends, devices, seeds, range(repeats)):
-            why = not_planned(block["model"], own, optimizer, backend)
-            if why:
-                left += 1
+
+def problem_specs(block: dict, where: str, name: str, axes, configurations,
+                  source: str) -> tuple[list[Spec], int]:
+    """One [[problems]] block checked, crossed with the optimizer points, backends, devices,
+    seeds and repeats: its specs, and how many combinations are not planned (a native model on
+    another framework, another library's optimizer)."""
+    points, backends, devices, seeds, repeats = axes
+    unknown(block, PROBLEM_KEYS, where, "key")
+    for key in ("model", "data", "loss", "metric", "target"):
+        if key not in block:
+            raise ConfigError(f"{where}: '{key}' is required")
+    try:
+        check_model_name(block["model"], f"{where}: model")
+        check_data(block["data"], f"{where}: data")
+        check_initial_file(block.get("initial"), block["model"], f"{where}: initial")
+    except InputError as exc:
+        raise ConfigError(str(exc)) from None
+    own = FRAMEWORK_OF.get(block["model"])  # a shipped native example's framework
+    for key in ("loss", "metric"):
+        if not isinstance(block[key], str):
+            raise ConfigError(f"{where}: {key} must be a Keras name, got {block[key]!r}")
+    stopping = check_stopping(block.get("stopping", {}), f"{where}: stopping")
+    target = check_target(block["target"], f"{where}: target", block["metric"], seeds,
+                          configurations, backends[0], block["loss"])
+    loop = checked(source, f"{where}: loop", block.get("loop", "steps"), values.choice(*LOOPS))
+    if own and (loop != "steps" or target["how"] != "given"):
+        raise ConfigError(f"{where}: a native model runs loop = 'steps' to a given target "
+                          "(model.fit and the target-setting round are Keras's)")
+    if loop == "fit" and stopping["max_steps"] < FIT_MIN_STEPS:
+        raise ConfigError(f"{where}: stopping.max_steps must be at least 3 with loop = "
+                          f"'fit', got {stopping['max_steps']}")
+    eval_every = checked(source, f"{where}: eval_every", block.get("eval_every", 0),
+                         values.integer(0))
+    sizes = [checked(source, f"{where}: batch_size", b, values.integer(0))
+             for b in as_list(block.get("batch_size", 0))]
+    check_size(len(sizes) * len(points) * len(backends) * len(devices) * len(seeds)
+               * len(repeats), where)
+    problem, left = [], 0
+    for size, (optimizer, point, tuning), backend, device, seed, repeat in itertools.product(
+            sizes, points, backends, devices, seeds, repeats):
+        if not_planned(block["model"], own, optimizer, backend):
+            left += 1
+            continue
+        if loop == "fit":
+            # Keras's fit runs Keras optimizers only, and the time per step it is compared
+            # on does not depend on the rate: a tuned rate is Keras's default here
+            if optimizer == LBFGS:
                 continue
-            if loop == "fit":
-                # Keras's fit runs Keras optimizers only, and the time per step it is compared
-                # on does not depend on the rate: a tuned rate is Keras's default here
-                if optimizer == LBFGS:
-                    continue
-                if tuning:
-                    point = {k: v for k, v in point.items() if k != protocol.PARAMETER}
-                    tuning = {}
-            spec = Spec(name, block["model"], dict(block["data"]), block["loss"],
-                        block["metric"], optimizer, dict(point), backend,
-                        0 if optimizer == LBFGS else size, eval_every,
-                        {**target, "batch_size": size} if target["how"] == "round" else
-                        dict(target), seed,
-                        repeat, dict(stopping), dict(tuning), loop, device,
-                        block.get("initial"))
-            problem.append(spec)
-        if left:
-            unplanned[block.get("name", str(number))] = left
-        if target["how"] == "round":
-            problem = round_on_first(problem, backends, excludes)
-        for spec in problem:
-            specs.setdefault(spec.run_id, spec)
-    if unplanned:  # said once, as a sweep's GPU runs without a GPU are
-        print(f"{source}: not run: {sum(unplanned.values())} combinations of a model with "
-              "another framework or another library's optimizer (a native model runs on its "
-              "own framework with its library's optimizers and lbfgs, a Keras model with Keras "
-              f"optimizers and lbfgs), in problems {', '.join(unplanned)}", file=sys.stderr)
-    return list(specs.values())
+            if tuning:
+                point = {k: v for k, v in point.items() if k != protocol.PARAMETER}
+                tuning = {}
+        problem.append(Spec(name, block["model"], dict(block["data"]), block["loss"],
+                            block["metric"], optimizer, dict(point), backend,
+                            0 if optimizer == LBFGS else size, eval_every,
+                            {**target, "batch_size": size} if target["how"] == "round" else
+                            dict(target), seed,
+                            repeat, dict(stopping), dict(tuning), loop, device,
+                            block.get("initial")))
+    return problem, left
 
 
 def native_framework(optimizer) -> str | None:
