@@ -78,7 +78,12 @@ def test_equinox_reaches_target(digits, optimizer, hp):
     # the same parameters as the pure-JAX pair (the same key, the same draws): the same run
     pair = run("digits-cnn-jax", digits, optimizer, hp)
     assert pair["steps"] == record["steps"]
-    assert record["val_loss"] == pytest.approx(pair["val_loss"], rel=1e-4)
+    # Equinox applies the model per example under vmap, the pair on the batch: float32 sums in
+    # another order, ~1e-7 relative per step. Adam's steps keep that there; L-BFGS's line
+    # searches amplify it over its 16 iterations (1.1e-3 measured in a full parallel suite,
+    # where XLA's CPU threads split the sums differently again)
+    rel = 1e-2 if optimizer == "lbfgs" else 1e-4
+    assert record["val_loss"] == pytest.approx(pair["val_loss"], rel=rel)
 
 
 def test_user_files_with_their_own_loss(tmp_path, small):
