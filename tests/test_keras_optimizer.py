@@ -210,3 +210,24 @@ def test_plain_optimizers_do_not_fingerprint_the_keras_module():
     spec = RunSpec("s", "synthetic", {}, "adam", {}, "numpy", {}, "float64", "zeros", 0, 0)
     files = code_files(spec)
     assert "optimizers/adam.py" in files and "optimizers/keras_optimizer.py" not in files
+
+
+def test_a_checked_point_is_not_checked_again_in_this_process(monkeypatch):
+    """Only points not seen before go to the child; the answers come back in the asked order."""
+    from optimizers import keras_optimizer
+
+    sent = []
+
+    def child(points):
+        sent.append(points)
+        return [None if config.get("learning_rate", 0) > 0 else "bad rate"
+                for _, config in points]
+
+    monkeypatch.setattr(keras_optimizer, "_CHECKED", {})
+    monkeypatch.setattr(keras_optimizer, "_check_in_a_child", child)
+    adam, bad = ("keras:Adam", {"learning_rate": 0.1}), ("keras:SGD", {"learning_rate": -1})
+    assert keras_optimizer.check_optimizers([adam, bad, adam]) == [None, "bad rate", None]
+    assert keras_optimizer.check_optimizers([bad, ("keras:SGD", {"learning_rate": 2})]) == \
+        ["bad rate", None]
+    assert sent == [[list(adam), list(bad)], [["keras:SGD", {"learning_rate": 2}]]]
+    assert keras_optimizer.check_optimizers([]) == [] and len(sent) == 2
