@@ -353,3 +353,41 @@ def test_logits_train_with_from_logits_and_a_default_rate_is_said(files, tmp_pat
     assert "learning_rate 0.01 (Keras's default for SGD: none was given)" in out
     assert row["default_learning_rate"] == pytest.approx(0.01) and row["steps"] == 20
     assert row["loss"] == f"{SPARSE}:from_logits" and np.isfinite(row["train_loss"])
+
+
+@pytest.mark.slow
+def test_a_sweeps_seeds_are_drawn_by_one_helper_as_each_alone_would_be(files, tmp_path,
+                                                                       monkeypatch):
+    from study.train import initial
+    from study.train.spec import Spec
+
+    calls = []
+    draw = initial.draw
+    monkeypatch.setattr(initial, "draw", lambda requests, python: calls.append(requests) or
+                        draw(requests, python))
+    data = {"path": str(files / "ok.npz")}
+    target = {"metric": "val_loss", "value": 0.1, "mode": "min", "how": "given"}
+
+    def spec(model, seed, optimizer="keras:Adam"):
+        return Spec("t", model, data, SPARSE, "accuracy", optimizer, {}, "jax", 32, 0, target,
+                    seed)
+
+    softmax, exits = f"{files}/models.py:softmax", f"{files}/models.py:exits"
+    specs = [spec(softmax, 0), spec(softmax, 1), spec(softmax, 0, "lbfgs"), spec(exits, 0),
+             spec(softmax, 2, "torch:Adam")]  # the last is no Keras model's: nothing to draw
+    batch, alone = tmp_path / "batch", tmp_path / "alone"
+    initial.prepare_initial(specs, batch)
+    assert [[(r["model"], r["seed"]) for r in requests] for requests in calls] == [
+        [(softmax, 0), (softmax, 1), (exits, 0)]]  # one helper; a seed's two runs share it
+    assert not list(batch.glob(".initial-*"))  # the helper's folder is gone
+    made = [initial.read_initial(initial.initial_folder(spec(softmax, seed), batch))
+            for seed in (0, 1)]
+    assert len(calls) == 1  # both were made: no helper started
+    for seed, (weights, meta) in enumerate(made):
+        by_itself, its_meta = initial.read_initial(initial.initial_folder(spec(softmax, seed),
+                                                                          alone))
+        assert all(np.array_equal(a, b) for a, b in zip(weights, by_itself, strict=True))
+        assert meta["reference_val_loss"] == its_meta["reference_val_loss"]
+    assert len(calls) == 3  # the two draws alone
+    with pytest.raises(InputError, match="failed to build: SystemExit: 3"):
+        initial.initial_folder(spec(exits, 0), batch)  # the failure left to its run

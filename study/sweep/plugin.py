@@ -5,10 +5,10 @@ A spec is a frozen dataclass with `run_id` (a stable hash of its content), `repe
 `label()` (a short name for progress lines). A plugin is a module providing the members of
 `StudyPlugin`; it states only what differs from `DEFAULTS` (measured by `MEASURE_MODULE`'s
 `measure`, figures and report in its package's `figures` and `report` modules, no prerequisite
-runs, no grid check, nothing to preload, a GPU run when `spec.device == "gpu"`, a sweep failed
-only by `error` rows, no side tables). `load_plugin` fills in what it leaves out and checks the
-rest, so a plugin that lacks a member without a default fails at once, naming it; the engine
-reads a plugin only through it (`load_kind`, and the run's own process).
+runs, no grid check, nothing to preload or prepare, a GPU run when `spec.device == "gpu"`, a
+sweep failed only by `error` rows, no side tables). `load_plugin` fills in what it leaves out
+and checks the rest, so a plugin that lacks a member without a default fails at once, naming
+it; the engine reads a plugin only through it (`load_kind`, and the run's own process).
 A new study is a new folder whose plugin module is added to `STUDIES`; its figures and its report
 section are found through the plugin (`FIGURES_MODULE`, `REPORT_MODULE`), nowhere else.
 """
@@ -72,6 +72,10 @@ class StudyPlugin(Protocol):
     def resolve(self, spec, rows: dict):
         """The spec to run, from its prerequisites' rows (dicts by run_id); None while any of
         them has no row."""
+
+    def prepare(self, specs, cache_dir: Path, python: str) -> None:
+        """Inputs the runs share, made once in the sweep's process before they start (outside
+        every clock); what fails is left for its run to meet and record."""
 
 
 @dataclass
@@ -140,6 +144,10 @@ def _no_preload(framework: str) -> tuple[str, ...]:
     return ()
 
 
+def _nothing_to_prepare(specs, cache_dir: Path, python: str) -> None:
+    return None
+
+
 def _device_is_gpu(spec) -> bool:
     return getattr(spec, "device", None) == "gpu"
 
@@ -156,6 +164,7 @@ DEFAULTS = {
     "resolve": lambda plugin: _unchanged,
     "check_grid": lambda plugin: _no_grid_check,
     "preload": lambda plugin: _no_preload,
+    "prepare": lambda plugin: _nothing_to_prepare,
     "needs_gpu": lambda plugin: _device_is_gpu,
 }
 

@@ -8,26 +8,35 @@ trains). Both are cached in the results folder (study.sweep.cache), keyed by the
 file's content), the data, the loss and the seed; the data arrays are cached beside them, so
 every run of a sweep reads the same arrays, split once.
 
-`python -P -m study.train.initial REQUEST` is the helper (KERAS_BACKEND=numpy); it answers one
-JSON line, {"ok": true} or {"error": "one line"}.
+`python -P -m study.train.initial REQUESTS` is the helper (KERAS_BACKEND=numpy): it draws each
+request of a JSON list and answers one JSON line, a list of {"ok": true}, {"error": "one line"}
+(bad input) or {"failed": "one line"}. A sweep asks for all its seeds at once
+(`prepare_initial`), a single run for its own.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
-from datasets.errors import InputError
+from datasets.errors import InputError, failure_line
 from study.sweep import cache
 from study.sweep.fingerprint import manifest, python_files
 from study.sweep.interpreter import python_command
 from study.train.data import load_data
 from study.train.model import build, check_outputs, loss_object, model_file, outputs_for
+from study.train.native_examples import NATIVE_MODELS
+from study.train.native_optimizers import library_of
+from study.train.spec import Spec
 
 # |loaded - reference| <= RTOL * max(|reference|, 1): a mean over the validation rows summed in
 # another order (or fused differently) moves by a few float32 roundings (~1e-7 relative per
@@ -60,33 +69,102 @@ def read_arrays(folder: Path) -> dict[str, np.ndarray]:
         return {name: archive[name] for name in archive.files}
 
 
+def initial_key(spec, data: Path) -> dict:
+    """The cache key of a spec's initial weights: model (and its file's content), data, loss,
+    seed and the code that draws them."""
+    path = model_file(spec.model)
+    return {"model": spec.model, "model_file": file_digest(path) if path else None,
+            "data": data.name, "loss": spec.loss, "seed": spec.seed,
+            "code": manifest(python_files("study/train"))}
+
+
 def initial_folder(spec, cache_dir: Path, python: str = sys.executable) -> Path:
     """weights.npz (w0, w1, ... in get_weights order) and meta.json (reference_val_loss,
     outputs, input_shape) for the spec's model, data, loss and seed."""
     data = data_folder(spec.data, cache_dir)
-    path = model_file(spec.model)
-    key = {"model": spec.model, "model_file": file_digest(path) if path else None,
-           "data": data.name, "loss": spec.loss, "seed": spec.seed,
-           "code": manifest(python_files("study/train"))}
 
     def make(folder: Path) -> None:
-        request = json.dumps({"model": spec.model, "loss": spec.loss, "seed": spec.seed,
-                              "data": str(data), "out": str(folder)})
-        argv, env = python_command("-m", "study.train.initial", request, python=python,
-                                   KERAS_BACKEND="numpy", CUDA_VISIBLE_DEVICES="-1",
-                                   TF_CPP_MIN_LOG_LEVEL="3")
-        done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
-        lines = done.stdout.strip().splitlines()
-        try:
-            answer = json.loads(lines[-1])
-        except (ValueError, IndexError):
-            tail = [line for line in done.stderr.splitlines() if line.strip()]
-            raise RuntimeError("the initial-weights helper failed"
-                               + (f": {tail[-1][:300]}" if tail else "")) from None
+        answer = draw([request(spec, data, folder)], python)[0]
         if "error" in answer:
             raise InputError(answer["error"])
+        if "failed" in answer:
+            raise RuntimeError(f"the initial-weights helper failed: {answer['failed']}")
 
-    return cache.entry(cache_dir, key, make)
+    return cache.entry(cache_dir, initial_key(spec, data), make)
+
+
+def prepare_initial(specs, cache_dir: Path, python: str = sys.executable) -> None:
+    """The initial weights every run of `specs` starts from, those not made yet, drawn by one
+    helper process before a sweep's runs: one Keras start-up (about 4 s) instead of one per
+    seed. A request that fails is left out, for its run to meet and record in its own words."""
+    cache_dir = Path(cache_dir)
+    folders, wanted = {}, {}
+    for spec in filter(None, map(keras_instance, specs)):
+        name = json.dumps(spec.data, sort_keys=True, default=str)
+        if name not in folders:
+            try:
+                folders[name] = data_folder(spec.data, cache_dir)
+            except Exception:  # noqa: BLE001 - data that cannot load: its runs say so
+                folders[name] = None
+        if folders[name] is None:
+            continue
+        key = initial_key(spec, folders[name])
+        if not (cache_dir / cache.key_digest(key) / "key.json").is_file():
+            wanted.setdefault(cache.key_digest(key), (request(spec, folders[name], None), key))
+    if not wanted:
+        return
+    batch = Path(tempfile.mkdtemp(prefix=".initial-", dir=cache_dir))
+    try:
+        requests = [{**one, "out": str(batch / str(i))} for i, (one, _) in
+                    enumerate(wanted.values())]
+        for one in requests:
+            Path(one["out"]).mkdir()
+        try:
+            answers = draw(requests, python)
+        except RuntimeError:
+            return
+        for (_, key), one, answer in zip(wanted.values(), requests, answers, strict=True):
+            if answer.get("ok"):
+                cache.entry(cache_dir, key, lambda folder, made=Path(one["out"]): [
+                    os.replace(path, folder / path.name) for path in made.iterdir()])
+    finally:
+        shutil.rmtree(batch, ignore_errors=True)
+
+
+def keras_instance(spec: Spec) -> Spec | None:
+    """The spec whose Keras-drawn weights a run starts from: its own for a Keras model (or a
+    user's file that may be one), its Keras twin's for a shipped native example without an
+    `initial` file; None where none is drawn (a native optimizer, a given `initial`, a target
+    still to be set)."""
+    if spec.initial is not None or (spec.target.get("how") == "round"
+                                    and spec.target.get("value") is None):
+        return None
+    if spec.model in NATIVE_MODELS:
+        return replace(spec, model=spec.model.rsplit("-", 1)[0])
+    return spec if library_of(spec.optimizer) in ("keras", "ours") else None
+
+
+def request(spec, data: Path, out: Path | None) -> dict:
+    return {"model": spec.model, "loss": spec.loss, "seed": spec.seed, "data": str(data),
+            "out": str(out)}
+
+
+def draw(requests: list[dict], python: str) -> list[dict]:
+    """The helper's answer to each request: {"ok": true}, {"error": its one line} (bad input)
+    or {"failed": one line} (anything else). RuntimeError where the helper itself failed."""
+    argv, env = python_command("-m", "study.train.initial", json.dumps(requests), python=python,
+                               KERAS_BACKEND="numpy", CUDA_VISIBLE_DEVICES="-1",
+                               TF_CPP_MIN_LOG_LEVEL="3")
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
+    lines = done.stdout.strip().splitlines()
+    try:
+        answers = json.loads(lines[-1])
+        assert isinstance(answers, list) and len(answers) == len(requests)
+    except (ValueError, IndexError, AssertionError):
+        tail = [line for line in done.stderr.splitlines() if line.strip()]
+        raise RuntimeError("the initial-weights helper failed"
+                           + (f": {tail[-1][:300]}" if tail else "")) from None
+    return answers
 
 
 def read_initial(folder: Path) -> tuple[list[np.ndarray], dict]:
@@ -135,13 +213,16 @@ def _helper(request: dict) -> None:
 
 
 def main() -> None:
-    request = json.loads(sys.argv[1])
-    try:
-        _helper(request)
-    except InputError as exc:
-        print(json.dumps({"error": str(exc)}))
-        return
-    print(json.dumps({"ok": True}))
+    answers = []
+    for one in json.loads(sys.argv[1]):
+        try:
+            _helper(one)
+            answers.append({"ok": True})
+        except InputError as exc:
+            answers.append({"error": str(exc)})
+        except Exception as exc:  # noqa: BLE001 - its run reports it; the other requests go on
+            answers.append({"failed": failure_line(exc)})
+    print(json.dumps(answers))
 
 
 if __name__ == "__main__":

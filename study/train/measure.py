@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -23,7 +22,15 @@ from datasets.errors import InputError
 from study.sweep.plugin import Measurement, RunContext
 from study.sweep.tuning import NO_RATE, is_tuned
 from study.train.device import check_placed, gpu_seen, no_gpu, placed, scope
-from study.train.initial import RTOL, agrees, data_folder, initial_folder, read_arrays, read_initial
+from study.train.initial import (
+    RTOL,
+    agrees,
+    data_folder,
+    initial_folder,
+    keras_instance,
+    read_arrays,
+    read_initial,
+)
 from study.train.loop import Target, epoch_batches, run_loop
 from study.train.model import build, loss_object, metric_object, outputs_for
 from study.train.native_optimizers import library_of
@@ -183,8 +190,7 @@ def measure_native(spec: Spec, ctx: RunContext, native, arrays: dict) -> Measure
         return Measurement({"status": "skipped", "message": no_gpu(spec.backend)})
     initial, reference = spec.initial, None
     if initial is None and spec.model in NATIVE_MODELS:
-        twin = spec.model.rsplit("-", 1)[0]
-        folder = initial_folder(replace(spec, model=twin), ctx.cache_dir)
+        folder = initial_folder(keras_instance(spec), ctx.cache_dir)
         initial, reference = folder / "weights.npz", read_initial(folder)[1]["reference_val_loss"]
     seen = {}
 

@@ -8,6 +8,7 @@ from study.sweep.fingerprint import ENGINE_FILES, python_files
 from study.train import rounds
 from study.train.config import CONFIG_KEYS, check_installed
 from study.train.config import expand_specs as expand
+from study.train.initial import prepare_initial as prepare
 from study.train.loop import LOOP_STATUSES
 from study.train.model import model_file
 from study.train.schema import SCHEMA, SIDE_TABLES
@@ -19,7 +20,7 @@ LBFGS_FILES = ("optimizers/lbfgs.py", "optimizers/linesearch.py", "optimizers/ba
                "optimizers/backends/numpy.py")
 
 __all__ = ["CONFIG_KEYS", "KIND", "MEASURE_STATUSES", "SCHEMA", "SIDE_TABLES", "check_grid",
-           "code_files", "expand", "framework", "preload", "prerequisites", "resolve",
+           "code_files", "expand", "framework", "preload", "prepare", "prerequisites", "resolve",
            "spec_from_json", "summary"]
 
 
