@@ -60,7 +60,8 @@ def measure(spec: Spec, ctx: RunContext) -> Measurement:
         raise InputError(f"initial '{spec.initial}' is for native models (PyTorch, JAX); a Keras "
                          "model's initial weights are drawn per seed (the same on every "
                          "framework)")
-    import keras
+    initial = initial_folder(spec, ctx.cache_dir)  # a model that cannot be built is refused
+    import keras  # here, before Keras starts its framework (seconds)
 
     if keras.backend.backend() != spec.backend:
         raise RuntimeError(f"Keras runs on {keras.backend.backend()} in this process, the spec "
@@ -68,12 +69,12 @@ def measure(spec: Spec, ctx: RunContext) -> Measurement:
     if spec.device == "gpu" and not gpu_seen(spec.backend):
         return Measurement({"status": "skipped", "message": no_gpu(spec.backend)})
     with scope(spec.device):
-        return measure_on_device(spec, ctx)
+        return measure_on_device(spec, ctx, initial)
 
 
-def measure_on_device(spec: Spec, ctx: RunContext) -> Measurement:
+def measure_on_device(spec: Spec, ctx: RunContext, initial) -> Measurement:
     arrays = read_arrays(data_folder(spec.data, ctx.cache_dir))
-    weights, meta = read_initial(initial_folder(spec, ctx.cache_dir))
+    weights, meta = read_initial(initial)
     loss = loss_object(spec.loss)
     metric_object(spec.metric)  # an unknown name is refused here, before the model is built
     model = build(spec.model, tuple(meta["input_shape"]), meta["outputs"])
