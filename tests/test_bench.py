@@ -310,7 +310,7 @@ def test_a_mode_declared_later_appears_as_a_row_saying_why(monkeypatch, well_con
 
 @pytest.mark.parametrize("name, feed", [("torch", "feed"), ("torch", "resident"),
                                         ("tensorflow", "feed"), ("tensorflow", "resident"),
-                                        ("tensorflow", "fused")])
+                                        ("tensorflow", "fused"), ("tensorflow", "tf1")])
 def test_the_other_hand_written_loops_run(well_conditioned, name, feed):
     assert harness.hand_loop(well_conditioned, name, feed, "float32", "cpu", 3) > 0
 

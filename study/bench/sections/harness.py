@@ -84,6 +84,8 @@ def hand_loop(problem, name: str, feed: str, dtype: str, device: str, iterations
         return hand_tf_gd(problem, dtype, iterations, xla=False, device=device)
     if name == "tensorflow" and feed in ("feed", "resident"):
         return hand_tf_stepped(problem, feed, dtype, device, iterations)
+    if name == "tensorflow" and feed == "tf1":
+        return hand_tf1(problem, dtype, device, iterations)
     raise Unavailable(f"no hand-written loop for {name} feed '{feed}' yet")
 
 
@@ -263,6 +265,40 @@ def hand_tf_stepped(problem, feed: str, dtype: str, device: str, iterations: int
         for _ in range(iterations):
             w, g, f = update(X, y, w, g)
             f.numpy()
+        return (time.perf_counter() - start) / iterations
+
+
+def hand_tf1(problem, dtype: str, device: str, iterations: int) -> float:
+    """The original TF1 program: a graph with two placeholders, the weights in a variable,
+    `GradientDescentOptimizer(1/L).minimize(loss)`, and one `sess.run([train, loss])` per
+    iteration fed the pandas frames' columns (converted to the dtype at every call); the graph's
+    first run (pruning, the executor) off the clock."""
+    import tensorflow as tf
+
+    tf1 = tf.compat.v1
+    features = pd.DataFrame(problem.X)
+    labels = pd.DataFrame(problem.y)
+    graph = tf.Graph()
+    with graph.as_default(), graph.device("/GPU:0" if device == "gpu" else "/CPU:0"):
+        kind = tf.as_dtype(dtype)
+        X = tf1.placeholder(kind, shape=(None, problem.d))
+        y = tf1.placeholder(kind, shape=(None, problem.k))
+        w = tf1.Variable(np.zeros((problem.d, problem.k), dtype=dtype), use_resource=True)
+        loss = tf.reduce_sum(tf.square(tf.linalg.matmul(X, w) - y)) / problem.n
+        train = tf1.train.GradientDescentOptimizer(tf.constant(gd_step(problem), kind)).minimize(
+            loss)
+        initialize = tf1.global_variables_initializer()
+    graph.finalize()
+    with tf1.Session(graph=graph) as session:
+        session.run(initialize)
+        session.run([train, loss], feed_dict={X: features[features.columns],
+                                              y: labels[labels.columns]})
+        session.run(initialize)
+        start = time.perf_counter()
+        for _ in range(iterations):
+            _, f = session.run([train, loss], feed_dict={X: features[features.columns],
+                                                         y: labels[labels.columns]})
+            float(f)
         return (time.perf_counter() - start) / iterations
 
 
