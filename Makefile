@@ -79,10 +79,12 @@ PYTEST_FLAGS ?=
 test: $(STAMP)
 	$(PY) -m pytest -q -m "not slow" -n $(TEST_WORKERS) $(PYTEST_FLAGS)
 
-# the slow tier: across the cores, then alone the tests that need a quiet machine (marked serial)
+# the slow tier: across the cores, then alone the tests that need a quiet machine (marked serial),
+# collected from their own files only (collecting every file imports TensorFlow, JAX and PyTorch)
+SERIAL_FILES = $(shell grep -l 'mark\.serial' tests/*.py)
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m "slow and not serial" -n $(TEST_WORKERS) $(PYTEST_FLAGS)
-	$(PY) -m pytest -q -m "slow and serial" $(PYTEST_FLAGS)
+	$(PY) -m pytest -q -m "slow and serial" $(PYTEST_FLAGS) $(SERIAL_FILES)
 
 test-all: test test-slow
 
