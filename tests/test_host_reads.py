@@ -5,9 +5,11 @@ the host loop (numpy, feed, resident, compiled, tf1), one per chunk where the lo
 device (JAX fused, PyTorch graphed; TensorFlow's fused loop is one chunk).
 
 Each framework's reads are counted where every read of it passes: torch.Tensor's numpy, item,
-tolist and scalar conversions (np.asarray goes through numpy); a JAX array's `_value` (np.asarray,
-int, float, bool, device_get); an eager TensorFlow tensor's `_numpy` (numpy, int, float, bool,
-np.asarray); a TF1 Session.run; NumPy's one `observe` of the host loop. The count is taken for
+tolist and scalar conversions (np.asarray goes through numpy); a JAX array's `_value` (tolist,
+int, float, bool, device_get; np.asarray on a CPU reads through the buffer protocol, which no
+patch sees, so the JAX backend reads with tolist); an eager TensorFlow tensor's `_numpy`
+(numpy, int, float, bool, np.asarray); a TF1 Session.run; NumPy's one `observe` of the host
+loop. The count is taken for
 two run lengths, from the moment the run's clock starts, and compared as a difference, so the
 final fetch of the result cancels, and any read added per iteration or per chunk fails.
 """
@@ -168,3 +170,28 @@ def reads_per_iteration_or_chunk(problem, monkeypatch, backend, feed, dtype):
         f"iterations ({long_chunks - short_chunks} more chunks): one per {per} expected")
     if (backend, feed) == ("jax", "fused"):
         assert long_chunks - short_chunks == LONG - SHORT  # the chunks really were small
+
+
+@pytest.mark.skipif(not installed("jax"), reason="jax is not installed")
+def test_jax_feed_hands_each_call_host_arrays_it_must_copy(problem, monkeypatch):
+    """On a CPU, XLA takes a 64-byte-aligned host array without copying it (the premise,
+    checked first): feed handed JAX views of its own buffers and so copied nothing. Its host
+    arrays now sit where JAX cannot alias them, so every call copies, as `feed_dict` did."""
+    import jax
+    import numpy as np
+
+    from optimizers.backends import jax as jax_backend
+
+    make_backend("jax", "float64", feed="feed")  # x64 on, as in a run
+    aligned = np.asarray(jax.device_put(np.ones((4, 1000))))
+    assert jax.device_put(aligned).unsafe_buffer_pointer() == aligned.ctypes.data  # aliased
+    handed = []
+    place = jax_backend.host_array
+    monkeypatch.setattr(jax_backend, "host_array", lambda a: handed.append(place(a)) or
+                        handed[-1])
+    result = run(problem, make_optimizer("gd"), build_rules(max_iter=3),
+                 backend=make_backend("jax", "float64", feed="feed"))
+    assert result.iterations == 3 and handed
+    for array in handed:
+        assert isinstance(array, np.ndarray)
+        assert jax.device_put(array).unsafe_buffer_pointer() != array.ctypes.data  # copied

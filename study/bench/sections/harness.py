@@ -105,7 +105,10 @@ def hand_jax(problem, feed: str, dtype: str, device: str, iterations: int) -> fl
     jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
 
+    from optimizers.backends.jax import host_array
+
     Xt_host, y_host, step, inv_n = host_arrays(problem, dtype)
+    Xt_host, y_host = host_array(Xt_host), host_array(y_host)  # as our feed mode holds them
     target = jax.devices(device)[0]
     put = (lambda a: a) if feed == "feed" else (lambda a: jax.device_put(a, target))
     Xt, y = put(Xt_host), put(y_host)
