@@ -31,6 +31,7 @@ class LeastSquaresObjective:
         self.X = X  # in the backend's layout (ops.data_matrix)
         self.y = y
         self.inv_n = ops.scalar(1.0 / y.shape[0])
+        self.two_inv_n = ops.scalar(2.0 / y.shape[0])  # made once: an eager op less per call
         self.ridge = Ridge(ops, lam)
 
     def value_and_grad(self, w):
@@ -38,24 +39,24 @@ class LeastSquaresObjective:
         ops = self.ops
         r = ops.data_matvec(self.X, w) - self.y
         f = ops.vdot(r, r) * self.inv_n
-        g = (2 * self.inv_n) * ops.data_rmatvec(self.X, r)
+        g = self.two_inv_n * ops.data_rmatvec(self.X, r)
         return self.ridge.value_and_grad(f, g, w)
 
     def curvature(self, direction, w=None):
         """direction^T H direction for the Hessian H = 2/n X^T X: one pass over X."""
         q = self.ops.data_matvec(self.X, direction)
-        return self.ridge.curvature((2 * self.inv_n) * self.ops.vdot(q, q), direction)
+        return self.ridge.curvature(self.two_inv_n * self.ops.vdot(q, q), direction)
 
     def hessian_product(self, direction, w=None):
         """H direction = 2/n X^T (X direction): two passes over X."""
         ops = self.ops
-        Hv = (2 * self.inv_n) * ops.data_rmatvec(self.X, ops.data_matvec(self.X, direction))
+        Hv = self.two_inv_n * ops.data_rmatvec(self.X, ops.data_matvec(self.X, direction))
         return self.ridge.product(Hv, direction)
 
     def hessian_diagonal(self):
         """diag(H) = 2/n * sum_i x_ij^2, shaped (d, 1) to broadcast over label columns."""
         return self.ridge.diagonal(
-            (2 * self.inv_n) * self.ops.data_column_squares(self.X)[:, None])
+            self.two_inv_n * self.ops.data_column_squares(self.X)[:, None])
 
 
 class Ridge:
@@ -91,6 +92,7 @@ class LogisticObjective:
     def __init__(self, ops, X, y, lam):
         self.ops, self.X, self.y = ops, X, y
         self.inv_n = ops.scalar(1.0 / y.shape[0])
+        self.neg_inv_n = ops.scalar(-1.0 / y.shape[0])  # made once: an eager op less per call
         self.ridge = Ridge(ops, lam)
 
     def value_and_grad(self, w):
@@ -98,7 +100,7 @@ class LogisticObjective:
         ops = self.ops
         margin = self.y * ops.data_matvec(self.X, w)
         f = ops.sum(ops.softplus(-margin)) * self.inv_n
-        g = -self.inv_n * ops.data_rmatvec(self.X, self.y * ops.sigmoid(-margin))
+        g = self.neg_inv_n * ops.data_rmatvec(self.X, self.y * ops.sigmoid(-margin))
         return self.ridge.value_and_grad(f, g, w)
 
     def _weights(self, w):

@@ -195,3 +195,42 @@ def test_jax_feed_hands_each_call_host_arrays_it_must_copy(problem, monkeypatch)
     for array in handed:
         assert isinstance(array, np.ndarray)
         assert jax.device_put(array).unsafe_buffer_pointer() != array.ctypes.data  # copied
+
+
+@pytest.mark.skipif(not installed("torch"), reason="torch is not installed")
+def test_torch_resident_gd_dispatches_the_hand_loops_ops_and_the_stats_only(problem):
+    """Eagerly, every op is a dispatch (on a GPU a kernel launch): per iteration our GD step
+    dispatches what the bench's hand-written loop does, plus the gradient norm and the stack
+    that make the rules' one read; any op more per iteration (a constant made again, a scalar
+    product recomputed) fails. The hand loop's float(f) is its read."""
+    from collections import Counter
+
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from study.bench.sections.harness import hand_torch
+
+    class Dispatched(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = Counter()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops[str(func)] += 1
+            return func(*args, **(kwargs or {}))
+
+    def per_iteration(loop):
+        counts = []
+        for iterations in (SHORT, LONG):
+            with Dispatched() as dispatched:
+                loop(iterations)
+            counts.append(dispatched.ops)
+        return Counter({op: (counts[1][op] - counts[0][op]) / (LONG - SHORT)
+                        for op in counts[1] if counts[1][op] != counts[0][op]})
+
+    ours = per_iteration(lambda i: run(problem, make_optimizer("gd"), build_rules(max_iter=i),
+                                       backend=make_backend("torch", "float64",
+                                                            feed="resident")))
+    hand = per_iteration(lambda i: hand_torch(problem, "resident", "float64", "cpu", i))
+    stats = Counter({"aten.linalg_vector_norm.default": 1, "aten.stack.default": 1})
+    read = Counter({"aten._local_scalar_dense.default": 1})
+    assert ours == hand - read + stats, (ours, hand)
