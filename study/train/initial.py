@@ -110,25 +110,33 @@ def prepare_initial(specs, cache_dir: Path, python: str = sys.executable) -> Non
             continue
         key = initial_key(spec, folders[name])
         if not (cache_dir / cache.key_digest(key) / "key.json").is_file():
-            wanted.setdefault(cache.key_digest(key), (request(spec, folders[name], None), key))
+            wanted.setdefault(cache.key_digest(key), (spec, folders[name], key))
     if not wanted:
         return
     batch = Path(tempfile.mkdtemp(prefix=".initial-", dir=cache_dir))
     try:
-        requests = [{**one, "out": str(batch / str(i))} for i, (one, _) in
-                    enumerate(wanted.values())]
-        for one in requests:
-            Path(one["out"]).mkdir()
+        outs = [batch / str(i) for i in range(len(wanted))]
+        for out in outs:
+            out.mkdir()
         try:
-            answers = draw(requests, python)
+            answers = draw([request(spec, data, out) for (spec, data, _), out
+                            in zip(wanted.values(), outs, strict=True)], python)
         except RuntimeError:
             return
-        for (_, key), one, answer in zip(wanted.values(), requests, answers, strict=True):
+        for (_, _, key), out, answer in zip(wanted.values(), outs, answers, strict=True):
             if answer.get("ok"):
-                cache.entry(cache_dir, key, lambda folder, made=Path(one["out"]): [
-                    os.replace(path, folder / path.name) for path in made.iterdir()])
+                cache.entry(cache_dir, key, moved_from(out))
     finally:
         shutil.rmtree(batch, ignore_errors=True)
+
+
+def moved_from(made: Path):
+    """A cache entry's `make` that moves in the files the helper wrote to `made`."""
+    def make(folder: Path) -> None:
+        for path in made.iterdir():
+            os.replace(path, folder / path.name)
+
+    return make
 
 
 def keras_instance(spec: Spec) -> Spec | None:
@@ -144,7 +152,7 @@ def keras_instance(spec: Spec) -> Spec | None:
     return spec if library_of(spec.optimizer) in ("keras", "ours") else None
 
 
-def request(spec, data: Path, out: Path | None) -> dict:
+def request(spec, data: Path, out: Path) -> dict:
     return {"model": spec.model, "loss": spec.loss, "seed": spec.seed, "data": str(data),
             "out": str(out)}
 
