@@ -577,3 +577,42 @@ def test_feedmode_headline_axis_ends_near_the_bars_and_names_graph_sizes_beside_
                                        for t in sizes)
     assert covered_by_legends(fig) == []
     plt.close(fig)
+
+
+def overlapping_tick_labels(fig) -> list[tuple[str, str]]:
+    """Pairs of neighbouring x tick labels of one panel that overlap once drawn: level ones by
+    their boxes, slanted ones (parallel lines of text) by the distance between their lines
+    against the text's height."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    found = []
+    for ax in fig.axes:
+        ticks = [(ax.transData.transform((x, 0))[0], t)
+                 for x, t in zip(ax.get_xticks(), ax.get_xticklabels(), strict=False)
+                 if t.get_text() and t.get_visible()]
+        for (x_a, a), (x_b, b) in zip(ticks, ticks[1:], strict=False):
+            angle = np.radians(a.get_rotation())
+            if np.isclose(np.sin(angle), 0):
+                hit = a.get_window_extent(renderer).overlaps(b.get_window_extent(renderer))
+            else:
+                hit = abs(x_b - x_a) * abs(np.sin(angle)) < renderer.points_to_pixels(
+                    a.get_fontsize())
+            if hit:
+                found.append((a.get_text(), b.get_text()))
+    return found
+
+
+def test_the_feed_mode_figure_names_every_engine_legibly():
+    """make reproduce's regression study runs 13 engines on one CPU: their names under the
+    bars overlapped (tf-fused+xla over jax-feed, ...)."""
+    every = [("numpy", None, None), ("tensorflow", "tf1", None), ("tensorflow", "feed", None),
+             ("tensorflow", "resident", None), ("tensorflow", "fused", None),
+             ("tensorflow", "fused", True), ("jax", "feed", None), ("jax", "resident", None),
+             ("jax", "fused", None), ("torch", "resident", None), ("torch", "feed", None),
+             ("torch", "compiled", None)]
+    runs, _ = make_tables([("gd", {}, *engine, 0.001 * (k + 1), 50)
+                           for k, engine in enumerate(every)], [{"rows": 100000}])
+    fig = plots.figure_feed_modes(runs)
+    assert len(fig.axes[0].get_xticklabels()) == len(every)
+    assert overlapping_tick_labels(fig) == []
+    plt.close(fig)

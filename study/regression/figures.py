@@ -449,6 +449,11 @@ def figure_feed_modes(runs: pd.DataFrame):
         log_axis(ax.yaxis)
         ax.set_ylabel("seconds per iteration (median, log)")
         ax.set_xlabel("engine")
+        # a dozen engines' names side by side overlap: slanted, each ending under its bars
+        ax.tick_params(axis="x", labelrotation=30, labelsize=8)
+        for label in ax.get_xticklabels():
+            label.set_horizontalalignment("right")
+            label.set_rotation_mode("anchor")
         ax.set_title(f"{data} on {device}: GD and Adadelta", fontsize=9)
         legend_outside(ax, fontsize=7)
     fig.tight_layout()
