@@ -121,8 +121,8 @@ def prepare_initial(specs, cache_dir: Path, python: str = sys.executable) -> Non
         try:
             answers = draw([request(spec, data, out) for (spec, data, _), out
                             in zip(wanted.values(), outs, strict=True)], python)
-        except RuntimeError:
-            return
+        except (RuntimeError, OSError, subprocess.SubprocessError):  # no helper, or timed out:
+            return  # each run then draws its own and records what it meets
         for (_, _, key), out, answer in zip(wanted.values(), outs, answers, strict=True):
             if answer.get("ok"):
                 cache.entry(cache_dir, key, moved_from(out))
