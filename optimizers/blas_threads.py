@@ -15,7 +15,10 @@ three times, keeping each size's fastest timing); delete the file to measure aga
 uses one thread below the crossover and the library's default from it up.
 
 An explicit choice wins: a count given for the run (`regress --blas-threads N`) is used as
-given, and otherwise a BLAS thread variable set in the environment (OMP_NUM_THREADS,
+given, once it is known to be possible: a count above the CPUs this process may use (its
+affinity mask) or above what the BLAS library accepts (OpenBLAS silently caps a request at its
+build's maximum, 64 on a common build) is refused, and the count recorded is the one the library
+reports back under the limit, never the request. Otherwise a BLAS thread variable set in the environment (OMP_NUM_THREADS,
 OPENBLAS_NUM_THREADS, MKL_NUM_THREADS) is left alone. The calibration runs before
 the run's clocks start, and its cost is recorded apart (`blas_calibration_seconds`).
 """
@@ -109,15 +112,50 @@ def mebibytes(size: int | None) -> str:
 
 
 def check(where: str, value) -> str | int:
-    """'auto' or a thread count >= 1 (an integer, or its digits as given on a command line)."""
+    """'auto' or a thread count >= 1 (an integer, or its digits as given on a command line)
+    that this machine can run: no more than the CPUs this process may use, and no more than
+    the BLAS library takes (a count it would cap silently would be recorded but never run)."""
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value)
     if value == AUTO:
         return AUTO
     try:
-        return values.integer(1).check(where, value)
+        value = values.integer(1).check(where, value)
     except InputError:
         raise InputError(f"{where} must be 'auto' or an integer >= 1, got {value!r}") from None
+    cpus = usable_cpus()
+    if value > cpus:
+        raise InputError(f"{where} {value} is more than the {cpus} CPUs this process may use")
+    ran = applied(value)
+    if ran is not None and ran != value:
+        raise InputError(f"{where} {value} is more than the BLAS library runs here: it caps "
+                         f"the count at {ran}")
+    return value
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask where the system has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def applied(threads: int) -> int | None:
+    """The thread count the BLAS libraries report while held at `threads` (the fewest, where
+    several are loaded), read back through threadpoolctl; None where no BLAS library is found.
+    The library is let go again before this returns."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=threads, user_api="blas"):
+        counts = [p["num_threads"] for p in _real_pools()]
+    return min(counts, default=None)
+
+
+def _real_pools() -> list[dict]:
+    from threadpoolctl import threadpool_info
+
+    return [i for i in threadpool_info() if i.get("user_api") == "blas"]
 
 
 def environment_setting() -> str | None:
@@ -129,24 +167,18 @@ def environment_setting() -> str | None:
 
 
 def blas_pools() -> list[dict]:
-    from threadpoolctl import threadpool_info
-
-    return [i for i in threadpool_info() if i.get("user_api") == "blas"]
+    return _real_pools()
 
 
 def machine_key(pools: list[dict]) -> str:
     """What the crossover depends on: the host and its CPUs, the BLAS libraries (kernel, default
     threads) and NumPy."""
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        usable = os.cpu_count()
     described = sorted(json.dumps({k: p.get(k) for k in ("internal_api", "version",
                                                          "architecture", "num_threads",
                                                          "threading_layer", "filepath")},
                                   sort_keys=True) for p in pools)
     key = {"host": socket.gethostname(), "cpu": platform.processor() or platform.machine(),
-           "cores": os.cpu_count(), "usable": usable, "blas": described,
+           "cores": os.cpu_count(), "usable": usable_cpus(), "blas": described,
            "numpy": np.__version__}
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -299,8 +331,8 @@ def choose(size: int, requested: str | int = AUTO) -> Choice:
     requested = check("blas_threads", requested)
     pools = blas_pools()
     default = max((p["num_threads"] for p in pools), default=None)
-    if requested != AUTO:
-        return Choice(requested, "given", default_threads=default, matrix_bytes=size)
+    if requested != AUTO:  # recorded as the library reports it under the limit, not as asked
+        return Choice(applied(requested), "given", default_threads=default, matrix_bytes=size)
     if environment_setting() is not None:
         return Choice(default, "environment", default_threads=default, matrix_bytes=size)
     if default is None or default <= 1:  # nothing to choose between

@@ -293,3 +293,44 @@ def test_the_report_sentence_counts_the_choices():
 
     assert [b.content for b in blas_blocks(given)] == [blas_threads.report_sentence(given)]
     assert blas_blocks(runs.drop(columns="blas_threads")) == []
+
+
+@pytest.mark.parametrize("value", [3, "10000"])
+def test_a_count_beyond_the_cpus_is_refused(monkeypatch, value):
+    monkeypatch.setattr(blas_threads, "usable_cpus", lambda: 2)
+    with pytest.raises(InputError, match=f"^blas_threads {int(value)} is more than the 2 CPUs "
+                                         "this process may use$"):
+        blas_threads.check("blas_threads", value)
+
+
+def test_a_count_the_library_would_cap_is_refused(monkeypatch):
+    """OpenBLAS caps a request at its build's maximum without a word: a count it does not run
+    is refused, not recorded as given."""
+    monkeypatch.setattr(blas_threads, "usable_cpus", lambda: 10**6)
+    monkeypatch.setattr(blas_threads, "applied", lambda threads: min(threads, 64))
+    with pytest.raises(InputError, match="blas_threads 10000 is more than the BLAS library runs "
+                                         "here: it caps the count at 64"):
+        blas_threads.check("blas_threads", 10000)
+    assert blas_threads.check("blas_threads", 64) == 64
+
+
+def test_a_given_count_is_recorded_as_the_library_reports_it(machine, monkeypatch):
+    monkeypatch.setattr(blas_threads, "applied", lambda threads: 1)  # the library's word
+    monkeypatch.setattr(blas_threads, "check", lambda where, value: value)
+    assert blas_threads.choose(MIB, 2).columns()["blas_threads"] == 1
+
+
+def test_the_library_reports_a_count_it_runs_and_is_let_go():
+    before = [p["num_threads"] for p in blas_threads.blas_pools()]
+    assert blas_threads.applied(1) == (1 if before else None)
+    assert [p["num_threads"] for p in blas_threads.blas_pools()] == before
+
+
+def test_regress_refuses_more_threads_than_cpus_in_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(blas_threads, "usable_cpus", lambda: 2)
+    out = tmp_path / "run.parquet"
+    code = main(["regress", "--rows", "300", "--blas-threads", "10000", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "--blas-threads 10000 is more than the 2 CPUs this process may use" in err
+    assert not list(tmp_path.iterdir())
