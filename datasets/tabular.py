@@ -85,6 +85,17 @@ def check_named_once(columns: list, role: str) -> None:
                          "once")
 
 
+def check_disjoint(features, labels, where: str = "tabular") -> None:
+    """A label that is also a feature is its own answer: the fit is trivial and any target is
+    "reached". Checked on the names, before the file is read (regress, the regression and train
+    studies' configs and the train command share it)."""
+    labels = [labels] if isinstance(labels, str) else list(labels or [])
+    both = [c for c in ([features] if isinstance(features, str) else list(features or []))
+            if c in labels]
+    if both:
+        raise InputError(f"{where}: column '{both[0]}' is both a feature and a label")
+
+
 def select_columns(frame: pd.DataFrame, columns, role: str, source: str) -> pd.DataFrame:
     columns = [columns] if isinstance(columns, str) else list(columns or [])
     if not columns:
@@ -123,9 +134,7 @@ def from_frame(frame: pd.DataFrame, features, labels, *, standardize: bool = Fal
     check_unique_columns(frame, source)
     X = select_columns(frame, features, "feature", source)
     y = select_columns(frame, labels, "label", source)
-    overlap = set(X.columns) & set(y.columns)
-    if overlap:
-        raise InputError(f"tabular: column '{sorted(overlap)[0]}' is both a feature and a label")
+    check_disjoint(list(X.columns), list(y.columns))
     return Problem.from_arrays(
         X.to_numpy(float), y.to_numpy(float), name="tabular",
         params=params or {"features": list(X.columns), "labels": list(y.columns)},
@@ -152,6 +161,7 @@ def validate_params(path, features, labels, standardize: bool = False,
         if missing:
             raise InputError(f"tabular: {role} column '{missing[0]}' is not in '{path}'; "
                              f"columns present: {present}")
+    check_disjoint(features, labels)
 
 
 def load(path, features, labels, standardize: bool = False, intercept: bool = True,

@@ -60,6 +60,7 @@ def table(tmp_path):
 @pytest.mark.parametrize("features, labels, named", [
     (["a", "a", "b"], ["y"], "feature column 'a' is named twice"),
     (["a", "b"], ["y", "y"], "label column 'y' is named twice"),
+    (["a", "y"], ["y"], "tabular: column 'y' is both a feature and a label"),  # issue 43 case 4
 ])
 def test_a_column_named_twice_is_one_line(tmp_path, capsys, table, features, labels, named):
     refused(capsys, ["regress", "--dataset", "tabular", "--path", table, "--features",

@@ -225,6 +225,23 @@ def test_a_repeated_optimizer_block_and_the_old_test_knob_are_refused():
         specs(text.replace("batch_size = 64", "batch_size = 64\neval_sleep = 0.5"))
 
 
+def test_a_label_that_is_also_a_feature_is_refused_as_regress_refuses_it(tmp_path):
+    """Issue 43 case 4: the label as a feature is its own answer (any target "reached");
+    the command and a config refuse it in regress's words, before anything is read."""
+    data = tmp_path / "d.csv"
+    data.write_text("a,b,y\n1,2,0\n2,1,1\n3,5,0\n4,4,1\n5,0,0\n")
+    refused(["--model", "eve-mlp-torch", "--data", str(data), "--features", "a", "y",
+             "--labels", "y", "--loss", "binary_crossentropy", "--target", "val_loss=0.3",
+             "--out", str(tmp_path / "row.parquet")],
+            "--data: column 'y' is both a feature and a label")
+    text = CONFIG.replace("TARGET", '{ metric = "val_loss", value = 0.3 }').replace(
+        'data = { name = "digits" }',
+        f'data = {{ path = "{data}", features = ["a", "y"], labels = "y" }}')
+    with pytest.raises(ConfigError, match="data: column 'y' is both a feature and a label"):
+        specs(text)
+    assert specs(text.replace('["a", "y"]', '["a", "b"]'))
+
+
 # ---- data and the model's outputs against the loss -----------------------------------------------
 
 def test_labels_of_one_class_and_a_single_value_array_are_refused(tmp_path):

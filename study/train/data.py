@@ -12,7 +12,7 @@ import numpy as np
 
 from datasets import values
 from datasets.errors import InputError
-from datasets.tabular import read_table, select_columns
+from datasets.tabular import check_disjoint, read_table, select_columns
 from study.train.examples import DATA, DATA_PARAMS
 
 NPZ_ARRAYS = ("x_train", "y_train", "x_val", "y_val")
@@ -44,6 +44,8 @@ def check_data(data: dict, where: str = "data") -> dict:
                 raise InputError(f"{where}: a CSV or Parquet file needs '{key}' (column names)")
             if key in data:
                 values.names().check(f"{where}: {key}", data[key])
+        if tabular:
+            check_disjoint(data["features"], data["labels"], where)
     else:
         raise InputError(f"{where} needs name (one of: {', '.join(DATA)}) or path")
     for key in data:
