@@ -237,6 +237,30 @@ def _optax_ranges() -> dict:
             "initial_accumulator_value": NONNEGATIVE}
 
 
+def settled_state(name: str, step, state, *arguments):
+    """`state` in the types `step` hands back (abstract evaluation: nothing compiled, and a
+    step that cannot run is refused here, before any timing). A jitted step compiles again for
+    every new argument type, weak types included: optax.lbfgs's initial state holds weak-typed
+    scalars that its update returns strong, so its step compiled a second time at step 2,
+    inside the clock. A state whose structure or shapes change with an update is refused."""
+    import jax
+    import jax.numpy as jnp
+
+    def types(tree):  # a concrete array's or an abstract one's
+        return [(tuple(t.shape), t.dtype, t.weak_type) for t in
+                (leaf if isinstance(leaf, jax.ShapeDtypeStruct) else jax.typeof(leaf)
+                 for leaf in jax.tree.leaves(tree))]
+
+    after = jax.eval_shape(step, state, *arguments)[0]
+    if jax.tree.structure(after) == jax.tree.structure(state):
+        state = jax.tree.map(lambda a, t: jnp.array(a, dtype=t.dtype, copy=True), state, after)
+        after = jax.eval_shape(step, state, *arguments)[0]
+    if jax.tree.structure(after) != jax.tree.structure(state) or types(after) != types(state):
+        raise InputError(f"{name}: its state changes structure or shapes with an update (every "
+                         "step would compile again inside the clock); not timed")
+    return state
+
+
 class OptaxSubmission(Submission):
     """Any optax alias by name (`optax:adam`, `optax:sgd`, ...), its hyperparameters by name
     (checked against the alias's signature). Optimizers that take extra arguments (optax.lbfgs:
@@ -305,7 +329,7 @@ class OptaxSubmission(Submission):
             state = jax.tree.map(lambda a: jax.numpy.array(a, copy=True), jax.device_put(
                 (params, tx.init(params)), workload.device))
             index = workload.indices([np.zeros(1)])[0]
-            jax.eval_shape(step, state, workload.data, index)  # refuses before any timing
+            state = settled_state(self.name, step, state, workload.data, index)
         except InputError:
             raise
         except Exception as exc:
