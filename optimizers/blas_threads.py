@@ -18,9 +18,10 @@ An explicit choice wins: a count given for the run (`regress --blas-threads N`) 
 given, once it is known to be possible: a count above the CPUs this process may use (its
 affinity mask) or above what the BLAS library accepts (OpenBLAS silently caps a request at its
 build's maximum, 64 on a common build) is refused, and the count recorded is the one the library
-reports back under the limit, never the request. Otherwise a BLAS thread variable set in the environment (OMP_NUM_THREADS,
-OPENBLAS_NUM_THREADS, MKL_NUM_THREADS) is left alone. The calibration runs before
-the run's clocks start, and its cost is recorded apart (`blas_calibration_seconds`).
+reports back under the limit, never the request. Otherwise a BLAS thread variable set in the
+environment (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, MKL_NUM_THREADS) is left alone. The
+calibration runs before the run's clocks start, and its cost is recorded apart
+(`blas_calibration_seconds`).
 """
 
 from __future__ import annotations

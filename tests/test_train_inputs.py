@@ -7,6 +7,7 @@ fresh process (Keras picks its backend at import)."""
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -244,6 +245,55 @@ def test_a_label_that_is_also_a_feature_is_refused_as_regress_refuses_it(tmp_pat
 
 # ---- data and the model's outputs against the loss -----------------------------------------------
 
+@pytest.mark.parametrize("kind, words", [
+    ("csv", "x_train holds 1e+300 in column 'b', beyond the range of float32"),
+    ("parquet", "x_val holds -1e+300 in column 'b', beyond the range of float32"),
+    ("npz", "x_train holds 1e+300 at index (7, 1), beyond the range of float32"),
+    ("npz-labels", "y_train holds -1e+200 at index 3, beyond the range of float32"),
+])
+def test_data_beyond_float32_is_refused_before_the_run(tmp_path, kind, words):
+    """Issue 43 case 6: finite in float64, inf in the run's float32 cast, recorded as diverged
+    with exit 0; now one line naming the array and column (or index), from the command and
+    from the sweep's data cache alike."""
+    from study.train.initial import data_folder
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(50, 3))
+    y = (x[:, 0] > 0).astype(float)
+    if kind.startswith("npz"):
+        data = tmp_path / "d.npz"
+        if kind == "npz":
+            x[7, 1] = 1e300
+        else:
+            y[3] = -1e200
+        np.savez(data, x_train=x[:40], y_train=y[:40], x_val=x[40:], y_val=y[40:])
+        more = ["--loss", "mse", "--metric", "mae"]
+        table = {"path": str(data)}
+    else:
+        frame = pd.DataFrame({"a": x[:, 0], "b": x[:, 1], "c": x[:, 2], "y": y})
+        order = np.random.default_rng(0).permutation(50)  # the split's: row 0 trains, the last
+        frame.loc[order[0] if kind == "csv" else order[-1], "b"] = 1e300 if kind == "csv" \
+            else -1e300
+        data = tmp_path / f"d.{kind}"
+        frame.to_csv(data, index=False) if kind == "csv" else frame.to_parquet(data)
+        more = ["--features", "a", "b", "c", "--labels", "y", "--loss", "binary_crossentropy"]
+        table = {"path": str(data), "features": ["a", "b", "c"], "labels": "y"}
+    refused(["--model", "eve-mlp-torch", "--data", str(data), *more, "--target",
+             "val_loss=0.3", "--out", str(tmp_path / "row.parquet")], words)
+    with pytest.raises(InputError, match=re.escape(words)):
+        data_folder(table, tmp_path / "cache")
+
+
+def test_data_within_float32_passes_in_any_float_dtype(tmp_path):
+    from study.train.data import load_data
+
+    big = np.full((10, 2), 3e38)
+    np.savez(tmp_path / "d.npz", x_train=big, y_train=np.zeros(10),
+             x_val=np.ones((10, 2), np.float16), y_val=np.zeros(10, np.float32))
+    arrays = load_data({"path": str(tmp_path / "d.npz")})
+    assert arrays["x_train"].dtype == np.float32 and np.isfinite(arrays["x_train"]).all()
+
+
 def test_labels_of_one_class_and_a_single_value_array_are_refused(tmp_path):
     from study.train.data import load_data
     from study.train.model import outputs_for
@@ -314,7 +364,8 @@ def test_a_dry_run_estimates_the_time_from_this_machines_past_runs(tmp_path, cap
     text = capsys.readouterr().out
     assert len(study.specs) == 1 and "time estimate: about 2 min for 1 runs" in text, text
     assert cli(["run", str(config), "--dry-run", "--out", str(tmp_path / "none")]) == 0
-    assert "time estimate: none (no past runs of this machine" in capsys.readouterr().out
+    assert "time estimate: none measured yet (no past runs of this machine" in \
+        capsys.readouterr().out
 
 
 # ---- in a fresh process, with Keras -------------------------------------------------------------

@@ -19,6 +19,7 @@ NPZ_ARRAYS = ("x_train", "y_train", "x_val", "y_val")
 FILE_KEYS = ("path", "features", "labels", "validation_fraction", "split_seed")
 NPZ_KEYS = ("path",)  # a .npz holds its own split and columns
 SUFFIXES = (".npz", ".csv", ".parquet", ".pq")
+RUN_DTYPE = np.dtype(np.float32)  # what every framework computes in (features, float labels)
 
 
 def check_data(data: dict, where: str = "data") -> dict:
@@ -85,10 +86,12 @@ def load_data(data: dict, where: str = "data") -> dict[str, np.ndarray]:
     else:
         frame = read_table(data["path"])
         source = f"'{data['path']}'"
-        x = select_columns(frame, data["features"], "feature", source).to_numpy(np.float64)
-        labels = data["labels"]
-        y = select_columns(frame, labels, "label", source).to_numpy()
+        x = select_columns(frame, data["features"], "feature", source)
+        y = select_columns(frame, data["labels"], "label", source)
+        columns = {"x": list(x.columns), "y": list(y.columns)}
+        x, y = x.to_numpy(np.float64), y.to_numpy()
         arrays = split(x, y[:, 0] if y.shape[1] == 1 else y, data)
+        return checked(arrays, source, columns)
     return checked(arrays, source)
 
 
@@ -107,6 +110,24 @@ def read_npz(path: Path) -> dict[str, np.ndarray]:
                          f"{str(exc).splitlines()[0] if str(exc) else ''}") from None
 
 
+def check_run_range(array: np.ndarray, name: str, source: str, columns=None) -> None:
+    """Float values the run's float32 cannot hold: finite here (float64), they become inf in
+    the cast every framework makes (features always; float labels too), and the run would be
+    recorded as diverged at its first step. Checked in float32 itself."""
+    if array.dtype.kind != "f" or array.dtype.itemsize <= RUN_DTYPE.itemsize:
+        return
+    with np.errstate(over="ignore"):
+        beyond = ~np.isfinite(array.astype(RUN_DTYPE))
+    if not beyond.any():
+        return
+    at = tuple(int(i) for i in np.argwhere(beyond)[0])
+    column = (f" in column '{columns[at[1] if len(at) > 1 else 0]}'" if columns else
+              f" at index {at if len(at) > 1 else at[0]}")
+    raise InputError(f"{source}: {name} holds {array[at]:.3g}{column}, beyond the range of "
+                     f"{RUN_DTYPE.name}, which the run computes in (|values| up to "
+                     f"{np.finfo(RUN_DTYPE).max:.3g}); rescale the data")
+
+
 def split(x: np.ndarray, y: np.ndarray, data: dict) -> dict[str, np.ndarray]:
     """A seeded permutation of the rows, the last `validation_fraction` of it for validation."""
     fraction = data.get("validation_fraction", 0.2)
@@ -119,7 +140,9 @@ def split(x: np.ndarray, y: np.ndarray, data: dict) -> dict[str, np.ndarray]:
     return {"x_train": x[train], "y_train": y[train], "x_val": x[val], "y_val": y[val]}
 
 
-def checked(arrays: dict, source: str) -> dict[str, np.ndarray]:
+def checked(arrays: dict, source: str, columns: dict | None = None) -> dict[str, np.ndarray]:
+    """The arrays, each numeric, finite in the dtype the run computes in, with rows; x as
+    float32. `columns`: a table's column names ({"x": [...], "y": [...]}), to name a value's."""
     out = {}
     for name, array in arrays.items():
         if array.dtype.kind not in "biuf":
@@ -127,6 +150,7 @@ def checked(arrays: dict, source: str) -> dict[str, np.ndarray]:
         if array.dtype.kind == "f" and not np.isfinite(array).all():
             bad = int((~np.isfinite(array)).sum())
             raise InputError(f"{source}: {name} has {bad} non-finite values")
+        check_run_range(array, name, source, (columns or {}).get(name[0]))
         if array.ndim == 0:
             raise InputError(f"{source}: {name} is a single value, not an array of rows")
         if len(array) == 0:
