@@ -127,7 +127,7 @@ def test_a_long_dry_run_says_how_many_runs_before_listing_them(tmp_path, capsys)
     assert main(["run", str(path), "--dry-run"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == f"1002 runs in c ({path}); listing them:"
-    assert lines[-1] == f"1002 runs in c ({path})"
+    assert lines[-1] == f"1002 runs in c ({path}): 0 done, 1002 to run"
 
 
 @pytest.mark.parametrize("exclude, named", [

@@ -121,6 +121,34 @@ def test_dry_run_and_only(tmp_path, capsys):
     path = write(tmp_path, BASE)
     assert main(["run", str(path), "--dry-run", "--only", "optimizer=lbfgs", "dtype=float64"]) == 0
     assert "4 runs in t" in capsys.readouterr().out
+
+
+def test_a_dry_run_lists_configurations_says_what_is_done_and_writes_nothing(tmp_path, capsys):
+    """One short line per configuration (not a 400-character row per run), the runs that are
+    done left out of the estimate, and an honest first-run estimate (the budgets, not 'none')."""
+    path = write(tmp_path, BASE.replace("kappa = [10, 100]", "kappa = 10"))
+    out = tmp_path / "res"
+    assert main(["run", str(path), "--dry-run", "--out", str(out), "--only", "dtype=float64"]) == 0
+    text = capsys.readouterr().out
+    lines = text.splitlines()
+    assert not out.exists()  # written nowhere
+    assert max(len(line) for line in lines if str(tmp_path) not in line) <= 120, text
+    assert lines[0].startswith("every run: ") and "dtype=float64" in " ".join(lines[:2]), text
+    assert sum(line.endswith("float64") for line in lines) == 3, text  # 3 configurations
+    assert "time estimate: none measured yet" in text and "run_timeout = 120 s" in text, text
+    assert lines[-1] == f"6 runs in t ({path}): 0 done, 6 to run", text
+    assert main(["run", str(path), "--out", str(out), "--quiet", "--only", "dtype=float64",
+                 "optimizer=lbfgs"]) == 0
+    capsys.readouterr()
+    assert main(["run", str(path), "--dry-run", "--out", str(out), "--only", "dtype=float64"]) == 0
+    text = capsys.readouterr().out
+    assert text.splitlines()[-1] == f"6 runs in t ({path}): 2 done, 4 to run", text
+    assert "time estimate: about" in text and "for 4 runs" in text, text
+    assert main(["run", str(path), "--dry-run", "--out", str(out), "--only", "dtype=float64",
+                 "optimizer=lbfgs"]) == 0
+    text = capsys.readouterr().out
+    assert f"nothing to run: all 2 runs are done in {out}" in text, text
+    assert "time estimate" not in text, text
     assert main(["run", str(path), "--dry-run", "--only", "colour=red"]) == 2
     assert "--only: unknown key 'colour'" in capsys.readouterr().err
 

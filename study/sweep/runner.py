@@ -27,6 +27,7 @@ from datasets.errors import InputError
 from study import interrupts
 from study.output import ResultsWriteError, check_output_folder
 from study.sweep import fingerprint, noise
+from study.sweep.dry_run import dry_run
 from study.sweep.executors import NOT_RUN, Job, LocalExecutor, preload_for
 from study.sweep.folder import ResultsFolder
 from study.sweep.grid import (
@@ -55,7 +56,8 @@ class Plan:
 
 def plan_runs(study: Study, specs, folder: ResultsFolder, existing: pd.DataFrame,
               env_fingerprints: set[str], *, retry_failed=False, keep_stale=False,
-              remeasure_noisy=False, order_seed=None, sweep_id=None) -> Plan:
+              remeasure_noisy=False, order_seed=None, sweep_id=None, record=True) -> Plan:
+    """record=False (a dry run): the same plan, with no code fingerprint stored."""
     plugin = load_kind(study.kind)
     rows = {r["run_id"]: r for r in existing.to_dict("records")}
     noisy = set()
@@ -70,7 +72,8 @@ def plan_runs(study: Study, specs, folder: ResultsFolder, existing: pd.DataFrame
         files = tuple(plugin.code_files(spec))
         if files not in manifests:
             manifests[files] = fingerprint.manifest(files)
-        current = fingerprint.save(folder.fingerprints_dir, manifests[files])
+        current = fingerprint.save(folder.fingerprints_dir, manifests[files]) if record \
+            else fingerprint.fingerprint_of(manifests[files])
         row = rows.get(spec.run_id)
         reason = None
         if row is None:
@@ -299,54 +302,6 @@ def flatten_only(only) -> list[str]:
                                                         else [group])]
 
 
-def print_grid(specs, study: Study, note: str = "") -> None:
-    if len(specs) > 1000:  # a table this long takes seconds to lay out: say what comes first
-        print(f"{len(specs)} runs in {study.name} ({study.source}); listing them:", flush=True)
-    table = pd.DataFrame([{"run_id": s.run_id, **s.axes()} for s in specs])
-    table = table.drop(columns=["study"], errors="ignore").dropna(axis=1, how="all")
-    with pd.option_context("display.width", 200, "display.max_rows", None,
-                           "display.max_columns", None):
-        print(table.to_string(index=False))
-    if note:
-        print(note)
-    print(f"{len(specs)} runs in {study.name} ({study.source})")
-
-
-def estimate(specs, study: Study, out) -> str:
-    """The grid's time from this machine's own past runs in the results folder: a run's own
-    row where it has one, else its configuration's median, else the median of every past run
-    (wall time of each run's process; set-up of warm processes not included)."""
-    import socket
-
-    path = os.path.join(out, "runs.parquet")
-    try:
-        past = pd.read_parquet(path, columns=["run_id", "spec", "wall_seconds", "worker_host"])
-    except Exception:  # noqa: BLE001 -- no folder, an older table: no estimate, said so
-        return f"time estimate: none (no past runs of this machine in {path})"
-    past = past[past["worker_host"].eq(socket.gethostname()) & past["wall_seconds"].notna()]
-    if past.empty:
-        return f"time estimate: none (no past runs of this machine in {path})"
-    plugin = load_kind(study.kind)
-    own = dict(zip(past["run_id"], past["wall_seconds"], strict=True))
-    by_config: dict[str, list] = {}
-    for text, seconds in zip(past["spec"], past["wall_seconds"], strict=True):
-        try:
-            by_config.setdefault(configuration(plugin.spec_from_json(text)), []).append(seconds)
-        except Exception:  # noqa: BLE001,S112 -- a spec of older code: not matched by config
-            continue
-    overall = float(past["wall_seconds"].median())
-    total, matched = 0.0, 0
-    for spec in specs:
-        seconds = own.get(spec.run_id)
-        if seconds is None and configuration(spec) in by_config:
-            seconds = float(pd.Series(by_config[configuration(spec)]).median())
-        matched += seconds is not None
-        total += overall if seconds is None else seconds
-    return (f"time estimate: about {total / 60:.3g} min for {len(specs)} runs, one at a time "
-            f"({matched} matched by run or configuration, the rest at the median "
-            f"{overall:.3g} s of this machine's {len(past)} past runs in {path})")
-
-
 def execute(study: Study, args) -> int:
     """Run a validated study as the command line asks (the flags of `add_sweep_arguments`); the
     exit status of the command."""
@@ -354,7 +309,8 @@ def execute(study: Study, args) -> int:
     specs = selected(study, only)
     out = args.out or os.path.join("results", study.name)
     if args.dry_run:
-        print_grid(specs, study, estimate(specs, study, out))
+        dry_run(specs, study, out, retry_failed=args.retry_failed, keep_stale=args.keep_stale,
+                remeasure_noisy=args.remeasure_noisy)
         return 0
     check_output_folder(out)
     statuses = run_study(study, out, only=only, retry_failed=args.retry_failed,

@@ -1,0 +1,150 @@
+"""`study run CONFIG --dry-run`: what the sweep would do, written nowhere.
+
+One line per configuration (its seeds and repeats counted, not listed: a grid of 358 runs is a
+page, not 358 lines of 400 characters), the axes every run shares said once, how many runs are
+done and why the others would run (the runner's own plan, computed without recording anything),
+and a time estimate for the runs that would run only.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import socket
+import textwrap
+from collections import Counter
+
+import pandas as pd
+
+from study.sweep import environment
+from study.sweep.folder import ResultsFolder
+from study.sweep.grid import Study, configuration
+from study.sweep.plugin import load_kind
+
+WIDTH = 120  # a line is cut here: a label longer than that is a data path, said in full above
+SEED_REPEAT = re.compile(r" seed=\S+ rep=\S+$")
+
+
+def dry_run(specs, study: Study, out, *, retry_failed=False, keep_stale=False,
+            remeasure_noisy=False) -> None:
+    from study.sweep.runner import plan_runs  # the runner imports this module
+
+    if len(specs) > 1000:  # grouping this many takes a moment: say what comes first
+        print(f"{len(specs)} runs in {study.name} ({study.source}); listing them:", flush=True)
+    existing = past_rows(out)
+    plan = plan_runs(study, specs, ResultsFolder(out, load_kind(study.kind).SCHEMA),
+                     existing, {environment.fingerprint()}, retry_failed=retry_failed,
+                     keep_stale=keep_stale, remeasure_noisy=remeasure_noisy, order_seed=0,
+                     record=False)
+    to_run = {job.spec.run_id for job in plan.jobs}
+    print(configurations(specs, to_run))
+    for reason, count in sorted(plan.reasons.items(), key=lambda kv: -kv[1]):
+        print(f"  {count} would run: {reason}")
+    pending = [spec for spec in specs if spec.run_id in to_run]
+    print(wrap(estimate(pending, study, out, existing)) if pending else
+          f"nothing to run: all {len(specs)} runs are done in {out}")
+    print(f"{len(specs)} runs in {study.name} ({study.source}): {plan.done} done, "
+          f"{len(pending)} to run")
+
+
+def past_rows(out) -> pd.DataFrame:
+    """The assembled rows of the results folder, read only (a dry run moves nothing aside)."""
+    try:
+        rows = pd.read_parquet(os.path.join(out, "runs.parquet"))
+    except Exception:  # noqa: BLE001 -- no folder, no table, an unreadable one: nothing done
+        rows = pd.DataFrame()
+    needed = ["run_id", "status", "code_fingerprint", "env_fingerprint"]  # what the plan reads
+    return rows.reindex(columns=[*rows.columns, *(c for c in needed if c not in rows)])
+
+
+def configurations(specs, to_run: set) -> str:
+    """A table of configurations: runs, runs to run, the label without seed and repeat."""
+    groups: dict[str, list] = {}
+    for spec in specs:
+        groups.setdefault(configuration(spec), []).append(spec)
+    shared = shared_axes(specs)
+    labels = {key: SEED_REPEAT.sub("", runs[0].label()) for key, runs in groups.items()}
+    twins = Counter(labels.values())
+    lines = [wrap(f"every run: {', '.join(f'{k}={v}' for k, v in shared.items())}")] \
+        if shared else []
+    lines.append(f"{'runs':>5} {'to run':>6}  configuration ({len(groups)})")
+    for key, runs in groups.items():
+        label = labels[key]
+        if twins[label] > 1:  # the label hides what tells them apart: say it
+            label += " " + distinguishing(runs[0], [g[0] for k, g in groups.items()
+                                                   if labels[k] == labels[key] and k != key])
+        waiting = sum(spec.run_id in to_run for spec in runs)
+        lines.append(cut(f"{len(runs):>5} {waiting:>6}  {label}"))
+    return "\n".join(lines)
+
+
+def shared_axes(specs) -> dict:
+    """The axes with one value in every run (seed and repeat aside), short ones only."""
+    axes = [spec.axes() for spec in specs]
+    keys = [k for k in axes[0] if k not in ("study", "seed", "repeat")] if axes else []
+    same = {k: axes[0][k] for k in keys if all(a.get(k) == axes[0][k] for a in axes)}
+    return {k: v for k, v in same.items() if v not in (None, "") and len(str(v)) <= 24}
+
+
+def distinguishing(spec, others) -> str:
+    """The axes in which one configuration differs from others of the same label, short ones
+    first (a parameter block repeats what its own columns say)."""
+    mine = spec.axes()
+    keys = [k for k in mine if k not in ("seed", "repeat")
+            and any(o.axes().get(k) != mine[k] for o in others)]
+    short = [k for k in keys if len(str(mine[k])) <= 24]
+    return "(" + ", ".join(f"{k}={mine[k]}" for k in short or keys) + ")"
+
+
+def wrap(text: str) -> str:
+    return textwrap.fill(text, WIDTH, subsequent_indent="  ", break_on_hyphens=False)
+
+
+def cut(line: str) -> str:
+    return line if len(line) <= WIDTH else line[:WIDTH - 1] + "…"
+
+
+def estimate(specs, study: Study, out, past: pd.DataFrame) -> str:
+    """The time of the runs that would run, from this machine's own past runs in the results
+    folder: a run's own row where it has one, else its configuration's median, else the median
+    of every past run (wall time of each run's process; set-up of warm processes not
+    included). With no past run here, the budgets the config sets are what bounds it."""
+    if "wall_seconds" in past and "worker_host" in past:
+        past = past[past["worker_host"].eq(socket.gethostname()) & past["wall_seconds"].notna()]
+    else:
+        past = past.iloc[0:0]
+    if past.empty:
+        return budgets(specs, study, out)
+    plugin = load_kind(study.kind)
+    own = dict(zip(past["run_id"], past["wall_seconds"], strict=True))
+    by_config: dict[str, list] = {}
+    for text, seconds in zip(past["spec"], past["wall_seconds"], strict=True):
+        try:
+            by_config.setdefault(configuration(plugin.spec_from_json(text)), []).append(seconds)
+        except Exception:  # noqa: BLE001,S112 -- a spec of older code: not matched by config
+            continue
+    overall = float(past["wall_seconds"].median())
+    total, matched = 0.0, 0
+    for spec in specs:
+        seconds = own.get(spec.run_id)
+        if seconds is None and configuration(spec) in by_config:
+            seconds = float(pd.Series(by_config[configuration(spec)]).median())
+        matched += seconds is not None
+        total += overall if seconds is None else seconds
+    return (f"time estimate: about {total / 60:.3g} min for {len(specs)} runs, one at a time "
+            f"({matched} matched by run or configuration, the rest at the median "
+            f"{overall:.3g} s of this machine's {len(past)} past runs in {out})")
+
+
+def budgets(specs, study: Study, out) -> str:
+    """No past run to go by: the time budgets the runs train for, and the timeout bounding
+    each; the start-up of each process is not in them."""
+    trained = sum(b for b in (float(spec.axes().get("stop_time_budget") or 0) for spec in specs)
+                  if math.isfinite(b))
+    bound = len(specs) * study.run_timeout / 60
+    lead = (f"at least {trained / 60:.3g} min of time budgets for {len(specs)} runs, plus each "
+            "run's start-up; " if trained else f"{len(specs)} runs; ")
+    return (f"time estimate: none measured yet (no past runs of this machine in {out}): {lead}"
+            f"no run takes more than run_timeout = {study.run_timeout:g} s (at most "
+            f"{bound:.3g} min in all)")
