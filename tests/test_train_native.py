@@ -131,6 +131,8 @@ def test_a_bad_native_model_is_one_line_exit_2_nothing_written(tmp_path, capsys,
     (["--model", "digits-cnn-torch", "--initial", "missing.npz"], "does not exist"),
     (["--model", "digits-cnn-torch", "--initial", "weights.txt"], "is not an .npz file"),
     (["--model", "digits-cnn", "--initial", "w.npz"], "is for native models"),
+    (["--model", "digits-cnn-jax", "--optimizer", "optax:scale", "--opt-param", "step_size=0.1"],
+     "--optimizer: optax:scale is not one of optax's optimizers (a building block"),
 ])
 def test_a_mismatch_is_one_line_exit_2_nothing_written(tmp_path, capsys, args, words):
     code, err, row = train(tmp_path, capsys, "--target", "val_loss=0.35", *args)
@@ -188,12 +190,35 @@ def test_a_native_example_is_planned_on_its_framework_only_and_said_once(capsys)
     ({"model": "digits-cnn", "initial": "nowhere.npz"}, {"name": "lbfgs"},
      "is for native models"),
     ({"loop": "fit"}, {"name": "lbfgs"}, "a native model runs loop = 'steps'"),
+    # issue 43 case 14: optax's building blocks are not optimizers (scale adds +0.1 g: ascent)
+    ({"model": "digits-cnn-jax"}, {"name": "optax:identity"},
+     "optax:identity is not one of optax's optimizers"),
+    ({"model": "digits-cnn-jax"}, {"name": "optax:scale", "step_size": 0.1},
+     "optax:scale is not one of optax's optimizers"),
+    ({"model": "digits-cnn-jax"}, {"name": "optax:scale_by_adam"},
+     "optax:scale_by_adam is not one of optax's optimizers"),
 ])
 def test_a_bad_native_config_is_one_line(problem, optimizer, words):
     raw = config([{"name": "t", "model": "digits-cnn-torch", **DIGITS, **problem}], [optimizer])
     with pytest.raises(ConfigError, match=None) as caught:
         expand_specs(raw, "c.toml", "c", 1)
     assert words in str(caught.value) and "\n" not in str(caught.value), caught.value
+
+
+def test_optax_optimizers_are_optax_s_own_list():
+    """The list comes from optax (its alias module), so a new optax optimizer is taken and a
+    building block never is; the refusal names the name and the list."""
+    import optax
+
+    from study.train.native_optimizers import check_optax_alias, optax_aliases
+
+    aliases = optax_aliases()
+    assert {"adam", "sgd", "adamw", "lbfgs", "lion"} <= set(aliases)
+    assert not {"identity", "scale", "scale_by_adam", "chain", "tree_map_params"} & set(aliases)
+    assert all(isinstance(getattr(optax, a), type(optax.adam)) for a in aliases)
+    with pytest.raises(Exception, match=r"unknown optax optimizer 'adamm'; optax's optimizers: "
+                                        r"adabelief, .*adam, .*sgd"):
+        check_optax_alias("adamm")
 
 
 def test_a_spec_without_initial_keeps_its_run_id():

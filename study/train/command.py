@@ -23,7 +23,7 @@ from study.train.examples import DATA
 from study.train.frameworks import KERAS_FRAMEWORKS, check_framework
 from study.train.model import SHIPPED, check_initial_file, check_model_name
 from study.train.native_examples import FRAMEWORK_OF
-from study.train.native_optimizers import check_name, library_of
+from study.train.native_optimizers import check_library_name, check_name, library_of
 from study.train.spec import LBFGS, Spec
 
 # what a shipped data set is judged by, unless --loss / --metric say otherwise
@@ -90,6 +90,7 @@ def spec_from(args) -> Spec:
         raise InputError(REGISTRY[args.backend].no_gpu())  # before the framework's start-up logs
     try:
         check_name(args.optimizer)
+        check_library_name(args.optimizer)  # before the initial weights are drawn (Keras)
     except InputError as exc:
         raise InputError(f"--{exc}") from None
     check_initial_file(args.initial, args.model, "--initial")
