@@ -197,6 +197,9 @@ def test_a_native_example_is_planned_on_its_framework_only_and_said_once(capsys)
      "optax:scale is not one of optax's optimizers"),
     ({"model": "digits-cnn-jax"}, {"name": "optax:scale_by_adam"},
      "optax:scale_by_adam is not one of optax's optimizers"),
+    # issue 43 case 15: a count of 0 moves nothing (torch:LBFGS) or stores nothing
+    ({}, {"name": "torch:LBFGS", "max_iter": 0}, "torch:LBFGS: max_iter must be an integer >= 1, "
+                                                 "got 0"),
 ])
 def test_a_bad_native_config_is_one_line(problem, optimizer, words):
     raw = config([{"name": "t", "model": "digits-cnn-torch", **DIGITS, **problem}], [optimizer])
@@ -219,6 +222,25 @@ def test_optax_optimizers_are_optax_s_own_list():
     with pytest.raises(Exception, match=r"unknown optax optimizer 'adamm'; optax's optimizers: "
                                         r"adabelief, .*adam, .*sgd"):
         check_optax_alias("adamm")
+
+
+@pytest.mark.parametrize("optimizer,hyperparameters,framework", [
+    ("torch:LBFGS", {"max_iter": 0}, "torch"), ("torch:LBFGS", {"max_eval": 0}, "torch"),
+    ("torch:LBFGS", {"history_size": 0}, "torch"), ("torch:LBFGS", {"max_iter": True}, "torch"),
+    ("torch:LBFGS", {"max_iter": 2.5}, "torch"), ("optax:lbfgs", {"memory_size": 0}, "jax"),
+])
+def test_every_count_of_a_library_optimizer_is_an_integer_of_at_least_one(
+        optimizer, hyperparameters, framework):
+    """Issue 43 case 15: torch's LBFGS takes max_iter = 0 and moves nothing at every step (the
+    run "times out" at its initial weights); the range checks covered history_size only."""
+    from datasets.errors import InputError
+    from study.train.native_optimizers import make_submission
+
+    (key, value), = hyperparameters.items()
+    with pytest.raises(InputError, match=f"^{optimizer}: {key} must be an integer >= 1, got "
+                                         f"{value!r}$"):
+        make_submission(optimizer, hyperparameters, framework)
+    assert make_submission(optimizer, {key: 3}, framework)
 
 
 def test_a_spec_without_initial_keeps_its_run_id():
