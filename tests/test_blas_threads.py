@@ -16,8 +16,9 @@ MIB = 2**20
 
 @pytest.fixture
 def machine(tmp_path, monkeypatch):
-    """A machine whose BLAS defaults to 4 threads and whose calibration (counted, not run) finds
-    the crossover at 1 MiB; a cache of its own; no thread variable set."""
+    """A machine of 4 CPUs whose BLAS defaults to 4 threads (and runs as many as it is given)
+    and whose calibration (counted, not run) finds the crossover at 1 MiB; a cache of its own;
+    no thread variable set."""
     calls = []
 
     def calibrate():
@@ -30,6 +31,8 @@ def machine(tmp_path, monkeypatch):
     monkeypatch.setenv(blas_threads.CACHE_VARIABLE, str(tmp_path / "cache"))
     monkeypatch.setattr(blas_threads, "_MEMO", {})
     monkeypatch.setattr(blas_threads, "calibrate", calibrate)
+    monkeypatch.setattr(blas_threads, "usable_cpus", lambda: 4)
+    monkeypatch.setattr(blas_threads, "applied", lambda threads: threads)
     monkeypatch.setattr(blas_threads, "blas_pools", lambda: [
         {"internal_api": "openblas", "version": "0.3", "num_threads": 4,
          "architecture": "Haswell", "filepath": "/lib/libopenblas.so"}])
@@ -52,6 +55,8 @@ def test_no_crossover_means_one_thread_at_every_size(machine, monkeypatch):
 
 
 def test_a_single_threaded_library_is_not_calibrated(machine, monkeypatch):
+    monkeypatch.setattr(blas_threads, "usable_cpus", lambda: 4)
+    monkeypatch.setattr(blas_threads, "applied", lambda threads: threads)
     monkeypatch.setattr(blas_threads, "blas_pools", lambda: [{"num_threads": 1}])
     choice = blas_threads.choose(8 * MIB)
     assert (choice.threads, choice.source) == (1, "auto-measured") and machine == []
@@ -101,6 +106,8 @@ def test_the_crossover_is_written_once_and_read_ever_after(machine, monkeypatch,
     assert (first.calibration_seconds, again.calibration_seconds) == (0.25, 0.0)
     assert again.crossover_bytes == MIB
     # another machine (here another default thread count) measures its own
+    monkeypatch.setattr(blas_threads, "usable_cpus", lambda: 4)
+    monkeypatch.setattr(blas_threads, "applied", lambda threads: threads)
     monkeypatch.setattr(blas_threads, "blas_pools", lambda: [{"num_threads": 8}])
     blas_threads.choose(MIB // 2)
     assert machine == [1, 1] and len(json.loads(path.read_text())) == 2
