@@ -149,14 +149,8 @@ def applied(threads: int) -> int | None:
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(limits=threads, user_api="blas"):
-        counts = [p["num_threads"] for p in _real_pools()]
+        counts = [p["num_threads"] for p in blas_pools()]
     return min(counts, default=None)
-
-
-def _real_pools() -> list[dict]:
-    from threadpoolctl import threadpool_info
-
-    return [i for i in threadpool_info() if i.get("user_api") == "blas"]
 
 
 def environment_setting() -> str | None:
@@ -168,7 +162,9 @@ def environment_setting() -> str | None:
 
 
 def blas_pools() -> list[dict]:
-    return _real_pools()
+    from threadpoolctl import threadpool_info
+
+    return [i for i in threadpool_info() if i.get("user_api") == "blas"]
 
 
 def machine_key(pools: list[dict]) -> str:

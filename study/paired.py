@@ -86,6 +86,20 @@ class Comparison:
     def ci(self) -> str:
         return f"[{_times(self.low)}, {_times(self.high)}]"
 
+    def cell(self) -> str:
+        """The comparison in a table cell, with the verdict the report's sentence gives (a busy
+        machine's ratio is shown but flagged, as the report flags it)."""
+        if np.isinf(self.ratio):
+            return "did not reach the target"
+        if not self.instances:
+            return "no common instance"
+        if not self.has_interval:
+            return f"{self.ratio:.3g}x (too few for an interval)"
+        if self.busy:
+            return f"{self.ratio:.3g}x, busy machine (no verdict)"
+        return f"{self.ratio:.3g}x {self.ci()}" if self.distinguishable else \
+            f"{self.ratio:.3g}x, not distinguishable"
+
     def phrase(self, a: str, b: str, quantity: str = "time") -> str:
         """'A took 2.3x the time of B [1.9x, 2.8x] (3 instances)', or 'not distinguishable'."""
         if self.instances == 0:

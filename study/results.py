@@ -194,7 +194,7 @@ def main(args) -> int:
     from study.output import check_output_path, write_text_atomic
 
     if args.csv:
-        check_output_path(args.csv)
+        check_output_path(args.csv, "--csv", reads=[args.results])
     results = load(args.results)
     print(results.plugin.summary(results.runs))
     print(f"based on {results.provenance()}")

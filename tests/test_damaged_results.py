@@ -45,7 +45,7 @@ def test_a_damaged_runs_table_is_named_with_how_to_recover(results, capsys, name
         err = capsys.readouterr().err
         lines = err.strip().splitlines()
         assert len(lines) == 1 and message in lines[0] and "Traceback" not in err, err
-        assert "runs.parquet" in lines[0] and "python -m study run" in lines[0]
+        assert "runs.parquet" in lines[0] and "convergence-study run" in lines[0]
     assert not (results / "fig").exists() and not (results / "rep").exists()
 
 
@@ -72,5 +72,5 @@ def test_report_figures_summarize_on_no_results_exit_2(tmp_path, capsys, layout)
     for args in commands(tmp_path):
         assert main(args) == 2, args
         err = capsys.readouterr().err
-        assert len(err.strip().splitlines()) == 1 and "python -m study run" in err
+        assert len(err.strip().splitlines()) == 1 and "convergence-study run" in err
     assert not (tmp_path / "rep").exists()

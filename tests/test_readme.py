@@ -18,7 +18,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
-PYTHON = ".venv/bin/python -m study"
+COMMAND = "convergence-study"  # the installed command: it works from any folder
 MAX_LINES = 200
 
 
@@ -74,13 +74,16 @@ def my_files(folder: Path) -> None:
 
 def follow(section: str, folder: Path) -> None:
     my_files(folder)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # the venv's bin first on PATH, as `. .venv/bin/activate` puts it; no PYTHONPATH: the
+    # command must find the toolkit from a folder outside the checkout by itself
+    env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     for kind, name, text in commands(section):
         if kind == "file":
             (folder / name).write_text(text)
             continue
-        assert text.startswith(PYTHON), f"not a study command: {text}"
-        argv = [sys.executable, "-m", "study", *text[len(PYTHON):].split()]
+        assert text.startswith(COMMAND + " "), f"not a study command: {text}"
+        argv = [str(Path(sys.executable).parent / COMMAND), *text[len(COMMAND):].split()]
         done = subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True,
                               timeout=600, stdin=subprocess.DEVNULL)
         assert done.returncode == 0, f"{text}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"

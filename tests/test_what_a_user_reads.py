@@ -36,7 +36,8 @@ def test_a_report_on_your_own_csv_asks_your_question_and_says_what_won(tmp_path)
     answers = text[text.index("## Answers"):text.index("## On houses.csv")]
     assert "On houses.csv: price from area, rooms: which optimizer and engine reach 1e-08 " \
         "first?" in answers
-    assert "Fastest to 1e-08 on tabular(" in answers and "houses.csv" in answers
+    assert "Fastest to 1e-08 on houses:" in answers and "tabular(" not in text  # by its stem
+    assert f"Files by their short names: houses is {tmp_path / 'houses.csv'}." in text
     assert "lbfgs tf-fused+xla/cpu float64" in answers  # what won on this data
     for words in ("Q1", "NumPy really", "3x faster"):
         assert words not in text, words
@@ -113,11 +114,10 @@ def test_compare_works_on_a_folder_of_every_study(tmp_path, capsys, kind):
     moved = [c for c in result.changes if c.distinguishable]
     assert moved and all(c.comparison.ratio > 5 for c in moved)
     if kind == "train":  # the slowed L-BFGS on TensorFlow; on JAX it never reached the target
-        assert [c.config for c in moved] == ["mlp on houses.npz: lbfgs on tensorflow (batch "
-                                             "full)"]
+        assert [c.config for c in moved] == ["mlp on houses: lbfgs on tensorflow (batch full)"]
         assert {c.quantity for c in result.changes if "lbfgs on jax" in c.config} == {
             "time per step (target reached in neither)"}
-        assert [id for id, _, _, _ in result.conclusions] == ["train.fastest.mlp on houses.npz"]
+        assert [id for id, _, _, _ in result.conclusions] == ["train.fastest.mlp on houses"]
 
 
 def test_regress_has_a_time_budget_by_default_stated_in_its_help(capsys):
@@ -162,3 +162,43 @@ def test_a_report_without_its_figures_folder_says_so(results, capsys):
     text = (results / "reports" / "report.md").read_text()
     assert f"regression: no figures, '{missing / 'regression'}' does not exist" in text
     assert not missing.exists()
+
+
+def test_a_file_is_named_once_in_full_then_by_its_stem():
+    from study.names import named_once, short_name, short_names
+
+    assert short_name("/data/runs/harbour.csv") == "harbour"
+    assert short_name("models/net.py:build") == "net"
+    assert short_name("net.py:make_net") == "net:make_net"  # not the usual function: kept
+    assert short_name("digits-cnn") == "digits-cnn"  # a shipped name is already short
+    assert short_names(["/a/data.csv", "/b/data.csv", "/c/x.npz"]) == {
+        "/a/data.csv": "a/data", "/b/data.csv": "b/data", "/c/x.npz": "x"}
+    assert short_names(["/a/data.csv", "/a/data.parquet"]) == {  # one folder: the full text
+        "/a/data.csv": "/a/data.csv", "/a/data.parquet": "/a/data.parquet"}
+    assert named_once(["/c/x.npz", "digits"], "Files") == "Files: x is /c/x.npz."
+    assert named_once(["digits"]) is None
+
+
+def test_a_train_report_names_its_model_and_data_and_its_summary_flags_a_busy_machine(
+        tmp_path, capsys):
+    """The title names the model and data (not 'Convergence study report' alone), figure
+    titles and sentences use the files' stems, and `summarize` gives the same no-verdict as
+    the report where the runs were measured on a busy machine."""
+    from study.report import build
+    from study.train import figures, summary
+
+    model, data = str(tmp_path / "models/mlp.py:build"), str(tmp_path / "houses.npz")
+    runs = train_runs().assign(model=model, data=data, noisy=True)
+    folder = write(tmp_path, "results", runs, kind="train")
+    made = build.build_blocks(folder.parent, tmp_path / "figures", ["train"])
+    text = "\n".join(str(b.content) for b in made)
+    assert made[0].content == "Convergence study report: mlp on houses"
+    assert f"Files by their short names: houses is {data}; mlp is {model}." in text
+    assert text.count(model) == 1 and text.count(data) == 1, text  # said once, nowhere else
+    assert "no verdict" in text
+    table = summary.summary_table(runs)
+    assert "busy machine (no verdict)" in table and str(tmp_path) not in table, table
+    quiet = summary.summary_table(runs.assign(noisy=False))
+    assert "busy machine" not in quiet and "x [" in quiet, quiet  # a ratio with its interval
+    fig = figures.figure_headline(runs)
+    assert [ax.get_title() for ax in fig.axes] == ["mlp on houses"]

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from optimizers.backends.registry import BACKENDS
+from study.names import short_name
 
 
 def method_label(row) -> str:
@@ -51,6 +52,16 @@ def engine_label(row) -> str:
 
 
 def dataset_label(row) -> str:
+    """A data set as every sentence and table names it: a file by its stem (the path, columns
+    and all, said once: study.names), a generated one with its parameters."""
+    params = json.loads(row["dataset_params"]) if isinstance(row["dataset_params"], str) else {}
+    if "path" in params:
+        return short_name(str(params["path"])) + (" (standardized)" if params.get("standardize")
+                                                   else "")
+    return full_dataset_label(row)
+
+
+def full_dataset_label(row) -> str:
     params = json.loads(row["dataset_params"]) if isinstance(row["dataset_params"], str) else {}
     inner = ",".join(f"{k}={v}" for k, v in params.items())
     return f"{row['dataset']}({inner})" if inner else row["dataset"]
@@ -129,4 +140,7 @@ def label_runs(runs: pd.DataFrame) -> pd.DataFrame:
     runs["engine"] = runs.apply(engine_label, axis=1)
     runs["config"] = runs["method"] + " " + runs["engine"] + " " + runs["dtype"]
     runs["data"] = runs.apply(dataset_label, axis=1)
+    shared = runs.groupby("data")["dataset_params"].transform(lambda p: p.nunique() > 1)
+    if shared.any():  # one file read with other columns: the short name would merge them
+        runs.loc[shared, "data"] = runs[shared].apply(full_dataset_label, axis=1)
     return runs

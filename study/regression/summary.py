@@ -105,10 +105,7 @@ def against_best(table: pd.DataFrame, groups: list[pd.DataFrame]) -> pd.DataFram
             text = ("not run here (skipped)" if statuses == {"skipped"} else
                     "did not reach the target" if np.isinf(c.ratio) else
                     "none reached the target" if np.isinf(table.loc[best, "typical_seconds"])
-                    else "no common instance" if not c.instances else
-                    f"{c.ratio:.3g}x (too few for an interval)" if not c.has_interval else
-                    "busy machine (no verdict)" if c.busy else
-                    f"{c.ratio:.3g}x {c.ci()}" if c.distinguishable else "not distinguishable")
+                    else c.cell())
             out.loc[i] = [c.ratio, c.low, c.high, c.instances, text]
     return out.astype({"vs_best": float, "vs_best_low": float, "vs_best_high": float})
 
@@ -146,7 +143,7 @@ def _format_table(table: pd.DataFrame) -> str:
         return "inf" if np.isinf(x) else ("-" if np.isnan(x) else f"{x:.3g}")
 
     view = pd.DataFrame({
-        "dataset": table["dataset"] + " " + table["dataset_params"].str.slice(0, 40),
+        "dataset": label_runs(table)["data"],
         "method": label_runs(table)["method"],
         "backend": table["backend"] + "/" + table["device"].astype(object).fillna("cpu")
         + table["feed"].map(lambda f: f"/{f}" if isinstance(f, str) else "")
@@ -179,7 +176,7 @@ def main(args) -> int:
 
     path = Path(args.results) / "runs.parquet"
     if not path.is_file():
-        raise InputError(f"no results table at '{path}'; run `python -m study run CONFIG` first")
+        raise InputError(f"no results table at '{path}'; run `convergence-study run CONFIG` first")
     table = summarize(pd.read_parquet(path))
     print(format_summary(table))
     if args.csv:

@@ -5,6 +5,7 @@ never typed by hand; each study contributes its section."""
 from __future__ import annotations
 
 import importlib
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -43,7 +44,7 @@ def noise_sentence(runs: pd.DataFrame) -> str:
     why = ", ".join(f"{kind}: {n}" for kind, n in counts.items() if n)
     return (f"Machine noise: {len(noisy)} of {probed} probed runs were measured while the "
             f"machine was busy ({why});"
-            " their timings are kept but marked, and `python -m study run CONFIG "
+            " their timings are kept but marked, and `convergence-study run CONFIG "
             "--remeasure-noisy` measures them again.")
 
 
@@ -124,14 +125,19 @@ def answer_blocks(found) -> list[Block]:
 
 def report_title(found) -> str:
     """'Convergence study report', naming the data of every regression study that is not the
-    original question's (a report on your own CSV says so in its title)."""
+    original question's (a report on your own CSV says so in its title) and the model and data
+    of every train study (by their short names, study.names)."""
     from study.regression.labels import data_titles, original_data
+    from study.train.summary import named
 
     subjects = []
     for results in found:
+        runs = results.runs[results.runs["status"] != "skipped"]
+        if results.kind == "train" and not runs.empty:
+            runs = named(runs)
+            subjects += sorted(set(runs["model"] + " on " + runs["data"]))
         if results.kind != "regression":
             continue
-        runs = results.runs[results.runs["status"] != "skipped"]
         if not runs.empty and not original_data(runs):
             subjects += data_titles(runs)
     subjects = list(dict.fromkeys(subjects))
@@ -141,6 +147,23 @@ def report_title(found) -> str:
         f" and {len(subjects) - 3} more" if len(subjects) > 3 else "")
 
 
+def names_sentence(found) -> str | None:
+    """What each short name of a file stands for (study.names), said once before the answers:
+    every sentence after it names the file by its stem."""
+    from study.names import named_once
+
+    files = []
+    for results in found:
+        runs = results.runs
+        if results.kind == "train":
+            files += [*runs["model"].dropna(), *runs["data"].dropna()]
+        elif "dataset_params" in runs:
+            for text in runs["dataset_params"].dropna().unique():
+                path = json.loads(text).get("path") if str(text).startswith("{") else None
+                files += [str(path)] if path else []
+    return named_once(sorted(set(files)), "Files by their short names")
+
+
 def figures_sentence(figures_root: Path, results) -> str | None:
     """Where a study's figures folder is missing, the report says so (and how to draw them)
     instead of leaving them out without a word."""
@@ -148,7 +171,7 @@ def figures_sentence(figures_root: Path, results) -> str | None:
     if folder.is_dir():
         return None
     return (f"{results.folder.name}: no figures, '{folder}' does not exist; draw them with "
-            f"`python -m study figures {results.kind} --results {results.folder} --out "
+            f"`convergence-study figures {results.kind} --results {results.folder} --out "
             f"{folder}` and write the report again.")
 
 
@@ -158,6 +181,7 @@ def build_blocks(results_root: Path, figures_root: Path, studies) -> list[Block]
     blocks = [Block("h1", report_title(found)),
               Block("p", "Generated from the results tables; every number below is computed "
                          "from them."),
+              *(Block("p", line) for line in [names_sentence(found)] if line),
               Block("h2", "Answers", anchor="answers"),
               *answer_blocks(found),
               Block("p", machine_sentence(*(r.runs for r in found))),

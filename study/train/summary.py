@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from study.names import short_names
 from study.paired import compare, typical
 
 INSTANCE = ["model", "data_params", "seed"]  # weights, order and split: the same instance
@@ -22,8 +23,19 @@ CONFIG = ["model", "data", "data_params", "optimizer", "backend", "device", "bat
 LEFT_OUT = ("skipped",)
 
 
+def named(runs: pd.DataFrame) -> pd.DataFrame:
+    """`model` and `data` by their short names (a file's stem, study.names), the full ones kept
+    in `model_full` and `data_full` for the one sentence that says what each name stands for."""
+    if "model_full" in runs or runs.empty:
+        return runs
+    return runs.assign(model_full=runs["model"], data_full=runs["data"],
+                       model=runs["model"].map(short_names(runs["model"])),
+                       data=runs["data"].map(short_names(runs["data"])))
+
+
 def measured(runs: pd.DataFrame) -> pd.DataFrame:
     """The rows a comparison reads: no tuning or target-setting runs, no fit-overhead runs."""
+    runs = named(runs)
     keep = ~runs["tuning"].astype(object).eq("tuning") if "tuning" in runs else True
     keep = keep & ~runs["target_how"].astype(object).isin(["setting", "tuning"])
     keep = keep & runs["loop"].astype(object).ne("fit") & ~runs["status"].isin(LEFT_OUT)
@@ -79,7 +91,9 @@ def summarize(runs: pd.DataFrame) -> pd.DataFrame:
                     "target": pd.to_numeric(group["target_value"]).median(),
                     "vs_fastest": None if paired is None else paired.ratio,
                     "vs_low": None if paired is None else paired.low,
-                    "vs_high": None if paired is None else paired.high})
+                    "vs_high": None if paired is None else paired.high,
+                    "vs_text": ("fastest" if best == keys else "none reached the target")
+                    if paired is None else paired.cell()})
     return pd.DataFrame(out)
 
 
@@ -95,7 +109,7 @@ def fastest(problem: pd.DataFrame, column: str = "to_target"):
 
 def overhead(runs: pd.DataFrame) -> pd.DataFrame:
     """Our loop's seconds per step over model.fit's, per configuration, where both ran."""
-    runs = with_device(runs)
+    runs = with_device(named(runs))
     fit = runs[runs["loop"].astype(object).eq("fit") & runs["status"].eq("completed")]
     out = []
     for keys, group in fit.groupby(CONFIG, sort=True):
@@ -119,8 +133,7 @@ def summary_table(runs: pd.DataFrame) -> str:
         "reached": [f"{r}/{n}" for r, n in zip(table["reached"], table["runs"], strict=True)],
         "s to target": [_interval(v, lo, hi) for v, lo, hi in
                         zip(table["to_target"], table["low"], table["high"], strict=True)],
-        "vs fastest": [_interval(v, lo, hi, "x") for v, lo, hi in
-                       zip(table["vs_fastest"], table["vs_low"], table["vs_high"], strict=True)],
+        "vs fastest (paired) [95%]": table["vs_text"],
         "s with setup": [_interval(v, None, None) for v in table["to_target_with_setup"]],
         "ms/step": table["ms_per_step"].map(_g), "setup s": table["setup_s"].map(_g),
         "eval s (apart)": table["eval_s"].map(_g)})
