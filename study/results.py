@@ -56,7 +56,7 @@ class Results:
 
 
 def recovery(folder: Path) -> str:
-    return (f"run `python -m study run CONFIG --out {folder}` again to rebuild it from "
+    return (f"run `convergence-study run CONFIG --out {folder}` again to rebuild it from "
             f"{folder / 'runs'}")
 
 
@@ -74,7 +74,7 @@ def study_kind(folder: Path, expected: str | None = None) -> str:
     kind = kind or expected
     if kind not in STUDIES:
         raise InputError(f"'{folder}' is not a study results folder (no study.json and no "
-                         f"readable runs.parquet); run `python -m study run CONFIG` first")
+                         f"readable runs.parquet); run `convergence-study run CONFIG` first")
     if expected is not None and kind != expected:
         raise InputError(f"'{folder}' holds a {kind} study, not {expected}")
     return kind
@@ -83,7 +83,7 @@ def study_kind(folder: Path, expected: str | None = None) -> str:
 def load(folder, expected_kind: str | None = None) -> Results:
     folder = Path(folder)
     if not folder.is_dir():
-        raise InputError(f"no results folder at '{folder}'; run `python -m study run CONFIG` "
+        raise InputError(f"no results folder at '{folder}'; run `convergence-study run CONFIG` "
                          "first")
     kind = study_kind(folder, expected_kind)
     plugin = load_kind(kind)
@@ -129,7 +129,7 @@ def code_versions(runs: pd.DataFrame, folder) -> dict[str, set]:
             raise InputError(
                 f"'{folder}' has rows with code fingerprint {code}, whose file list is not in "
                 f"{Path(folder) / 'fingerprints'}: nothing says which code measured them; run "
-                "`python -m study run CONFIG` (without --keep-stale) to re-measure them") \
+                "`convergence-study run CONFIG` (without --keep-stale) to re-measure them") \
                 from None
         for path, digest in files.items():
             versions.setdefault(path, set()).add(digest)
@@ -145,13 +145,13 @@ def check_one_fingerprint(runs: pd.DataFrame, folder) -> str:
     if mixed:
         raise InputError(f"'{folder}' mixes rows measured by two versions of "
                          f"{', '.join(mixed[:4])}{' ...' if len(mixed) > 4 else ''}; "
-                         "comparisons need one: run `python -m study run CONFIG` without "
+                         "comparisons need one: run `convergence-study run CONFIG` without "
                          "--keep-stale or --only to re-measure the stale rows")
     environments = measured["env_fingerprint"].dropna().unique()
     if len(environments) > 1:
         raise InputError(f"'{folder}' mixes rows measured in {len(environments)} environments "
                          f"({', '.join(sorted(map(str, environments)))}); comparisons need one: "
-                         "run `python -m study run CONFIG` here to re-measure the others")
+                         "run `convergence-study run CONFIG` here to re-measure the others")
     return fingerprint_of({path: digests.pop() for path, digests in versions.items()}) \
         if versions else "unknown"
 
@@ -175,7 +175,7 @@ def older_code_note(changed, folder) -> str:
         return ""
     names = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
     return (f"; NOTE: measured by older code, {names} now differ{'s' if len(changed) == 1 else ''}"
-            f" (run `python -m study run CONFIG --out {folder}` to re-measure)")
+            f" (run `convergence-study run CONFIG --out {folder}` to re-measure)")
 
 
 def _only(values: pd.Series) -> str:
