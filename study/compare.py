@@ -410,7 +410,7 @@ def main(args) -> int:
     from study.output import check_output_path, write_atomic
 
     if args.figure:
-        check_output_path(args.figure, "--figure")
+        check_output_path(args.figure, "--figure", reads=[args.a, args.b])
         if Path(args.figure).suffix.lower() not in (".png", ".svg", ".pdf"):
             raise InputError(f"--figure '{args.figure}': give a .png, .svg or .pdf file name")
     result = compare_folders(args.a, args.b)

@@ -128,8 +128,9 @@ def main(args) -> int:
     from study.results import load
 
     out = Path(args.out or f"figures/{args.study}")
-    check_output_folder(out)
-    results = load(args.results or f"results/{args.study}", expected_kind=args.study)
+    folder = args.results or f"results/{args.study}"
+    check_output_folder(out, reads=[folder])
+    results = load(folder, expected_kind=args.study)
     sns.set_theme(**STYLE)
     written = importlib.import_module(results.plugin.FIGURES_MODULE).draw(results, out)
     print(f"wrote {len(written)} figure files to {out} ({results.provenance()})")

@@ -27,9 +27,15 @@ class ResultsWriteError(OSError):
     An OSError, so that a sweep's own handling of failed writes sees it as one."""
 
 
-def check_output_path(path, flag: str = "--out") -> Path:
+# The file that marks a study's results folder (study/sweep/folder.py `claim`): only the sweep
+# that owns the folder writes there, so no output flag of any command may point into one.
+RESULTS_MARKER = "study.json"
+
+
+def check_output_path(path, flag: str = "--out", reads=()) -> Path:
     """Fail before any work if `path` cannot become a regular file: a directory, a device or
-    FIFO, a path under a file, or a folder this process cannot write in."""
+    FIFO, a path under a file, or a folder this process cannot write in; or if writing it
+    would replace a file the command reads (`reads`) or lies inside a results folder."""
     path = Path(path)
     if path.is_dir():
         raise InputError(f"{flag} '{path}' is a directory; give a file name")
@@ -37,19 +43,72 @@ def check_output_path(path, flag: str = "--out") -> Path:
         raise InputError(f"{flag} '{path}' is {_kind(path)}, not a regular file; give a file "
                          "name")
     _check_parents(path, flag)
+    check_not_kept(path, flag, reads)
     _probe(next((p for p in path.parents if p.exists()), Path(".")), path, flag)
     return path
 
 
-def check_output_folder(path, flag: str = "--out") -> Path:
-    """Fail before any work if `path` cannot become (or is not) a writable folder."""
+def check_output_folder(path, flag: str = "--out", reads=(), writes=(),
+                        own_results: bool = False) -> Path:
+    """Fail before any work if `path` cannot become (or is not) a writable folder, if it is or
+    lies in a results folder (a sweep's own `--out`, `own_results`, may be one), or if one of
+    the files it `writes` (names inside it) is a file the command reads."""
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise InputError(f"{flag} '{path}' is {_kind(path)}, not a folder")
     _check_parents(path, flag)
+    check_not_kept(path, flag, reads, start=1 if own_results else 0)
+    for name in writes:
+        check_not_kept(path / name, flag, reads)
     _probe(path if path.exists() else next((p for p in path.parents if p.exists()), Path(".")),
            path, flag)
     return path
+
+
+def check_not_kept(path, flag: str, reads=(), start: int = 1) -> None:
+    """The one check behind every output flag: writing `path` must replace neither a file the
+    command reads (the same file by any name: a relative path, a symlink, a hard link), nor
+    anything in a folder it reads, nor anything inside a results folder. `start=0` counts
+    `path` itself as a possible results folder."""
+    path = Path(path)
+    for read in reads:
+        if read is None:
+            continue
+        if Path(read).is_dir() and _inside(path, Path(read)):
+            raise InputError(f"{flag} '{path}' is inside '{read}', which this command reads; "
+                             "give a path outside it")
+        if _same_file(path, Path(read)):
+            raise InputError(f"{flag} '{path}' is the file this command reads ('{read}'); "
+                             "give another file name")
+    folder = results_folder_of(path, start)
+    if folder is not None:
+        raise InputError(f"{flag} '{path}' is inside the results folder '{folder}', which only "
+                         "its own sweep (`study run`) writes; give a path outside it")
+
+
+def results_folder_of(path, start: int = 1) -> Path | None:
+    """The results folder holding `path` (by its own name or with symlinks resolved), if any."""
+    for candidate in _names(path):
+        for folder in (candidate, *candidate.parents)[start:]:
+            if os.path.lexists(folder / RESULTS_MARKER):
+                return folder
+    return None
+
+
+def _names(path) -> tuple[Path, Path]:
+    """A path as given (made absolute) and with its symlinks resolved."""
+    return Path(os.path.abspath(path)), Path(os.path.realpath(path))
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return any(f == p or f in p.parents for p in _names(path) for f in _names(folder))
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one is not there: nothing read is written over
+        return False
 
 
 def _check_parents(path: Path, flag: str) -> None:

@@ -201,3 +201,64 @@ def test_a_directory_where_the_trace_goes_is_refused_before_the_run(tmp_path, ca
     one_error_line(capsys, "X.trace.parquet' is a directory")
     assert capsys.readouterr().out == ""
     assert sorted(p.name for p in tmp_path.iterdir()) == ["X.trace.parquet"]
+
+
+# ---- no output over a file read or into a results folder (issue 43, case 7) ------------------
+
+TRAIN = ["train", "--model", "eve-mlp", "--data", "d.csv", "--features", "a", "--labels", "y",
+         "--loss", "mse", "--target", "val_loss=0.1"]
+FOLDER = "results/regression"
+FILE_FLAGS = {  # each command's flags that name a file, aimed at `t`
+    "summarize --csv": lambda t: ["summarize", FOLDER, "--csv", t],
+    "compare --figure": lambda t: ["compare", FOLDER, FOLDER, "--figure", t + ".png"],
+    "regress --out": lambda t: [*REGRESS, "--out", t],
+    "train --out": lambda t: [*TRAIN, "--out", t]}
+FOLDER_FLAGS = {  # and the flags that name a folder
+    "figures --out": lambda t: ["figures", "regression", "--results", FOLDER, "--out", t],
+    "report --out": lambda t: ["report", "--results", "results", "--studies", "regression",
+                               "--figures", "fig", "--out", t],
+    "train --cache": lambda t: [*TRAIN, "--cache", t],
+    "bench --out": lambda t: ["bench", "--sections", "target", "--out", t],
+    "run --out": lambda t: ["run", str(Path(__file__).parents[1] / "configs" / "regression.toml"),
+                            "--out", t + "/sub"],
+    "feedmode --out": lambda t: ["feedmode", "--n", "10", "--out", t + "/sub"]}
+CASES = [(flag, target) for flag in FILE_FLAGS for target in (
+    "results/regression/runs.parquet", "./results/../results/regression/traces.parquet",
+    "link/runs.parquet", "results/regression/new.csv")] + \
+    [(flag, target) for flag in FOLDER_FLAGS for target in (
+        "results/regression", "link", "results/regression/logs")]
+
+
+@pytest.mark.parametrize("command, target", CASES)
+def test_no_output_flag_writes_into_a_results_folder(results, capsys, monkeypatch, command,
+                                                     target):
+    monkeypatch.chdir(results)
+    (results / "link").symlink_to(results / "results" / "regression")
+    (results / "d.csv").write_text("a,y\n1,2\n2,3\n3,5\n")
+    (results / "results" / "regression" / "logs").mkdir()
+    before = contents(results / "results")
+    assert main({**FILE_FLAGS, **FOLDER_FLAGS}[command](target)) == 2
+    line = one_error_line(capsys, command.split()[1], target.split("/")[-1])
+    assert "inside the results folder" in line or "which this command reads" in line, line
+    assert contents(results / "results") == before
+
+
+@pytest.mark.parametrize("command", ["regress", "train"])
+@pytest.mark.parametrize("data, out", [
+    ("d.parquet", "d.parquet"), ("d.parquet", "./sub/../d.parquet"),
+    ("d.parquet", "alias.parquet"), ("d.parquet", "hard.parquet"),
+    ("d.trace.parquet", "d.parquet")])  # the trace written beside --out
+def test_no_output_flag_writes_over_a_file_the_command_reads(tmp_path, capsys, monkeypatch,
+                                                              command, data, out):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sub").mkdir()
+    pd.DataFrame({"a": [1.0, 2.0, 3.0], "y": [2.0, 3.0, 5.0]}).to_parquet(data)
+    (tmp_path / "alias.parquet").symlink_to(tmp_path / data)
+    os.link(data, "hard.parquet")
+    read = {"regress": ["--dataset", "tabular", "--path", data],
+            "train": ["--model", "eve-mlp", "--data", data, "--loss", "mse", "--target",
+                      "val_loss=0.1"]}[command]
+    before = Path(data).read_bytes()
+    assert main([command, *read, "--features", "a", "--labels", "y", "--out", out]) == 2
+    one_error_line(capsys, "--out", "this command reads", data)
+    assert Path(data).read_bytes() == before

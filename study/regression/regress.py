@@ -186,8 +186,9 @@ def configure(args):
     params = dataset_params(args)
     validate_dataset(args.dataset, **params)  # types, columns, memory: before any data is made
     if args.out:
-        check_output_path(args.out)
-        check_output_path(trace_path(args.out), "--out's trace file")
+        reads = [params.get("path")]
+        check_output_path(args.out, reads=reads)
+        check_output_path(trace_path(args.out), "--out's trace file", reads=reads)
     return optimizer, backend, rules, params
 
 

@@ -312,7 +312,7 @@ def execute(study: Study, args) -> int:
         dry_run(specs, study, out, retry_failed=args.retry_failed, keep_stale=args.keep_stale,
                 remeasure_noisy=args.remeasure_noisy)
         return 0
-    check_output_folder(out)
+    check_output_folder(out, own_results=True)  # its own results folder, inside no other
     statuses = run_study(study, out, only=only, retry_failed=args.retry_failed,
                          keep_stale=args.keep_stale, remeasure_noisy=args.remeasure_noisy,
                          order_seed=args.order_seed, quiet=args.quiet,

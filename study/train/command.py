@@ -144,11 +144,13 @@ def check_loop(args) -> None:
 
 
 def main(args) -> int:
-    from study.output import check_output_folder, check_output_path
+    from study.output import check_output_folder, check_output_path, trace_path
 
     spec = spec_from(args)
     if args.out:
-        check_output_path(args.out)
+        reads = (args.model, args.data, args.initial)
+        check_output_path(args.out, reads=reads)
+        check_output_path(trace_path(args.out), "--out's trace file", reads=reads)
     if args.cache:
         check_output_folder(args.cache, "--cache")
     held = os.environ.get("KERAS_BACKEND")
