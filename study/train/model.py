@@ -19,14 +19,24 @@ from study.train.native_examples import NATIVE_MODELS
 
 SHIPPED = (*MODELS, *NATIVE_MODELS)  # the Keras examples and their native twins, by name
 
+# The losses by name, on every model kind (Keras on each framework, and the native ones), in
+# three meanings of the model's outputs: Keras's names take probabilities (clipped to
+# [EPSILON, 1 - EPSILON], as Keras computes them), `NAME:from_logits` takes logits (a linear
+# last layer), and the NLL names take log-probabilities (a log_softmax last layer, as PyTorch's
+# F.nll_loss does): nll with class indices, categorical_nll with one-hot labels.
+NLL = {"nll": "sparse_categorical_crossentropy",
+       "categorical_nll": "categorical_crossentropy"}
 # losses whose labels are class indices, probabilities, or anything finite
-SPARSE = ("sparse_categorical_crossentropy",)
+SPARSE = ("sparse_categorical_crossentropy", "nll")
 PROBABILITY = ("binary_crossentropy", "categorical_crossentropy", "binary_focal_crossentropy",
-               "categorical_focal_crossentropy")
+               "categorical_focal_crossentropy", "categorical_nll")
 # of those, the ones whose predictions are a distribution over the last axis (softmax)
 DISTRIBUTION = ("sparse_categorical_crossentropy", "categorical_crossentropy",
-                "categorical_focal_crossentropy")
+                "categorical_focal_crossentropy", *NLL)
 LOGITS = ":from_logits"  # `--loss NAME:from_logits`: the model gives logits (a linear last layer)
+EPSILON = 1e-7  # keras.config.epsilon()
+# what a loss expects the model to output
+PROBABILITIES, LOG_PROBABILITIES, LOGIT_OUTPUTS = "probabilities", "log-probabilities", "logits"
 HIGHER_IS_BETTER = ("accuracy", "auc", "precision", "recall", "f1", "r2")
 FRACTIONS = ("accuracy", "auc", "precision", "recall")  # metrics in [0, 1], higher is better
 NEGATIVE_LOSSES = ("cosine_similarity",)  # the Keras losses that go below 0
@@ -122,21 +132,204 @@ def loss_name(loss: str) -> tuple[str, bool]:
     return (name[:-len(LOGITS)], True) if name.endswith(LOGITS) else (name, False)
 
 
+def loss_label(loss) -> str | None:
+    """The loss as the row records it: the name as given, or a callable's qualified name
+    (`torch.nn.functional.nll_loss`, `torch.nn.modules.loss.CrossEntropyLoss` for an instance)."""
+    if loss is None or isinstance(loss, str):
+        return loss
+    target = getattr(loss, "func", loss)  # a functools.partial: its function
+    if not hasattr(target, "__qualname__"):
+        target = type(target)  # an instance, e.g. torch.nn.CrossEntropyLoss()
+    return f"{getattr(target, '__module__', None) or '?'}.{target.__qualname__}"
+
+
+# callables returned with a model whose meaning is known: (what the model must output, the
+# family of labels: sparse = class indices, binary = 0/1 floats); others are checked for shape
+KNOWN_CALLABLES = {
+    "torch.nn.functional.nll_loss": (LOG_PROBABILITIES, "sparse"),
+    "torch.nn.modules.loss.NLLLoss": (LOG_PROBABILITIES, "sparse"),
+    "torch.nn.functional.cross_entropy": (LOGIT_OUTPUTS, "sparse"),
+    "torch.nn.modules.loss.CrossEntropyLoss": (LOGIT_OUTPUTS, "sparse"),
+    "torch.nn.functional.binary_cross_entropy": (PROBABILITIES, "binary"),
+    "torch.nn.modules.loss.BCELoss": (PROBABILITIES, "binary"),
+    "torch.nn.functional.binary_cross_entropy_with_logits": (LOGIT_OUTPUTS, "binary"),
+    "torch.nn.modules.loss.BCEWithLogitsLoss": (LOGIT_OUTPUTS, "binary"),
+}
+
+
+def loss_meaning(loss) -> tuple[str | None, str | None]:
+    """(what the model must output: probabilities, logits or log-probabilities, None where any
+    values do; the labels' family: sparse, categorical, binary or None) of a loss by name or a
+    known callable."""
+    if loss is not None and not isinstance(loss, str):
+        return KNOWN_CALLABLES.get(loss_label(loss), (None, None))
+    name, logits = loss_name(loss)
+    base = NLL.get(name, name)
+    family = ("sparse" if base in SPARSE else "binary" if base.startswith("binary")
+              else "categorical" if base in PROBABILITY else None)
+    if family is None:
+        return None, None
+    return (LOGIT_OUTPUTS if logits else LOG_PROBABILITIES if name in NLL
+            else PROBABILITIES), family
+
+
+def labels_are_indices(loss) -> bool | None:
+    """Whether the loss takes class indices (True), other labels (False) or either (None: a
+    callable of unknown meaning, which gets integer labels as integers)."""
+    if loss is None:
+        return None
+    if not isinstance(loss, str):
+        family = loss_meaning(loss)[1]
+        return None if family is None else family == "sparse"
+    return loss_meaning(loss)[1] == "sparse"
+
+
+# the loss by name that fits what a model outputs, per family of labels
+FITS = {"sparse": {PROBABILITIES: "sparse_categorical_crossentropy",
+                   LOGIT_OUTPUTS: "sparse_categorical_crossentropy" + LOGITS,
+                   LOG_PROBABILITIES: "nll"},
+        "categorical": {PROBABILITIES: "categorical_crossentropy",
+                        LOGIT_OUTPUTS: "categorical_crossentropy" + LOGITS,
+                        LOG_PROBABILITIES: "categorical_nll"},
+        "binary": {PROBABILITIES: "binary_crossentropy",
+                   LOGIT_OUTPUTS: "binary_crossentropy" + LOGITS}}
+
+
+def output_kind(y_pred: np.ndarray) -> tuple[str, str]:
+    """(probabilities, log-probabilities or logits; the evidence in words) of a classifier's
+    outputs on a probe batch: rows non-negative summing to 1 are probabilities, rows of values
+    <= 0 whose exponentials sum to 1 log-probabilities, anything else logits. One column: in
+    [0, 1] probabilities, else logits."""
+    y = np.asarray(y_pred, np.float64).reshape(len(y_pred), -1)
+    low, high = float(y.min()), float(y.max())
+    if y.shape[1] == 1:
+        if 0 <= low and high <= 1:
+            return PROBABILITIES, "values in [0, 1]"
+        return LOGIT_OUTPUTS, f"values from {low:.3g} to {high:.3g}, outside [0, 1]"
+    sums = y.sum(axis=1)
+    if low >= 0 and np.allclose(sums, 1.0, atol=1e-3):
+        return PROBABILITIES, "rows of values >= 0 summing to 1"
+    if high <= 1e-6 and np.allclose(np.exp(y).sum(axis=1), 1.0, atol=1e-3):
+        return LOG_PROBABILITIES, "values <= 0 whose exponentials sum to 1 per row"
+    return LOGIT_OUTPUTS, (f"rows do not sum to 1: sums from {sums.min():.3g} to "
+                           f"{sums.max():.3g}, values from {low:.3g} to {high:.3g}")
+
+
+def check_outputs(loss, y_pred: np.ndarray, what: str) -> None:
+    """Before any clock, on a probe batch at the initial weights, for every model kind (the
+    Keras path's initial-weights helper and study.train.model_checks for native models):
+    finite outputs, of the kind the loss takes. A probability loss clips logits into an
+    ill-defined objective, and normalises log-probabilities into a meaningless one that can
+    even meet a loss target at zero accuracy; the refusal names what the model outputs and the
+    loss by name that fits it."""
+    y_pred = np.asarray(y_pred, np.float64)
+    if not np.isfinite(y_pred).all():
+        raise InputError(f"{what} gives non-finite outputs (NaN or inf) at its initial weights, "
+                         "before any training: nothing can be trained from there; check its "
+                         "initialization (or the initial parameters' file)")
+    expects, family = loss_meaning(loss)
+    if expects is None or y_pred.size == 0:
+        return
+    kind, evidence = output_kind(y_pred)
+    several = y_pred.reshape(len(y_pred), -1).shape[1] > 1
+    # one column: only a probability loss is checked (logits may lie in [0, 1] by chance);
+    # log-probabilities are logits too (log_softmax leaves them as they are): from_logits fits
+    if kind == expects or (not several and expects != PROBABILITIES) \
+            or (kind == LOG_PROBABILITIES and expects == LOGIT_OUTPUTS):
+        return
+    name, fit = loss_label(loss), FITS[family].get(kind, FITS[family][LOGIT_OUTPUTS])
+    head = "a softmax" if several else "a sigmoid"
+    how = (f"end the model with {head}, or give the loss as '{fit}'"
+           if kind == LOGIT_OUTPUTS and expects == PROBABILITIES else f"give the loss as '{fit}'")
+    if not isinstance(loss, str):
+        how += " (by name, the model returned without its loss)"
+    raise InputError(f"{what} outputs {kind} ({evidence}), but {name} expects {expects}: {how}")
+
+
+# the losses native models take by name (each also as NAME:from_logits where it is a
+# cross-entropy), computed by `named_loss` with Keras's meaning of each
+NATIVE_LOSSES = {"mse": "mse", "mean_squared_error": "mse", "mae": "mae",
+                 "mean_absolute_error": "mae", "binary_crossentropy": "binary_crossentropy",
+                 "categorical_crossentropy": "categorical_crossentropy",
+                 "sparse_categorical_crossentropy": "sparse_categorical_crossentropy",
+                 "nll": "sparse_categorical_crossentropy",
+                 "categorical_nll": "categorical_crossentropy"}
+
+
+def check_native_loss(loss, what: str):
+    """A native model's loss: a callable returned with it, or a name it takes (one line)."""
+    if loss is None:
+        raise InputError(f"loss: {what} returns no loss with it; give one by name (e.g. "
+                         f"sparse_categorical_crossentropy, nll, mse; NAME{LOGITS} for "
+                         "logits)")
+    if callable(loss):
+        return loss
+    name, logits = loss_name(loss)
+    if name not in NATIVE_LOSSES or (logits and loss_meaning(name)[0] != PROBABILITIES):
+        raise InputError(f"loss: native models take {', '.join(NATIVE_LOSSES)} by name "
+                         f"(a cross-entropy also as NAME{LOGITS}), or a callable returned with "
+                         f"the model, got {loss!r}")
+    return loss
+
+
+def named_loss(loss: str, ops):
+    """loss(outputs, labels) -> the mean over the rows, for a native model, with the meaning
+    Keras gives the name (so a native model and its Keras twin give the same loss at the same
+    weights), written once for every framework: `ops` are the framework's few array functions
+    (study.train.native_torch.OPS, study.train.native_jax.OPS)."""
+    name, _ = loss_name(loss)
+    base, (expects, _) = NATIVE_LOSSES[name], loss_meaning(loss)
+    mean, log = ops.mean, ops.log
+
+    if base == "mse":
+        return lambda out, y: mean((out - ops.shaped(y, out)) ** 2)
+    if base == "mae":
+        return lambda out, y: mean(ops.abs(out - ops.shaped(y, out)))
+    if base == "binary_crossentropy":
+        def binary(out, y):
+            y = ops.shaped(y, out)
+            if expects == LOGIT_OUTPUTS:
+                return -mean(y * ops.log_sigmoid(out) + (1 - y) * ops.log_sigmoid(-out))
+            p = ops.clip(out, EPSILON, 1 - EPSILON)
+            return -mean(y * log(p) + (1 - y) * log(1 - p))
+        return binary
+
+    def log_probabilities(out):
+        if expects == LOGIT_OUTPUTS:
+            return ops.log_softmax(out)
+        if expects == LOG_PROBABILITIES:
+            return out
+        return log(ops.clip(ops.normalize(out), EPSILON, 1 - EPSILON))
+
+    if base == "categorical_crossentropy":
+        return lambda out, y: -mean(ops.sum(y * log_probabilities(out)))
+    return lambda out, y: -mean(ops.pick(log_probabilities(out), y))
+
+
 def loss_function(loss: str, where: str = "loss"):
-    """Keras's loss function by name, with from_logits=True bound for `name:from_logits`."""
+    """Keras's loss function by name, with from_logits=True bound for `name:from_logits`, and
+    the log-probability losses (nll, categorical_nll), which Keras does not name."""
     import functools
     import inspect
 
     import keras
 
+    if loss is None:
+        raise InputError(f"{where}: none given; a Keras model takes its loss by name (e.g. "
+                         f"sparse_categorical_crossentropy, binary_crossentropy, mse, nll)")
     name, logits = loss_name(loss)
+    if name in NLL:
+        if logits:
+            fit = FITS["sparse" if name in SPARSE else "categorical"][LOGIT_OUTPUTS]
+            raise InputError(f"{where}: {name} takes log-probabilities; for logits give {fit}")
+        return _keras_nll(name)
     try:
         function = keras.losses.get(name)
     except Exception:
         function = None
     if function is None or not isinstance(loss, str):
         raise InputError(f"{where}: unknown Keras loss '{loss}' (e.g. "
-                         "sparse_categorical_crossentropy, binary_crossentropy, mse; "
+                         "sparse_categorical_crossentropy, binary_crossentropy, mse, nll; "
                          f"NAME{LOGITS} for a model giving logits)")
     if not logits:
         return function
@@ -150,11 +343,26 @@ def loss_function(loss: str, where: str = "loss"):
     return on_logits
 
 
+def _keras_nll(name: str):
+    """The negative log-likelihood of log-probability outputs, per row (Keras has no name for
+    it): nll takes class indices (as PyTorch's F.nll_loss), categorical_nll one-hot labels."""
+    import keras
+
+    def nll(y_true, y_pred):
+        index = keras.ops.cast(keras.ops.reshape(y_true, (-1, 1)), "int32")
+        return -keras.ops.take_along_axis(y_pred, index, axis=-1)[:, 0]
+
+    def categorical_nll(y_true, y_pred):
+        return -keras.ops.sum(keras.ops.cast(y_true, y_pred.dtype) * y_pred, axis=-1)
+
+    return nll if name == "nll" else categorical_nll
+
+
 def compile_loss(loss: str):
     """What `model.compile(loss=...)` is given: the name, or the function with from_logits
-    bound (compile wraps a function as it wraps a name's)."""
+    bound or the NLL (compile wraps a function as it wraps a name's)."""
     name, logits = loss_name(loss)
-    return loss_function(loss) if logits else name
+    return loss_function(loss) if logits or name in NLL or loss is None else name
 
 
 def loss_object(loss: str, where: str = "loss"):
@@ -174,26 +382,6 @@ def loss_object(loss: str, where: str = "loss"):
         return keras.ops.mean(function(y_true, y_pred))
 
     return mean_loss
-
-
-def check_outputs(loss: str, y_pred: np.ndarray, what: str) -> None:
-    """Before training: a loss that expects probabilities gets probabilities (a model ending in
-    a linear layer gives logits, which such a loss clips into an ill-defined objective)."""
-    name, logits = loss_name(loss)
-    if logits or name not in PROBABILITY + SPARSE:
-        return
-    y_pred = np.asarray(y_pred, np.float64)
-    low, high = float(y_pred.min()), float(y_pred.max())
-    sums = y_pred.reshape(len(y_pred), -1).sum(axis=1)
-    bad = low < 0 or high > 1
-    if name in DISTRIBUTION and y_pred.reshape(len(y_pred), -1).shape[1] > 1:
-        bad = bad or not np.allclose(sums, 1.0, atol=1e-3)
-    if bad:
-        head = "a softmax" if name in DISTRIBUTION else "a sigmoid"
-        raise InputError(f"{what} gives outputs from {low:.3g} to {high:.3g} (rows summing to "
-                         f"{sums.min():.3g}..{sums.max():.3g}), but {name} expects "
-                         f"probabilities: end the model with {head}, or give the loss as "
-                         f"'{name}{LOGITS}' if these are logits")
 
 
 def check_target_value(metric: str, value: float, mode: str, loss: str | None) -> None:

@@ -23,7 +23,6 @@ import numpy as np
 
 from datasets.errors import InputError
 from study.train.workload import (
-    EPSILON,
     Submission,
     Workload,
     check_metric,
@@ -32,7 +31,8 @@ from study.train.workload import (
     describe,
     host_metric,
     initial_arrays,
-    loss_kind,
+    integer_labels,
+    run_loss,
 )
 
 
@@ -47,30 +47,21 @@ def jax_device(device: str):
     return jax.devices("cpu")[0]
 
 
-def named_loss(kind: str):
-    """loss(outputs, labels) -> the mean, Keras's meaning of the name (probabilities)."""
+def jax_ops():
+    """The array functions study.train.model.named_loss writes every loss with."""
+    from types import SimpleNamespace
+
+    import jax
     import jax.numpy as jnp
 
     def shaped(y, out):
         return y.reshape(out.shape) if y.size == out.size and y.shape != out.shape else y
 
-    if kind == "mse":
-        return lambda out, y: jnp.mean((out - shaped(y, out)) ** 2)
-    if kind == "mae":
-        return lambda out, y: jnp.mean(jnp.abs(out - shaped(y, out)))
-    if kind == "binary_crossentropy":
-        def binary(out, y):
-            p, y = jnp.clip(out, EPSILON, 1 - EPSILON), shaped(y, out)
-            return -jnp.mean(y * jnp.log(p) + (1 - y) * jnp.log(1 - p))
-        return binary
-
-    def probabilities(out):
-        return jnp.clip(out / out.sum(-1, keepdims=True), EPSILON, 1 - EPSILON)
-
-    if kind == "categorical_crossentropy":
-        return lambda out, y: -jnp.mean(jnp.sum(y * jnp.log(probabilities(out)), -1))
-    return lambda out, y: -jnp.mean(jnp.log(jnp.take_along_axis(
-        probabilities(out), y.reshape(-1, 1).astype(jnp.int32), -1)))
+    return SimpleNamespace(
+        mean=jnp.mean, log=jnp.log, abs=jnp.abs, clip=jnp.clip, shaped=shaped,
+        sum=lambda a: a.sum(-1), normalize=lambda a: a / a.sum(-1, keepdims=True),
+        log_softmax=lambda a: jax.nn.log_softmax(a, -1), log_sigmoid=jax.nn.log_sigmoid,
+        pick=lambda a, y: jnp.take_along_axis(a, y.reshape(-1, 1).astype(jnp.int32), -1)[:, 0])
 
 
 def split_model(native, seed: int):
@@ -108,8 +99,8 @@ class JaxWorkload(Workload):
         self.jax, self.jnp, self.what, self.kind = jax, jnp, native.what, native.kind
         self.device = jax_device(device)
         self.metric = check_metric(metric)
-        self.loss_name = loss_kind(native.loss if native.loss is not None else loss)
-        self.loss_fn = native.loss if native.loss is not None else named_loss(self.loss_name)
+        self.loss_used, self.loss_fn, self.loss_label, indices = run_loss(native, loss,
+                                                                          jax_ops())
         params, self.apply = split_model(native, seed)
         leaves = jax.tree_util.tree_leaves_with_path(params)
         if not leaves:
@@ -129,10 +120,7 @@ class JaxWorkload(Workload):
         self.initial = jax.device_put(params, self.device)
         _, self.unravel = ravel_pytree(self.initial)
         self.ravel = lambda p: ravel_pytree(p)[0]
-        # integer labels stay integers for a sparse loss or a callable one (optax's
-        # softmax_cross_entropy_with_integer_labels takes class indices); else float32
-        integers = self.loss_name in ("sparse_categorical_crossentropy", None) and np.issubdtype(
-            np.asarray(arrays["y_train"]).dtype, np.integer)
+        integers = integer_labels(indices, arrays["y_train"])
 
         def put(x, labels=False):
             dtype = np.int32 if labels and integers else np.float32
@@ -175,6 +163,13 @@ class JaxWorkload(Workload):
                              "array")
         check_scalar(self.what, tuple(value.shape))
 
+    def probe(self, rows: int = 256):
+        """The outputs and loss on the validation rows at the initial parameters, as `evaluate`
+        computes them (study.train.model_checks judges them): all rows, the shapes the
+        evaluation compiles for anyway (a probe of `rows` rows would compile once more)."""
+        value, out = self._evaluate(self.initial, *self.val)
+        return np.asarray(out), float(value)
+
     def init_parameters(self):
         return self.jax.tree.map(lambda a: a.copy(), self.initial)
 
@@ -190,7 +185,7 @@ class JaxWorkload(Workload):
     def evaluate(self, params) -> dict:
         value, out = self._evaluate(params, *self.val)
         return {"val_loss": float(value),
-                f"val_{self.metric}": host_metric(self.metric, self.loss_name, np.asarray(out),
+                f"val_{self.metric}": host_metric(self.metric, self.loss_used, np.asarray(out),
                                                   self.y_val_host)}
 
     def to_flat(self, params) -> np.ndarray:

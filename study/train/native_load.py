@@ -41,6 +41,9 @@ class NativeModel:
     loss: object  # a callable returned with the model, or None (the loss by name)
     what: str  # "model 'file.py:function'", for messages
     outputs: int
+    source: str = ""  # the model's name (file.py:function or a shipped example), to build again
+    input_shape: tuple = ()
+    seed: int = 0
 
 
 def native_examples() -> dict:
@@ -92,7 +95,51 @@ def load(model: str, input_shape, outputs: int, seed: int = 0) -> NativeModel | 
         kind, obj, loss = classify(_call(function, input_shape, outputs, seed, False, what), what)
     if loss is not None and not callable(loss):
         raise InputError(f"{what}: the loss returned with the model is not callable")
-    return NativeModel(KINDS[kind], kind, obj, loss, what, int(outputs))
+    return NativeModel(KINDS[kind], kind, obj, loss, what, int(outputs), model,
+                       tuple(input_shape), seed)
+
+
+def with_outputs(native: NativeModel, outputs: int) -> NativeModel:
+    """The model built again for `outputs` outputs (a loss returned with the model decides the
+    labels' shape, which the first build could only guess from the loss by name)."""
+    if outputs == native.outputs or not native.source:
+        return native
+    again = load(native.source, native.input_shape, outputs, native.seed)
+    if again is None or again.kind != native.kind:
+        raise InputError(f"{native.what} gave another kind of model when built again")
+    return again
+
+
+def stochastic_layers(native: NativeModel) -> list[str]:
+    """The layers of a native model that are random or batch-dependent in training (dropout,
+    batch normalization), by their class names, found by each framework's own types. A JAX
+    pair has none it could draw with: its apply(params, x) takes no key."""
+    if native.kind == "torch.nn.Module":
+        import torch
+
+        kinds = (torch.nn.modules.dropout._DropoutNd, torch.nn.modules.batchnorm._BatchNorm)
+        layers = [m for m in native.obj.modules()
+                  if isinstance(m, kinds) and getattr(m, "p", 1.0) > 0]
+    elif native.kind == "equinox":
+        import equinox as eqx
+        import jax
+
+        kinds = (eqx.nn.Dropout, eqx.nn.BatchNorm)
+        layers = [m for m in jax.tree_util.tree_leaves(native.obj,
+                                                      is_leaf=lambda m: isinstance(m, kinds))
+                  if isinstance(m, kinds) and not getattr(m, "inference", False)
+                  and getattr(m, "p", 1.0) > 0]
+    elif native.kind == "flax-nnx":
+        from flax import nnx
+
+        kinds = (nnx.Dropout, nnx.BatchNorm)
+        layers = [m for _, m in nnx.iter_graph(native.obj)
+                  if isinstance(m, kinds) and not getattr(m, "deterministic", False)
+                  and not getattr(m, "use_running_average", False)
+                  and getattr(m, "rate", 1.0) > 0]
+    else:
+        layers = []
+    return sorted({type(m).__name__ for m in layers})
 
 
 def classify(built, what: str):

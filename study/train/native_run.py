@@ -12,7 +12,16 @@ from __future__ import annotations
 
 from datasets.errors import InputError
 from study.train.loop import Target, epoch_batches, run_loop
-from study.train.native_load import NativeModel, check_backend, load, workload
+from study.train.model import labels_are_indices, loss_label
+from study.train.model_checks import check_finite_loss, check_native, refuse_stochastic
+from study.train.native_load import (
+    NativeModel,
+    check_backend,
+    load,
+    stochastic_layers,
+    with_outputs,
+    workload,
+)
 from study.train.native_optimizers import make_submission
 from study.train.workload import LBFGS_NAME, WorkloadStepper
 
@@ -81,7 +90,11 @@ def prepare(model: str | NativeModel, arrays: dict, *, loss, metric: str, optimi
             raise InputError(f"model '{model}' is a Keras model: the Keras path runs it")
     check_backend(native, backend)
     submission = make_submission(optimizer, hyperparameters, native.framework, native.what)
+    if native.loss is not None:  # the loss that runs decides the labels, not a name beside it
+        native = with_outputs(native, outputs_of(native.loss, arrays))
+    refuse_stochastic(optimizer, stochastic_layers(native))
     work = workload(native, arrays, loss, metric, device, initial, seed)
+    check_native(work, optimizer)
     size = 0 if optimizer == LBFGS_NAME else batch_size
     if size > len(arrays["x_train"]):
         raise InputError(f"batch_size {size} is more than the {len(arrays['x_train'])} training "
@@ -90,6 +103,7 @@ def prepare(model: str | NativeModel, arrays: dict, *, loss, metric: str, optimi
     stepper = WorkloadStepper(work, submission, rows)
 
     def initial_checked(logs):  # before any training, as the Keras runs check it
+        check_finite_loss(logs["val_loss"], work.loss_label, f"{work.what} (validation rows)")
         if check_initial is not None:
             check_initial(logs)
         if target.reached(logs[target.metric]):
@@ -104,19 +118,21 @@ def prepare(model: str | NativeModel, arrays: dict, *, loss, metric: str, optimi
 
 
 def outputs_of(loss, arrays: dict) -> int:
-    """How many outputs the model needs: the class count for a sparse loss, else the labels'
-    width (study.train.model.outputs_for's rule; a callable loss takes the labels' width, or
-    the class count where the labels are integers in one column)."""
+    """How many outputs the model needs: the class count for a loss of class indices (by name,
+    or a known callable such as F.nll_loss), else the labels' width (study.train.model.
+    outputs_for's rule; a callable of unknown meaning takes the labels' width, or the class
+    count where the labels are integers in one column)."""
     import numpy as np
 
     y = np.concatenate([arrays["y_train"].reshape(len(arrays["y_train"]), -1),
                         arrays["y_val"].reshape(len(arrays["y_val"]), -1)])
-    if loss == "sparse_categorical_crossentropy":
+    indices = labels_are_indices(loss)
+    if indices:
         if y.shape[1] != 1 or not np.all(np.equal(np.mod(y, 1), 0)) or y.min() < 0:
-            raise InputError(f"labels must be class indices 0, 1, ... for {loss}; found values "
-                             f"from {y.min():g} to {y.max():g}")
+            raise InputError(f"labels must be class indices 0, 1, ... for {loss_label(loss)}; "
+                             f"found values from {y.min():g} to {y.max():g}")
         return int(y.max()) + 1
-    if (loss is None or callable(loss)) and y.shape[1] == 1 and np.issubdtype(y.dtype, np.integer) \
+    if indices is None and y.shape[1] == 1 and np.issubdtype(y.dtype, np.integer) \
             and y.min() >= 0 and y.max() > 1:
         return int(y.max()) + 1
     return y.shape[1]

@@ -17,7 +17,6 @@ import numpy as np
 
 from datasets.errors import InputError
 from study.train.workload import (
-    EPSILON,
     Submission,
     Workload,
     check_metric,
@@ -26,7 +25,8 @@ from study.train.workload import (
     describe,
     host_metric,
     initial_arrays,
-    loss_kind,
+    integer_labels,
+    run_loss,
 )
 
 
@@ -40,30 +40,21 @@ def torch_device(device: str):
     return torch.device("cpu")
 
 
-def named_loss(kind: str):
-    """loss(outputs, labels) -> the mean, Keras's meaning of the name (probabilities)."""
+def torch_ops():
+    """The array functions study.train.model.named_loss writes every loss with."""
+    from types import SimpleNamespace
+
     import torch
 
     def shaped(y, out):
         return y.reshape(out.shape) if y.numel() == out.numel() and y.shape != out.shape else y
 
-    if kind == "mse":
-        return lambda out, y: torch.mean((out - shaped(y, out)) ** 2)
-    if kind == "mae":
-        return lambda out, y: torch.mean(torch.abs(out - shaped(y, out)))
-    if kind == "binary_crossentropy":
-        def binary(out, y):
-            p, y = torch.clamp(out, EPSILON, 1 - EPSILON), shaped(y, out)
-            return -torch.mean(y * torch.log(p) + (1 - y) * torch.log(1 - p))
-        return binary
-
-    def probabilities(out):
-        return torch.clamp(out / out.sum(-1, keepdim=True), EPSILON, 1 - EPSILON)
-
-    if kind == "categorical_crossentropy":
-        return lambda out, y: -torch.mean(torch.sum(y * torch.log(probabilities(out)), -1))
-    return lambda out, y: -torch.mean(torch.log(torch.gather(
-        probabilities(out), -1, y.reshape(-1, 1).long())))
+    return SimpleNamespace(
+        mean=torch.mean, log=torch.log, abs=torch.abs, clip=torch.clamp, shaped=shaped,
+        sum=lambda a: a.sum(-1), normalize=lambda a: a / a.sum(-1, keepdim=True),
+        log_softmax=lambda a: torch.log_softmax(a, -1),
+        log_sigmoid=torch.nn.functional.logsigmoid,
+        pick=lambda a, y: torch.gather(a, -1, y.reshape(-1, 1).long())[:, 0])
 
 
 class TorchWorkload(Workload):
@@ -76,8 +67,8 @@ class TorchWorkload(Workload):
         self.torch, self.what, self.kind = torch, native.what, native.kind
         self.device = torch_device(device)
         self.metric = check_metric(metric)
-        self.loss_name = loss_kind(native.loss if native.loss is not None else loss)
-        self.loss_fn = native.loss if native.loss is not None else named_loss(self.loss_name)
+        self.loss_used, self.loss_fn, self.loss_label, indices = run_loss(native, loss,
+                                                                          torch_ops())
         self.module = native.obj.to(self.device)
         named = [(n, p) for n, p in self.module.named_parameters() if p.requires_grad]
         if not named:
@@ -90,10 +81,7 @@ class TorchWorkload(Workload):
             self.initial = [torch.as_tensor(v, device=self.device) for v in values]
         else:
             self.initial = [p.detach().clone() for p in self.params]
-        # integer labels stay integers for a sparse loss or a callable one (torch.nn's
-        # CrossEntropyLoss takes class indices); else float32
-        integers = self.loss_name in ("sparse_categorical_crossentropy", None) and np.issubdtype(
-            np.asarray(arrays["y_train"]).dtype, np.integer)
+        integers = integer_labels(indices, arrays["y_train"])
 
         def put(x, labels=False):
             dtype = torch.int64 if labels and integers else torch.float32
@@ -130,6 +118,35 @@ class TorchWorkload(Workload):
                              "tensor")
         check_scalar(self.what, tuple(value.shape))
 
+    def probe(self, rows: int = 256):
+        """The outputs and loss on the first validation rows at the initial parameters, in
+        eval() mode, as `evaluate` computes them (study.train.model_checks judges them)."""
+        torch = self.torch
+        self.init_parameters()
+        self.module.eval()
+        try:
+            with torch.no_grad():
+                out = self.module(self.x_val[:rows])
+                value = self.loss_fn(out, self.y_val[:rows])
+        finally:
+            self.module.train()
+        return out.detach().cpu().numpy(), float(value)
+
+    def random_in_training(self) -> bool:
+        """Two train() passes over the same rows, the global generator forked (the run draws
+        what it would have drawn) and the module's buffers restored (batch statistics)."""
+        torch = self.torch
+        self.init_parameters()
+        held = {k: v.detach().clone() for k, v in self.module.state_dict().items()}
+        x = self.data[0][:64]
+        devices = [self.device.index or 0] if self.device.type == "cuda" else []
+        try:
+            with torch.random.fork_rng(devices=devices), torch.no_grad():
+                first, second = self.module(x), self.module(x)
+        finally:
+            self.module.load_state_dict(held)
+        return not torch.allclose(first, second, rtol=1e-5, atol=1e-6, equal_nan=True)
+
     def init_parameters(self):
         self.module.train()
         with self.torch.no_grad():
@@ -155,7 +172,7 @@ class TorchWorkload(Workload):
             value = float(self.loss_fn(out, self.y_val))
         self.module.train()
         return {"val_loss": value,
-                f"val_{self.metric}": host_metric(self.metric, self.loss_name,
+                f"val_{self.metric}": host_metric(self.metric, self.loss_used,
                                                   out.detach().cpu().numpy(), self.y_val_host)}
 
     def to_flat(self, params) -> np.ndarray:

@@ -21,6 +21,7 @@ from optimizers.keras_optimizer import KERAS_PREFIX, check_config, keras_classes
 from optimizers.lbfgs import LBFGS
 from study.train.flat import flatten, pieces, value_and_grad
 from study.train.model import compile_loss
+from study.train.model_checks import refuse_stochastic
 from study.train.spec import LBFGS as LBFGS_NAME
 
 # layers that make a training-mode forward pass random or stateful: L-BFGS's line search
@@ -153,13 +154,8 @@ def check_deterministic(model) -> None:
 
     kinds = tuple(getattr(keras.layers, name) for name in STOCHASTIC_LAYERS
                   if hasattr(keras.layers, name))
-    found = sorted({type(layer).__name__ for layer in model._flatten_layers()
-                    if isinstance(layer, kinds)})
-    if found:
-        raise InputError(f"lbfgs needs a deterministic training objective, but the model has "
-                         f"{', '.join(found)} (random or batch-dependent in training): its line "
-                         "search would compare different objectives; use a keras:<Class> "
-                         "optimizer, or a model without those layers")
+    refuse_stochastic(LBFGS_NAME, sorted({type(layer).__name__ for layer
+                                          in model._flatten_layers() if isinstance(layer, kinds)}))
 
 
 class _Objective:

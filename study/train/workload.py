@@ -47,6 +47,7 @@ class Workload(ABC):
     framework: str  # "torch" or "jax"
     kind: str  # what the user's function returned, in words
     metric: str
+    loss_label: str  # the loss that runs, as the row records it (a callable's qualified name)
     data: tuple
 
     @abstractmethod
@@ -80,8 +81,18 @@ class Workload(ABC):
     def placed(self) -> str:
         """Where the parameters lie, in the framework's words (cpu:0, cuda:0...)."""
 
+    @abstractmethod
+    def probe(self, rows: int = 256) -> tuple[np.ndarray, float]:
+        """The outputs (on the host) and the loss on the first training rows at the initial
+        parameters, in evaluation mode: what study.train.model_checks judges before any clock."""
+
+    def random_in_training(self) -> bool:
+        """Whether two training-mode passes over the same rows give different outputs (a layer
+        that draws noise); False where training draws nothing (a JAX apply takes no key)."""
+        return False
+
     def record(self) -> dict:
-        return {"framework": self.framework, "model_kind": self.kind}
+        return {"framework": self.framework, "model_kind": self.kind, "loss": self.loss_label}
 
 
 class Submission(ABC):
@@ -181,27 +192,8 @@ class WorkloadStepper:
         pass
 
 
-# The losses native models take by name: Keras's names and meaning (probabilities, not logits,
-# clipped to [1e-7, 1 - 1e-7], as Keras computes them), so a native model and its Keras twin
-# give the same loss at the same weights. A callable is the other way (torch: loss(outputs,
-# labels) as torch.nn's losses take them; JAX: loss(outputs, labels) as optax's do).
-LOSSES = {"mse": "mse", "mean_squared_error": "mse", "mae": "mae",
-          "mean_absolute_error": "mae", "binary_crossentropy": "binary_crossentropy",
-          "categorical_crossentropy": "categorical_crossentropy",
-          "sparse_categorical_crossentropy": "sparse_categorical_crossentropy"}
 METRICS = ("accuracy", "binary_accuracy", "categorical_accuracy",
            "sparse_categorical_accuracy", "mae", "mse")
-EPSILON = 1e-7  # keras.config.epsilon()
-
-
-def loss_kind(loss) -> str | None:
-    """The canonical name of a loss given by name (None: a callable)."""
-    if callable(loss):
-        return None
-    if loss not in LOSSES:
-        raise InputError(f"loss: native models take {', '.join(LOSSES)} by name (or a callable "
-                         f"returned with the model), got {loss!r}")
-    return LOSSES[loss]
 
 
 def check_metric(metric: str) -> str:
@@ -210,14 +202,19 @@ def check_metric(metric: str) -> str:
     return metric
 
 
-def host_metric(metric: str, loss: str | None, y_pred: np.ndarray, y_true: np.ndarray) -> float:
+def host_metric(metric: str, loss, y_pred: np.ndarray, y_true: np.ndarray) -> float:
     """The validation metric on the host (off the clock), as Keras's metric of that name
-    computes it ("accuracy" resolves by the loss, as `compile` resolves it)."""
+    computes it ("accuracy" resolves by the loss's labels, as `compile` resolves it; a callable
+    of unknown meaning by the shapes: several outputs and class indices, the class accuracy).
+    A binary accuracy on logits thresholds at 0 (probability 0.5)."""
+    from study.train.model import LOGIT_OUTPUTS, loss_meaning
+
+    expects, family = loss_meaning(loss)
     y_pred = np.asarray(y_pred, np.float64)
     y_true = np.asarray(y_true)
-    if metric == "accuracy":  # a callable loss: by the shapes (several outputs: a class)
-        metric = {"sparse_categorical_crossentropy": "sparse_categorical_accuracy",
-                  "categorical_crossentropy": "categorical_accuracy"}.get(loss)
+    if metric == "accuracy":
+        metric = {"sparse": "sparse_categorical_accuracy", "binary": "binary_accuracy",
+                  "categorical": "categorical_accuracy"}.get(family)
         if metric is None:
             several = y_pred.ndim == 2 and y_pred.shape[1] > 1
             metric = ("binary_accuracy" if not several else "sparse_categorical_accuracy"
@@ -228,10 +225,31 @@ def host_metric(metric: str, loss: str | None, y_pred: np.ndarray, y_true: np.nd
         return float(np.mean(np.argmax(y_pred, -1) == np.argmax(y_true, -1)))
     y_true = y_true.reshape(y_pred.shape).astype(np.float64)
     if metric == "binary_accuracy":
-        return float(np.mean((y_pred > 0.5) == (y_true > 0.5)))
+        threshold = 0.0 if expects == LOGIT_OUTPUTS else 0.5
+        return float(np.mean((y_pred > threshold) == (y_true > 0.5)))
     if metric == "mae":
         return float(np.mean(np.abs(y_pred - y_true)))
     return float(np.mean((y_pred - y_true) ** 2))
+
+
+def run_loss(native, loss, ops):
+    """(loss(outputs, labels), the loss as the row records it, whether its labels are class
+    indices: True, False, None for either) of the loss that runs, on every native model: the
+    callable returned with the model, else the loss by name (study.train.model's table, written
+    with the framework's `ops`)."""
+    from study.train.model import check_native_loss, labels_are_indices, loss_label, named_loss
+
+    loss = check_native_loss(native.loss if native.loss is not None else loss, native.what)
+    function = loss if callable(loss) else named_loss(loss, ops)
+    return loss, function, loss_label(loss), labels_are_indices(loss)
+
+
+def integer_labels(indices: bool | None, labels) -> bool:
+    """Labels go to the model as integers for a loss of class indices, and for a callable of
+    unknown meaning where they are integers (torch.nn.CrossEntropyLoss takes class indices);
+    else as float32."""
+    return indices is True or (indices is None
+                               and np.issubdtype(np.asarray(labels).dtype, np.integer))
 
 
 def check_outputs(what: str, shape: tuple, rows: int, outputs: int) -> None:
@@ -279,7 +297,12 @@ def initial_arrays(path, names: list[str], shapes: list[tuple], what: str) -> li
                              f"{what}'s {name} needs {tuple(shape)}")
         if not np.isfinite(value).all():
             raise InputError(f"initial parameters: '{path}' {key} has non-finite values")
-        out.append(value.astype(np.float32))
+        with np.errstate(over="ignore"):
+            value = value.astype(np.float32)  # what the model is given
+        if not np.isfinite(value).all():
+            raise InputError(f"initial parameters: '{path}' {key} has values beyond float32's "
+                             "range (about 3.4e38), which become inf in the model's float32")
+        out.append(value)
     return out
 
 

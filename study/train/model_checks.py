@@ -1,0 +1,54 @@
+"""The checks every model kind goes through before any clock (a Keras model on each framework, a
+torch.nn.Module, a JAX pair, an Equinox or Flax NNX module), each written once:
+
+  - finite outputs of the kind the loss takes (probabilities, logits, log-probabilities), read
+    off a probe batch at the initial weights: study.train.model.check_outputs (the Keras path
+    calls it in its initial-weights helper, native models here);
+  - a finite loss there: an initial NaN or inf would be recorded `diverged` after one step, the
+    label of an optimizer that blew up;
+  - no L-BFGS (ours, torch:LBFGS, optax:lbfgs) on a model whose training objective draws noise
+    or depends on the batch: the same one line for every kind (`refuse_stochastic`), from the
+    layers each framework's adapter finds and, for torch, two training passes that differ.
+
+Why here: these were the Keras path's alone, and native models that broke them trained garbage
+silently (a log_softmax model under a probability loss was even recorded `reached`)."""
+
+from __future__ import annotations
+
+import math
+
+from datasets.errors import InputError
+from study.train.model import check_outputs
+
+# the optimizers whose line search compares the loss at several points of one objective
+LINE_SEARCH = ("lbfgs", "torch:LBFGS", "optax:lbfgs")
+
+
+def refuse_stochastic(optimizer: str, found: list[str]) -> None:
+    """L-BFGS on a model with layers random or batch-dependent in training: one line, the same
+    for every model kind (a no-op where nothing was found or the optimizer has no line
+    search)."""
+    if found and optimizer in LINE_SEARCH:
+        raise InputError(f"{optimizer} needs a deterministic training objective, but the model "
+                         f"has {', '.join(found)} (random or batch-dependent in training): its "
+                         "line search would compare different objectives; use a first-order "
+                         "optimizer (Adam, SGD, ...), or a model without those layers")
+
+
+def check_finite_loss(value: float, label, what: str) -> None:
+    if not math.isfinite(value):
+        raise InputError(f"{what}: the loss ({label}) is {value} at the initial weights, before "
+                         "any training: nothing can be trained from there; check the model's "
+                         "initialization, its outputs and the loss")
+
+
+def check_native(work, optimizer: str) -> None:
+    """A native model's workload at its initial parameters, before any clock: the outputs on a
+    probe batch (finite, the kind the loss takes), the loss there (finite), and, for an L-BFGS,
+    whether two training passes over the same rows differ."""
+    outputs, value = work.probe()
+    check_outputs(work.loss_used, outputs, work.what)
+    check_finite_loss(value, work.loss_label, work.what)
+    if optimizer in LINE_SEARCH and work.random_in_training():
+        refuse_stochastic(optimizer, ["a training pass that draws noise (two passes over the "
+                                      "same rows differ)"])
