@@ -18,7 +18,7 @@ from datasets.errors import InputError
 from study.__main__ import main as cli
 from study.train import rounds
 from study.train.data import load_data
-from study.train.loop import Target, epoch_batches, run_loop
+from study.train.loop import LONGEST_SEGMENT, Target, epoch_batches, run_loop, segment_ends
 from study.train.spec import Spec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -116,6 +116,28 @@ def test_segments_end_at_the_evaluation_steps_and_the_budget_is_read_there():
     assert "time budget of 15 s" in record["message"]
 
 
+def test_a_huge_max_steps_makes_its_segments_as_it_goes():
+    """max_steps up to 2**63 - 1 ("no step limit") is accepted: the segment ends are made one
+    at a time (a list of them was a MemoryError or gigabytes before the first step), and no
+    segment is longer than LONGEST_SEGMENT steps (its batches are made up front)."""
+    from itertools import islice
+
+    ends = segment_ends(2**63 - 1, 10)
+    assert not isinstance(ends, list | tuple | range)
+    assert list(islice(ends, 4)) == [1, 10, 20, 30]
+    assert list(segment_ends(25, 10, longest=4)) == [1, 5, 9, 10, 14, 18, 20, 24, 25]
+    assert list(segment_ends(3, 2**62)) == [1, 3]  # a huge eval_every: segments stay short
+    assert list(islice(segment_ends(2**63 - 1, 2**62), 3)) == [1, 1 + LONGEST_SEGMENT,
+                                                                1 + 2 * LONGEST_SEGMENT]
+    clock = FakeClock()
+    stepper = FakeStepper(clock, compile_cost=5.0)
+    record, trace = run_loop(stepper, lambda: {"val_loss": 3.0},
+                             target=Target("val_loss", 0.1, "min"), max_steps=2**63 - 1,
+                             eval_every=10, time_budget=15.0, clock=clock)
+    assert record["steps"] == 20 and [t["step"] for t in trace] == [0, 10, 20]
+    assert "time budget of 15 s" in record["message"]
+
+
 def test_batches_are_seeded_per_epoch_and_full_batch_is_one_value():
     rows, per_epoch = epoch_batches(10, 3, seed=4)
     again, _ = epoch_batches(10, 3, seed=4)
@@ -161,6 +183,18 @@ def test_fit_is_timed_warm_over_the_loops_batches():
     assert np.array_equal(calls[2][0], np.concatenate([x[rows(i)] for i in range(2, 6)]))
     assert calls[2][1] == 4 and calls[2][2] is False and len(calls) == 3
     assert record["seconds_per_step"] == pytest.approx(record["seconds"] / 4)
+
+
+def test_fit_refuses_a_max_steps_it_cannot_gather():
+    """loop 'fit' gathers its batches up front and has no time budget: "no step limit" is one
+    line (InputError), not a MemoryError."""
+    from study.train.measure import check_fit_size
+
+    rows, _ = epoch_batches(40, 4, seed=3)
+    x = np.arange(40.0)
+    check_fit_size(rows, x, x, 1000)
+    with pytest.raises(InputError, match="loop 'fit' gathers its 9223372036854775807 steps"):
+        check_fit_size(rows, x, x, 2**63 - 1)
 
 
 def test_the_target_setting_round_records_its_target():

@@ -31,6 +31,9 @@ from dataclasses import dataclass
 
 # completed: ran its budget without a target
 LOOP_STATUSES = ("reached", "timeout", "diverged", "completed")
+# the most steps in one segment: its batches are put on the device before it runs, and the
+# time budget is read at its end (one host read per this many steps at the least)
+LONGEST_SEGMENT = 1000
 
 
 @dataclass(frozen=True)
@@ -48,10 +51,16 @@ class Target:
         return b is None or (a < b if self.mode == "min" else a > b)
 
 
-def segment_ends(max_steps: int, eval_every: int) -> list[int]:
-    """The steps after which the loop synchronizes: the first (compiling) step, every
-    evaluation step, the last step."""
-    return sorted({1, *range(eval_every, max_steps + 1, eval_every), max_steps})
+def segment_ends(max_steps: int, eval_every: int, longest: int | None = None):
+    """The steps after which the loop synchronizes, in order: the first (compiling) step, every
+    evaluation step, the last step, and no segment longer than `longest` steps (its batches
+    are made before it runs). Lazily: `max_steps` may be 2**63 - 1, "no step limit"."""
+    longest = LONGEST_SEGMENT if longest is None else longest
+    end = 0
+    while end < max_steps:
+        following = (end // eval_every + 1) * eval_every  # the next evaluation step
+        end = 1 if end == 0 else min(following, end + longest, max_steps)
+        yield end
 
 
 def run_loop(stepper, evaluate, *, target: Target, max_steps: int, eval_every: int,

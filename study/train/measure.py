@@ -37,6 +37,7 @@ from study.train.native_optimizers import library_of
 from study.train.spec import Spec
 from study.train.trainers import Evaluation, make_trainer
 
+FIT_GATHERED_BYTES = 2**31  # the most the fit baseline gathers in memory before its clock
 NO_TARGET = ("the target-setting round has no usable run: every run on the held-apart seed "
              "diverged or failed (see the rows with target_how = 'setting')")
 
@@ -115,6 +116,7 @@ def measure_on_device(spec: Spec, ctx: RunContext, initial) -> Measurement:
               "target_seed": spec.target.get("seed"), "model_kind": "keras",
               "optimizer_library": library_of(spec.optimizer)}
     if spec.loop == "fit":
+        check_fit_size(rows, x, y, stopping["max_steps"])
         with ctx.probe:
             record = fit_record(trainer, model, rows, x, y, stopping["max_steps"])
         return Measurement({**common, **record, **trainer.record(), **device_record(spec, model)},
@@ -231,6 +233,17 @@ def device_record(spec: Spec, model) -> dict:
     name = placed(model)
     check_placed(spec.device, name)
     return {"device_name": name}
+
+
+def check_fit_size(rows, x, y, steps: int) -> None:
+    """The fit baseline gathers all its batches before its clock and has no time budget: a
+    max_steps meant as "no step limit" (up to 2**63 - 1) is refused, not a MemoryError."""
+    per_step = len(rows(0)) * (x[:1].nbytes + y[:1].nbytes)
+    if (steps - 2) * per_step > FIT_GATHERED_BYTES:
+        raise InputError(f"loop 'fit' gathers its {steps} steps' batches in memory before its "
+                         f"clock ({(steps - 2) * per_step / 2**30:.3g} GiB) and has no time "
+                         f"budget: give max_steps of at most {FIT_GATHERED_BYTES // per_step + 2}"
+                         ", or loop 'steps'")
 
 
 def fit_record(trainer, model, rows, x, y, steps: int) -> dict:
