@@ -21,7 +21,7 @@ from study.train.data import check_data
 from study.train.device import DEVICES
 from study.train.examples import DATA
 from study.train.frameworks import KERAS_FRAMEWORKS, check_framework
-from study.train.model import SHIPPED, check_initial_file, check_model_name
+from study.train.model import SHIPPED, check_initial_file, check_model_name, model_file
 from study.train.native_examples import FRAMEWORK_OF
 from study.train.native_optimizers import check_library_name, check_name, library_of
 from study.train.spec import LBFGS, Spec
@@ -41,8 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--labels", help="CSV/Parquet: the label column")
     parser.add_argument("--data-param", action="append", default=[], metavar="KEY=VALUE",
                         help="validation_fraction, split_seed, rows (eve-late-week), ...")
-    parser.add_argument("--loss", help="a Keras loss by name (default for the shipped data); "
-                        "NAME:from_logits for a model whose last layer is linear")
+    parser.add_argument("--loss", help="a loss by name (default for the shipped data); "
+                        "NAME:from_logits for a model whose last layer is linear, nll for "
+                        "log-probabilities; none for a model returned with its own loss")
     parser.add_argument("--metric", help="a Keras metric by name (default: accuracy)")
     parser.add_argument("--optimizer", default="keras:Adam", help="keras:<Class> (Keras models), "
                         "torch:<Class> (PyTorch models), optax:<name> (JAX models) or lbfgs")
@@ -78,7 +79,8 @@ def spec_from(args) -> Spec:
     check_data(data, "--data")
     loss, metric = EXAMPLE_DEFAULTS.get(args.data, (None, "accuracy"))
     loss, metric = args.loss or loss, args.metric or metric
-    if loss is None:
+    if loss is None and getattr(model_file(args.model), "suffix", None) != ".py":
+        # a file.py:function may return its loss with the model: its run says if it does not
         raise InputError("--loss is required for your own data (a Keras loss by name)")
     if args.backend is None:
         args.backend = FRAMEWORK_OF.get(args.model, "jax")
