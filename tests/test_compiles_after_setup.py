@@ -93,10 +93,11 @@ def native_jax_compiles(optimizer: str, hyperparameters: dict, steps: int = 7) -
 
 
 FAST_OPTAX = [("optax:lbfgs", {}), ("optax:adam", {"learning_rate": 0.01}), ("lbfgs", {})]
-MORE_OPTAX = ["sgd", "adamw", "lion", "adagrad", "rmsprop", "adafactor", "adabelief", "radam",
-              "amsgrad", "adamax", "nadam", "novograd", "lamb", "lars", "yogi", "adan",
-              "noisy_sgd", "sign_sgd", "sm3", "rprop", "fromage", "adadelta", "polyak_sgd",
-              "schedule_free_adamw"]
+MORE_OPTAX = ["adabelief", "adadelta", "adafactor", "adagrad", "adamax", "adamaxw", "adamw",
+              "adan", "amsgrad", "fromage", "lamb", "lars", "lion", "noisy_sgd", "novograd",
+              "optimistic_adam", "optimistic_adam_v2", "optimistic_gradient_descent",
+              "polyak_sgd", "radam", "rmsprop", "rprop", "sgd", "sign_sgd", "signum", "sm3",
+              "yogi"]
 
 
 @pytest.mark.parametrize(("optimizer", "hyperparameters"), FAST_OPTAX,
@@ -113,8 +114,10 @@ def test_every_optax_alias_compiles_in_setup_only(alias):
     optax = pytest.importorskip("optax")
     import inspect
 
-    if not hasattr(optax, alias):
-        pytest.skip(f"optax {optax.__version__} has no {alias}")
+    from study.train.native_optimizers import optax_aliases
+
+    if alias not in optax_aliases():
+        pytest.skip(f"optax {optax.__version__} has no optimizer {alias}")
     needed = [name for name, p in inspect.signature(getattr(optax, alias)).parameters.items()
               if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
     hyperparameters = {name: 0.01 for name in {"learning_rate", *needed} if name in
@@ -142,3 +145,230 @@ def test_optax_lbfgs_state_keeps_its_types_across_an_update():
     jitted = jax.jit(step)
     jitted(jitted(settled, 2.0)[0], 2.0)
     assert jitted._cache_size() == 1
+
+
+# ---- Keras models on each framework: the segmented loop's steps and lbfgs's flat objective ----
+
+KERAS_PROBE = textwrap.dedent('''
+    import json, sys
+    import numpy as np
+    import keras
+    from study.train.loop import Target, epoch_batches, run_loop
+    from study.train.model import loss_object
+    from study.train.steppers import make_stepper
+    from study.train.flat import value_and_grad
+    from test_compiles_after_setup import CountedStepper
+
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+        seen = []
+        jax.monitoring.register_event_duration_secs_listener(
+            lambda event, duration, **kw: seen.append(event)
+            if event == "/jax/core/compile/backend_compile_duration" else None)
+        count = lambda: len(seen)
+    elif backend == "tensorflow":
+        import tensorflow as tf
+        functions, original = [], tf.function
+
+        def recording(*args, **kwargs):  # every tf.function made from here on
+            function = original(*args, **kwargs)
+            functions.append(function)
+            return function
+
+        tf.function = recording
+        count = lambda: sum(f.experimental_get_tracing_count() for f in functions
+                            if hasattr(f, "experimental_get_tracing_count"))
+    else:
+        from torch._dynamo.utils import counters
+        count = lambda: sum(counters["stats"].values()) + sum(counters["frames"].values())
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(48, 3)).astype(np.float32)
+    y = (x @ np.array([1.0, -2.0, 0.5])).astype(np.float32)[:, None]
+    rows, _ = epoch_batches(len(x), 8, seed=3)
+    out = {}
+    for name, config in json.loads(sys.argv[1]):
+        keras.utils.set_random_seed(1)
+        model = keras.Sequential([keras.Input(shape=(3,)), keras.layers.Dense(5),
+                                  keras.layers.BatchNormalization(),
+                                  keras.layers.Activation("relu"), keras.layers.Dense(1)])
+        model.compile(optimizer=getattr(keras.optimizers, name)(**config), loss="mse")
+        stepper = make_stepper(model, loss_object("mse"), x, y, rows)
+        counted = CountedStepper(stepper, count)
+
+        def evaluate():  # off the clock, as study.train.measure does it
+            stepper.write_back()
+            logs = {"val_loss": float(model.test_on_batch(x, y))}
+            stepper.reload()
+            return logs
+
+        record, _ = run_loop(counted, evaluate, target=Target("val_loss", None, "min"),
+                             max_steps=8, eval_every=3)
+        out[name] = [counted.compiles, counted.segments]
+    flat_model = keras.Sequential([keras.Input(shape=(3,)), keras.layers.Dense(4),
+                                   keras.layers.Dense(1)])
+    f = value_and_grad(flat_model, loss_object("mse"), x, y)
+    w = np.concatenate([np.asarray(v).ravel() for v in flat_model.get_weights()])
+    f(w)  # the first call compiles: lbfgs's first step, timed as setup
+    before = count()
+    for k in range(3):
+        f(w * (0.5 + k))
+    out["lbfgs"] = [count() - before, 3]
+    out["total"] = count()  # the counter sees the setup steps' compiles
+    print(json.dumps(out))
+''')
+
+KERAS_OPTIMIZERS = [("Adam", {"learning_rate": 0.01}), ("SGD", {"momentum": 0.9}),
+                    ("AdamW", {}), ("Lion", {}), ("Adafactor", {}), ("Nadam", {}),
+                    ("Muon", {})]
+
+
+@pytest.mark.slow  # the fast tier counts JAX's in tests/test_train_loop.py's probe
+@pytest.mark.parametrize("backend", ["jax", "tensorflow", "torch"])
+def test_a_keras_step_compiles_in_setup_only(backend):
+    """torch: Keras's steps are eager (nothing may compile: TorchDynamo's counters stay 0)."""
+    pytest.importorskip(backend)
+    optimizers = KERAS_OPTIMIZERS
+    done = subprocess.run([sys.executable, "-c", KERAS_PROBE, json.dumps(optimizers)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=600,
+                          env={**__import__("os").environ, "KERAS_BACKEND": backend,
+                               "PYTHONPATH": f"{ROOT}:{ROOT / 'tests'}"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    counts = json.loads(done.stdout.strip().splitlines()[-1])
+    assert counts["lbfgs"] == [0, 3]
+    assert (counts["total"] > 0) == (backend != "torch")
+    for name, _ in optimizers:
+        assert counts[name] == [0, 4], (name, counts[name])  # segments end at 1, 3, 6, 8
+
+
+# ---- regression: every backend's compiled modes --------------------------------------------
+
+@pytest.fixture
+def timed_compiles(monkeypatch):
+    """count -> a function giving, after a run, what `count` grew by inside the timed region:
+    from the loop's clock starting (every Stopwatch after the setup clock, the first made) to
+    its last reading (the clock stops once the result is on the host)."""
+    from optimizers.result import Stopwatch
+
+    clocks = []
+
+    def watch(count):
+        made, elapsed = Stopwatch.__init__, Stopwatch.elapsed
+
+        def init(self):
+            made(self)
+            self.counted = [count(), None]
+            clocks.append(self)
+
+        def read(self):
+            value = elapsed(self)
+            self.counted[1] = count()
+            return value
+
+        monkeypatch.setattr(Stopwatch, "__init__", init)
+        monkeypatch.setattr(Stopwatch, "elapsed", read)
+
+        def timed() -> int:
+            loops = clocks[1:]
+            assert loops and clocks[0].counted[1] is not None  # a setup clock, then the loop's
+            return sum(c.counted[1] - c.counted[0] for c in loops if c.counted[1] is not None)
+
+        return timed
+
+    return watch
+
+
+@pytest.fixture(scope="module")
+def problems():
+    from datasets import make_problem
+
+    return {"least-squares": make_problem("synthetic", n=200, d=4, kappa=10.0, seed=3),
+            "logistic": make_problem("synthetic-logistic", n=200, d=4, seed=3)}
+
+
+def regression_run(problems, name, backend, kind="least-squares", **options):
+    from optimizers import build_rules, make_backend, make_optimizer, run
+
+    result = run(problems[kind], make_optimizer(name), build_rules(max_iter=12, tol=1e-12),
+                 backend=make_backend(backend, **options))
+    assert result.status not in ("failed", "skipped"), result.message
+    assert result.iterations >= 2, result.message
+    return result
+
+
+JAX_RUNS = [("gd", "least-squares"), ("lbfgs", "logistic"), ("adam", "logistic"),
+            ("optax-lbfgs", "logistic"), ("cgls", "least-squares")]
+FAST_JAX = {("optax-lbfgs", "fused"), ("lbfgs", "resident"), ("gd", "feed")}
+
+
+@pytest.mark.parametrize(("name", "kind", "feed"), [
+    pytest.param(name, kind, feed, id=f"{name}-{feed}",
+                 marks=() if (name, feed) in FAST_JAX else pytest.mark.slow)
+    for name, kind in JAX_RUNS for feed in ("feed", "resident", "fused")])
+def test_a_jax_regression_compiles_in_setup_only(problems, timed_compiles, name, kind, feed):
+    pytest.importorskip("jax")
+    if name == "optax-lbfgs":
+        pytest.importorskip("optax")
+    with jax_compiles() as seen:
+        timed = timed_compiles(lambda: len(seen))
+        regression_run(problems, name, "jax", kind, feed=feed)
+    assert len(seen) > 0 and timed() == 0
+
+
+TF_RUNS = [("gd", "least-squares"), ("lbfgs", "logistic"), ("adam", "logistic"),
+           ("keras:Adam", "logistic")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("feed", "xla"), [("feed", False), ("resident", False),
+                                           ("fused", False), ("resident", True),
+                                           ("fused", True)])
+@pytest.mark.parametrize(("name", "kind"), TF_RUNS, ids=[n for n, _ in TF_RUNS])
+def test_a_tensorflow_regression_traces_in_setup_only(problems, timed_compiles, monkeypatch,
+                                                      feed, xla, name, kind):
+    tf = pytest.importorskip("tensorflow")
+    functions, original = [], tf.function
+
+    def recording(*args, **kwargs):  # every tf.function made during the run
+        function = original(*args, **kwargs)
+        functions.append(function)
+        return function
+
+    monkeypatch.setattr(tf, "function", recording)
+    timed = timed_compiles(lambda: sum(f.experimental_get_tracing_count() for f in functions
+                                       if hasattr(f, "experimental_get_tracing_count")))
+    options = {"feed": feed, **({"xla": True} if xla else {})}
+    try:
+        regression_run(problems, name, "tensorflow", kind, **options)
+    except Exception as exc:  # a combination the backend refuses is not this test's subject
+        if type(exc).__name__ == "InputError":
+            pytest.skip(str(exc))
+        raise
+    assert functions and timed() == 0
+
+
+TORCH_RUNS = [("gd", "least-squares"), ("lbfgs", "logistic"), ("adam", "logistic"),
+              ("torch:Adam", "logistic")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("feed", ["feed", "resident", "compiled"])
+@pytest.mark.parametrize(("name", "kind"), TORCH_RUNS, ids=[n for n, _ in TORCH_RUNS])
+def test_a_torch_regression_compiles_in_setup_only(problems, timed_compiles, feed, name, kind):
+    pytest.importorskip("torch")
+    from torch._dynamo.utils import counters
+
+    timed = timed_compiles(lambda: counters["stats"]["unique_graphs"])
+    before = counters["stats"]["unique_graphs"]
+    try:
+        regression_run(problems, name, "torch", kind, feed=feed)
+    except Exception as exc:
+        if type(exc).__name__ == "InputError":
+            pytest.skip(str(exc))
+        raise
+    assert timed() == 0
+    if feed == "compiled":  # it counts (torch._dynamo.reset in setup may clear it first)
+        assert counters["stats"]["unique_graphs"] > 0
+    else:
+        assert counters["stats"]["unique_graphs"] == before

@@ -30,7 +30,7 @@ PROBE = textwrap.dedent('''
     from study.train.steppers import make_stepper
 
     backend = keras.backend.backend()
-    reads = {"run": 0, "read": 0}
+    reads = {"run": 0, "read": 0, "compiles": 0, "segments": 0}
     phase = [None]
 
     def counting(original):
@@ -53,6 +53,11 @@ PROBE = textwrap.dedent('''
     else:
         import jax
         guard = lambda: jax.transfer_guard_device_to_host("disallow")
+        # XLA compiles: none may happen in a segment after the first (the setup step)
+        jax.monitoring.register_event_duration_secs_listener(
+            lambda event, duration, **kw: reads.__setitem__("compiles", reads["compiles"] + 1)
+            if event == "/jax/core/compile/backend_compile_duration" and phase[0] == "run"
+            and reads["segments"] > 0 else None)
 
     def model():
         return keras.Sequential([keras.Input(shape=(3,)), keras.layers.Dense(5),
@@ -99,6 +104,7 @@ PROBE = textwrap.dedent('''
                 return stepper.read(value)
             finally:
                 phase[0] = None
+                reads["segments"] += 1
 
     def evaluate():  # off the clock and uncounted: the state into the model and back
         stepper.write_back()
@@ -134,6 +140,7 @@ def test_the_loop_reads_nothing_inside_a_segment_and_trains_as_fit_does(backend)
     # segments: the compiling step, steps 2-3, 4-6, 7; evaluations where they end
     assert out["segments"] == 4 and out["evaluated_at"] == [0, 3, 6, 7]
     assert out["reads"]["run"] == 0, out  # nothing read back inside a segment
+    assert out["reads"]["compiles"] == 0, out  # nothing compiled after the setup step (JAX)
     if backend != "jax":  # JAX's read is jax.device_get, which the guard allows
         assert out["reads"]["read"] == out["segments"], out  # one read per segment
     assert out["iterations"] == out["fit_iterations"] == 7
