@@ -127,8 +127,34 @@ def _probe(folder: Path, path: Path, flag: str) -> None:
             from None
 
 
+def check_kind(path, folder: bool = False) -> Path:
+    """A name the toolkit opens by itself inside a folder (a lock, study.json, a cache entry, a
+    log) must be a regular file (or a folder, `folder`) or absent: a directory where a file
+    goes, a FIFO (an open would wait forever), a dangling symlink or one that cannot be read is
+    one line naming it, exit 2, before it is opened."""
+    path = Path(path)
+    if not os.path.lexists(path):
+        return path
+    want = "a folder" if folder else "a regular file"
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise InputError(f"'{path}' is a dangling symlink (to '{os.readlink(path)}'), not "
+                         f"{want}; remove it") from None
+    except OSError as exc:
+        raise InputError(f"'{path}' cannot be used ({exc.strerror}); remove it") from None
+    if not (stat.S_ISDIR(mode) if folder else stat.S_ISREG(mode)):
+        raise InputError(f"'{path}' is {_kind(path)}, not {want}; remove it")
+    if not os.access(path, os.R_OK | (os.X_OK if folder else 0)):
+        raise InputError(f"'{path}' cannot be read by this user; fix its permissions or "
+                         "remove it")
+    return path
+
+
 def _kind(path: Path) -> str:
     mode = path.stat().st_mode
+    if stat.S_ISDIR(mode):
+        return "a directory"
     if stat.S_ISFIFO(mode):
         return "a FIFO"
     if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
@@ -163,6 +189,8 @@ def write_files_atomic(writes: dict) -> None:
             current = path
             os.replace(tmp, path)
             files_written += 1
+    except ResultsWriteError:
+        raise
     except OSError as exc:
         raise ResultsWriteError(f"cannot write '{current}': {exc.strerror or exc}") from None
     finally:

@@ -61,6 +61,9 @@ def recovery(folder: Path) -> str:
 
 
 def study_kind(folder: Path, expected: str | None = None) -> str:
+    from study.output import check_kind
+
+    check_kind(folder / "study.json")  # a FIFO there would hold every reader forever
     try:
         kind = json.loads((folder / "study.json").read_text()).get("kind")
     except (OSError, ValueError, AttributeError):
@@ -120,11 +123,14 @@ def check_belongs(runs: pd.DataFrame, folder: Path) -> None:
 def code_versions(runs: pd.DataFrame, folder) -> dict[str, set]:
     """Each source file behind the measured rows -> its digests (one, in a folder that can be
     compared), from the file lists stored in fingerprints/ by code fingerprint."""
+    from study.output import check_kind
+
     measured = runs[runs["status"] != "skipped"]
     versions: dict[str, set] = {}
     for code in measured["code_fingerprint"].dropna().unique():
         try:
-            files = json.loads((Path(folder) / "fingerprints" / f"{code}.json").read_text())
+            files = json.loads(check_kind(Path(folder) / "fingerprints" / f"{code}.json")
+                               .read_text())  # a FIFO: said, not waited on
         except (OSError, ValueError):
             raise InputError(
                 f"'{folder}' has rows with code fingerprint {code}, whose file list is not in "

@@ -16,6 +16,8 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from study.output import check_kind
+
 
 def key_digest(key: dict) -> str:
     return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:20]
@@ -23,9 +25,9 @@ def key_digest(key: dict) -> str:
 
 def entry(cache_dir: Path, key: dict, make: Callable[[Path], None]) -> Path:
     """The folder holding what `make(folder)` writes for `key`, made on first use."""
-    cache_dir = Path(cache_dir)
-    path = cache_dir / key_digest(key)
-    if (path / "key.json").is_file():
+    cache_dir = check_kind(Path(cache_dir), folder=True)
+    path = check_kind(cache_dir / key_digest(key), folder=True)
+    if check_kind(path / "key.json").is_file():
         return path
     cache_dir.mkdir(parents=True, exist_ok=True)
     tmp = cache_dir / f".{path.name}.{os.getpid()}"

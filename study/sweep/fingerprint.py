@@ -14,7 +14,7 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
-from study.output import write_text_atomic
+from study.output import check_kind, write_text_atomic
 
 ROOT = Path(__file__).resolve().parents[2]  # the folder holding datasets/, optimizers/, study/
 # The engine's own files that take part in a measurement (the rest only schedules and stores).
@@ -62,8 +62,8 @@ def explain(folder: Path, old: str | None, new: dict[str, str]) -> str:
     if not old:
         return "no code fingerprint recorded"
     try:
-        before = json.loads((folder / f"{old}.json").read_text())
-    except (OSError, ValueError):
+        before = json.loads(check_kind(folder / f"{old}.json").read_text())
+    except (OSError, ValueError):  # InputError included: a FIFO there is said, not waited on
         return f"code fingerprint {old} (its file list is not stored)"
     changed = sorted(p for p in new if p in before and before[p] != new[p])
     added = sorted(set(new) - set(before))

@@ -26,7 +26,13 @@ from pathlib import Path
 import pandas as pd
 
 from datasets.errors import InputError
-from study.output import parquet_writer, write_files_atomic, write_parquet_atomic, write_text_atomic
+from study.output import (
+    check_kind,
+    parquet_writer,
+    write_files_atomic,
+    write_parquet_atomic,
+    write_text_atomic,
+)
 from study.sweep.schema import Schema
 
 LOCK_NAME = ".lock"
@@ -55,8 +61,11 @@ class ResultsFolder:
     def lock(self):
         """Exclusive use of the folder for one runner; a second one is refused, naming the pid."""
         self.root.mkdir(parents=True, exist_ok=True)
-        path = self.root / LOCK_NAME
-        handle = open(path, "a+")
+        path = check_kind(self.root / LOCK_NAME)  # a folder or FIFO there: one line, not a hang
+        try:
+            handle = open(path, "a+")
+        except OSError as exc:
+            raise InputError(f"cannot open the lock file '{path}': {exc.strerror}") from None
         try:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -76,7 +85,7 @@ class ResultsFolder:
 
     def claim(self, study) -> None:
         """The folder belongs to one config: a different config with the same name is refused."""
-        path = self.root / "study.json"
+        path = check_kind(self.root / "study.json")
         mine = {"kind": study.kind, "name": study.name, "source": _resolved(study.source)}
         if path.is_file():
             try:
@@ -92,7 +101,13 @@ class ResultsFolder:
 
     def prepare(self) -> None:
         for folder in (self.runs_dir, self.logs_dir, self.cache_dir, self.fingerprints_dir):
-            folder.mkdir(parents=True, exist_ok=True)
+            check_kind(folder, folder=True).mkdir(parents=True, exist_ok=True)
+        check_kind(self.pending_dir, folder=True)
+        check_kind(self.damaged_dir, folder=True)
+        for table in ("runs", *self.side_tables):  # refused now, not after the runs
+            check_kind(self.root / f"{table}.parquet")
+        for log in self.logs_dir.iterdir():  # the runs' and servers' logs, opened for writing
+            check_kind(log)
         for stale in self.runs_dir.glob(".*.tmp-*"):  # a write cut short by a kill
             stale.unlink(missing_ok=True)
         shutil.rmtree(self.pending_dir, ignore_errors=True)  # left by a runner that died

@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from datasets.errors import InputError, failure_line
+from study.output import check_kind
 from study.sweep import cache
 from study.sweep.fingerprint import manifest, python_files
 from study.sweep.interpreter import python_command
@@ -65,7 +66,7 @@ def data_folder(data: dict, cache_dir: Path) -> Path:
 
 
 def read_arrays(folder: Path) -> dict[str, np.ndarray]:
-    with np.load(folder / "arrays.npz") as archive:
+    with np.load(check_kind(folder / "arrays.npz")) as archive:
         return {name: archive[name] for name in archive.files}
 
 
@@ -176,8 +177,8 @@ def draw(requests: list[dict], python: str) -> list[dict]:
 
 
 def read_initial(folder: Path) -> tuple[list[np.ndarray], dict]:
-    meta = json.loads((folder / "meta.json").read_text())
-    with np.load(folder / "weights.npz") as archive:
+    meta = json.loads(check_kind(folder / "meta.json").read_text())
+    with np.load(check_kind(folder / "weights.npz")) as archive:
         weights = [archive[f"w{i}"] for i in range(meta["n_weights"])]
     return weights, meta
 
