@@ -50,5 +50,5 @@ def check_native(work, optimizer: str) -> None:
     check_outputs(work.loss_used, outputs, work.what)
     check_finite_loss(value, work.loss_label, work.what)
     if optimizer in LINE_SEARCH and work.random_in_training():
-        refuse_stochastic(optimizer, ["a training pass that draws noise (two passes over the "
-                                      "same rows differ)"])
+        # two training passes over the same rows differ: noise no layer type said
+        refuse_stochastic(optimizer, ["a training pass that draws noise"])
