@@ -156,9 +156,43 @@ def _interrupt_behind(exc: BaseException) -> KeyboardInterrupt | None:
     return None
 
 
+class ReaderMayLeave:
+    """stdout or stderr, except that once its reader has gone (`| head -1`, a pager quit) what
+    is printed goes to /dev/null and the command carries on: a BrokenPipeError raised by a
+    print would otherwise end it with a traceback before the files it was about to write (the
+    summary is printed before the --out files). The exit status stays the command's own, 0
+    when its work is done, rather than 141 (SIGPIPE): its files are complete, and a Makefile
+    line with `pipefail` that reads one line of it does not fail."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text):
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._to_devnull()
+            return len(text)
+
+    def flush(self):
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._to_devnull()
+
+    def _to_devnull(self):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, self._stream.fileno())  # what is still buffered goes there too
+        os.close(devnull)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
 def run() -> None:
     """The entry point: signals become clean endings before anything heavy is imported."""
     interrupts.install()
+    sys.stdout, sys.stderr = ReaderMayLeave(sys.stdout), ReaderMayLeave(sys.stderr)
     try:
         code = main()
     except KeyboardInterrupt as exc:  # in the instant between the command's end and this line

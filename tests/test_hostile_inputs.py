@@ -190,3 +190,23 @@ def test_a_key_value_integer_beyond_64_bits_is_refused(capsys):
 def test_feedmode_calls_that_could_never_finish_are_refused(tmp_path, capsys):
     refused(capsys, ["feedmode", "--calls", str(2**62), "--out", tmp_path / "out"],
             "more than 100000", tmp_path=tmp_path)
+
+
+# ---- a reader that leaves early (issue 43, case 10) ------------------------------------------
+
+@pytest.mark.parametrize("streams", ["stdout", "stdout and stderr"])
+def test_a_reader_that_leaves_early_ends_nothing(tmp_path, streams):
+    """`regress --out ... | head -0`: the pipe is closed before the command prints its first
+    line (the summary, printed before the files are written): no traceback, the files are
+    written and the exit status is the command's own."""
+    out = tmp_path / "r.parquet"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "study", "regress", "--dataset", "synthetic", "--rows", "200",
+         "--optimizer", "lbfgs", "--out", str(out)], cwd=tmp_path, env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT if streams == "stdout and stderr" else subprocess.PIPE)
+    proc.stdout.close()  # the reader is gone before anything is printed
+    err = proc.stderr.read().decode() if proc.stderr else ""
+    assert proc.wait(timeout=120) == 0, err
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
+    assert out.is_file() and (tmp_path / "r.trace.parquet").is_file()
