@@ -166,3 +166,47 @@ def test_a_loss_by_name_is_the_same_on_torch_and_jax(loss, out):
     on_jax = named_loss(loss, jax_ops())(jnp.asarray(out, jnp.float32), jnp.asarray(y))
     assert float(on_torch) == pytest.approx(expected, rel=1e-5)
     assert float(on_jax) == pytest.approx(expected, rel=1e-5)
+
+
+# ---- a Keras model, in a fresh process per framework --------------------------------------------
+
+KERAS_LOG_SOFTMAX = '''
+def build(input_shape, outputs):
+    import keras
+    return keras.Sequential([keras.Input(shape=input_shape), keras.layers.Flatten(),
+                             keras.layers.Dense(32, activation="tanh"),
+                             keras.layers.Dense(outputs, activation="log_softmax")])
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["jax", "torch", "tensorflow"])
+def test_a_keras_model_of_log_probabilities_takes_nll_by_name(tmp_path, backend):
+    """The NLL by name on a Keras model, on each framework: the probability loss is refused
+    naming log-probabilities and 'nll'; nll trains to val_loss 0.6 and is the row's loss."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import pandas as pd
+
+    pytest.importorskip(backend)
+    root = Path(__file__).resolve().parents[1]
+    (tmp_path / "k.py").write_text(KERAS_LOG_SOFTMAX)
+
+    def train(*args):
+        out = tmp_path / "row.parquet"
+        done = subprocess.run([sys.executable, "-m", "study", "train", "--model",
+                               f"{tmp_path / 'k.py'}:build", "--data", "digits", "--backend",
+                               backend, "--optimizer", "keras:Adam", "--opt-param",
+                               "learning_rate=0.01", "--target", "val_loss=0.6", *args, "--out",
+                               str(out)], capture_output=True, text=True, cwd=root, timeout=300)
+        return done, (pd.read_parquet(out).iloc[0] if out.exists() else None)
+
+    done, row = train()
+    assert done.returncode == 2 and row is None, done.stderr
+    assert "outputs log-probabilities (" in done.stderr and "give the loss as 'nll'" in \
+        done.stderr, done.stderr
+    done, row = train("--loss", "nll")
+    assert done.returncode == 0, done.stderr
+    assert row["status"] == "reached" and row["loss"] == "nll" and row["val_metric"] > 0.8
