@@ -13,7 +13,9 @@ RUN_COLUMNS = Schema("runs", (
                              "user's native model from its own initialization under the seed)"),
     Column("data", "str", "a shipped data set's name or the user's file"),
     Column("data_params", "str", "the data table as JSON"),
-    Column("loss", "str", "the Keras loss"),
+    Column("loss", "str", "the loss that ran: by name (a Keras loss, NAME:from_logits, nll, "
+                          "categorical_nll), or the qualified name of a callable returned with "
+                          "a native model (e.g. torch.nn.functional.nll_loss)"),
     Column("metric", "str", "the Keras metric evaluated beside the loss"),
     Column("optimizer", "str", "keras:<Class>, torch:<Class>, optax:<name> or lbfgs (ours, on "
                                "the flat weights, full batch)"),
@@ -48,10 +50,11 @@ RUN_COLUMNS = Schema("runs", (
     Column("steps_per_epoch", "int", "steps per pass over the training rows (remainder dropped)"),
     Column("steps", "int", "steps taken (the first one included)"),
     Column("epochs", "float", "steps over steps per epoch"),
-    Column("setup_seconds", "float", "the first step: tracing, compilation and one update"),
-    Column("seconds", "float", "training time after the first step, to where the run stopped"),
+    Column("setup_seconds", "float", "setup apart from training: the step traced and compiled "
+                                     "(or run once and undone), the state unmoved"),
+    Column("seconds", "float", "training time over every step, to where the run stopped"),
     Column("total_seconds", "float", "setup + seconds"),
-    Column("seconds_per_step", "float", "seconds over the steps after the first"),
+    Column("seconds_per_step", "float", "seconds over steps (loop 'fit': over the timed fit's)"),
     Column("seconds_to_target", "float", "training time to the first evaluation at or past the "
                                          "target (None when not reached), setup excluded"),
     Column("seconds_to_target_with_setup", "float", "the same plus setup_seconds (AlgoPerf's "
@@ -59,8 +62,7 @@ RUN_COLUMNS = Schema("runs", (
     Column("steps_to_target", "int", "steps to that evaluation"),
     Column("eval_seconds", "float", "time spent evaluating, apart and never counted"),
     Column("evaluations", "int", "evaluations, the initial one included"),
-    Column("segments", "int", "segments of steps run between two host reads (the first: the "
-                              "compiling step alone)"),
+    Column("segments", "int", "segments of steps run between two host reads"),
     Column("best_value", "float", "the best value of the target metric over the evaluations"),
     Column("train_loss", "float", "training loss of the last step"),
     Column("val_loss", "float", "validation loss at the last evaluation"),

@@ -22,7 +22,7 @@ class Spec:
     study: str
     model: str  # a shipped example's name, a .keras file, or file.py:function
     data: dict  # {"name": ...} or {"path": ..., features/labels/validation_fraction/...}
-    loss: str  # a Keras loss by name
+    loss: str | None  # a loss by name (study.train.model); None: the one the model returns
     metric: str  # a Keras metric by name (besides the loss)
     optimizer: str  # keras:<Class> | torch:<Class> | optax:<name> | lbfgs
     hyperparameters: dict
