@@ -434,3 +434,18 @@ lr = 0.01
     runs = pd.read_parquet(tmp_path / "results" / "runs.parquet")
     assert list(runs["status"]) == ["error"], runs[["status", "message"]]
     assert "gives non-finite outputs" in runs["message"].iloc[0]
+
+
+def test_a_problem_of_a_model_file_may_leave_the_loss_to_the_model(tmp_path):
+    """A file.py:function may return its loss with the model (issue 42): its problem needs no
+    `loss` (the run refuses one line if the model returns none); a shipped model still does."""
+    (tmp_path / "net.py").write_text(MNIST_NET)
+    without = {k: v for k, v in DIGITS.items() if k != "loss"}
+    raw = config([{"name": "t", "model": f"{tmp_path / 'net.py'}:net_with_its_loss", **without}],
+                 [{"name": "torch:Adam", "lr": 0.01}], backends=["torch"])
+    specs = expand_specs(raw, "c.toml", "c", 1)
+    assert [spec.loss for spec in specs] == [None]
+    raw = config([{"name": "t", "model": "digits-cnn-torch", **without}],
+                 [{"name": "torch:Adam", "lr": 0.01}], backends=["torch"])
+    with pytest.raises(ConfigError, match="problems.*'loss' is required"):
+        expand_specs(raw, "c.toml", "c", 1)

@@ -29,6 +29,7 @@ from study.train.model import (
     check_model_name,
     check_target_value,
     mode_of,
+    model_file,
 )
 from study.train.native_examples import FRAMEWORK_OF
 from study.train.spec import LBFGS, Spec
@@ -191,7 +192,7 @@ def optimizer_points(raw: dict, source: str, seeds) -> list[tuple]:
                     keras_points.append((block_name, candidate))
             points.append((block_name, point, tuning))
     check_distinct(points, source)
-    for error in check_keras_optimizers(keras_points):
+    for error in check_keras_optimizers(keras_points, raw.get("run_timeout")):
         if error:
             raise ConfigError(f"{source}: optimizers: {error}")
     return points
@@ -217,9 +218,12 @@ def problem_specs(block: dict, where: str, name: str, axes, configurations,
     another framework, another library's optimizer)."""
     points, backends, devices, seeds, repeats = axes
     unknown(block, PROBLEM_KEYS, where, "key")
-    for key in ("model", "data", "loss", "metric", "target"):
+    for key in ("model", "data", "metric", "target"):
         if key not in block:
             raise ConfigError(f"{where}: '{key}' is required")
+    if "loss" not in block and getattr(model_file(block["model"]), "suffix", None) != ".py":
+        # a file.py:function may return its loss with the model: its run says if it does not
+        raise ConfigError(f"{where}: 'loss' is required")
     try:
         check_model_name(block["model"], f"{where}: model")
         check_data(block["data"], f"{where}: data")
@@ -228,11 +232,11 @@ def problem_specs(block: dict, where: str, name: str, axes, configurations,
         raise ConfigError(str(exc)) from None
     own = FRAMEWORK_OF.get(block["model"])  # a shipped native example's framework
     for key in ("loss", "metric"):
-        if not isinstance(block[key], str):
+        if not isinstance(block.get(key, ""), str):
             raise ConfigError(f"{where}: {key} must be a Keras name, got {block[key]!r}")
     stopping = check_stopping(block.get("stopping", {}), f"{where}: stopping")
     target = check_target(block["target"], f"{where}: target", block["metric"], seeds,
-                          configurations, backends[0], block["loss"])
+                          configurations, backends[0], block.get("loss"))
     loop = checked(source, f"{where}: loop", block.get("loop", "steps"), values.choice(*LOOPS))
     if own and (loop != "steps" or target["how"] != "given"):
         raise ConfigError(f"{where}: a native model runs loop = 'steps' to a given target "
@@ -260,7 +264,7 @@ def problem_specs(block: dict, where: str, name: str, axes, configurations,
             if tuning:
                 point = {k: v for k, v in point.items() if k != protocol.PARAMETER}
                 tuning = {}
-        problem.append(Spec(name, block["model"], dict(block["data"]), block["loss"],
+        problem.append(Spec(name, block["model"], dict(block["data"]), block.get("loss"),
                             block["metric"], optimizer, dict(point), backend,
                             0 if optimizer == LBFGS else size, eval_every,
                             {**target, "batch_size": size} if target["how"] == "round" else
