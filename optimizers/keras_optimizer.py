@@ -127,7 +127,8 @@ class KerasOptimizer:
                 "keras_version": keras.__version__}
 
 
-def check_optimizers(points: list[tuple[str, dict]]) -> list[str | None]:
+def check_optimizers(points: list[tuple[str, dict]], timeout: float | None = None) \
+        -> list[str | None]:
     """Build each (`keras:Class`, parameters) in a child process and return, for each, None or
     the one-line error. A config is checked in the process that then runs the sweep; building a
     Keras optimizer there would import TensorFlow into it (start-up logs on the terminal) and
@@ -135,11 +136,14 @@ def check_optimizers(points: list[tuple[str, dict]]) -> list[str | None]:
     runs). The child builds them on Keras's NumPy backend, sees no GPU and keeps its logs to
     itself. A point checked once is
     not checked again in this process (the answer depends only on it and the installed Keras),
-    so a process that reads several configs starts the child once per new point."""
+    so a process that reads several configs starts the child once per new point. The child
+    has the study's run_timeout (`timeout`; None: its default, 600 s), one run's time for a
+    Keras import and a few constructor calls, and a child that does not finish in it is said."""
     keys = [json.dumps([name, config], sort_keys=True) for name, config in points]
     new = list(dict.fromkeys(key for key in keys if key not in _CHECKED))
     if new:
-        _CHECKED.update(zip(new, _check_in_a_child([json.loads(key) for key in new]),
+        _CHECKED.update(zip(new, _check_in_a_child([json.loads(key) for key in new],
+                                                   600.0 if timeout is None else timeout),
                             strict=True))
     return [_CHECKED[key] for key in keys]
 
@@ -147,7 +151,7 @@ def check_optimizers(points: list[tuple[str, dict]]) -> list[str | None]:
 _CHECKED: dict[str, str | None] = {}  # a checked point (its JSON) -> None or its error
 
 
-def _check_in_a_child(points: list) -> list[str | None]:
+def _check_in_a_child(points: list, timeout: float) -> list[str | None]:
     import os
     import subprocess
     import sys
@@ -164,7 +168,10 @@ def _check_in_a_child(points: list) -> list[str | None]:
         # -P: `-m` would put the working directory (packages of these names there?) first
         done = subprocess.run([sys.executable, "-P", "-m", "optimizers.keras_optimizer"],
                               input=request, capture_output=True, text=True, env=env,
-                              timeout=600)
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise InputError("could not check the Keras optimizers in a child process: it did not "
+                         f"finish within run_timeout = {timeout:g} s") from None
     except (OSError, subprocess.SubprocessError) as exc:
         raise InputError(f"could not check the Keras optimizers in a child process: {exc}") \
             from None

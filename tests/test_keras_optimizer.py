@@ -218,7 +218,7 @@ def test_a_checked_point_is_not_checked_again_in_this_process(monkeypatch):
 
     sent = []
 
-    def child(points):
+    def child(points, timeout):
         sent.append(points)
         return [None if config.get("learning_rate", 0) > 0 else "bad rate"
                 for _, config in points]
@@ -231,3 +231,26 @@ def test_a_checked_point_is_not_checked_again_in_this_process(monkeypatch):
         ["bad rate", None]
     assert sent == [[list(adam), list(bad)], [["keras:SGD", {"learning_rate": 2}]]]
     assert keras_optimizer.check_optimizers([]) == [] and len(sent) == 2
+
+
+def test_the_check_child_is_bound_by_the_studys_run_timeout(monkeypatch):
+    """The child that checks a config's Keras optimizers has the study's run_timeout: one that
+    does not finish in it is one line naming that bound, not a wait of ten minutes."""
+    from optimizers import keras_optimizer
+
+    monkeypatch.setattr(keras_optimizer, "_CHECKED", {})
+    with pytest.raises(InputError, match=r"did not finish within run_timeout = 0.05 s"):
+        keras_optimizer.check_optimizers([("keras:Adam", {"learning_rate": 0.1})], 0.05)
+    seen = []
+    monkeypatch.setattr(keras_optimizer, "_check_in_a_child",
+                        lambda points, timeout: seen.append(timeout) or [None] * len(points))
+    parse_study(tomllib.loads("""name = "t"
+run_timeout = 7
+[[datasets]]
+name = "synthetic"
+[[optimizers]]
+name = "keras:Adam"
+[[backends]]
+name = "tensorflow"
+"""), "t.toml")
+    assert seen == [7]

@@ -431,8 +431,8 @@ def test_a_sweeps_seeds_are_drawn_by_one_helper_as_each_alone_would_be(files, tm
 
     calls = []
     draw = initial.draw
-    monkeypatch.setattr(initial, "draw", lambda requests, python: calls.append(requests) or
-                        draw(requests, python))
+    monkeypatch.setattr(initial, "draw", lambda requests, python, timeout: calls.append(
+        requests) or draw(requests, python, timeout))
     data = {"path": str(files / "ok.npz")}
     target = {"metric": "val_loss", "value": 0.1, "mode": "min", "how": "given"}
 
@@ -457,3 +457,47 @@ def test_a_sweeps_seeds_are_drawn_by_one_helper_as_each_alone_would_be(files, tm
     by_itself, its_meta = initial.read_initial(initial.initial_folder(spec(softmax, 1), alone))
     assert all(np.array_equal(a, b) for a, b in zip(made[1][0], by_itself, strict=True))
     assert made[1][1]["reference_val_loss"] == its_meta["reference_val_loss"]
+
+
+def test_the_initial_weights_helper_is_bound_by_the_run_timeout(files, tmp_path, capsys):
+    """A model file that never finishes importing: the sweep's helper is killed at the study's
+    run_timeout (here 1 s), said, and nothing is cached (each run then meets it in its own
+    run_timeout), instead of a hidden wait of ten minutes before the first run."""
+    from study.train import initial
+    from study.train.spec import Spec
+
+    (tmp_path / "hangs.py").write_text("import time\ntime.sleep(3600)\n")
+    target = {"metric": "val_loss", "value": 0.1, "mode": "min", "how": "given"}
+    spec = Spec("t", f"{tmp_path}/hangs.py:model", {"path": str(files / "ok.npz")}, SPARSE,
+                "accuracy", "keras:Adam", {}, "jax", 32, 0, target, 0)
+    initial.prepare_initial([spec], tmp_path / "cache", timeout=1)
+    err = capsys.readouterr().err
+    assert "initial-weights helper (model" in err and "did not finish within 1 s" in err, err
+    assert not list((tmp_path / "cache").glob("*/weights.npz"))
+
+
+@pytest.mark.slow
+def test_a_sweep_whose_model_never_imports_is_bound_by_its_run_timeout(files, tmp_path):
+    """End to end: `run_timeout = 8`, a model file that sleeps at import: the helper and every
+    run end at that bound (recorded timeout), not at a hidden one."""
+    (tmp_path / "hangs.py").write_text("import time\ntime.sleep(3600)\n")
+    config = tmp_path / "t.toml"
+    config.write_text(f"""kind = "train"
+name = "t"
+run_timeout = 8
+backends = ["jax"]
+[[problems]]
+model = "{tmp_path}/hangs.py:model"
+data = {{ path = "{files / 'ok.npz'}" }}
+loss = "{SPARSE}"
+metric = "accuracy"
+batch_size = 32
+target = {{ metric = "val_loss", value = 0.1 }}
+[[optimizers]]
+name = "keras:Adam"
+""")
+    done = subprocess.run([sys.executable, "-m", "study", "run", str(config), "--out",
+                           str(tmp_path / "r"), "--quiet"], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)
+    assert "did not finish within 8 s" in done.stderr, done.stderr
+    assert set(pd.read_parquet(tmp_path / "r" / "runs.parquet")["status"]) == {"timeout"}

@@ -44,7 +44,7 @@ def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[RunSpe
     datasets = section_points(raw, "datasets", source)
     optimizers, keras_points = optimizer_points(raw, source, stopping, study_tuning, seeds)
     backends = section_points(raw, "backends", source)
-    for error in check_keras_optimizers(keras_points):
+    for error in check_keras_optimizers(keras_points, raw.get("run_timeout")):
         if error:
             fail(source, "optimizers", error)
     check_size(len(datasets) * len(optimizers) * len(backends) * len(inits) * len(seeds)

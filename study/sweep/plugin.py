@@ -73,9 +73,10 @@ class StudyPlugin(Protocol):
         """The spec to run, from its prerequisites' rows (dicts by run_id); None while any of
         them has no row."""
 
-    def prepare(self, specs, cache_dir: Path, python: str) -> None:
+    def prepare(self, specs, cache_dir: Path, python: str, timeout: float) -> None:
         """Inputs the runs share, made once in the sweep's process before they start (outside
-        every clock); what fails is left for its run to meet and record."""
+        every clock); what fails is left for its run to meet and record. A process it starts
+        is bound by `timeout`, the study's run_timeout."""
 
 
 @dataclass
@@ -144,7 +145,7 @@ def _no_preload(framework: str) -> tuple[str, ...]:
     return ()
 
 
-def _nothing_to_prepare(specs, cache_dir: Path, python: str) -> None:
+def _nothing_to_prepare(specs, cache_dir: Path, python: str, timeout: float) -> None:
     return None
 
 

@@ -167,7 +167,8 @@ def run_study(study: Study, out_dir, *, only=None, retry_failed: bool = False,
                 print(describe(study, todo, plan, folder,
                                "runs made from earlier runs' rows" if waited else "runs"),
                       flush=True)
-                plugin.prepare([job.spec for job in plan.jobs], folder.cache_dir, python)
+                plugin.prepare([job.spec for job in plan.jobs], folder.cache_dir, python,
+                               study.run_timeout)
                 bar.total += len(plan.jobs)
                 bar.refresh()
                 runs = executor.run(plan.jobs, folder, timeout=study.run_timeout,

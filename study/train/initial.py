@@ -43,6 +43,9 @@ from study.train.spec import Spec
 # another order (or fused differently) moves by a few float32 roundings (~1e-7 relative per
 # term), far below this; a wrong or shuffled weight moves it by percent.
 RTOL = 1e-4
+# The helper's bound where no run_timeout applies (a single `train` command); a sweep passes its
+# run_timeout, and a run's own helper dies with the run. Said when it is met.
+HELPER_TIMEOUT = 600.0
 
 
 def file_digest(path) -> str:
@@ -79,13 +82,14 @@ def initial_key(spec, data: Path) -> dict:
             "code": manifest(python_files("study/train"))}
 
 
-def initial_folder(spec, cache_dir: Path, python: str = sys.executable) -> Path:
+def initial_folder(spec, cache_dir: Path, python: str = sys.executable,
+                   timeout: float = HELPER_TIMEOUT) -> Path:
     """weights.npz (w0, w1, ... in get_weights order) and meta.json (reference_val_loss,
     outputs, input_shape) for the spec's model, data, loss and seed."""
     data = data_folder(spec.data, cache_dir)
 
     def make(folder: Path) -> None:
-        answer = draw([request(spec, data, folder)], python)[0]
+        answer = draw([request(spec, data, folder)], python, timeout)[0]
         if "error" in answer:
             raise InputError(answer["error"])
         if "failed" in answer:
@@ -94,10 +98,15 @@ def initial_folder(spec, cache_dir: Path, python: str = sys.executable) -> Path:
     return cache.entry(cache_dir, initial_key(spec, data), make)
 
 
-def prepare_initial(specs, cache_dir: Path, python: str = sys.executable) -> None:
+def prepare_initial(specs, cache_dir: Path, python: str = sys.executable,
+                    timeout: float = HELPER_TIMEOUT) -> None:
     """The initial weights every run of `specs` starts from, those not made yet, drawn by one
     helper process before a sweep's runs: one Keras start-up (about 4 s) instead of one per
-    seed. A request that fails is left out, for its run to meet and record in its own words."""
+    seed. A request that fails is left out, for its run to meet and record in its own words.
+    The helper has the sweep's run_timeout (`timeout`), one run's time for the whole batch (one
+    import and a few draws, each far less than a run): one that does not finish in it (a model
+    file that never finishes importing) is said and left, and each run draws its own weights
+    within its own run_timeout."""
     cache_dir = Path(cache_dir)
     folders, wanted = {}, {}
     for spec in filter(None, map(keras_instance, specs)):
@@ -121,8 +130,11 @@ def prepare_initial(specs, cache_dir: Path, python: str = sys.executable) -> Non
             out.mkdir()
         try:
             answers = draw([request(spec, data, out) for (spec, data, _), out
-                            in zip(wanted.values(), outs, strict=True)], python)
-        except (RuntimeError, OSError, subprocess.SubprocessError):  # no helper, or timed out:
+                            in zip(wanted.values(), outs, strict=True)], python, timeout)
+        except HelperTimeout as exc:
+            print(f"{exc}; each run draws its own within its run_timeout", file=sys.stderr)
+            return
+        except (RuntimeError, OSError, subprocess.SubprocessError):  # no helper:
             return  # each run then draws its own and records what it meets
         for (_, _, key), out, answer in zip(wanted.values(), outs, answers, strict=True):
             if answer.get("ok"):
@@ -158,13 +170,23 @@ def request(spec, data: Path, out: Path) -> dict:
             "out": str(out)}
 
 
-def draw(requests: list[dict], python: str) -> list[dict]:
+class HelperTimeout(RuntimeError):
+    pass
+
+
+def draw(requests: list[dict], python: str, timeout: float = HELPER_TIMEOUT) -> list[dict]:
     """The helper's answer to each request: {"ok": true}, {"error": its one line} (bad input)
-    or {"failed": one line} (anything else). RuntimeError where the helper itself failed."""
+    or {"failed": one line} (anything else). RuntimeError where the helper itself failed,
+    HelperTimeout where it did not finish in `timeout` seconds (it is killed)."""
     argv, env = python_command("-m", "study.train.initial", json.dumps(requests), python=python,
                                KERAS_BACKEND="numpy", CUDA_VISIBLE_DEVICES="-1",
                                TF_CPP_MIN_LOG_LEVEL="3")
-    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=600)
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        models = sorted({r["model"] for r in requests})
+        raise HelperTimeout(f"the initial-weights helper (model {', '.join(models)}) did not "
+                            f"finish within {timeout:g} s") from None
     lines = done.stdout.strip().splitlines()
     try:
         answers = json.loads(lines[-1])
