@@ -8,8 +8,9 @@ for the train study (Keras models) its warm-up module and its value_and_grad for
 A `Backend` says what a regression run can ask of it (options and their allowed values, defaults),
 where its code is (module, backend class, ops class, source files a run's fingerprint covers),
 how its engines read in a label and how figures draw them (line style and marker, in declaration
-order). The studies, the Makefile, figures, reports and tests read these tables and never name a
-framework; adding one is its module plus an entry here. A backend kept outside the project (a
+order), and the bench's module of hand-written twins on it (`twin`). The studies, the bench, the
+Makefile, figures, reports and tests read these tables and never name a framework; adding one is
+its module plus an entry here. A backend kept outside the project (a
 test's toy backend) registers from its own file, named in CONVERGENCE_STUDY_BACKENDS, so that a
 run's own process, which inherits the environment, knows it too.
 """
@@ -118,6 +119,9 @@ class Backend:
     ops: str = ""  # the class providing ArrayOps in `module` ('': the backend class itself)
     # engine label -> (line style, marker) in the figures, in the order figures list engines
     styles: dict = field(default_factory=dict)
+    # the bench's module of hand-written twins on it (loops our harness is divided by, its copy
+    # probe: study/bench/twins); None: the bench says it has none
+    twin: str | None = None
 
     def allowed(self, option: str) -> tuple:
         return self.options.get(option, ())
@@ -368,7 +372,8 @@ register(Backend(
     "numpy", None, "optimizers.backends.numpy", "NumpyBackend",
     {"dtype": DTYPES, "formulation": FORMULATIONS},
     files=("optimizers/backends/numpy.py",),
-    styles={"numpy": ("-", "o"), "numpy+gram": ((0, (8, 2, 1, 2)), "s")}))
+    styles={"numpy": ("-", "o"), "numpy+gram": ((0, (8, 2, 1, 2)), "s")},
+    twin="study.bench.twins.twin_numpy"))
 register(Backend(
     "tensorflow", "tensorflow", "optimizers.backends.tensorflow", "TensorflowBackend",
     {"dtype": DTYPES, "formulation": FORMULATIONS, "device": DEVICES,
@@ -379,14 +384,16 @@ register(Backend(
     ops="TensorflowOps",
     styles={"tf1": (":", "v"), "tf-feed": ("--", "^"), "tf-resident": ("-.", "D"),
             "tf-fused": ((0, (5, 1)), "P"), "tf-fused+xla": ((0, (3, 1, 1, 1)), "X"),
-            "tf-fused+gram": ((0, (1, 2)), "*")}))
+            "tf-fused+gram": ((0, (1, 2)), "*")},
+    twin="study.bench.twins.twin_tensorflow"))
 register(Backend(
     "jax", "jax", "optimizers.backends.jax", "JaxBackend",
     {"dtype": DTYPES, "formulation": FORMULATIONS, "device": DEVICES,
      "feed": ("fused", "feed", "resident")},
     files=("optimizers/backends/jax.py",), ops="JaxOps",
     styles={"jax-feed": ((0, (6, 2)), "<"), "jax-resident": ((0, (2, 1)), "d"),
-            "jax-fused": ((0, (4, 1, 1, 1, 1, 1)), "p"), "jax-fused+gram": ((0, (1, 3)), "H")}))
+            "jax-fused": ((0, (4, 1, 1, 1, 1, 1)), "p"), "jax-fused+gram": ((0, (1, 3)), "H")},
+    twin="study.bench.twins.twin_jax"))
 register(Backend(
     "torch", "torch", "optimizers.backends.torch", "TorchBackend",
     {"dtype": DTYPES, "formulation": FORMULATIONS, "device": DEVICES,
@@ -394,7 +401,8 @@ register(Backend(
     needs={("feed", "graphed"): ("device", "gpu", "it replays CUDA graphs")},
     files=("optimizers/backends/torch.py",), ops="TorchOps",
     styles={"torch-feed": ((0, (7, 3, 1, 3)), ">"), "torch-resident": ((0, (1, 1)), "h"),
-            "torch-compiled": ((0, (9, 2)), "8"), "torch-graphed": ((0, (3, 1, 3, 3)), "+")}))
+            "torch-compiled": ((0, (9, 2)), "8"), "torch-graphed": ((0, (3, 1, 3, 3)), "+")},
+    twin="study.bench.twins.twin_torch"))
 register(Backend(
     "cupy", "cupy", "optimizers.backends.cupy", "CupyBackend",
     {"dtype": DTYPES, "formulation": FORMULATIONS, "device": ("gpu",),
