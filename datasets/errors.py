@@ -10,6 +10,12 @@ class Uncertifiable(InputError):
     refused (the CLI exits 2; a sweep records the status `uncertifiable`)."""
 
 
+class LibraryFailure(RuntimeError):
+    """A library's optimizer failed inside its own update (Keras's Muon on float64, say): the
+    message is one line naming the optimizer and the library's cause (the CLI exits 1; a sweep
+    records the status `failed` with that line)."""
+
+
 def first_line(error) -> str:
     """An exception's message as one line (its first), or its type's name when it has none."""
     lines = str(error).strip().splitlines()

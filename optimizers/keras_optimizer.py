@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from datasets.errors import InputError
+from datasets.errors import InputError, LibraryFailure, failure_line
 from optimizers.ranges import FRACTION, NONNEGATIVE, RATE, UNIT, check_ranges
 
 KERAS_PREFIX = PREFIX = "keras:"  # any Keras optimizer by class name
@@ -102,6 +102,10 @@ class KerasOptimizer:
                                         name="w")
         self._keras.build([self._variable])
         self._initial = [np.array(v.numpy()) for v in self._keras.variables]
+        # one update now, before the clock: an optimizer that cannot run here (Muon's float32
+        # constants against a float64 variable) fails in one line, not inside the timed loop;
+        # `init` puts back the variable and every slot, the iteration count included
+        self._apply(self._variable.value * 0)
         return ()
 
     def init(self, objective, ops, params, w0) -> KerasState:
@@ -112,9 +116,16 @@ class KerasOptimizer:
         return KerasState(w, *objective.value_and_grad(w))
 
     def update(self, objective, ops, params, state) -> KerasState:
-        self._keras.apply([state.g], [self._variable])
+        self._apply(state.g)
         w = self._variable.value + 0
         return KerasState(w, *objective.value_and_grad(w))
+
+    def _apply(self, gradient) -> None:
+        try:
+            self._keras.apply([gradient], [self._variable])
+        except Exception as exc:  # noqa: BLE001 -- inside Keras: its own words, one line
+            cause = failure_line(exc).removesuffix(" name:")  # TensorFlow's empty op name
+            raise LibraryFailure(f"{self.name} failed inside Keras's update: {cause}") from exc
 
     def state_record(self, state) -> dict:
         """Counts from Keras's own iteration counter, and what the record says of the object."""

@@ -27,7 +27,8 @@ STOPPING_STATUSES = ("converged", "grad_tol", "stalled", "max_iter", "timeout", 
 # "grad_tol": the gradient-norm rule fired (a small gradient is not the target)
 # "solved": a direct solve (closed form) run without a target to judge it against
 # "skipped": the run could not start here (a GPU asked for but none visible); set by a backend
-# "failed": a closed-form solve that LAPACK refused (Cholesky of a singular X^T X)
+# "failed": a closed-form solve that LAPACK refused (Cholesky of a singular X^T X), or a
+# library optimizer whose own update failed (datasets.errors.LibraryFailure, in a sweep)
 # "reference-error": the final loss is below the certified f* by more than its accuracy
 
 

@@ -105,7 +105,7 @@ def main(argv=None) -> int:
         parser = build_parser(command if command in COMMANDS else None)
         args = parser.parse_args(argv)
         check_integers(parser, vars(args))
-        from datasets.errors import InputError
+        from datasets.errors import InputError, LibraryFailure
         from study.output import ResultsWriteError
 
         try:
@@ -114,7 +114,7 @@ def main(argv=None) -> int:
             interrupts.check()  # an error that an interrupt caused is the interrupt
             print(f"convergence-study {args.command}: error: {exc}", file=sys.stderr)
             return 2
-        except ResultsWriteError as exc:
+        except (ResultsWriteError, LibraryFailure) as exc:  # a failure, not the input
             interrupts.check()
             print(f"convergence-study {args.command}: error: {exc}", file=sys.stderr)
             return 1

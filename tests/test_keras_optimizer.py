@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 
 pytest.importorskip("tensorflow")
@@ -254,3 +255,50 @@ name = "keras:Adam"
 name = "tensorflow"
 """), "t.toml")
     assert seen == [7]
+
+
+@pytest.mark.slow
+def test_a_keras_optimizer_that_fails_in_its_update_is_one_line_before_the_clock(tmp_path,
+                                                                                  capsys):
+    """keras:Muon on float64 (its float32 constants meet the float64 variable): one line
+    naming the optimizer and Keras's cause, exit 1, nothing written; the trial update in setup
+    meets it before any clock starts."""
+    from datasets.errors import LibraryFailure
+    from study.__main__ import main
+
+    out = tmp_path / "r.parquet"
+    assert main(["regress", "--dataset", "eve", "--rows", "200", "--optimizer", "keras:Muon",
+                 "--backend", "tensorflow", "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert "keras:Muon failed inside Keras's update: " in err and "double" in err, err
+    assert not out.exists()
+    problem = make_problem("eve", rows=200)
+    optimizer, backend = make_optimizer("keras:Muon"), make_backend("tensorflow", "float64")
+    with pytest.raises(LibraryFailure, match="keras:Muon failed inside Keras's update"):
+        run(problem, optimizer, build_rules(tol=1e-8, max_iter=10), backend=backend)
+
+
+@pytest.mark.slow
+def test_a_sweep_records_a_failing_keras_update_as_failed_with_its_line(tmp_path):
+    from study.__main__ import main
+
+    config = tmp_path / "t.toml"
+    config.write_text("""name = "t"
+run_timeout = 120
+[stopping]
+max_iter = 20
+[[datasets]]
+name = "eve"
+rows = 200
+[[optimizers]]
+name = "keras:Muon"
+[[backends]]
+name = "tensorflow"
+dtype = ["float64", "float32"]
+""")
+    assert main(["run", str(config), "--out", str(tmp_path / "r"), "--quiet"]) == 1
+    rows = pd.read_parquet(tmp_path / "r" / "runs.parquet").set_index("dtype")
+    assert rows.loc["float64", "status"] == "failed"
+    assert rows.loc["float64", "message"].startswith("keras:Muon failed inside Keras's update")
+    assert rows.loc["float32", "status"] != "failed"

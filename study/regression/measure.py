@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from datasets import make_problem
-from datasets.errors import Uncertifiable
+from datasets.errors import LibraryFailure, Uncertifiable
 from datasets.problem import Problem
 from datasets.reference import Reference
 from optimizers import blas_threads, build_rules, make_backend, make_optimizer, run
@@ -81,6 +81,8 @@ def measure(spec: RunSpec, ctx: RunContext) -> Measurement:
                          seed=spec.seed)
     except Uncertifiable as refusal:  # recorded, not raised: the sweep goes on
         return Measurement(uncertifiable_record(problem, spec, str(refusal)), {})
+    except LibraryFailure as failure:  # the library's own update failed: said in its row
+        return Measurement({"status": "failed", "message": str(failure)}, {})
     record = result.record()
     if choice:
         record.update(choice.columns())
