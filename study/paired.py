@@ -21,7 +21,10 @@ The previous method, a percentile bootstrap of the median over three instances, 
 distinct resamples: its "95%" interval was the range of three values, and two idle runs of the
 same study gave disjoint ones. A failure counts as infinite time, so a method that fails
 cannot look fast; where both sides failed the instance is a tie. Where the interval contains
-1 the two are "not distinguishable", and nothing is said to be faster.
+1 the two are "not distinguishable", and nothing is said to be faster. A time that is zero,
+negative or missing is no measurement (its log is not a number, and it was once read as a
+failure: a run that met its target after its first step, timed 0 s, was "not reached"): it
+is left out, and an instance left with none is not shared.
 """
 
 from __future__ import annotations
@@ -222,6 +225,19 @@ def _median_bounds(sorted_values: np.ndarray, level: float) -> tuple[float, floa
     return float(sorted_values[j - 1]), float(sorted_values[k - j])
 
 
+def _measured(values) -> np.ndarray:
+    """The values that are measurements: positive times, or infinity for a failure."""
+    values = np.asarray(values, dtype=float)
+    return values[values > 0]  # NaN compares false
+
+
+def _groups(runs: pd.DataFrame, instance: list[str], value: str) -> dict:
+    """instance -> its measured values, instances without any left out."""
+    found = {k: _measured(g[value].to_numpy(float))
+             for k, g in runs.groupby(instance, dropna=False)}
+    return {k: v for k, v in found.items() if v.size}
+
+
 def compare(a: pd.DataFrame, b: pd.DataFrame, instance: list[str], value: str, *,
             level: float = LEVEL) -> Comparison:
     """Paired ratio of `value` (A over B) on the instances (rows' `instance` columns) both ran;
@@ -231,8 +247,7 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, instance: list[str], value: str, *
         a, b, instance = a.assign(_instance=0), b.assign(_instance=0), ["_instance"]
     # as text: a missing value (None, NaN) must match itself across the two tables
     a, b = (t.assign(**{c: t[c].astype(str) for c in instance}) for t in (a, b))
-    a_groups = {k: g[value].to_numpy(float) for k, g in a.groupby(instance, dropna=False)}
-    b_groups = {k: g[value].to_numpy(float) for k, g in b.groupby(instance, dropna=False)}
+    a_groups, b_groups = _groups(a, instance, value), _groups(b, instance, value)
     common = [k for k in a_groups if k in b_groups]
     noise_a, noise_b = _noise(a, instance, common), _noise(b, instance, common)
     only_a, only_b = len(a_groups) - len(common), len(b_groups) - len(common)
@@ -262,8 +277,8 @@ def typical(runs: pd.DataFrame, instance: list[str], value: str, *,
             level: float = LEVEL) -> Interval:
     """One configuration's typical `value` over its instances, with its interval."""
     instance = [c for c in instance if c in runs.columns] or None
-    groups = ([g[value].to_numpy(float) for _, g in runs.groupby(instance, dropna=False)]
-              if instance else [runs[value].to_numpy(float)])
+    groups = (list(_groups(runs, instance, value).values()) if instance else
+              [g for g in [_measured(runs[value].to_numpy(float))] if g.size])
     return interval([[g] for g in groups], level)
 
 

@@ -1,5 +1,5 @@
-"""No step compiles after setup: every compile of a timed step happens in the step timed as setup
-(train) or before the setup clock stops (regression), never inside the clock. Counted, not
+"""No step compiles after setup: every compile of a timed step happens in setup (train: the
+stepper's `warm`; regression: before the setup clock stops), never inside the clock. Counted, not
 timed: JAX's compile events (jax.monitoring), TensorFlow's tracing counts, TorchDynamo's
 counters. A jitted step compiles again for every new argument type: optax.lbfgs's initial
 state held weak-typed scalars, so its step compiled a second time at step 2 (issue 43)."""
@@ -39,7 +39,7 @@ def jax_compiles():
 
 
 class CountedStepper:
-    """A stepper whose segments after the first (the setup step) count what compiles in them."""
+    """A stepper whose timed segments count what compiles in them (setup, `warm`, apart)."""
 
     def __init__(self, stepper, count):
         self.stepper, self.count, self.segments, self.compiles = stepper, count, 0, 0
@@ -50,8 +50,7 @@ class CountedStepper:
     def _counted(self, call, *args):
         before = self.count()
         out = call(*args)
-        if self.segments > 0:
-            self.compiles += self.count() - before
+        self.compiles += self.count() - before
         return out
 
     def run(self, prepared):
@@ -105,7 +104,7 @@ MORE_OPTAX = ["adabelief", "adadelta", "adafactor", "adagrad", "adamax", "adamax
 def test_a_native_jax_step_compiles_in_setup_only(optimizer, hyperparameters):
     pytest.importorskip("optax")
     compiles, segments = native_jax_compiles(optimizer, hyperparameters)
-    assert segments == 4 and compiles == 0  # segments end at steps 1, 3, 6, 7
+    assert segments == 3 and compiles == 0  # segments end at steps 3, 6, 7
 
 
 @pytest.mark.slow
@@ -145,6 +144,36 @@ def test_optax_lbfgs_state_keeps_its_types_across_an_update():
     jitted = jax.jit(step)
     jitted(jitted(settled, 2.0)[0], 2.0)
     assert jitted._cache_size() == 1
+
+
+@pytest.mark.parametrize(("model", "optimizer", "hyperparameters"), [
+    ("eve-mlp-torch", "torch:Adam", {"lr": 0.01}), ("eve-mlp-torch", "torch:LBFGS", {}),
+    ("eve-mlp-jax", "optax:lbfgs", {}), ("eve-mlp-torch", "lbfgs", {})],
+    ids=["torch-Adam", "torch-LBFGS", "optax-lbfgs", "lbfgs"])
+def test_setup_moves_nothing(model, optimizer, hyperparameters):
+    """`warm` (setup) leaves parameters and optimizer state where they were: the run from
+    there takes the very steps a run without it takes (torch runs one step and puts back the
+    parameters, the optimizer's state and the random generators)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("optax")
+    from study.train.loop import epoch_batches
+    from study.train.native_load import load, workload
+    from study.train.native_optimizers import make_submission
+    from study.train.workload import WorkloadStepper
+
+    arrays = small_regression()
+    framework = model.rsplit("-", 1)[1]
+    rows, _ = epoch_batches(96, 0 if optimizer == "lbfgs" else 16, 0)
+    ends = []
+    for warmed in (False, True):
+        work = workload(load(model, (3,), 1), arrays, "mse", "mae")
+        stepper = WorkloadStepper(work, make_submission(optimizer, hyperparameters, framework),
+                                  rows)
+        if warmed:
+            stepper.warm(stepper.prepare(0, 1))
+        stepper.read(stepper.run(stepper.prepare(0, 4)))
+        ends.append(work.to_flat(stepper.submission.parameters(work, stepper.state)))
+    np.testing.assert_array_equal(ends[0], ends[1])
 
 
 # ---- Keras models on each framework: the segmented loop's steps and lbfgs's flat objective ----
@@ -215,7 +244,7 @@ KERAS_PROBE = textwrap.dedent('''
     for k in range(3):
         f(w * (0.5 + k))
     out["lbfgs"] = [count() - before, 3]
-    out["total"] = count()  # the counter sees the setup steps' compiles
+    out["total"] = count()  # the counter sees setup's compiles
     print(json.dumps(out))
 ''')
 
@@ -239,7 +268,7 @@ def test_a_keras_step_compiles_in_setup_only(backend):
     assert counts["lbfgs"] == [0, 3]
     assert (counts["total"] > 0) == (backend != "torch")
     for name, _ in optimizers:
-        assert counts[name] == [0, 4], (name, counts[name])  # segments end at 1, 3, 6, 8
+        assert counts[name] == [0, 3], (name, counts[name])  # segments end at 3, 6, 8
 
 
 # ---- regression: every backend's compiled modes --------------------------------------------

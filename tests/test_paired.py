@@ -53,6 +53,23 @@ def test_failures_count_as_infinite_time_and_both_failing_is_a_tie():
     assert both.ratio == 1 and both.both_failed == 3 and not both.distinguishable
 
 
+def test_a_zero_or_missing_time_is_no_measurement_not_a_failure():
+    """A run timed 0 s to a target it met (the old setup rule) or without a time is left out:
+    it was read as a failure (log 0), so the other side was "not reached" (issue 43)."""
+    from study.paired import typical
+
+    zero = runs({0: [0.0], 1: [0.0], 2: [np.nan]})
+    b = runs({0: [1.0], 1: [1.1], 2: [0.9]})
+    for c in (compare(b, zero, INSTANCE, "t"), compare(zero, b, INSTANCE, "t")):
+        assert c.instances == 0 and np.isnan(c.ratio)
+        assert "did not finish" not in c.phrase("A", "B") and "fail" not in c.method
+    mixed = compare(runs({0: [2.0, 0.0], 1: [2.2], 2: [1.8]}), b, INSTANCE, "t")
+    assert mixed.instances == 3 and np.isfinite(mixed.ratio) and mixed.ratio == pytest.approx(2)
+    assert "failure" not in mixed.method
+    assert np.isnan(typical(zero, INSTANCE, "t").value)
+    assert np.isinf(typical(runs({0: [np.inf]}), INSTANCE, "t").value)  # a failure stays one
+
+
 def test_one_measurement_a_side_is_never_a_verdict():
     c = compare(runs({0: [1.0]}), runs({0: [3.0]}), INSTANCE, "t")
     assert c.measurements == 1 and not c.distinguishable and not c.has_interval

@@ -35,20 +35,26 @@ class FakeClock:
 
 
 class FakeStepper:
-    """Steps that take 1 s each on `clock` (the first `compile_cost`) and return `loss`."""
+    """Steps that take 1 s each on `clock` and return `loss`; its setup (`warm`) takes
+    `compile_cost` and moves nothing."""
 
     def __init__(self, clock, compile_cost: float = 50.0, loss: float = 1.0):
         self.clock, self.compile_cost, self.loss = clock, compile_cost, loss
-        self.steps, self.segments = 0, []
+        self.steps, self.segments, self.warmed = 0, [], 0
 
     def prepare(self, first, count):
         assert first == self.steps
-        self.segments.append(count)
         return count
 
+    def warm(self, prepared):
+        assert prepared == 1 and self.steps == 0
+        self.clock.now += self.compile_cost
+        self.warmed += 1
+
     def run(self, count):
+        self.segments.append(count)
         for _ in range(count):
-            self.clock.now += self.compile_cost if self.steps == 0 else 1.0
+            self.clock.now += 1.0
             self.steps += 1
         return self.loss
 
@@ -75,12 +81,28 @@ def test_slow_evaluation_leaves_time_to_target_unchanged():
     slow, slow_trace = fake_run(eval_cost=1000.0)
     assert fast["status"] == slow["status"] == "reached"
     assert fast["steps_to_target"] == slow["steps_to_target"] == 10  # first evaluation at 0.95
-    # training time: steps 2..10 at 1 s each; the compiling first step and evaluations apart
-    assert fast["seconds_to_target"] == slow["seconds_to_target"] == 9.0
+    # training time: steps 1..10 at 1 s each; the setup (compiling) and evaluations apart
+    assert fast["seconds_to_target"] == slow["seconds_to_target"] == 10.0
     assert fast["setup_seconds"] == slow["setup_seconds"] == 50.0
-    assert fast["seconds_to_target_with_setup"] == 59.0  # AlgoPerf's count: compilation in
+    assert fast["seconds_to_target_with_setup"] == 60.0  # AlgoPerf's count: compilation in
+    assert fast["seconds_per_step"] == 1.0
     assert slow["eval_seconds"] == 1000.0 * slow["evaluations"] and fast["eval_seconds"] == 0.0
     assert [t["seconds"] for t in fast_trace] == [t["seconds"] for t in slow_trace]
+
+
+def test_a_target_met_after_one_step_has_that_steps_time():
+    """Step 1 is a training step (setup is `warm`, apart): a run that meets its target at the
+    first evaluation, after step 1, took that step's time to it, never 0 s, and has a time
+    per step (it used to be the setup step: 0 s to target, no ms/step, "not reached" in the
+    paired comparison)."""
+    clock = FakeClock()
+    stepper = FakeStepper(clock, compile_cost=50.0)
+    record, _ = run_loop(stepper, lambda: {"val_loss": 2.0 - 0.1 * stepper.steps},
+                         target=Target("val_loss", 1.95, "min"), max_steps=100, eval_every=1,
+                         clock=clock)
+    assert record["status"] == "reached" and record["steps_to_target"] == 1
+    assert record["seconds_to_target"] == 1.0 and record["seconds_per_step"] == 1.0
+    assert record["setup_seconds"] == 50.0 and record["seconds_to_target_with_setup"] == 51.0
 
 
 def test_a_target_never_reached_is_a_timeout_and_a_nan_loss_diverges():
@@ -97,16 +119,17 @@ def test_a_target_never_reached_is_a_timeout_and_a_nan_loss_diverges():
 
 
 def test_segments_end_at_the_evaluation_steps_and_the_budget_is_read_there():
-    """The compiling step alone, then one segment per evaluation interval (the last one cut at
-    max_steps): evaluations fall on the steps a per-step loop evaluated at."""
+    """Setup apart (it moves nothing), then one segment per evaluation interval (the last one
+    cut at max_steps): evaluations fall on the steps a per-step loop evaluated at."""
     clock = FakeClock()
     stepper = FakeStepper(clock, compile_cost=5.0)
     record, trace = run_loop(stepper, lambda: {"val_loss": 3.0},
                              target=Target("val_loss", 0.1, "min"), max_steps=23,
                              eval_every=10, clock=clock)
-    assert stepper.segments == [1, 9, 10, 3] and record["segments"] == 4
+    assert stepper.segments == [10, 10, 3] and record["segments"] == 3
     assert [t["step"] for t in trace] == [0, 10, 20, 23]
-    assert record["seconds"] == 22.0 and record["setup_seconds"] == 5.0
+    assert record["seconds"] == 23.0 and record["setup_seconds"] == 5.0
+    assert stepper.warmed == 1
     clock = FakeClock()
     stepper = FakeStepper(clock, compile_cost=5.0)
     record, trace = run_loop(stepper, lambda: {"val_loss": 3.0},
@@ -124,11 +147,11 @@ def test_a_huge_max_steps_makes_its_segments_as_it_goes():
 
     ends = segment_ends(2**63 - 1, 10)
     assert not isinstance(ends, list | tuple | range)
-    assert list(islice(ends, 4)) == [1, 10, 20, 30]
-    assert list(segment_ends(25, 10, longest=4)) == [1, 5, 9, 10, 14, 18, 20, 24, 25]
-    assert list(segment_ends(3, 2**62)) == [1, 3]  # a huge eval_every: segments stay short
-    assert list(islice(segment_ends(2**63 - 1, 2**62), 3)) == [1, 1 + LONGEST_SEGMENT,
-                                                                1 + 2 * LONGEST_SEGMENT]
+    assert list(islice(ends, 4)) == [10, 20, 30, 40]
+    assert list(segment_ends(25, 10, longest=4)) == [4, 8, 10, 14, 18, 20, 24, 25]
+    assert list(segment_ends(3, 2**62)) == [3]  # a huge eval_every: segments stay short
+    assert list(islice(segment_ends(2**63 - 1, 2**62), 2)) == [LONGEST_SEGMENT,
+                                                                2 * LONGEST_SEGMENT]
     clock = FakeClock()
     stepper = FakeStepper(clock, compile_cost=5.0)
     record, trace = run_loop(stepper, lambda: {"val_loss": 3.0},

@@ -3,6 +3,8 @@ a small stepper so that its bookkeeping can be tested without a framework or a r
 
   stepper.prepare(first, count) -> the segment's batches (row indices put on the device), made
                                    outside the clock
+  stepper.warm(prepared)        -> setup: trace and compile a step on the first batch (or run
+                                   one and put the state back), leaving the state unmoved
   stepper.run(prepared)         -> the segment's steps, dispatched without reading anything
                                    back (JAX queues them, the state donated from step to step)
   stepper.read(value)           -> the one host read of a segment: the last step's training
@@ -17,9 +19,14 @@ are looked at segment ends only. A segment ends at every evaluation step (every 
 steps and the last), so evaluations fall on the same steps as a per-step loop's; evaluation
 runs off the clock after the state is written back into the model (`evaluate` does that).
 
-The first step is a segment of its own: it traces and compiles, and its seconds are
-`setup_seconds`, never training time. `seconds` is training time up to where the run stopped,
-`seconds_to_target` training time up to the first evaluation at or past the target, and
+Setup is `warm`, timed apart as `setup_seconds`: one step for what a first call costs
+(tracing, compiling, allocating) that moves nothing (JAX: on a copy of the state, thrown away;
+TensorFlow, PyTorch: every variable put back), so no step compiles inside the clock and step 1
+is a training step like the others. (It used to be the first step itself, timed as setup: a
+run that met its target after step 1 had a time to target of 0 s and no time per step.)
+`seconds` is training time up to where the run stopped, over all its steps
+(`seconds_per_step` is their mean), `seconds_to_target` training time up to the first
+evaluation at or past the target, never 0 for a run that trained, and
 `seconds_to_target_with_setup` the same plus the setup, as AlgoPerf counts it.
 """
 
@@ -52,14 +59,14 @@ class Target:
 
 
 def segment_ends(max_steps: int, eval_every: int, longest: int | None = None):
-    """The steps after which the loop synchronizes, in order: the first (compiling) step, every
-    evaluation step, the last step, and no segment longer than `longest` steps (its batches
-    are made before it runs). Lazily: `max_steps` may be 2**63 - 1, "no step limit"."""
+    """The steps after which the loop synchronizes, in order: every evaluation step, the last
+    step, and no segment longer than `longest` steps (its batches are made before it runs).
+    Lazily: `max_steps` may be 2**63 - 1, "no step limit"."""
     longest = LONGEST_SEGMENT if longest is None else longest
     end = 0
     while end < max_steps:
         following = (end // eval_every + 1) * eval_every  # the next evaluation step
-        end = 1 if end == 0 else min(following, end + longest, max_steps)
+        end = min(following, end + longest, max_steps)
         yield end
 
 
@@ -68,8 +75,8 @@ def run_loop(stepper, evaluate, *, target: Target, max_steps: int, eval_every: i
              check_initial=None) -> tuple[dict, list[dict]]:
     """(record, trace): the trace has one row per evaluation (step 0: the initial weights)."""
     trace: list[dict] = []
-    record = {"steps": 0, "setup_seconds": None, "seconds": 0.0, "eval_seconds": 0.0,
-              "evaluations": 0, "segments": 0, "seconds_to_target": None,
+    record = {"steps": 0, "setup_seconds": None, "seconds": 0.0, "seconds_per_step": None,
+              "eval_seconds": 0.0, "evaluations": 0, "segments": 0, "seconds_to_target": None,
               "seconds_to_target_with_setup": None, "steps_to_target": None,
               "best_value": None, "train_loss": None}
 
@@ -91,17 +98,18 @@ def run_loop(stepper, evaluate, *, target: Target, max_steps: int, eval_every: i
     status = "timeout" if target.value is not None else "completed"
     message = f"ran its budget of {max_steps} steps"
     done = 0
+    first = stepper.prepare(0, 1)
+    t0 = clock()
+    stepper.warm(first)
+    record["setup_seconds"] = clock() - t0
     for end in segment_ends(max_steps, eval_every):
         prepared = stepper.prepare(done, end - done)
         t0 = clock()
         loss = stepper.read(stepper.run(prepared))
-        elapsed = clock() - t0
-        if done == 0:
-            record["setup_seconds"] = elapsed
-        else:
-            record["seconds"] += elapsed
+        record["seconds"] += clock() - t0
         done = end
         record["steps"], record["train_loss"] = end, loss
+        record["seconds_per_step"] = record["seconds"] / end
         record["segments"] += 1
         if not math.isfinite(loss):
             status, message = "diverged", f"training loss {loss} by step {end}"

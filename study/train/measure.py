@@ -142,8 +142,6 @@ def measure_on_device(spec: Spec, ctx: RunContext, initial) -> Measurement:
                   val_loss=final.get("val_loss"), val_metric=final.get(f"val_{spec.metric}"),
                   epochs=record["steps"] / per_epoch,
                   total_seconds=(record["setup_seconds"] or 0.0) + record["seconds"],
-                  seconds_per_step=(record["seconds"] / (record["steps"] - 1)
-                                    if record["steps"] > 1 else None),
                   **trainer.record(), **device_record(spec, model))
     table = pd.DataFrame([{"step": t["step"], "seconds": t["seconds"],
                            "train_loss": t["train_loss"], "val_loss": t["val_loss"],

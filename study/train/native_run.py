@@ -62,8 +62,6 @@ class NativeRun:
             val_metric=final.get(f"val_{self.metric}"), steps_per_epoch=per_epoch,
             batch_rows=len(self.rows(0)), epochs=record["steps"] / per_epoch,
             total_seconds=(record["setup_seconds"] or 0.0) + record["seconds"],
-            seconds_per_step=(record["seconds"] / (record["steps"] - 1)
-                              if record["steps"] > 1 else None),
             parameters=self.work.parameter_count(), device_name=self.work.placed(),
             target_value=self.target.value, optimizer=self.submission.name,
             **self.work.record(), **self.submission.record())

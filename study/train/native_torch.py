@@ -253,6 +253,26 @@ class TorchSubmission(Submission):
         self.optimizer = self.cls(params, **self.config)
         return self.optimizer
 
+    def warm(self, workload, state, index) -> None:
+        """One step for what its first call costs (allocations, lazy initialisation), then the
+        parameters and buffers, the optimizer's state and the random generators set back."""
+        import copy
+
+        torch = workload.torch
+        held = [*workload.params, *workload.module.buffers()]
+        saved = ([t.detach().clone() for t in held],
+                 copy.deepcopy(state.state_dict()), torch.get_rng_state(),
+                 torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None)
+        self.update(workload, state, index)
+        with torch.no_grad():
+            for tensor, value in zip(held, saved[0], strict=True):
+                tensor.copy_(value)
+        state.load_state_dict(saved[1])
+        state.zero_grad()
+        torch.set_rng_state(saved[2])
+        if saved[3] is not None:
+            torch.cuda.set_rng_state_all(saved[3])
+
     def update(self, workload, state, index):
         if self.closure:
             seen = []

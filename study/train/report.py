@@ -55,7 +55,7 @@ def problem_sentences(runs: pd.DataFrame) -> list[tuple[str, str, object, bool]]
 
 
 def _with_setup(part: pd.DataFrame) -> str:
-    """The same problem counted as AlgoPerf counts it, compilation (the first step) in."""
+    """The same problem counted as AlgoPerf counts it, compilation (setup) in."""
     first = part.sort_values("to_target_with_setup").iloc[0]
     if not np.isfinite(first["to_target_with_setup"]):
         return ""
@@ -127,7 +127,7 @@ def summary_frame(runs: pd.DataFrame) -> pd.DataFrame:
         "with setup": table["to_target_with_setup"].map(
             lambda v: fmt_seconds(v) if np.isfinite(v) else "not reached"),
         "ms per step": table["ms_per_step"].map(lambda v: f"{v:.3g}"),
-        "compile (first step)": table["setup_s"].map(fmt_seconds),
+        "setup (compile)": table["setup_s"].map(fmt_seconds),
         "evaluation (apart)": table["eval_s"].map(fmt_seconds)})
 
 
@@ -139,10 +139,10 @@ def section(results, figures: Path) -> list[Block]:
                          "initial weights, made once by Keras's NumPy backend and checked "
                          "against its validation loss on every framework before training; the "
                          "same split and shuffling order). Time to target is training time "
-                         "to the first evaluation at or past the target; the first step "
-                         "(compilation) and every evaluation are timed apart and not counted "
-                         "in it, and configurations are ranked by it. The time with setup "
-                         "counts the first step in, as AlgoPerf counts compilation; it is "
+                         "to the first evaluation at or past the target; setup (tracing "
+                         "and compilation, before step 1) and every evaluation are timed "
+                         "apart and not counted in it, and configurations are ranked by it. "
+                         "The time with setup counts it in, as AlgoPerf counts compilation; it is "
                          "shown beside. Steps run in segments between two evaluations with "
                          "no read from the device inside one. A run that did not reach the "
                          "target counts as infinite time.")]

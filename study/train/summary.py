@@ -4,8 +4,8 @@ evaluation time apart; and each configuration against its problem's fastest, pai
 
 Two times to target: training time alone (`to_target`, what configurations are ranked by: the
 study compares how fast each trains, and a compilation is paid once per process) and with the
-setup (the compiling first step) counted in (`to_target_with_setup`, AlgoPerf's count, which
-favours eager frameworks on targets reached in a fraction of a second).
+setup (tracing and compilation, before step 1) counted in (`to_target_with_setup`, AlgoPerf's
+count, which favours eager frameworks on targets reached in a fraction of a second).
 
 A run that did not reach the target (timeout, diverged, error) counts as infinite time, never
 as a missing row (study.paired). Tuning runs and the target-setting round's runs are left out."""
@@ -138,7 +138,7 @@ def summary_table(runs: pd.DataFrame) -> str:
         "ms/step": table["ms_per_step"].map(_g), "setup s": table["setup_s"].map(_g),
         "eval s (apart)": table["eval_s"].map(_g)})
     text = ("ranked by training time to the target (setup excluded); 's with setup' counts "
-            "the compiling first step in, as AlgoPerf does\n" + shown.to_string(index=False))
+            "setup (compilation) in, as AlgoPerf does\n" + shown.to_string(index=False))
     extra = overhead(runs)
     if not extra.empty:
         text += "\n\nloop over model.fit (seconds per step):\n" + extra.to_string(index=False)

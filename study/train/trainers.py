@@ -122,9 +122,14 @@ class LbfgsTrainer:
     def prepare(self, first: int, count: int) -> int:
         return count
 
+    def warm(self, prepared) -> None:
+        """Setup: the flat objective's first call (it traces and compiles) at the initial
+        weights, as the first iteration's start will call it; the algorithm's state is kept."""
+        self.objective.value_and_grad(self.w0)
+
     def run(self, count: int):
         for _ in range(count):
-            if self.state is None:  # the first step: compiles the objective, then iterates
+            if self.state is None:  # the first step: the start's loss, then an iteration
                 self.state = self.lbfgs.init(self.objective, self.ops, (), self.w0)
             self.state = self.lbfgs.update(self.objective, self.ops, (), self.state)
         return self.state.f

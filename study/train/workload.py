@@ -25,6 +25,8 @@ study.train.flat does for Keras models.
     read(value) -> float         the one host read of a segment (waits for the device)
   Submission (one per optimizer)
     init(workload, params) -> state
+    warm(workload, state, index)                      setup: what a step's first call costs
+                                                      (tracing, compiling), the state unmoved
     update(workload, state, index) -> (state, loss)   one step, no host read (L-BFGS: one
                                                       iteration, whose algebra is on the host)
     parameters(workload, state) -> params             what `evaluate` is given
@@ -102,6 +104,9 @@ class Submission(ABC):
     def init(self, workload: Workload, params): ...
 
     @abstractmethod
+    def warm(self, workload: Workload, state, index) -> None: ...
+
+    @abstractmethod
     def update(self, workload: Workload, state, index): ...
 
     @abstractmethod
@@ -134,8 +139,11 @@ class LbfgsSubmission(Submission):
         self.state = _LbfgsState(workload.to_flat(params))
         return self.state
 
+    def warm(self, workload, state, index) -> None:
+        self.objective.value_and_grad(state.w0)  # the flat objective traces and compiles
+
     def update(self, workload, state, index):
-        if state.inner is None:  # the first step: compiles the objective, then iterates
+        if state.inner is None:  # the first step: the start's loss, then an iteration
             state.inner = self.lbfgs.init(self.objective, self.ops, (), state.w0)
         state.inner = self.lbfgs.update(self.objective, self.ops, (), state.inner)
         return state, state.inner.f
@@ -170,6 +178,9 @@ class WorkloadStepper:
     def prepare(self, first: int, count: int):
         return self.workload.indices([np.asarray(self.rows(i)) for i in
                                       range(first, first + count)])
+
+    def warm(self, prepared) -> None:
+        self.submission.warm(self.workload, self.state, prepared[0])
 
     def run(self, prepared):
         update, workload, state, loss = self.submission.update, self.workload, self.state, None
