@@ -25,6 +25,7 @@ from study.__main__ import main
 from study.bench import plan, runs, timing
 from study.bench.sections import bandwidth, harness, iterations, overhead
 from study.bench.sections.scaling import SLOPE_METRICS
+from study.bench.twins import twin_jax, twin_numpy, twin_tensorflow
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "gpu_check.py"
@@ -146,9 +147,9 @@ def test_overhead_ratios_are_quotients_of_interleaved_timings(benched):
 
 
 def test_the_hand_written_loops_compute_gradient_descent(well_conditioned):
-    assert overhead.hand_numpy_gd(well_conditioned, "float64", "data", 3) > 0
-    assert overhead.hand_numpy_gd(well_conditioned, "float32", "gram", 3) > 0
-    assert overhead.hand_tf_gd(well_conditioned, "float64", 3, xla=False) > 0
+    assert twin_numpy.hand_numpy_gd(well_conditioned, "float64", "data", 3) > 0
+    assert twin_numpy.hand_numpy_gd(well_conditioned, "float32", "gram", 3) > 0
+    assert twin_tensorflow.hand_tf_gd(well_conditioned, "float64", 3, xla=False) > 0
 
 
 def test_trace_schedule_is_restored_after_the_measurement():
@@ -280,7 +281,7 @@ def test_bandwidth_fractions_are_quotients_of_the_stored_figures(benched):
     assert set(frame["check"]) == {"mode", "precision", "reduction"}
     assert len(frame[frame["check"] == "precision"]) == 4  # 2 dtypes x default, highest
     assert list(frame.loc[frame["check"] == "reduction", "variant"]) == [
-        *bandwidth.REDUCTIONS, *bandwidth.REDUCTIONS]
+        *twin_jax.REDUCTIONS, *twin_jax.REDUCTIONS]
     modes = frame[frame["check"] == "mode"]
     assert set(modes["optimizer"]) == {"gd", "lbfgs"}
     for _, row in ok(frame).iterrows():
@@ -315,11 +316,95 @@ def test_the_other_hand_written_loops_run(well_conditioned, name, feed):
     assert harness.hand_loop(well_conditioned, name, feed, "float32", "cpu", 3) > 0
 
 
+# --- the engines and their twins come from the backend registry -------------------------------
+
+# the engines `make bench` measured before they were read from the registry (issue 42 item 5):
+# label -> (backend, options); only the XLA one's label changed, to the registry's
+MEASURED = {
+    "numpy": ("numpy", {}), "numpy-blas1": ("numpy", {}),
+    "tf-feed": ("tensorflow", {"feed": "feed"}),
+    "tf-resident": ("tensorflow", {"feed": "resident"}),
+    "tf-fused": ("tensorflow", {"feed": "fused"}),
+    "tf-fused+xla": ("tensorflow", {"feed": "fused", "xla": True}),
+    "tf1": ("tensorflow", {"feed": "tf1"}), "jax-feed": ("jax", {"feed": "feed"}),
+    "jax-resident": ("jax", {"feed": "resident"}), "jax-fused": ("jax", {"feed": "fused"}),
+    "torch-feed": ("torch", {"feed": "feed"}), "torch-resident": ("torch", {"feed": "resident"}),
+    "torch-compiled": ("torch", {"feed": "compiled"})}
+
+
+def test_the_engines_are_the_registrys_and_the_plans_measure_what_they_did():
+    from optimizers.backends.registry import BACKENDS
+
+    table = plan.engines()
+    for name, declared in BACKENDS.items():  # every backend's every feed, in its own label
+        for feed in declared.allowed("feed") or (None,):
+            options = {"feed": feed} if feed else {}
+            assert table[declared.label(options)] == (name, options)
+    assert {label: table[label] for label in plan.FULL.backends} == MEASURED
+    for chosen in (plan.FULL, plan.QUICK):
+        labels = {*chosen.backends, *chosen.overhead_backends, *chosen.trace_backends,
+                  *(c[1] for c in chosen.target_candidates + chosen.scaling_methods)}
+        assert labels <= set(MEASURED)
+    assert plan.QUICK.backends == ("numpy", "numpy-blas1", "tf-resident", "tf-fused",
+                                   "jax-fused", "torch-resident")
+    assert runs.describe("tf-fused+xla")["xla"] is True
+
+
+def test_an_unknown_engine_is_one_line():
+    from datasets.errors import InputError
+
+    with pytest.raises(InputError, match=r"^unknown engine 'tf-fused-xla'; allowed: numpy, "):
+        plan.engine("tf-fused-xla")
+
+
+def test_every_twin_the_registry_names_has_a_hand_loop():
+    from optimizers.backends.registry import BACKENDS
+    from study.bench.twins import twin
+
+    named = [name for name, declared in BACKENDS.items() if declared.twin]
+    assert named == ["numpy", "tensorflow", "jax", "torch"]
+    for name in named:
+        assert callable(twin(name, "hand_loop")) and callable(twin(name, "copy_call"))
+
+
+def test_a_backend_without_a_twin_is_a_row_saying_so(monkeypatch, well_conditioned):
+    """A backend registered with no twin (here NumPy's, under another name) is measured where
+    it can be and said to have no hand-written loop and no copy measurement."""
+    from optimizers.backends import registry
+
+    bare = registry.Backend("bare", None, "optimizers.backends.numpy", "NumpyBackend",
+                            {"dtype": registry.DTYPES})
+    monkeypatch.setitem(registry.BACKENDS, "bare", bare)
+    assert plan.engine("bare") == ("bare", {})
+    row = harness.measure_loop(well_conditioned, "bare", "", "float64", "cpu", iterations=2,
+                               repeats=1)
+    assert (row["status"], row["message"]) == ("unavailable", "no hand-written loop for bare")
+    assert "seconds_samples" not in row  # nothing ran before it said so
+    over = overhead.measure_harness(well_conditioned, "bare", "data", "float64", iterations=2,
+                                    repeats=1)
+    assert (over["status"], over["message"]) == ("unavailable", "no hand-written loop for bare")
+    small = replace(TINY, bandwidth_backends=("bare",), bandwidth_rows=(300,), probe_rows=300,
+                    bandwidth_repeats=1, bandwidth_iterations=2)
+    frame = bandwidth.bench_bandwidth(small)
+    assert set(frame["status"]) == {"unavailable"}
+    assert set(frame["message"]) == {"no copy measurement for bare"}
+
+
+def test_a_backend_that_runs_only_on_a_gpu_is_no_cpu_engine(monkeypatch):
+    from optimizers.backends import registry
+
+    gpu_only = registry.Backend("gpuonly", None, "optimizers.backends.numpy", "NumpyBackend",
+                                {"dtype": registry.DTYPES, "device": ("gpu",)})
+    monkeypatch.setitem(registry.BACKENDS, "gpuonly", gpu_only)
+    assert ("gpuonly", "") not in harness.engines("cpu", ("numpy", "gpuonly"))
+    assert harness.engines("gpu", ("numpy", "gpuonly")) == [("gpuonly", "")]
+
+
 def test_the_jax_matmul_precision_is_restored():
     import jax
 
     saved = jax.config.jax_default_matmul_precision
-    with pytest.raises(RuntimeError), bandwidth.matmul_precision("highest"):
+    with pytest.raises(RuntimeError), twin_jax.matmul_precision("highest"):
         assert jax.config.jax_default_matmul_precision == "highest"
         raise RuntimeError
     assert jax.config.jax_default_matmul_precision == saved

@@ -207,7 +207,7 @@ def test_torch_resident_gd_dispatches_the_hand_loops_ops_and_the_stats_only(prob
 
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from study.bench.sections.harness import hand_torch
+    from study.bench.twins.twin_torch import hand_torch
 
     class Dispatched(TorchDispatchMode):
         def __init__(self):

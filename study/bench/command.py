@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from datasets.errors import InputError
+from optimizers.backends.registry import FRAMEWORKS
 from study.bench import plan as plans
 from study.bench.plan import GPU_SECTIONS, SECTIONS, Plan
 from study.output import check_output_path
@@ -34,7 +35,7 @@ def gpu_frameworks() -> list[str]:
     """The installed frameworks that see a GPU, each asked through its backends' module."""
     import importlib
 
-    from optimizers.backends.registry import BACKENDS, FRAMEWORKS
+    from optimizers.backends.registry import BACKENDS
 
     seen = []
     for name, framework in FRAMEWORKS.items():
@@ -108,17 +109,20 @@ def main(args) -> int:
     plan = plans.QUICK if args.quick else plans.FULL  # read at call time: the tests swap FULL
     plan = plans.for_device(plan, device)
     if device == "gpu" and not gpu_frameworks():
-        raise InputError("--device gpu: no GPU visible to any installed framework (JAX, "
-                         "PyTorch, TensorFlow); run the bench without --device gpu")
+        titles = ", ".join(f.title for f in FRAMEWORKS.values() if f.gpu_nodes)
+        raise InputError(f"--device gpu: no GPU visible to any installed framework ({titles}); "
+                         f"run the bench without --device gpu")
     start = time.perf_counter()
-    logger = logging.getLogger("tensorflow")
-    level = logger.level
+    loggers = {f.module: logging.getLogger(f.module) for f in FRAMEWORKS.values()}
+    levels = {name: logger.level for name, logger in loggers.items()}
     if not getattr(args, "verbose", False):  # TensorFlow's retracing notes: each run traces anew
-        logger.setLevel(logging.ERROR)
+        for logger in loggers.values():
+            logger.setLevel(logging.ERROR)
     try:
         tables = run_bench(plan, sections, device)
     finally:
-        logger.setLevel(level)
+        for name, logger in loggers.items():
+            logger.setLevel(levels[name])
     text = render(tables, plan, time.perf_counter() - start, device)
     write_outputs(tables, text, out)
     print(text, end="")

@@ -1,35 +1,51 @@
-"""What a bench measures, in one place: the sections and their order, the backend labels, the
-goals and the target tolerance, and the plans (`FULL`, `QUICK`; the tests make a tiny one with
+"""What a bench measures, in one place: the sections and their order, the engines (read from the
+backend registry: every backend's feed modes, as `Backend.label` names them), the goals and the
+target tolerance, and the plans (`FULL`, `QUICK`; the tests make a tiny one with
 `dataclasses.replace`). The sections read every size from the `Plan` they are given."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from datasets.errors import InputError
+from optimizers.backends.registry import BACKENDS
+
 SECTIONS = ("iterations", "overhead", "scaling", "feedmode", "target", "harness", "bandwidth")
 GPU_SECTIONS = ("harness", "bandwidth")  # what `--device gpu` runs (the rest measure the host)
 
-# bench label -> (backend name in optimizers.backends.registry, options); formulation and
-# device are added per measurement
-ENGINES = {
-    "numpy": ("numpy", {}),
-    "numpy-blas1": ("numpy", {}),  # BLAS limited to one thread, see BLAS_THREADS
-    "tf-feed": ("tensorflow", {"feed": "feed"}),
-    "tf-resident": ("tensorflow", {"feed": "resident"}),
-    "tf-fused": ("tensorflow", {"feed": "fused"}),
-    "tf-fused-xla": ("tensorflow", {"feed": "fused", "xla": True}),
-    "tf1": ("tensorflow", {"feed": "tf1"}),
-    "jax-feed": ("jax", {"feed": "feed"}),
-    "jax-resident": ("jax", {"feed": "resident"}),
-    "jax-fused": ("jax", {"feed": "fused"}),
-    "torch-feed": ("torch", {"feed": "feed"}),
-    "torch-resident": ("torch", {"feed": "resident"}),
-    "torch-compiled": ("torch", {"feed": "compiled"}),
-}
-# the NumPy backend with its BLAS (OpenBLAS, MKL) limited to this many threads for the run
-# (threadpoolctl, restored afterwards): on a loaded machine, a BLAS thread waiting for a
+# engines limited to this many BLAS threads for the run (threadpoolctl, restored afterwards):
+# label -> (the engine it limits, threads). On a loaded machine, a BLAS thread waiting for a
 # descheduled sibling costs more than the second core gives
-BLAS_THREADS = {"numpy-blas1": 1}
+BLAS_THREADS = {"numpy-blas1": ("numpy", 1)}
+
+
+def engines() -> dict[str, tuple[str, dict]]:
+    """Every engine the registry declares, read now: its label (`Backend.label`) -> (backend
+    name, options), one per feed mode, with and without XLA where the backend takes it, then the
+    BLAS-limited variants. Formulation and device are added per measurement. A backend
+    registered later (a plugin's) is here by itself; the plans below pick what they measure."""
+    table = {}
+    for name, declared in BACKENDS.items():
+        xla = (False, True) if True in declared.allowed("xla") else (False,)
+        for compiled in xla:
+            for feed in declared.allowed("feed") or (None,):
+                options = {**({"feed": feed} if feed else {}), **({"xla": True} if compiled
+                                                                  else {})}
+                table.setdefault(declared.label(options), (name, options))
+    for label, (base, _) in BLAS_THREADS.items():
+        if base in table:
+            table[label] = table[base]
+    return table
+
+
+def engine(label: str) -> tuple[str, dict]:
+    """(backend name, options) of an engine label; an unknown one is one line listing them."""
+    table = engines()
+    if label not in table:
+        raise InputError(f"unknown engine '{label}'; allowed: {', '.join(table)}")
+    return table[label]
+
+
 TF1_OPTIMIZERS = ("gd", "adadelta")  # the original TF1 program's optimizer classes
 TARGET_TOL = 1e-8
 HARNESS_GOAL = 1.05
@@ -47,14 +63,17 @@ class Plan:
     dtypes: tuple = ("float64", "float32")
     formulations: tuple = ("data", "gram")
     optimizers: tuple = ("gd", "adadelta", "lbfgs")
-    backends: tuple = tuple(ENGINES)
+    backends: tuple = ("numpy", "numpy-blas1", "tf-feed", "tf-resident", "tf-fused",
+                       "tf-fused+xla", "tf1", "jax-feed", "jax-resident", "jax-fused",
+                       "torch-feed", "torch-resident", "torch-compiled")  # labels of engines()
     data_iterations: int = 20                   # iterations per timed run, formulation data
     gram_iterations: int = 200                  # ... formulation gram (O(d^2) iterations)
     repeats: int = 5                            # timed runs per configuration (median)
     read_repeats: int = 3                       # read passes per timed run, interleaved
     overhead_repeats: int = 7
     overhead_gram_iterations: int = 2000        # gram iterations are ~10 us: many per run
-    overhead_backends: tuple = ("numpy", "numpy-blas1", "tf-fused", "tf-fused-xla", "jax-fused",
+    trace_backends: tuple = ("numpy", "tf-resident")  # the trace cost (when in the plan)
+    overhead_backends: tuple = ("numpy", "numpy-blas1", "tf-fused", "tf-fused+xla", "jax-fused",
                                 "torch-resident")
     scaling_n: tuple = (10_000, 100_000, 1_000_000, 10_000_000)
     scaling_d: tuple = (5, 16, 64, 256, 512)
@@ -68,12 +87,13 @@ class Plan:
     scaling_time_budget: float = 10.0           # seconds of one run to the target
     feed_n: int = 5000
     feed_dtypes: tuple = ("float32", "float64")
-    feed_modes: tuple = ()                      # () = every TensorFlow mode (feedmode.MODES)
+    feed_modes: tuple = ()                      # () = every mode of feed_frameworks
+    feed_frameworks: tuple = ("tensorflow",)    # (the registry's FeedMode declarations)
     feed_calls: int = 5
     target_repeats: int = 5
     target_candidates: tuple = (("lbfgs", "numpy", "data"), ("lbfgs", "numpy", "gram"),
                                 ("lbfgs", "tf-fused", "data"), ("lbfgs", "tf-fused", "gram"),
-                                ("lbfgs", "tf-fused-xla", "data"), ("lbfgs", "jax-fused", "data"),
+                                ("lbfgs", "tf-fused+xla", "data"), ("lbfgs", "jax-fused", "data"),
                                 ("lbfgs", "torch-resident", "data"),
                                 ("scipy-lbfgs", "numpy", "data"), ("gd", "numpy", "gram"))
     harness_rows: tuple = (1_000_000,)          # n of the harness section on the CPU

@@ -9,7 +9,7 @@ from contextlib import nullcontext
 
 from datasets.errors import InputError, failure_line
 from study import interrupts
-from study.bench.plan import BLAS_THREADS, ENGINES, TF1_OPTIMIZERS
+from study.bench.plan import BLAS_THREADS, TF1_OPTIMIZERS, engine
 
 
 class Unavailable(Exception):
@@ -32,10 +32,11 @@ def shown(row: dict, key: str, unit: str) -> str:
 def backend_for(label: str, dtype: str, formulation: str = "data", device: str = "cpu"):
     """The backend a label names; an option this version does not have -> Unavailable."""
     from optimizers import make_backend
+    from optimizers.backends.registry import backend
 
-    name, options = ENGINES[label]
+    name, options = engine(label)
     options = dict(options)
-    if name != "numpy" and device != "cpu":
+    if device != "cpu" and backend(name).allowed("device"):  # NumPy's runs on the host
         options["device"] = device
     if formulation != "data":
         options["formulation"] = formulation
@@ -68,19 +69,19 @@ def run_once(problem, optimizer: str, label: str, dtype: str, formulation: str, 
 
 def blas_threads(label: str):
     """The BLAS thread limit of a backend label, as a context (nothing for most labels)."""
-    limit = BLAS_THREADS.get(label)
-    if limit is None:
+    if label not in BLAS_THREADS:
         return nullcontext()
+    limit = BLAS_THREADS[label][1]
     from threadpoolctl import threadpool_limits
 
     return threadpool_limits(limits=limit, user_api="blas")
 
 
 def describe(label: str) -> dict:
-    name, options = ENGINES[label]
+    name, options = engine(label)
     return {"backend": label, "backend_name": name, "feed": options.get("feed", ""),
             "xla": bool(options.get("xla", False)),
-            "blas_threads": BLAS_THREADS.get(label, 0)}  # 0: the library's default
+            "blas_threads": BLAS_THREADS.get(label, (label, 0))[1]}  # 0: the library's default
 
 
 def failed_row(row: dict, exc: BaseException) -> dict:

@@ -67,7 +67,8 @@ def bench_feedmode(plan: Plan) -> pd.DataFrame:
         x = fm.make_input(plan.feed_n, dtype)
         kernel = fm.make_kernel(dtype)
         out = np.zeros((plan.feed_n, fm.OUT, fm.OUT, fm.CHANNELS), dtype=dtype)
-        for mode in plan.feed_modes or tuple(fm.modes_of("tensorflow")):
+        for mode in plan.feed_modes or tuple(m for name in plan.feed_frameworks
+                                             for m in fm.modes_of(name)):
             row = measure_feedmode(mode, x, kernel, out, calls=plan.feed_calls)
             rows.append(row)
             progress(f"[feedmode] {mode} {dtype}: {shown(row, 'steady_over_floor', 'x floor')}")

@@ -2,17 +2,18 @@
 the same algorithm on the same backend (GD 1/L; NumPy, TensorFlow's fused loop, JAX's fused
 loop, PyTorch's eager step; goal <= 1.05), and the trace recording: the host
 loop with its trace written at every iteration against written only at the start (goal <= 1.03).
-The hand-written loops live here: they exist only to be this section's denominators."""
+The hand-written loops are each backend's twin (`Backend.twin`, study/bench/twins): a backend
+without one is a row saying so."""
 
 from __future__ import annotations
 
 import time
 from contextlib import contextmanager
 
-import numpy as np
 import pandas as pd
 
-from study.bench.plan import ENGINES, HARNESS_GOAL, TRACE_GOAL, Plan
+from optimizers.backends.registry import BACKENDS
+from study.bench.plan import HARNESS_GOAL, TRACE_GOAL, Plan, engine
 from study.bench.runs import (
     Unavailable,
     blas_threads,
@@ -23,141 +24,7 @@ from study.bench.runs import (
     shown,
 )
 from study.bench.timing import median, ratio, samples
-
-
-def gd_step(problem) -> float:
-    """GD's 1/L step exactly as `optimizers.gd` computes it (float64, from the Gram matrix)."""
-    from datasets.problem import gram_matrix
-
-    return 1.0 / float(np.linalg.eigvalsh(gram_matrix(problem.X))[-1])
-
-
-def hand_numpy_gd(problem, dtype: str, formulation: str, iterations: int) -> float:
-    """Seconds per iteration of a minimal NumPy GD loop: the loss and gradient at every iterate
-    (as the optimizer's state holds them), no stopping checks, no trace. The data is prepared as
-    the NumPy backend prepares it (column-major, the run's dtype), outside the clock."""
-    X = np.asfortranarray(problem.X, dtype=dtype)
-    y = np.asarray(problem.y, dtype=dtype)
-    kind = X.dtype.type
-    inv_n, step = kind(1.0 / X.shape[0]), kind(gd_step(problem))
-    w = np.zeros((X.shape[1], y.shape[1]), dtype=X.dtype)
-    if formulation == "gram":
-        A, b, c = X.T @ X, X.T @ y, np.sum(y * y)
-
-        def evaluate(w):
-            Aw = A @ w
-            return (np.sum(w * Aw) - 2 * np.sum(w * b) + c) * inv_n, (2 * inv_n) * (Aw - b)
-    else:
-        def evaluate(w):
-            r = X @ w - y
-            return np.vdot(r, r) * inv_n, (2 * inv_n) * (X.T @ r)
-    start = time.perf_counter()
-    f, g = evaluate(w)
-    for _ in range(iterations):
-        w = w - step * g
-        f, g = evaluate(w)
-    float(f)
-    return (time.perf_counter() - start) / iterations
-
-
-def hand_tf_gd(problem, dtype: str, iterations: int, *, xla: bool, device: str = "cpu") -> float:
-    """Seconds per iteration of a minimal GD `tf.while_loop` in one `tf.function` (the whole loop
-    XLA-compiled when `xla`), data resident on the device in the layout the TensorFlow backend
-    uses for this dtype and XLA setting, traced and compiled by a one-iteration warm-up call
-    outside the clock; the clock stops after the result is on the host."""
-    import tensorflow as tf
-
-    from optimizers.backends.tensorflow import data_layout
-
-    columns = data_layout(dtype, xla) == "columns"  # X stored transposed (d x n)
-
-    @tf.function(jit_compile=xla)
-    def loop(X, y, w, step, count):
-        inv_n = tf.cast(1.0 / tf.cast(tf.shape(y)[0], tf.float64), X.dtype)
-
-        def evaluate(w):
-            r = tf.linalg.matmul(X, w, transpose_a=columns) - y
-            return tf.reduce_sum(r * r) * inv_n, (2 * inv_n) * tf.linalg.matmul(
-                X, r, transpose_a=not columns)
-
-        def body(i, w, f, g):
-            w = w - step * g
-            f, g = evaluate(w)
-            return i + 1, w, f, g
-
-        f, g = evaluate(w)
-        _, w, f, _ = tf.while_loop(lambda i, *_: i < count, body, (tf.constant(0), w, f, g))
-        return w, f
-
-    with tf.device("/GPU:0" if device == "gpu" else "/CPU:0"):
-        X = np.asarray(problem.X, dtype=dtype)
-        X = tf.identity(tf.constant(np.ascontiguousarray(X.T) if columns else X))
-        y = tf.identity(tf.constant(np.asarray(problem.y, dtype=dtype)))
-        w = tf.zeros((problem.d, problem.y.shape[1]), dtype=X.dtype)
-        step = tf.constant(gd_step(problem), dtype=X.dtype)
-        loop(X, y, w, step, tf.constant(1))[1].numpy()  # trace and compile
-        start = time.perf_counter()
-        loop(X, y, w, step, tf.constant(iterations))[1].numpy()
-        return (time.perf_counter() - start) / iterations
-
-
-def hand_jax_gd(problem, dtype: str, iterations: int) -> float:
-    """Seconds per iteration of a minimal GD `lax.fori_loop` under `jax.jit`, X transposed on the
-    device as the JAX backend stores it, compiled ahead of time outside the clock; the clock
-    stops after the result is on the host."""
-    import jax
-
-    jax.config.update("jax_enable_x64", True)
-    import jax.numpy as jnp
-
-    X = jax.device_put(np.ascontiguousarray(np.asarray(problem.X, dtype=dtype).T))
-    y = jax.device_put(np.asarray(problem.y, dtype=dtype))
-    w0 = jnp.zeros((problem.d, problem.y.shape[1]), dtype=dtype)
-    step = jnp.asarray(gd_step(problem), dtype=dtype)
-
-    def evaluate(w):
-        r = X.T @ w - y
-        return jnp.sum(r * r) / y.shape[0], (2.0 / y.shape[0]) * (X @ r)
-
-    def loop(w, count):
-        def body(_, carry):
-            w, _, g = carry
-            w = w - step * g
-            return (w, *evaluate(w))
-
-        return jax.lax.fori_loop(0, count, body, (w, *evaluate(w)))
-
-    compiled = jax.jit(loop).lower(w0, iterations).compile()
-    start = time.perf_counter()
-    np.asarray(compiled(w0, iterations)[1])
-    return (time.perf_counter() - start) / iterations
-
-
-def hand_torch_gd(problem, dtype: str, iterations: int) -> float:
-    """Seconds per iteration of a minimal eager PyTorch GD loop on tensors made once (no
-    autograd: the analytic gradient, as our backend computes it)."""
-    import torch
-
-    X = torch.as_tensor(np.ascontiguousarray(problem.X, dtype=dtype))
-    y = torch.as_tensor(np.ascontiguousarray(problem.y, dtype=dtype))
-    w = torch.zeros((problem.d, problem.y.shape[1]), dtype=X.dtype)
-    step, inv_n = gd_step(problem), 1.0 / X.shape[0]
-    with torch.no_grad():
-        start = time.perf_counter()
-        r = X @ w - y
-        f, g = torch.sum(r * r) * inv_n, (2 * inv_n) * (X.T @ r)
-        for _ in range(iterations):
-            w = w - step * g
-            r = X @ w - y
-            f, g = torch.sum(r * r) * inv_n, (2 * inv_n) * (X.T @ r)
-        float(f)
-        return (time.perf_counter() - start) / iterations
-
-
-HAND_WRITTEN = {  # (backend, feed) -> what the harness is compared with
-    ("jax", "fused"): ("driver vs hand-written lax.fori_loop under jit", hand_jax_gd),
-    ("torch", "resident"): ("driver vs hand-written eager PyTorch loop", hand_torch_gd),
-}
+from study.bench.twins import twin
 
 
 def overhead_row(check: str, label: str, formulation: str, dtype: str, problem, goal: float,
@@ -174,29 +41,21 @@ def overhead_row(check: str, label: str, formulation: str, dtype: str, problem, 
 
 def measure_harness(problem, label: str, formulation: str, dtype: str, *, iterations: int,
                     repeats: int) -> dict:
-    """Our driver's seconds per iteration of GD (1/L) over a hand-written loop's, interleaved."""
+    """Our driver's seconds per iteration of GD (1/L) over a hand-written loop's, interleaved;
+    the loop is the backend's twin's `minimal_loop` (study.bench.twins)."""
     ours, hand = [], []
-    what = ("driver vs hand-written NumPy loop" if ENGINES[label][0] == "numpy"
-            else "driver vs hand-written tf.while_loop" + (" (XLA)" if ENGINES[label][1].get(
-                "xla") else ""))
+    what = "driver vs hand-written loop"
     try:
-        if ENGINES[label][0] == "numpy":
-            def baseline():
-                with blas_threads(label):
-                    return hand_numpy_gd(problem, dtype, formulation, iterations)
-        elif (ENGINES[label][0], ENGINES[label][1].get("feed")) in HAND_WRITTEN \
-                and formulation == "data":
-            what, hand_loop = HAND_WRITTEN[ENGINES[label][0], ENGINES[label][1]["feed"]]
-
-            def baseline():
-                return hand_loop(problem, dtype, iterations)
-        elif ENGINES[label][1].get("feed") == "fused" and formulation == "data":
-            xla = bool(ENGINES[label][1].get("xla"))
-
-            def baseline():
-                return hand_tf_gd(problem, dtype, iterations, xla=xla)
-        else:
+        name, options = engine(label)
+        found = twin(name, "minimal_loop")(options, formulation)
+        if found is None:
             raise Unavailable(f"no hand-written loop for {label} {formulation}")
+        what, hand_loop = found
+
+        def baseline():
+            with blas_threads(label):
+                return hand_loop(problem, dtype, iterations)
+
         for repeat in range(repeats):  # alternating which goes first
             if repeat % 2:
                 hand.append(baseline())
@@ -239,7 +98,7 @@ def measure_trace(problem, label: str, formulation: str, dtype: str, *, iteratio
     base = {"check": "trace", **describe(label), "formulation": formulation, "dtype": dtype,
             "n": problem.n, "d": problem.d, "goal": TRACE_GOAL}
     try:
-        if ENGINES[label][1].get("feed") in ("fused", "tf1"):
+        if engine(label)[1].get("feed") in ("fused", "tf1"):
             raise Unavailable(f"{label} keeps its own trace (not the host loop's)")
         for repeat in range(repeats):  # alternating which goes first
             for name, schedule in list(schedules.items())[::-1 if repeat % 2 else 1]:
@@ -273,14 +132,14 @@ def bench_overhead(plan: Plan, problem) -> pd.DataFrame:
     dtype = plan.dtypes[0]
     for label in plan.overhead_backends:
         for formulation in plan.formulations:
-            if ENGINES[label][0] != "numpy" and formulation == "gram":
+            if BACKENDS[engine(label)[0]].framework and formulation == "gram":
                 continue  # the hand-written framework loops read X (formulation data)
             iterations = overhead_iterations(plan, formulation)
             rows.append(measure_harness(problem, label, formulation, dtype,
                                         iterations=iterations, repeats=plan.overhead_repeats))
             progress(f"[overhead] harness {label} {formulation}: "
                      f"{shown(rows[-1], 'ratio', 'x')}")
-    for label in ("numpy", "tf-resident"):
+    for label in plan.trace_backends:
         if label not in plan.backends and label not in plan.overhead_backends:
             continue
         for formulation in plan.formulations:

@@ -1,0 +1,60 @@
+"""The bench's hand-written twins: for each backend whose registry entry names a module
+(`Backend.twin`), the minimal loops our harness is divided by and the copy its bandwidth is
+divided by, written directly in that framework. The sections look a twin up here by backend
+name and never name a framework, so a backend registered without one is a row saying so.
+
+A twin module provides any of (a missing one is a row saying "no ... for <backend>"):
+  hand_loop(problem, feed, dtype, device, iterations) -> seconds per iteration of GD (1/L),
+      the loss read to the host as the feed mode reads it (section `harness`);
+  minimal_loop(options, formulation) -> (what, loop(problem, dtype, iterations) -> seconds per
+      iteration), or None where it has none (section `overhead`);
+  copy_call(shape, device) -> a call computing y = x * s over a float64 array of `shape` on
+      the device, synchronised (section `bandwidth`'s denominator);
+  probes(problem, name, device, copy, plan) -> rows of its own measurements (`bandwidth`).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+
+from study.bench.runs import Unavailable
+
+WHOLE_LOOP = ("fused", "graphed")  # feed modes with the loop on the device: one read per chunk
+WHAT = {"hand_loop": "hand-written loop", "minimal_loop": "hand-written loop",
+        "copy_call": "copy measurement", "probes": "probes"}
+
+
+def twin_of(name: str):
+    """The twin module the backend's registry entry names (None: it has none)."""
+    from optimizers.backends.registry import backend
+
+    declared = backend(name)
+    return importlib.import_module(declared.twin) if declared.twin else None
+
+
+def twin(name: str, role: str):
+    """The backend's twin function for `role` (see above); none -> Unavailable saying so."""
+    found = getattr(twin_of(name), role, None)
+    if found is None:
+        raise Unavailable(f"no {WHAT[role]} for {name}")
+    return found
+
+
+def no_loop(name: str, feed: str) -> Unavailable:
+    return Unavailable(f"no hand-written loop for {name} feed '{feed}' yet")
+
+
+def gd_step(problem) -> float:
+    """GD's 1/L step exactly as `optimizers.gd` computes it (float64, from the Gram matrix)."""
+    from datasets.problem import gram_matrix
+
+    return 1.0 / float(np.linalg.eigvalsh(gram_matrix(problem.X))[-1])
+
+
+def host_arrays(problem, dtype: str):
+    """X transposed (d x n, as the JAX and PyTorch backends store it), y, and the GD constants."""
+    Xt = np.ascontiguousarray(np.asarray(problem.X, dtype=dtype).T)
+    y = np.ascontiguousarray(np.asarray(problem.y, dtype=dtype))
+    return Xt, y, gd_step(problem), 1.0 / problem.n

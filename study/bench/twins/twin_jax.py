@@ -1,0 +1,225 @@
+"""The JAX backend's hand-written twins (see study.bench.twins): its GD loops (a jitted step
+called from Python, or a jitted `lax.fori_loop`), the copy on the device, and the float32
+probes of issue 32 item 4 (matmul precision, the gradient's reduction laid out three ways)."""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+
+import numpy as np
+
+from study.bench.runs import failed_row, progress, shown
+from study.bench.sections.bandwidth import fraction, mode_row
+from study.bench.timing import median, samples
+from study.bench.twins import WHOLE_LOOP, gd_step, host_arrays, no_loop
+
+FEEDS = ("feed", "resident", "fused")  # the feed modes with a hand-written loop here
+
+
+def hand_loop(problem, feed: str, dtype: str, device: str, iterations: int) -> float:
+    """A jitted step called from a Python loop with `float(f)` every iteration (X passed
+    as a NumPy array every call for feed, put on the device once for resident), or for fused a
+    jitted `lax.fori_loop` of the whole run, read once. Compiled ahead of time, off the clock."""
+    if feed not in FEEDS:
+        raise no_loop("jax", feed)
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+
+    from optimizers.backends.jax import host_array
+
+    Xt_host, y_host, step, inv_n = host_arrays(problem, dtype)
+    Xt_host, y_host = host_array(Xt_host), host_array(y_host)  # as our feed mode holds them
+    target = jax.devices(device)[0]
+    put = (lambda a: a) if feed == "feed" else (lambda a: jax.device_put(a, target))
+    Xt, y = put(Xt_host), put(y_host)
+    w0 = jax.device_put(np.zeros((problem.d, y_host.shape[1]), dtype=dtype), target)
+    step, inv_n = np.asarray(step, dtype), np.asarray(inv_n, dtype)
+
+    def evaluate(Xt, y, w):
+        r = Xt.T @ w - y
+        return jnp.sum(r * r) * inv_n, (2 * inv_n) * (Xt @ r)
+
+    def update(Xt, y, w, g):
+        w = w - step * g
+        f, g = evaluate(Xt, y, w)
+        return w, g, f
+
+    with jax.default_device(target):
+        if feed in WHOLE_LOOP:
+            def loop(Xt, y, w):
+                f, g = evaluate(Xt, y, w)
+                return jax.lax.fori_loop(0, iterations,
+                                         lambda _, c: update(Xt, y, c[0], c[1]), (w, g, f))
+            compiled = jax.jit(loop).lower(Xt, y, w0).compile()
+            float(compiled(Xt, y, w0)[2])  # a first call, as the backend's warm-up
+            start = time.perf_counter()
+            float(compiled(Xt, y, w0)[2])
+            return (time.perf_counter() - start) / iterations
+        first = jax.jit(evaluate).lower(Xt, y, w0).compile()
+        f, g = first(Xt, y, w0)
+        stepped = jax.jit(update).lower(Xt, y, w0, g).compile()
+        float(stepped(Xt, y, w0, g)[2])
+        start = time.perf_counter()
+        w = w0
+        f, g = first(Xt, y, w)
+        float(f)
+        for _ in range(iterations):
+            w, g, f = stepped(Xt, y, w, g)
+            float(f)
+        return (time.perf_counter() - start) / iterations
+
+
+def hand_jax_gd(problem, dtype: str, iterations: int) -> float:
+    """Seconds per iteration of a minimal GD `lax.fori_loop` under `jax.jit`, X transposed on the
+    device as the JAX backend stores it, compiled ahead of time outside the clock; the clock
+    stops after the result is on the host."""
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+
+    X = jax.device_put(np.ascontiguousarray(np.asarray(problem.X, dtype=dtype).T))
+    y = jax.device_put(np.asarray(problem.y, dtype=dtype))
+    w0 = jnp.zeros((problem.d, problem.y.shape[1]), dtype=dtype)
+    step = jnp.asarray(gd_step(problem), dtype=dtype)
+
+    def evaluate(w):
+        r = X.T @ w - y
+        return jnp.sum(r * r) / y.shape[0], (2.0 / y.shape[0]) * (X @ r)
+
+    def loop(w, count):
+        def body(_, carry):
+            w, _, g = carry
+            w = w - step * g
+            return (w, *evaluate(w))
+
+        return jax.lax.fori_loop(0, count, body, (w, *evaluate(w)))
+
+    compiled = jax.jit(loop).lower(w0, iterations).compile()
+    start = time.perf_counter()
+    np.asarray(compiled(w0, iterations)[1])
+    return (time.perf_counter() - start) / iterations
+
+
+def minimal_loop(options: dict, formulation: str):
+    if options.get("feed") != "fused" or formulation != "data":
+        return None
+
+    def loop(problem, dtype, iterations):
+        return hand_jax_gd(problem, dtype, iterations)
+
+    return "driver vs hand-written lax.fori_loop under jit", loop
+
+
+def copy_call(shape: tuple, device: str):
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    x = jax.device_put(np.ones(shape), jax.devices(device)[0])
+    scaled = jax.jit(lambda x, s: x * s)
+
+    def call():
+        scaled(x, 1.0).block_until_ready()
+    return call
+
+
+# --- the float32 probes (issue 32 item 4) -------------------------------------------------------
+
+@contextmanager
+def matmul_precision(value: str | None):
+    """JAX's default matmul precision set for the whole process for a while: the JAX backend
+    runs on a worker thread (optimizers.interruptible), which `jax.default_matmul_precision`'s
+    thread-local context would not reach. None leaves JAX's default."""
+    if value is None:
+        yield
+        return
+    import jax
+
+    saved = jax.config.jax_default_matmul_precision
+    jax.config.update("jax_default_matmul_precision", value)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_default_matmul_precision", saved)
+
+
+REDUCTIONS = ("X.T @ r", "sum(X * r, axis=0)", "Xt @ r (X stored transposed)")
+
+
+def hand_reduction(problem, dtype: str, device: str, layout: str, iterations: int) -> float:
+    """Seconds per iteration of a jitted `lax.fori_loop` of GD whose gradient X^T r is computed
+    as `layout` says (REDUCTIONS), compiled off the clock, read once."""
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+
+    target = jax.devices(device)[0]
+    transposed = layout == REDUCTIONS[2]
+    X = np.asarray(problem.X, dtype=dtype)
+    X = jax.device_put(np.ascontiguousarray(X.T if transposed else X), target)
+    y = jax.device_put(np.asarray(problem.y, dtype=dtype), target)
+    w0 = jax.device_put(np.zeros((problem.d, problem.y.shape[1]), dtype=dtype), target)
+    step, inv_n = np.asarray(gd_step(problem), dtype), np.asarray(1.0 / problem.n, dtype)
+
+    def gradient(r):
+        if transposed:
+            return X @ r
+        if layout == REDUCTIONS[0]:
+            return X.T @ r
+        return jnp.sum(X * r, axis=0)[:, None]
+
+    def loop(w):
+        def body(_, carry):
+            w, g, _ = carry
+            w = w - step * g
+            r = (X.T @ w if transposed else X @ w) - y
+            return w, (2 * inv_n) * gradient(r), jnp.sum(r * r) * inv_n
+
+        r = (X.T @ w if transposed else X @ w) - y
+        return jax.lax.fori_loop(0, iterations, body,
+                                 (w, (2 * inv_n) * gradient(r), jnp.sum(r * r) * inv_n))
+
+    with jax.default_device(target):
+        compiled = jax.jit(loop).lower(w0).compile()
+        float(compiled(w0)[2])
+        start = time.perf_counter()
+        float(compiled(w0)[2])
+        return (time.perf_counter() - start) / iterations
+
+
+def probes(problem, name: str, device: str, copy: float, plan) -> list[dict]:
+    """Issue 32 item 4's measurements (GD fused, both dtypes): precision, then reduction
+    layout, each as a fraction of the copy bandwidth."""
+    rows = []
+    for dtype in ("float64", "float32"):
+        for precision in ("default", "highest"):
+            with matmul_precision(None if precision == "default" else precision):
+                rows.append(mode_row(problem, name, "fused", dtype, "gd", device, copy,
+                                     iterations=plan.bandwidth_iterations,
+                                     repeats=plan.bandwidth_repeats, check="precision",
+                                     variant=f"matmul precision {precision}"))
+            progress(f"[bandwidth] {rows[-1]['backend']} gd {dtype} precision {precision}: "
+                     f"{shown(rows[-1], 'fraction_of_copy', ' of copy')}")
+        for layout in REDUCTIONS:
+            row = {"check": "reduction", "framework": name, "backend": "hand-written fused",
+                   "feed": "fused", "variant": layout, "optimizer": "gd", "device": device,
+                   "dtype": dtype, "n": problem.n, "d": problem.d,
+                   "copy_gb_per_s": copy / 1e9, "iterations": plan.bandwidth_iterations}
+            try:
+                timed = [hand_reduction(problem, dtype, device, layout,
+                                        plan.bandwidth_iterations)
+                         for _ in range(plan.bandwidth_repeats)]
+                seconds = median(timed)
+                row.update(status="ok", message="", seconds_per_iteration=seconds,
+                           fraction_of_copy=fraction(problem, dtype, "gd", seconds, copy),
+                           seconds_samples=samples(timed))
+            except Exception as exc:  # noqa: BLE001
+                row = failed_row(row, exc)
+            rows.append(row)
+            progress(f"[bandwidth] reduction {layout} {dtype}: "
+                     f"{shown(row, 'fraction_of_copy', ' of copy')}")
+    return rows
