@@ -69,6 +69,10 @@ class Comparison:
     method: str = ""  # how the interval was made, or why there is none
     noisy: int = 0  # measurements on the common instances (both sides) flagged noisy
     measured: int = 0  # measurements on the common instances, both sides
+    # the sequential verdict's values (study.sequential): per replicate of each common instance
+    # (a seed or repeat both sides ran), A's mean log value minus B's, in replicate order
+    units: tuple = ()
+    run_ids: tuple = ()  # the rows of both sides: the configurations the comparison names
 
     @property
     def busy(self) -> bool:
@@ -260,7 +264,35 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, instance: list[str], value: str, *
                        sum(b_groups[k].size for k in common))
     return Comparison(found.value, found.low, found.high, len(common), only_a, only_b,
                       both_failed, measurements, found.method, noise_a[0] + noise_b[0],
-                      noise_a[1] + noise_b[1])
+                      noise_a[1] + noise_b[1], _units(a, b, instance, value),
+                      tuple(sorted({*_ids(a), *_ids(b)})))
+
+
+REPLICATES = ("seed", "repeat")  # what tells the runs of one instance apart, where it does
+
+
+def _ids(runs: pd.DataFrame) -> list:
+    return list(runs["run_id"].dropna().astype(str)) if "run_id" in runs else []
+
+
+def _units(a: pd.DataFrame, b: pd.DataFrame, instance: list[str], value: str) -> tuple:
+    """The paired units of a sequential verdict: per instance and replicate (seed, repeat)
+    both sides measured, A's mean log value minus B's (both failed: a tie, 0), ordered by
+    replicate (as numbers where they are), so that the added ones come last."""
+    keys = instance + [c for c in REPLICATES if c in a and c in b and c not in instance]
+    a_groups, b_groups = _groups(a, keys, value), _groups(b, keys, value)
+    common = [k for k in a_groups if k in b_groups]
+
+    def order(key):
+        replicate = key[len(instance):] if isinstance(key, tuple) else ()
+        return tuple(pd.to_numeric(pd.Series(replicate, dtype=object), errors="coerce")
+                     .fillna(-1).tolist()), str(key)
+
+    out = []
+    for key in sorted(common, key=order):
+        diff = float(np.mean(_log(a_groups[key]))) - float(np.mean(_log(b_groups[key])))
+        out.append(0.0 if math.isnan(diff) else diff)  # inf - inf: both failed, a tie
+    return tuple(out)
 
 
 def _noise(runs: pd.DataFrame, instance: list[str], common: list) -> tuple[int, int]:
