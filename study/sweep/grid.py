@@ -28,7 +28,8 @@ from datasets.errors import InputError
 
 TIMEOUT_ENDS = "timeout_ends_configuration"  # the key, also named in the rows it skips
 COMMON_KEYS = ("kind", "name", "description", "repeats", "run_timeout", "memory_budget_gb",
-               TIMEOUT_ENDS, "exclude")
+               TIMEOUT_ENDS, "exclude", "adaptive")
+ADAPTIVE_KEYS = ("margin", "max_instances", "batch", "time_budget")
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
@@ -50,6 +51,44 @@ class Study:
     # a configuration whose run timed out on one seed runs no further seed (they are recorded
     # skipped, saying why): a run that cannot reach the target need not say so three times
     timeout_ends_configuration: bool = False
+    adaptive: Adaptive | None = None  # None: Adaptive()'s defaults
+
+
+@dataclass(frozen=True)
+class Adaptive:
+    """[adaptive]: after the planned runs, the answers' undecided comparisons get `batch` more
+    instances of each configuration they name at a time (study.sweep.adaptive), until each is
+    decided (study.sequential), has `max_instances`, or the extra runs of this invocation have
+    taken `time_budget` seconds."""
+
+    margin: float = 0.1  # equivalent: the ratio within [1 / (1 + margin), 1 + margin]
+    max_instances: int = 12  # replicates (seeds, or repeats) per configuration, in all
+    batch: int = 2
+    time_budget: float = 30.0
+
+
+def parse_adaptive(table, source: str) -> Adaptive:
+    """The [adaptive] table, checked (a one-line error naming the key)."""
+    if table is None:
+        return Adaptive()
+    if not isinstance(table, dict):
+        raise ConfigError(f"{source}: adaptive: must be a table ([adaptive])")
+    unknown(table, ADAPTIVE_KEYS, source, "key of [adaptive]")
+    margin = table.get("margin", Adaptive.margin)
+    if not positive_number(margin) or margin >= 1:
+        raise ConfigError(f"{source}: adaptive: margin: must be a number in (0, 1), e.g. 0.1 "
+                          f"for +-10%, got {margin!r}")
+    for key, least in (("max_instances", 2), ("batch", 1)):
+        value = table.get(key, getattr(Adaptive, key))
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ConfigError(f"{source}: adaptive: {key}: must be an integer >= {least}, "
+                              f"got {value!r}")
+    budget = table.get("time_budget", Adaptive.time_budget)
+    if not positive_number(budget):
+        raise ConfigError(f"{source}: adaptive: time_budget: must be a number of seconds > 0, "
+                          f"got {budget!r}")
+    return Adaptive(float(margin), table.get("max_instances", Adaptive.max_instances),
+                    table.get("batch", Adaptive.batch), float(budget))
 
 
 def read_config(path) -> dict:
@@ -131,6 +170,7 @@ def parse_study(raw: dict, source: str) -> Study:
     ends = raw.get(TIMEOUT_ENDS, False)
     if not isinstance(ends, bool):
         fail(TIMEOUT_ENDS, f"must be true or false, got {ends!r}")
+    adaptive = parse_adaptive(raw.get("adaptive"), source)
     excludes = raw.get("exclude", [])
     if not isinstance(excludes, list) or not all(isinstance(e, dict) for e in excludes):
         fail("exclude", "must be an array of tables ([[exclude]])")
@@ -158,7 +198,7 @@ def parse_study(raw: dict, source: str) -> Study:
     specs = with_prerequisites(plugin, specs)
     budget = float(memory) if memory is not None else default_memory_budget_gb()
     return Study(kind, name, source, tuple(specs), float(run_timeout), budget, description,
-                 ends)
+                 ends, adaptive)
 
 
 def configuration(spec) -> str:

@@ -9,7 +9,9 @@ repeat (every configuration's first repeat, then every second one, ...), so that
 background load lands on different configurations, not on all repeats of one. A sweep in which
 any run ended in `error` exits with status 1 (after saying how many and where their logs are).
 Runs that wait for others (a tuned learning rate waits for its grid's runs) are planned in a
-second round, made from the rows the first round left.
+second round, made from the rows the first round left. Then the answers' comparisons that are
+still undecided get more instances, a few at a time, until decided or out of budget
+(study.sweep.adaptive; `--no-adaptive` keeps the planned design).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from datasets.errors import InputError
 from study import interrupts
 from study.output import ResultsWriteError, check_output_folder
 from study.sweep import fingerprint, noise
+from study.sweep.adaptive import refine, with_candidates
 from study.sweep.dry_run import dry_run
 from study.sweep.executors import NOT_RUN, Job, LocalExecutor, preload_for
 from study.sweep.folder import ResultsFolder
@@ -114,11 +117,13 @@ def plan_runs(study: Study, specs, folder: ResultsFolder, existing: pd.DataFrame
 def run_study(study: Study, out_dir, *, only=None, retry_failed: bool = False,
               keep_stale: bool = False, remeasure_noisy: bool = False,
               order_seed: int | None = None, quiet: bool = False,
-              python: str = sys.executable, executor=None) -> Counter:
+              python: str = sys.executable, executor=None, adaptive: bool = True) -> Counter:
     """Run every pending spec of the study; returns the statuses of this invocation.
 
     The executor is entered before anything is written, so a cluster that cannot run anything
-    fails with the results folder untouched.
+    fails with the results folder untouched. After the planned rounds, `adaptive` measures the
+    answers' undecided comparisons further (study.sweep.adaptive; not with --only, which asks
+    for some runs, not for answers).
     """
     from tqdm import tqdm
 
@@ -148,6 +153,46 @@ def run_study(study: Study, out_dir, *, only=None, retry_failed: bool = False,
         bar = tqdm(total=0, disable=quiet or not sys.stderr.isatty(), unit="run",
                    dynamic_ncols=True, file=sys.stderr)
         first = None
+
+        def run_round(todo, what):
+            """Plan and run specs as one round of this sweep (the order seed and sweep id of
+            its first round)."""
+            nonlocal first
+            plan = plan_runs(study, todo, folder, existing, executor.env_fingerprints(),
+                             retry_failed=retry_failed, keep_stale=keep_stale,
+                             remeasure_noisy=remeasure_noisy,
+                             order_seed=first.order_seed if first else order_seed,
+                             sweep_id=first.sweep_id if first else None)
+            first = first or plan
+            print(describe(study, todo, plan, folder, what), flush=True)
+            plugin.prepare([job.spec for job in plan.jobs], folder.cache_dir, python,
+                           study.run_timeout)
+            bar.total += len(plan.jobs)
+            bar.refresh()
+            runs = executor.run(plan.jobs, folder, timeout=study.run_timeout,
+                                memory_budget_gb=study.memory_budget_gb,
+                                on_start=lambda job: bar.set_postfix_str(job.spec.label()),
+                                unless=unless)
+            for index, (job, outcome) in enumerate(runs, 1):
+                interrupts.check()  # one a library swallowed: no further run starts
+                statuses[outcome["status"]] += 1
+                bar.update()
+                if outcome["status"] == "timeout":
+                    timed_out.setdefault(configuration(job.spec), job.spec.seed)
+                if outcome["status"] == NOT_RUN:
+                    not_run[outcome["reason"]] += 1
+                    continue
+                if bar.disable:  # --quiet, or no terminal (a log): a line per run
+                    print(f"[{index}/{len(plan.jobs)}] {job.spec.run_id} "
+                          f"{job.spec.label()}: {outcome['status']}", flush=True)
+
+        def run_added(todo, what):
+            """Instances the adaptive loop adds: a round, then the runs that wait for rows."""
+            nonlocal existing
+            existing = folder.scan(report=lambda line: print(line, file=sys.stderr))
+            todo, _ = resolved(plugin, todo, existing)
+            run_round(todo, what)
+
         try:
             for waited, todo in enumerate(rounds):
                 if not todo:
@@ -158,40 +203,15 @@ def run_study(study: Study, out_dir, *, only=None, retry_failed: bool = False,
                     if waiting:
                         print(f"{study.name}: {waiting} runs still wait for runs that have no "
                               "row (see above); they run once those have one", flush=True)
-                plan = plan_runs(study, todo, folder, existing, executor.env_fingerprints(),
-                                 retry_failed=retry_failed, keep_stale=keep_stale,
-                                 remeasure_noisy=remeasure_noisy,
-                                 order_seed=first.order_seed if first else order_seed,
-                                 sweep_id=first.sweep_id if first else None)
-                first = first or plan
-                print(describe(study, todo, plan, folder,
-                               "runs made from earlier runs' rows" if waited else "runs"),
-                      flush=True)
-                plugin.prepare([job.spec for job in plan.jobs], folder.cache_dir, python,
-                               study.run_timeout)
-                bar.total += len(plan.jobs)
-                bar.refresh()
-                runs = executor.run(plan.jobs, folder, timeout=study.run_timeout,
-                                    memory_budget_gb=study.memory_budget_gb,
-                                    on_start=lambda job: bar.set_postfix_str(job.spec.label()),
-                                    unless=unless)
-                for index, (job, outcome) in enumerate(runs, 1):
-                    interrupts.check()  # one a library swallowed: no further run starts
-                    statuses[outcome["status"]] += 1
-                    bar.update()
-                    if outcome["status"] == "timeout":
-                        timed_out.setdefault(configuration(job.spec), job.spec.seed)
-                    if outcome["status"] == NOT_RUN:
-                        not_run[outcome["reason"]] += 1
-                        continue
-                    if bar.disable:  # --quiet, or no terminal (a log): a line per run
-                        print(f"[{index}/{len(plan.jobs)}] {job.spec.run_id} "
-                              f"{job.spec.label()}: {outcome['status']}", flush=True)
+                run_round(todo, "runs made from earlier runs' rows" if waited else "runs")
+            refine(study, folder, plugin, lambda: assemble(study, folder), run_added,
+                   enabled=adaptive and only is None,
+                   say=lambda line: print(line, flush=True))
             for reason, count in not_run.items():
                 runs, them = ("run", "it") if count == 1 else ("runs", "them")
                 print(f"{study.name}: {count} {runs} not run here: {reason} (no row is written; "
                       f"a machine that has one runs {them})", flush=True)
-            assemble(study, folder)
+            # refine assembled the tables after its last runs
         except OSError as exc:
             raise ResultsWriteError(
                 f"cannot write results in '{folder.root}': {exc}; the "
@@ -215,10 +235,11 @@ def selected(study: Study, only) -> list:
 
 
 def assemble(study: Study, folder: ResultsFolder) -> pd.DataFrame:
-    """The config's rows (every finished run of its grid, in the grid's order, not the shuffled
-    order they ran in) with noise flags, written as tables."""
+    """The config's rows (every finished run of its grid, and the instances the adaptive loop
+    added to it, in the grid's order, not the shuffled order they ran in) with noise flags,
+    written as tables."""
     existing = folder.scan(report=lambda line: print(line, file=sys.stderr))
-    specs, _ = resolved(load_kind(study.kind), study.specs, existing)
+    specs, _ = resolved(load_kind(study.kind), with_candidates(study).specs, existing)
     grid_order = {s.run_id: i for i, s in enumerate(specs)}
     runs = existing[existing["run_id"].isin(grid_order)]
     runs = runs.iloc[runs["run_id"].map(grid_order).argsort()].reset_index(drop=True)
@@ -266,6 +287,9 @@ def add_sweep_arguments(parser, out_help: str = "results folder (default results
     parser.add_argument("--order-seed", type=int, metavar="N",
                         help="seed of the shuffled run order (default: a fresh one, recorded)")
     parser.add_argument("--quiet", action="store_true", help="log lines instead of a progress bar")
+    parser.add_argument("--no-adaptive", dest="adaptive", action="store_false",
+                        help="run the planned design only: no instances added to decide the "
+                             "answers' comparisons (see the config's [adaptive])")
     if executors:
         parser.add_argument("--executor", choices=("local", "dask"), default="local",
                             help="local: one run at a time on this machine (default); dask: "
@@ -317,7 +341,7 @@ def execute(study: Study, args) -> int:
     statuses = run_study(study, out, only=only, retry_failed=args.retry_failed,
                          keep_stale=args.keep_stale, remeasure_noisy=args.remeasure_noisy,
                          order_seed=args.order_seed, quiet=args.quiet,
-                         executor=make_executor(args))
+                         executor=make_executor(args), adaptive=args.adaptive)
     plugin = load_kind(study.kind)
     runs_path = os.path.join(out, "runs.parquet")
     if os.path.exists(runs_path):

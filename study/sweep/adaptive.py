@@ -1,0 +1,177 @@
+"""Adaptive replication: after the planned runs, measure the comparisons the report answers
+with until each is decided, or a stated budget is spent.
+
+One loop (`refine`): assemble the rows, derive the answers' comparisons (study.conclusions), and
+for each one the confidence sequence leaves undecided (study.sequential) add `batch` more
+instances of every configuration it names; run them as ordinary runs (rows, fingerprints,
+resumable); look again. A comparison stops when it is decided, when its configurations have
+`max_instances` instances, or when this invocation's extra runs have taken `time_budget`
+seconds. An instance is a new seed where the study varies seeds (a new draw of a seeded data
+set; on a file data set from zeros, a repeat of its one instance, as the report says), else a
+new repeat. Two kinds of undecided comparison get no more runs, and say so:
+- one measured on a busy machine (most of its runs flagged noisy, study.sweep.noise): more runs
+  would dilute the flag, not remove the load; `--remeasure-noisy` measures its runs again;
+- one with a failure (infinite time) on some instance: the sequential test needs finite times,
+  and more instances cannot remove the failure.
+Why each undecided comparison stopped is written to the folder's adaptive.json, which the report
+reads (`stop_reasons`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import replace
+
+from study.output import write_text_atomic
+from study.sequential import decide
+from study.sweep.grid import Adaptive, configuration, resolved
+
+STATE = "adaptive.json"
+
+
+def settings(study) -> Adaptive:
+    return study.adaptive or Adaptive()
+
+
+def replicate_axis(specs) -> str:
+    """'seed' where the grid varies seeds (or its specs have no repeat), else 'repeat'."""
+    seeds = {getattr(s, "seed", None) for s in specs}
+    return "seed" if len(seeds) > 1 or not all(hasattr(s, "repeat") for s in specs) else \
+        "repeat"
+
+
+def extra_values(specs, count: int) -> list[int]:
+    """The replicate values the added instances take, in order: above every value the grid
+    uses (a tuning round's seed included), so an added run is never a planned one."""
+    axis = replicate_axis(specs)
+    used = {getattr(s, axis) for s in specs}
+    out, value = [], max(used) + 1
+    while len(out) < count:
+        if value not in used:
+            out.append(value)
+        value += 1
+    return out
+
+
+def with_candidates(study):
+    """The study with every instance the loop may add (each spec at each extra value): the
+    grid its tables are assembled from, so that added rows are ordinary rows of it."""
+    limit = settings(study).max_instances
+    axis = replicate_axis(study.specs)
+    values = extra_values(study.specs, limit)
+    extra = [replace(s, **{axis: v}) for s in study.specs for v in values]
+    return replace(study, specs=tuple(study.specs) + tuple(extra))
+
+
+def answer_comparisons(study, folder, runs) -> list[tuple[str, str, object]]:
+    """(id, what it compares, Comparison) of each answer of the report with a comparison."""
+    from study.conclusions import conclusions
+    from study.results import Results
+    from study.sweep.plugin import load_kind
+
+    if study.kind not in ("regression", "feedmode", "train") or runs.empty:
+        return []  # a study without answers (the engine's test studies)
+    results = Results(folder.root, study.kind, load_kind(study.kind), runs, "")
+    return [(c.id, c.sentence.split(",")[0], c.comparison) for c in conclusions(results)
+            if c.answer and c.comparison is not None]
+
+
+def refine(study, folder, plugin, table, measure, *, enabled: bool = True, say=print,
+           questions=answer_comparisons) -> dict[str, str]:
+    """The loop. `table()` assembles the rows; `measure(specs, why)` runs specs as a round of
+    the sweep. Returns (and writes to adaptive.json) why each undecided comparison stopped."""
+    cfg = settings(study)
+    grid = with_candidates(study)
+    by_config: dict[str, list] = {}
+    for spec in grid.specs:
+        by_config.setdefault(configuration(spec), []).append(spec)
+    axis = replicate_axis(study.specs)
+    start = time.monotonic()
+    stopped: dict[str, str] = {}
+    while True:
+        runs = table()
+        rows = {r["run_id"]: r for r in runs.to_dict("records")}
+        base = _base_specs(plugin, grid.specs, rows)
+
+        def have(config):  # the replicates of a configuration that have a row
+            ready, _ = resolved(plugin, by_config[config], rows)
+            return {getattr(s, axis) for s in ready if s.run_id in rows}
+
+        pending = []
+        try:
+            found = questions(study, folder, runs)
+        except Exception as exc:  # rows the report cannot read yet: the planned design stands
+            say(f"{study.name}: no instances added: the answers cannot be derived from these "
+                f"rows ({type(exc).__name__}: {exc})")
+            found = []
+        for id, what, c in found:
+            verdict = decide(c.units, cfg.margin)
+            if verdict.decided:
+                stopped.pop(id, None)
+                continue
+            configs = {configuration(base[r]) for r in c.run_ids if r in base}
+            counts = [len(have(k)) for k in configs]
+            if c.busy:
+                stopped[id] = ("measured on a busy machine (more instances would not remove "
+                               "the load; `--remeasure-noisy` measures its runs again)")
+            elif c.units and not all(abs(u) < float("inf") for u in c.units):
+                stopped[id] = "a failure on some instance (more instances cannot remove it)"
+            elif not enabled:
+                stopped[id] = "the fixed design (--no-adaptive)"
+            elif not configs or min(counts) >= cfg.max_instances:
+                stopped[id] = f"the cap of {cfg.max_instances} instances per configuration"
+            else:
+                pending.append((id, what, verdict, configs))
+        if not pending:
+            break
+        spent = time.monotonic() - start
+        if spent >= cfg.time_budget:
+            for id, *_ in pending:
+                stopped[id] = f"the time budget of the extra runs ({cfg.time_budget:g} s)"
+            break
+        wanted = set().union(*(p[3] for p in pending))
+        specs = []
+        for config in sorted(wanted):  # its next extra instances without a row, within the cap
+            done = have(config)
+            room = max(min(cfg.batch, cfg.max_instances - len(done)), 0)
+            specs += sorted((s for s in by_config[config] if getattr(s, axis) not in done),
+                            key=lambda s: getattr(s, axis))[:room]
+        if not specs:
+            for id, *_ in pending:
+                stopped[id] = f"the cap of {cfg.max_instances} instances per configuration"
+            break
+        for id, what, verdict, configs in pending:
+            say(f"{study.name}: refining {id} ({what}): {verdict.text()}; "
+                f"{cfg.batch} more instances of its {len(configs)} configuration"
+                f"{'s' * (len(configs) != 1)}")
+        measure(specs, f"runs added to decide {len(pending)} comparison"
+                       f"{'s' * (len(pending) != 1)}")
+    write_text_atomic(json.dumps({"margin": cfg.margin, "max_instances": cfg.max_instances,
+                                  "stopped": stopped}, indent=1) + "\n",
+                      folder.root / STATE)
+    return stopped
+
+
+def _base_specs(plugin, specs, rows) -> dict:
+    """run_id of a spec as it runs -> the spec as the grid lists it (a tuned run's id is its
+    resolved spec's)."""
+    out = {}
+    for spec in specs:
+        ready, _ = resolved(plugin, [spec], rows)
+        if ready:
+            out[ready[0].run_id] = spec
+    return out
+
+
+def stop_reasons(folder) -> dict:
+    """adaptive.json of a results folder: margin, max_instances and why each undecided answer
+    stopped ({} where the folder has none: a sweep from before it, or not by the runner)."""
+    from pathlib import Path
+
+    path = Path(folder) / STATE
+    try:
+        found = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
