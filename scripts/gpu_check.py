@@ -2,7 +2,8 @@
 """`make gpu-check`: the bench's GPU rows in one table, or one line naming the missing piece.
 
 On a machine with a GPU this measures, on /GPU:0, GD (1/L), Adadelta and L-BFGS for every
-TensorFlow feed mode (feed, resident, fused, fused+XLA, tf1) and dtype (float32, float64), with
+TensorFlow engine of the bench's full plan (feed, resident, fused, fused+xla, tf1: the plan's
+labels, read from the backend registry after the checks below) and dtype (float32, float64), with
 formulations data and gram, on the 1M-row `eve` set, through the bench's own measurement
 (`study.bench.sections.iterations.measure_iterations`): seconds per iteration, passes per
 iteration (a device read pass, `tf.reduce_sum(X)` on the GPU, timed between the runs), and for
@@ -33,8 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 MISSING = 1
-FEEDS = {"feed": "tf-feed", "resident": "tf-resident", "fused": "tf-fused",
-         "fused-xla": "tf-fused-xla", "tf1": "tf1"}
+FRAMEWORK = "tensorflow"  # what this check measures: the copy and read pass are TensorFlow's
 PASSES = {"gd": 2, "adadelta": 2, "lbfgs": 3}  # reads of X per iteration, formulation data
 
 
@@ -143,6 +143,25 @@ def device_read(tf, X_host, device: str, repeats: int):
     return read
 
 
+def feeds() -> dict[str, str]:
+    """Feed name (its `feed` option, '+xla' where XLA-compiled) -> engine label, for the
+    engines of the bench's full plan on FRAMEWORK, in its backend's declared feed order, each
+    plain before compiled. Read from the registry, so it needs NumPy (asked after the checks)."""
+    sys.path.insert(0, str(ROOT))
+    from optimizers.backends.registry import BACKENDS
+    from study.bench.plan import FULL, engine
+
+    found = []
+    for label in FULL.backends:
+        name, options = engine(label)
+        if BACKENDS[name].framework == FRAMEWORK:
+            feed = options.get("feed", "")
+            order = (BACKENDS[name].allowed("feed").index(feed) if feed else 0,
+                     bool(options.get("xla")))
+            found.append((order, feed + ("+xla" if options.get("xla") else ""), label))
+    return {feed: label for _, feed, label in sorted(found)}
+
+
 def measure(args, tf) -> int:
     sys.path.insert(0, str(ROOT))
     import logging
@@ -150,11 +169,12 @@ def measure(args, tf) -> int:
     import numpy as np
 
     from datasets import make_problem
-    from study.bench.plan import TF1_OPTIMIZERS
+    from study.bench.plan import TF1_OPTIMIZERS, engine
     from study.bench.render import text_table
     from study.bench.runs import describe
     from study.bench.sections.iterations import measure_iterations
     from study.bench.timing import ratio
+    from study.bench.twins import WHOLE_LOOP
 
     logging.getLogger("tensorflow").setLevel(logging.ERROR)
     device = "/GPU:0" if args.device == "gpu" else "/CPU:0"
@@ -169,7 +189,7 @@ def measure(args, tf) -> int:
     reads = {dtype: device_read(tf, np.asarray(problem.X, dtype=dtype), device, 3)
              for dtype in args.dtypes}
     for number, (feed, optimizer, dtype, formulation) in enumerate(grid, 1):
-        label = FEEDS[feed]
+        label = args.engines[feed]
         if time.perf_counter() - start > args.budget:
             rows.append({"optimizer": optimizer, **describe(label), "dtype": dtype,
                          "formulation": formulation, "status": "skipped",
@@ -179,7 +199,8 @@ def measure(args, tf) -> int:
         row = measure_iterations(problem, optimizer, label, formulation, dtype,
                                  iterations=iterations, repeats=args.repeats,
                                  read=reads[dtype], device=args.device)
-        if row["status"] == "ok" and formulation == "data" and feed.startswith("fused"):
+        if row["status"] == "ok" and formulation == "data" and engine(label)[1].get(
+                "feed") in WHOLE_LOOP:
             x_bytes = problem.n * problem.d * np.dtype(dtype).itemsize
             reached = x_bytes * PASSES[optimizer] / row["seconds_per_iteration"]
             row["achieved_gb_per_s"] = reached / 1e9
@@ -212,8 +233,9 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--optimizers", nargs="+", default=["gd", "adadelta", "lbfgs"],
                         choices=list(PASSES))
-    parser.add_argument("--feeds", nargs="+", default=["fused", "fused-xla", "resident", "feed",
-                                                         "tf1"], choices=list(FEEDS))
+    parser.add_argument("--feeds", nargs="+", metavar="FEED",
+                        help="TensorFlow feed modes (default: every one of the bench's full "
+                             "plan: fused, fused+xla, feed, resident, tf1)")
     parser.add_argument("--dtypes", nargs="+", default=["float32", "float64"],
                         choices=["float32", "float64"])
     parser.add_argument("--formulations", nargs="+", default=["data", "gram"],
@@ -237,6 +259,13 @@ def main(argv=None) -> int:
     tf, reason = tensorflow_gpu(require_gpu=args.device == "gpu")
     if reason:
         return say_missing(reason)
+    args.engines = feeds()
+    args.feeds = args.feeds or list(args.engines)
+    unknown = [feed for feed in args.feeds if feed not in args.engines]
+    if unknown:
+        print(f"gpu-check: unknown feed '{unknown[0]}'; allowed: {', '.join(args.engines)}",
+              flush=True)
+        return 2
     return measure(args, tf)
 
 

@@ -12,28 +12,31 @@ GPU engine against NumPy and against its own CPU engine, per iteration (GD) and 
 (L-BFGS, Adam), paired by seed; the step outputs follow. A step that fails is named in the
 report and the rest go on (exit 1 at the end).
 
-Without a GPU (no nvidia-smi, a failing driver, none listed, or no installed framework that
-sees one): ONE line and exit 1, before anything runs. Before that check no framework is
-imported in this process: the frameworks are asked in subprocesses, with the question their
-registry entry declares (optimizers/backends/registry.py).
+Without a GPU (no nvidia-smi, a failing driver, none listed, or none of the frameworks of the
+backends the config runs on the GPU installed and seeing one): ONE line and exit 1, before
+anything runs. Before that check no framework is imported in this process: the frameworks are
+asked in subprocesses, with the question their registry entry declares
+(optimizers/backends/registry.py); engines are named as the registry labels them.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "scripts"), str(ROOT)]
-from gpu_check import nvidia_smi  # noqa: E402 -- a sibling script, not a package
+from gpu_check import FRAMEWORK, nvidia_smi  # noqa: E402 -- a sibling script, not a package
 
-from optimizers.backends.registry import FRAMEWORKS  # noqa: E402 -- imports no framework
-
-GPU_FRAMEWORKS = ("jax", "torch")  # what configs/gpu.toml runs on the GPU
+from optimizers.backends.registry import (  # noqa: E402 -- imports no framework
+    backend,
+    framework,
+    framework_of,
+)
 
 
 def say(message: str) -> int:
@@ -41,14 +44,27 @@ def say(message: str) -> int:
     return 1
 
 
-def frameworks_with_gpu() -> list[str]:
-    """The installed frameworks among JAX and PyTorch that see a GPU."""
+def gpu_backends(config: Path) -> list[str]:
+    """The backends the study config runs on the GPU, in its order (configs/gpu.toml: JAX's and
+    PyTorch's); each one's framework is the registry's."""
+    with open(config, "rb") as handle:
+        declared = tomllib.load(handle).get("backends", [])
+    on_gpu = [entry["name"] for entry in declared
+              if "gpu" in ([entry["device"]] if isinstance(entry.get("device"), str)
+                           else entry.get("device", []))]
+    return list(dict.fromkeys(name for name in on_gpu if framework_of(name) is not None))
+
+
+def backends_with_gpu(names: list[str]) -> list[str]:
+    """Those of the backends whose framework is installed and sees a GPU, asked in a subprocess
+    with the question its registry entry declares."""
     seen = []
-    for name in GPU_FRAMEWORKS:
-        if importlib.util.find_spec(name) is None:
+    for name in names:
+        framework = framework_of(name)
+        if not framework.installed():
             continue
         try:
-            out = subprocess.run([sys.executable, "-c", FRAMEWORKS[name].gpu_count],
+            out = subprocess.run([sys.executable, "-c", framework.gpu_count],
                                  capture_output=True, text=True, timeout=300, cwd=ROOT)
             if out.returncode == 0 and int(out.stdout.strip().splitlines()[-1]) > 0:
                 seen.append(name)
@@ -61,11 +77,12 @@ def study(*args: str) -> list[str]:
     return [sys.executable, "-m", "study", *args]
 
 
-def steps(args, frameworks: list[str]) -> list[tuple[str, list[str]]]:
+def steps(args, backends: list[str]) -> list[tuple[str, list[str]]]:
     """(name, command) of every step, in order."""
     from study.feedmode.model import modes_of
 
     results = Path(args.results)
+    frameworks = dict.fromkeys(framework_of(name).name for name in backends)
     modes = [mode for name in frameworks for mode in modes_of(name)]
     found = [("study", study("run", str(args.config), "--out", str(results / "gpu"),
                              "--quiet")),
@@ -73,7 +90,7 @@ def steps(args, frameworks: list[str]) -> list[tuple[str, list[str]]]:
                                 "--modes", *modes, "--calls", "10", "--out",
                                 str(results / "feedmode-gpu"), "--quiet")),
              ("bench", study("bench", "--device", "gpu", "--out", str(results / "bench-gpu")))]
-    if importlib.util.find_spec("tensorflow") is not None:
+    if framework(FRAMEWORK).installed():  # gpu_check measures that framework's engines
         found.append(("gpu-check", [sys.executable, str(ROOT / "scripts" / "gpu_check.py")]))
     return found
 
@@ -96,8 +113,8 @@ def paired(frame, metric: str, fast: dict, slow: dict) -> str:
             f"({len(ratios)} seeds)")
 
 
-def answers(folder: Path, frameworks: list[str]) -> str:
-    """The headline table: each framework's fastest GPU engine against NumPy and its own CPU
+def answers(folder: Path, backends: list[str]) -> str:
+    """The headline table: each backend's fastest GPU engine against NumPy and its own CPU
     engine, per n, optimizer and dtype; GD per iteration, the others to the target."""
     import pandas as pd
 
@@ -109,7 +126,7 @@ def answers(folder: Path, frameworks: list[str]) -> str:
     for (n, optimizer, dtype), part in done.groupby(["n", "optimizer", "dtype"]):
         metric = "seconds_per_iteration" if optimizer == "gd" else "seconds"
         unit = "s/iter" if optimizer == "gd" else "s to 1e-8"
-        for name in frameworks:
+        for name in backends:
             gpu = part[(part["backend"] == name) & (part["device"] == "gpu")]
             if gpu.empty:
                 continue
@@ -119,14 +136,15 @@ def answers(folder: Path, frameworks: list[str]) -> str:
             cpu = {"backend": name, "device": "cpu", "feed": own["feed"].iloc[0] if len(own)
                    else None}
             lines.append(
-                f"| {n} | {optimizer} | {dtype} | {name} | {name}-{feed} | "
+                f"| {n} | {optimizer} | {dtype} | {name} | "
+                f"{backend(name).label({'feed': feed})} | "
                 f"{gpu[gpu['feed'] == feed][metric].median():.3g} {unit} | "
                 f"{paired(part, metric, fast, {'backend': 'numpy'})} | "
                 f"{paired(part, metric, fast, cpu)} |")
     return "\n".join(lines)
 
 
-def write_report(args, frameworks: list[str], outputs: dict, failed: list[str]) -> Path:
+def write_report(args, backends: list[str], outputs: dict, failed: list[str]) -> Path:
     out = Path(args.report)
     out.mkdir(parents=True, exist_ok=True)
     parts = ["# GPU against CPU (`make gpu`)", ""]
@@ -136,7 +154,7 @@ def write_report(args, frameworks: list[str], outputs: dict, failed: list[str]) 
               "median over seeds [range]; GD is per iteration, L-BFGS and Adam to relative "
               "suboptimality 1e-8 (loop only, setup apart).", ""]
     try:
-        parts.append(answers(Path(args.results) / "gpu", frameworks))
+        parts.append(answers(Path(args.results) / "gpu", backends))
     except Exception as exc:  # noqa: BLE001 -- the report still carries the steps' output
         parts.append(f"(no answers: {type(exc).__name__}: {exc})")
     for name, text in outputs.items():
@@ -156,14 +174,16 @@ def main(argv=None) -> int:
     reason, info = nvidia_smi()
     if reason:
         return say(reason)
-    frameworks = frameworks_with_gpu()
-    if not frameworks:
-        return say(f"no GPU visible to JAX or PyTorch for {sys.executable} (nvidia-smi lists "
+    wanted = gpu_backends(Path(args.config))
+    backends = backends_with_gpu(wanted)
+    if not backends:
+        titles = " or ".join(dict.fromkeys(framework_of(name).title for name in wanted))
+        return say(f"no GPU visible to {titles} for {sys.executable} (nvidia-smi lists "
                    f"{info.get('name')}); this script installs nothing")
-    print(f"gpu: {info.get('name')}; on the GPU: {', '.join(frameworks)}", flush=True)
+    print(f"gpu: {info.get('name')}; on the GPU: {', '.join(backends)}", flush=True)
     sys.path.insert(0, str(ROOT))
     outputs, failed = {}, []
-    for name, command in steps(args, frameworks):
+    for name, command in steps(args, backends):
         start = time.perf_counter()
         print(f"gpu: {name}: {' '.join(command[1:])}", flush=True)
         done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
@@ -175,7 +195,7 @@ def main(argv=None) -> int:
     summary = subprocess.run(study("summarize", str(Path(args.results) / "gpu")), cwd=ROOT,
                              capture_output=True, text=True)
     outputs = {"study summary": summary.stdout + summary.stderr, **outputs}
-    path = write_report(args, frameworks, outputs, failed)
+    path = write_report(args, backends, outputs, failed)
     print(f"gpu: wrote {path}", flush=True)
     return 1 if failed else 0
 

@@ -451,6 +451,16 @@ def one_line(result) -> str:
     return lines[0]
 
 
+def test_gpu_checks_engines_are_the_full_plans_read_from_the_registry():
+    """scripts/gpu_check.py's feeds are its framework's engines in the bench's full plan, named
+    by the registry's labels (was a table spelled by hand, 'tf-fused-xla' among them)."""
+    sys.path.insert(0, str(SCRIPT.parent))
+    import gpu_check
+
+    assert gpu_check.feeds() == {"fused": "tf-fused", "fused+xla": "tf-fused+xla",
+                                 "feed": "tf-feed", "resident": "tf-resident", "tf1": "tf1"}
+
+
 def test_gpu_check_without_nvidia_smi_says_so(tmp_path):
     result = gpu_check(tmp_path, nvidia_smi=None)
     assert result.returncode == 1
@@ -508,3 +518,12 @@ def test_gpu_check_table_runs_on_the_cpu(tmp_path):
     body = [line for line in lines[2:] if line.strip()]
     assert len(body) == 3  # gd fused, lbfgs fused, gd tf1
     assert sum("fused" in line for line in body) == 2
+
+
+@pytest.mark.slow
+def test_gpu_check_with_an_unknown_feed_says_so_in_one_line(tmp_path):
+    result = gpu_check(tmp_path, nvidia_smi=None, args=["--device", "cpu", "--feeds",
+                                                        "fused-xla"])
+    assert result.returncode == 2
+    assert one_line(result) == ("gpu-check: unknown feed 'fused-xla'; allowed: fused, "
+                                "fused+xla, feed, resident, tf1")
