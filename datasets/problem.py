@@ -20,7 +20,7 @@ import numpy as np
 
 from datasets import logistic
 from datasets.errors import InputError
-from datasets.reference import Reference, loss_extended, solve
+from datasets.reference import Reference, conditioning, loss_extended, solve
 
 OBJECTIVES = ("least-squares", "logistic")
 
@@ -161,8 +161,19 @@ class Problem:
     def reference(self) -> Reference:
         """w*, f* with their accuracy and kappa: solved once, before any clock starts."""
         if self.objective == "logistic":
-            return logistic.solve(self.X, self.y, self.lam)
-        return solve(self.X, self.y, ridge=self.lam)
+            ref = logistic.solve(self.X, self.y, self.lam)
+        else:
+            ref = solve(self.X, self.y, ridge=self.lam)
+        return replace(ref, **self.conditioning(ref))
+
+    def conditioning(self, ref: Reference) -> dict:
+        """What the iteration bounds read (datasets.reference.conditioning), off every clock.
+        Logistic regression: mu is the Hessian's smallest eigenvalue at w* and L the global
+        bound the 1/L step uses (their ratio is GD's local rate); no standardized kappa."""
+        if self.objective == "logistic":
+            mu = float(np.linalg.eigvalsh(logistic.hessian(self.X, self.y, ref.w, self.lam))[0])
+            return {"mu": mu, "L": self.curvature_bounds()[1]}
+        return conditioning(self.X, self.lam, ref.kappa_raw)
 
     def with_reference(self, ref: Reference, column_peaks=None) -> Problem:
         """The same problem with a reference solved earlier (a sweep's data cache), and the

@@ -48,6 +48,13 @@ class Reference:
     rank: int
     steps: int
     method: str = "qr"  # "qr": least squares (augmented for ridge); "newton": logistic
+    # the conditioning the bounds read (optimizers.bounds; datasets.problem adds them, NaN in a
+    # cache written before they existed): the Hessian's extreme eigenvalues as run, kappa with
+    # the columns standardized, and the L/mu that the diag step of GD sees
+    mu: float = float("nan")
+    L: float = float("nan")
+    kappa_standardized: float = float("nan")
+    kappa_diag_step: float = float("nan")
 
     @property
     def scale(self) -> float:
@@ -73,6 +80,20 @@ class Reference:
         return (f"the reference f* is accurate only to {self.accuracy:.2g} (relative), not "
                 f"{MARGIN}x below tol {tol:g} ({where}): standardize the features "
                 f"(--standardize) or loosen --tol to {MARGIN * self.accuracy:.2g} or more")
+
+    @property
+    def kappa_gd(self) -> float:
+        """L/mu: the kappa that GD's 1/L step converges at (for logistic regression the global
+        L over mu at the optimum)."""
+        if not (self.mu >= 0 and self.L >= 0):
+            return float("nan")  # a cache written before the conditioning existed
+        return self.L / self.mu if self.mu > 0 else float("inf")
+
+    def conditioning(self) -> dict:
+        """The row columns of the conditioning (optimizers.driver, the refused run's row)."""
+        return {"kappa": self.kappa, "kappa_raw": self.kappa_raw,
+                "kappa_standardized": self.kappa_standardized, "hessian_mu": self.mu,
+                "hessian_L": self.L, "kappa_diag_step": self.kappa_diag_step}
 
     def to_dict(self) -> dict:
         """Everything but w (stored apart as an array), as plain JSON numbers."""
@@ -201,3 +222,31 @@ def solve(X: np.ndarray, y: np.ndarray, ridge: float = 0.0) -> Reference:
         if w_norm > 0 else 0.0
     return Reference(w, f_star, float(accuracy), float(w_accuracy), float(optimality), floor,
                      float(kappa), float(kappa_raw), d, steps)
+
+
+def conditioning(X: np.ndarray, lam: float, kappa_raw: float) -> dict:
+    """mu, L, kappa_standardized and kappa_diag_step of least squares on X (Hessian 2/n X^T X
+    + lam I), from d x d matrices (one pass over X each for the Gram and the centred Gram).
+    L is the Gram's largest eigenvalue; mu = L / kappa_raw, since the QR's singular values
+    resolve the smallest eigenvalue and the Gram's cannot. Standardized: the features (the
+    non-constant columns) z-scored, then an intercept column, as `Problem.from_arrays` does
+    with standardize = true: Hessian 2 [[1, 0], [0, C]] + lam I, C the correlation matrix.
+    The diag step 1/(d diag H) is GD with step 1/d on D^-1/2 H D^-1/2 (unit diagonal, largest
+    eigenvalue <= d): it converges as GD at kappa d / lambda_min of that matrix."""
+    n, d = X.shape
+    gram = (2.0 / n) * (X.T @ X) + lam * np.eye(d)
+    L = float(np.linalg.eigvalsh(gram)[-1])
+    scale = np.sqrt(np.diag(gram))
+    jacobi = np.linalg.eigvalsh(gram / np.outer(scale, scale)) if np.all(scale > 0) else [0.0]
+    kappa_diag_step = d / jacobi[0] if jacobi[0] > 0 else float("inf")
+    varying = np.ptp(X, axis=0) > 0
+    Z = X[:, varying] - X[:, varying].mean(axis=0)
+    Z /= np.sqrt(np.mean(Z * Z, axis=0))
+    correlation = np.eye(1 + Z.shape[1])
+    correlation[1:, 1:] = (Z.T @ Z) / n
+    standardized = np.linalg.eigvalsh(2 * correlation + lam * np.eye(len(correlation)))
+    kappa_standardized = (standardized[-1] / standardized[0] if standardized[0] > 0
+                          else float("inf"))
+    return {"mu": L / kappa_raw if kappa_raw > 0 else float("nan"), "L": L,
+            "kappa_standardized": float(kappa_standardized),
+            "kappa_diag_step": float(kappa_diag_step)}

@@ -12,6 +12,7 @@ import pandas as pd
 
 from datasets.errors import InputError, Uncertifiable
 from optimizers.base import unsupported
+from optimizers.bounds import predict, verdict
 from optimizers.objective import make_objective
 from optimizers.result import TRACE_COLUMNS, Outcome, RunResult, Stopwatch, on_trace_schedule
 from optimizers.stopping import HOST_OPS, Context, Ending
@@ -135,6 +136,10 @@ def run(problem, optimizer, rules, *, backend, init: str = "zeros", seed: int = 
     refusal = reference.refusal(rules.spec.get("tol"))
     if refusal is not None:
         raise Uncertifiable(refusal)
+    tol, eps0 = rules.spec.get("tol"), initial_suboptimality(problem, w0)
+    prediction = predict(optimizer.name, optimizer.hyperparameters(), {
+        "kappa_gd": reference.kappa_gd, "kappa_diag_step": reference.kappa_diag_step,
+        "kappa_raw": reference.kappa_raw}, eps0, tol, problem.objective)
     # a loss that is not monotone: the stall rule waits it out (worked out here, before any
     # clock: for a textbook momentum step, one more pass over X to form X^T X)
     settling = optimizer.settling(problem) if hasattr(optimizer, "settling") else None
@@ -153,7 +158,6 @@ def run(problem, optimizer, rules, *, backend, init: str = "zeros", seed: int = 
     w = np.asarray(outcome.w, dtype=np.float64)
     final_loss = problem.loss(w)
     suboptimality = problem.suboptimality(final_loss)
-    tol = rules.spec.get("tol")
     target_reached = None if tol is None else bool(suboptimality <= tol)
     judge_status(outcome, tol, target_reached, suboptimality)
     if below_reference(problem, w, final_loss):
@@ -175,7 +179,26 @@ def run(problem, optimizer, rules, *, backend, init: str = "zeros", seed: int = 
         message=outcome.message, f_star=reference.f, f_star_accuracy=reference.accuracy,
         suboptimality_floor=reference.floor, kappa=reference.kappa,
         kappa_raw=reference.kappa_raw, trace=trace, w=w, extra=outcome.extra,
+        conditioning=reference.conditioning(),
+        prediction=prediction_columns(prediction, outcome.iterations, target_reached,
+                                      dtype.name, tol, eps0),
     )
+
+
+def initial_suboptimality(problem, w0) -> float:
+    """(f(w0) - f*) / f* as the study measures it: what a bound's log(eps0 / eps) starts from
+    (one loss evaluation, before any clock)."""
+    return float(problem.suboptimality(problem.loss(w0)))
+
+
+def prediction_columns(prediction, iterations: int, reached, dtype: str, tol,
+                       eps0: float) -> dict:
+    """The row's prediction (optimizers.bounds) beside what the run did."""
+    slower, said = verdict(prediction, iterations, reached, dtype, tol)
+    return {"initial_suboptimality": eps0,
+            "predicted_iterations": prediction.iterations, "bound": prediction.bound,
+            "slower_than_bound": slower if prediction.iterations is not None else None,
+            "bound_verdict": said}
 
 
 def judge_status(outcome: Outcome, tol, target_reached, suboptimality: float) -> None:

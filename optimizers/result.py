@@ -110,6 +110,8 @@ class RunResult:
     trace: pd.DataFrame = field(repr=False, default=None)
     w: np.ndarray = field(repr=False, default=None)
     extra: dict = field(default_factory=dict)
+    conditioning: dict = field(default_factory=dict)  # Reference.conditioning(): mu, L, kappas
+    prediction: dict = field(default_factory=dict)  # the bound's iterations and verdict
 
     @property
     def seconds_per_iteration(self) -> float:
@@ -118,7 +120,10 @@ class RunResult:
     def record(self) -> dict:
         """The flat row of a results table: scalars only, parameters also as JSON strings."""
         row = {k: v for k, v in asdict(self).items()
-               if k not in ("trace", "w", "hyperparameters", "dataset_params", "stopping", "extra")}
+               if k not in ("trace", "w", "hyperparameters", "dataset_params", "stopping", "extra",
+                            "conditioning", "prediction")}
+        row.update(self.conditioning)
+        row.update(self.prediction)
         row["seconds_per_iteration"] = self.seconds_per_iteration
         row["total_seconds"] = self.setup_seconds + self.seconds
         row["hyperparameters"] = json.dumps(self.hyperparameters, sort_keys=True)

@@ -109,7 +109,7 @@ def uncertifiable_record(problem: Problem, spec: RunSpec, message: str) -> dict:
     ref = problem.reference
     return {"status": "uncertifiable", "message": message, "n": problem.n, "d": problem.d,
             "f_star": ref.f, "f_star_accuracy": ref.accuracy,
-            "suboptimality_floor": ref.floor, "kappa": ref.kappa, "kappa_raw": ref.kappa_raw,
+            "suboptimality_floor": ref.floor, **ref.conditioning(),
             **{f"stop_{k}": v for k, v in spec.stopping.items()}}
 
 

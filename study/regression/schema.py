@@ -56,6 +56,26 @@ RUN_COLUMNS = Schema("runs", (
     Column("kappa", "float", "condition number of the Hessian 2/n X^T X, columns equilibrated "
                              "(from singular values)"),
     Column("kappa_raw", "float", "condition number of the Hessian of X as given"),
+    # the conditioning the bounds read, and the prediction (optimizers/bounds.py); NaN/empty in
+    # rows written before they existed
+    Column("kappa_standardized", "float", "least squares: the Hessian's condition number with "
+                                          "the features z-scored and an intercept column "
+                                          "(what standardize = true / --standardize runs)"),
+    Column("hessian_mu", "float", "smallest Hessian eigenvalue as run (logistic: at w*)"),
+    Column("hessian_L", "float", "largest Hessian eigenvalue as run (logistic: the global "
+                                 "bound the 1/L step uses); hessian_L / hessian_mu is the "
+                                 "kappa GD's and Nesterov's bounds read"),
+    Column("kappa_diag_step", "float", "least squares: d / lambda_min(D^-1/2 H D^-1/2), the "
+                                       "kappa GD's diag step converges at"),
+    Column("initial_suboptimality", "float", "(f(w0) - f*) / f*: where the bound starts"),
+    Column("predicted_iterations", "int", "iterations the method's classical bound allows "
+                                          "from initial_suboptimality to tol (a prediction; "
+                                          "empty where no bound applies)"),
+    Column("bound", "str", "which bound (optimizers/bounds.py), or why none applies"),
+    Column("slower_than_bound", "bool", "the run took more than 2x the bound's iterations (a "
+                                        "bug, a bad step, rounding); not said of L-BFGS's "
+                                        "ceiling nor of a float32 target below its floor"),
+    Column("bound_verdict", "str", "the run against its bound, in words"),
     Column("placed_on", "str", "where the result lay (short device name, checked on a GPU)"),
     Column("device_name", "str", "the framework's full device name of the result"),
     Column("trace_clock", "str", "how the trace's seconds were read: host (a clock read per "

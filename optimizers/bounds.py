@@ -1,0 +1,156 @@
+"""The iterations a method's classical convergence bound allows: a prediction set beside every
+run, from the problem's conditioning (datasets.reference: kappa, mu, L) alone, before any clock.
+
+Every bound is read as: relative suboptimality eps after k iterations, from eps0 = (f(w0) - f*)
+/ f* at the start, so k is the smallest count for which the bound's right side is <= eps. They
+are upper bounds in exact arithmetic (momentum's is asymptotic): a run that needs more than
+SLOWER_FACTOR times its bound is a finding (a bug, a bad step, rounding), flagged in its row.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+# A run is "slower than its bound" only past this many times the bound. Each bound is a worst
+# case in exact arithmetic and a correct run stays below it; the factor 2 leaves room for what
+# the bound does not model: rounding (CG's lost conjugacy, the stopping check in the run's own
+# dtype), the iteration sweep's schedule (scipy-lsqr/lsmr, within 2.5%) and the (1 + 2k)
+# transient in front of heavy ball's asymptotic rate.
+SLOWER_FACTOR = 2.0
+# What float32 resolves: a loss in float32 moves by about its eps relative to itself, so a
+# relative suboptimality target below this cannot be seen by a float32 run's own checks.
+FLOAT32_FLOOR = float(np.finfo(np.float32).eps)
+
+
+class Prediction(NamedTuple):
+    iterations: float | None  # None: no bound applies
+    bound: str  # a short name of the bound used
+    leading: float | None = None  # the bound's leading term (kappa or sqrt(kappa) times the log)
+
+
+def _log_ratio(eps0: float, eps: float, constant: float = 1.0) -> float:
+    """ln(constant eps0 / eps), at least 0: a start already at the target needs no iteration."""
+    return max(math.log(constant * eps0 / eps), 0.0)
+
+
+def gradient_descent(kappa: float, eps0: float, eps: float) -> Prediction:
+    """GD with step 1/L on an L-smooth, mu-strongly convex f: f_k - f* <= (1 - 1/kappa)^k
+    (f_0 - f*), kappa = L/mu (Polyak 1963; Nesterov 2004, Thm 2.1.15; Karimi, Nutini and Schmidt
+    2016, Thm 1). k = ln(eps0/eps) / -ln(1 - 1/kappa) <= kappa ln(eps0/eps)."""
+    log = _log_ratio(eps0, eps)
+    k = log / -math.log1p(-1.0 / kappa) if kappa > 1 else min(log, 1.0)
+    return Prediction(math.ceil(k), "gd 1/L: kappa ln(eps0/eps)", kappa * log)
+
+
+def diagonal_step(kappa_diag_step: float, eps0: float, eps: float) -> Prediction:
+    """GD with the original program's step 1/(d diag H) (gd step "diag"): GD with step 1/d on
+    the unit-diagonal D^-1/2 H D^-1/2, whose largest eigenvalue is at most d; the same rate as
+    `gradient_descent` with kappa = d / lambda_min(D^-1/2 H D^-1/2) (datasets.reference)."""
+    k = gradient_descent(kappa_diag_step, eps0, eps)
+    return k._replace(bound="gd diag: d/lambda_min(D^-1/2 H D^-1/2) ln(eps0/eps)")
+
+
+def nesterov(kappa: float, eps0: float, eps: float) -> Prediction:
+    """Nesterov's constant-step scheme (step 1/L, beta = (sqrt L - sqrt mu)/(sqrt L + sqrt mu)):
+    f_k - f* <= (1 - 1/sqrt(kappa))^k (f_0 - f* + mu/2 ||w0 - w*||^2) <= 2 (1 - 1/sqrt(kappa))^k
+    (f_0 - f*) (Nesterov 2004, Thm 2.2.3; mu/2 ||w0 - w*||^2 <= f_0 - f*)."""
+    root = math.sqrt(kappa)
+    log = _log_ratio(eps0, eps, 2.0)
+    k = log / -math.log1p(-1.0 / root) if root > 1 else min(log, 1.0)
+    return Prediction(math.ceil(k), "nesterov: sqrt(kappa) ln(2 eps0/eps)", root * log)
+
+
+def heavy_ball(kappa: float, eps0: float, eps: float) -> Prediction:
+    """Heavy ball with Polyak's optimal constants on a quadratic: the error shrinks
+    asymptotically by (sqrt(kappa) - 1)/(sqrt(kappa) + 1) per iteration, the loss by its square
+    (Polyak 1964): k ~ sqrt(kappa)/4 ln(eps0/eps). Asymptotic only (a (1 + 2k) transient in
+    front, which SLOWER_FACTOR covers at these counts)."""
+    root = math.sqrt(kappa)
+    log = _log_ratio(eps0, eps)
+    k = log / (2 * math.log((root + 1) / (root - 1))) if root > 1 else min(log, 1.0)
+    return Prediction(math.ceil(k), "heavy ball (asymptotic): sqrt(kappa)/4 ln(eps0/eps)",
+                      root / 4 * log)
+
+
+def conjugate_gradient(kappa: float, eps0: float, eps: float) -> Prediction:
+    """CG on the normal equations (CGLS, LSQR, LSMR: the same Krylov iterates on least squares):
+    the Chebyshev bound in the energy norm, ||e_k||_H <= 2 ((sqrt(kappa) - 1)/(sqrt(kappa) + 1))^k
+    ||e_0||_H, and f - f* = ||e||_H^2 / 2 on a quadratic, so f_k - f* <= 4 rho^(2k) (f_0 - f*)
+    (Golub and Van Loan 2013, Thm 11.3.3; Trefethen and Bau, Thm 38.5): k ~ sqrt(kappa)/4
+    ln(4 eps0/eps). Finite termination (k <= d in exact arithmetic) is not used: rounding
+    loses it when kappa is large."""
+    root = math.sqrt(kappa)
+    log = _log_ratio(eps0, eps, 4.0)
+    k = log / (2 * math.log((root + 1) / (root - 1))) if root > 1 else min(log, 1.0)
+    return Prediction(math.ceil(k), "cg (Chebyshev): sqrt(kappa)/4 ln(4 eps0/eps)",
+                      root / 4 * log)
+
+
+def lbfgs_first_phase(kappa: float, eps0: float, eps: float) -> Prediction:
+    """L-BFGS has no global rate better than linear with an unknown constant (Liu and Nocedal
+    1989, Thm 7.1: R-linear); near the optimum it is fast in practice but no bound says how
+    fast. The only number a bound gives is GD's (its first step is a scaled gradient step):
+    kappa ln(eps0/eps), a loose ceiling, named as such and never flagged."""
+    k = gradient_descent(kappa, eps0, eps)
+    return k._replace(bound="l-bfgs: no rate bound; GD's kappa ln(eps0/eps) as a ceiling")
+
+
+NO_BOUND = "none applies (adaptive per-coordinate steps: no rate in kappa)"
+# Which bound speaks for which optimizer (and its step): a callable of (reference-like, eps0,
+# eps) -> Prediction. Names not here (adadelta, adam, rmsprop, adagrad, a library's optimizer,
+# the closed-form solve) get NO_BOUND.
+KRYLOV = ("cgls", "scipy-lsqr", "scipy-lsmr")
+QUASI_NEWTON = ("lbfgs", "scipy-lbfgs", "lbfgs-tfp", "optax-lbfgs")
+
+
+def predict(optimizer: str, hyperparameters: dict, conditioning: dict, eps0: float,
+            eps: float | None, objective: str = "least-squares") -> Prediction:
+    """The prediction of one run. `conditioning` holds kappa_gd (L/mu of the Hessian as run:
+    the L the 1/L step uses), kappa_diag_step, and kappa_raw; eps is the target tol (None: no
+    target, nothing to predict). Krylov bounds are for least squares only."""
+    if eps is None or not eps > 0 or not np.isfinite(eps0):
+        return Prediction(None, "no target")
+    step = hyperparameters.get("step")
+    least_squares = objective == "least-squares"
+    kappa_gd, kappa_raw = conditioning.get("kappa_gd"), conditioning.get("kappa_raw")
+    if optimizer == "gd" and step == "1/L":
+        bound, kappa = gradient_descent, kappa_gd
+    elif optimizer == "gd" and step == "diag" and least_squares:
+        bound, kappa = diagonal_step, conditioning.get("kappa_diag_step")
+    elif optimizer == "nesterov" and step == "textbook":
+        bound, kappa = nesterov, kappa_gd
+    elif optimizer == "momentum" and step == "textbook" and least_squares:
+        bound, kappa = heavy_ball, kappa_gd
+    elif optimizer in KRYLOV:
+        bound, kappa = conjugate_gradient, kappa_raw
+    elif optimizer in QUASI_NEWTON:
+        bound, kappa = lbfgs_first_phase, kappa_gd
+    else:
+        return Prediction(None, NO_BOUND)
+    if kappa is None or not np.isfinite(kappa) or kappa < 1:
+        return Prediction(None, "no bound: kappa unknown (data cached before it was computed)")
+    return bound(float(kappa), eps0, eps)
+
+
+def verdict(prediction: Prediction, iterations: int, reached: bool | None, dtype: str,
+            eps: float | None) -> tuple[bool, str]:
+    """(slower_than_bound, what the row says about the run against its bound). Slower only past
+    SLOWER_FACTOR times the bound; a float32 run whose target is below what float32 resolves is
+    said so instead; L-BFGS's ceiling is never a finding."""
+    if prediction.iterations is None:
+        return False, prediction.bound
+    past = iterations > SLOWER_FACTOR * max(prediction.iterations, 1)
+    if not past:
+        if reached:
+            return False, "matched: within the bound" + (
+                "" if iterations <= prediction.iterations else f" times {SLOWER_FACTOR:g}")
+        return False, "stopped before the bound's iterations"
+    if dtype == "float32" and eps is not None and eps < FLOAT32_FLOOR:
+        return False, (f"float32 floor: tol {eps:g} is below what float32 resolves "
+                       f"({FLOAT32_FLOOR:.2g})")
+    if prediction.bound.startswith("l-bfgs"):
+        return False, "past GD's ceiling (no L-BFGS bound to break)"
+    return True, f"slower than the bound (more than {SLOWER_FACTOR:g}x its iterations)"
