@@ -235,6 +235,25 @@ KERAS_PROBE = textwrap.dedent('''
         record, _ = run_loop(counted, evaluate, target=Target("val_loss", None, "min"),
                              max_steps=8, eval_every=3)
         out[name] = [counted.compiles, counted.segments]
+    # loop = "fit": the timed model.fit comes after a train_on_batch and a one-step warm-up fit
+    from study.train.measure import fit_record
+
+    keras.utils.set_random_seed(1)
+    fitted = keras.Sequential([keras.Input(shape=(3,)), keras.layers.Dense(5),
+                               keras.layers.Dense(1)])
+    fitted.compile(optimizer=keras.optimizers.Adam(0.01), loss="mse")
+    fits, original_fit = [], fitted.fit
+
+    def counted_fit(*args, **kwargs):
+        before = count()
+        history = original_fit(*args, **kwargs)
+        fits.append(count() - before)
+        return history
+
+    fitted.fit = counted_fit
+    trainer = type("Trainer", (), {"step": lambda self, a, b: fitted.train_on_batch(a, b)})()
+    fit_record(trainer, fitted, rows, x, y, 8)
+    out["fit"] = fits  # compiles in the warm-up fit, in the timed fit
     flat_model = keras.Sequential([keras.Input(shape=(3,)), keras.layers.Dense(4),
                                    keras.layers.Dense(1)])
     f = value_and_grad(flat_model, loss_object("mse"), x, y)
@@ -266,6 +285,7 @@ def test_a_keras_step_compiles_in_setup_only(backend):
     assert done.returncode == 0, done.stderr[-3000:]
     counts = json.loads(done.stdout.strip().splitlines()[-1])
     assert counts["lbfgs"] == [0, 3]
+    assert len(counts["fit"]) == 2 and counts["fit"][1] == 0, counts["fit"]
     assert (counts["total"] > 0) == (backend != "torch")
     for name, _ in optimizers:
         assert counts[name] == [0, 3], (name, counts[name])  # segments end at 3, 6, 8
