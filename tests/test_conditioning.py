@@ -10,8 +10,7 @@ import pytest
 from datasets import make_problem
 from datasets.problem import Problem
 from datasets.reference import Reference
-from optimizers import build_rules, make_backend, make_optimizer, run
-from optimizers import bounds
+from optimizers import bounds, build_rules, make_backend, make_optimizer, run
 
 # Observed iterations stay below the bound (it is a worst case) and above this fraction of its
 # leading term. GD: the worst case puts the error on the smallest eigenvalue, and the geometric
