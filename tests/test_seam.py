@@ -1,7 +1,8 @@
 """The framework seam (issue 35): a fifth framework declared in one file under tests/
 (tests/toy_backend.py, NumPy underneath, named 'toy') runs through the regression study's grid,
-its figures and the report, and through the feed-mode study, with no other file changed; the
-train study refuses it in one line. Each command runs in a fresh process with
+its figures and the report, through the feed-mode study, and through the bench (an engine of
+its own, said to have no hand-written twin), with no other file changed; the train study
+refuses it in one line. Each command runs in a fresh process with
 CONVERGENCE_STUDY_BACKENDS naming the file, as a user's would (the sweep's runs inherit it).
 An unknown framework is one clear error everywhere."""
 
@@ -92,6 +93,38 @@ def test_the_toy_framework_runs_the_feedmode_study_figures_and_report(tmp_path):
              "--out", reports))
     text = (reports / "report.md").read_text()
     assert "The same question on Toy" in text and "toy-numpy" in text
+
+
+BENCH_WITH_THE_TOY = """
+from dataclasses import replace
+from study.bench import plan
+from study.bench.command import run_bench
+from study.bench.render import render
+from study.bench.sections.harness import engines
+print(plan.engine("toy"), ("toy", "") in engines("cpu"))
+tiny = replace(plan.QUICK, name="toy", rows=400, dtypes=("float64",), formulations=("data",),
+               optimizers=("gd",), backends=("toy",), data_iterations=2, repeats=1,
+               read_repeats=1, overhead_backends=("toy",), trace_backends=(),
+               harness_rows=(400,), harness_backends=("toy",), harness_iterations=2,
+               harness_repeats=1, bandwidth_rows=(400,), bandwidth_backends=("toy",),
+               bandwidth_iterations=2, bandwidth_repeats=1, probe_rows=400)
+print(render(run_bench(tiny, ("iterations", "overhead", "harness", "bandwidth")), tiny, 0))
+"""
+
+
+def test_the_bench_measures_the_toy_engine_and_says_it_has_no_twin():
+    """The bench's engines are the registry's: the toy's is one, measured (passes per
+    iteration), and the bench says it has no hand-written loop and no copy measurement."""
+    done = subprocess.run([sys.executable, "-c", BENCH_WITH_THE_TOY], cwd=ROOT,
+                          capture_output=True, text=True, check=False, timeout=300,
+                          env={**os.environ, registry.PLUGINS: str(TOY)})
+    lines = ok(done).splitlines()
+    assert lines[0] == "('toy', {}) True"
+    passes = [line for line in lines if line.split()[:2] == ["gd", "toy"]]
+    assert passes and "unavailable" not in passes[0] and "error" not in passes[0]
+    # overhead and harness: no hand-written loop; bandwidth (GD, L-BFGS): no copy to divide by
+    assert sum(line.endswith("unavailable: no hand-written loop for toy") for line in lines) == 2
+    assert sum(line.endswith("unavailable: no copy measurement for toy") for line in lines) == 2
 
 
 def test_the_train_study_refuses_the_toy_backend_in_one_line():

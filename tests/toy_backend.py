@@ -1,5 +1,7 @@
 """A fifth framework in one file, for the seam test (tests/test_seam.py): 'toy', NumPy underneath
-under its own name, with its regression backend, its line style and two feed-mode study modes.
+under its own name, with its regression backend, its line style and two feed-mode study modes;
+it names no bench twin (`Backend.twin`), so the bench measures its engine and says it has no
+hand-written loop and no copy measurement.
 Named in CONVERGENCE_STUDY_BACKENDS, it is registered by optimizers.backends.registry in every
 process that inherits the variable (the sweep's runs too); no other file names it."""
 
