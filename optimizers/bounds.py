@@ -29,6 +29,8 @@ class Prediction(NamedTuple):
     iterations: float | None  # None: no bound applies
     bound: str  # a short name of the bound used
     leading: float | None = None  # the bound's leading term (kappa or sqrt(kappa) times the log)
+    kappa: float | None = None  # the kappa it read
+    method: object = None  # the bound as a function of (kappa, eps0, eps): what-ifs re-read it
 
 
 def _log_ratio(eps0: float, eps: float, constant: float = 1.0) -> float:
@@ -132,7 +134,7 @@ def predict(optimizer: str, hyperparameters: dict, conditioning: dict, eps0: flo
         return Prediction(None, NO_BOUND)
     if kappa is None or not np.isfinite(kappa) or kappa < 1:
         return Prediction(None, "no bound: kappa unknown (data cached before it was computed)")
-    return bound(float(kappa), eps0, eps)
+    return bound(float(kappa), eps0, eps)._replace(kappa=float(kappa), method=bound)
 
 
 def verdict(prediction: Prediction, iterations: int, reached: bool | None, dtype: str,
@@ -154,3 +156,42 @@ def verdict(prediction: Prediction, iterations: int, reached: bool | None, dtype
     if prediction.bound.startswith("l-bfgs"):
         return False, "past GD's ceiling (no L-BFGS bound to break)"
     return True, f"slower than the bound (more than {SLOWER_FACTOR:g}x its iterations)"
+
+
+def duration(seconds: float) -> str:
+    """A predicted time in the unit a reader thinks in."""
+    for unit, size in (("years", 365.25 * 86400), ("days", 86400), ("hours", 3600),
+                       ("minutes", 60)):
+        if seconds >= 2 * size:
+            return f"{seconds / size:.2g} {unit}"
+    return f"{seconds:.2g} s"
+
+
+def explain(name: str, prediction: Prediction, eps0: float, eps: float, *,
+            kappa_standardized: float = float("nan"), kappa_diag_step: float = float("nan"),
+            standardized: bool = False, seconds_per_iteration: float | None = None) -> str:
+    """One sentence: the bound's iterations at the run's kappa, the time they take at the
+    measured seconds per iteration, and what standardizing the columns (or GD's diagonal step)
+    would make of them where it brings kappa down more than 10x. A prediction, said so."""
+    if prediction.iterations is None:
+        return f"{name}: no bound ({prediction.bound})."
+    text = (f"{name}: at kappa {prediction.kappa:.3g} the bound ({prediction.bound}) gives "
+            f"about {prediction.iterations:.2g} iterations from suboptimality {eps0:.3g} to "
+            f"{eps:g}")
+    if seconds_per_iteration and np.isfinite(seconds_per_iteration):
+        text += (f", about {duration(prediction.iterations * seconds_per_iteration)} at the "
+                 f"measured {seconds_per_iteration * 1e3:.3g} ms per iteration")
+    what_ifs = []
+    if (not standardized and np.isfinite(kappa_standardized)
+            and kappa_standardized * 10 < prediction.kappa):
+        then = prediction.method(kappa_standardized, eps0, eps).iterations
+        what_ifs.append(f"with standardized columns kappa = {kappa_standardized:.3g} and about "
+                        f"{then:.2g} iterations (`--standardize`, `standardize = true`)")
+    if (prediction.method is gradient_descent and np.isfinite(kappa_diag_step)
+            and kappa_diag_step * 10 < prediction.kappa):
+        then = diagonal_step(kappa_diag_step, eps0, eps).iterations
+        what_ifs.append(f"with GD's diagonal step kappa = {kappa_diag_step:.3g} and about "
+                        f"{then:.2g} iterations (`--step diag`, `step = \"diag\"`)")
+    if what_ifs:
+        text += "; " + "; ".join(what_ifs)
+    return text + " (a prediction from the bound, not a measurement)."

@@ -136,10 +136,8 @@ def run(problem, optimizer, rules, *, backend, init: str = "zeros", seed: int = 
     refusal = reference.refusal(rules.spec.get("tol"))
     if refusal is not None:
         raise Uncertifiable(refusal)
-    tol, eps0 = rules.spec.get("tol"), initial_suboptimality(problem, w0)
-    prediction = predict(optimizer.name, optimizer.hyperparameters(), {
-        "kappa_gd": reference.kappa_gd, "kappa_diag_step": reference.kappa_diag_step,
-        "kappa_raw": reference.kappa_raw}, eps0, tol, problem.objective)
+    tol = rules.spec.get("tol")
+    prediction, eps0 = predicted(problem, optimizer, tol, w0)
     # a loss that is not monotone: the stall rule waits it out (worked out here, before any
     # clock: for a textbook momentum step, one more pass over X to form X^T X)
     settling = optimizer.settling(problem) if hasattr(optimizer, "settling") else None
@@ -183,6 +181,15 @@ def run(problem, optimizer, rules, *, backend, init: str = "zeros", seed: int = 
         prediction=prediction_columns(prediction, outcome.iterations, target_reached,
                                       dtype.name, tol, eps0),
     )
+
+
+def predicted(problem, optimizer, tol, w0):
+    """(the run's prediction (optimizers.bounds), eps0): from the cached conditioning and one
+    loss evaluation at w0, before any clock (`regress` prints it before the run starts)."""
+    reference, eps0 = problem.reference, initial_suboptimality(problem, w0)
+    return predict(optimizer.name, optimizer.hyperparameters(), {
+        "kappa_gd": reference.kappa_gd, "kappa_diag_step": reference.kappa_diag_step,
+        "kappa_raw": reference.kappa_raw}, eps0, tol, problem.objective), eps0
 
 
 def initial_suboptimality(problem, w0) -> float:

@@ -219,7 +219,7 @@ def test_a_regress_row_records_and_the_summary_shows_the_choice(machine, tmp_pat
     out = tmp_path / "run.parquet"
     assert main(["regress", "--dataset", "synthetic", "--rows", "500", "--optimizer", "gd",
                  "--max-iter", "5000", "--out", str(out)]) == 0
-    line = capsys.readouterr().out.splitlines()[0]
+    line = capsys.readouterr().out.splitlines()[1]  # after the bound's prediction (issue 44)
     assert line.startswith("gd on numpy/cpu float64: converged after")
     assert line.endswith("; BLAS 1 thread (auto-measured: X 0.0191 MiB, below the 1 MiB "
                          "crossover)")

@@ -11,7 +11,7 @@ def test_regress_writes_record_and_trace(tmp_path, capsys):
     out = tmp_path / "sub" / "run.parquet"
     assert main(["regress", "--dataset", "synthetic", "--rows", "500", "--optimizer", "gd",
                  "--max-iter", "5000", "--out", str(out)]) == 0
-    line = capsys.readouterr().out.splitlines()[0]
+    line = capsys.readouterr().out.splitlines()[1]  # after the bound's prediction (issue 44)
     assert line.startswith("gd on numpy/cpu float64: converged after")
     record = pd.read_parquet(out)
     trace = pd.read_parquet(tmp_path / "sub" / "run.trace.parquet")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from contextlib import nullcontext
 
+import numpy as np
 import pandas as pd
 
 from datasets import DATASETS, make_problem, validate_dataset
@@ -25,6 +26,8 @@ from optimizers.backends.registry import (
     option_names,
 )
 from optimizers.backends.registry import backend as backend_declaration
+from optimizers.bounds import duration, explain
+from optimizers.driver import for_problem, initial_point, predicted
 from study.cli import key_values
 from study.output import check_output_path, parquet_writer, trace_path, write_files_atomic
 
@@ -218,6 +221,7 @@ def main(args) -> int:
         choice = blas_threads.choose(blas_threads.matrix_bytes(
             problem.n, problem.d, args.dtype, getattr(backend, "formulation", "data")),
             args.blas_threads)
+    print(bound_line(problem, optimizer, rules, backend, args))
     with choice.limits() if choice else nullcontext():
         result = run(problem, optimizer, rules, backend=backend, init=args.init, seed=args.seed)
     if result.status == "skipped":  # the library records it; the CLI refuses, writing nothing
@@ -228,9 +232,45 @@ def main(args) -> int:
     if result.status != "converged":
         print(f"  {result.message}")
     print(result.reference_line())
+    print(verdict_line(result))
     if args.out:
         write_files_atomic({  # both or neither: a trace is never left without its record
             trace_path(args.out): parquet_writer(result.trace.assign(run=0)),
             args.out: parquet_writer(pd.DataFrame([result.record()]))})
         print(f"wrote {args.out} and {trace_path(args.out)}")
     return 0
+
+
+def bound_line(problem, optimizer, rules, backend, args) -> str:
+    """What the method's classical bound predicts (optimizers.bounds), said before the run
+    starts: after the checks `run` makes first (the method fits the problem, the data fits the
+    dtype), from the reference's cached conditioning."""
+    optimizer = for_problem(optimizer, problem)
+    w0 = initial_point(problem, args.init, args.seed)
+    problem.check_dtype_range(np.dtype(getattr(backend.dtype, "as_numpy_dtype", backend.dtype)),
+                              w0)
+    ref, tol = problem.reference, rules.spec.get("tol")
+    prediction, eps0 = predicted(problem, optimizer, tol, w0)
+    standardized = bool(problem.params.get("standardize"))
+    kappas = f"kappa {ref.kappa_raw:.3g} as run"
+    if not standardized and np.isfinite(ref.kappa_standardized):
+        kappas += f" ({ref.kappa_standardized:.3g} with standardized columns)"
+    if tol is None or prediction.iterations is None:
+        return f"before the run: {kappas}; {optimizer.name}: no bound ({prediction.bound})"
+    return f"before the run: {kappas}; " + explain(
+        optimizer.name, prediction, eps0, tol, kappa_standardized=ref.kappa_standardized,
+        kappa_diag_step=ref.kappa_diag_step, standardized=standardized)
+
+
+def verdict_line(result) -> str:
+    """Whether the run matched its bound (the row's bound_verdict), in one line."""
+    said = result.prediction.get("bound_verdict", "")
+    bound = result.prediction.get("predicted_iterations")
+    if bound is None:
+        return f"against the bound: {said}"
+    text = (f"against the bound: {said} ({result.iterations} iterations; the bound: about "
+            f"{bound:.2g}")
+    if not result.target_reached and bound > result.iterations:
+        text += (f", {duration(bound * result.seconds_per_iteration)} at this run's time per "
+                 "iteration (a prediction)")
+    return text + ")"
