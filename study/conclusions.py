@@ -10,12 +10,13 @@ which held.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
 from optimizers.backends.registry import BACKENDS, FRAMEWORKS
 from study.paired import Comparison
+from study.sequential import MARGIN, NONE, Verdict, decide
 
 Q1 = "Q1: was NumPy really faster than TensorFlow (and PyTorch, JAX)?"
 Q2 = "Q2: was tf.placeholder really faster than tf.constant?"
@@ -35,10 +36,40 @@ class Conclusion:
     firm: bool  # an interval excluding 1 (or every rival failing) backs the claim
     evidence: str  # anchor of the report section that holds the evidence
     answer: bool = False  # one of the answers the report opens with
+    # an answer's sequential verdict (study.sequential): valid however many instances the
+    # adaptive loop added; its sentence ends with it. claim and firm stay the fixed design's
+    verdict: Verdict | None = None
 
 
 def conclusions(results) -> list[Conclusion]:
-    """The conclusions of one results folder (study.results.Results)."""
+    """The conclusions of one results folder (study.results.Results), each answer with its
+    sequential verdict."""
+    from study.sweep.adaptive import stop_reasons
+
+    state = stop_reasons(results.folder)
+    return [with_verdict(c, state.get("margin", MARGIN), state.get("stopped", {}))
+            for c in _conclusions(results)]
+
+
+def with_verdict(c: Conclusion, margin: float = MARGIN, stopped: dict | None = None
+                 ) -> Conclusion:
+    """An answer with a comparison, with the confidence sequence's verdict on it, said at the
+    end of its sentence with the instances it took and why it stopped there (`stopped`, from
+    the runner's adaptive.json: the instance cap, the time budget, ...; else the planned
+    design)."""
+    if not c.answer or c.comparison is None:
+        return c
+    verdict = decide(c.comparison.units, margin)
+    why = (stopped or {}).get(c.id)
+    if c.comparison.busy:
+        verdict = replace(verdict, kind=NONE,
+                          reason=why or "measured on a busy machine (`--remeasure-noisy`)")
+    elif not verdict.decided:
+        verdict = replace(verdict, reason=why or verdict.reason or "the planned design")
+    return replace(c, sentence=f"{c.sentence} Verdict: {verdict.text()}.", verdict=verdict)
+
+
+def _conclusions(results) -> list[Conclusion]:
     study = results.folder.name
     if results.kind == "feedmode":
         return feedmode_conclusions(results.runs, study)

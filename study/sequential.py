@@ -41,6 +41,7 @@ G = 4.0  # prior variance of the standardized effect: the mixture's tuning (see 
 MARGIN = 0.1
 MAX_INSTANCES = 12
 MORE, LESS, EQUIVALENT, NONE = "more time", "less time", "equivalent", "no verdict"
+WORDS = {MORE: "slower", LESS: "faster"}  # A over B, as the answer's sentence orders them
 
 
 def critical(n, alpha: float = ALPHA, g: float = G):
@@ -86,9 +87,18 @@ class Verdict:
         if self.kind == EQUIVALENT:
             return f"equivalent within ±{self.margin:.0%} after {n} ({where})"
         if self.decided:
-            return f"{self.kind}, decided after {n} ({where})"
+            return f"{WORDS[self.kind]}, decided after {n} ({where})"
         return f"no verdict after {n}: {self.reason or 'undecided'}" + (
             f" ({where})" if self.instances >= 2 and not math.isnan(self.low) else "")
+
+
+    def why_open(self) -> str:
+        """Why it is not decided yet, for a progress line."""
+        n = f"{self.instances} instance{'s' * (self.instances != 1)}"
+        if math.isnan(self.low) or math.isinf(self.high):
+            return f"{n}: too few for a finite anytime-valid interval"
+        return (f"{self.ratio:.3g}x after {n}: its anytime-valid 95% interval {self.bounds()} "
+                f"holds 1 and is wider than ±{self.margin:.0%}")
 
 
 def decide(values, margin: float = MARGIN, alpha: float = ALPHA, g: float = G) -> Verdict:

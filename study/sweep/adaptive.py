@@ -60,12 +60,18 @@ def with_candidates(study):
     limit = settings(study).max_instances
     axis = replicate_axis(study.specs)
     values = extra_values(study.specs, limit)
-    extra = [replace(s, **{axis: v}) for s in study.specs for v in values]
-    return replace(study, specs=tuple(study.specs) + tuple(extra))
+    listed = {s.run_id for s in study.specs}
+    extra = {}  # each configuration's planned replicates give the same added spec: once each
+    for spec in study.specs:
+        for value in values:
+            added = replace(spec, **{axis: value})
+            if added.run_id not in listed:
+                extra.setdefault(added.run_id, added)
+    return replace(study, specs=tuple(study.specs) + tuple(extra.values()))
 
 
-def answer_comparisons(study, folder, runs) -> list[tuple[str, str, object]]:
-    """(id, what it compares, Comparison) of each answer of the report with a comparison."""
+def answer_comparisons(study, folder, runs) -> list[tuple[str, object]]:
+    """(id, Comparison) of each answer of the report with a comparison."""
     from study.conclusions import conclusions
     from study.results import Results
     from study.sweep.plugin import load_kind
@@ -73,7 +79,7 @@ def answer_comparisons(study, folder, runs) -> list[tuple[str, str, object]]:
     if study.kind not in ("regression", "feedmode", "train") or runs.empty:
         return []  # a study without answers (the engine's test studies)
     results = Results(folder.root, study.kind, load_kind(study.kind), runs, "")
-    return [(c.id, c.sentence.split(",")[0], c.comparison) for c in conclusions(results)
+    return [(c.id, c.comparison) for c in conclusions(results)
             if c.answer and c.comparison is not None]
 
 
@@ -105,7 +111,7 @@ def refine(study, folder, plugin, table, measure, *, enabled: bool = True, say=p
             say(f"{study.name}: no instances added: the answers cannot be derived from these "
                 f"rows ({type(exc).__name__}: {exc})")
             found = []
-        for id, what, c in found:
+        for id, c in found:
             verdict = decide(c.units, cfg.margin)
             if verdict.decided:
                 stopped.pop(id, None)
@@ -122,7 +128,7 @@ def refine(study, folder, plugin, table, measure, *, enabled: bool = True, say=p
             elif not configs or min(counts) >= cfg.max_instances:
                 stopped[id] = f"the cap of {cfg.max_instances} instances per configuration"
             else:
-                pending.append((id, what, verdict, configs))
+                pending.append((id, verdict, configs))
         if not pending:
             break
         spent = time.monotonic() - start
@@ -130,7 +136,7 @@ def refine(study, folder, plugin, table, measure, *, enabled: bool = True, say=p
             for id, *_ in pending:
                 stopped[id] = f"the time budget of the extra runs ({cfg.time_budget:g} s)"
             break
-        wanted = set().union(*(p[3] for p in pending))
+        wanted = set().union(*(p[2] for p in pending))
         specs = []
         for config in sorted(wanted):  # its next extra instances without a row, within the cap
             done = have(config)
@@ -141,10 +147,9 @@ def refine(study, folder, plugin, table, measure, *, enabled: bool = True, say=p
             for id, *_ in pending:
                 stopped[id] = f"the cap of {cfg.max_instances} instances per configuration"
             break
-        for id, what, verdict, configs in pending:
-            say(f"{study.name}: refining {id} ({what}): {verdict.text()}; "
-                f"{cfg.batch} more instances of its {len(configs)} configuration"
-                f"{'s' * (len(configs) != 1)}")
+        for id, verdict, configs in pending:
+            say(f"{study.name}: refining {id}: {verdict.why_open()}; up to {cfg.batch} more "
+                f"instances of its {len(configs)} configuration{'s' * (len(configs) != 1)}")
         measure(specs, f"runs added to decide {len(pending)} comparison"
                        f"{'s' * (len(pending) != 1)}")
     write_text_atomic(json.dumps({"margin": cfg.margin, "max_instances": cfg.max_instances,

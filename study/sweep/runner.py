@@ -204,14 +204,14 @@ def run_study(study: Study, out_dir, *, only=None, retry_failed: bool = False,
                         print(f"{study.name}: {waiting} runs still wait for runs that have no "
                               "row (see above); they run once those have one", flush=True)
                 run_round(todo, "runs made from earlier runs' rows" if waited else "runs")
-            refine(study, folder, plugin, lambda: assemble(study, folder), run_added,
+            refine(study, folder, plugin, lambda: grid_rows(study, folder), run_added,
                    enabled=adaptive and only is None,
                    say=lambda line: print(line, flush=True))
             for reason, count in not_run.items():
                 runs, them = ("run", "it") if count == 1 else ("runs", "them")
                 print(f"{study.name}: {count} {runs} not run here: {reason} (no row is written; "
                       f"a machine that has one runs {them})", flush=True)
-            # refine assembled the tables after its last runs
+            assemble(study, folder)
         except OSError as exc:
             raise ResultsWriteError(
                 f"cannot write results in '{folder.root}': {exc}; the "
@@ -238,15 +238,19 @@ def assemble(study: Study, folder: ResultsFolder) -> pd.DataFrame:
     """The config's rows (every finished run of its grid, and the instances the adaptive loop
     added to it, in the grid's order, not the shuffled order they ran in) with noise flags,
     written as tables."""
+    runs = grid_rows(study, folder)
+    folder.assemble(runs)
+    return runs
+
+
+def grid_rows(study: Study, folder: ResultsFolder) -> pd.DataFrame:
+    """The rows `assemble` writes, without writing them (what the adaptive loop looks at)."""
     existing = folder.scan(report=lambda line: print(line, file=sys.stderr))
     specs, _ = resolved(load_kind(study.kind), with_candidates(study).specs, existing)
     grid_order = {s.run_id: i for i, s in enumerate(specs)}
     runs = existing[existing["run_id"].isin(grid_order)]
     runs = runs.iloc[runs["run_id"].map(grid_order).argsort()].reset_index(drop=True)
-    if len(runs):
-        runs = noise.flag(runs)
-    folder.assemble(runs)
-    return runs
+    return noise.flag(runs) if len(runs) else runs
 
 
 def describe(study: Study, specs, plan: Plan, folder: ResultsFolder, what: str = "runs") -> str:
