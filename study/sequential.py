@@ -89,7 +89,7 @@ class Verdict:
         if self.decided:
             return f"{WORDS[self.kind]}, decided after {n} ({where})"
         return f"no verdict after {n}: {self.reason or 'undecided'}" + (
-            f" ({where})" if self.instances >= 2 and not math.isnan(self.low) else "")
+            f" ({where})" if math.isfinite(self.high) and self.low > 0 else "")
 
 
     def why_open(self) -> str:

@@ -84,9 +84,11 @@ def answer_comparisons(study, folder, runs) -> list[tuple[str, object]]:
 
 
 def refine(study, folder, plugin, table, measure, *, enabled: bool = True, say=print,
-           questions=answer_comparisons) -> dict[str, str]:
-    """The loop. `table()` assembles the rows; `measure(specs, why)` runs specs as a round of
-    the sweep. Returns (and writes to adaptive.json) why each undecided comparison stopped."""
+           questions=None) -> dict[str, str]:
+    """The loop. `table()` gives the grid's rows; `measure(specs, why)` runs specs as a round of
+    the sweep; `questions(study, folder, runs)` the comparisons to decide (default: the
+    answers'). Returns (and writes to adaptive.json) why each undecided comparison stopped."""
+    questions = questions or answer_comparisons
     cfg = settings(study)
     grid = with_candidates(study)
     by_config: dict[str, list] = {}
