@@ -2,21 +2,27 @@
 remembered.
 
 A library can swallow the exception a handler raises: one raised inside a destructor (tqdm's
-`__del__`, TensorFlow's cleanup of a function) is printed as "Exception ignored" and dropped,
-and the command goes on as if nothing had happened. So the signal is also recorded, and the
-command asks for it again (`check`) before it replaces an output file (`study.output`), between
-the runs of a bench or a sweep, and when it ends: an interrupted command never exits 0 and never
-replaces finished outputs, wherever the exception was lost.
+`__del__`, TensorFlow's cleanup of a function) or a garbage-collector callback (JAX's, while
+JAX is imported) is printed as "Exception ignored" and dropped, and the command would go on as
+if nothing had happened (a train run its whole budget). So a swallowed interrupt is delivered
+again at once (`_unraisable`): its handler runs at the next line of ordinary Python, wherever
+the command is (the next step of a loop), as if the signal had come a moment later. The signal
+is also recorded, and the command asks for it again (`check`) before it replaces an output file
+(`study.output`), between the runs of a bench or a sweep, and when it ends: an interrupted
+command never exits 0 and never replaces finished outputs, wherever the exception was lost.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import sys
+import threading
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _received: list[int] = []
+_in_flight = 0  # interrupts raised by the handler and not swallowed since
 _finishing = 0
 _installed = False
 
@@ -45,8 +51,18 @@ def ignore_from_now() -> None:
 
 
 def _handle(signum, frame):
+    global _in_flight
     _received.append(signum)
+    _in_flight += 1
     raise exception_for(signum)
+
+
+def _send_again(signum: int) -> None:
+    """The signal again, from another thread a moment later: sent from the hook itself, its
+    handler would run (and raise) inside the hook, where it is dropped once more."""
+    timer = threading.Timer(0.01, os.kill, (os.getpid(), signum))
+    timer.daemon = True
+    timer.start()
 
 
 def exception_for(signum: int) -> KeyboardInterrupt:
@@ -85,8 +101,14 @@ def finishing():
 
 
 def _unraisable(unraisable) -> None:
-    """An interrupt swallowed by a destructor is recorded and ends the command with one line;
-    Python's "Exception ignored in ..." report of it would only be noise."""
+    """An interrupt swallowed by a destructor or a gc callback is sent again to this process,
+    unless another one is already on its way up (the command is ending): its handler raises it
+    at the next line of ordinary Python, and if that is again in a callback, it comes back
+    here. Python's "Exception ignored in ..." report of it would only be noise."""
+    global _in_flight
     if isinstance(unraisable.exc_value, KeyboardInterrupt) and _received:
+        _in_flight -= 1
+        if _in_flight == 0 and _installed:
+            _send_again(_received[-1])
         return
     sys.__unraisablehook__(unraisable)

@@ -133,3 +133,51 @@ def test_ctrl_c_on_a_dask_sweep_is_one_line_and_leaves_no_process(tmp_path, mome
                                               for p in left):
         time.sleep(0.1)
     assert not [p for p in left if p.is_running() and p.status() != "zombie"]
+
+
+# A Ctrl-C raised inside a garbage-collector callback (JAX's, while JAX is imported: issue 43
+# case 11) or a destructor is dropped by Python as "unraisable"; the first collection after
+# start-up here, during the command's imports.
+IN_GC_CALLBACK = """
+import gc
+def _in_gc(phase, info):
+    if phase == "start":
+        gc.callbacks.remove(_in_gc)
+        os.kill(os.getpid(), signal.SIGINT)  # its handler raises here, inside the callback
+gc.callbacks.append(_in_gc)
+"""
+# no target, a budget of ten minutes: nothing but the interrupt ends it soon
+LONG_RUN = ["regress", "--rows", 2000, "--optimizer", "gd", "--step", "fixed", "--lr", "1e-9",
+            "--tol", "off", "--max-iter", 2_000_000_000, "--time-budget", 600]
+
+
+@pytest.mark.parametrize("where", ["a gc callback during the imports",
+                                   "a destructor as the run starts"])
+def test_a_swallowed_interrupt_stops_the_run_at_once(tmp_path, where):
+    """The interrupt is delivered again where Python is next: the run stops at its next step,
+    not after its whole budget (its summary is never printed)."""
+    kept = sentinels(tmp_path / "out", REGRESS_OUT)
+    setup = IN_GC_CALLBACK if where.startswith("a gc") else (
+        "import study.regression.regress as regress\n"
+        "swallowed_before(regress, 'run', signal.SIGINT)\n")
+    command = Command(*LONG_RUN, "--out", tmp_path / "out" / "r.parquet", setup=setup)
+    out, err = ended(command, signal.SIGINT)
+    assert "reference f*" not in out, out  # the run never finished (no summary after it)
+    assert "nothing was written" in err
+    assert unchanged(kept)
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_jaxs_gc_callback_while_jax_imports_stops_the_train_run(tmp_path):
+    """The reported case: `study train` of a native JAX model, Ctrl-C raised in a gc callback
+    while JAX is being imported: the command ends interrupted, its run not trained out."""
+    pytest.importorskip("jax")
+    setup = IN_GC_CALLBACK.replace('if phase == "start":',
+                                   'if phase == "start" and "jax" in sys.modules:')
+    command = Command("train", "--model", "eve-mlp-jax", "--data", "eve-late-week",
+                      "--optimizer", "optax:adam", "--opt-param", "learning_rate=0.001",
+                      "--target", "val_loss=0.0001", "--max-steps", 2_000_000_000,
+                      "--time-budget", 600, "--out", tmp_path / "row.parquet", setup=setup)
+    out, err = ended(command, signal.SIGINT)
+    assert "not reached" not in out, out  # the run never finished
+    assert not (tmp_path / "row.parquet").exists()
