@@ -173,9 +173,10 @@ def explain(name: str, prediction: Prediction, eps0: float, eps: float, *,
     """One sentence: the bound's iterations at the run's kappa, the time they take at the
     measured seconds per iteration, and what standardizing the columns (or GD's diagonal step)
     would make of them where it brings kappa down more than 10x. A prediction, said so."""
+    name = f"{name}: " if name else ""
     if prediction.iterations is None:
-        return f"{name}: no bound ({prediction.bound})."
-    text = (f"{name}: at kappa {prediction.kappa:.3g} the bound ({prediction.bound}) gives "
+        return f"{name}no bound ({prediction.bound})."
+    text = (f"{name}at kappa {prediction.kappa:.3g} the bound ({prediction.bound}) gives "
             f"about {prediction.iterations:.2g} iterations from suboptimality {eps0:.3g} to "
             f"{eps:g}")
     if seconds_per_iteration and np.isfinite(seconds_per_iteration):

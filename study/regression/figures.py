@@ -15,9 +15,10 @@ import seaborn as sns
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, NullLocator
 
+from optimizers import bounds
 from study.figures import FAILED_MARKER, legend_outside, log_axis, panel_title, save
 from study.paired import common_instances
-from study.regression import style
+from study.regression import prediction, style
 from study.regression.headline import best_choices, figure_headline
 from study.regression.labels import label_runs, with_instances
 from study.regression.summary import CONFIG_COLUMNS, DATA_COLUMNS, INSTANCE_COLUMNS, time_to_target
@@ -460,6 +461,57 @@ def figure_feed_modes(runs: pd.DataFrame):
     return fig
 
 
+# the bounds drawn as lines: (the family whose colour it takes, its label, the bound)
+BOUND_LINES = (("gd", "GD 1/L bound", bounds.gradient_descent),
+               ("nesterov", "Nesterov bound", bounds.nesterov),
+               ("cgls", "CG bound (Chebyshev)", bounds.conjugate_gradient))
+
+
+def figure_conditioning(runs: pd.DataFrame):
+    """Iterations to the target against kappa (L/mu as run), log-log: per optimizer its best
+    configuration (most data sets reached, then fewest iterations), x where it stopped without
+    reaching the target; the bounds of optimizers/bounds.py as dashed lines from the median
+    start. None when the runs span fewer than three kappas (nothing to draw a line through)."""
+    points = prediction.iterations_against_kappa(runs)
+    if points.empty or points["kappa"].round(6).nunique() < 3:
+        return None
+    points = points.assign(score=np.log(points["iterations"].clip(lower=1)))
+    best = (points.groupby(["optimizer", "config"])
+            .agg(reached=("reached", "sum"), score=("score", "sum")).reset_index()
+            .sort_values(["reached", "score"], ascending=[False, True])
+            .drop_duplicates("optimizer"))
+    fig, ax = plt.subplots(figsize=(8, 5.2))
+    for _, choice in best.sort_values("optimizer").iterrows():
+        part = points[points["config"] == choice["config"]].sort_values("kappa")
+        c = style.color(choice["optimizer"])
+        ax.plot(part["kappa"], part["iterations"].clip(lower=1), color=c, lw=1.4,
+                label=choice["config"])
+        done = part[part["reached"]]
+        ax.plot(done["kappa"], done["iterations"].clip(lower=1), "o", color=c, ms=5)
+        missed = part[~part["reached"]]
+        ax.plot(missed["kappa"], missed["iterations"].clip(lower=1), FAILED_MARKER, color=c,
+                ms=8, mew=2)
+    grid = np.geomspace(points["kappa"].min(), points["kappa"].max(), 60)
+    eps0, tol = float(points["eps0"].median()), float(points["tol"].median())
+    if np.isfinite(eps0) and np.isfinite(tol):
+        drawn = set(best["optimizer"])
+        for fam, label, bound in BOUND_LINES:
+            if fam in drawn or (fam == "cgls" and drawn & set(bounds.KRYLOV)):
+                ax.plot(grid, [bound(k, eps0, tol).iterations for k in grid], ls="--", lw=1,
+                        color=style.color(fam), label=f"{label} (eps0 {eps0:.3g}, tol {tol:g})")
+    ax.plot([], [], FAILED_MARKER, color="#555555", mew=2, ls="none",
+            label="did not reach the target (where it stopped)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("kappa = L / mu of the Hessian as run (log)")
+    ax.set_ylabel("iterations to the target (median; log)")
+    ax.set_title("Iterations against conditioning: measured (solid) and the bounds (dashed)",
+                 fontsize=9)
+    legend_outside(ax, fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
 REGRESSION_FIGURES = {
     "headline": lambda runs, traces: figure_headline(runs, _tol(runs)),
     "convergence_time": lambda runs, traces: figure_convergence(runs, traces, x="seconds"),
@@ -469,6 +521,7 @@ REGRESSION_FIGURES = {
     "cost_tradeoff": lambda runs, traces: figure_cost_tradeoff(runs),
     "performance_profile": lambda runs, traces: figure_performance_profile(runs),
     "regression_feed_modes": lambda runs, traces: figure_feed_modes(runs),
+    "conditioning": lambda runs, traces: figure_conditioning(runs),
 }
 
 
@@ -492,5 +545,10 @@ def draw(results, figures: Path) -> list[Path]:
     runs, traces = paired_rows(measured_runs(results.runs)), results.table("traces")
     written = []
     for name, make in REGRESSION_FIGURES.items():
-        written += save(make(runs, traces), figures, name)
+        fig = make(runs, traces)
+        if fig is None:  # nothing to draw: no stale figure of older results stays behind
+            for stale in (figures / f"{name}.png", figures / f"{name}.svg"):
+                stale.unlink(missing_ok=True)
+            continue
+        written += save(fig, figures, name)
     return written

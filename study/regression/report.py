@@ -12,7 +12,7 @@ import pandas as pd
 from optimizers import blas_threads
 from optimizers.backends.registry import BACKENDS, FRAMEWORKS
 from study.paired import compare
-from study.regression import logistic
+from study.regression import logistic, prediction
 from study.regression.labels import data_titles, label_runs, original_data
 from study.regression.spec import RunSpec
 from study.regression.summary import INSTANCE_COLUMNS, alarm_lines, summarize, time_to_target
@@ -312,6 +312,11 @@ CAPTIONS = {
     "performance_profile": "Performance profiles of each optimizer's best configuration over "
                            "data sets and seeds.",
     "regression_feed_modes": "Seconds per iteration per engine, beside one read pass over X.",
+    "conditioning": "Iterations to the target against the condition number kappa = L/mu of "
+                    "the Hessian as run, one line per optimizer at its best configuration; "
+                    "dashed: the bounds' iterations (GD kappa ln(eps0/eps), Nesterov "
+                    "sqrt(kappa) ln(2 eps0/eps), CG sqrt(kappa)/4 ln(4 eps0/eps)) from the "
+                    "median start; x: did not reach the target, drawn where it stopped.",
 }
 
 
@@ -325,7 +330,8 @@ def regression_blocks(runs: pd.DataFrame, figures: Path,
     alarms = alarm_lines(summary)  # first, never buried
     blocks = [Block("h2", title),
               *(Block("p", line) for line in alarms),
-              Block("list", regression_findings(runs, summary))]
+              Block("list", regression_findings(runs, summary)),
+              *theory_blocks(runs, study)]
     for name, caption in CAPTIONS.items():
         path = figures / f"{name}.png"
         if path.exists():
@@ -344,6 +350,19 @@ def regression_blocks(runs: pd.DataFrame, figures: Path,
                             anchor=f"{study}-per-iteration"))
         blocks.append(Block("table", per_iteration.round(3), "per engine"))
     return blocks
+
+
+def theory_blocks(runs: pd.DataFrame, study: str) -> list[Block]:
+    """Why it took that long (study.regression.prediction): each configuration that missed the
+    target against its method's bound, and the runs slower than theirs; none for rows written
+    before the bounds were recorded."""
+    missed = prediction.missed_target_sentences(runs)
+    slower = prediction.slower_sentences(runs[runs["status"] != "skipped"])
+    if not missed and not slower:
+        return []
+    return [Block("h3", "Why it took that long: each method against its bound",
+                  anchor=f"{study}-bounds"),
+            Block("p", prediction.INTRO), Block("list", [*missed, *slower])]
 
 
 def stopping_sentence(runs: pd.DataFrame) -> str:

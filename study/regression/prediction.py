@@ -1,0 +1,132 @@
+"""The report's "why it took that long": every configuration that did not reach the target set
+against its method's classical bound (optimizers/bounds.py), read from the rows' conditioning
+and prediction columns. Sentences of predictions, said to be predictions; rows written before
+those columns existed get none and still report."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from optimizers import bounds
+from study.regression.labels import label_runs
+from study.regression.summary import converged
+from study.sweep.tuning import measured_runs
+
+NEEDED = ("predicted_iterations", "bound", "initial_suboptimality", "kappa_raw")
+INTRO = ("Each run beside what its method's classical bound predicts from the problem's "
+         "condition number kappa, its starting suboptimality and the target, before any run "
+         "(optimizers/bounds.py: GD with step 1/L needs about kappa ln(eps0/eps) iterations, "
+         "Nesterov sqrt(kappa) ln(2 eps0/eps), CG and LSQR sqrt(kappa)/4 ln(4 eps0/eps); "
+         "L-BFGS has no rate bound, only GD's as a ceiling; Adadelta and Adam none). These "
+         "are predictions, not measurements; a run is flagged slower than its bound past "
+         f"{bounds.SLOWER_FACTOR:g}x its iterations.")
+
+
+def has_predictions(runs: pd.DataFrame) -> bool:
+    return all(column in runs for column in NEEDED) and runs["bound"].notna().any()
+
+
+def _median(group: pd.DataFrame, column: str) -> float:
+    values = group[column].astype("float64") if column in group else pd.Series(dtype=float)
+    return float(values.median()) if values.notna().any() else float("nan")
+
+
+def _standardized(group: pd.DataFrame) -> bool:
+    params = group["dataset_params"].iloc[0]
+    return bool(json.loads(params).get("standardize")) if isinstance(params, str) else False
+
+
+def missed_target_sentences(runs: pd.DataFrame) -> list[str]:
+    """One sentence per (data set, configuration) whose runs did not reach the target in the
+    median: kappa, the bound's iterations and their time at the measured seconds per
+    iteration, and what standardizing or the diagonal step would make of them."""
+    runs = measured_runs(runs)
+    runs = runs[~runs["status"].isin(["skipped", "uncertifiable"])]
+    if runs.empty or not has_predictions(runs) or "stop_tol" not in runs:
+        return []
+    labelled = label_runs(runs)
+    out = []
+    for (data, config), group in labelled.groupby(["data", "config"], sort=True):
+        if converged(group).mean() >= 0.5 or group["stop_tol"].isna().all():
+            continue
+        tol = float(group["stop_tol"].dropna().iloc[0])
+        ended = (f"ended {', '.join(f'{s}={n}' for s, n in group['status'].value_counts().items())}"
+                 f" after {_median(group, 'iterations'):.0f} iterations at suboptimality "
+                 f"{_median(group, 'suboptimality'):.3g} (median)")
+        head = f"{config} on {data} did not reach {tol:g}: it {ended}. "
+        bound = group["bound"].dropna()
+        if group["predicted_iterations"].isna().all():
+            why = bound.iloc[0] if len(bound) else "no bound"
+            out.append(head + f"No such bound applies to {group['optimizer'].iloc[0]} ({why}): "
+                              "the measurements are all there is.")
+            continue
+        row = group.iloc[0]
+        kappa = _median(group, "kappa_raw")
+        prediction = bounds.predict(row["optimizer"], _hyperparameters(row), {
+            "kappa_gd": _median(group, "hessian_L") / _median(group, "hessian_mu"),
+            "kappa_diag_step": _median(group, "kappa_diag_step"), "kappa_raw": kappa},
+            _median(group, "initial_suboptimality"), tol, _objective(row))
+        if prediction.iterations is None:
+            out.append(head + f"No bound predicts it ({prediction.bound}).")
+            continue
+        out.append(head + "Prediction: " + bounds.explain(
+            "", prediction, _median(group, "initial_suboptimality"), tol,
+            kappa_standardized=_median(group, "kappa_standardized"),
+            kappa_diag_step=_median(group, "kappa_diag_step"),
+            standardized=_standardized(group),
+            seconds_per_iteration=_median(group, "seconds_per_iteration")))
+    return out
+
+
+def slower_sentences(runs: pd.DataFrame) -> list[str]:
+    """The runs that took more than SLOWER_FACTOR times their bound: findings, each named."""
+    if "slower_than_bound" not in runs:
+        return []
+    slow = runs[runs["slower_than_bound"].astype(object).eq(True)]
+    if slow.empty:
+        return []
+    labelled = label_runs(slow)
+    return [f"{config} on {data}: {len(group)} run(s) took more than "
+            f"{bounds.SLOWER_FACTOR:g}x the iterations of their bound (median "
+            f"{_median(group, 'iterations'):.0f} against "
+            f"{_median(group, 'predicted_iterations'):.0f}): a finding (a bug, a bad step or "
+            "rounding), not a property of the method."
+            for (data, config), group in labelled.groupby(["data", "config"], sort=True)]
+
+
+def _hyperparameters(row) -> dict:
+    hp = row.get("hyperparameters")
+    return json.loads(hp) if isinstance(hp, str) else {}
+
+
+def _objective(row) -> str:
+    params = row.get("dataset_params")
+    params = json.loads(params) if isinstance(params, str) else {}
+    return params.get("objective", "least-squares")
+
+
+def iterations_against_kappa(runs: pd.DataFrame) -> pd.DataFrame:
+    """The figure's points: per data set and configuration with a kappa, the median
+    iterations, whether the target was reached in the median, and the median eps0."""
+    runs = measured_runs(runs)
+    runs = runs[~runs["status"].isin(["skipped", "uncertifiable", "failed"])]
+    if runs.empty or not has_predictions(runs):
+        return pd.DataFrame()
+    labelled = label_runs(runs)
+    rows = []
+    for (data, config), group in labelled.groupby(["data", "config"], sort=True):
+        kappa = _median(group, "hessian_L") / _median(group, "hessian_mu")
+        if not np.isfinite(kappa):
+            continue
+        rows.append({"data": data, "config": config, "optimizer": group["optimizer"].iloc[0],
+                     "method": group["method"].iloc[0], "kappa": kappa,
+                     "iterations": _median(group, "iterations"),
+                     "reached": bool(converged(group).mean() >= 0.5),
+                     "eps0": _median(group, "initial_suboptimality"),
+                     "tol": _median(group, "stop_tol") if "stop_tol" in group else np.nan,
+                     "bound": group["bound"].dropna().iloc[0] if group["bound"].notna().any()
+                     else None})
+    return pd.DataFrame(rows)
