@@ -3,14 +3,18 @@
 Most tests use the probe study (tests/probe_study.py), whose runs report their process and
 misbehave on request, so that the engine is tested apart from any real measurement."""
 
+import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import psutil
 import pytest
@@ -317,3 +321,103 @@ def test_runs_under_injected_load_are_flagged_noisy_and_quiet_ones_are_not(tmp_p
     assert quiet["noisy"].sum() <= 1, quiet[["noisy_reason", "cpu_wait_fraction"]]
     assert loaded["cpu_wait_fraction"].min() > quiet["cpu_wait_fraction"].max()
     assert loaded["others_cpu_cores"].min() > quiet["others_cpu_cores"].max()
+
+
+def fake_times(runs, action, ratio):
+    """Times a run of `action` 'took': ratio x a noise fixed by its seed (the probe measures
+    nothing); the adaptive loop's comparisons are made of these."""
+    part = runs[runs["action"] == action]
+    noise = [np.random.default_rng(int(s)).normal(0, 0.05) for s in part["seed"]]
+    return part.assign(t=ratio * np.exp(noise))
+
+
+@pytest.mark.slow
+def test_undecided_answers_get_instances_until_decided_and_only_theirs(tmp_path, probe,
+                                                                        monkeypatch, capsys):
+    """The loop adds seeds to the two configurations of the one undecided comparison (never to
+    the third), two at a time, until the confidence sequence decides it; the added runs are
+    ordinary rows of the table; a second invocation has nothing to do; --no-adaptive adds
+    none and says why."""
+    from study.paired import compare
+    from study.sweep import adaptive
+
+    def questions(study, folder, runs):
+        a, b = fake_times(runs, "a", 1.3), fake_times(runs, "b", 1.0)
+        return [("a-over-b", compare(a, b, [], "t"))]
+
+    monkeypatch.setattr(adaptive, "answer_comparisons", questions)
+    path = config(tmp_path, 'actions = ["a", "b", "c"]\nseeds = [0, 1, 2]\nseconds = 0\n'
+                            "[adaptive]\nbatch = 2\nmax_instances = 9\n")
+    out = tmp_path / "res"
+    statuses = run_study(load_study(path), out, quiet=True)
+    seeds = rows(out).groupby("action")["seed"].apply(sorted).to_dict()
+    assert seeds["c"] == [0, 1, 2] and seeds["a"] == seeds["b"] == [0, 1, 2, 3, 4]
+    assert sum(statuses.values()) == 13
+    said = capsys.readouterr().out
+    assert "refining a-over-b: 3 instances: too few for a finite" in said
+    assert json.loads((out / "adaptive.json").read_text())["stopped"] == {}
+    assert run_study(load_study(path), out, quiet=True) == Counter()  # resumed: all done
+
+    fixed = tmp_path / "fixed"
+    run_study(load_study(path), fixed, quiet=True, adaptive=False)
+    assert sorted(rows(fixed)["seed"].unique()) == [0, 1, 2]
+    assert json.loads((fixed / "adaptive.json").read_text())["stopped"] == {
+        "a-over-b": "the fixed design (--no-adaptive)"}
+
+
+def test_an_undecided_answer_stops_at_the_cap_and_says_so(tmp_path, probe, monkeypatch):
+    from study.paired import compare
+    from study.sweep import adaptive
+
+    def questions(study, folder, runs):  # no difference, too noisy to be equivalent
+        a, b = fake_times(runs, "a", 1.0), fake_times(runs, "b", 1.0)
+        return [("same", compare(a, b.assign(t=b["t"] * np.exp(b["seed"] % 2 - 0.5)), [],
+                                 "t"))]
+
+    monkeypatch.setattr(adaptive, "answer_comparisons", questions)
+    path = config(tmp_path, 'actions = ["a", "b"]\nseeds = [0, 1]\nseconds = 0\n'
+                            "[adaptive]\nbatch = 3\nmax_instances = 3\n")
+    run_study(load_study(path), tmp_path / "res", quiet=True)
+    assert sorted(rows(tmp_path / "res")["seed"].unique()) == [0, 1, 2]
+    assert json.loads((tmp_path / "res" / "adaptive.json").read_text())["stopped"] == {
+        "same": "the cap of 3 instances per configuration"}
+
+
+@pytest.mark.parametrize("table, words", [
+    ("margin = 1.5", "margin: must be a number in (0, 1)"),
+    ("max_instances = 1", "max_instances: must be an integer >= 2"),
+    ("batch = true", "batch: must be an integer >= 1"),
+    ("time_budget = -3", "time_budget: must be a number of seconds > 0"),
+    ("seeds = 4", "unknown key of [adaptive] 'seeds'"),
+])
+def test_a_bad_adaptive_key_is_one_line(tmp_path, probe, table, words):
+    from study.sweep.grid import ConfigError
+
+    with pytest.raises(ConfigError, match=re.escape(words)):
+        load_study(config(tmp_path, f"[adaptive]\n{table}\n"))
+
+
+def test_the_loop_says_why_it_stopped_a_busy_comparison_or_at_the_time_budget(tmp_path, probe):
+    """A comparison measured on a busy machine gets no more instances (they would dilute the
+    flag, not remove the load); one undecided when the time budget is spent stops there."""
+    from types import SimpleNamespace
+
+    from study.paired import compare
+    from study.sweep.adaptive import refine
+    from study.sweep.plugin import load_kind
+
+    study = load_study(config(tmp_path, 'actions = ["a", "b"]\nseeds = [0, 1, 2]\n'
+                                        "[adaptive]\ntime_budget = 1e-9\n"))
+    runs = pd.DataFrame([{"run_id": s.run_id, "action": s.action, "seed": s.seed}
+                         for s in study.specs])
+    a, b = fake_times(runs, "a", 1.3), fake_times(runs, "b", 1.0)
+    calm = compare(a, b, [], "t")
+    busy = compare(a.assign(noisy=True), b.assign(noisy=True), [], "t")
+    measured = []
+    stopped = refine(study, SimpleNamespace(root=tmp_path), load_kind("probe"), lambda: runs,
+                     lambda specs, why: measured.append(specs),
+                     questions=lambda *_: [("calm", calm), ("busy", busy)])
+    assert not measured
+    assert stopped == {"busy": "measured on a busy machine (more instances would not remove the "
+                               "load; `--remeasure-noisy` measures its runs again)",
+                       "calm": "the time budget of the extra runs (1e-09 s)"}
