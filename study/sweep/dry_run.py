@@ -26,10 +26,9 @@ WIDTH = 120  # a line is cut here: a label longer than that is a data path, said
 SEED_REPEAT = re.compile(r" seed=\S+ rep=\S+$")
 
 
-def dry_run(specs, study: Study, out, *, retry_failed=False, keep_stale=False,
+def dry_run(specs, study: Study, out, plan_runs, *, retry_failed=False, keep_stale=False,
             remeasure_noisy=False) -> None:
-    from study.sweep.runner import plan_runs  # the runner imports this module
-
+    """`plan_runs` is the runner's own planner (handed in: the runner imports this module)."""
     if len(specs) > 1000:  # grouping this many takes a moment: say what comes first
         print(f"{len(specs)} runs in {study.name} ({study.source}); listing them:", flush=True)
     existing = past_rows(out)

@@ -338,8 +338,8 @@ def execute(study: Study, args) -> int:
     specs = selected(study, only)
     out = args.out or os.path.join("results", study.name)
     if args.dry_run:
-        dry_run(specs, study, out, retry_failed=args.retry_failed, keep_stale=args.keep_stale,
-                remeasure_noisy=args.remeasure_noisy)
+        dry_run(specs, study, out, plan_runs, retry_failed=args.retry_failed,
+                keep_stale=args.keep_stale, remeasure_noisy=args.remeasure_noisy)
         return 0
     check_output_folder(out, own_results=True)  # its own results folder, inside no other
     statuses = run_study(study, out, only=only, retry_failed=args.retry_failed,
