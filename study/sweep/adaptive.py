@@ -42,11 +42,11 @@ def replicate_axis(specs) -> str:
 
 
 def extra_values(specs, count: int) -> list[int]:
-    """The replicate values the added instances take, in order: above every value the grid
-    uses (a tuning round's seed included), so an added run is never a planned one."""
+    """The replicate values the added instances take, in order: the smallest ones no spec of
+    the grid uses (a tuning round's seed included), so an added run is never a planned one."""
     axis = replicate_axis(specs)
     used = {getattr(s, axis) for s in specs}
-    out, value = [], max(used) + 1
+    out, value = [], 0
     while len(out) < count:
         if value not in used:
             out.append(value)
