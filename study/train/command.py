@@ -17,7 +17,7 @@ from study.cli import key_values
 from study.sweep.grid import ConfigError
 from study.sweep.plugin import RunContext
 from study.train.config import FIT_MIN_STEPS, LOOPS, check_stopping, check_target
-from study.train.data import check_data
+from study.train.data import LAYOUTS, check_data
 from study.train.device import DEVICES
 from study.train.examples import DATA
 from study.train.frameworks import KERAS_FRAMEWORKS, check_framework
@@ -28,6 +28,7 @@ from study.train.spec import LBFGS, Spec
 
 # what a shipped data set is judged by, unless --loss / --metric say otherwise
 EXAMPLE_DEFAULTS = {"digits": ("sparse_categorical_crossentropy", "accuracy"),
+                    "digits28": ("sparse_categorical_crossentropy", "accuracy"),
                     "eve-late-week": ("binary_crossentropy", "accuracy")}
 
 
@@ -40,7 +41,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--features", nargs="+", help="CSV/Parquet: feature columns")
     parser.add_argument("--labels", help="CSV/Parquet: the label column")
     parser.add_argument("--data-param", action="append", default=[], metavar="KEY=VALUE",
-                        help="validation_fraction, split_seed, rows (eve-late-week), ...")
+                        help="validation_fraction, split_seed, rows (eve-late-week), "
+                        "one_hot=True (digits, digits28), ...")
+    parser.add_argument("--layout", help="the image arrays' layout for the "
+                        "model: channels_last (as stored, the default) or channels_first "
+                        "(moved once, before the clock: (N, H, W, C) -> (N, C, H, W))")
     parser.add_argument("--loss", help="a loss by name (default for the shipped data); "
                         "NAME:from_logits for a model whose last layer is linear, nll for "
                         "log-probabilities; none for a model returned with its own loss")
@@ -76,6 +81,10 @@ def spec_from(args) -> Spec:
     if args.labels is not None:
         data["labels"] = args.labels
     data.update(key_values(args.data_param, "--data-param"))
+    if args.layout is not None:
+        if args.layout not in LAYOUTS:
+            raise InputError(f"--layout: unknown '{args.layout}'; allowed: {', '.join(LAYOUTS)}")
+        data["layout"] = args.layout
     check_data(data, "--data")
     loss, metric = EXAMPLE_DEFAULTS.get(args.data, (None, "accuracy"))
     loss, metric = args.loss or loss, args.metric or metric

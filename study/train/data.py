@@ -2,6 +2,11 @@
 a CSV/Parquet file with chosen feature and label columns, split into training and validation
 rows by a seeded fraction (the same split for every seed, optimizer and framework).
 
+The arrays reach the model as they are: nothing guesses their layout. `layout =
+"channels_first"` on the data table moves the last axis of every x array to just after the
+rows, (N, H, W, C) -> (N, C, H, W), once, here (so the cached arrays carry it and no clock
+sees it); "channels_last", the default, keeps them as stored.
+
 Every check here ends in one line naming the file or field (an InputError: exit 2)."""
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from study.train.examples import DATA, DATA_PARAMS
 NPZ_ARRAYS = ("x_train", "y_train", "x_val", "y_val")
 FILE_KEYS = ("path", "features", "labels", "validation_fraction", "split_seed")
 NPZ_KEYS = ("path",)  # a .npz holds its own split and columns
+LAYOUTS = ("channels_last", "channels_first")  # as stored; the channel axis moved after the rows
 SUFFIXES = (".npz", ".csv", ".parquet", ".pq")
 RUN_DTYPE = np.dtype(np.float32)  # what every framework computes in (features, float labels)
 
@@ -31,7 +37,7 @@ def check_data(data: dict, where: str = "data") -> dict:
         if name not in DATA:
             raise InputError(f"{where}: unknown name {name!r}; allowed: {', '.join(DATA)}, or "
                              "path = a .npz, .csv or .parquet file")
-        allowed = ("name", *DATA_PARAMS[name], "validation_fraction", "split_seed")
+        allowed = ("name", *DATA_PARAMS[name], "validation_fraction", "split_seed", "layout")
     elif "path" in data:
         path = Path(str(data["path"]))
         if path.suffix.lower() not in SUFFIXES:
@@ -39,7 +45,7 @@ def check_data(data: dict, where: str = "data") -> dict:
                              f"{', '.join(SUFFIXES)}")
         check_input_file(path, where)
         tabular = path.suffix.lower() != ".npz"
-        allowed = FILE_KEYS if tabular else NPZ_KEYS
+        allowed = (*(FILE_KEYS if tabular else NPZ_KEYS), "layout")
         for key in ("features", "labels"):
             if tabular and key not in data:
                 raise InputError(f"{where}: a CSV or Parquet file needs '{key}' (column names)")
@@ -52,11 +58,15 @@ def check_data(data: dict, where: str = "data") -> dict:
     for key in data:
         if key not in allowed:
             why = " (a .npz holds its own split: x_train, y_train, x_val, y_val)" \
-                if allowed == NPZ_KEYS and key in FILE_KEYS else ""
+                if "name" not in data and key in FILE_KEYS and "features" not in allowed else ""
             raise InputError(f"{where}: unknown key '{key}'{why}; allowed: {', '.join(allowed)}")
     for key, value in data.items():
         if key in ("rows", "seed", "split_seed"):
             values.integer(1 if key == "rows" else 0).check(f"{where}: {key}", value)
+        if key == "one_hot":
+            values.boolean().check(f"{where}: {key}", value)
+        if key == "layout":
+            values.choice(*LAYOUTS).check(f"{where}: {key}", value)
         if key == "validation_fraction":
             values.Value("number", 0.0, 1.0, low_open=True, high_open=True).check(
                 f"{where}: {key}", value)
@@ -91,8 +101,22 @@ def load_data(data: dict, where: str = "data") -> dict[str, np.ndarray]:
         columns = {"x": list(x.columns), "y": list(y.columns)}
         x, y = x.to_numpy(np.float64), y.to_numpy()
         arrays = split(x, y[:, 0] if y.shape[1] == 1 else y, data)
-        return checked(arrays, source, columns)
-    return checked(arrays, source)
+        return laid_out(checked(arrays, source, columns), data.get("layout"), source)
+    return laid_out(checked(arrays, source), data.get("layout"), source)
+
+
+def laid_out(arrays: dict, layout: str | None, source: str) -> dict[str, np.ndarray]:
+    """The x arrays in the layout the data table says (channels_first: the last axis moved to
+    just after the rows, contiguous), the labels as they are."""
+    if layout != "channels_first":
+        return arrays
+    shape = arrays["x_train"].shape
+    if len(shape) < 3:
+        raise InputError(f"{source}: layout = \"channels_first\" moves the channel axis of "
+                         f"image rows (N, H, W, C), but x_train has shape {shape}: rows of "
+                         "features have no channel axis; leave layout out")
+    return {name: np.ascontiguousarray(np.moveaxis(array, -1, 1)) if name.startswith("x")
+            else array for name, array in arrays.items()}
 
 
 def read_npz(path: Path) -> dict[str, np.ndarray]:

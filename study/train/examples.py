@@ -1,5 +1,7 @@
 """The shipped examples, which need no download: the original question's layer on the 8x8 digit
-images scikit-learn ships, and a small MLP on the eve stand-in's late_week label.
+images scikit-learn ships, a small MLP on the eve stand-in's late_week label, and two well-known
+clients written here from their published architectures: Keras's "simple MNIST convnet" and
+PyTorch's MNIST example `Net`, on `digits28` (the same digit images upscaled to MNIST's 28x28).
 
 Each model function takes (input_shape, outputs) and returns an uncompiled Keras model, as a
 user's `file.py:function` does. Each data function returns (x, y) as float32 / integer arrays;
@@ -38,13 +40,106 @@ def eve_mlp(input_shape, outputs):
     ], name="eve_mlp")
 
 
-def digits(**_) -> tuple[np.ndarray, np.ndarray]:
-    """1797 images of 8x8 pixels (0..16, scaled to [0, 1]) with their digit 0..9."""
+def mnist_convnet(input_shape, outputs):
+    """Keras's "simple MNIST convnet" example (keras.io/examples/vision/mnist_convnet): conv 32
+    3x3 relu, max-pool 2, conv 64 3x3 relu, max-pool 2, flatten, dropout 0.5, dense softmax; its
+    recipe: categorical cross-entropy on one-hot labels, Adam, batch 128. Rows channels last
+    (28, 28, 1), as Keras has them."""
+    import keras
+
+    return keras.Sequential([
+        keras.Input(shape=tuple(input_shape)),
+        keras.layers.Conv2D(32, 3, activation="relu"),
+        keras.layers.MaxPooling2D(2),
+        keras.layers.Conv2D(64, 3, activation="relu"),
+        keras.layers.MaxPooling2D(2),
+        keras.layers.Flatten(),
+        keras.layers.Dropout(0.5),
+        keras.layers.Dense(outputs, activation="softmax"),
+    ], name="mnist_convnet")
+
+
+def mnist_net(input_shape, outputs):
+    """PyTorch's MNIST example `Net` in Keras: the Keras twin of `mnist-net-torch`
+    (study.train.native_examples), which draws the initial weights every run of that example
+    starts from (Keras's NumPy backend, once per seed) and gives the reference validation loss
+    its first evaluation is checked against. So it is written as PyTorch has it: rows channels
+    first (1, 28, 28: the data's `layout = "channels_first"`), each weight in PyTorch's shape and
+    order (conv (out, in, kh, kw) then bias, linear (out, in) then bias), drawn as PyTorch's
+    default initialization draws it (uniform within 1/sqrt(fan_in)), flattened in (c, h, w)
+    order, and ending in log_softmax (the loss: nll)."""
+    import keras
+
+    layers = keras.layers
+    return keras.Sequential([
+        keras.Input(shape=(1, 28, 28)),
+        _torch_layer(keras, "conv", 1, 32, 3), layers.Activation("relu"),
+        _torch_layer(keras, "conv", 32, 64, 3), layers.Activation("relu"),
+        layers.MaxPooling2D(2, data_format="channels_first"),
+        layers.Dropout(0.25),
+        layers.Flatten(),
+        _torch_layer(keras, "linear", 9216, 128), layers.Activation("relu"),
+        layers.Dropout(0.5),
+        _torch_layer(keras, "linear", 128, outputs),
+        layers.Activation("log_softmax"),
+    ], name="mnist_net")
+
+
+def _torch_layer(keras, kind: str, inputs: int, outputs: int, size: int = 1):
+    """A conv (channels first, stride 1, no padding) or linear layer holding its weight in
+    PyTorch's shape, initialized as PyTorch's default does."""
+    from keras import ops
+
+    fan_in = inputs * size * size
+    bound = 1.0 / np.sqrt(fan_in)
+
+    class TorchLayout(keras.layers.Layer):
+        def build(self, _):
+            shape = (outputs, inputs, size, size) if kind == "conv" else (outputs, inputs)
+            init = keras.initializers.RandomUniform(-bound, bound)
+            self.weight = self.add_weight(shape=shape, initializer=init, name="weight")
+            self.bias = self.add_weight(shape=(outputs,), initializer=init, name="bias")
+
+        def call(self, x):
+            if kind == "linear":
+                return ops.matmul(x, ops.transpose(self.weight)) + self.bias
+            kernel = ops.transpose(self.weight, (2, 3, 1, 0))  # to Keras's HWIO
+            return (ops.conv(x, kernel, data_format="channels_first")
+                    + ops.reshape(self.bias, (1, outputs, 1, 1)))
+
+        def compute_output_shape(self, shape):
+            if kind == "linear":
+                return (*shape[:-1], outputs)
+            return (shape[0], outputs, *(None if d is None else d - size + 1 for d in shape[2:]))
+
+    return TorchLayout()
+
+
+def digits(one_hot: bool = False, **_) -> tuple[np.ndarray, np.ndarray]:
+    """1797 images of 8x8 pixels (0..16, scaled to [0, 1]) with their digit 0..9 (one-hot rows
+    of 10 with `one_hot`, for categorical_crossentropy)."""
     from sklearn.datasets import load_digits
 
     bunch = load_digits()
     x = (bunch.images / 16.0).astype(np.float32)[..., None]
-    return x, bunch.target.astype(np.int64)
+    return x, labels(bunch.target, one_hot)
+
+
+def digits28(one_hot: bool = False, **_) -> tuple[np.ndarray, np.ndarray]:
+    """The same 1797 digit images upscaled to MNIST's 28x28 (bilinear: scipy.ndimage.zoom,
+    order 1, within [0, 1]), channels last (28, 28, 1), so MNIST's architectures run unchanged
+    and nothing is downloaded."""
+    from scipy.ndimage import zoom
+    from sklearn.datasets import load_digits
+
+    bunch = load_digits()
+    x = zoom(bunch.images / 16.0, (1, 3.5, 3.5), order=1, grid_mode=True, mode="nearest")
+    return np.clip(x, 0.0, 1.0).astype(np.float32)[..., None], labels(bunch.target, one_hot)
+
+
+def labels(target: np.ndarray, one_hot: bool) -> np.ndarray:
+    target = target.astype(np.int64)
+    return np.eye(int(target.max()) + 1, dtype=np.float32)[target] if one_hot else target
 
 
 def eve_late_week(rows: int = 20000, seed: int = 0, **_) -> tuple[np.ndarray, np.ndarray]:
@@ -57,6 +152,7 @@ def eve_late_week(rows: int = 20000, seed: int = 0, **_) -> tuple[np.ndarray, np
     return x, (frame[LABEL].to_numpy() >= 84).astype(np.int64)
 
 
-MODELS = {"digits-cnn": digits_cnn, "eve-mlp": eve_mlp}
-DATA = {"digits": digits, "eve-late-week": eve_late_week}
-DATA_PARAMS = {"digits": (), "eve-late-week": ("rows", "seed")}
+MODELS = {"digits-cnn": digits_cnn, "eve-mlp": eve_mlp, "mnist-convnet": mnist_convnet,
+          "mnist-net": mnist_net}
+DATA = {"digits": digits, "digits28": digits28, "eve-late-week": eve_late_week}
+DATA_PARAMS = {"digits": ("one_hot",), "digits28": ("one_hot",), "eve-late-week": ("rows", "seed")}

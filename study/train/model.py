@@ -103,12 +103,25 @@ def build(model: str, input_shape: tuple, outputs: int):
             built.build((None, *input_shape))
         out = built.compute_output_spec(keras.KerasTensor((2, *input_shape))).shape
     except Exception as exc:
-        raise InputError(f"the data's rows (shape {tuple(input_shape)}) do not fit {what}: "
-                         f"{_first(exc)}") from None
+        from study.train.model_checks import input_mismatch
+
+        raise input_mismatch(what, input_shape, _input_rows(built), exc) from None
     if tuple(out[1:]) not in ((outputs,), () if outputs == 1 else (outputs,)):
         raise InputError(f"{what} gives outputs of shape {tuple(out[1:])}, the data needs "
                          f"({outputs},)")
     return built
+
+
+def _input_rows(model) -> tuple | None:
+    """The rows a Keras model takes (its input_shape without the batch axis), None where it has
+    none or several inputs."""
+    try:
+        shape = model.input_shape
+    except Exception:  # noqa: BLE001 - not built, or not one input
+        return None
+    if not isinstance(shape, tuple) or not shape or isinstance(shape[0], tuple):
+        return None
+    return tuple("?" if d is None else d for d in shape[1:])
 
 
 def _call(path: Path, function: str, input_shape, outputs, what: str):

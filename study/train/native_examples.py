@@ -9,6 +9,10 @@ Without an .npz each initializes as Keras does by default (Glorot-uniform kernel
 biases), drawn by its own framework's generator under the run's seed.
 
 Each function takes (input_shape, outputs, seed=0), as a user's `file.py:function` does.
+
+`mnist-net-torch` is the other way round: PyTorch's MNIST example as written upstream
+(channels-first rows, its own parameters), and its Keras twin (study.train.examples.mnist_net)
+is written with PyTorch's layout, so the twin's draw loads into it all the same.
 """
 
 from __future__ import annotations
@@ -149,9 +153,44 @@ def digits_cnn_equinox(input_shape, outputs, seed: int = 0):
     return DigitsCNN(*_jax_init(_cnn_shapes(input_shape, outputs))(jax.random.key(seed)))
 
 
+def mnist_net_torch(input_shape, outputs):
+    """PyTorch's MNIST example `Net` (github.com/pytorch/examples, mnist/main.py) as written
+    there: channels-first rows (1, 28, 28: the data's `layout = "channels_first"`), log_softmax
+    outputs (the loss: nll, PyTorch's F.nll_loss), trained there with Adadelta at lr 1.0, batch
+    64. Its parameters are PyTorch's own, in its order; a run of the example starts from its
+    Keras twin's draw for the seed (study.train.examples.mnist_net, the same shapes and
+    initializer), or from PyTorch's default initialization when built on its own."""
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = nn.Conv2d(1, 32, 3, 1)
+            self.conv2 = nn.Conv2d(32, 64, 3, 1)
+            self.dropout1 = nn.Dropout(0.25)
+            self.dropout2 = nn.Dropout(0.5)
+            self.fc1 = nn.Linear(9216, 128)
+            self.fc2 = nn.Linear(128, outputs)
+
+        def forward(self, x):
+            x = F.relu(self.conv1(x))
+            x = F.relu(self.conv2(x))
+            x = F.max_pool2d(x, 2)
+            x = self.dropout1(x)
+            x = torch.flatten(x, 1)
+            x = F.relu(self.fc1(x))
+            x = self.dropout2(x)
+            x = self.fc2(x)
+            return F.log_softmax(x, dim=1)
+
+    return Net()
+
+
 NATIVE_MODELS = {"digits-cnn-torch": digits_cnn_torch, "digits-cnn-jax": digits_cnn_jax,
                  "digits-cnn-equinox": digits_cnn_equinox, "eve-mlp-torch": eve_mlp_torch,
-                 "eve-mlp-jax": eve_mlp_jax}
+                 "eve-mlp-jax": eve_mlp_jax, "mnist-net-torch": mnist_net_torch}
 # each shipped native example's framework (the command and config can pick the backend from the
 # name, before anything is imported)
 FRAMEWORK_OF = {name: name.rsplit("-", 1)[1].replace("equinox", "jax") for name in NATIVE_MODELS}

@@ -22,6 +22,7 @@ import inspect
 import numpy as np
 
 from datasets.errors import InputError
+from study.train.model_checks import input_mismatch
 from study.train.workload import (
     Submission,
     Workload,
@@ -144,9 +145,8 @@ class JaxWorkload(Workload):
         x, y = self.data
         try:
             out = jax.eval_shape(self.apply, self.initial, x[:2])
-        except Exception as exc:
-            raise InputError(f"the data's rows (shape {tuple(x.shape[1:])}) do not fit "
-                             f"{self.what}: {describe(exc)}") from None
+        except Exception as exc:  # the model's shape is in its own words
+            raise input_mismatch(self.what, tuple(x.shape[1:]), None, exc) from None
         if not hasattr(out, "shape"):
             raise InputError(f"{self.what} returns {type(out).__name__}, not an array")
         check_outputs(self.what, tuple(out.shape), 2, outputs)

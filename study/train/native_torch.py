@@ -16,6 +16,7 @@ import inspect
 import numpy as np
 
 from datasets.errors import InputError
+from study.train.model_checks import input_mismatch
 from study.train.workload import (
     Submission,
     Workload,
@@ -55,6 +56,19 @@ def torch_ops():
         log_softmax=lambda a: torch.log_softmax(a, -1),
         log_sigmoid=torch.nn.functional.logsigmoid,
         pick=lambda a, y: torch.gather(a, -1, y.reshape(-1, 1).long())[:, 0])
+
+
+def expected_rows(module) -> tuple | None:
+    """The rows a module takes, read off its first convolution (its input channels first, the
+    other axes open) or linear layer (its input features); None where it starts otherwise."""
+    import torch
+
+    for layer in module.modules():
+        if isinstance(layer, torch.nn.modules.conv._ConvNd):
+            return (layer.in_channels, *"DHW"[3 - len(layer.kernel_size):])
+        if isinstance(layer, torch.nn.Linear):
+            return (layer.in_features,)
+    return None
 
 
 class TorchWorkload(Workload):
@@ -100,8 +114,8 @@ class TorchWorkload(Workload):
             with torch.no_grad():
                 out = self.module(x[:2])
         except Exception as exc:
-            raise InputError(f"the data's rows (shape {tuple(x.shape[1:])}) do not fit "
-                             f"{self.what}: {describe(exc)}") from None
+            raise input_mismatch(self.what, tuple(x.shape[1:]), expected_rows(self.module),
+                                 exc) from None
         if not isinstance(out, torch.Tensor):
             raise InputError(f"{self.what} returns {type(out).__name__}, not a tensor")
         check_outputs(self.what, tuple(out.shape), 2, outputs)
