@@ -5,12 +5,17 @@ report and `regress` say with them."""
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from datasets import make_problem
 from datasets.problem import Problem
 from datasets.reference import Reference
 from optimizers import bounds, build_rules, make_backend, make_optimizer, run
+from study.__main__ import main
+from study.regression.figures import figure_conditioning
+from study.regression.prediction import missed_target_sentences, slower_sentences
+from study.regression.report import regression_blocks
 
 # Observed iterations stay below the bound (it is a worst case) and above this fraction of its
 # leading term. GD: the worst case puts the error on the smallest eigenvalue, and the geometric
@@ -108,3 +113,55 @@ def test_a_cache_written_before_the_conditioning_still_loads():
     assert math.isnan(old.kappa_standardized) and math.isnan(old.kappa_gd)
     prediction = bounds.predict("gd", {"step": "1/L"}, {"kappa_gd": old.kappa_gd}, 10.0, 1e-8)
     assert prediction.iterations is None
+
+
+def scales_csv(folder):
+    """The issue's CSV in small: a column near 1 (tide) and one near 1000 (ships)."""
+    rng = np.random.default_rng(0)
+    tide, ships = rng.normal(1.0, 0.3, 2000), rng.normal(1000.0, 300.0, 2000)
+    path = folder / "scales.csv"
+    pd.DataFrame({"tide": tide, "ships": ships,
+                  "y": 2 * tide + 0.01 * ships + rng.normal(size=2000)}).to_csv(path, index=False)
+    return path
+
+
+@pytest.fixture(scope="module")
+def scales_runs(tmp_path_factory):
+    """A sweep of GD (1/L) and Adadelta on the unscaled CSV that stops them after 50
+    iterations, far short of 1e-8, and its rows (one sweep, about 4 s, for both tests)."""
+    tmp_path = tmp_path_factory.mktemp("scales")
+    config = tmp_path / "scales.toml"
+    config.write_text(f'name = "scales"\nseeds = [0]\n[stopping]\ntol = 1e-8\nmax_iter = 50\n'
+                      f'[[datasets]]\nname = "tabular"\npath = "{scales_csv(tmp_path)}"\n'
+                      'features = ["tide", "ships"]\nlabels = ["y"]\n'
+                      '[[optimizers]]\nname = "gd"\nstep = "1/L"\n'
+                      '[[optimizers]]\nname = "adadelta"\nlearning_rate = 1.0\n'
+                      '[[backends]]\nname = "numpy"\n')
+    assert main(["run", str(config), "--out", str(tmp_path / "res"), "--quiet"]) == 0
+    return pd.read_parquet(tmp_path / "res" / "runs.parquet")
+
+
+def test_the_report_says_why_gd_missed_on_unscaled_columns(scales_runs):
+    runs = scales_runs
+    gd = runs[runs["optimizer"] == "gd"].iloc[0]
+    assert gd["kappa_raw"] > 1e6 and gd["kappa_standardized"] < 10
+    assert gd["predicted_iterations"] > 1e6 and gd["bound"].startswith("gd 1/L")
+    sentences = missed_target_sentences(runs)
+    said = next(s for s in sentences if s.startswith("gd(step=1/L)"))
+    assert f"at kappa {gd['kappa_raw']:.3g}" in said
+    assert f"about {gd['predicted_iterations']:.2g} iterations" in said
+    assert f"with standardized columns kappa = {gd['kappa_standardized']:.3g}" in said
+    assert "`--standardize`, `standardize = true`" in said and "a prediction" in said
+    adadelta = next(s for s in sentences if s.startswith("adadelta"))
+    assert "No such bound applies to adadelta" in adadelta and "after 50 iterations" in adadelta
+
+
+def test_rows_written_before_the_bounds_still_report(scales_runs, tmp_path):
+    old = scales_runs.drop(columns=[
+        "kappa_standardized", "hessian_mu", "hessian_L", "kappa_diag_step",
+        "initial_suboptimality", "predicted_iterations", "bound", "slower_than_bound",
+        "bound_verdict"])
+    assert missed_target_sentences(old) == [] and slower_sentences(old) == []
+    assert figure_conditioning(old) is None
+    blocks = regression_blocks(old, tmp_path / "no-figures")
+    assert not any(b.kind == "h3" and "against its bound" in str(b.content) for b in blocks)
