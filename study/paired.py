@@ -268,7 +268,15 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, instance: list[str], value: str, *
                       tuple(sorted({*_ids(a), *_ids(b)})))
 
 
-REPLICATES = ("seed", "repeat")  # what tells the runs of one instance apart, where it does
+def _replicate(a: pd.DataFrame, b: pd.DataFrame, instance: list[str]) -> list[str]:
+    """What tells apart the runs a sequential verdict pairs within an instance: the seed where
+    it varies and is not the instance's (a file data set's seeds are its repeats), else the
+    repeat; repeats of one seed are averaged."""
+    for column in ("seed", "repeat"):
+        if column in a and column in b and column not in instance and \
+                pd.concat([a[column], b[column]]).nunique() > 1:
+            return [column]
+    return []
 
 
 def _ids(runs: pd.DataFrame) -> list:
@@ -276,10 +284,10 @@ def _ids(runs: pd.DataFrame) -> list:
 
 
 def _units(a: pd.DataFrame, b: pd.DataFrame, instance: list[str], value: str) -> tuple:
-    """The paired units of a sequential verdict: per instance and replicate (seed, repeat)
+    """The paired units of a sequential verdict: per instance and replicate (`_replicate`)
     both sides measured, A's mean log value minus B's (both failed: a tie, 0), ordered by
     replicate (as numbers where they are), so that the added ones come last."""
-    keys = instance + [c for c in REPLICATES if c in a and c in b and c not in instance]
+    keys = instance + _replicate(a, b, instance)
     a_groups, b_groups = _groups(a, keys, value), _groups(b, keys, value)
     common = [k for k in a_groups if k in b_groups]
 
