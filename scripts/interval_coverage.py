@@ -13,6 +13,15 @@ median over instances). Reported, per method:
   between two runs, over all pairs of runs.
 
     python scripts/interval_coverage.py results/cov1/regression results/cov2/regression ...
+
+`--simulate` checks the sequential verdicts (study/sequential.py) instead, on synthetic log
+ratios (no folders, no timing): the procedure as the sweep runs it (a look after the planned 3
+instances, then after every 2 more, up to 12), under no true difference, a true 1.3x and a
+ratio at the equivalence margin (1.1), at several spreads of the per-instance log ratio;
+beside it, a fixed 95% t interval looked at as often (what the sequence is for). The rates in
+docs/measurement.md come from
+
+    python scripts/interval_coverage.py --simulate --runs 20000
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from study.paired import compare  # noqa: E402
+from study.sequential import EQUIVALENT, LESS, MORE, NONE, simulate  # noqa: E402
 from study.regression.labels import label_runs  # noqa: E402
 from study.regression.summary import INSTANCE_COLUMNS, time_to_target  # noqa: E402
 from study.sweep.tuning import measured_runs  # noqa: E402
@@ -150,11 +160,51 @@ def summarize(table: pd.DataFrame, method: str) -> dict:
             "with_interval": float(np.mean(~np.isnan(table[f"{method}_low"])))}
 
 
+def naive_false_verdicts(spread: float, runs: int, seed: int = 0, first: int = 3,
+                         batch: int = 2, max_instances: int = 12) -> float:
+    """Under no difference, the share of runs in which a fixed 95% t interval, looked at after
+    each batch, excludes 1 at some look."""
+    from scipy import stats
+
+    values = np.random.default_rng(seed).normal(0, spread, (runs, max_instances))
+    hit = np.zeros(runs, bool)
+    for n in sorted({*range(first, max_instances, batch), max_instances}):
+        t = values[:, :n].mean(1) / (values[:, :n].std(1, ddof=1) / math.sqrt(n))
+        hit |= np.abs(t) > stats.t.ppf(0.975, n - 1)
+    return float(hit.mean())
+
+
+def simulation(runs: int, seed: int = 0) -> pd.DataFrame:
+    """The sequential procedure's verdict rates per true ratio and spread."""
+    rows = []
+    for spread in (0.03, 0.1, 0.2, 0.3):
+        for ratio in (1.0, 1.1, 1.3):
+            found = simulate(ratio, spread, runs=runs, seed=seed)
+            rows.append({"true ratio": ratio, "spread": spread,
+                         "false faster/slower": found[LESS] if ratio > 1 else
+                         found[MORE] + found[LESS],
+                         "slower (right)": found[MORE] if ratio > 1 else math.nan,
+                         "equivalent": found[EQUIVALENT], "no verdict": found[NONE],
+                         "mean instances": found["instances"],
+                         "fixed t, same looks: false": naive_false_verdicts(spread, runs, seed)
+                         if ratio == 1.0 else math.nan})
+    return pd.DataFrame(rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("folders", nargs="+", type=Path)
+    parser.add_argument("folders", nargs="*", type=Path)
     parser.add_argument("--csv", type=Path, help="write every comparison of every run here")
+    parser.add_argument("--simulate", action="store_true",
+                        help="the sequential verdicts' error rates on synthetic samples")
+    parser.add_argument("--runs", type=int, default=20000, help="with --simulate: runs each")
     args = parser.parse_args()
+    if args.simulate:
+        with pd.option_context("display.width", 160, "display.max_columns", None):
+            print(simulation(args.runs).to_string(index=False, float_format=lambda x: f"{x:.3f}"))
+        return
+    if not args.folders:
+        parser.error("give results folders, or --simulate")
     table = measure(args.folders)
     if args.csv:
         table.to_csv(args.csv, index=False)
