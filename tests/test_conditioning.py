@@ -12,10 +12,10 @@ from datasets import make_problem
 from datasets.problem import Problem
 from datasets.reference import Reference
 from optimizers import bounds, build_rules, make_backend, make_optimizer, run
-from study.__main__ import main
 from study.regression.figures import figure_conditioning
 from study.regression.prediction import missed_target_sentences, slower_sentences
-from study.regression.report import regression_blocks
+from study.regression.report import theory_blocks
+from study.sweep.grid import load_study
 
 # Observed iterations stay below the bound (it is a worst case) and above this fraction of its
 # leading term. GD: the worst case puts the error on the smallest eigenvalue, and the geometric
@@ -127,23 +127,35 @@ def scales_csv(folder):
 
 @pytest.fixture(scope="module")
 def scales_runs(tmp_path_factory):
-    """A sweep of GD (1/L) and Adadelta on the unscaled CSV that stops them after 50
-    iterations, far short of 1e-8, and its rows (one sweep, about 4 s, for both tests)."""
+    """GD (1/L) and Adadelta on the unscaled CSV, stopped after 50 iterations, far short of
+    1e-8, and GD and CGLS on a small kappa ladder: the rows a sweep writes (the spec's axes and
+    the run's record), run in this process (a sweep's process per run costs seconds)."""
     tmp_path = tmp_path_factory.mktemp("scales")
     config = tmp_path / "scales.toml"
     config.write_text(f'name = "scales"\nseeds = [0]\n[stopping]\ntol = 1e-8\nmax_iter = 50\n'
                       f'[[datasets]]\nname = "tabular"\npath = "{scales_csv(tmp_path)}"\n'
                       'features = ["tide", "ships"]\nlabels = ["y"]\n'
+                      '[[datasets]]\nname = "synthetic"\nn = 200\nd = 5\n'
+                      'kappa = [10.0, 100.0, 1000.0]\n'
                       '[[optimizers]]\nname = "gd"\nstep = "1/L"\n'
                       '[[optimizers]]\nname = "adadelta"\nlearning_rate = 1.0\n'
-                      '[[backends]]\nname = "numpy"\n')
-    assert main(["run", str(config), "--out", str(tmp_path / "res"), "--quiet"]) == 0
-    return pd.read_parquet(tmp_path / "res" / "runs.parquet")
+                      '[[optimizers]]\nname = "cgls"\n'
+                      '[[backends]]\nname = "numpy"\n'
+                      '[[exclude]]\ndataset = "synthetic"\noptimizer = "adadelta"\n'
+                      '[[exclude]]\ndataset = "tabular"\noptimizer = "cgls"\n')
+    rows = []
+    for spec in load_study(config).specs:
+        problem = make_problem(spec.dataset, **spec.data_params())
+        result = run(problem, make_optimizer(spec.optimizer, **spec.hyperparameters),
+                     build_rules(**spec.stopping), backend=make_backend("numpy", spec.dtype))
+        record = {k: v for k, v in result.record().items() if k not in spec.axes()}
+        rows.append({**spec.axes(), **record})
+    return pd.DataFrame(rows)
 
 
 def test_the_report_says_why_gd_missed_on_unscaled_columns(scales_runs):
     runs = scales_runs
-    gd = runs[runs["optimizer"] == "gd"].iloc[0]
+    gd = runs[(runs["optimizer"] == "gd") & (runs["dataset"] == "tabular")].iloc[0]
     assert gd["kappa_raw"] > 1e6 and gd["kappa_standardized"] < 10
     assert gd["predicted_iterations"] > 1e6 and gd["bound"].startswith("gd 1/L")
     sentences = missed_target_sentences(runs)
@@ -156,12 +168,25 @@ def test_the_report_says_why_gd_missed_on_unscaled_columns(scales_runs):
     assert "No such bound applies to adadelta" in adadelta and "after 50 iterations" in adadelta
 
 
-def test_rows_written_before_the_bounds_still_report(scales_runs, tmp_path):
+def test_rows_written_before_the_bounds_still_report(scales_runs):
     old = scales_runs.drop(columns=[
         "kappa_standardized", "hessian_mu", "hessian_L", "kappa_diag_step",
         "initial_suboptimality", "predicted_iterations", "bound", "slower_than_bound",
         "bound_verdict"])
     assert missed_target_sentences(old) == [] and slower_sentences(old) == []
     assert figure_conditioning(old) is None
-    blocks = regression_blocks(old, tmp_path / "no-figures")
-    assert not any(b.kind == "h3" and "against its bound" in str(b.content) for b in blocks)
+    assert theory_blocks(old, "scales") == []
+    assert [b.kind for b in theory_blocks(scales_runs, "scales")] == ["h3", "p", "list"]
+
+
+def test_the_figure_draws_each_optimizer_against_kappa_with_its_bound(scales_runs):
+    fig = figure_conditioning(scales_runs)
+    ax = fig.axes[0]
+    labels = [line.get_label() for line in ax.get_lines()]
+    assert any(label.startswith("gd(step=1/L)") for label in labels)
+    assert any(label.startswith("cgls") for label in labels)
+    assert any(label.startswith("GD 1/L bound") for label in labels)
+    assert any(label.startswith("CG bound") for label in labels)
+    assert ax.get_xscale() == ax.get_yscale() == "log"
+    cgls = next(line for line in ax.get_lines() if line.get_label().startswith("cgls"))
+    assert list(cgls.get_xdata()) == pytest.approx([10, 100, 1000], rel=1e-6)

@@ -471,15 +471,20 @@ def figure_conditioning(runs: pd.DataFrame):
     """Iterations to the target against kappa (L/mu as run), log-log: per optimizer its best
     configuration (most data sets reached, then fewest iterations), x where it stopped without
     reaching the target; the bounds of optimizers/bounds.py as dashed lines from the median
-    start. None when the runs span fewer than three kappas (nothing to draw a line through)."""
+    start. None when no optimizer ran at three kappas or more (no line to draw)."""
     points = prediction.iterations_against_kappa(runs)
     if points.empty or points["kappa"].round(6).nunique() < 3:
         return None
+    points = points[points["optimizer"] != "closed-form"]  # no iterations to speak of
     points = points.assign(score=np.log(points["iterations"].clip(lower=1)))
     best = (points.groupby(["optimizer", "config"])
-            .agg(reached=("reached", "sum"), score=("score", "sum")).reset_index()
+            .agg(reached=("reached", "sum"), score=("score", "sum"),
+                 kappas=("kappa", "nunique")).reset_index()
             .sort_values(["reached", "score"], ascending=[False, True])
             .drop_duplicates("optimizer"))
+    best = best[best["kappas"] >= 3]  # a line needs a few kappas to say how it grows
+    if best.empty:
+        return None
     fig, ax = plt.subplots(figsize=(8, 5.2))
     for _, choice in best.sort_values("optimizer").iterrows():
         part = points[points["config"] == choice["config"]].sort_values("kappa")
