@@ -5,8 +5,8 @@ One loop (`refine`): assemble the rows, derive the answers' comparisons (study.c
 for each one the confidence sequence leaves undecided (study.sequential) add `batch` more
 instances of every configuration it names; run them as ordinary runs (rows, fingerprints,
 resumable); look again. A comparison stops when it is decided, when its configurations have
-`max_instances` instances, or when this invocation's extra runs have taken `time_budget`
-seconds. An instance is a new seed where the study varies seeds (a new draw of a seeded data
+`max_instances` instances, or when the next batch would end past this invocation's
+`time_budget` seconds (its runs' typical wall time so far, and a look's). An instance is a new seed where the study varies seeds (a new draw of a seeded data
 set; on a file data set from zeros, a repeat of its one instance, as the report says), else a
 new repeat. Two kinds of undecided comparison get no more runs, and say so:
 - one measured on a busy machine (most of its runs flagged noisy, study.sweep.noise): more runs
@@ -98,6 +98,7 @@ def refine(study, folder, plugin, table, measure, *, enabled: bool = True, say=p
     start = time.monotonic()
     stopped: dict[str, str] = {}
     while True:
+        looked = time.monotonic()
         runs = table()
         rows = {r["run_id"]: r for r in runs.to_dict("records")}
         base = _base_specs(plugin, grid.specs, rows)
@@ -133,21 +134,26 @@ def refine(study, folder, plugin, table, measure, *, enabled: bool = True, say=p
                 pending.append((id, verdict, configs))
         if not pending:
             break
-        spent = time.monotonic() - start
-        if spent >= cfg.time_budget:
-            for id, *_ in pending:
-                stopped[id] = f"the time budget of the extra runs ({cfg.time_budget:g} s)"
-            break
         wanted = set().union(*(p[2] for p in pending))
-        specs = []
+        specs, cost = [], 0.0
+        walls = _walls(runs, base)
         for config in sorted(wanted):  # its next extra instances without a row, within the cap
             done = have(config)
             room = max(min(cfg.batch, cfg.max_instances - len(done)), 0)
-            specs += sorted((s for s in by_config[config] if getattr(s, axis) not in done),
-                            key=lambda s: getattr(s, axis))[:room]
+            added = sorted((s for s in by_config[config] if getattr(s, axis) not in done),
+                           key=lambda s: getattr(s, axis))[:room]
+            specs += added
+            cost += len(added) * walls.get(config, walls.get(None, 0.0))
         if not specs:
             for id, *_ in pending:
                 stopped[id] = f"the cap of {cfg.max_instances} instances per configuration"
+            break
+        # a batch that would end past the budget is not started: its runs' typical wall time
+        # so far, and this look's own time for the look after it
+        now = time.monotonic()
+        if now - start + cost + (now - looked) > cfg.time_budget:
+            for id, *_ in pending:
+                stopped[id] = f"the time budget of the extra runs ({cfg.time_budget:g} s)"
             break
         for id, verdict, configs in pending:
             say(f"{study.name}: refining {id}: {verdict.why_open()}; up to {cfg.batch} more "
@@ -158,6 +164,19 @@ def refine(study, folder, plugin, table, measure, *, enabled: bool = True, say=p
                                   "stopped": stopped}, indent=1) + "\n",
                       folder.root / STATE)
     return stopped
+
+
+def _walls(runs, base) -> dict:
+    """configuration -> the median wall seconds of its runs so far (None: of every run)."""
+    if "wall_seconds" not in runs or runs.empty:
+        return {}
+    wall = runs[["run_id", "wall_seconds"]].dropna()
+    if wall.empty:
+        return {}
+    config = wall["run_id"].map(lambda r: configuration(base[r]) if r in base else None)
+    out = wall.groupby(config.fillna(""))["wall_seconds"].median().to_dict()
+    out[None] = float(wall["wall_seconds"].median())
+    return out
 
 
 def _base_specs(plugin, specs, rows) -> dict:

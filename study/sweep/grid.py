@@ -58,13 +58,13 @@ class Study:
 class Adaptive:
     """[adaptive]: after the planned runs, the answers' undecided comparisons get `batch` more
     instances of each configuration they name at a time (study.sweep.adaptive), until each is
-    decided (study.sequential), has `max_instances`, or the extra runs of this invocation have
-    taken `time_budget` seconds."""
+    decided (study.sequential), has `max_instances`, or the next batch would end past
+    `time_budget` seconds of this invocation's added runs and looks."""
 
     margin: float = 0.1  # equivalent: the ratio within [1 / (1 + margin), 1 + margin]
     max_instances: int = 12  # replicates (seeds, or repeats) per configuration, in all
     batch: int = 2
-    time_budget: float = 30.0
+    time_budget: float = 20.0
 
 
 def parse_adaptive(table, source: str) -> Adaptive:
