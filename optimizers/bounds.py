@@ -122,9 +122,12 @@ def predict(optimizer: str, hyperparameters: dict, conditioning: dict, eps0: flo
         bound, kappa = gradient_descent, kappa_gd
     elif optimizer == "gd" and step == "diag" and least_squares:
         bound, kappa = diagonal_step, conditioning.get("kappa_diag_step")
+    elif optimizer in ("nesterov", "momentum") and step == "textbook" and not least_squares:
+        return Prediction(None, "none computed: on logistic regression the textbook step reads "
+                                "the global mu = lam, not the Hessian at the optimum")
     elif optimizer == "nesterov" and step == "textbook":
         bound, kappa = nesterov, kappa_gd
-    elif optimizer == "momentum" and step == "textbook" and least_squares:
+    elif optimizer == "momentum" and step == "textbook":
         bound, kappa = heavy_ball, kappa_gd
     elif optimizer in KRYLOV:
         bound, kappa = conjugate_gradient, kappa_raw
@@ -145,7 +148,10 @@ def verdict(prediction: Prediction, iterations: int, reached: bool | None, dtype
     if prediction.iterations is None:
         return False, prediction.bound
     past = iterations > SLOWER_FACTOR * max(prediction.iterations, 1)
+    ceiling = prediction.bound.startswith("l-bfgs")
     if not past:
+        if reached and ceiling:
+            return False, "within GD's ceiling (L-BFGS has no bound of its own)"
         if reached:
             return False, "matched: within the bound" + (
                 "" if iterations <= prediction.iterations else f" times {SLOWER_FACTOR:g}")
@@ -153,7 +159,7 @@ def verdict(prediction: Prediction, iterations: int, reached: bool | None, dtype
     if dtype == "float32" and eps is not None and eps < FLOAT32_FLOOR:
         return False, (f"float32 floor: tol {eps:g} is below what float32 resolves "
                        f"({FLOAT32_FLOOR:.2g})")
-    if prediction.bound.startswith("l-bfgs"):
+    if ceiling:
         return False, "past GD's ceiling (no L-BFGS bound to break)"
     return True, f"slower than the bound (more than {SLOWER_FACTOR:g}x its iterations)"
 

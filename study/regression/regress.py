@@ -253,6 +253,9 @@ def bound_line(problem, optimizer, rules, backend, args) -> str:
     prediction, eps0 = predicted(problem, optimizer, tol, w0)
     standardized = bool(problem.params.get("standardize"))
     kappas = f"kappa {ref.kappa_raw:.3g} as run"
+    if problem.objective == "logistic":  # the 1/L step's global L over mu at w*: the bound's
+        kappas = (f"kappa {ref.kappa_raw:.3g} at the optimum, {ref.kappa_gd:.3g} with the global "
+                  "L the 1/L step uses")
     if not standardized and np.isfinite(ref.kappa_standardized):
         kappas += f" ({ref.kappa_standardized:.3g} with standardized columns)"
     if tol is None or prediction.iterations is None:
