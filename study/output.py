@@ -27,9 +27,11 @@ class ResultsWriteError(OSError):
     An OSError, so that a sweep's own handling of failed writes sees it as one."""
 
 
-# The file that marks a study's results folder (study/sweep/folder.py `claim`): only the sweep
+# What marks a study's results folder (study/sweep/folder.py): its study.json (`claim`) beside
+# its runs (a name as plain as study.json alone could be a project's own file). Only the sweep
 # that owns the folder writes there, so no output flag of any command may point into one.
 RESULTS_MARKER = "study.json"
+RUNS_MARKERS = ("runs", "runs.parquet")
 
 
 def check_output_path(path, flag: str = "--out", reads=()) -> Path:
@@ -90,7 +92,8 @@ def results_folder_of(path, start: int = 1) -> Path | None:
     """The results folder holding `path` (by its own name or with symlinks resolved), if any."""
     for candidate in _names(path):
         for folder in (candidate, *candidate.parents)[start:]:
-            if os.path.lexists(folder / RESULTS_MARKER):
+            if os.path.lexists(folder / RESULTS_MARKER) and \
+                    any(os.path.lexists(folder / name) for name in RUNS_MARKERS):
                 return folder
     return None
 

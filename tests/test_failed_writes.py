@@ -262,3 +262,12 @@ def test_no_output_flag_writes_over_a_file_the_command_reads(tmp_path, capsys, m
     assert main([command, *read, "--features", "a", "--labels", "y", "--out", out]) == 2
     one_error_line(capsys, "--out", "this command reads", data)
     assert Path(data).read_bytes() == before
+
+
+def test_a_folder_with_a_study_json_of_its_own_is_no_results_folder(tmp_path, capsys):
+    """A project's own study.json (no runs beside it) does not make its folder a results
+    folder: outputs below it are written."""
+    (tmp_path / "study.json").write_text("{}")
+    out = tmp_path / "sub" / "r.parquet"
+    assert main([*REGRESS, "--out", str(out)]) == 0
+    assert out.is_file()
