@@ -461,10 +461,11 @@ def figure_feed_modes(runs: pd.DataFrame):
     return fig
 
 
-# the bounds drawn as lines: (the family whose colour it takes, its label, the bound)
-BOUND_LINES = (("gd", "GD 1/L bound", bounds.gradient_descent),
-               ("nesterov", "Nesterov bound", bounds.nesterov),
-               ("cgls", "CG bound (Chebyshev)", bounds.conjugate_gradient))
+# the bounds drawn as lines: (the start of the rows' bound name, the family whose colour it
+# takes, its label, the bound)
+BOUND_LINES = (("gd 1/L", "gd", "GD 1/L bound", bounds.gradient_descent),
+               ("nesterov", "nesterov", "Nesterov bound", bounds.nesterov),
+               ("cg ", "cgls", "CG bound (Chebyshev)", bounds.conjugate_gradient))
 
 
 def figure_conditioning(runs: pd.DataFrame):
@@ -477,20 +478,22 @@ def figure_conditioning(runs: pd.DataFrame):
         return None
     points = points[points["optimizer"] != "closed-form"]  # no iterations to speak of
     points = points.assign(score=np.log(points["iterations"].clip(lower=1)))
-    best = (points.groupby(["optimizer", "config"])
+    best = (points.groupby(["line", "optimizer", "config"])
             .agg(reached=("reached", "sum"), score=("score", "sum"),
                  kappas=("kappa", "nunique")).reset_index()
             .sort_values(["reached", "score"], ascending=[False, True])
-            .drop_duplicates("optimizer"))
+            .drop_duplicates("line"))
     best = best[best["kappas"] >= 3]  # a line needs a few kappas to say how it grows
     if best.empty:
         return None
     fig, ax = plt.subplots(figsize=(8, 5.2))
-    for _, choice in best.sort_values("optimizer").iterrows():
+    seen = set()
+    for _, choice in best.sort_values("line").iterrows():
         part = points[points["config"] == choice["config"]].sort_values("kappa")
         c = style.color(choice["optimizer"])
         ax.plot(part["kappa"], part["iterations"].clip(lower=1), color=c, lw=1.4,
-                label=choice["config"])
+                ls="-." if choice["optimizer"] in seen else "-", label=choice["config"])
+        seen.add(choice["optimizer"])
         done = part[part["reached"]]
         ax.plot(done["kappa"], done["iterations"].clip(lower=1), "o", color=c, ms=5)
         missed = part[~part["reached"]]
@@ -499,18 +502,19 @@ def figure_conditioning(runs: pd.DataFrame):
     grid = np.geomspace(points["kappa"].min(), points["kappa"].max(), 60)
     eps0, tol = float(points["eps0"].median()), float(points["tol"].median())
     if np.isfinite(eps0) and np.isfinite(tol):
-        drawn = set(best["optimizer"])
-        for fam, label, bound in BOUND_LINES:
-            if fam in drawn or (fam == "cgls" and drawn & set(bounds.KRYLOV)):
+        drawn = set(points.loc[points["config"].isin(best["config"]), "bound"].dropna())
+        for start, fam, label, bound in BOUND_LINES:
+            if any(name.startswith(start) for name in drawn):
                 ax.plot(grid, [bound(k, eps0, tol).iterations for k in grid], ls="--", lw=1,
-                        color=style.color(fam), label=f"{label} (eps0 {eps0:.3g}, tol {tol:g})")
+                        color=style.color(fam),
+                        label=f"{label} (eps0 {eps0:.3g}, tol {tol:g})")
     ax.plot([], [], FAILED_MARKER, color="#555555", mew=2, ls="none",
             label="did not reach the target (where it stopped)")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("kappa = L / mu of the Hessian as run (log)")
     ax.set_ylabel("iterations to the target (median; log)")
-    ax.set_title("Iterations against conditioning: measured (solid) and the bounds (dashed)",
+    ax.set_title("Iterations against conditioning: measured (points) and the bounds (dashed)",
                  fontsize=9)
     legend_outside(ax, fontsize=7)
     fig.tight_layout()

@@ -109,10 +109,13 @@ def _objective(row) -> str:
 
 
 def iterations_against_kappa(runs: pd.DataFrame) -> pd.DataFrame:
-    """The figure's points: per data set and configuration with a kappa, the median
-    iterations, whether the target was reached in the median, and the median eps0."""
+    """The figure's points: per data set and configuration with a kappa and a target, the
+    median iterations, whether the target was reached in the median, and the median eps0;
+    `line` is the optimizer with its step (GD's steps have different bounds, or none)."""
     runs = measured_runs(runs)
     runs = runs[~runs["status"].isin(["skipped", "uncertifiable", "failed"])]
+    if "stop_tol" in runs:
+        runs = runs[runs["stop_tol"].notna()]  # a run without a target has no iterations to it
     if runs.empty or not has_predictions(runs):
         return pd.DataFrame()
     labelled = label_runs(runs)
@@ -121,7 +124,9 @@ def iterations_against_kappa(runs: pd.DataFrame) -> pd.DataFrame:
         kappa = _median(group, "hessian_L") / _median(group, "hessian_mu")
         if not np.isfinite(kappa):
             continue
+        step = _hyperparameters(group.iloc[0]).get("step")
         rows.append({"data": data, "config": config, "optimizer": group["optimizer"].iloc[0],
+                     "line": group["optimizer"].iloc[0] + (f" step {step}" if step else ""),
                      "method": group["method"].iloc[0], "kappa": kappa,
                      "iterations": _median(group, "iterations"),
                      "reached": bool(converged(group).mean() >= 0.5),
