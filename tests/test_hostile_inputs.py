@@ -210,3 +210,34 @@ def test_a_reader_that_leaves_early_ends_nothing(tmp_path, streams):
     assert proc.wait(timeout=120) == 0, err
     assert "Traceback" not in err and "BrokenPipe" not in err, err
     assert out.is_file() and (tmp_path / "r.trace.parquet").is_file()
+
+
+# ---- every subprocess has a bound that is said when met (issue 43 case 12) -------------------
+
+def sleeper():
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                            stdout=subprocess.PIPE, text=True)
+
+
+def test_the_gpu_probe_is_bound_and_says_so(monkeypatch, capsys):
+    from study.sweep import executors
+
+    monkeypatch.setattr(executors, "GPU_PROBE_SECONDS", 0.2)
+    probe = executors.GpuProbe.__new__(executors.GpuProbe)
+    probe.framework, probe.proc = "jax", sleeper()
+    assert probe.result() is False and probe.proc.returncode is not None  # killed
+    assert "jax GPU count did not come within 0.2 s" in capsys.readouterr().err
+
+
+def test_a_dask_cluster_that_never_starts_is_bound(monkeypatch):
+    pytest.importorskip("distributed")
+    from datasets.errors import InputError
+    from study.sweep import dask_cluster
+
+    monkeypatch.setattr(dask_cluster, "START_SECONDS", 0.2)
+    monkeypatch.setattr(dask_cluster, "python_command", lambda *args, **kwargs: (
+        [sys.executable, "-c", "import time; time.sleep(60)"], None))
+    cluster = dask_cluster.ClusterProcess(2)
+    with pytest.raises(InputError, match="did not start within 0.2 s"):
+        cluster.start()
+    assert cluster.proc is None  # closed, its session killed

@@ -12,6 +12,7 @@ closes; it dies with the sweep (parent-death signal), and its workers with it.
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from datasets.errors import InputError
 from study.sweep.interpreter import python_command
 
 CLOSE_SECONDS = 20  # for the workers to stop; then the whole session is killed
+START_SECONDS = 300  # for the cluster to say its address; said when it is met
 TIMING_SLOT = "timing_slot"  # the resource a worker has one of: one timed run at a time
 NANNY_THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 NANNY_EXPORTS = ("MALLOC_TRIM_THRESHOLD_", "PYTHONHASHSEED")
@@ -70,11 +72,13 @@ class ClusterProcess:
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
             stderr=None if self.verbose else subprocess.DEVNULL, text=True,
             start_new_session=True)
-        address = self.proc.stdout.readline().strip()
+        started = select.select([self.proc.stdout], [], [], START_SECONDS)[0]
+        address = self.proc.stdout.readline().strip() if started else ""
         if not address:
-            self.close()
-            raise InputError(f"the local Dask cluster of {self.workers} workers did not start "
-                             "(--verbose shows why)")
+            self.close(graceful=False)
+            raise InputError(f"the local Dask cluster of {self.workers} workers did not start"
+                             + ("" if started else f" within {START_SECONDS} s")
+                             + " (--verbose shows why)")
         return address
 
     def close(self, graceful: bool = True) -> None:

@@ -32,11 +32,15 @@ def no_gpu(framework: str | None) -> str:
     return FRAMEWORKS[framework].no_gpu() if framework else "no GPU visible to NumPy"
 
 
+GPU_PROBE_SECONDS = 300  # for a framework to count its GPUs; said when it is met
+
+
 class GpuProbe:
     """How many GPUs a framework sees, asked in a subprocess (so that no warm process ever
     initialises a device); started early, it runs while the warm processes import."""
 
     def __init__(self, framework: str, python: str = sys.executable):
+        self.framework = framework
         argv, env = python_command("-c", FRAMEWORKS[framework].gpu_count, python=python,
                                    TF_CPP_MIN_LOG_LEVEL="3")
         try:
@@ -49,8 +53,14 @@ class GpuProbe:
         if self.proc is None:
             return False
         try:
-            out, _ = self.proc.communicate(timeout=300)
+            out, _ = self.proc.communicate(timeout=GPU_PROBE_SECONDS)
             return self.proc.returncode == 0 and int(out.strip().splitlines()[-1]) > 0
+        except subprocess.TimeoutExpired:
+            print(f"the {self.framework} GPU count did not come within {GPU_PROBE_SECONDS} s; "
+                  "its GPU runs are taken as having no GPU", file=sys.stderr)
+            self.proc.kill()
+            self.proc.wait()
+            return False
         except (subprocess.SubprocessError, ValueError, IndexError):
             self.proc.kill()
             self.proc.wait()
