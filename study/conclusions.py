@@ -10,7 +10,9 @@ which held.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import pandas as pd
 
@@ -22,6 +24,7 @@ Q1 = "Q1: was NumPy really faster than TensorFlow (and PyTorch, JAX)?"
 Q2 = "Q2: was tf.placeholder really faster than tf.constant?"
 LOGISTIC = "Logistic regression: which configuration reaches the target first?"
 
+ADAPTIVE_STATE = "adaptive.json"  # in a results folder: why each undecided answer stopped
 NOT_DISTINGUISHABLE = "not distinguishable"
 BUSY = "measured on a busy machine"
 
@@ -44,11 +47,19 @@ class Conclusion:
 def conclusions(results) -> list[Conclusion]:
     """The conclusions of one results folder (study.results.Results), each answer with its
     sequential verdict."""
-    from study.sweep.adaptive import stop_reasons
-
     state = stop_reasons(results.folder)
     return [with_verdict(c, state.get("margin", MARGIN), state.get("stopped", {}))
             for c in _conclusions(results)]
+
+
+def stop_reasons(folder) -> dict:
+    """The folder's adaptive.json (study.sweep.adaptive writes it): margin, max_instances and
+    why each undecided answer stopped; {} where there is none (a sweep from before it)."""
+    try:
+        found = json.loads((Path(folder) / ADAPTIVE_STATE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 def with_verdict(c: Conclusion, margin: float = MARGIN, stopped: dict | None = None

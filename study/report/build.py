@@ -113,14 +113,26 @@ def answer_blocks(found) -> list[Block]:
     from study.conclusions import conclusions
 
     questions: dict[str, list] = {}
+    verdicts = []
     for results in found:
         for conclusion in conclusions(results):
             if conclusion.answer:
                 questions.setdefault(conclusion.question, []).append(
                     (conclusion.sentence, conclusion.evidence))
+                if conclusion.verdict is not None:
+                    verdicts.append(conclusion.verdict)
     if not questions:
         return [Block("p", "No question of the studies could be answered from these results.")]
-    return [Block("answers", list(questions.items()))]
+    blocks = [Block("answers", list(questions.items()))]
+    if verdicts:
+        open_ = [v for v in verdicts if not v.decided]
+        blocks.append(Block("p", f"Verdicts: {len(verdicts) - len(open_)} of {len(verdicts)} "
+                                 "compared answers decided by an anytime-valid 95% confidence "
+                                 "sequence (valid after the instances added to decide them; "
+                                 "docs/measurement.md)" + (
+                                     f"; {len(open_)} without a verdict, each saying what "
+                                     "stopped it." if open_ else ".")))
+    return blocks
 
 
 def report_title(found) -> str:

@@ -14,7 +14,7 @@ new repeat. Two kinds of undecided comparison get no more runs, and say so:
 - one with a failure (infinite time) on some instance: the sequential test needs finite times,
   and more instances cannot remove the failure.
 Why each undecided comparison stopped is written to the folder's adaptive.json, which the report
-reads (`stop_reasons`).
+reads (study.conclusions.stop_reasons).
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ import json
 import time
 from dataclasses import replace
 
+from study.conclusions import ADAPTIVE_STATE
 from study.output import write_text_atomic
 from study.sequential import decide
 from study.sweep.grid import Adaptive, configuration, resolved
 
-STATE = "adaptive.json"
 
 
 def settings(study) -> Adaptive:
@@ -162,7 +162,7 @@ def refine(study, folder, plugin, table, measure, *, enabled: bool = True, say=p
                        f"{'s' * (len(pending) != 1)}")
     write_text_atomic(json.dumps({"margin": cfg.margin, "max_instances": cfg.max_instances,
                                   "stopped": stopped}, indent=1) + "\n",
-                      folder.root / STATE)
+                      folder.root / ADAPTIVE_STATE)
     return stopped
 
 
@@ -188,16 +188,3 @@ def _base_specs(plugin, specs, rows) -> dict:
         if ready:
             out[ready[0].run_id] = spec
     return out
-
-
-def stop_reasons(folder) -> dict:
-    """adaptive.json of a results folder: margin, max_instances and why each undecided answer
-    stopped ({} where the folder has none: a sweep from before it, or not by the runner)."""
-    from pathlib import Path
-
-    path = Path(folder) / STATE
-    try:
-        found = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return found if isinstance(found, dict) else {}
