@@ -230,7 +230,7 @@ def test_the_torch_net_takes_its_keras_twins_weights_and_gives_its_outputs():
     got = net(torch.as_tensor(x)).detach().numpy()
     np.testing.assert_allclose(got, expected, atol=1e-5)
     # drawn as PyTorch's default draws: uniform within 1/sqrt(fan_in)
-    assert np.abs(weights[4]).max() <= 1 / np.sqrt(9216) and weights[4].std() > 0
+    assert np.abs(weights[4]).max() <= np.float32(1 / np.sqrt(9216)) and weights[4].std() > 0
 
 
 @pytest.mark.slow
