@@ -12,7 +12,9 @@ RUN_COLUMNS = Schema("runs", (
                              "example starts from its Keras twin's weights for the seed, a "
                              "user's native model from its own initialization under the seed)"),
     Column("data", "str", "a shipped data set's name or the user's file"),
-    Column("data_params", "str", "the data table as JSON"),
+    Column("data_params", "str", "the data table as JSON (its layout, one_hot, rows... "
+                                 "where given: layout = channels_first moved the image arrays' "
+                                 "channel axis after the rows)"),
     Column("loss", "str", "the loss that ran: by name (a Keras loss, NAME:from_logits, nll, "
                           "categorical_nll), or the qualified name of a callable returned with "
                           "a native model (e.g. torch.nn.functional.nll_loss)"),
