@@ -72,9 +72,9 @@ def with_verdict(c: Conclusion, margin: float = MARGIN, stopped: dict | None = N
         return c
     verdict = decide(c.comparison.units, margin)
     why = (stopped or {}).get(c.id)
-    if c.comparison.busy:
+    if c.comparison.busy:  # whatever else stopped it
         verdict = replace(verdict, kind=NONE,
-                          reason=why or "measured on a busy machine (`--remeasure-noisy`)")
+                          reason="measured on a busy machine (`--remeasure-noisy`)")
     elif not verdict.decided:
         verdict = replace(verdict, reason=why or verdict.reason or "the planned design")
     return replace(c, sentence=f"{c.sentence} Verdict: {verdict.text()}.", verdict=verdict)

@@ -421,3 +421,24 @@ def test_the_loop_says_why_it_stopped_a_busy_comparison_or_at_the_time_budget(tm
     assert stopped == {"busy": "measured on a busy machine (more instances would not remove the "
                                "load; `--remeasure-noisy` measures its runs again)",
                        "calm": "the time budget of the extra runs (1e-09 s)"}
+
+
+def test_a_batch_that_leaves_no_row_ends_the_loop_saying_so(tmp_path, probe):
+    """Added runs that cannot run on this machine (no row: a GPU's, say) are not asked for
+    again and again: the loop stops, and the answer says why."""
+    from types import SimpleNamespace
+
+    from study.paired import compare
+    from study.sweep.adaptive import refine
+    from study.sweep.plugin import load_kind
+
+    study = load_study(config(tmp_path, 'actions = ["a", "b"]\nseeds = [0, 1, 2]\n'))
+    runs = pd.DataFrame([{"run_id": s.run_id, "action": s.action, "seed": s.seed}
+                         for s in study.specs])
+    c = compare(fake_times(runs, "a", 1.3), fake_times(runs, "b", 1.0), [], "t")
+    asked = []
+    stopped = refine(study, SimpleNamespace(root=tmp_path), load_kind("probe"), lambda: runs,
+                     lambda specs, why: asked.append(sorted(s.seed for s in specs)),
+                     questions=lambda *_: [("c", c)])
+    assert asked == [[3, 3, 4, 4]]
+    assert stopped == {"c": "its added runs could not run here (see above)"}

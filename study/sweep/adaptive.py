@@ -97,6 +97,7 @@ def refine(study, folder, plugin, table, measure, *, enabled: bool = True, say=p
     axis = replicate_axis(study.specs)
     start = time.monotonic()
     stopped: dict[str, str] = {}
+    before = -1  # rows before the last batch
     while True:
         looked = time.monotonic()
         runs = table()
@@ -134,6 +135,11 @@ def refine(study, folder, plugin, table, measure, *, enabled: bool = True, say=p
                 pending.append((id, verdict, configs))
         if not pending:
             break
+        if len(rows) == before:  # the last batch left no row (not run on this machine)
+            for id, *_ in pending:
+                stopped[id] = "its added runs could not run here (see above)"
+            break
+        before = len(rows)
         wanted = set().union(*(p[2] for p in pending))
         specs, cost = [], 0.0
         walls = _walls(runs, base)
