@@ -295,6 +295,9 @@ def summary_table(table: pd.DataFrame) -> pd.DataFrame:
                                  strict=True)],
         "setup": table["median_setup_seconds"].map(fmt_seconds),
         "iterations": table["median_iterations"].map(lambda x: f"{x:.0f}"),
+        "bound's iterations (predicted)": table.get(
+            "median_predicted_iterations", pd.Series(np.nan, index=table.index)).map(
+            lambda x: "–" if np.isnan(x) else f"{x:.2g}"),
         "per iteration": table["median_seconds_per_iteration"].map(fmt_seconds),
         "statuses": table["statuses"],
     })

@@ -48,7 +48,8 @@ def summarize(runs) -> pd.DataFrame:
     runs = with_instances(measured_runs(runs).copy())
     if runs.empty:
         return pd.DataFrame()
-    for column in ("seconds", "setup_seconds", "iterations", "seconds_per_iteration"):
+    for column in ("seconds", "setup_seconds", "iterations", "seconds_per_iteration",
+                   "predicted_iterations"):  # the bound's (rows before issue 44: none)
         if column not in runs:
             runs[column] = np.nan
     runs["time_to_target"] = time_to_target(runs)
@@ -73,6 +74,7 @@ def summarize(runs) -> pd.DataFrame:
             "median_total_seconds": float(np.median(group["total_to_target"])),
             "median_setup_seconds": _median(group["setup_seconds"]),
             "median_iterations": _median(group["iterations"]),
+            "median_predicted_iterations": _median(group["predicted_iterations"]),
             "median_seconds_per_iteration": _median(group["seconds_per_iteration"]),
             "statuses": ", ".join(f"{s}={n}" for s, n in group["status"].value_counts().items()),
             "instances": int(group[[c for c in INSTANCE_COLUMNS if c in group]]
