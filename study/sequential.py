@@ -124,7 +124,7 @@ def decide(values, margin: float = MARGIN, alpha: float = ALPHA, g: float = G) -
 
 def simulate(ratio: float, spread: float, *, first: int = 3, batch: int = 2,
              max_instances: int = MAX_INSTANCES, margin: float = MARGIN, runs: int = 2000,
-             seed: int = 0) -> dict:
+             seed: int = 0, g: float = G) -> dict:
     """The procedure on synthetic log ratios N(log ratio, spread^2): look after `first`
     instances, then after every `batch` more, stop at a verdict or at `max_instances`. The
     share of runs that ended with each verdict, and the mean instances taken."""
@@ -138,7 +138,7 @@ def simulate(ratio: float, spread: float, *, first: int = 3, batch: int = 2,
         open_ = verdict == NONE
         part = values[open_, :n]
         mean = part.mean(1)
-        half = critical(n) * part.std(1, ddof=1) / math.sqrt(n)
+        half = critical(n, g=g) * part.std(1, ddof=1) / math.sqrt(n)
         low, high = mean - half, mean + half
         kind = np.where(low > 0, MORE, np.where(high < 0, LESS, np.where(
             (low > -edge) & (high < edge), EQUIVALENT, NONE)))

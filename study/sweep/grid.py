@@ -64,7 +64,7 @@ class Adaptive:
     margin: float = 0.1  # equivalent: the ratio within [1 / (1 + margin), 1 + margin]
     max_instances: int = 12  # replicates (seeds, or repeats) per configuration, in all
     batch: int = 2
-    time_budget: float = 20.0
+    time_budget: float = 15.0
 
 
 def parse_adaptive(table, source: str) -> Adaptive:
