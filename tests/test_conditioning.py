@@ -12,6 +12,7 @@ from datasets import make_problem
 from datasets.problem import Problem
 from datasets.reference import Reference
 from optimizers import bounds, build_rules, make_backend, make_optimizer, run
+from study.__main__ import main
 from study.regression.figures import figure_conditioning
 from study.regression.prediction import missed_target_sentences, slower_sentences
 from study.regression.report import theory_blocks
@@ -190,3 +191,20 @@ def test_the_figure_draws_each_optimizer_against_kappa_with_its_bound(scales_run
     assert ax.get_xscale() == ax.get_yscale() == "log"
     cgls = next(line for line in ax.get_lines() if line.get_label().startswith("cgls"))
     assert list(cgls.get_xdata()) == pytest.approx([10, 100, 1000], rel=1e-6)
+
+
+def test_regress_says_the_bound_before_the_run_and_the_verdict_after(tmp_path, capsys):
+    path = scales_csv(tmp_path)
+    args = ["regress", "--dataset", "tabular", "--path", str(path), "--features", "tide",
+            "ships", "--labels", "y", "--optimizer", "gd", "--step", "1/L"]
+    assert main([*args, "--max-iter", "50"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    first, last = lines[0], lines[-1]
+    assert first.startswith("before the run: kappa ") and "as run" in first
+    assert "the bound (gd 1/L: kappa ln(eps0/eps)) gives about " in first
+    assert "with standardized columns kappa = " in first and "`--standardize`" in first
+    assert last.startswith("against the bound: stopped before the bound's iterations (50 ")
+    assert main([*args, "--standardize", "--max-iter", "1000"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "--standardize" not in lines[0]  # already standardized: nothing to offer
+    assert lines[-1].startswith("against the bound: matched: within the bound")
