@@ -38,9 +38,9 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from study.paired import compare  # noqa: E402
-from study.sequential import EQUIVALENT, LESS, MORE, NONE, simulate  # noqa: E402
 from study.regression.labels import label_runs  # noqa: E402
 from study.regression.summary import INSTANCE_COLUMNS, time_to_target  # noqa: E402
+from study.sequential import EQUIVALENT, LESS, MORE, NONE, simulate  # noqa: E402
 from study.sweep.tuning import measured_runs  # noqa: E402
 
 

@@ -6,9 +6,10 @@ for each one the confidence sequence leaves undecided (study.sequential) add `ba
 instances of every configuration it names; run them as ordinary runs (rows, fingerprints,
 resumable); look again. A comparison stops when it is decided, when its configurations have
 `max_instances` instances, or when the next batch would end past this invocation's
-`time_budget` seconds (its runs' typical wall time so far, and a look's). An instance is a new seed where the study varies seeds (a new draw of a seeded data
-set; on a file data set from zeros, a repeat of its one instance, as the report says), else a
-new repeat. Two kinds of undecided comparison get no more runs, and say so:
+`time_budget` seconds (its runs' typical wall time so far, and a look's). An instance is a new
+seed where the study varies seeds (a new draw of a seeded data set; on a file data set from
+zeros, a repeat of its one instance, as the report says), else a new repeat. Two kinds of
+undecided comparison get no more runs, and say so:
 - one measured on a busy machine (most of its runs flagged noisy, study.sweep.noise): more runs
   would dilute the flag, not remove the load; `--remeasure-noisy` measures its runs again;
 - one with a failure (infinite time) on some instance: the sequential test needs finite times,
@@ -27,7 +28,6 @@ from study.conclusions import ADAPTIVE_STATE
 from study.output import write_text_atomic
 from study.sequential import decide
 from study.sweep.grid import Adaptive, configuration, resolved
-
 
 
 def settings(study) -> Adaptive:
@@ -104,7 +104,7 @@ def refine(study, folder, plugin, table, measure, *, enabled: bool = True, say=p
         rows = {r["run_id"]: r for r in runs.to_dict("records")}
         base = _base_specs(plugin, grid.specs, rows)
 
-        def have(config):  # the replicates of a configuration that have a row
+        def have(config, rows=rows):  # the replicates of a configuration that have a row
             ready, _ = resolved(plugin, by_config[config], rows)
             return {getattr(s, axis) for s in ready if s.run_id in rows}
 

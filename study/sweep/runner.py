@@ -21,7 +21,7 @@ import random
 import sys
 import uuid
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
@@ -350,7 +350,8 @@ def execute(study: Study, args) -> int:
     runs_path = os.path.join(out, "runs.parquet")
     if os.path.exists(runs_path):
         runs = pd.read_parquet(runs_path)
-        ran, _ = resolved(plugin, specs, runs)
+        ran, _ = resolved(plugin, with_candidates(replace(study, specs=tuple(specs))).specs,
+                          runs)  # the instances the adaptive loop added too
         print(plugin.summary(runs[runs["run_id"].isin({s.run_id for s in ran})]))
     done = ", ".join(f"{k}={v}" for k, v in sorted(statuses.items())) or "nothing to do"
     print(f"this invocation: {done}; results in {out}/runs.parquet")
