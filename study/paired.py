@@ -285,8 +285,8 @@ def _ids(runs: pd.DataFrame) -> list:
 
 def _units(a: pd.DataFrame, b: pd.DataFrame, instance: list[str], value: str) -> tuple:
     """The paired units of a sequential verdict: per instance and replicate (`_replicate`)
-    both sides measured, A's mean log value minus B's (both failed: a tie, 0), ordered by
-    replicate (as numbers where they are), so that the added ones come last."""
+    both sides measured, A's mean log value minus B's (infinite or NaN where a side failed),
+    ordered by replicate (as numbers where they are), so that the added ones come last."""
     keys = instance + _replicate(a, b, instance)
     a_groups, b_groups = _groups(a, keys, value), _groups(b, keys, value)
     common = [k for k in a_groups if k in b_groups]
@@ -298,9 +298,8 @@ def _units(a: pd.DataFrame, b: pd.DataFrame, instance: list[str], value: str) ->
 
     out = []
     for key in sorted(common, key=order):
-        diff = float(np.mean(_log(a_groups[key]))) - float(np.mean(_log(b_groups[key])))
-        out.append(0.0 if math.isnan(diff) else diff)  # inf - inf: both failed, a tie
-    return tuple(out)
+        out.append(float(np.mean(_log(a_groups[key]))) - float(np.mean(_log(b_groups[key]))))
+    return tuple(out)  # inf - inf (both failed) is NaN: no finite time, no sequential verdict
 
 
 def _noise(runs: pd.DataFrame, instance: list[str], common: list) -> tuple[int, int]:

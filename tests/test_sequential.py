@@ -91,3 +91,12 @@ def replace_comparison(conclusion, comparison):
     from dataclasses import replace
 
     return replace(conclusion, comparison=comparison)
+
+
+def test_neither_reaching_the_target_is_no_verdict_not_equivalence():
+    """Both sides failed on every instance: ties for the fixed design, but no time to compare
+    for the sequence (it once read as 'equivalent within 10%')."""
+    a = pd.DataFrame({"run_id": [f"a{i}" for i in range(5)], "seed": range(5), "t": np.inf})
+    c = compare(a, a.assign(run_id=[f"b{i}" for i in range(5)]), [], "t")
+    verdict = decide(c.units)
+    assert verdict.kind == NONE and "failure" in verdict.reason

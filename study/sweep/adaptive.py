@@ -21,6 +21,7 @@ reads (study.conclusions.stop_reasons).
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import replace
 
@@ -125,7 +126,7 @@ def refine(study, folder, plugin, table, measure, *, enabled: bool = True, say=p
             if c.busy:
                 stopped[id] = ("measured on a busy machine (more instances would not remove "
                                "the load; `--remeasure-noisy` measures its runs again)")
-            elif c.units and not all(abs(u) < float("inf") for u in c.units):
+            elif not all(math.isfinite(u) for u in c.units):
                 stopped[id] = "a failure on some instance (more instances cannot remove it)"
             elif not enabled:
                 stopped[id] = "the fixed design (--no-adaptive)"
