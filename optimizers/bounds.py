@@ -101,9 +101,10 @@ def lbfgs_first_phase(kappa: float, eps0: float, eps: float) -> Prediction:
 
 
 NO_BOUND = "none applies (adaptive per-coordinate steps: no rate in kappa)"
-# Which bound speaks for which optimizer (and its step): a callable of (reference-like, eps0,
-# eps) -> Prediction. Names not here (adadelta, adam, rmsprop, adagrad, a library's optimizer,
-# the closed-form solve) get NO_BOUND.
+ADAPTIVE = ("adadelta", "adam", "rmsprop", "adagrad")
+OTHER_STEP = "none computed for this step (the bounds here are for the 1/L and textbook steps)"
+# Which bound speaks for which optimizer (and its step) is `predict`'s choice; the adaptive
+# methods get NO_BOUND, another step of GD or momentum OTHER_STEP.
 KRYLOV = ("cgls", "scipy-lsqr", "scipy-lsmr")
 QUASI_NEWTON = ("lbfgs", "scipy-lbfgs", "lbfgs-tfp", "optax-lbfgs")
 
@@ -133,8 +134,14 @@ def predict(optimizer: str, hyperparameters: dict, conditioning: dict, eps0: flo
         bound, kappa = conjugate_gradient, kappa_raw
     elif optimizer in QUASI_NEWTON:
         bound, kappa = lbfgs_first_phase, kappa_gd
-    else:
+    elif optimizer == "closed-form":
+        return Prediction(None, "none: a direct solve, not an iteration")
+    elif optimizer in ADAPTIVE:
         return Prediction(None, NO_BOUND)
+    elif ":" in optimizer:  # keras:<Class>, torch:<Class>
+        return Prediction(None, "none computed for a library's optimizer")
+    else:
+        return Prediction(None, OTHER_STEP)
     if kappa is None or not np.isfinite(kappa) or kappa < 1:
         return Prediction(None, "no bound: kappa unknown (data cached before it was computed)")
     return bound(float(kappa), eps0, eps)._replace(kappa=float(kappa), method=bound)

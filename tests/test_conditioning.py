@@ -54,8 +54,9 @@ def test_which_bound_speaks_for_which_optimizer():
     assert names[("gd", "diag")].startswith("gd diag")
     assert names[("cgls", None)].startswith("cg")
     assert "no rate bound" in names[("lbfgs", None)]
-    for adaptive in [("adadelta", None), ("adam", None), ("gd", "fixed")]:
+    for adaptive in [("adadelta", None), ("adam", None)]:
         assert names[adaptive] == bounds.NO_BOUND
+    assert names[("gd", "fixed")] == bounds.OTHER_STEP
     assert bounds.predict("gd", {"step": "1/L"}, conditioning, 10.0, None).iterations is None
 
 
