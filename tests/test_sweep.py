@@ -349,14 +349,14 @@ def test_undecided_answers_get_instances_until_decided_and_only_theirs(tmp_path,
     path = config(tmp_path, 'actions = ["a", "b", "c"]\nseeds = [0, 1, 2]\nseconds = 0\n'
                             "[adaptive]\nbatch = 2\nmax_instances = 9\n")
     out = tmp_path / "res"
-    statuses = run_study(load_study(path), out, quiet=True)
+    statuses = run_study(load_study(path), out, quiet=True, adaptive=True)
     seeds = rows(out).groupby("action")["seed"].apply(sorted).to_dict()
     assert seeds["c"] == [0, 1, 2] and seeds["a"] == seeds["b"] == [0, 1, 2, 3, 4]
     assert sum(statuses.values()) == 13
     said = capsys.readouterr().out
     assert "refining a-over-b: 3 instances: too few for a finite" in said
     assert json.loads((out / "adaptive.json").read_text())["stopped"] == {}
-    assert run_study(load_study(path), out, quiet=True) == Counter()  # resumed: all done
+    assert run_study(load_study(path), out, quiet=True, adaptive=True) == Counter()  # resumed
 
     fixed = tmp_path / "fixed"
     run_study(load_study(path), fixed, quiet=True, adaptive=False)
@@ -377,7 +377,7 @@ def test_an_undecided_answer_stops_at_the_cap_and_says_so(tmp_path, probe, monke
     monkeypatch.setattr(adaptive, "answer_comparisons", questions)
     path = config(tmp_path, 'actions = ["a", "b"]\nseeds = [0, 1]\nseconds = 0\n'
                             "[adaptive]\nbatch = 3\nmax_instances = 3\n")
-    run_study(load_study(path), tmp_path / "res", quiet=True)
+    run_study(load_study(path), tmp_path / "res", quiet=True, adaptive=True)
     assert sorted(rows(tmp_path / "res")["seed"].unique()) == [0, 1, 2]
     assert json.loads((tmp_path / "res" / "adaptive.json").read_text())["stopped"] == {
         "same": "the cap of 3 instances per configuration"}
@@ -442,3 +442,16 @@ def test_a_batch_that_leaves_no_row_ends_the_loop_saying_so(tmp_path, probe):
                      questions=lambda *_: [("c", c)])
     assert asked == [[3, 3, 4, 4]]
     assert stopped == {"c": "its added runs could not run here (see above)"}
+
+
+def test_the_command_is_adaptive_unless_told_not_to():
+    """`study run` and `study feedmode` add instances by default (the function run_study only
+    when asked); --no-adaptive keeps the planned design."""
+    import argparse
+
+    from study.sweep import runner
+
+    parser = argparse.ArgumentParser()
+    runner.add_arguments(parser)
+    assert parser.parse_args(["c.toml"]).adaptive is True
+    assert parser.parse_args(["c.toml", "--no-adaptive"]).adaptive is False

@@ -117,13 +117,14 @@ def plan_runs(study: Study, specs, folder: ResultsFolder, existing: pd.DataFrame
 def run_study(study: Study, out_dir, *, only=None, retry_failed: bool = False,
               keep_stale: bool = False, remeasure_noisy: bool = False,
               order_seed: int | None = None, quiet: bool = False,
-              python: str = sys.executable, executor=None, adaptive: bool = True) -> Counter:
+              python: str = sys.executable, executor=None, adaptive: bool = False) -> Counter:
     """Run every pending spec of the study; returns the statuses of this invocation.
 
     The executor is entered before anything is written, so a cluster that cannot run anything
-    fails with the results folder untouched. After the planned rounds, `adaptive` measures the
-    answers' undecided comparisons further (study.sweep.adaptive; not with --only, which asks
-    for some runs, not for answers).
+    fails with the results folder untouched. After the planned rounds, `adaptive` (the
+    command's default, not this function's: a caller asks for it) measures the answers'
+    undecided comparisons further (study.sweep.adaptive; not with --only, which asks for some
+    runs, not for answers).
     """
     from tqdm import tqdm
 
