@@ -171,7 +171,8 @@ class Problem:
         Logistic regression: mu is the Hessian's smallest eigenvalue at w* and L the global
         bound the 1/L step uses (their ratio is GD's local rate); no standardized kappa."""
         if self.objective == "logistic":
-            mu = float(np.linalg.eigvalsh(logistic.hessian(self.X, self.y, ref.w, self.lam))[0])
+            H = logistic.hessian(self.X, self.y, ref.w, self.lam)
+            mu = float(np.linalg.eigvalsh(H)[0]) if np.all(np.isfinite(H)) else float("nan")
             return {"mu": mu, "L": self.curvature_bounds()[1]}
         return conditioning(self.X, self.lam, ref.kappa_raw)
 

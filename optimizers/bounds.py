@@ -142,8 +142,10 @@ def predict(optimizer: str, hyperparameters: dict, conditioning: dict, eps0: flo
         return Prediction(None, "none computed for a library's optimizer")
     else:
         return Prediction(None, OTHER_STEP)
-    if kappa is None or not np.isfinite(kappa) or kappa < 1:
+    if kappa is None or np.isnan(kappa):
         return Prediction(None, "no bound: kappa unknown (data cached before it was computed)")
+    if not np.isfinite(kappa) or kappa < 1:
+        return Prediction(None, f"no bound: kappa {kappa:.3g} (a singular Hessian)")
     return bound(float(kappa), eps0, eps)._replace(kappa=float(kappa), method=bound)
 
 
