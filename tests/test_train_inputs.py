@@ -158,9 +158,13 @@ def test_per_framework_code_is_one_table_per_concern_covering_every_framework():
     from study.train import device, flat, steppers
     from study.train.frameworks import KERAS_FRAMEWORKS
 
-    for table in (flat.VALUE_AND_GRAD, steppers.STEPPERS, device.GPU_SEEN, device.PLACED,
-                  device.SCOPES):
+    for table in (steppers.STEPPERS, device.GPU_SEEN, device.PLACED, device.SCOPES):
         assert set(table) == set(KERAS_FRAMEWORKS)
+    for name in KERAS_FRAMEWORKS:  # the flat objective: the registry's entry names it
+        assert callable(flat.framework_value_and_grad(name))
+    with pytest.raises(InputError, match="lbfgs's flat objective has no code for the framework "
+                                         "'cupy'"):
+        flat.framework_value_and_grad("cupy")
     for module in ("flat", "device", "steppers"):
         source = (ROOT / "study" / "train" / f"{module}.py").read_text()
         assert not any(f'== "{name}"' in source for name in KERAS_FRAMEWORKS), module
@@ -361,11 +365,11 @@ def test_a_dry_run_estimates_the_time_from_this_machines_past_runs(tmp_path, cap
                   {"run_id": "elsewhere", "spec": "{}", "wall_seconds": 9999.0,
                    "worker_host": "another-machine"}]).to_parquet(out / "runs.parquet")
     assert cli(["run", str(config), "--dry-run", "--out", str(out)]) == 0
-    text = capsys.readouterr().out
+    text = " ".join(line.strip() for line in capsys.readouterr().out.splitlines())  # wrapped
     assert len(study.specs) == 1 and "time estimate: about 2 min for 1 runs" in text, text
     assert cli(["run", str(config), "--dry-run", "--out", str(tmp_path / "none")]) == 0
-    assert "time estimate: none measured yet (no past runs of this machine" in \
-        capsys.readouterr().out
+    assert "time estimate: none measured yet (no past runs of this machine" in " ".join(
+        line.strip() for line in capsys.readouterr().out.splitlines())
 
 
 # ---- in a fresh process, with Keras -------------------------------------------------------------
