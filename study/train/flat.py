@@ -1,30 +1,56 @@
-"""The loss and its gradient at a flat weight vector, through the framework the run's Keras
-runs on: what our L-BFGS (optimizers/lbfgs.py, written once) needs of a model.
+"""The loss and its gradient at a flat weight vector: what our L-BFGS (optimizers/lbfgs.py, one
+submission for every model: study.train.workload.LbfgsSubmission) needs of a model. Written
+once per framework, named by the registry's entry (Framework.flat, 'module:function') and
+called alike for a Keras model (`value_and_grad` below) and a native one (study.train.workload):
 
-JAX: `jax.value_and_grad` of `model.stateless_call`, jitted, the data passed as arguments (a
-closed-over array would be embedded in the program as a constant). TensorFlow: the weights
-assigned, then `tf.GradientTape` in a `tf.function`. PyTorch: the weights copied into the
-variables' parameters, then `torch.autograd.grad`. Each returns host float64 values, so every
-call ends with the device done."""
+    make(weights, loss_at, data, device) -> f(w) -> (float loss, float64 gradient)
+
+`weights` are the framework's trainable arrays in the flat vector's order (JAX: a pytree, whose
+structure unflattens w; TensorFlow: tf.Variables; PyTorch: tensors that require grad),
+`loss_at(weights, data)` the mean loss at them, `data` the full batch (x, y), `device` where
+the vector goes (None: where the framework puts it, as the run's device scope says).
+JAX: `jax.value_and_grad` of loss_at at the unflattened w, jitted, the data passed as arguments
+(a closed-over array would be embedded in the program as a constant). TensorFlow: w assigned
+into the variables, then `tf.GradientTape` in a `tf.function`. PyTorch: w copied into the
+tensors, then `torch.autograd.grad`. Each returns host float64 values, so every call ends with
+the device done."""
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 
-from study.train.frameworks import pick
+from datasets.errors import InputError
+from optimizers.backends.registry import FRAMEWORKS as REGISTRY
 
 
 def value_and_grad(model, loss, x: np.ndarray, y: np.ndarray):
-    """f(w) -> (loss, gradient) for the flat float64 vector w of the trainable weights; `loss`
-    is the mean loss (study.train.model.loss_object)."""
+    """f(w) -> (loss, gradient) for the flat float64 vector w of a Keras model's trainable
+    weights; `loss` is the mean loss (study.train.model.loss_object). The loss at given weights
+    is `model.stateless_call` on every framework (JAX cannot assign a traced value)."""
     import keras
 
-    variables = model.trainable_variables
-    shapes = [tuple(v.shape) for v in variables]
-    sizes = [int(np.prod(s)) for s in shapes]
-    ends = np.cumsum(sizes)
-    make = pick(VALUE_AND_GRAD, keras.backend.backend(), "lbfgs's flat objective")
-    return make(model, loss, x, y, shapes, ends)
+    frozen = [v.value for v in model.non_trainable_variables]
+
+    def loss_at(weights, data):
+        xs, ys = data
+        y_pred, _ = model.stateless_call(weights, frozen, xs, training=True)
+        return loss(ys, y_pred)
+
+    make = framework_value_and_grad(keras.backend.backend())
+    return make([v.value for v in model.trainable_variables], loss_at, (x, y), None)
+
+
+def framework_value_and_grad(framework: str):
+    """The registry's flat value_and_grad of `framework`, or one line saying it has none."""
+    entry = REGISTRY.get(framework)
+    if entry is None or not entry.flat:
+        has = ", ".join(name for name, f in REGISTRY.items() if f.flat)
+        raise InputError(f"lbfgs's flat objective has no code for the framework {framework!r} "
+                         f"(has: {has})")
+    module, _, name = entry.flat.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 def pieces(flat, shapes, ends, reshape):
@@ -37,41 +63,42 @@ def flatten(weights) -> np.ndarray:
     return np.concatenate([np.asarray(w, np.float64).ravel() for w in weights])
 
 
-def _jax(model, loss, x, y, shapes, ends):
+def layout(weights) -> tuple[list[tuple], np.ndarray]:
+    """(shapes, ends): each array's shape and where it ends in the flat vector."""
+    shapes = [tuple(w.shape) for w in weights]
+    return shapes, np.cumsum([int(np.prod(s)) for s in shapes])
+
+
+def _jax(weights, loss_at, data, device=None):
     import jax
     import jax.numpy as jnp
+    from jax.flatten_util import ravel_pytree
 
-    frozen = [v.value for v in model.non_trainable_variables]
-
-    def f(flat, xs, ys):
-        params = pieces(flat, shapes, ends, jnp.reshape)
-        y_pred, _ = model.stateless_call(params, frozen, xs, training=True)
-        return loss(ys, y_pred)
-
-    compiled = jax.jit(jax.value_and_grad(f))
-    xs, ys = jax.device_put(x), jax.device_put(y)
+    _, unravel = ravel_pytree(weights)
+    compiled = jax.jit(jax.value_and_grad(lambda flat, data: loss_at(unravel(flat), data)))
+    data = jax.device_put(data, device)
 
     def call(w):
-        value, grad = compiled(jnp.asarray(w, jnp.float32), xs, ys)
+        value, grad = compiled(jax.device_put(jnp.asarray(w, jnp.float32), device), data)
         return float(value), np.asarray(grad, np.float64)
 
     return call
 
 
-def _tensorflow(model, loss, x, y, shapes, ends):
+def _tensorflow(weights, loss_at, data, device=None):
     import tensorflow as tf
 
-    variables = model.trainable_variables
-    xs, ys = tf.constant(x), tf.constant(y)
+    shapes, ends = layout(weights)
+    data = tuple(tf.constant(a) for a in data)  # placed by the run's device scope
 
     @tf.function
     def compiled(flat):
-        for variable, value in zip(variables, pieces(flat, shapes, ends, tf.reshape),
+        for variable, value in zip(weights, pieces(flat, shapes, ends, tf.reshape),
                                    strict=True):
             variable.assign(value)
         with tf.GradientTape() as tape:
-            value = loss(ys, model(xs, training=True))
-        grads = tape.gradient(value, [v.value for v in variables])
+            value = loss_at(weights, data)
+        grads = tape.gradient(value, weights)
         return value, tf.concat([tf.reshape(g, [-1]) for g in grads], 0)
 
     def call(w):
@@ -81,25 +108,22 @@ def _tensorflow(model, loss, x, y, shapes, ends):
     return call
 
 
-def _torch(model, loss, x, y, shapes, ends):
+def _torch(weights, loss_at, data, device=None):
     import torch
 
-    parameters = [v.value for v in model.trainable_variables]
-    device = parameters[0].device  # the run's device (study.train.device)
-    xs, ys = torch.as_tensor(x, device=device), torch.as_tensor(y, device=device)
+    device = weights[0].device if device is None else device
+    shapes, ends = layout(weights)
+    data = tuple(torch.as_tensor(a, device=device) for a in data)
 
     def call(w):
         flat = torch.as_tensor(w, dtype=torch.float32, device=device)
         with torch.no_grad():
-            for parameter, value in zip(parameters, pieces(flat, shapes, ends, torch.reshape),
-                                        strict=True):
-                parameter.copy_(value)
-        value = loss(ys, model(xs, training=True))
-        grads = torch.autograd.grad(value, parameters)
+            for weight, value in zip(weights, pieces(flat, shapes, ends, torch.reshape),
+                                     strict=True):
+                weight.copy_(value)
+        value = loss_at(weights, data)
+        grads = torch.autograd.grad(value, weights)
         return float(value.detach()), torch.cat([g.reshape(-1) for g in grads]).double().cpu() \
             .numpy()
 
     return call
-
-
-VALUE_AND_GRAD = {"jax": _jax, "tensorflow": _tensorflow, "torch": _torch}

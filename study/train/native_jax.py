@@ -22,6 +22,7 @@ import inspect
 import numpy as np
 
 from datasets.errors import InputError
+from study.train.flat import framework_value_and_grad
 from study.train.model_checks import input_mismatch
 from study.train.workload import (
     Submission,
@@ -196,19 +197,9 @@ class JaxWorkload(Workload):
                                    self.device)
 
     def flat_value_and_grad(self):
-        jax, jnp = self.jax, self.jnp
-
-        def f(flat, data):
-            return self.loss(self.unravel(flat), data, None)
-
-        compiled = jax.jit(jax.value_and_grad(f))
-
-        def call(w):
-            value, grad = compiled(jax.device_put(jnp.asarray(w, jnp.float32), self.device),
-                                   self.data)
-            return float(value), np.asarray(grad, np.float64)
-
-        return call
+        return framework_value_and_grad(self.framework)(
+            self.initial, lambda params, data: self.loss(params, data, None), self.data,
+            self.device)
 
     def read(self, value) -> float:
         return float(self.jax.device_get(value))

@@ -16,6 +16,7 @@ import inspect
 import numpy as np
 
 from datasets.errors import InputError
+from study.train.flat import framework_value_and_grad
 from study.train.model_checks import input_mismatch
 from study.train.workload import (
     Submission,
@@ -203,16 +204,9 @@ class TorchWorkload(Workload):
         return self.params
 
     def flat_value_and_grad(self):
-        torch = self.torch
-
-        def call(w):
-            self.from_flat(w)
-            value = self.loss(self.params, self.data, None)
-            grads = torch.autograd.grad(value, self.params)
-            return float(value.detach()), torch.cat([g.reshape(-1) for g in grads]) \
-                .double().cpu().numpy()
-
-        return call
+        return framework_value_and_grad(self.framework)(
+            self.params, lambda params, data: self.loss(params, data, None), self.data,
+            self.device)
 
     def read(self, value) -> float:
         return float(value)

@@ -5,9 +5,10 @@ Keras optimizers: the model compiled as a user compiles it (jit_compile="auto": 
 Keras 3.15 a tf.function without XLA on TensorFlow and eager on PyTorch; the row records which),
 then stepped by study.train.steppers, which does `fit`'s work per step without a host read.
 `KerasTrainer.step` (`train_on_batch`) remains for the `loop = "fit"` baseline's warm-up only.
-Our L-BFGS: one iteration of optimizers/lbfgs.py (strong-Wolfe line search, its algebra on
-the host in float64, so every iteration reads the host by nature) on the flat weights, the
-loss and gradient through the framework (study.train.flat). Both evaluate with
+Our L-BFGS: the submission native models run (study.train.workload.LbfgsSubmission: one
+iteration of optimizers/lbfgs.py per step, its algebra on the host in float64, so every
+iteration reads the host by nature) on the flat weights, the loss and gradient through the
+framework's one flat value_and_grad (study.train.flat). Both evaluate with
 `model.test_on_batch` on the whole validation set (its first call compiles: evaluation time,
 never training time)."""
 
@@ -16,13 +17,12 @@ from __future__ import annotations
 import numpy as np
 
 from datasets.errors import InputError
-from optimizers.backends.registry import make_backend
 from optimizers.keras_optimizer import KERAS_PREFIX, check_config, keras_classes
-from optimizers.lbfgs import LBFGS
-from study.train.flat import flatten, pieces, value_and_grad
+from study.train.flat import flatten, layout, pieces, value_and_grad
 from study.train.model import compile_loss
 from study.train.model_checks import refuse_stochastic
 from study.train.spec import LBFGS as LBFGS_NAME
+from study.train.workload import LbfgsSubmission, WorkloadStepper
 
 # layers that make a training-mode forward pass random or stateful: L-BFGS's line search
 # needs one deterministic objective (and JAX's flat objective does not carry the state)
@@ -92,63 +92,63 @@ class KerasTrainer:
 
 
 class LbfgsTrainer:
-    """Full batch: every step is one L-BFGS iteration on all training rows. It is its own
-    stepper (study.train.loop): a segment runs its iterations, each reading the loss and
-    gradient to the host, where the algorithm's algebra runs."""
+    """Full batch: every step is one L-BFGS iteration on all training rows, by the one L-BFGS
+    submission of every model (study.train.workload.LbfgsSubmission) on the model's flat
+    weights (KerasWeights); each iteration reads the loss and gradient to the host, where the
+    algorithm's algebra runs."""
 
     def __init__(self, model, spec, loss, metric, arrays: dict):
         import keras
 
-        if set(spec.hyperparameters) - {"history"}:
-            raise InputError(f"lbfgs takes history only, got {sorted(spec.hyperparameters)}")
+        self.submission = LbfgsSubmission(spec.hyperparameters)
         check_deterministic(model)
-        self.model = model
         # compiled only to evaluate as the Keras runs do (test_on_batch); SGD never steps
         model.compile(optimizer=keras.optimizers.SGD(), loss=compile_loss(spec.loss),
                       metrics=[metric])
-        self.ops = make_backend("numpy", "float64")
-        self.lbfgs = LBFGS(history=spec.hyperparameters.get("history", 10), line_search="wolfe")
-        self.objective = _Objective(value_and_grad(model, loss, arrays["x_train"],
-                                                   arrays["y_train"]))
-        variables = model.trainable_variables
-        self.shapes = [tuple(v.shape) for v in variables]
-        self.ends = np.cumsum([int(np.prod(s)) for s in self.shapes])
-        self.w0 = flatten([keras.ops.convert_to_numpy(v.value) for v in variables])
-        self.state = None
+        self.weights = KerasWeights(model, loss, arrays)
 
     def stepper(self, arrays: dict, rows):
-        return self
+        return WorkloadStepper(self.weights, self.submission, rows)
 
-    def prepare(self, first: int, count: int) -> int:
-        return count
+    def record(self) -> dict:
+        return {"loss_evaluations": self.submission.record()["loss_evaluations"],
+                "jit_compile": None}
 
-    def warm(self, prepared) -> None:
-        """Setup: the flat objective's first call (it traces and compiles) at the initial
-        weights, as the first iteration's start will call it; the algorithm's state is kept."""
-        self.objective.value_and_grad(self.w0)
 
-    def run(self, count: int):
-        for _ in range(count):
-            if self.state is None:  # the first step: the start's loss, then an iteration
-                self.state = self.lbfgs.init(self.objective, self.ops, (), self.w0)
-            self.state = self.lbfgs.update(self.objective, self.ops, (), self.state)
-        return self.state.f
+class KerasWeights:
+    """A Keras model's trainable weights as the L-BFGS submission takes a workload's
+    (study.train.workload): flat float64 vectors, the full-batch flat objective
+    (study.train.flat), the loss read. Written back into the variables, they are what the
+    model evaluates (`test_on_batch`)."""
+
+    def __init__(self, model, loss, arrays: dict):
+        self.model, self.loss = model, loss
+        self.x, self.y = arrays["x_train"], arrays["y_train"]
+        self.variables = model.trainable_variables
+        self.shapes, self.ends = layout(self.variables)
+
+    def init_parameters(self):
+        return self.variables
+
+    def indices(self, rows: list) -> list:
+        return rows  # full batch: an iteration takes no rows
+
+    def to_flat(self, params) -> np.ndarray:
+        import keras
+
+        return flatten([keras.ops.convert_to_numpy(v.value) for v in params])
+
+    def from_flat(self, w: np.ndarray):
+        for variable, value in zip(self.variables, pieces(w, self.shapes, self.ends, np.reshape),
+                                   strict=True):
+            variable.assign(value.astype(np.float32))
+        return self.variables
+
+    def flat_value_and_grad(self):
+        return value_and_grad(self.model, self.loss, self.x, self.y)
 
     def read(self, value) -> float:
         return float(value)
-
-    def reload(self) -> None:
-        pass
-
-    def write_back(self) -> None:
-        w = self.w0 if self.state is None else self.state.w
-        for variable, value in zip(self.model.trainable_variables,
-                                   pieces(w, self.shapes, self.ends, np.reshape), strict=True):
-            variable.assign(value.astype(np.float32))
-
-    def record(self) -> dict:
-        evaluations = 1 + int(np.asarray(self.state.evaluations)) if self.state else 0
-        return {"loss_evaluations": evaluations, "jit_compile": None}
 
 
 def check_deterministic(model) -> None:
@@ -161,14 +161,6 @@ def check_deterministic(model) -> None:
                   if hasattr(keras.layers, name))
     refuse_stochastic(LBFGS_NAME, sorted({type(layer).__name__ for layer
                                           in model._flatten_layers() if isinstance(layer, kinds)}))
-
-
-class _Objective:
-    def __init__(self, function):
-        self.function = function
-
-    def value_and_grad(self, w):
-        return self.function(w)
 
 
 def make_trainer(model, spec, loss, metric, arrays):

@@ -1,15 +1,17 @@
 """The small interface behind native models (PyTorch modules, JAX models), modelled on AlgoPerf's
 workload / submission split: the workload is the model and its data (what is trained), the
 submission the optimizer (how). Each framework is an adapter of both halves
-(study.train.native_torch, study.train.native_jax); our L-BFGS is one submission for all of them,
-on the flattened parameters. `WorkloadStepper` joins the two into the shape of stepper the
-segmented loop (study.train.loop) times, so native runs are timed by the same code as Keras runs.
+(study.train.native_torch, study.train.native_jax); our L-BFGS is one submission for all of them
+and for Keras models, on the flattened parameters. `WorkloadStepper` joins the two into the shape
+of stepper the segmented loop (study.train.loop) times, so native runs are timed by the same code
+as Keras runs.
 
 Why this split: the loop must dispatch K steps and then read the host once (a host read is a
 synchronization), so `Workload.loss` and `Submission.update` return device values and never read
 them; `Workload.evaluate` runs off the clock and returns host floats; everything the algorithm
-of L-BFGS needs on the host goes through `Workload.flat_value_and_grad` (float64, full batch), as
-study.train.flat does for Keras models.
+of L-BFGS needs on the host goes through `Workload.flat_value_and_grad` (float64, full batch):
+the framework's one flat value_and_grad (study.train.flat), which a Keras model's L-BFGS runs
+through this same submission (study.train.trainers.KerasWeights).
 
   Workload (one per model, data and device)
     data                         the training arrays on the device (x, y), passed to `loss`
@@ -197,7 +199,9 @@ class WorkloadStepper:
 
     # the Keras steppers' names, so code written for them can hold either
     def write_back(self) -> None:
-        pass
+        """The submission's parameters handed to the workload (a Keras model's variables take
+        them, for its own evaluation: study.train.trainers.KerasWeights)."""
+        self.submission.parameters(self.workload, self.state)
 
     def reload(self) -> None:
         pass
