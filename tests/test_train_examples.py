@@ -162,6 +162,17 @@ def test_channels_last_rows_to_a_channels_first_torch_model_one_line_with_the_la
     assert record["model_kind"] == "torch.nn.Module"
 
 
+def test_a_users_channels_first_net_given_channels_last_rows_is_one_line_exit_2(tmp_path, capsys):
+    """Through the command, nothing written: the user's file (no Keras twin to draw first)."""
+    (tmp_path / "m.py").write_text(PAIR)
+    code, err, row = train(tmp_path, capsys, "--model", f"{tmp_path / 'm.py'}:net_with_its_loss",
+                           "--data", "digits28", "--backend", "torch", *NET_RECIPE[2:],
+                           "--target", "val_accuracy=0.95")
+    assert code == 2 and row is None and len(err.splitlines()) == 1, err
+    assert "do not fit model" in err and "which takes rows of shape (1, H, W)" in err, err
+    assert "(--layout channels_first)" in err and not list(tmp_path.glob("row*")), err
+
+
 def test_a_torch_model_starting_with_a_linear_layer_names_its_features():
     from study.train.native_run import prepare
 
