@@ -38,6 +38,22 @@ def nhwc_pair(input_shape, outputs):
     return init, apply
 
 
+def equinox_conv(input_shape, outputs, seed=0):
+    """An Equinox module: its Conv2d takes channels-first rows (Equinox's convention)."""
+    import equinox as eqx
+    import jax
+
+    class Conv(eqx.Module):
+        conv: eqx.nn.Conv2d
+        dense: eqx.nn.Linear
+
+        def __call__(self, x):
+            return jax.nn.softmax(self.dense(self.conv(x).mean((1, 2))))
+
+    first, second = jax.random.split(jax.random.key(seed))
+    return Conv(eqx.nn.Conv2d(1, 8, 3, key=first), eqx.nn.Linear(8, outputs, key=second))
+
+
 def keras_28x28(input_shape, outputs):
     """A Keras model whose input is fixed at (28, 28, 1), whatever the data gives."""
     import keras
@@ -204,6 +220,25 @@ def test_a_jax_model_that_does_not_fit_is_one_line_in_its_own_words(tmp_path):
     assert "\n" not in line and "the data's rows (shape (1, 28, 28)) do not fit model" in line
     assert "(ValueError: conv_general_dilated" in line  # the model's shape, in JAX's words
     assert "layout = \"channels_first\" on the data block" in line
+
+
+def test_an_equinox_model_of_channels_first_says_so_in_its_words_and_runs_with_the_layout(
+        tmp_path):
+    pytest.importorskip("equinox")
+    from study.train.native_run import prepare
+
+    (tmp_path / "m.py").write_text(PAIR)
+    recipe = {"loss": "sparse_categorical_crossentropy", "metric": "accuracy",
+              "optimizer": "optax:adam", "hyperparameters": {"learning_rate": 0.01},
+              "target": ("val_accuracy", 0.9, "max")}
+    with pytest.raises(InputError) as caught:
+        prepare(f"{tmp_path / 'm.py'}:equinox_conv", load_data({"name": "digits28"}), **recipe)
+    line = str(caught.value)
+    assert "\n" not in line and "the data's rows (shape (28, 28, 1)) do not fit model" in line
+    assert "layout = \"channels_first\" on the data block" in line
+    run = prepare(f"{tmp_path / 'm.py'}:equinox_conv",
+                  load_data({"name": "digits28", "layout": "channels_first"}), **recipe)
+    assert run.work.kind == "equinox"
 
 
 def test_a_keras_model_of_channels_last_given_channels_first_rows_says_to_leave_the_layout_out(
