@@ -172,6 +172,47 @@ def test_per_framework_code_is_one_table_per_concern_covering_every_framework():
     assert "optimizers.backends.numpy" not in trainers  # through the registry
 
 
+def test_lbfgs_is_one_submission_over_one_flat_objective_for_every_model():
+    """Issue 42 item 1: a Keras model's L-BFGS is the native models' submission
+    (study.train.workload.LbfgsSubmission) stepped by the same WorkloadStepper, and each
+    framework's flat value_and_grad is written once (the registry's Framework.flat), called by
+    the Keras path and by the native workloads alike."""
+    from types import SimpleNamespace
+
+    import keras
+
+    from optimizers.backends.registry import FRAMEWORKS
+    from study.train.loop import Target, epoch_batches, run_loop
+    from study.train.model import loss_object
+    from study.train.trainers import make_trainer
+    from study.train.workload import LbfgsSubmission, WorkloadStepper
+
+    sources = {p.name: p.read_text() for p in (ROOT / "study" / "train").glob("*.py")}
+    assert [n for n, s in sources.items() if "LBFGS(" in s] == ["workload.py"]
+    assert [n for n, s in sources.items() if "class _Objective" in s] == ["workload.py"]
+    assert {f.flat.partition(":")[0] for f in FRAMEWORKS.values() if f.flat} == \
+        {"study.train.flat"}
+    assert all("framework_value_and_grad(self.framework)" in sources[n]
+               for n in ("native_jax.py", "native_torch.py"))
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(40, 3)).astype(np.float32)
+    y = (x @ np.array([1.0, -2.0, 0.5], np.float32))[:, None]
+    arrays = {"x_train": x[:32], "y_train": y[:32], "x_val": x[32:], "y_val": y[32:]}
+    model = keras.Sequential([keras.Input(shape=(3,)), keras.layers.Dense(1)])
+    spec = SimpleNamespace(optimizer="lbfgs", hyperparameters={}, loss="mse")
+    trainer = make_trainer(model, spec, loss_object("mse"), "mae", arrays)
+    stepper = trainer.stepper(arrays, epoch_batches(32, 0, 0)[0])
+    assert isinstance(stepper, WorkloadStepper)
+    assert isinstance(stepper.submission, LbfgsSubmission)
+    before = [np.array(w) for w in model.get_weights()]
+    record, _ = run_loop(stepper, lambda: {"val_loss": 1.0}, max_steps=3, eval_every=3,
+                         target=Target("val_loss", None, "min"))
+    stepper.write_back()  # the iterate into the model's variables, as an evaluation reads it
+    assert record["steps"] == 3 and record["train_loss"] < 0.5 * float(np.mean(y[:32] ** 2))
+    assert not np.array_equal(model.get_weights()[0], before[0])
+    assert trainer.record()["loss_evaluations"] > 3
+
+
 def test_the_test_knob_left_the_spec_schema_and_config():
     from study.train.schema import SCHEMA
     from study.train.spec import Spec
