@@ -251,6 +251,12 @@ def test_a_keras_model_of_channels_last_given_channels_first_rows_says_to_leave_
     assert ("do not fit model '" in str(caught.value)
             and "which takes rows of shape (28, 28, 1): the model takes channels last: leave "
                 "out layout = \"channels_first\"" in str(caught.value))
+    # a shipped example, built for the rows it is given, fails inside: its words, one line
+    with pytest.raises(InputError) as caught:
+        build("digits-cnn", (1, 8, 8), 10)
+    line = str(caught.value)
+    assert line.startswith("the data's rows (shape (1, 8, 8)) do not fit model 'digits-cnn' (")
+    assert "channels_last, the default, keeps them as stored" in line and "\n" not in line
 
 
 # ---- the shipped clients ---------------------------------------------------------------------

@@ -86,7 +86,13 @@ def build(model: str, input_shape: tuple, outputs: int):
     check_model_name(model)
     path = model_file(model)
     if path is None:
-        built, what = MODELS[model](input_shape, outputs), f"model '{model}'"
+        what = f"model '{model}'"
+        try:  # a shipped example is built for the rows it is given: what fails is their shape
+            built = MODELS[model](input_shape, outputs)
+        except Exception as exc:
+            from study.train.model_checks import input_mismatch
+
+            raise input_mismatch(what, input_shape, None, exc) from None
     elif path.suffix == ".keras":
         what = f"model file '{path}'"
         try:

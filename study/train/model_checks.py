@@ -47,6 +47,8 @@ def input_mismatch(what: str, rows: tuple, expected: tuple | None,
     be read; then the model's own error says it. What to change follows from the two shapes:
     channels last given to a channels-first model (or the reverse) is a layout."""
     rows = tuple(int(d) for d in rows)
+    if _fits(rows, expected):  # built for these rows, failing inside: its own words say why
+        expected = None
     takes = f", which takes rows of shape {_shape(expected)}" if expected else ""
     line = f"the data's rows (shape {rows}) do not fit {what}{takes}"
     if len(rows) >= 2 and _fits((rows[-1], *rows[:-1]), expected):
@@ -61,7 +63,8 @@ def input_mismatch(what: str, rows: tuple, expected: tuple | None,
     else:
         fix = (f"give a model built for rows of {rows}, or rows of the shape it takes (image "
                "arrays: layout = \"channels_first\" on the data block, --layout "
-               "channels_first, moves the channel axis after the rows)")
+               "channels_first, moves the channel axis after the rows; channels_last, the "
+               "default, keeps them as stored)")
     said = "" if expected and "layout" in fix else f" ({describe(exc)})"
     return InputError(f"{line}{said}: {fix}; the arrays reach the model as they are")
 
