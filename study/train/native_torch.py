@@ -16,7 +16,7 @@ import inspect
 import numpy as np
 
 from datasets.errors import InputError
-from study.train.flat import framework_value_and_grad
+from study.train.flat import framework_value_and_grad, layout, pieces
 from study.train.model_checks import input_mismatch
 from study.train.workload import (
     Submission,
@@ -197,10 +197,9 @@ class TorchWorkload(Workload):
         torch = self.torch
         flat = torch.as_tensor(np.asarray(w), dtype=torch.float32, device=self.device)
         with torch.no_grad():
-            start = 0
-            for p in self.params:
-                p.copy_(flat[start:start + p.numel()].reshape(p.shape))
-                start += p.numel()
+            for p, value in zip(self.params, pieces(flat, *layout(self.params), torch.reshape),
+                                strict=True):
+                p.copy_(value)
         return self.params
 
     def flat_value_and_grad(self):
