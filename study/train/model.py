@@ -90,7 +90,7 @@ def build(model: str, input_shape: tuple, outputs: int):
         try:  # a shipped example is built for the rows it is given: what fails is their shape
             built = MODELS[model](input_shape, outputs)
         except Exception as exc:
-            from study.train.model_checks import input_mismatch
+            from study.train.input_rows import input_mismatch
 
             raise input_mismatch(what, input_shape, None, exc) from None
     elif path.suffix == ".keras":
@@ -109,7 +109,7 @@ def build(model: str, input_shape: tuple, outputs: int):
             built.build((None, *input_shape))
         out = built.compute_output_spec(keras.KerasTensor((2, *input_shape))).shape
     except Exception as exc:
-        from study.train.model_checks import input_mismatch
+        from study.train.input_rows import input_mismatch
 
         raise input_mismatch(what, input_shape, _input_rows(built), exc) from None
     if tuple(out[1:]) not in ((outputs,), () if outputs == 1 else (outputs,)):

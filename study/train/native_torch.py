@@ -17,7 +17,7 @@ import numpy as np
 
 from datasets.errors import InputError
 from study.train.flat import framework_value_and_grad, layout, pieces
-from study.train.model_checks import input_mismatch
+from study.train.input_rows import input_mismatch
 from study.train.workload import (
     Submission,
     Workload,
