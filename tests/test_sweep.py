@@ -455,3 +455,19 @@ def test_the_command_is_adaptive_unless_told_not_to():
     runner.add_arguments(parser)
     assert parser.parse_args(["c.toml"]).adaptive is True
     assert parser.parse_args(["c.toml", "--no-adaptive"]).adaptive is False
+
+
+@pytest.mark.parametrize("flags, enabled", [([], True), (["--no-adaptive"], False),
+                                            (["--only", "seed=0"], False)])
+def test_the_command_refines_unless_told_not_to_or_given_only(tmp_path, probe, monkeypatch,
+                                                              flags, enabled):
+    """`study run CONFIG` is adaptive by default (make reproduce runs it so); --no-adaptive and
+    --only (which asks for some runs, not the answers) keep the planned design. The command
+    once handed the loop an empty --only list, which read as 'given': it never refined."""
+    from study.sweep import runner
+
+    seen = []
+    monkeypatch.setattr(runner, "refine", lambda *a, enabled, **k: seen.append(enabled) or {})
+    path = config(tmp_path, 'actions = ["ok"]\nseeds = [0]\n')
+    assert main(["run", str(path), "--out", str(tmp_path / "res"), "--quiet", *flags]) == 0
+    assert seen == [enabled]

@@ -206,7 +206,7 @@ def run_study(study: Study, out_dir, *, only=None, retry_failed: bool = False,
                               "row (see above); they run once those have one", flush=True)
                 run_round(todo, "runs made from earlier runs' rows" if waited else "runs")
             refine(study, folder, plugin, lambda: grid_rows(study, folder), run_added,
-                   enabled=adaptive and only is None,
+                   enabled=adaptive and not only,
                    say=lambda line: print(line, flush=True))
             for reason, count in not_run.items():
                 runs, them = ("run", "it") if count == 1 else ("runs", "them")
