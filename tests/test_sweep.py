@@ -471,3 +471,27 @@ def test_the_command_refines_unless_told_not_to_or_given_only(tmp_path, probe, m
     path = config(tmp_path, 'actions = ["ok"]\nseeds = [0]\n')
     assert main(["run", str(path), "--out", str(tmp_path / "res"), "--quiet", *flags]) == 0
     assert seen == [enabled]
+
+
+def test_the_loop_refines_the_comparisons_that_fit_the_time_left(tmp_path, probe):
+    """One costly comparison does not hold back a cheap one: the batch takes, comparison by
+    comparison, what fits the budget left (it once started nothing when all of it did not fit,
+    and make reproduce's answers stayed at three instances)."""
+    from types import SimpleNamespace
+
+    from study.paired import compare
+    from study.sweep.adaptive import refine
+    from study.sweep.plugin import load_kind
+
+    study = load_study(config(tmp_path, 'actions = ["a", "b", "c"]\nseeds = [0, 1, 2]\n'
+                                        "[adaptive]\nbatch = 1\ntime_budget = 10\n"))
+    walls = {"a": 1.0, "b": 1.0, "c": 100.0}
+    runs = pd.DataFrame([{"run_id": s.run_id, "action": s.action, "seed": s.seed,
+                          "wall_seconds": walls[s.action]} for s in study.specs])
+    cheap = compare(fake_times(runs, "a", 1.03), fake_times(runs, "b", 1.0), [], "t")
+    costly = compare(fake_times(runs, "c", 1.03), fake_times(runs, "b", 1.0), [], "t")
+    measured = []
+    refine(study, SimpleNamespace(root=tmp_path), load_kind("probe"), lambda: runs,
+           lambda specs, why: measured.append(sorted((s.action, s.seed) for s in specs)),
+           questions=lambda *_: [("costly", costly), ("cheap", cheap)])
+    assert measured[0] == [("a", 3), ("b", 3)]

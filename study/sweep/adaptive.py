@@ -141,27 +141,37 @@ def refine(study, folder, plugin, table, measure, *, enabled: bool = True, say=p
                 stopped[id] = "its added runs could not run here (see above)"
             break
         before = len(rows)
-        wanted = set().union(*(p[2] for p in pending))
-        specs, cost = [], 0.0
+        # the next extra instances of each undecided comparison's configurations, comparison
+        # by comparison, as many comparisons as fit the time left (a batch that would end past
+        # the budget is not started: its runs' typical wall time so far, and this look's own
+        # time for the look after it); the others wait for the next look
         walls = _walls(runs, base)
-        for config in sorted(wanted):  # its next extra instances without a row, within the cap
-            done = have(config)
-            room = max(min(cfg.batch, cfg.max_instances - len(done)), 0)
-            added = sorted((s for s in by_config[config] if getattr(s, axis) not in done),
-                           key=lambda s: getattr(s, axis))[:room]
-            specs += added
-            cost += len(added) * walls.get(config, walls.get(None, 0.0))
-        if not specs:
-            for id, *_ in pending:
-                stopped[id] = f"the cap of {cfg.max_instances} instances per configuration"
-            break
-        # a batch that would end past the budget is not started: its runs' typical wall time
-        # so far, and this look's own time for the look after it
         now = time.monotonic()
-        if now - start + cost + (now - looked) > cfg.time_budget:
+        left = cfg.time_budget - (now - start) - (now - looked)
+        specs, cost, taken, refined, room_left = [], 0.0, set(), [], False
+        for id, verdict, configs in pending:
+            added = []
+            for config in sorted(configs - taken):
+                done = have(config)
+                room = max(min(cfg.batch, cfg.max_instances - len(done)), 0)
+                added += [(config, s) for s in sorted(
+                    (s for s in by_config[config] if getattr(s, axis) not in done),
+                    key=lambda s: getattr(s, axis))[:room]]
+            room_left |= bool(added)
+            extra = sum(walls.get(c, walls.get(None, 0.0)) for c, _ in added)
+            if added and cost + extra > left:
+                continue  # does not fit the time left: the next look may fit it
+            specs += [s for _, s in added]
+            cost += extra
+            taken |= configs
+            refined.append((id, verdict, configs))
+        if not specs:
+            why = (f"the time budget of the extra runs ({cfg.time_budget:g} s)" if room_left
+                   else f"the cap of {cfg.max_instances} instances per configuration")
             for id, *_ in pending:
-                stopped[id] = f"the time budget of the extra runs ({cfg.time_budget:g} s)"
+                stopped[id] = why
             break
+        pending = refined
         for id, verdict, configs in pending:
             say(f"{study.name}: refining {id}: {verdict.why_open()}; up to {cfg.batch} more "
                 f"instances of its {len(configs)} configuration{'s' * (len(configs) != 1)}")
