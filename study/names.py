@@ -35,7 +35,7 @@ def short_names(values) -> dict[str, str]:
         taken: dict[str, list[str]] = {}
         for value, name in names.items():
             taken.setdefault(name, []).append(value)
-        for name, owners in taken.items():
+        for owners in taken.values():
             if len(owners) > 1:
                 for value in owners:
                     parent = PurePath(value.rsplit(":", 1)[0]).parent.name
