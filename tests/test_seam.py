@@ -49,7 +49,7 @@ def test_the_toy_backend_runs_the_regression_grid_figures_and_report(tmp_path):
                       '[[backends]]\nname = "numpy"\n[[backends]]\nname = "toy"\n'
                       'chunk = [1, 4]\n')
     results, figures, reports = tmp_path / "results", tmp_path / "figures", tmp_path / "reports"
-    ok(study("run", config, "--out", results / "regression", "--quiet"))
+    ok(study("run", config, "--out", results / "regression", "--quiet", "--no-adaptive"))
     runs = pd.read_parquet(results / "regression" / "runs.parquet")
     toy = runs[runs["backend"] == "toy"]
     assert len(toy) == 2 * len(runs) / 3 and set(toy["status"]) == {"converged"}, runs["message"]
