@@ -44,7 +44,7 @@ def gradient_descent(kappa: float, eps0: float, eps: float) -> Prediction:
     2016, Thm 1). k = ln(eps0/eps) / -ln(1 - 1/kappa) <= kappa ln(eps0/eps)."""
     log = _log_ratio(eps0, eps)
     k = log / -math.log1p(-1.0 / kappa) if kappa > 1 else min(log, 1.0)
-    return Prediction(math.ceil(k), "gd 1/L: kappa ln(eps0/eps)", kappa * log)
+    return Prediction(float(math.ceil(k)), "gd 1/L: kappa ln(eps0/eps)", kappa * log)
 
 
 def diagonal_step(kappa_diag_step: float, eps0: float, eps: float) -> Prediction:
@@ -62,7 +62,7 @@ def nesterov(kappa: float, eps0: float, eps: float) -> Prediction:
     root = math.sqrt(kappa)
     log = _log_ratio(eps0, eps, 2.0)
     k = log / -math.log1p(-1.0 / root) if root > 1 else min(log, 1.0)
-    return Prediction(math.ceil(k), "nesterov: sqrt(kappa) ln(2 eps0/eps)", root * log)
+    return Prediction(float(math.ceil(k)), "nesterov: sqrt(kappa) ln(2 eps0/eps)", root * log)
 
 
 def heavy_ball(kappa: float, eps0: float, eps: float) -> Prediction:
@@ -73,7 +73,7 @@ def heavy_ball(kappa: float, eps0: float, eps: float) -> Prediction:
     root = math.sqrt(kappa)
     log = _log_ratio(eps0, eps)
     k = log / (2 * math.log((root + 1) / (root - 1))) if root > 1 else min(log, 1.0)
-    return Prediction(math.ceil(k), "heavy ball (asymptotic): sqrt(kappa)/4 ln(eps0/eps)",
+    return Prediction(float(math.ceil(k)), "heavy ball (asymptotic): sqrt(kappa)/4 ln(eps0/eps)",
                       root / 4 * log)
 
 
@@ -87,7 +87,7 @@ def conjugate_gradient(kappa: float, eps0: float, eps: float) -> Prediction:
     root = math.sqrt(kappa)
     log = _log_ratio(eps0, eps, 4.0)
     k = log / (2 * math.log((root + 1) / (root - 1))) if root > 1 else min(log, 1.0)
-    return Prediction(math.ceil(k), "cg (Chebyshev): sqrt(kappa)/4 ln(4 eps0/eps)",
+    return Prediction(float(math.ceil(k)), "cg (Chebyshev): sqrt(kappa)/4 ln(4 eps0/eps)",
                       root / 4 * log)
 
 

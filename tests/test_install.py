@@ -149,7 +149,7 @@ def test_installed_command_runs_its_own_packages_beside_others(tmp_path, editabl
     regress = subprocess.run([str(command), "regress", "--rows", "500", "--optimizer", "lbfgs"],
                              capture_output=True, text=True, cwd=elsewhere, env=env)
     assert regress.returncode == 0, regress.stderr[-3000:]
-    assert regress.stdout.startswith("lbfgs on numpy/cpu float64: converged")
+    assert "\nlbfgs on numpy/cpu float64: converged" in regress.stdout  # after the bound's line
 
     (elsewhere / "sweep.toml").write_text(SWEEP)
     out = tmp_path / "results"
@@ -172,10 +172,12 @@ def test_installed_command_runs_its_own_packages_beside_others(tmp_path, editabl
     if not editable:  # the Dask part is the same for both installs (and takes 10-20 s)
         # the same sweep on a Dask cluster started in that environment, from that folder
         with dask_cluster(python, elsewhere, env) as scheduler:
-            sweep = subprocess.run([str(command), "run", "sweep.toml", "--out", str(out / "dask"),
-                                    "--quiet", "--executor", "dask", "--scheduler", scheduler],
+            # its own folder: one inside the first sweep's results folder is refused
+            sweep = subprocess.run([str(command), "run", "sweep.toml", "--out",
+                                    str(tmp_path / "dask"), "--quiet", "--executor", "dask",
+                                    "--scheduler", scheduler],
                                    capture_output=True, text=True, cwd=elsewhere, env=env)
         dask_log = (elsewhere / "dask.log").read_text()
         assert sweep.returncode == 0, sweep.stderr[-3000:] + dask_log[-3000:]
-        runs = pd.read_parquet(out / "dask" / "runs.parquet")
+        runs = pd.read_parquet(tmp_path / "dask" / "runs.parquet")
         assert list(runs["status"]) == ["converged"], runs["message"].tolist()

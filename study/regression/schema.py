@@ -68,9 +68,10 @@ RUN_COLUMNS = Schema("runs", (
     Column("kappa_diag_step", "float", "least squares: d / lambda_min(D^-1/2 H D^-1/2), the "
                                        "kappa GD's diag step converges at"),
     Column("initial_suboptimality", "float", "(f(w0) - f*) / f*: where the bound starts"),
-    Column("predicted_iterations", "int", "iterations the method's classical bound allows "
-                                          "from initial_suboptimality to tol (a prediction; "
-                                          "empty where no bound applies)"),
+    Column("predicted_iterations", "float", "iterations the method's classical bound allows "
+                                            "from initial_suboptimality to tol (a prediction; "
+                                            "empty where no bound applies; a float: at kappa "
+                                            "1e26, NIST's Pontius raw, it passes 2**63)"),
     Column("bound", "str", "which bound (optimizers/bounds.py), or why none applies"),
     Column("slower_than_bound", "bool", "the run took more than 2x the bound's iterations (a "
                                         "bug, a bad step, rounding); not said of L-BFGS's "
