@@ -105,7 +105,7 @@ def runs_of(folder) -> pd.DataFrame:
 def test_a_dask_sweep_gives_the_rows_of_a_local_sweep(tmp_path, cluster):
     config = write(tmp_path, SWEEP)
     run_study(load_study(config), tmp_path / "local", quiet=True)
-    assert main(["run", str(config), "--out", str(tmp_path / "dask"), "--quiet",
+    assert main(["run", str(config), "--out", str(tmp_path / "dask"), "--quiet", "--no-adaptive",
                  "--executor", "dask", "--scheduler", cluster.scheduler_address]) == 0
     local, dask = runs_of(tmp_path / "local"), runs_of(tmp_path / "dask")
     assert len(dask) == 8 and set(dask["status"]) == {"converged"}
@@ -155,7 +155,7 @@ def test_without_a_scheduler_a_local_cluster_is_started(tmp_path, capsys, monkey
     config = write(tmp_path, SWEEP.replace("kappa = [10, 100]", "kappa = 10").replace(
         "seeds = [0, 1]", "seeds = [0]"))
     assert main(["run", str(config), "--out", str(tmp_path / "res"), "--executor", "dask",
-                 "--workers", "2"]) == 0
+                 "--workers", "2", "--no-adaptive"]) == 0
     printed = capsys.readouterr()
     assert "2 workers, 2 with a timing slot, 0 with a gpu" in printed.out
     warned = [line for line in printed.err.splitlines()

@@ -242,7 +242,8 @@ name = "numpy"
 def test_resume_after_a_real_kill(tmp_path):
     config = write(tmp_path, BASE)
     out = tmp_path / "res"
-    cmd = [sys.executable, "-m", "study", "run", str(config), "--out", str(out), "--quiet"]
+    cmd = [sys.executable, "-m", "study", "run", str(config), "--out", str(out), "--quiet",
+           "--no-adaptive"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:

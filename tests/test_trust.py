@@ -54,7 +54,8 @@ def test_an_edited_data_file_is_measured_again(tmp_path, capsys):
     config.write_text(TABULAR.format(path=tmp_path / "data.csv", optimizer="lbfgs")
                       + '[[optimizers]]\nname = "gd"\n')
     capsys.readouterr()
-    assert main(["run", str(config), "--out", str(tmp_path / "results"), "--quiet"]) == 0
+    assert main(["run", str(config), "--out", str(tmp_path / "results"), "--quiet",
+                 "--no-adaptive"]) == 0
     out = capsys.readouterr().out
     assert "1 to measure again: stale: changed " + str(tmp_path / "data.csv") in out
     runs = pd.read_parquet(tmp_path / "results" / "runs.parquet")
