@@ -241,8 +241,17 @@ def calibrate() -> dict:
         default.append(best_default)
     seconds = time.perf_counter() - started
     others = _others_cpu_seconds() - others_before
-    return calibration_entry(list(SIZES), one, default, seconds,
-                             others / seconds if seconds > 0 and math.isfinite(others) else None)
+    return calibration_entry(list(SIZES), one, default, seconds, others_cores(others, seconds))
+
+
+def others_cores(others: float, seconds: float) -> float | None:
+    """Other processes' mean load in cores over a window; None where it cannot be known. The
+    busy time of /proc/stat less our own rounds to clock ticks, so a small negative is zero; a
+    large one means /proc/stat does not count this process (some sandboxes and containers
+    report the host or nothing), and then the others' load is unknown, not negative."""
+    if not (seconds > 0 and math.isfinite(others)) or others < -max(0.05, 0.1 * seconds):
+        return None
+    return max(others, 0.0) / seconds
 
 
 def calibration_entry(sizes, one, default, seconds: float, others_cores: float | None) -> dict:

@@ -215,6 +215,15 @@ def test_the_calibration_measures_the_others_load(monkeypatch):
                               or entry["others_cpu_cores"] <= blas_threads.QUIET_CORES)
 
 
+def test_a_load_that_proc_stat_cannot_see_is_unknown_not_negative():
+    # CI's sandbox counted none of this process in /proc/stat: others came out -3.3 cores
+    assert blas_threads.others_cores(-3.3 * 2.0, 2.0) is None
+    assert blas_threads.others_cores(-0.01, 2.0) == 0.0  # clock-tick rounding
+    assert blas_threads.others_cores(1.0, 2.0) == 0.5
+    assert blas_threads.others_cores(float("nan"), 2.0) is None
+    assert blas_threads.others_cores(1.0, 0.0) is None
+
+
 def test_a_regress_row_records_and_the_summary_shows_the_choice(machine, tmp_path, capsys):
     out = tmp_path / "run.parquet"
     assert main(["regress", "--dataset", "synthetic", "--rows", "500", "--optimizer", "gd",

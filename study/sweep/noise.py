@@ -26,6 +26,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from optimizers.blas_threads import others_cores
+
 CALIBRATION_BYTES = 32 * 2**20
 CALIBRATION_REPEATS = 3
 CALIBRATION_LIMIT = 1.5
@@ -56,6 +58,10 @@ def _machine_busy_seconds() -> float:
     values = [int(v) for v in fields]
     idle = values[3] + (values[4] if len(values) > 4 else 0)
     return (sum(values[:8]) - idle) / CLOCK_TICKS
+
+
+def _nan_if_none(value: float | None) -> float:
+    return float("nan") if value is None else value
 
 
 def _own_cpu_seconds() -> float:
@@ -103,7 +109,7 @@ class NoiseProbe:
         self.values.update(
             probe_seconds=wall,
             cpu_wait_fraction=delay / wall if wall > 0 else float("nan"),
-            others_cpu_cores=max(others, 0.0) / wall if wall > 0 else float("nan"),
+            others_cpu_cores=_nan_if_none(others_cores(others, wall)),
             calibration_after_seconds=self.calibrate(),
             load_1m_after=os.getloadavg()[0])
         return False
