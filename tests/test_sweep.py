@@ -495,3 +495,27 @@ def test_the_loop_refines_the_comparisons_that_fit_the_time_left(tmp_path, probe
            lambda specs, why: measured.append(sorted((s.action, s.seed) for s in specs)),
            questions=lambda *_: [("costly", costly), ("cheap", cheap)])
     assert measured[0] == [("a", 3), ("b", 3)]
+
+
+def test_the_loop_refines_the_cheapest_comparisons_first(tmp_path, probe):
+    """Where the budget buys one batch of two, the cheap comparison gets it, whatever order the
+    answers list them in (the costly first one once took make reproduce's whole budget, and the
+    cheap to-target answers stayed at three instances)."""
+    from types import SimpleNamespace
+
+    from study.paired import compare
+    from study.sweep.adaptive import refine
+    from study.sweep.plugin import load_kind
+
+    study = load_study(config(tmp_path, 'actions = ["a", "b", "c"]\nseeds = [0, 1, 2]\n'
+                                        "[adaptive]\nbatch = 1\ntime_budget = 5.5\n"))
+    walls = {"a": 1.0, "b": 1.0, "c": 4.0}
+    runs = pd.DataFrame([{"run_id": s.run_id, "action": s.action, "seed": s.seed,
+                          "wall_seconds": walls[s.action]} for s in study.specs])
+    cheap = compare(fake_times(runs, "a", 1.03), fake_times(runs, "b", 1.0), [], "t")
+    costly = compare(fake_times(runs, "c", 1.03), fake_times(runs, "b", 1.0), [], "t")
+    measured = []
+    refine(study, SimpleNamespace(root=tmp_path), load_kind("probe"), lambda: runs,
+           lambda specs, why: measured.append(sorted((s.action, s.seed) for s in specs)),
+           questions=lambda *_: [("costly", costly), ("cheap", cheap)])
+    assert measured[0] == [("a", 3), ("b", 3)]

@@ -3,8 +3,9 @@ with until each is decided, or a stated budget is spent.
 
 One loop (`refine`): assemble the rows, derive the answers' comparisons (study.conclusions), and
 for each one the confidence sequence leaves undecided (study.sequential) add `batch` more
-instances of every configuration it names; run them as ordinary runs (rows, fingerprints,
-resumable); look again. A comparison stops when it is decided, when its configurations have
+instances of every configuration it names, the cheapest comparisons first (by their runs'
+typical wall time: the most verdicts the budget can buy); run them as ordinary runs (rows,
+fingerprints, resumable); look again. A comparison stops when it is decided, when its configurations have
 `max_instances` instances, or when the next batch would end past this invocation's
 `time_budget` seconds (its runs' typical wall time so far, and a look's). An instance is a new
 seed where the study varies seeds (a new draw of a seeded data set; on a file data set from
@@ -141,15 +142,16 @@ def refine(study, folder, plugin, table, measure, *, enabled: bool = True, say=p
                 stopped[id] = "its added runs could not run here (see above)"
             break
         before = len(rows)
-        # the next extra instances of each undecided comparison's configurations, comparison
-        # by comparison, as many comparisons as fit the time left (a batch that would end past
-        # the budget is not started: its runs' typical wall time so far, and this look's own
-        # time for the look after it); the others wait for the next look
+        # the next extra instances of each undecided comparison's configurations, the cheapest
+        # comparison first (as many decided as the budget allows: one costly comparison does not
+        # hold back cheap ones), as many as fit the time left (a batch that would end past the
+        # budget is not started: its runs' typical wall time so far, and this look's own time
+        # for the look after it); the others wait for the next look
         walls = _walls(runs, base)
         now = time.monotonic()
         left = cfg.time_budget - (now - start) - (now - looked)
-        specs, cost, taken, refined, room_left = [], 0.0, set(), [], False
-        for id, verdict, configs in pending:
+
+        def next_instances(configs, taken=frozenset(), have=have):
             added = []
             for config in sorted(configs - taken):
                 done = have(config)
@@ -157,8 +159,17 @@ def refine(study, folder, plugin, table, measure, *, enabled: bool = True, say=p
                 added += [(config, s) for s in sorted(
                     (s for s in by_config[config] if getattr(s, axis) not in done),
                     key=lambda s: getattr(s, axis))[:room]]
+            return added
+
+        def cost_of(added, walls=walls):
+            return sum(walls.get(c, walls.get(None, 0.0)) for c, _ in added)
+
+        pending.sort(key=lambda p: cost_of(next_instances(p[2])))
+        specs, cost, taken, refined, room_left = [], 0.0, set(), [], False
+        for id, verdict, configs in pending:
+            added = next_instances(configs, taken)
             room_left |= bool(added)
-            extra = sum(walls.get(c, walls.get(None, 0.0)) for c, _ in added)
+            extra = cost_of(added)
             if added and cost + extra > left:
                 continue  # does not fit the time left: the next look may fit it
             specs += [s for _, s in added]
