@@ -237,8 +237,13 @@ def _measured(values) -> np.ndarray:
 
 def _groups(runs: pd.DataFrame, instance: list[str], value: str) -> dict:
     """instance -> its measured values, instances without any left out."""
-    found = {k: _measured(g[value].to_numpy(float))
-             for k, g in runs.groupby(instance, dropna=False)}
+    if runs.empty:
+        return {}
+    # positions per group, not a sub-frame per group: a report makes thousands of these
+    values = runs[value].to_numpy(float)
+    one = isinstance(instance, (list, tuple)) and len(instance) == 1  # keys as iterating gives
+    found = {((k,) if one else k): _measured(values[at])
+             for k, at in runs.groupby(instance, dropna=False).indices.items()}
     return {k: v for k, v in found.items() if v.size}
 
 
@@ -307,9 +312,12 @@ def _noise(runs: pd.DataFrame, instance: list[str], common: list) -> tuple[int, 
     probe."""
     if "noisy" not in runs or not common:
         return 0, 0
-    wanted = [k if isinstance(k, tuple) else (k,) for k in common]
-    on = runs[pd.MultiIndex.from_frame(runs[instance]).isin(wanted)]
-    return int(on["noisy"].astype(object).fillna(False).astype(bool).sum()), len(on)
+    wanted = set(common)
+    one = len(instance) == 1  # keys as `_groups` gives them
+    rows = [i for k, at in runs.groupby(instance, dropna=False).indices.items()
+            if ((k,) if one else k) in wanted for i in at]
+    noisy = runs["noisy"].astype(object).fillna(False).astype(bool).to_numpy()
+    return int(noisy[rows].sum()), len(rows)
 
 
 def typical(runs: pd.DataFrame, instance: list[str], value: str, *,
