@@ -677,14 +677,14 @@ def test_shipped_configs_expand_to_their_grids(tmp_path):
     default = parse_study(read_config(CONFIGS / "feedmode.toml"), "feedmode.toml")
     specs = default.specs
     assert default.name == "feedmode" and len(specs) == len({s.run_id for s in specs})
-    # every CPU mode of every framework at N = 2000, torch.compile in float32 only (its
-    # captured-tensor variant in the -full config), and the JAX closed-over constant swept to
-    # N = 1000 (their first calls cost tens of seconds: the config says why)
+    # every CPU mode of every framework at N = 2000 in float64 (float32 in the -full config),
+    # torch.compile in float32 only (its captured-tensor variant in the -full config), and the
+    # JAX closed-over constant swept to N = 1000 (their first calls cost tens of seconds: the
+    # config says why)
     compiled = {"torch-compile-arg", "torch-compile-captured"}
     assert {(s.mode, s.dtype) for s in specs if s.n == 2000 and s.grappler == "default"} == {
-        (m, d) for m in config.modes_on("cpu") for d in fm.DTYPES
-        if not (m in compiled and d == "float64")
-        and m not in ("jax-constant", "torch-compile-captured")}
+        (m, "float64") for m in config.modes_on("cpu")
+        if m not in compiled and m != "jax-constant"} | {("torch-compile-arg", "float32")}
     assert {(s.mode, s.grappler) for s in specs if s.grappler != "default"} == {
         (m, g) for m in ("numpy", "constant") for g in fm.GRAPPLER if g != "default"}
     assert {s.n for s in specs if s.mode == "placeholder"} == {250, 1000, 2000, 4000}
@@ -705,6 +705,11 @@ def test_shipped_configs_expand_to_their_grids(tmp_path):
     assert {(s.mode, s.dtype) for s in full.specs if s.n == 60000} == {
         (m, "float64") for m in config.modes_on("cpu")}
     assert {1000, 10000, 60000} <= {s.n for s in full.specs if s.mode == "jax-constant"}
+    # the dtype comparison: every mode of the default study's table in both dtypes at N = 2000
+    table = {(s.mode, s.dtype) for s in specs if s.n == 2000 and s.grappler == "default"
+             and s.mode not in compiled}
+    assert {(m, d) for m, _ in table for d in fm.DTYPES} <= {
+        (s.mode, s.dtype) for s in full.specs if s.n == 2000}
 
 
 def test_command_line_flags_replace_config_keys(tmp_path):
