@@ -51,6 +51,7 @@ ifndef PARALLEL_DRAWING
 endif
 
 .PHONY: all venv test test-slow test-all test-numerical lint reproduce full reference-report figures report bench gpu gpu-check clean \
+	reference-report-gpu \
 	clean-results clean-figures
 all: test
 
@@ -162,9 +163,15 @@ reproduce: | $(STAMP)
 	$(MAKE) --no-print-directory -j4 PARALLEL_DRAWING=1 reports/report.md
 	@echo "The report is at reports/report.md (self-contained: reports/report.html)."
 
-# The original scale (about an hour on 2 cores): results, figures and reports/full/.
+# The original scale (about an hour on 2 cores): results, figures and reports/full/. The sweeps
+# run one after another, each announced ("make full: study 2 of 4: feedmode-full"); each sweep's
+# progress line says its own time left.
 FULL_STUDIES := regression-full feedmode-full logistic-full train-full
-full: $(addprefix results/,$(addsuffix /runs.parquet,$(FULL_STUDIES)))
+full: | $(STAMP)
+	@n=0; for study in $(FULL_STUDIES); do n=$$((n + 1)); \
+		echo "make full: study $$n of $(words $(FULL_STUDIES)): $$study (configs/$$study.toml)"; \
+		$(MAKE) --no-print-directory results/$$study/runs.parquet; done
+	@echo "make full: figures and the report"
 	$(RUN) figures regression --results results/regression-full --out figures/regression-full
 	$(RUN) figures feedmode --results results/feedmode-full --out figures/feedmode-full
 	$(RUN) figures regression --results results/logistic-full --out figures/logistic-full
@@ -214,6 +221,13 @@ gpu-check:
 # 1 without a GPU.
 gpu:
 	$(if $(wildcard $(PY)),$(PY),$(PYTHON_SYSTEM)) scripts/gpu_study.py
+
+# `make gpu` with its report stored in docs/reference-report-gpu/README.md, as
+# reference-report stores `make full`'s (run it first on any machine with a GPU; without one it
+# says so in one line, exits 1 and writes nothing there).
+REFERENCE_GPU := docs/reference-report-gpu
+reference-report-gpu:
+	$(if $(wildcard $(PY)),$(PY),$(PYTHON_SYSTEM)) scripts/gpu_study.py --report $(REFERENCE_GPU)
 
 clean-results:
 	rm -rf results

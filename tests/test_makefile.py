@@ -113,6 +113,24 @@ def test_measuring_code_reruns_the_studies_and_report_code_only_the_report(built
     assert "figures regression" not in plan and "figures feedmode" not in plan
 
 
+def test_make_full_announces_each_study_before_its_sweep(built):
+    folder, _ = built
+    plan = subprocess.run(["make", "-n", "full"], cwd=folder, capture_output=True, text=True,
+                          check=True, env={**os.environ, "MAKEFLAGS": ""}).stdout.splitlines()
+    studies = ("regression-full", "feedmode-full", "logistic-full", "train-full")
+    lines = [plan.index(f"make full: study {n} of 4: {study} (configs/{study}.toml)")
+             for n, study in enumerate(studies, 1)]
+    assert lines == sorted(lines), plan
+    for line, study in zip(lines, studies, strict=True):  # its sweep follows its line
+        assert f"configs/{study}.toml --out results/{study}" in plan[line + 1], plan
+
+
+def test_make_reference_report_gpu_stores_make_gpus_report_in_the_docs():
+    plan = subprocess.run(["make", "-n", "reference-report-gpu"], cwd=ROOT, capture_output=True,
+                          text=True, check=True, env={**os.environ, "MAKEFLAGS": ""}).stdout
+    assert "scripts/gpu_study.py --report docs/reference-report-gpu" in plan, plan
+
+
 def test_the_stored_reference_report_links_only_files_that_git_tracks():
     """docs/reference-report/ must read on a fresh checkout: every image it links is in the
     repository (an ignore rule once kept its figures out while the report linked them)."""

@@ -12,6 +12,7 @@ import pandas as pd
 
 from optimizers.backends.registry import FRAMEWORKS
 from study.output import check_output_folder
+from study.report.age import age_blocks
 from study.report.blocks import Block, write_report
 from study.results import load
 from study.sweep.grid import TIMEOUT_ENDS
@@ -200,7 +201,8 @@ def build_blocks(results_root: Path, figures_root: Path, studies) -> list[Block]
               *(Block("p", f"{r.folder.name}: {noise_sentence(r.runs)}") for r in found),
               *(Block("p", f"{r.folder.name}: {line}") for r in found
                 if (line := ended_sentence(r.runs))),
-              *(Block("p", line) for r in found if (line := figures_sentence(figures_root, r)))]
+              *(Block("p", line) for r in found if (line := figures_sentence(figures_root, r))),
+              *age_blocks(found)]
     for results in found:
         blocks.append(Block("p", f"{results.folder.name}: {len(results.runs)} runs, based on "
                                  f"{results.provenance()}."))

@@ -8,10 +8,8 @@ and a time estimate for the runs that would run only.
 
 from __future__ import annotations
 
-import math
 import os
 import re
-import socket
 import textwrap
 from collections import Counter
 
@@ -21,6 +19,7 @@ from study.sweep import environment
 from study.sweep.folder import ResultsFolder
 from study.sweep.grid import Study, configuration
 from study.sweep.plugin import load_kind
+from study.sweep.run_times import RunTimes, time_budgets
 
 WIDTH = 120  # a line is cut here: a label longer than that is a data path, said in full above
 SEED_REPEAT = re.compile(r" seed=\S+ rep=\S+$")
@@ -106,41 +105,21 @@ def cut(line: str) -> str:
 
 def estimate(specs, study: Study, out, past: pd.DataFrame) -> str:
     """The time of the runs that would run, from this machine's own past runs in the results
-    folder: a run's own row where it has one, else its configuration's median, else the median
-    of every past run (wall time of each run's process; set-up of warm processes not
+    folder (study.sweep.run_times: wall time of each run's process; set-up of warm processes not
     included). With no past run here, the budgets the config sets are what bounds it."""
-    if "wall_seconds" in past and "worker_host" in past:
-        past = past[past["worker_host"].eq(socket.gethostname()) & past["wall_seconds"].notna()]
-    else:
-        past = past.iloc[0:0]
-    if past.empty:
+    times = RunTimes.from_rows(past, load_kind(study.kind))
+    if not len(times):
         return budgets(specs, study, out)
-    plugin = load_kind(study.kind)
-    own = dict(zip(past["run_id"], past["wall_seconds"], strict=True))
-    by_config: dict[str, list] = {}
-    for text, seconds in zip(past["spec"], past["wall_seconds"], strict=True):
-        try:
-            by_config.setdefault(configuration(plugin.spec_from_json(text)), []).append(seconds)
-        except Exception:  # noqa: BLE001,S112 -- a spec of older code: not matched by config
-            continue
-    overall = float(past["wall_seconds"].median())
-    total, matched = 0.0, 0
-    for spec in specs:
-        seconds = own.get(spec.run_id)
-        if seconds is None and configuration(spec) in by_config:
-            seconds = float(pd.Series(by_config[configuration(spec)]).median())
-        matched += seconds is not None
-        total += overall if seconds is None else seconds
+    total, matched = times.total(specs)
     return (f"time estimate: about {total / 60:.3g} min for {len(specs)} runs, one at a time "
             f"({matched} matched by run or configuration, the rest at the median "
-            f"{overall:.3g} s of this machine's {len(past)} past runs in {out})")
+            f"{times.median():.3g} s of this machine's {len(times)} past runs in {out})")
 
 
 def budgets(specs, study: Study, out) -> str:
     """No past run to go by: the time budgets the runs train for, and the timeout bounding
     each; the start-up of each process is not in them."""
-    trained = sum(b for b in (float(spec.axes().get("stop_time_budget") or 0) for spec in specs)
-                  if math.isfinite(b))
+    trained = time_budgets(specs)
     bound = len(specs) * study.run_timeout / 60
     lead = (f"at least {trained / 60:.3g} min of time budgets for {len(specs)} runs, plus each "
             "run's start-up; " if trained else f"{len(specs)} runs; ")

@@ -11,7 +11,9 @@ any run ended in `error` exits with status 1 (after saying how many and where th
 Runs that wait for others (a tuned learning rate waits for its grid's runs) are planned in a
 second round, made from the rows the first round left. Then the answers' comparisons that are
 still undecided get more instances, a few at a time, until decided or out of budget
-(study.sweep.adaptive; `--no-adaptive` keeps the planned design).
+(study.sweep.adaptive; `--no-adaptive` keeps the planned design). The progress (one updating
+line at a terminal, a line per run otherwise) says the time the planned runs have left, as an
+estimate from the runs measured so far (study.sweep.run_times).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from study.sweep.grid import (
     with_prerequisites,
 )
 from study.sweep.plugin import STUDIES, load_kind
+from study.sweep.run_times import RunTimes, left
 
 
 @dataclass
@@ -151,9 +154,17 @@ def run_study(study: Study, out_dir, *, only=None, retry_failed: bool = False,
             raise ResultsWriteError(f"cannot use results folder '{folder.root}': {exc}") \
                 from None
         # The bar is for a person at a terminal; in a log file it would be a line per update.
+        # Its time left is ours (study.sweep.run_times), not tqdm's runs-per-second rate: runs
+        # of one sweep differ a hundredfold, and their order is shuffled.
         bar = tqdm(total=0, disable=quiet or not sys.stderr.isatty(), unit="run",
-                   dynamic_ncols=True, file=sys.stderr)
+                   dynamic_ncols=True, file=sys.stderr,
+                   bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]")
+        times = RunTimes.from_rows(existing, plugin)  # this machine's earlier runs here
+        pending: dict[str, object] = {}  # run id -> spec, of the runs planned and not ended
         first = None
+
+        def time_left() -> str:
+            return left(times, list(pending.values()), study.run_timeout)
 
         def run_round(todo, what):
             """Plan and run specs as one round of this sweep (the order seed and sweep id of
@@ -169,14 +180,19 @@ def run_study(study: Study, out_dir, *, only=None, retry_failed: bool = False,
             plugin.prepare([job.spec for job in plan.jobs], folder.cache_dir, python,
                            study.run_timeout)
             bar.total += len(plan.jobs)
+            pending.update((job.spec.run_id, job.spec) for job in plan.jobs)
             bar.refresh()
             runs = executor.run(plan.jobs, folder, timeout=study.run_timeout,
                                 memory_budget_gb=study.memory_budget_gb,
-                                on_start=lambda job: bar.set_postfix_str(job.spec.label()),
+                                on_start=lambda job: bar.set_postfix_str(
+                                    f"{time_left()}, {job.spec.label()}"),
                                 unless=unless)
             for index, (job, outcome) in enumerate(runs, 1):
                 interrupts.check()  # one a library swallowed: no further run starts
                 statuses[outcome["status"]] += 1
+                pending.pop(job.spec.run_id, None)
+                if outcome.get("wall_seconds") and outcome["status"] not in ("skipped", NOT_RUN):
+                    times.add(job.spec, outcome["wall_seconds"])
                 bar.update()
                 if outcome["status"] == "timeout":
                     timed_out.setdefault(configuration(job.spec), job.spec.seed)
@@ -185,7 +201,8 @@ def run_study(study: Study, out_dir, *, only=None, retry_failed: bool = False,
                     continue
                 if bar.disable:  # --quiet, or no terminal (a log): a line per run
                     print(f"[{index}/{len(plan.jobs)}] {job.spec.run_id} "
-                          f"{job.spec.label()}: {outcome['status']}", flush=True)
+                          f"{job.spec.label()}: {outcome['status']} ({time_left()})",
+                          flush=True)
 
         def run_added(todo, what):
             """Instances the adaptive loop adds: a round, then the runs that wait for rows."""
