@@ -165,9 +165,12 @@ def test_a_bad_plugin_name_is_one_line(plugins, words):
 
 
 def test_the_registry_says_which_frameworks_the_train_study_can_run():
-    """Keras's backends: those whose entry names a warm module (and a flat value_and_grad)."""
-    assert [n for n, f in registry.FRAMEWORKS.items() if f.warm] == ["tensorflow", "jax", "torch"]
-    assert all(f.flat for f in registry.FRAMEWORKS.values() if f.warm)
+    """Those whose entry names a train adapter; Keras's backends among them."""
+    from study.train.frameworks import adapter, keras_frameworks
+
+    assert [n for n, f in registry.FRAMEWORKS.items() if f.train] == ["tensorflow", "jax", "torch"]
+    assert keras_frameworks() == ("tensorflow", "jax", "torch")
+    assert all(callable(adapter(n).flat_value_and_grad) for n in keras_frameworks())
     assert registry.framework("jax").trainable().name == "jax"
     with pytest.raises(InputError, match=r"^the train study runs Keras models, and Keras has no "
                                          r"CuPy backend; allowed: tensorflow, jax, torch$"):
