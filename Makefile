@@ -24,17 +24,19 @@ ENGINE := $(wildcard datasets/*.py optimizers/*.py optimizers/backends/*.py) $(S
 FEEDMODE := $(SWEEP) optimizers/backends/registry.py $(filter-out $(addprefix study/feedmode/,\
 	figures.py report.py summary.py),$(wildcard study/feedmode/*.py))
 TRAIN := $(SWEEP) $(wildcard datasets/*.py optimizers/*.py optimizers/backends/*.py) \
-	$(filter-out $(addprefix study/train/,command.py figures.py report.py summary.py),\
-	$(wildcard study/train/*.py))
+	$(filter-out study/train/command.py $(addprefix study/train/sweep/,figures.py report.py \
+	summary.py),$(wildcard study/train/*.py study/train/*/*.py))
 
 # What draws the figures and writes the report from results.
 READ := study/results.py study/figures.py
 REGRESSION_DRAW := $(READ) study/paired.py $(addprefix study/regression/,figures.py headline.py \
 	labels.py style.py summary.py)
 FEEDMODE_DRAW := $(READ) study/paired.py study/feedmode/figures.py study/feedmode/summary.py
-TRAIN_DRAW := $(READ) study/paired.py study/train/figures.py study/train/summary.py
+# the train figures draw each framework in its adapter's style
+TRAIN_DRAW := $(READ) study/paired.py study/train/sweep/figures.py study/train/sweep/summary.py \
+	$(wildcard study/train/adapters/*.py)
 REPORT := $(wildcard study/report/*.py) study/regression/report.py study/regression/logistic.py \
-	study/feedmode/report.py study/train/report.py study/conclusions.py
+	study/feedmode/report.py study/train/sweep/report.py study/conclusions.py
 STUDIES := regression feedmode logistic train
 
 FIGURE_NAMES := headline.png convergence_time.png convergence_iterations.png time_to_target.png \

@@ -56,7 +56,7 @@ def measurements(results: Results) -> tuple[pd.DataFrame, list[str], dict[str, s
             later=runs["steady_median_seconds"].where(~failed, np.inf))
         return rows, INSTANCE_COLUMNS, {"first call": "first", "later calls": "later"}
     if results.kind == "train":
-        from study.train.summary import INSTANCE, label, measured, with_time
+        from study.train.sweep.summary import INSTANCE, label, measured, with_time
 
         rows = with_time(measured(runs))
         hyperparameters = (rows["hyperparameters"].astype(object).fillna("{}").replace(

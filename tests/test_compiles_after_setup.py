@@ -74,10 +74,10 @@ def small_regression():
 
 def native_jax_compiles(optimizer: str, hyperparameters: dict, steps: int = 7) -> tuple:
     """(compiles inside the timed segments, segments) of a native JAX model's run."""
-    from study.train.loop import Target, epoch_batches, run_loop
-    from study.train.native_load import load, workload
-    from study.train.native_optimizers import make_submission
-    from study.train.workload import LBFGS_NAME, WorkloadStepper
+    from study.train.models.native_load import load, workload
+    from study.train.models.workload import LBFGS_NAME, WorkloadStepper
+    from study.train.run.loop import Target, epoch_batches, run_loop
+    from study.train.run.native_optimizers import make_submission
 
     arrays = small_regression()
     work = workload(load("eve-mlp-jax", (3,), 1), arrays, "mse", "mae")
@@ -113,7 +113,7 @@ def test_every_optax_alias_compiles_in_setup_only(alias):
     optax = pytest.importorskip("optax")
     import inspect
 
-    from study.train.native_optimizers import optax_aliases
+    from study.train.adapters.jax import optax_aliases
 
     if alias not in optax_aliases():
         pytest.skip(f"optax {optax.__version__} has no optimizer {alias}")
@@ -131,7 +131,7 @@ def test_optax_lbfgs_state_keeps_its_types_across_an_update():
     pytest.importorskip("optax")
     import jax
 
-    from study.train.native_jax import settled_state
+    from study.train.adapters.jax import settled_state
 
     def step(state, x):
         count, w = state
@@ -156,10 +156,10 @@ def test_setup_moves_nothing(model, optimizer, hyperparameters):
     parameters, the optimizer's state and the random generators)."""
     pytest.importorskip("torch")
     pytest.importorskip("optax")
-    from study.train.loop import epoch_batches
-    from study.train.native_load import load, workload
-    from study.train.native_optimizers import make_submission
-    from study.train.workload import WorkloadStepper
+    from study.train.models.native_load import load, workload
+    from study.train.models.workload import WorkloadStepper
+    from study.train.run.loop import epoch_batches
+    from study.train.run.native_optimizers import make_submission
 
     arrays = small_regression()
     framework = model.rsplit("-", 1)[1]
@@ -182,10 +182,10 @@ KERAS_PROBE = textwrap.dedent('''
     import json, sys
     import numpy as np
     import keras
-    from study.train.loop import Target, epoch_batches, run_loop
-    from study.train.model import loss_object
-    from study.train.steppers import make_stepper
-    from study.train.flat import value_and_grad
+    from study.train.run.loop import Target, epoch_batches, run_loop
+    from study.train.models.model import loss_object
+    from study.train.run.trainers import make_stepper
+    from study.train.run.flat import value_and_grad
     from test_compiles_after_setup import CountedStepper
 
     backend = keras.backend.backend()
@@ -226,7 +226,7 @@ KERAS_PROBE = textwrap.dedent('''
         stepper = make_stepper(model, loss_object("mse"), x, y, rows)
         counted = CountedStepper(stepper, count)
 
-        def evaluate():  # off the clock, as study.train.measure does it
+        def evaluate():  # off the clock, as study.train.run.measure does it
             stepper.write_back()
             logs = {"val_loss": float(model.test_on_batch(x, y))}
             stepper.reload()
@@ -236,7 +236,7 @@ KERAS_PROBE = textwrap.dedent('''
                              max_steps=8, eval_every=3)
         out[name] = [counted.compiles, counted.segments]
     # loop = "fit": the timed model.fit comes after a train_on_batch and a one-step warm-up fit
-    from study.train.measure import fit_record
+    from study.train.run.measure import fit_record
 
     keras.utils.set_random_seed(1)
     fitted = keras.Sequential([keras.Input(shape=(3,)), keras.layers.Dense(5),

@@ -23,7 +23,7 @@ def age(path: Path, seconds_ago: float) -> None:
 @pytest.fixture
 def built(tmp_path):
     """A copy of the tree's Makefile inputs, with every output present and newer than them."""
-    for path in [*ROOT.glob("*/*.py"), *ROOT.glob("study/*/*.py")]:
+    for path in [*ROOT.glob("*/*.py"), *ROOT.glob("study/*/*.py"), *ROOT.glob("study/*/*/*.py")]:
         if path.relative_to(ROOT).parts[0] in ("datasets", "optimizers", "study"):
             target = tmp_path / path.relative_to(ROOT)
             target.parent.mkdir(parents=True, exist_ok=True)

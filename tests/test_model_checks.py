@@ -1,14 +1,14 @@
-"""The checks every model kind goes through before any clock (study.train.model_checks and the loss
-table of study.train.model): the output kind read off a probe batch, a loss that does not fit
-it refused naming what the model outputs and the loss that fits, the losses by name in their
-three meanings computed alike on every framework, a callable's qualified name, non-finite
+"""The checks every model kind goes through before any clock (study.train.models.model_checks and
+the loss table of study.train.models.model): the output kind read off a probe batch, a loss that
+does not fit it refused naming what the model outputs and the loss that fits, the losses by name in
+their three meanings computed alike on every framework, a callable's qualified name, non-finite
 outputs or loss refused, and L-BFGS over stochastic layers refused in one line for all."""
 
 import numpy as np
 import pytest
 
 from datasets.errors import InputError
-from study.train.model import (
+from study.train.models.model import (
     LOG_PROBABILITIES,
     LOGIT_OUTPUTS,
     PROBABILITIES,
@@ -20,8 +20,8 @@ from study.train.model import (
     named_loss,
     output_kind,
 )
-from study.train.model_checks import check_finite_loss, refuse_stochastic
-from study.train.workload import initial_arrays
+from study.train.models.model_checks import check_finite_loss, refuse_stochastic
+from study.train.models.workload import initial_arrays
 
 SPARSE = "sparse_categorical_crossentropy"
 RNG = np.random.default_rng(0)
@@ -154,8 +154,8 @@ NAMED = [(SPARSE, PROBS), (f"{SPARSE}:from_logits", LOGITS), ("nll", LOGPROBS),
 def test_a_loss_by_name_is_the_same_on_torch_and_jax(loss, out):
     torch = pytest.importorskip("torch")
     jnp = pytest.importorskip("jax.numpy")
-    from study.train.native_jax import jax_ops
-    from study.train.native_torch import torch_ops
+    from study.train.adapters.jax import jax_ops
+    from study.train.adapters.torch import torch_ops
 
     y = LABELS if loss in (SPARSE, f"{SPARSE}:from_logits", "nll") else \
         (LABELS % 2).astype(np.float32) if out.shape[1] == 1 else \

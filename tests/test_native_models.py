@@ -1,9 +1,8 @@
-"""Native models (study.train.workload and its adapters): a PyTorch module, an Equinox module and
-a pure-JAX pair each reach an explicit target with their own framework's optimizer and with our
+"""Native models (study.train.models.workload and its adapters): a PyTorch module, an Equinox module
+and a pure-JAX pair each reach an explicit target with their own framework's optimizer and with our
 L-BFGS; the shipped native examples load the Keras example's weights from one .npz and give its
-validation loss; no host read inside a JAX segment (the transfer guard) or in a torch:SGD
-segment (counted); bad native models and optimizers are one line (an InputError), nothing
-written."""
+validation loss; no host read inside a JAX segment (the transfer guard) or in a torch:SGD segment
+(counted); bad native models and optimizers are one line (an InputError), nothing written."""
 
 import json
 import os
@@ -16,12 +15,12 @@ import numpy as np
 import pytest
 
 from datasets.errors import InputError
-from study.train.data import load_data
-from study.train.loop import epoch_batches
-from study.train.native_load import check_backend, load, workload
-from study.train.native_optimizers import check_name, make_submission
-from study.train.native_run import train
-from study.train.workload import WorkloadStepper
+from study.train.models.data import load_data
+from study.train.models.native_load import check_backend, load, workload
+from study.train.models.workload import WorkloadStepper
+from study.train.run.loop import epoch_batches
+from study.train.run.native_optimizers import check_name, make_submission
+from study.train.run.native_run import train
 
 ROOT = Path(__file__).resolve().parents[1]
 SPARSE = "sparse_categorical_crossentropy"
@@ -182,9 +181,9 @@ KERAS_WEIGHTS = textwrap.dedent('''
     import json, sys
     import numpy as np
     import keras
-    from study.train.data import load_data
-    from study.train.examples import MODELS
-    from study.train.model import loss_object
+    from study.train.models.data import load_data
+    from study.train.models.examples import MODELS
+    from study.train.models.model import loss_object
     arrays = load_data({"name": "digits"})
     keras.utils.set_random_seed(0)
     model = MODELS["digits-cnn"]((8, 8, 1), 10)
@@ -369,7 +368,7 @@ def test_other_refusals(tmp_path, small, digits):
     with pytest.raises(InputError, match="the initial weights already meet the target"):
         run(f"{tmp_path / 'bad.py'}:torch_ok", small, "torch:SGD", {"lr": 0.1}, loss="mse",
             metric="mae", target=("val_loss", 1e9, "min"))
-    with pytest.raises(InputError, match="native models run on torch, jax, not 'tensorflow'"):
+    with pytest.raises(InputError, match="native models run on jax, torch, not 'tensorflow'"):
         make_submission("lbfgs", {}, "tensorflow")
     with pytest.raises(InputError, match="unknown 'adam'"):
         check_name("adam")
@@ -385,7 +384,7 @@ def test_keras_function_is_left_to_keras(tmp_path):
             import keras
             return keras.Sequential([keras.Input(shape=input_shape), keras.layers.Dense(outputs)])
     '''))
-    code = ("import sys; from study.train.native_load import load; "
+    code = ("import sys; from study.train.models.native_load import load; "
             f"print(load({str(tmp_path / 'k.py') + ':build'!r}, (3,), 1))")
     env = {**os.environ, "KERAS_BACKEND": "numpy", "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
@@ -516,7 +515,7 @@ STOCHASTIC = [("torch_dropout", "lbfgs", "Dropout"), ("torch_dropout", "torch:LB
                          ids=[f"{s[0]}-{s[1]}" for s in STOCHASTIC])
 def test_lbfgs_over_dropout_is_the_keras_line_on_every_native_kind(kinds, digits, function,
                                                                   optimizer, found):
-    from study.train.model_checks import refuse_stochastic
+    from study.train.models.model_checks import refuse_stochastic
 
     if function.startswith("equinox"):
         pytest.importorskip("equinox")

@@ -83,15 +83,16 @@ def test_a_plugin_stating_a_member_keeps_its_own():
 
 
 def test_the_train_plugin_states_only_what_differs():
-    """The train study takes the defaults (its measuring, figures and report modules by the
-    package's convention) and keeps its own members (its framework per run, its warm modules)."""
+    """The train study names its measuring, figures and report modules (in its run/ and sweep/
+    folders, not beside the plugin) and keeps its own members (its framework per run, its
+    warm-up: the framework's adapter's `warm`, called in the warm process)."""
     train = load_kind("train")
     assert isinstance(train, StudyPlugin) and train.KIND == "train"
     assert train.MEASURE_STATUSES == ("reached", "timeout", "diverged", "completed")
     assert (train.MEASURE_MODULE, train.FIGURES_MODULE, train.REPORT_MODULE) == (
-        "study.train.measure", "study.train.figures", "study.train.report")
+        "study.train.run.measure", "study.train.sweep.figures", "study.train.sweep.report")
     assert train.measure.__module__ == "study.sweep.plugin"  # the default
-    assert train.preload("jax") == ("study.train.warm_jax",)
+    assert train.preload("jax") == ("study.train.adapters.jax:warm",)
 
 
 def test_every_default_is_a_member_and_a_module_lacking_one_without_is_left_alone(monkeypatch):

@@ -1,9 +1,11 @@
 """The framework seam (issue 35): a fifth framework declared in one file under tests/
 (tests/toy_backend.py, NumPy underneath, named 'toy') runs through the regression study's grid,
 its figures and the report, through the feed-mode study, and through the bench (an engine of
-its own, said to have no hand-written twin), with no other file changed; the train study
-refuses it in one line. Each command runs in a fresh process with
-CONVERGENCE_STUDY_BACKENDS naming the file, as a user's would (the sweep's runs inherit it).
+its own, said to have no hand-written twin), and through the train study (its native toy model,
+its library's optimizer and our L-BFGS, one run and a sweep with its figures and report), with
+no other file changed; a Keras model on it is refused in one line. Each command runs in a fresh
+process with CONVERGENCE_STUDY_BACKENDS naming the file, as a user's would (the sweep's runs
+inherit it).
 An unknown framework is one clear error everywhere."""
 
 from __future__ import annotations
@@ -127,8 +129,64 @@ def test_the_bench_measures_the_toy_engine_and_says_it_has_no_twin():
     assert sum(line.endswith("unavailable: no copy measurement for toy") for line in lines) == 2
 
 
-def test_the_train_study_refuses_the_toy_backend_in_one_line():
-    """Keras has no backend for it: one line naming Keras (issue 35; the train study owns it)."""
+TOY_TRAIN = """kind = "train"
+name = "toy-train"
+seeds = [0, 1]
+backends = ["toy"]
+
+[[problems]]
+name = "toy"
+model = "{model}"
+data = {{ name = "eve-late-week", rows = 600 }}
+loss = "binary_crossentropy"
+metric = "accuracy"
+batch_size = 32
+target = {{ metric = "val_loss", value = 0.01 }}
+stopping = {{ max_steps = 6 }}
+
+[[optimizers]]
+name = "toy:sgd"
+learning_rate = 0.02
+
+[[optimizers]]
+name = "lbfgs"
+"""
+
+
+def test_the_toy_framework_runs_the_train_study(tmp_path):
+    """Issue 42: the train study reads a framework through its registry entry's adapter only, so
+    the toy's file is all it takes: a native toy model trains with its library's optimizer and
+    with our L-BFGS (the one flat objective: the toy's value_and_grad), as one run and as a sweep
+    whose figures and report draw it."""
+    model = f"{TOY}:linear"
+    out = tmp_path / "one.parquet"
+    ok(study("train", "--model", model, "--data", "eve-late-week", "--data-param", "rows=600",
+             "--loss", "binary_crossentropy", "--optimizer", "lbfgs", "--backend", "toy",
+             "--target", "val_loss=0.01", "--max-steps", 4, "--out", out))
+    row = pd.read_parquet(out).iloc[0]
+    assert (row["backend"], row["model_kind"], row["status"], row["steps"]) == (
+        "toy", "toy-linear", "timeout", 4)
+    assert row["val_loss"] < row["initial_val_loss"] and row["loss_evaluations"] >= 4
+    assert "toy" in ok(study("train", "--help"))  # --backend's help lists it
+    config = tmp_path / "toy-train.toml"
+    config.write_text(TOY_TRAIN.format(model=model))
+    results, figures, reports = tmp_path / "results", tmp_path / "figures", tmp_path / "reports"
+    ok(study("run", config, "--out", results / "toy-train", "--quiet", "--no-adaptive"))
+    runs = pd.read_parquet(results / "toy-train" / "runs.parquet")
+    assert len(runs) == 4 and set(runs["backend"]) == {"toy"}, runs.get("message")
+    assert set(runs["status"]) == {"timeout"}, runs["message"].tolist()
+    assert set(runs["optimizer_library"]) == {"toy", "ours"}
+    assert (runs["val_loss"] < runs["initial_val_loss"]).all()
+    ok(study("figures", "train", "--results", results / "toy-train", "--out",
+             figures / "toy-train"))
+    assert (figures / "toy-train" / "headline.png").is_file()
+    ok(study("report", "--results", results, "--studies", "toy-train", "--figures", figures,
+             "--out", reports))
+    assert "toy:sgd" in (reports / "report.md").read_text()
+
+
+def test_the_train_study_refuses_a_keras_model_on_the_toy_backend_in_one_line():
+    """Keras has no backend for it: a Keras model on it is one line naming Keras."""
     err = one_line(study("train", "--backend", "toy", "--model", "eve-mlp",
                          "--data", "eve-late-week", "--target", "0.5"))
     assert "toy" in err.lower() and "Keras" in err
@@ -165,9 +223,12 @@ def test_a_bad_plugin_name_is_one_line(plugins, words):
 
 
 def test_the_registry_says_which_frameworks_the_train_study_can_run():
-    """Keras's backends: those whose entry names a warm module (and a flat value_and_grad)."""
-    assert [n for n, f in registry.FRAMEWORKS.items() if f.warm] == ["tensorflow", "jax", "torch"]
-    assert all(f.flat for f in registry.FRAMEWORKS.values() if f.warm)
+    """Those whose entry names a train adapter; Keras's backends among them."""
+    from study.train.frameworks import adapter, keras_frameworks
+
+    assert [n for n, f in registry.FRAMEWORKS.items() if f.train] == ["tensorflow", "jax", "torch"]
+    assert keras_frameworks() == ("tensorflow", "jax", "torch")
+    assert all(callable(adapter(n).flat_value_and_grad) for n in keras_frameworks())
     assert registry.framework("jax").trainable().name == "jax"
     with pytest.raises(InputError, match=r"^the train study runs Keras models, and Keras has no "
                                          r"CuPy backend; allowed: tensorflow, jax, torch$"):

@@ -102,14 +102,13 @@ def test_no_study_imports_another():
 def test_studies_reach_a_backend_only_through_the_registry():
     """A study names a backend and asks optimizers.backends.registry for it; importing a backend
     module directly would tie the study to that framework. The exceptions are the study's own
-    framework modules, which the registry's framework entry names (a feed-mode module, a warm
-    module): they are that framework's part of the study. (study.bench is no study: it measures
+    framework modules, which the registry's framework entry names (a feed-mode module, a train
+    adapter): they are that framework's part of the study. (study.bench is no study: it measures
     the backends themselves against hand-written loops.)"""
     from optimizers.backends.registry import BACKENDS, FRAMEWORKS
 
     backend_modules = {b.module for b in BACKENDS.values()} | {"optimizers.backends.tf1"}
-    framework_modules = {m for f in FRAMEWORKS.values()
-                         for m in (f.feedmode, f.warm, (f.flat or "").partition(":")[0]) if m}
+    framework_modules = {m for f in FRAMEWORKS.values() for m in (f.feedmode, f.train) if m}
     direct = sorted(f"{module} -> {target}" for module, targets in module_graph().items()
                     if package_of(module, STUDY_PACKAGES) and module not in framework_modules
                     for target in targets & backend_modules)

@@ -16,10 +16,10 @@ import pytest
 
 from datasets.errors import InputError
 from study.__main__ import main as cli
-from study.train import rounds
-from study.train.data import load_data
-from study.train.loop import LONGEST_SEGMENT, Target, epoch_batches, run_loop, segment_ends
-from study.train.spec import Spec
+from study.train.models.data import load_data
+from study.train.run.loop import LONGEST_SEGMENT, Target, epoch_batches, run_loop, segment_ends
+from study.train.sweep import rounds
+from study.train.sweep.spec import Spec
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -184,7 +184,7 @@ def spec(**changes) -> Spec:
 def test_fit_is_timed_warm_over_the_loops_batches():
     """The fit baseline: the loop's compiling step and a one-step fit run untimed, then fit is
     timed over the remaining batches, in the loop's order (so the compared steps match)."""
-    from study.train.measure import fit_record
+    from study.train.run.measure import fit_record
 
     calls = []
 
@@ -211,7 +211,7 @@ def test_fit_is_timed_warm_over_the_loops_batches():
 def test_fit_refuses_a_max_steps_it_cannot_gather():
     """loop 'fit' gathers its batches up front and has no time budget: "no step limit" is one
     line (InputError), not a MemoryError."""
-    from study.train.measure import check_fit_size
+    from study.train.run.measure import check_fit_size
 
     rows, _ = epoch_batches(40, 4, seed=3)
     x = np.arange(40.0)
@@ -294,7 +294,7 @@ def test_labels_outside_the_losss_range_end_in_one_line(tmp_path):
 
 def test_a_framework_not_installed_is_one_line(monkeypatch):
     from optimizers.backends import registry
-    from study.train.config import check_installed
+    from study.train.sweep.config import check_installed
 
     fake = replace(registry.FRAMEWORKS["jax"], packages=("no-such-distribution",))
     monkeypatch.setitem(registry.FRAMEWORKS, "jax", fake)
@@ -322,8 +322,8 @@ def test_bad_data_names_the_array(tmp_path):
 
 
 def test_bad_models_losses_metrics_and_optimizers(tmp_path):
-    from study.train.model import build, loss_object, metric_object, outputs_for
-    from study.train.trainers import keras_optimizer
+    from study.train.models.model import build, loss_object, metric_object, outputs_for
+    from study.train.run.trainers import keras_optimizer
 
     (tmp_path / "not_a_model.keras").write_text("hello")
     with pytest.raises(InputError, match="is not a Keras model"):
@@ -498,7 +498,7 @@ def test_your_own_model_file_on_your_npz_reaches_its_target(tmp_path):
 @pytest.mark.slow
 def test_a_warm_process_imports_keras_on_its_framework_and_no_tensorflow():
     code = ("import os, sys; os.environ.pop('KERAS_BACKEND', None); "
-            "import study.train.warm_jax, keras; "
+            "import study.train.adapters.jax as adapter; adapter.warm(); import keras; "
             "print(keras.backend.backend(), 'tensorflow' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=ROOT, timeout=300)

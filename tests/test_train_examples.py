@@ -14,8 +14,8 @@ import pytest
 
 from datasets.errors import InputError
 from study.__main__ import main as cli
-from study.train.data import load_data
-from study.train.examples import digits, digits28
+from study.train.models.data import load_data
+from study.train.models.examples import digits, digits28
 
 torch = pytest.importorskip("torch")
 
@@ -66,7 +66,7 @@ def net_with_its_loss(input_shape, outputs):
     """PyTorch's MNIST Net, shipped, returned with F.nll_loss as a user's file would."""
     import torch.nn.functional as F
 
-    from study.train.native_examples import mnist_net_torch
+    from study.train.models.native_examples import mnist_net_torch
 
     return mnist_net_torch(input_shape, outputs), F.nll_loss
 '''
@@ -98,7 +98,7 @@ def test_digits28_is_the_digits_upscaled_to_28x28_with_labels_as_the_loss_takes_
 # ---- layout ----------------------------------------------------------------------------------
 
 def test_channels_first_moves_the_channel_axis_once_with_the_cached_arrays(tmp_path):
-    from study.train.initial import data_folder, read_arrays
+    from study.train.models.initial import data_folder, read_arrays
 
     stored = load_data({"name": "digits28"})
     moved = load_data({"name": "digits28", "layout": "channels_first"})
@@ -137,7 +137,7 @@ def test_the_layout_flag_is_checked_in_one_line_exit_2(tmp_path, capsys):
 
 def test_a_problem_takes_a_layout_on_its_data_block():
     from study.sweep.grid import ConfigError
-    from study.train.config import expand_specs
+    from study.train.sweep.config import expand_specs
 
     def problem(data):
         return {"kind": "train", "name": "t", "seeds": [0], "backends": ["torch"],
@@ -159,7 +159,7 @@ def test_a_problem_takes_a_layout_on_its_data_block():
 # ---- a shape that does not fit: one line, per model kind --------------------------------------
 
 def test_channels_last_rows_to_a_channels_first_torch_model_one_line_with_the_layout_runs():
-    from study.train.native_run import train as native_train
+    from study.train.run.native_run import train as native_train
 
     recipe = {"loss": "nll", "metric": "accuracy", "optimizer": "torch:Adadelta",
               "hyperparameters": {"lr": 1.0}, "target": ("val_accuracy", 0.99, "max")}
@@ -190,10 +190,10 @@ def test_a_users_channels_first_net_given_channels_last_rows_is_one_line_exit_2(
 
 
 def test_a_torch_model_starting_with_a_linear_layer_names_its_features():
-    from study.train.native_run import prepare
+    from study.train.run.native_run import prepare
 
     model = torch.nn.Sequential(torch.nn.Linear(64, 10), torch.nn.Softmax(-1))
-    from study.train.native_load import NativeModel
+    from study.train.models.native_load import NativeModel
 
     native = NativeModel("torch", "torch.nn.Module", model, None, "model 'm.py:f'", 10)
     with pytest.raises(InputError) as caught:
@@ -207,7 +207,7 @@ def test_a_torch_model_starting_with_a_linear_layer_names_its_features():
 
 def test_a_jax_model_that_does_not_fit_is_one_line_in_its_own_words(tmp_path):
     pytest.importorskip("optax")
-    from study.train.native_run import prepare
+    from study.train.run.native_run import prepare
 
     (tmp_path / "m.py").write_text(PAIR)
     with pytest.raises(InputError) as caught:
@@ -225,7 +225,7 @@ def test_a_jax_model_that_does_not_fit_is_one_line_in_its_own_words(tmp_path):
 def test_an_equinox_model_of_channels_first_says_so_in_its_words_and_runs_with_the_layout(
         tmp_path):
     pytest.importorskip("equinox")
-    from study.train.native_run import prepare
+    from study.train.run.native_run import prepare
 
     (tmp_path / "m.py").write_text(PAIR)
     recipe = {"loss": "sparse_categorical_crossentropy", "metric": "accuracy",
@@ -243,7 +243,7 @@ def test_an_equinox_model_of_channels_first_says_so_in_its_words_and_runs_with_t
 
 def test_a_keras_model_of_channels_last_given_channels_first_rows_says_to_leave_the_layout_out(
         tmp_path):
-    from study.train.model import build
+    from study.train.models.model import build
 
     (tmp_path / "m.py").write_text(PAIR)
     with pytest.raises(InputError) as caught:
@@ -264,8 +264,8 @@ def test_a_keras_model_of_channels_last_given_channels_first_rows_says_to_leave_
 def test_the_torch_net_takes_its_keras_twins_weights_and_gives_its_outputs():
     """mnist-net (Keras, PyTorch's layout) draws the weights mnist-net-torch starts from; both
     give the same outputs from them, so a run's first evaluation matches the twin's."""
-    from study.train.examples import mnist_net
-    from study.train.native_examples import mnist_net_torch
+    from study.train.models.examples import mnist_net
+    from study.train.models.native_examples import mnist_net_torch
 
     x = load_data({"name": "digits28", "layout": "channels_first"})["x_val"][:64]
     twin = mnist_net(x.shape[1:], 10)
@@ -360,7 +360,7 @@ def test_the_shipped_configs_plan_the_clients():
     import tomllib
 
     from study.sweep.grid import matches
-    from study.train.config import expand_specs
+    from study.train.sweep.config import expand_specs
 
     def plan(path):  # the grid's runs after its [[exclude]] tables, as the runner plans them
         raw = tomllib.loads(open(path).read())

@@ -5,12 +5,14 @@ exit 1; what the study picked for the user (Keras's default learning rate) is sa
 and the row. The fast tests refuse before Keras is imported; the slow ones run the command in a
 fresh process (Keras picks its backend at import)."""
 
+import io
 import json
 import os
 import re
 import socket
 import subprocess
 import sys
+import tokenize
 from dataclasses import replace
 from pathlib import Path
 
@@ -138,62 +140,94 @@ def test_a_file_of_the_wrong_kind_is_one_line(files, tmp_path, flag, name, words
     refused(args, words)
 
 
-def test_a_framework_keras_has_no_backend_for_is_refused(monkeypatch):
+def test_a_framework_without_a_train_adapter_is_refused(monkeypatch):
     from optimizers.backends import registry
-    from study.train.frameworks import KERAS_FRAMEWORKS, check_framework, pick
+    from study.train.frameworks import check_framework, keras_frameworks, trainable
 
-    assert set(KERAS_FRAMEWORKS) <= set(registry.FRAMEWORKS)  # derived, not a second list
-    assert KERAS_FRAMEWORKS == tuple(n for n, f in registry.FRAMEWORKS.items() if f.warm)
+    # derived from the registry, not a second list
+    assert trainable() == tuple(n for n, f in registry.FRAMEWORKS.items() if f.train)
+    assert set(keras_frameworks()) <= set(trainable())
     monkeypatch.setitem(registry.FRAMEWORKS, "cupy2", replace(
-        registry.FRAMEWORKS["jax"], name="cupy2", title="CuPy2", warm=None, flat=None))
+        registry.FRAMEWORKS["jax"], name="cupy2", title="CuPy2", train=None))
     with pytest.raises(InputError, match="--backend: the train study runs Keras models, and Keras "
                                          "has no CuPy2 backend; allowed: tensorflow, jax, torch"):
         check_framework("cupy2", "--backend")
-    with pytest.raises(InputError, match="has no code for the framework 'cupy2'"):
-        pick({"jax": 1}, "cupy2", "the loop")
 
 
-def test_per_framework_code_is_one_table_per_concern_covering_every_framework():
-    """No if/else chain whose last branch runs PyTorch for any other name."""
-    from study.train import device, flat, steppers
-    from study.train.frameworks import KERAS_FRAMEWORKS
+FRAMEWORK_WORDS = re.compile(r"(?<![a-z])(tensorflow|tf|jax|jnp|optax|equinox|eqx|flax|nnx|torch|"
+                             r"pytorch)(?![a-z])", re.IGNORECASE)
 
-    for table in (steppers.STEPPERS, device.GPU_SEEN, device.PLACED, device.SCOPES):
-        assert set(table) == set(KERAS_FRAMEWORKS)
-    for name in KERAS_FRAMEWORKS:  # the flat objective: the registry's entry names it
-        assert callable(flat.framework_value_and_grad(name))
+
+def frameworks_named(path: Path) -> set[str]:
+    """The frameworks (and their libraries) a file names in code: in a name or a string, not in
+    a docstring or a comment."""
+    tokens = list(tokenize.generate_tokens(io.StringIO(path.read_text()).readline))
+    found = set()
+    for i, token in enumerate(tokens):
+        if token.type == tokenize.STRING:
+            before = [t for t in tokens[:i] if t.type not in (tokenize.NL, tokenize.COMMENT,
+                                                              tokenize.INDENT, tokenize.DEDENT)]
+            after = tokens[i + 1] if i + 1 < len(tokens) else None
+            alone = not before or before[-1].type == tokenize.NEWLINE or before[-1].string == ":"
+            if alone and (after is None or after.type in (tokenize.NEWLINE, tokenize.ENDMARKER)):
+                continue  # a docstring
+        if token.type in (tokenize.NAME, tokenize.STRING) or token.type == getattr(
+                tokenize, "FSTRING_MIDDLE", None):
+            found |= {m.group(1).lower() for m in FRAMEWORK_WORDS.finditer(token.string)}
+    return found
+
+
+def test_a_framework_is_named_in_its_adapter_only():
+    """Issue 42 item 1: each framework's train knowledge lives in its adapter module, which its
+    registry entry names (study/train/adapters, read through study.train.frameworks); besides it
+    only the shipped native examples' definitions name a framework. So a new framework touches
+    at most two files in the study: its adapter and, if it ships examples, the examples' file."""
+    from study.train.frameworks import adapter, keras_frameworks, trainable
+    from study.train.run import flat
+
+    train = ROOT / "study" / "train"
+    naming = {str(p.relative_to(train)): frameworks_named(p) for p in sorted(train.rglob("*.py"))}
+    naming = {name: words for name, words in naming.items() if words}
+    assert sorted(naming) == ["adapters/jax.py", "adapters/tensorflow.py", "adapters/torch.py",
+                              "models/native_examples.py"], naming
+    for name in trainable():
+        own = adapter(name)
+        assert callable(own.flat_value_and_grad) and callable(own.gpu_seen), name
+        if name in keras_frameworks():  # the Keras path's pieces
+            assert all(callable(getattr(own, m)) for m in ("warm", "scope", "placed",
+                                                           "keras_stepper")), name
+        if own.LIBRARY:  # native models and optimizers
+            assert all(callable(getattr(own, m)) for m in ("module_kind", "workload",
+                                                           "submission")), name
     with pytest.raises(InputError, match="lbfgs's flat objective has no code for the framework "
                                          "'cupy'"):
         flat.framework_value_and_grad("cupy")
-    for module in ("flat", "device", "steppers"):
-        source = (ROOT / "study" / "train" / f"{module}.py").read_text()
-        assert not any(f'== "{name}"' in source for name in KERAS_FRAMEWORKS), module
-    trainers = (ROOT / "study" / "train" / "trainers.py").read_text()
+    trainers = (train / "run" / "trainers.py").read_text()
     assert "optimizers.backends.numpy" not in trainers  # through the registry
 
 
 def test_lbfgs_is_one_submission_over_one_flat_objective_for_every_model():
     """Issue 42 item 1: a Keras model's L-BFGS is the native models' submission
-    (study.train.workload.LbfgsSubmission) stepped by the same WorkloadStepper, and each
-    framework's flat value_and_grad is written once (the registry's Framework.flat), called by
-    the Keras path and by the native workloads alike."""
+    (study.train.models.workload.LbfgsSubmission) stepped by the same WorkloadStepper, and each
+    framework's flat value_and_grad is written once (its adapter's), called by the Keras path
+    and by the native workloads alike."""
     from types import SimpleNamespace
 
     import keras
 
-    from optimizers.backends.registry import FRAMEWORKS
-    from study.train.loop import Target, epoch_batches, run_loop
-    from study.train.model import loss_object
-    from study.train.trainers import make_trainer
-    from study.train.workload import LbfgsSubmission, WorkloadStepper
+    from study.train.models.model import loss_object
+    from study.train.models.workload import LbfgsSubmission, WorkloadStepper
+    from study.train.run.loop import Target, epoch_batches, run_loop
+    from study.train.run.trainers import make_trainer
 
-    sources = {p.name: p.read_text() for p in (ROOT / "study" / "train").glob("*.py")}
-    assert [n for n, s in sources.items() if "LBFGS(" in s] == ["workload.py"]
-    assert [n for n, s in sources.items() if "class _Objective" in s] == ["workload.py"]
-    assert {f.flat.partition(":")[0] for f in FRAMEWORKS.values() if f.flat} == \
-        {"study.train.flat"}
-    assert all("framework_value_and_grad(self.framework)" in sources[n]
-               for n in ("native_jax.py", "native_torch.py"))
+    train = ROOT / "study" / "train"
+    sources = {str(p.relative_to(train)): p.read_text() for p in train.rglob("*.py")}
+    assert [n for n, s in sources.items() if "LBFGS(" in s] == ["models/workload.py"]
+    assert [n for n, s in sources.items() if "class _Objective" in s] == ["models/workload.py"]
+    assert sorted(n for n, s in sources.items() if "def flat_value_and_grad(weights" in s) == \
+        ["adapters/jax.py", "adapters/tensorflow.py", "adapters/torch.py"]
+    assert all("return flat_value_and_grad(self." in sources[n]
+               for n in ("adapters/jax.py", "adapters/torch.py"))  # their workloads' too
     rng = np.random.default_rng(0)
     x = rng.normal(size=(40, 3)).astype(np.float32)
     y = (x @ np.array([1.0, -2.0, 0.5], np.float32))[:, None]
@@ -214,8 +248,8 @@ def test_lbfgs_is_one_submission_over_one_flat_objective_for_every_model():
 
 
 def test_the_test_knob_left_the_spec_schema_and_config():
-    from study.train.schema import SCHEMA
-    from study.train.spec import Spec
+    from study.train.sweep.schema import SCHEMA
+    from study.train.sweep.spec import Spec
 
     text = json.dumps({"study": "t", "model": "eve-mlp", "data": {"name": "eve-late-week"},
                        "loss": "mse", "metric": "mae", "optimizer": "lbfgs",
@@ -247,7 +281,7 @@ learning_rate = 0.01
 def specs(text: str):
     import tomllib
 
-    from study.train.config import expand_specs
+    from study.train.sweep.config import expand_specs
 
     return expand_specs(tomllib.loads(text), "t.toml", "t", 1)
 
@@ -300,7 +334,7 @@ def test_data_beyond_float32_is_refused_before_the_run(tmp_path, kind, words):
     """Issue 43 case 6: finite in float64, inf in the run's float32 cast, recorded as diverged
     with exit 0; now one line naming the array and column (or index), from the command and
     from the sweep's data cache alike."""
-    from study.train.initial import data_folder
+    from study.train.models.initial import data_folder
 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(50, 3))
@@ -330,7 +364,7 @@ def test_data_beyond_float32_is_refused_before_the_run(tmp_path, kind, words):
 
 
 def test_data_within_float32_passes_in_any_float_dtype(tmp_path):
-    from study.train.data import load_data
+    from study.train.models.data import load_data
 
     big = np.full((10, 2), 3e38)
     np.savez(tmp_path / "d.npz", x_train=big, y_train=np.zeros(10),
@@ -340,8 +374,8 @@ def test_data_within_float32_passes_in_any_float_dtype(tmp_path):
 
 
 def test_labels_of_one_class_and_a_single_value_array_are_refused(tmp_path):
-    from study.train.data import load_data
-    from study.train.model import outputs_for
+    from study.train.models.data import load_data
+    from study.train.models.model import outputs_for
 
     with pytest.raises(InputError, match="all one class"):
         outputs_for(SPARSE, np.zeros(20), np.zeros(5), "data")
@@ -363,7 +397,7 @@ def test_labels_of_one_class_and_a_single_value_array_are_refused(tmp_path):
 
 
 def test_outputs_that_are_not_probabilities_are_refused_naming_the_fix():
-    from study.train.model import check_outputs
+    from study.train.models.model import check_outputs
 
     logits = np.array([[-1.2, 2.9], [0.3, 0.1]])
     with pytest.raises(InputError, match=f"end the model with a softmax, or give the loss as "
@@ -382,13 +416,14 @@ def test_a_folder_measured_by_older_code_is_noted():
     from study.results import changed_since, older_code_note
     from study.sweep.fingerprint import manifest
 
-    now = manifest(["study/train/loop.py"])["study/train/loop.py"]
-    versions = {"study/train/loop.py": {now}, "study/train/spec.py": {"0" * 16},
+    now = manifest(["study/train/run/loop.py"])["study/train/run/loop.py"]
+    versions = {"study/train/run/loop.py": {now}, "study/train/sweep/spec.py": {"0" * 16},
                 "study/train/gone.py": {"1" * 16}}
     changed = changed_since(versions)
-    assert changed == ("study/train/gone.py", "study/train/spec.py")
+    assert changed == ("study/train/gone.py", "study/train/sweep/spec.py")
     note = older_code_note(changed, "results/train")
-    assert "measured by older code, study/train/gone.py, study/train/spec.py now differ" in note
+    assert ("measured by older code, study/train/gone.py, study/train/sweep/spec.py now differ"
+            in note)
     assert older_code_note((), "results/train") == ""
 
 
@@ -471,8 +506,8 @@ def test_logits_train_with_from_logits_and_a_default_rate_is_said(files, tmp_pat
 @pytest.mark.slow
 def test_a_sweeps_seeds_are_drawn_by_one_helper_as_each_alone_would_be(files, tmp_path,
                                                                        monkeypatch):
-    from study.train import initial
-    from study.train.spec import Spec
+    from study.train.models import initial
+    from study.train.sweep.spec import Spec
 
     calls = []
     draw = initial.draw
@@ -508,8 +543,8 @@ def test_the_initial_weights_helper_is_bound_by_the_run_timeout(files, tmp_path,
     """A model file that never finishes importing: the sweep's helper is killed at the study's
     run_timeout (here 1 s), said, and nothing is cached (each run then meets it in its own
     run_timeout), instead of a hidden wait of ten minutes before the first run."""
-    from study.train import initial
-    from study.train.spec import Spec
+    from study.train.models import initial
+    from study.train.sweep.spec import Spec
 
     (tmp_path / "hangs.py").write_text("import time\ntime.sleep(3600)\n")
     target = {"metric": "val_loss", "value": 0.1, "mode": "min", "how": "given"}

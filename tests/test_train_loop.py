@@ -25,9 +25,9 @@ PROBE = textwrap.dedent('''
     import contextlib, json, os, sys
     import numpy as np
     import keras
-    from study.train.loop import Target, epoch_batches, run_loop
-    from study.train.model import loss_object
-    from study.train.steppers import make_stepper
+    from study.train.run.loop import Target, epoch_batches, run_loop
+    from study.train.models.model import loss_object
+    from study.train.run.trainers import make_stepper
 
     backend = keras.backend.backend()
     reads = {"run": 0, "read": 0, "compiles": 0}

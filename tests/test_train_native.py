@@ -1,8 +1,8 @@
-"""Native models through the train study's command and sweep (study.train.measure's native path):
-a native PyTorch example and a pure-JAX pair reach an explicit target through `python -m study
-train` with their library's optimizer and with lbfgs, starting from their Keras twin's weights;
-bad native models are one line, exit 2, nothing written; a config plans a native example on its
-own framework only (said once); a small sweep with a native problem runs, summarizes, draws and
+"""Native models through the train study's command and sweep (study.train.run.measure's native
+path): a native PyTorch example and a pure-JAX pair reach an explicit target through `python -m
+study train` with their library's optimizer and with lbfgs, starting from their Keras twin's
+weights; bad native models are one line, exit 2, nothing written; a config plans a native example on
+its own framework only (said once); a small sweep with a native problem runs, summarizes, draws and
 reports."""
 
 import json
@@ -14,8 +14,8 @@ import pytest
 
 from study.__main__ import main as cli
 from study.sweep.grid import ConfigError
-from study.train.config import expand_specs
-from study.train.spec import Spec
+from study.train.sweep.config import expand_specs
+from study.train.sweep.spec import Spec
 
 pytest.importorskip("torch")
 pytest.importorskip("optax")
@@ -213,7 +213,8 @@ def test_optax_optimizers_are_optax_s_own_list():
     building block never is; the refusal names the name and the list."""
     import optax
 
-    from study.train.native_optimizers import check_optax_alias, optax_aliases
+    from study.train.adapters.jax import check_optimizer as check_optax_alias
+    from study.train.adapters.jax import optax_aliases
 
     aliases = optax_aliases()
     assert {"adam", "sgd", "adamw", "lbfgs", "lion"} <= set(aliases)
@@ -234,7 +235,7 @@ def test_every_count_of_a_library_optimizer_is_an_integer_of_at_least_one(
     """Issue 43 case 15: torch's LBFGS takes max_iter = 0 and moves nothing at every step (the
     run "times out" at its initial weights); the range checks covered history_size only."""
     from datasets.errors import InputError
-    from study.train.native_optimizers import make_submission
+    from study.train.run.native_optimizers import make_submission
 
     (key, value), = hyperparameters.items()
     with pytest.raises(InputError, match=f"^{optimizer}: {key} must be an integer >= 1, got "

@@ -185,7 +185,7 @@ def test_a_train_report_names_its_model_and_data_and_its_summary_flags_a_busy_ma
     titles and sentences use the files' stems, and `summarize` gives the same no-verdict as
     the report where the runs were measured on a busy machine."""
     from study.report import build
-    from study.train import figures, summary
+    from study.train.sweep import figures, summary
 
     model, data = str(tmp_path / "models/mlp.py:build"), str(tmp_path / "houses.npz")
     runs = train_runs().assign(model=model, data=data, noisy=True)

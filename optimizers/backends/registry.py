@@ -4,7 +4,8 @@ A `Framework` is everything a study needs to know of one: how to find it (its im
 distributions whose versions a row records, the pip extra that installs it, what a warm process
 may import), how it probes and names a GPU (the device files its GPU needs, Python code printing
 how many GPUs it sees, its title), its feed-mode study modes and the module that builds them, and
-for the train study (Keras models) its warm-up module and its value_and_grad for flat parameters.
+its train-study adapter (study/train/adapters: its Keras steps, flat value_and_grad, devices,
+native models and optimizers).
 A `Backend` says what a regression run can ask of it (options and their allowed values, defaults),
 where its code is (module, backend class, ops class, source files a run's fingerprint covers),
 how its engines read in a label and how figures draw them (line style and marker, in declaration
@@ -62,8 +63,7 @@ class Framework:
     gpu_nodes: str = NVIDIA  # the device files its GPU needs ('': it never has one)
     feedmode: str | None = None  # the module building its feed-mode study modes
     feedmodes: dict = field(default_factory=dict)  # mode name -> FeedMode
-    warm: str | None = None  # train study: the module warming a Keras process on it
-    flat: str | None = None  # train study: 'module:function', value_and_grad on flat weights
+    train: str | None = None  # the train study's adapter module for it (study.train.adapters)
     installs: tuple[str, ...] = ()  # distributions any of which installs it (default: the first)
     devices: tuple[str, ...] = DEVICES  # where it runs
 
@@ -97,9 +97,10 @@ class Framework:
         return f"no GPU visible to {self.title}"
 
     def trainable(self) -> Framework:
-        """The framework, when the train study (Keras models) can run on it: one line if not."""
-        if self.warm is None:
-            allowed = ", ".join(name for name, f in FRAMEWORKS.items() if f.warm)
+        """The framework, when the train study can run on it (its entry names an adapter):
+        one line if not."""
+        if self.train is None:
+            allowed = ", ".join(name for name, f in FRAMEWORKS.items() if f.train)
             raise InputError(f"the train study runs Keras models, and Keras has no {self.title} "
                              f"backend; allowed: {allowed}")
         return self
@@ -319,7 +320,7 @@ register(None, Framework(
     preload=("tensorflow",),
     gpu_count="import tensorflow as tf; print(len(tf.config.list_physical_devices('GPU')))",
     feedmode="study.feedmode.measure_tensorflow", feedmodes=TF_MODES,
-    warm="study.train.warm_tensorflow", flat="study.train.flat:_tensorflow"))
+    train="study.train.adapters.tensorflow"))
 register(None, Framework(
     "jax", "jax", "JAX", ("jax", "jaxlib", "optax"), "jax",
     preload=("jax", "jax.numpy", "jax.scipy.linalg"),
@@ -336,7 +337,7 @@ register(None, Framework(
                                  "jax.jit of a function closing over the NumPy array (embedded "
                                  "in the program as a constant)", ("jax-resident", FIRST_CALL)),
     },
-    warm="study.train.warm_jax", flat="study.train.flat:_jax"))
+    train="study.train.adapters.jax"))
 register(None, Framework(
     "torch", "torch", "PyTorch", ("torch",), "torch",
     preload=("torch",),
@@ -354,7 +355,7 @@ register(None, Framework(
                                            "torch.compile of a function closing over the "
                                            "resident tensor", ("torch-compile-arg", FIRST_CALL)),
     },
-    warm="study.train.warm_torch", flat="study.train.flat:_torch"))
+    train="study.train.adapters.torch"))
 register(None, Framework(
     "cupy", "cupy", "CuPy", ("cupy-cuda12x", "cupy-cuda13x"), "cupy",
     installs=("cupy-cuda12x", "cupy-cuda13x", "cupy"), preload=("cupy",), devices=("gpu",),

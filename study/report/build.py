@@ -141,7 +141,7 @@ def report_title(found) -> str:
     original question's (a report on your own CSV says so in its title) and the model and data
     of every train study (by their short names, study.names)."""
     from study.regression.labels import data_titles, original_data
-    from study.train.summary import named
+    from study.train.sweep.summary import named
 
     subjects = []
     for results in found:

@@ -48,8 +48,11 @@ def say(message: dict) -> None:
 
 def serve(preload) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the runner's to handle
-    for module in preload:
-        importlib.import_module(module)
+    for item in preload:  # a module, or module:function to call once imported
+        module, _, call = item.partition(":")
+        imported = importlib.import_module(module)
+        if call:
+            getattr(imported, call)()
     from study.sweep.environment import collect
     from study.sweep.noise import calibration_buffer
 

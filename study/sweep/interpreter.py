@@ -13,6 +13,10 @@ import sys
 
 from study.sweep.fingerprint import ROOT
 
+# a helper process's environment that keeps TensorFlow's C++ messages (those it writes after
+# reading the variable) off its stderr, should its Keras load TensorFlow
+QUIET_LOGS = {"TF_CPP_MIN_LOG_LEVEL": "3"}
+
 
 def python_command(*args: str, python: str = sys.executable,
                    **variables: str) -> tuple[list[str], dict[str, str]]:

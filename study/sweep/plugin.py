@@ -49,7 +49,8 @@ class StudyPlugin(Protocol):
         optimizers.backends.registry.FRAMEWORKS), or None for the NumPy stack alone."""
 
     def preload(self, framework: str) -> tuple[str, ...]:
-        """The study's own modules for a warm process of that framework (import only)."""
+        """The study's own modules for a warm process of that framework (import only), or
+        `module:function` for a function the warm process calls once the module is imported."""
 
     def needs_gpu(self, spec) -> bool:
         """Only where a GPU is (else recorded skipped)."""

@@ -16,15 +16,20 @@ from optimizers.backends.registry import FRAMEWORKS as REGISTRY
 from study.cli import key_values
 from study.sweep.grid import ConfigError
 from study.sweep.plugin import RunContext
-from study.train.config import FIT_MIN_STEPS, LOOPS, check_stopping, check_target
-from study.train.data import LAYOUTS, check_data
-from study.train.device import DEVICES
-from study.train.examples import DATA
-from study.train.frameworks import KERAS_FRAMEWORKS, check_framework
-from study.train.model import SHIPPED, check_initial_file, check_model_name, model_file
-from study.train.native_examples import FRAMEWORK_OF
-from study.train.native_optimizers import check_library_name, check_name, library_of
-from study.train.spec import LBFGS, Spec
+from study.train.frameworks import check_framework, check_keras, default_framework, trainable
+from study.train.models.data import LAYOUTS, check_data
+from study.train.models.examples import DATA, MODELS
+from study.train.models.model import SHIPPED, check_initial_file, check_model_name, model_file
+from study.train.models.native_examples import FRAMEWORK_OF
+from study.train.run.device import DEVICES
+from study.train.run.native_optimizers import (
+    check_library_name,
+    check_name,
+    library_of,
+    native_libraries,
+)
+from study.train.sweep.config import FIT_MIN_STEPS, LOOPS, check_stopping, check_target
+from study.train.sweep.spec import LBFGS, Spec
 
 # what a shipped data set is judged by, unless --loss / --metric say otherwise
 EXAMPLE_DEFAULTS = {"digits": ("sparse_categorical_crossentropy", "accuracy"),
@@ -34,8 +39,8 @@ EXAMPLE_DEFAULTS = {"digits": ("sparse_categorical_crossentropy", "accuracy"),
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help=f"{', '.join(SHIPPED)}, a .keras file or "
-                        "file.py:function(input_shape, outputs) returning a Keras model, a "
-                        "torch.nn.Module, an Equinox or Flax NNX module or (init_params, apply)")
+                        "file.py:function(input_shape, outputs) returning a Keras model, "
+                        f"{_native_modules()} or (init_params, apply)")
     parser.add_argument("--data", required=True, help=f"{', '.join(DATA)}, a .npz file "
                         "(x_train, y_train, x_val, y_val) or a CSV/Parquet file")
     parser.add_argument("--features", nargs="+", help="CSV/Parquet: feature columns")
@@ -51,11 +56,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "log-probabilities; none for a model returned with its own loss")
     parser.add_argument("--metric", help="a Keras metric by name (default: accuracy)")
     parser.add_argument("--optimizer", default="keras:Adam", help="keras:<Class> (Keras models), "
-                        "torch:<Class> (PyTorch models), optax:<name> (JAX models) or lbfgs")
+                        f"{_native_forms()} or lbfgs")
     parser.add_argument("--opt-param", action="append", default=[], metavar="KEY=VALUE",
                         help="the optimizer's arguments, e.g. learning_rate=0.01")
-    parser.add_argument("--backend", help=f"{', '.join(KERAS_FRAMEWORKS)} (default: a native "
-                        "example's own framework, else jax)")
+    parser.add_argument("--backend", help=f"{', '.join(trainable())} (default: a native "
+                        f"example's own framework, else {default_framework()})")
     parser.add_argument("--initial", help="a native model's initial parameters: an .npz (by "
                         "parameter name, or w0, w1, ... in Keras's order)")
     parser.add_argument("--device", default="cpu", help=", ".join(DEVICES))
@@ -70,6 +75,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--loop", default="steps", help="steps (ours) or fit (model.fit)")
     parser.add_argument("--cache", help="keep the data and initial weights in this folder")
     parser.add_argument("--out", help="write the row as Parquet and the trace beside it")
+
+
+def _native_modules() -> str:
+    """The native modules the adapters recognise, as the help names them."""
+    from study.train.frameworks import native_adapters
+
+    return ", ".join(a.MODULES for a in native_adapters())
+
+
+def _native_forms() -> str:
+    """Each native library's optimizers as the help names them: torch:<Class> (PyTorch
+    models)."""
+    from study.train.frameworks import native_adapters
+
+    return ", ".join(f"{a.LIBRARY}:{a.OPTIMIZER_FORM} ({a.TITLE} models)"
+                     for a in native_adapters())
 
 
 def spec_from(args) -> Spec:
@@ -92,8 +113,10 @@ def spec_from(args) -> Spec:
         # a file.py:function may return its loss with the model: its run says if it does not
         raise InputError("--loss is required for your own data (a Keras loss by name)")
     if args.backend is None:
-        args.backend = FRAMEWORK_OF.get(args.model, "jax")
+        args.backend = FRAMEWORK_OF.get(args.model, default_framework())
     check_framework(args.backend, "--backend")
+    if args.model in MODELS or args.model.endswith(".keras"):
+        check_keras(args.backend, f"model '{args.model}'", "--backend")
     REGISTRY[args.backend].require()
     if args.device not in DEVICES:
         raise InputError(f"--device: unknown '{args.device}'; allowed: {', '.join(DEVICES)}")
@@ -138,11 +161,11 @@ def spec_from(args) -> Spec:
 
 def check_loop(args) -> None:
     """`--loop fit` times Keras's own fit: a Keras optimizer only, and at least a compiling
-    step, an untimed warm-up fit and one timed step (study.train.measure.fit_record)."""
+    step, an untimed warm-up fit and one timed step (study.train.run.measure.fit_record)."""
     if args.loop not in LOOPS:
         raise InputError(f"--loop: unknown '{args.loop}'; allowed: {', '.join(LOOPS)}")
     if args.loop == "fit" and (args.model in FRAMEWORK_OF
-                               or library_of(args.optimizer) in ("torch", "optax")):
+                               or library_of(args.optimizer) in native_libraries()):
         raise InputError("--loop fit times Keras's model.fit, which runs Keras models and "
                          "optimizers only; use --loop steps for a native model")
     if args.loop == "fit" and args.optimizer == LBFGS:
@@ -167,7 +190,7 @@ def main(args) -> int:
     held = os.environ.get("KERAS_BACKEND")
     os.environ["KERAS_BACKEND"] = spec.backend  # before Keras is imported (by measure)
     try:
-        from study.train.measure import measure, one_line
+        from study.train.run.measure import measure, one_line
 
         with (nullcontext(args.cache) if args.cache else tempfile.TemporaryDirectory()) as cache:
             try:

@@ -4,22 +4,29 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from optimizers.backends.registry import FRAMEWORKS
 from study.sweep.fingerprint import ENGINE_FILES, python_files
-from study.train import rounds
-from study.train.config import CONFIG_KEYS, check_installed
-from study.train.config import expand_specs as expand
-from study.train.initial import prepare_initial as prepare
-from study.train.loop import LOOP_STATUSES
-from study.train.model import model_file
-from study.train.schema import SCHEMA, SIDE_TABLES
-from study.train.spec import LBFGS, Spec
+from study.train.frameworks import adapter, of_library
+from study.train.models.initial import prepare_initial as prepare
+from study.train.models.model import model_file
+from study.train.run.loop import LOOP_STATUSES
+from study.train.run.native_optimizers import library_of
+from study.train.sweep import rounds
+from study.train.sweep.config import CONFIG_KEYS, check_installed
+from study.train.sweep.config import expand_specs as expand
+from study.train.sweep.schema import SCHEMA, SIDE_TABLES
+from study.train.sweep.spec import LBFGS, Spec
 
 KIND = "train"
+MEASURE_MODULE = "study.train.run.measure"
+FIGURES_MODULE = "study.train.sweep.figures"
+REPORT_MODULE = "study.train.sweep.report"
 MEASURE_STATUSES = LOOP_STATUSES
 LBFGS_FILES = ("optimizers/lbfgs.py", "optimizers/linesearch.py", "optimizers/base.py",
                "optimizers/backends/numpy.py")
 
-__all__ = ["CONFIG_KEYS", "KIND", "MEASURE_STATUSES", "SCHEMA", "SIDE_TABLES", "check_grid",
+__all__ = ["CONFIG_KEYS", "FIGURES_MODULE", "KIND", "MEASURE_MODULE", "MEASURE_STATUSES",
+           "REPORT_MODULE", "SCHEMA", "SIDE_TABLES", "check_grid",
            "code_files", "expand", "framework", "preload", "prepare", "prerequisites", "resolve",
            "spec_from_json", "summary"]
 
@@ -35,22 +42,25 @@ def framework(spec: Spec) -> str:
 
 
 def preload(framework: str) -> tuple[str, ...]:
-    """Keras on that framework (KERAS_BACKEND set before its import: study.train.warm)."""
-    return (f"study.train.warm_{framework}",)
+    """Keras on that framework where Keras runs on it (the adapter's `warm`, called in the warm
+    process: KERAS_BACKEND set before Keras's import, study.train.run.warm); else its adapter."""
+    module = FRAMEWORKS[framework].train
+    return (f"{module}:warm",) if adapter(framework).KERAS else (module,)
 
 
 def code_files(spec: Spec) -> list[str]:
-    """The train study's code (its native modules included), the engine's, L-BFGS's for its
-    runs, the Keras optimizer's checks (torch's ranges for torch: optimizers), the data code,
-    and the user's model, data and initial files (their content)."""
+    """The train study's code (its adapters included), the engine's, L-BFGS's for its runs, the
+    Keras optimizer's checks (a native library's, such as torch's ranges, for its optimizers),
+    the data code, and the user's model, data and initial files (their content)."""
     own = [f for f in python_files("study/train") if "figures" not in f and "report" not in f
            and "command" not in f and "summary" not in f]
     files = [*own, *ENGINE_FILES, "optimizers/keras_optimizer.py", "optimizers/ranges.py",
              "study/sweep/tuning.py", *python_files("datasets")]
     if spec.optimizer == LBFGS:
         files += LBFGS_FILES
-    if spec.optimizer.startswith("torch:"):
-        files.append("optimizers/torch_optimizer.py")
+    native = of_library(library_of(spec.optimizer))
+    if native is not None:
+        files += native.CODE_FILES
     return sorted({*files, *input_files(spec)})
 
 
@@ -62,6 +72,6 @@ def input_files(spec: Spec) -> list[str]:
 
 
 def summary(runs) -> str:
-    from study.train.summary import summary_table
+    from study.train.sweep.summary import summary_table
 
     return summary_table(runs)

@@ -6,7 +6,7 @@ Target-setting round (`target = {metric, set = "round", margin, seed, stopping}`
 optimizer configuration of the study (a tuned one at every rate of its grid) runs once on the
 held-apart seed with the long budget and no target, at the problem's batch size (L-BFGS: full
 batch), on the problem's own first framework (the first of `backends` its runs keep after the
-[[exclude]] tables, on the CPU where the problem has CPU runs: study.train.config; what a
+[[exclude]] tables, on the CPU where the problem has CPU runs: study.train.sweep.config; what a
 model can reach does not depend on the framework or device that trains it); the target is the best
 validation value any of them reached, relaxed by the margin (relative: best * (1 + margin) for
 a metric that falls, best * (1 - margin) for one that rises). Every measured row records the
@@ -23,7 +23,7 @@ import math
 from dataclasses import replace
 
 from study.sweep import tuning as protocol
-from study.train.spec import Spec
+from study.train.sweep.spec import Spec
 
 USABLE = ("completed", "timeout", "reached")
 

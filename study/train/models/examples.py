@@ -5,7 +5,7 @@ PyTorch's MNIST example `Net`, on `digits28` (the same digit images upscaled to 
 
 Each model function takes (input_shape, outputs) and returns an uncompiled Keras model, as a
 user's `file.py:function` does. Each data function returns (x, y) as float32 / integer arrays;
-the split into training and validation rows is the study's (study.train.data).
+the split into training and validation rows is the study's (study.train.models.data).
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def mnist_convnet(input_shape, outputs):
 
 def mnist_net(input_shape, outputs):
     """PyTorch's MNIST example `Net` in Keras: the Keras twin of `mnist-net-torch`
-    (study.train.native_examples), which draws the initial weights every run of that example
+    (study.train.models.native_examples), which draws the initial weights every run of that example
     starts from (Keras's NumPy backend, once per seed) and gives the reference validation loss
     its first evaluation is checked against. So it is written as PyTorch has it: rows channels
     first (1, 28, 28: the data's `layout = "channels_first"`), each weight in PyTorch's shape and
@@ -73,19 +73,19 @@ def mnist_net(input_shape, outputs):
     layers = keras.layers
     return keras.Sequential([
         keras.Input(shape=(1, 28, 28)),
-        _torch_layer(keras, "conv", 1, 32, 3), layers.Activation("relu"),
-        _torch_layer(keras, "conv", 32, 64, 3), layers.Activation("relu"),
+        _out_in_layer(keras, "conv", 1, 32, 3), layers.Activation("relu"),
+        _out_in_layer(keras, "conv", 32, 64, 3), layers.Activation("relu"),
         layers.MaxPooling2D(2, data_format="channels_first"),
         layers.Dropout(0.25),
         layers.Flatten(),
-        _torch_layer(keras, "linear", 9216, 128), layers.Activation("relu"),
+        _out_in_layer(keras, "linear", 9216, 128), layers.Activation("relu"),
         layers.Dropout(0.5),
-        _torch_layer(keras, "linear", 128, outputs),
+        _out_in_layer(keras, "linear", 128, outputs),
         layers.Activation("log_softmax"),
     ], name="mnist_net")
 
 
-def _torch_layer(keras, kind: str, inputs: int, outputs: int, size: int = 1):
+def _out_in_layer(keras, kind: str, inputs: int, outputs: int, size: int = 1):
     """A conv (channels first, stride 1, no padding) or linear layer holding its weight in
     PyTorch's shape, initialized as PyTorch's default does."""
     from keras import ops
@@ -93,7 +93,7 @@ def _torch_layer(keras, kind: str, inputs: int, outputs: int, size: int = 1):
     fan_in = inputs * size * size
     bound = 1.0 / np.sqrt(fan_in)
 
-    class TorchLayout(keras.layers.Layer):
+    class OutInLayout(keras.layers.Layer):
         def build(self, _):
             shape = (outputs, inputs, size, size) if kind == "conv" else (outputs, inputs)
             init = keras.initializers.RandomUniform(-bound, bound)
@@ -112,7 +112,7 @@ def _torch_layer(keras, kind: str, inputs: int, outputs: int, size: int = 1):
                 return (*shape[:-1], outputs)
             return (shape[0], outputs, *(None if d is None else d - size + 1 for d in shape[2:]))
 
-    return TorchLayout()
+    return OutInLayout()
 
 
 def digits(one_hot: bool = False, **_) -> tuple[np.ndarray, np.ndarray]:

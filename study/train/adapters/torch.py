@@ -1,7 +1,15 @@
-"""The workload interface (study.train.workload) for a torch.nn.Module, and torch.optim's
-optimizers as its submission.
+"""The train study on PyTorch: Keras models (Keras 3's torch backend) and native `torch.nn.Module`s
+with torch.optim's optimizers (`torch:<Class>`), one module (study.train.adapters).
 
-The module keeps its parameters (updated in place, as torch.optim does), so `params` is the
+Keras models: an eager step, as `fit`'s is on torch; setup runs one step and puts every variable
+of the model and its optimizer back. Placement is Keras's own `keras.device` (not "cpu:0":
+Keras moves each new parameter `.to(...)` that name, and to "cpu:0" torch copies a CPU parameter
+into a tensor that no longer collects gradients).
+
+The flat objective (our L-BFGS): w copied into the tensors, then `torch.autograd.grad`; host
+float64 values back.
+
+A native module keeps its parameters (updated in place, as torch.optim does), so `params` is the
 list of its trainable parameters; a step is plain torch: the batch gathered by index from the
 training tensors on the device, forward, the loss, `backward`, `optimizer.step()`, the loss
 returned detached (no `.item()`: the loop reads it once per segment). The module is in
@@ -16,9 +24,11 @@ import inspect
 import numpy as np
 
 from datasets.errors import InputError
-from study.train.flat import framework_value_and_grad, layout, pieces
-from study.train.input_rows import input_mismatch
-from study.train.workload import (
+from study.sweep.schema import Column
+from study.train.models.input_rows import input_mismatch
+from study.train.models.model import LOG_PROBABILITIES, LOGIT_OUTPUTS, PROBABILITIES
+from study.train.models.native_load import loaded
+from study.train.models.workload import (
     Submission,
     Workload,
     check_metric,
@@ -30,6 +40,145 @@ from study.train.workload import (
     integer_labels,
     run_loss,
 )
+from study.train.run.flat import layout, pieces
+from study.train.run.trainers import rewound
+
+KERAS = True
+STYLE = (":", "^")
+LIBRARY = "torch"  # torch:<Class>
+OPTIMIZER_FORM = "<Class>"
+MODULES = "a torch.nn.Module"
+RATE = "lr"
+CODE_FILES = ("optimizers/torch_optimizer.py",)  # torch:<Class>'s ranges
+COLUMNS = (Column("torch_version", "str", "torch: optimizers: PyTorch's version"),)
+LINE_SEARCH = ("LBFGS",)  # its optimizers whose line search compares the loss at several points
+# losses returned with a model whose meaning is known: (what the model must output, the family
+# of labels: sparse = class indices, binary = 0/1 floats); others are checked for shape
+KNOWN_LOSSES = {
+    "torch.nn.functional.nll_loss": (LOG_PROBABILITIES, "sparse"),
+    "torch.nn.modules.loss.NLLLoss": (LOG_PROBABILITIES, "sparse"),
+    "torch.nn.functional.cross_entropy": (LOGIT_OUTPUTS, "sparse"),
+    "torch.nn.modules.loss.CrossEntropyLoss": (LOGIT_OUTPUTS, "sparse"),
+    "torch.nn.functional.binary_cross_entropy": (PROBABILITIES, "binary"),
+    "torch.nn.modules.loss.BCELoss": (PROBABILITIES, "binary"),
+    "torch.nn.functional.binary_cross_entropy_with_logits": (LOGIT_OUTPUTS, "binary"),
+    "torch.nn.modules.loss.BCEWithLogitsLoss": (LOGIT_OUTPUTS, "binary"),
+}
+
+
+# ---- Keras models on PyTorch --------------------------------------------------------------------
+
+def warm() -> None:
+    from study.train.run.warm import prepare
+
+    prepare("torch")
+
+
+def gpu_seen() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def scope(device: str):
+    import keras
+
+    return keras.device(device)
+
+
+def placed(value) -> str:
+    return str(value.device)
+
+
+class KerasStepper:
+    def __init__(self, model, loss, x, y, rows):
+        import torch
+
+        self.torch, self.model, self.loss, self.rows = torch, model, loss, rows
+        self.device = model.weights[0].value.device  # where Keras put them
+        self.x = torch.as_tensor(x, device=self.device)
+        self.y = torch.as_tensor(y, device=self.device)
+
+    def prepare(self, first: int, count: int):
+        return [self.torch.as_tensor(np.asarray(self.rows(i), np.int64), device=self.device)
+                for i in range(first, first + count)]
+
+    def warm(self, prepared) -> None:
+        rewound(self.model, lambda: self.read(self.run(prepared[:1])))
+
+    def run(self, prepared):
+        torch, model = self.torch, self.model
+        for index in prepared:
+            y_pred = model(self.x[index], training=True)
+            model.zero_grad()
+            total = self.loss(self.y[index], y_pred)
+            if model.losses:
+                total = total + torch.stack([torch.as_tensor(v) for v in model.losses]).sum()
+            total.backward()
+            weights = model.trainable_weights[:]
+            with torch.no_grad():
+                model.optimizer.apply([v.value.grad for v in weights], weights)
+        return total.detach()
+
+    def read(self, value) -> float:
+        return float(value.item())
+
+    def write_back(self) -> None:  # the variables are updated in place
+        pass
+
+    def reload(self) -> None:
+        pass
+
+
+keras_stepper = KerasStepper
+
+
+# ---- the flat objective (our L-BFGS) ----------------------------------------------------------
+
+def flat_value_and_grad(weights, loss_at, data, device=None):
+    import torch
+
+    device = weights[0].device if device is None else device
+    shapes, ends = layout(weights)
+    data = tuple(torch.as_tensor(a, device=device) for a in data)
+
+    def call(w):
+        flat = torch.as_tensor(w, dtype=torch.float32, device=device)
+        with torch.no_grad():
+            for weight, value in zip(weights, pieces(flat, shapes, ends, torch.reshape),
+                                     strict=True):
+                weight.copy_(value)
+        value = loss_at(weights, data)
+        grads = torch.autograd.grad(value, weights)
+        return float(value.detach()), torch.cat([g.reshape(-1) for g in grads]).double().cpu() \
+            .numpy()
+
+    return call
+
+
+# ---- native PyTorch models --------------------------------------------------------------------
+
+def module_kind(value) -> str | None:
+    """A torch.nn.Module (recognised through the modules already imported)."""
+    return "torch.nn.Module" if loaded(value, "torch.nn", "Module") else None
+
+
+def reseeded(seed: int, build):
+    """A module drawn without a seed, drawn again after `torch.manual_seed(seed)` (its
+    initializers use torch's global generator), so a seed gives the same instance."""
+    import torch
+
+    torch.manual_seed(seed)
+    return build()
+
+
+def stochastic_layers(native) -> list[str]:
+    """Dropout and batch normalization, by torch's own types."""
+    import torch
+
+    kinds = (torch.nn.modules.dropout._DropoutNd, torch.nn.modules.batchnorm._BatchNorm)
+    return [type(m).__name__ for m in native.obj.modules()
+            if isinstance(m, kinds) and getattr(m, "p", 1.0) > 0]
 
 
 def torch_device(device: str):
@@ -43,7 +192,7 @@ def torch_device(device: str):
 
 
 def torch_ops():
-    """The array functions study.train.model.named_loss writes every loss with."""
+    """The array functions study.train.models.model.named_loss writes every loss with."""
     from types import SimpleNamespace
 
     import torch
@@ -135,7 +284,7 @@ class TorchWorkload(Workload):
 
     def probe(self, rows: int = 256):
         """The outputs and loss on the first validation rows at the initial parameters, in
-        eval() mode, as `evaluate` computes them (study.train.model_checks judges them)."""
+        eval() mode, as `evaluate` computes them (study.train.models.model_checks judges them)."""
         torch = self.torch
         self.init_parameters()
         self.module.eval()
@@ -203,9 +352,8 @@ class TorchWorkload(Workload):
         return self.params
 
     def flat_value_and_grad(self):
-        return framework_value_and_grad(self.framework)(
-            self.params, lambda params, data: self.loss(params, data, None), self.data,
-            self.device)
+        return flat_value_and_grad(self.params, lambda params, data: self.loss(params, data, None),
+                                   self.data, self.device)
 
     def read(self, value) -> float:
         return float(value)
@@ -310,3 +458,12 @@ class TorchSubmission(Submission):
         return {"optimizer_library": "torch", "torch_version": torch.__version__,
                 "optimizer_config": json.dumps(self.optimizer.defaults, sort_keys=True,
                                                default=str)}
+
+
+def workload(native, arrays: dict, loss, metric: str, device: str = "cpu", initial=None,
+             seed: int = 0) -> TorchWorkload:
+    return TorchWorkload(native, arrays, loss, metric, device, initial)
+
+
+def submission(name: str, hyperparameters: dict) -> TorchSubmission:
+    return TorchSubmission(name, hyperparameters)

@@ -1,17 +1,17 @@
 """The small interface behind native models (PyTorch modules, JAX models), modelled on AlgoPerf's
 workload / submission split: the workload is the model and its data (what is trained), the
 submission the optimizer (how). Each framework is an adapter of both halves
-(study.train.native_torch, study.train.native_jax); our L-BFGS is one submission for all of them
-and for Keras models, on the flattened parameters. `WorkloadStepper` joins the two into the shape
-of stepper the segmented loop (study.train.loop) times, so native runs are timed by the same code
-as Keras runs.
+(its module in study.train.adapters: a torch.nn.Module's, a JAX model's); our L-BFGS is one
+submission for all of them and for Keras models, on the flattened parameters. `WorkloadStepper`
+joins the two into the shape of stepper the segmented loop (study.train.run.loop) times, so
+native runs are timed by the same code as Keras runs.
 
 Why this split: the loop must dispatch K steps and then read the host once (a host read is a
 synchronization), so `Workload.loss` and `Submission.update` return device values and never read
 them; `Workload.evaluate` runs off the clock and returns host floats; everything the algorithm
 of L-BFGS needs on the host goes through `Workload.flat_value_and_grad` (float64, full batch):
-the framework's one flat value_and_grad (study.train.flat), which a Keras model's L-BFGS runs
-through this same submission (study.train.trainers.KerasWeights).
+the framework's one flat value_and_grad (study.train.run.flat), which a Keras model's L-BFGS runs
+through this same submission (study.train.run.trainers.KerasWeights).
 
   Workload (one per model, data and device)
     data                         the training arrays on the device (x, y), passed to `loss`
@@ -48,7 +48,7 @@ LBFGS_NAME = "lbfgs"  # our L-BFGS, full batch, on every framework
 
 
 class Workload(ABC):
-    framework: str  # "torch" or "jax"
+    framework: str  # the registry's name of its framework
     kind: str  # what the user's function returned, in words
     metric: str
     loss_label: str  # the loss that runs, as the row records it (a callable's qualified name)
@@ -88,7 +88,8 @@ class Workload(ABC):
     @abstractmethod
     def probe(self, rows: int = 256) -> tuple[np.ndarray, float]:
         """The outputs (on the host) and the loss on the first training rows at the initial
-        parameters, in evaluation mode: what study.train.model_checks judges before any clock."""
+        parameters, in evaluation mode: what study.train.models.model_checks judges before any
+        clock."""
 
     def random_in_training(self) -> bool:
         """Whether two training-mode passes over the same rows give different outputs (a layer
@@ -170,7 +171,7 @@ class _Objective:
 
 
 class WorkloadStepper:
-    """A workload and a submission as study.train.loop's stepper: prepare (indices on the
+    """A workload and a submission as study.train.run.loop's stepper: prepare (indices on the
     device, off the clock), run (K updates, no host read), read (the one synchronization)."""
 
     def __init__(self, workload: Workload, submission: Submission, rows):
@@ -200,7 +201,7 @@ class WorkloadStepper:
     # the Keras steppers' names, so code written for them can hold either
     def write_back(self) -> None:
         """The submission's parameters handed to the workload (a Keras model's variables take
-        them, for its own evaluation: study.train.trainers.KerasWeights)."""
+        them, for its own evaluation: study.train.run.trainers.KerasWeights)."""
         self.submission.parameters(self.workload, self.state)
 
     def reload(self) -> None:
@@ -222,7 +223,7 @@ def host_metric(metric: str, loss, y_pred: np.ndarray, y_true: np.ndarray) -> fl
     computes it ("accuracy" resolves by the loss's labels, as `compile` resolves it; a callable
     of unknown meaning by the shapes: several outputs and class indices, the class accuracy).
     A binary accuracy on logits thresholds at 0 (probability 0.5)."""
-    from study.train.model import LOGIT_OUTPUTS, loss_meaning
+    from study.train.models.model import LOGIT_OUTPUTS, loss_meaning
 
     expects, family = loss_meaning(loss)
     y_pred = np.asarray(y_pred, np.float64)
@@ -250,9 +251,14 @@ def host_metric(metric: str, loss, y_pred: np.ndarray, y_true: np.ndarray) -> fl
 def run_loss(native, loss, ops):
     """(loss(outputs, labels), the loss as the row records it, whether its labels are class
     indices: True, False, None for either) of the loss that runs, on every native model: the
-    callable returned with the model, else the loss by name (study.train.model's table, written
-    with the framework's `ops`)."""
-    from study.train.model import check_native_loss, labels_are_indices, loss_label, named_loss
+    callable returned with the model, else the loss by name (study.train.models.model's table,
+    written with the framework's `ops`)."""
+    from study.train.models.model import (
+        check_native_loss,
+        labels_are_indices,
+        loss_label,
+        named_loss,
+    )
 
     loss = check_native_loss(native.loss if native.loss is not None else loss, native.what)
     function = loss if callable(loss) else named_loss(loss, ops)

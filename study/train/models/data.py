@@ -18,7 +18,7 @@ import numpy as np
 from datasets import values
 from datasets.errors import InputError
 from datasets.tabular import check_disjoint, read_table, select_columns
-from study.train.examples import DATA, DATA_PARAMS
+from study.train.models.examples import DATA, DATA_PARAMS
 
 NPZ_ARRAYS = ("x_train", "y_train", "x_val", "y_val")
 FILE_KEYS = ("path", "features", "labels", "validation_fraction", "split_seed")

@@ -142,7 +142,7 @@ def run_loop(stepper, evaluate, *, target: Target, max_steps: int, eval_every: i
 def epoch_batches(n: int, batch_size: int, seed: int):
     """batch(i) -> row indices: a fresh seeded permutation per epoch, the remainder dropped (a
     smaller last batch would be a new shape, which recompiles), full batch when batch_size is 0
-    or n (a run refuses one above n: study.train.measure). The order depends on the seed
+    or n (a run refuses one above n: study.train.run.measure). The order depends on the seed
     alone: the same on every framework."""
     size = n if batch_size <= 0 or batch_size >= n else batch_size
     per_epoch = n // size

@@ -1,7 +1,18 @@
-"""The workload interface (study.train.workload) for a JAX model, and optax's optimizers as its
-submission.
+"""The train study on JAX: Keras models (Keras 3's JAX backend) and native JAX models with optax's
+optimizers (`optax:<name>`), one module (study.train.adapters).
 
-A JAX model is its parameters (a pytree of float arrays) and a pure `apply(params, x)`:
+Keras models: one `jax.jit` of a stateless step (`model.stateless_call`, `jax.value_and_grad`,
+`optimizer.stateless_apply`) with the state (trainable, non-trainable and optimizer values)
+donated, as `fit` compiles it (keras/src/backend/jax/trainer.py); the state lives in the step's
+buffers and is written into the model's variables before an evaluation and read back after it
+(the evaluation's own compiled step donates and replaces them). Setup runs one step on a copy of
+the state, thrown away. Placement is Keras's own `keras.device` (`jax.default_device`).
+
+The flat objective (our L-BFGS): `jax.value_and_grad` of the loss at the unflattened w, jitted,
+the data passed as arguments (a closed-over array would be embedded in the program as a
+constant); host float64 values back.
+
+A native JAX model is its parameters (a pytree of float arrays) and a pure `apply(params, x)`:
   - a pair (init_params(key) -> pytree, apply(params, x) -> outputs), called on a batch;
   - an Equinox module: its inexact arrays are the parameters (`eqx.partition`), the rest is
     static, and it is applied per example under `jax.vmap` (Equinox's convention: its layers
@@ -9,8 +20,7 @@ A JAX model is its parameters (a pytree of float arrays) and a pure `apply(param
   - a Flax NNX module: `nnx.split(module, nnx.Param, ...)`, applied on a batch after
     `nnx.merge` (only what is an `nnx.Param` trains; other state is held fixed).
 Stateless models only: no batch-norm statistics or other state updated by the forward pass.
-
-The step is one `jax.jit` of a pure function with the state (parameters, optimizer state)
+Its step is one `jax.jit` of a pure function with the state (parameters, optimizer state)
 donated, the training arrays on the device passed as arguments, the batch gathered by index
 inside the step: no host read in a segment (the loop reads the last loss once).
 """
@@ -22,9 +32,10 @@ import inspect
 import numpy as np
 
 from datasets.errors import InputError
-from study.train.flat import framework_value_and_grad
-from study.train.input_rows import input_mismatch
-from study.train.workload import (
+from study.sweep.schema import Column
+from study.train.models.input_rows import input_mismatch
+from study.train.models.native_load import loaded
+from study.train.models.workload import (
     Submission,
     Workload,
     check_metric,
@@ -36,6 +47,163 @@ from study.train.workload import (
     integer_labels,
     run_loss,
 )
+
+KERAS = True
+DEFAULT = True  # the one-run command's framework for a Keras model given no --backend
+STYLE = ("--", "s")
+LIBRARY = "optax"  # optax:<name>
+OPTIMIZER_KIND = "an optax (JAX) optimizer"
+MODULES = "an Equinox or Flax NNX module"
+PAIR = "jax-pair"  # (init_params, apply[, loss])
+COLUMNS = (Column("optax_version", "str", "optax: optimizers: optax's version"),)
+LINE_SEARCH = ("lbfgs",)  # its optimizers whose line search compares the loss at several points
+OPTAX_ALIAS_MODULE = "optax._src.alias"  # where optax defines its optimizers (its docs' list)
+
+
+# ---- Keras models on JAX ------------------------------------------------------------------------
+
+def warm() -> None:
+    from study.train.run.warm import prepare
+
+    prepare("jax")
+
+
+def gpu_seen() -> bool:
+    import jax
+
+    try:
+        return bool(jax.devices("gpu"))
+    except RuntimeError:
+        return False
+
+
+def scope(device: str):
+    import keras
+
+    return keras.device(device)
+
+
+def placed(value) -> str:
+    device = next(iter(value.devices()))
+    return f"{device.platform}:{device.id}"
+
+
+class KerasStepper:
+    def __init__(self, model, loss, x, y, rows):
+        import jax
+
+        self.jax, self.model, self.rows = jax, model, rows
+        self.device = next(iter(model.weights[0].value.devices()))  # where Keras put them
+        self.x, self.y = jax.device_put(x, self.device), jax.device_put(y, self.device)
+        optimizer = model.optimizer
+
+        def step(state, xs, ys, index):
+            trainable, frozen, slots = state
+
+            def value(weights):
+                y_pred, new_frozen, losses = model.stateless_call(
+                    weights, frozen, xs[index], training=True, return_losses=True)
+                total = loss(ys[index], y_pred)
+                return (total + sum(losses) if losses else total), new_frozen
+
+            (total, new_frozen), grads = jax.value_and_grad(value, has_aux=True)(trainable)
+            trainable, slots = optimizer.stateless_apply(slots, grads, trainable)
+            return (trainable, new_frozen, slots), total
+
+        self.step = jax.jit(step, donate_argnums=0)
+        self.reload()
+
+    def prepare(self, first: int, count: int):
+        return self.jax.device_put([np.asarray(self.rows(i), np.int32)
+                                    for i in range(first, first + count)], self.device)
+
+    def warm(self, prepared) -> None:
+        """One step on a copy of the state (of the same types and placement: no new compile),
+        thrown away: the step is pure, so the state is kept. Compiled ahead of time instead,
+        step 1 still paid its first call's costs (~80 ms against ~0.2 ms for step 2)."""
+        jax = self.jax
+        copy = jax.tree.map(lambda a: jax.numpy.array(a, copy=True), self.state)
+        jax.block_until_ready(self.step(copy, self.x, self.y, prepared[0]))
+
+    def run(self, prepared):
+        for index in prepared:
+            self.state, total = self.step(self.state, self.x, self.y, index)
+        return total
+
+    def read(self, value) -> float:
+        self.jax.block_until_ready(self.state)
+        return float(self.jax.device_get(value))
+
+    def write_back(self) -> None:
+        model = self.model
+        variables = (model.trainable_variables, model.non_trainable_variables,
+                     model.optimizer.variables)
+        for group, values in zip(variables, self.state, strict=True):
+            for variable, value in zip(group, values, strict=True):
+                variable.assign(value)
+
+    def reload(self) -> None:
+        """The state from the model's variables, committed to the device as the step's outputs
+        are (an uncommitted array is another argument type: the step would compile again)."""
+        model = self.model
+        self.state = self.jax.device_put(tuple([v.value for v in group] for group in (
+            model.trainable_variables, model.non_trainable_variables, model.optimizer.variables)),
+            self.device)
+
+
+keras_stepper = KerasStepper
+
+
+# ---- the flat objective (our L-BFGS) ----------------------------------------------------------
+
+def flat_value_and_grad(weights, loss_at, data, device=None):
+    import jax
+    import jax.numpy as jnp
+    from jax.flatten_util import ravel_pytree
+
+    _, unravel = ravel_pytree(weights)
+    compiled = jax.jit(jax.value_and_grad(lambda flat, data: loss_at(unravel(flat), data)))
+    data = jax.device_put(data, device)
+
+    def call(w):
+        value, grad = compiled(jax.device_put(jnp.asarray(w, jnp.float32), device), data)
+        return float(value), np.asarray(grad, np.float64)
+
+    return call
+
+
+# ---- native JAX models ------------------------------------------------------------------------
+
+def module_kind(value) -> str | None:
+    """An Equinox or a Flax NNX module (recognised through the modules already imported)."""
+    if loaded(value, "equinox", "Module"):
+        return "equinox"
+    if loaded(value, "flax.nnx", "Module"):
+        return "flax-nnx"
+    return None
+
+
+def stochastic_layers(native) -> list[str]:
+    """Dropout and batch normalization in training mode, by Equinox's and Flax NNX's own types;
+    a pair has none it could draw with: its apply(params, x) takes no key."""
+    if native.kind == "equinox":
+        import equinox as eqx
+        import jax
+
+        kinds = (eqx.nn.Dropout, eqx.nn.BatchNorm)
+        return [type(m).__name__ for m in jax.tree_util.tree_leaves(
+            native.obj, is_leaf=lambda m: isinstance(m, kinds))
+            if isinstance(m, kinds) and not getattr(m, "inference", False)
+            and getattr(m, "p", 1.0) > 0]
+    if native.kind == "flax-nnx":
+        from flax import nnx
+
+        kinds = (nnx.Dropout, nnx.BatchNorm)
+        return [type(m).__name__ for _, m in nnx.iter_graph(native.obj)
+                if isinstance(m, kinds) and not getattr(m, "deterministic", False)
+                and not getattr(m, "use_running_average", False)
+                and getattr(m, "rate", 1.0) > 0]
+    return []
 
 
 def jax_device(device: str):
@@ -50,7 +218,7 @@ def jax_device(device: str):
 
 
 def jax_ops():
-    """The array functions study.train.model.named_loss writes every loss with."""
+    """The array functions study.train.models.model.named_loss writes every loss with."""
     from types import SimpleNamespace
 
     import jax
@@ -166,7 +334,7 @@ class JaxWorkload(Workload):
 
     def probe(self, rows: int = 256):
         """The outputs and loss on the validation rows at the initial parameters, as `evaluate`
-        computes them (study.train.model_checks judges them): all rows, the shapes the
+        computes them (study.train.models.model_checks judges them): all rows, the shapes the
         evaluation compiles for anyway (a probe of `rows` rows would compile once more)."""
         value, out = self._evaluate(self.initial, *self.val)
         return np.asarray(out), float(value)
@@ -197,9 +365,8 @@ class JaxWorkload(Workload):
                                    self.device)
 
     def flat_value_and_grad(self):
-        return framework_value_and_grad(self.framework)(
-            self.initial, lambda params, data: self.loss(params, data, None), self.data,
-            self.device)
+        return flat_value_and_grad(self.initial, lambda params, data: self.loss(params, data, None),
+                                   self.data, self.device)
 
     def read(self, value) -> float:
         return float(self.jax.device_get(value))
@@ -349,3 +516,44 @@ class OptaxSubmission(Submission):
         return {"optimizer_library": "optax", "optax_version": optax.__version__,
                 "optimizer_config": json.dumps(self.hyperparameters, sort_keys=True,
                                                default=str)}
+
+
+def workload(native, arrays: dict, loss, metric: str, device: str = "cpu", initial=None,
+             seed: int = 0) -> JaxWorkload:
+    return JaxWorkload(native, arrays, loss, metric, device, initial, seed)
+
+
+def submission(name: str, hyperparameters: dict) -> OptaxSubmission:
+    check_optimizer(name)
+    return OptaxSubmission(name, hyperparameters)
+
+
+def optax_aliases() -> tuple[str, ...]:
+    """optax's optimizers, as optax itself lists them: the functions of its alias module (adam,
+    sgd, lbfgs, ...), by the names optax exports. Not every function that returns a
+    GradientTransformation: identity, scale or scale_by_adam are building blocks whose updates
+    are not a descent step (optax adds updates, so scale(0.1) climbs the loss)."""
+    import optax
+
+    return tuple(sorted(name for name in dir(optax) if not name.startswith("_")
+                        and inspect.isfunction(getattr(optax, name))
+                        and getattr(optax, name).__module__ == OPTAX_ALIAS_MODULE))
+
+
+def check_optimizer(name: str) -> None:
+    """`optax:<name>` names one of optax's optimizers; else one line naming it and the list.
+    Asked before a command draws its initial weights (which starts Keras), where optax is
+    installed (the list is optax's own)."""
+    import importlib.util
+
+    if importlib.util.find_spec("optax") is None:
+        return
+    import optax
+
+    aliases = optax_aliases()
+    if name in aliases:
+        return
+    why = (f"unknown optax optimizer '{name}'" if not hasattr(optax, name) else
+           f"optax:{name} is not one of optax's optimizers (a building block: its updates are "
+           "not a descent step by themselves)")
+    raise InputError(f"{why}; optax's optimizers: {', '.join(aliases)}")

@@ -2,15 +2,16 @@
 torch.nn.Module, a JAX pair, an Equinox or Flax NNX module), each written once:
 
   - finite outputs of the kind the loss takes (probabilities, logits, log-probabilities), read
-    off a probe batch at the initial weights: study.train.model.check_outputs (the Keras path
+    off a probe batch at the initial weights: study.train.models.model.check_outputs (the Keras path
     calls it in its initial-weights helper, native models here);
   - a finite loss there: an initial NaN or inf would be recorded `diverged` after one step, the
     label of an optimizer that blew up;
-  - no L-BFGS (ours, torch:LBFGS, optax:lbfgs) on a model whose training objective draws noise
-    or depends on the batch: the same one line for every kind (`refuse_stochastic`), from the
-    layers each framework's adapter finds and, for torch, two training passes that differ;
+  - no L-BFGS (ours, or a library's: its adapter's LINE_SEARCH) on a model whose training
+    objective draws noise or depends on the batch: the same one line for every kind
+    (`refuse_stochastic`), from the layers each framework's adapter finds and, where a workload
+    can tell (torch), two training passes that differ;
   - rows that fit the model's input: the data's arrays reach the model as they are, so a
-    mismatch is one line naming both shapes and what to change (study.train.input_rows, a
+    mismatch is one line naming both shapes and what to change (study.train.models.input_rows, a
     module of its own: the Keras model builder needs it, and this module needs the builder's
     output check).
 
@@ -22,17 +23,22 @@ from __future__ import annotations
 import math
 
 from datasets.errors import InputError
-from study.train.model import check_outputs
+from study.train.models.model import check_outputs
 
-# the optimizers whose line search compares the loss at several points of one objective
-LINE_SEARCH = ("lbfgs", "torch:LBFGS", "optax:lbfgs")
+
+def line_search() -> tuple[str, ...]:
+    """The optimizers whose line search compares the loss at several points of one objective:
+    ours, and each native library's its adapter names."""
+    from study.train.frameworks import native_adapters
+
+    return ("lbfgs", *(f"{a.LIBRARY}:{name}" for a in native_adapters() for name in a.LINE_SEARCH))
 
 
 def refuse_stochastic(optimizer: str, found: list[str]) -> None:
     """L-BFGS on a model with layers random or batch-dependent in training: one line, the same
     for every model kind (a no-op where nothing was found or the optimizer has no line
     search)."""
-    if found and optimizer in LINE_SEARCH:
+    if found and optimizer in line_search():
         raise InputError(f"{optimizer} needs a deterministic training objective, but the model "
                          f"has {', '.join(found)} (random or batch-dependent in training): its "
                          "line search would compare different objectives; use a first-order "
@@ -53,6 +59,6 @@ def check_native(work, optimizer: str) -> None:
     outputs, value = work.probe()
     check_outputs(work.loss_used, outputs, work.what)
     check_finite_loss(value, work.loss_label, work.what)
-    if optimizer in LINE_SEARCH and work.random_in_training():
+    if optimizer in line_search() and work.random_in_training():
         # two training passes over the same rows differ: noise no layer type said
         refuse_stochastic(optimizer, ["a training pass that draws noise"])

@@ -8,8 +8,8 @@ trains). Both are cached in the results folder (study.sweep.cache), keyed by the
 file's content), the data, the loss and the seed; the data arrays are cached beside them, so
 every run of a sweep reads the same arrays, split once.
 
-`python -P -m study.train.initial REQUESTS` is the helper (KERAS_BACKEND=numpy): it draws each
-request of a JSON list and answers one JSON line, a list of {"ok": true}, {"error": "one line"}
+`python -P -m study.train.models.initial REQUESTS` is the helper (KERAS_BACKEND=numpy): it draws
+each request of a JSON list and answers one JSON line, a list of {"ok": true}, {"error": "one line"}
 (bad input) or {"failed": "one line"}. A sweep asks for all its seeds at once
 (`prepare_initial`), a single run for its own.
 """
@@ -32,12 +32,12 @@ from datasets.errors import InputError, failure_line
 from study.output import check_kind
 from study.sweep import cache
 from study.sweep.fingerprint import manifest, python_files
-from study.sweep.interpreter import python_command
-from study.train.data import load_data
-from study.train.model import build, check_outputs, loss_object, model_file, outputs_for
-from study.train.native_examples import NATIVE_MODELS
-from study.train.native_optimizers import library_of
-from study.train.spec import Spec
+from study.sweep.interpreter import QUIET_LOGS, python_command
+from study.train.models.data import load_data
+from study.train.models.model import build, check_outputs, loss_object, model_file, outputs_for
+from study.train.models.native_examples import NATIVE_MODELS
+from study.train.run.native_optimizers import library_of
+from study.train.sweep.spec import Spec
 
 # |loaded - reference| <= RTOL * max(|reference|, 1): a mean over the validation rows summed in
 # another order (or fused differently) moves by a few float32 roundings (~1e-7 relative per
@@ -178,9 +178,9 @@ def draw(requests: list[dict], python: str, timeout: float = HELPER_TIMEOUT) -> 
     """The helper's answer to each request: {"ok": true}, {"error": its one line} (bad input)
     or {"failed": one line} (anything else). RuntimeError where the helper itself failed,
     HelperTimeout where it did not finish in `timeout` seconds (it is killed)."""
-    argv, env = python_command("-m", "study.train.initial", json.dumps(requests), python=python,
-                               KERAS_BACKEND="numpy", CUDA_VISIBLE_DEVICES="-1",
-                               TF_CPP_MIN_LOG_LEVEL="3")
+    argv, env = python_command("-m", "study.train.models.initial", json.dumps(requests),
+                               python=python, KERAS_BACKEND="numpy", CUDA_VISIBLE_DEVICES="-1",
+                               **QUIET_LOGS)
     try:
         done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=timeout)
     except subprocess.TimeoutExpired:

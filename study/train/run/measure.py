@@ -1,13 +1,13 @@
 """One train run in its own process, whose Keras runs on the spec's framework (KERAS_BACKEND
-was set before Keras was imported: study.train.warm for a sweep's warm process, the command for
+was set before Keras was imported: study.train.run.warm for a sweep's warm process, the command for
 one run).
 
 Outside every clock: the data and the initial weights (from the sweep's cache, made once per
-seed by Keras's NumPy backend: study.train.initial), building and compiling the model, and the
-check that the loaded weights give the reference validation loss (a run whose weights disagree
-is refused, never trained). Then the loop (study.train.loop) inside the noise probe.
+seed by Keras's NumPy backend: study.train.models.initial), building and compiling the model, and
+the check that the loaded weights give the reference validation loss (a run whose weights disagree
+is refused, never trained). Then the loop (study.train.run.loop) inside the noise probe.
 `loop = "fit"` times `model.fit` over the same batches instead, for the loop's overhead.
-All of it runs inside the spec's device (study.train.device): a GPU run where the framework
+All of it runs inside the spec's device (study.train.run.device): a GPU run where the framework
 sees none is skipped, and the weights' device is checked after the run."""
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import pandas as pd
 from datasets.errors import InputError
 from study.sweep.plugin import Measurement, RunContext
 from study.sweep.tuning import NO_RATE, is_tuned
-from study.train.device import check_placed, gpu_seen, no_gpu, placed, scope
-from study.train.initial import (
+from study.train.frameworks import check_keras, native_titles, of_library
+from study.train.models.initial import (
     RTOL,
     agrees,
     data_folder,
@@ -31,11 +31,12 @@ from study.train.initial import (
     read_arrays,
     read_initial,
 )
-from study.train.loop import Target, epoch_batches, run_loop
-from study.train.model import build, loss_object, metric_object, outputs_for
-from study.train.native_optimizers import library_of
-from study.train.spec import Spec
-from study.train.trainers import Evaluation, make_trainer
+from study.train.models.model import build, loss_object, metric_object, outputs_for
+from study.train.run.device import check_placed, gpu_seen, no_gpu, placed, scope
+from study.train.run.loop import Target, epoch_batches, run_loop
+from study.train.run.native_optimizers import KERAS_LIBRARY, library_of
+from study.train.run.trainers import Evaluation, make_trainer
+from study.train.sweep.spec import Spec
 
 FIT_GATHERED_BYTES = 2**31  # the most the fit baseline gathers in memory before its clock
 NO_TARGET = ("the target-setting round has no usable run: every run on the held-apart seed "
@@ -50,16 +51,20 @@ def measure(spec: Spec, ctx: RunContext) -> Measurement:
     found = native_model(spec, ctx)  # before Keras is imported: a native model never needs it
     if found is not None:
         return measure_native(spec, ctx, *found)
-    if library_of(spec.optimizer) not in ("keras", "ours"):
-        kind = {"torch": "a PyTorch optimizer (for native PyTorch models)",
-                "optax": "an optax optimizer (for native JAX models)"}.get(
-            library_of(spec.optimizer), "no Keras optimizer")
+    if library_of(spec.optimizer) not in (KERAS_LIBRARY, "ours"):
+        native = of_library(library_of(spec.optimizer))
+        kind = (f"{native.OPTIMIZER_KIND} (for native {native.TITLE} models)"
+                if native is not None else "no Keras optimizer")
         return Measurement({"status": "skipped", "message": (
             f"optimizer '{spec.optimizer}' is {kind}; model '{spec.model}' is a Keras model: "
             "allowed keras:<Class>, lbfgs")})
+    try:
+        check_keras(spec.backend, f"model '{spec.model}'")
+    except InputError as exc:
+        return Measurement({"status": "skipped", "message": str(exc)})
     if spec.initial is not None:
-        raise InputError(f"initial '{spec.initial}' is for native models (PyTorch, JAX); a Keras "
-                         "model's initial weights are drawn per seed (the same on every "
+        raise InputError(f"initial '{spec.initial}' is for native models ({native_titles()}); a "
+                         "Keras model's initial weights are drawn per seed (the same on every "
                          "framework)")
     initial = initial_folder(spec, ctx.cache_dir)  # a model that cannot be built is refused
     import keras  # here, before Keras starts its framework (seconds)
@@ -151,10 +156,10 @@ def measure_on_device(spec: Spec, ctx: RunContext, initial) -> Measurement:
 
 def native_model(spec: Spec, ctx: RunContext):
     """(the native model, the data arrays) where the spec's model is a shipped native example or
-    a `file.py:function` returning a PyTorch or JAX model (study.train.native_load); None for a
+    a `file.py:function` returning a native model (study.train.models.native_load); None for a
     Keras model."""
-    from study.train.native_examples import NATIVE_MODELS
-    from study.train.native_load import load
+    from study.train.models.native_examples import NATIVE_MODELS
+    from study.train.models.native_load import load
 
     head, sep, _ = spec.model.rpartition(":")
     if spec.model not in NATIVE_MODELS and not (sep and head.endswith(".py")):
@@ -169,15 +174,15 @@ def native_model(spec: Spec, ctx: RunContext):
 
 
 def measure_native(spec: Spec, ctx: RunContext, native, arrays: dict) -> Measurement:
-    """A PyTorch or JAX model through study.train.native_run: everything checked and made before
+    """A PyTorch or JAX model through study.train.run.native_run: everything checked and made before
     the clock, only the loop inside the noise probe, the row and trace the Keras path gives.
     A shipped native example starts from its Keras twin's weights for the seed (the same
     instance as the Keras runs, its validation loss checked against theirs) unless `initial`
     names an .npz; a user's model from `initial` or its own initialization under the seed."""
-    from study.train.native_examples import NATIVE_MODELS
-    from study.train.native_load import check_backend
-    from study.train.native_optimizers import check_family
-    from study.train.native_run import prepare
+    from study.train.models.native_examples import NATIVE_MODELS
+    from study.train.models.native_load import check_backend
+    from study.train.run.native_optimizers import check_family
+    from study.train.run.native_run import prepare
 
     try:  # a model and a framework or optimizer that do not go together: no run, said why
         check_backend(native, spec.backend)

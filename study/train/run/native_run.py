@@ -1,6 +1,6 @@
-"""One native-model run: the model loaded (study.train.native_load), its framework's workload
+"""One native-model run: the model loaded (study.train.models.native_load), its framework's workload
 and the optimizer's submission built and checked (every bad input one line before anything is
-timed), then the train study's own segmented loop (study.train.loop.run_loop) over a
+timed), then the train study's own segmented loop (study.train.run.loop.run_loop) over a
 `WorkloadStepper`: the same clock, segments, statuses and setup rule as Keras runs.
 
 `prepare` does everything before the clock and `NativeRun.loop` the timed part (so a sweep
@@ -11,10 +11,9 @@ values and what ran, plus the trace (one row per evaluation) under "trace"; it w
 from __future__ import annotations
 
 from datasets.errors import InputError
-from study.train.loop import Target, epoch_batches, run_loop
-from study.train.model import labels_are_indices, loss_label
-from study.train.model_checks import check_finite_loss, check_native, refuse_stochastic
-from study.train.native_load import (
+from study.train.models.model import labels_are_indices, loss_label
+from study.train.models.model_checks import check_finite_loss, check_native, refuse_stochastic
+from study.train.models.native_load import (
     NativeModel,
     check_backend,
     load,
@@ -22,8 +21,9 @@ from study.train.native_load import (
     with_outputs,
     workload,
 )
-from study.train.native_optimizers import make_submission
-from study.train.workload import LBFGS_NAME, WorkloadStepper
+from study.train.models.workload import LBFGS_NAME, WorkloadStepper
+from study.train.run.loop import Target, epoch_batches, run_loop
+from study.train.run.native_optimizers import make_submission
 
 
 def train(model: str | NativeModel, arrays: dict, *, loss, metric: str, optimizer: str,
@@ -117,7 +117,7 @@ def prepare(model: str | NativeModel, arrays: dict, *, loss, metric: str, optimi
 
 def outputs_of(loss, arrays: dict) -> int:
     """How many outputs the model needs: the class count for a loss of class indices (by name,
-    or a known callable such as F.nll_loss), else the labels' width (study.train.model.
+    or a known callable such as F.nll_loss), else the labels' width (study.train.models.model.
     outputs_for's rule; a callable of unknown meaning takes the labels' width, or the class
     count where the labels are integers in one column)."""
     import numpy as np

@@ -1,13 +1,17 @@
-"""The train study's tables: one row per run and one row per evaluation (its trace)."""
+"""The train study's tables: one row per run and one row per evaluation (its trace). A
+framework's own columns (its optimizer library's version) are declared in its adapter
+(`COLUMNS`, study.train.adapters) and joined here."""
 
 from __future__ import annotations
 
 from study.sweep.schema import ENGINE, VARYING, Column, Schema
+from study.train.frameworks import native_adapters
 
 RUN_COLUMNS = Schema("runs", (
     # the spec's axes
-    Column("model", "str", "a shipped model's name (Keras, or a native twin: digits-cnn-torch, "
-                           "...), a .keras file or file.py:function"),
+    Column("model", "str", "a shipped model's name (a Keras example, or its native twin: the "
+                           "example's name and the framework's), a .keras file or "
+                           "file.py:function"),
     Column("initial", "str", "a native model's .npz of initial parameters (None: a native "
                              "example starts from its Keras twin's weights for the seed, a "
                              "user's native model from its own initialization under the seed)"),
@@ -17,13 +21,14 @@ RUN_COLUMNS = Schema("runs", (
                                  "channel axis after the rows)"),
     Column("loss", "str", "the loss that ran: by name (a Keras loss, NAME:from_logits, nll, "
                           "categorical_nll), or the qualified name of a callable returned with "
-                          "a native model (e.g. torch.nn.functional.nll_loss)"),
+                          "a native model (its module and name)"),
     Column("metric", "str", "the Keras metric evaluated beside the loss"),
-    Column("optimizer", "str", "keras:<Class>, torch:<Class>, optax:<name> or lbfgs (ours, on "
-                               "the flat weights, full batch)"),
+    Column("optimizer", "str", "keras:<Class>, a native model's library's <library>:<name> (its "
+                               "framework's adapter names the library) or lbfgs (ours, on the "
+                               "flat weights, full batch)"),
     Column("hyperparameters", "str", "as JSON (also as hp_* columns)"),
     Column("backend", "str", "the framework the model ran on (Keras's backend for a Keras "
-                             "model): tensorflow, jax or torch"),
+                             "model): a registry framework with a train adapter"),
     Column("device", "str", "the device asked for: cpu or gpu (device_name: where it ran)"),
     Column("batch_size", "int", "rows per step; 0: full batch"),
     Column("eval_every", "int", "steps between evaluations; 0: once per epoch"),
@@ -83,12 +88,12 @@ RUN_COLUMNS = Schema("runs", (
                                              "none (its class's default); None where given"),
     Column("keras_version", "str", "Keras version"),
     Column("loss_evaluations", "int", "lbfgs: loss-and-gradient evaluations (line search)"),
-    Column("model_kind", "str", "keras, or what a native model is: torch.nn.Module, equinox, "
-                                "flax-nnx, jax-pair (study.train.native_load)"),
-    Column("optimizer_library", "str", "whose optimizer: keras, torch, optax or ours (lbfgs)"),
-    Column("optimizer_config", "str", "a torch: or optax: optimizer's settings as JSON"),
-    Column("torch_version", "str", "torch: optimizers: PyTorch's version"),
-    Column("optax_version", "str", "optax: optimizers: optax's version"),
+    Column("model_kind", "str", "keras, or what a native model is, as its framework's adapter "
+                                "recognised it (study.train.models.native_load)"),
+    Column("optimizer_library", "str", "whose optimizer: keras, a native library (its "
+                                       "framework's adapter's LIBRARY) or ours (lbfgs)"),
+    Column("optimizer_config", "str", "a native library's optimizer's settings as JSON"),
+    *(column for native in native_adapters() for column in native.COLUMNS),
 ), families=("hp_", "stop_"), required=("model", "optimizer", "backend", "seed"))
 
 SCHEMA = ENGINE + RUN_COLUMNS

@@ -22,11 +22,12 @@ class Spec:
     study: str
     model: str  # a shipped example's name, a .keras file, or file.py:function
     data: dict  # {"name": ...} or {"path": ..., features/labels/validation_fraction/...}
-    loss: str | None  # a loss by name (study.train.model); None: the one the model returns
+    loss: str | None  # a loss by name (study.train.models.model); None: the one the model returns
     metric: str  # a Keras metric by name (besides the loss)
     optimizer: str  # keras:<Class> | torch:<Class> | optax:<name> | lbfgs
     hyperparameters: dict
-    backend: str  # one of study.train.frameworks.KERAS_FRAMEWORKS: KERAS_BACKEND of its process
+    backend: str  # a framework with a train adapter (study.train.adapters): KERAS_BACKEND of
+    # its process where Keras runs on it
     batch_size: int  # 0: full batch
     eval_every: int  # steps between evaluations; 0: once per epoch
     target: dict  # {"metric", "value", "mode", "how"}; how: "given" or "round"
@@ -35,7 +36,7 @@ class Spec:
     stopping: dict = field(default_factory=dict)  # max_steps, time_budget (training seconds)
     tuning: dict = field(default_factory=dict)  # study.sweep.tuning's protocol
     loop: str = "steps"  # steps: our timed loop; fit: model.fit over the same steps (overhead)
-    device: str = "cpu"  # cpu or gpu: where the framework runs it (study.train.device)
+    device: str = "cpu"  # cpu or gpu: where the framework runs it (study.train.run.device)
     initial: str | None = None  # a native model's .npz of initial parameters (None: the seed's)
 
     @cached_property

@@ -1,14 +1,15 @@
 """What a step and an evaluation are, per optimizer family, on a built model with its initial
-weights loaded (study.train.loop times them in segments).
+weights loaded (study.train.run.loop times them in segments).
 
 Keras optimizers: the model compiled as a user compiles it (jit_compile="auto": XLA on JAX; with
 Keras 3.15 a tf.function without XLA on TensorFlow and eager on PyTorch; the row records which),
-then stepped by study.train.steppers, which does `fit`'s work per step without a host read.
+then stepped by its framework's stepper (the adapter's `keras_stepper`, made by `make_stepper`),
+which does `fit`'s work per step without a host read.
 `KerasTrainer.step` (`train_on_batch`) remains for the `loop = "fit"` baseline's warm-up only.
-Our L-BFGS: the submission native models run (study.train.workload.LbfgsSubmission: one
+Our L-BFGS: the submission native models run (study.train.models.workload.LbfgsSubmission: one
 iteration of optimizers/lbfgs.py per step, its algebra on the host in float64, so every
 iteration reads the host by nature) on the flat weights, the loss and gradient through the
-framework's one flat value_and_grad (study.train.flat). Both evaluate with
+framework's one flat value_and_grad (study.train.run.flat). Both evaluate with
 `model.test_on_batch` on the whole validation set (its first call compiles: evaluation time,
 never training time)."""
 
@@ -18,11 +19,11 @@ import numpy as np
 
 from datasets.errors import InputError
 from optimizers.keras_optimizer import KERAS_PREFIX, check_config, keras_classes
-from study.train.flat import flatten, layout, pieces, value_and_grad
-from study.train.model import compile_loss
-from study.train.model_checks import refuse_stochastic
-from study.train.spec import LBFGS as LBFGS_NAME
-from study.train.workload import LbfgsSubmission, WorkloadStepper
+from study.train.models.model import compile_loss
+from study.train.models.model_checks import refuse_stochastic
+from study.train.models.workload import LbfgsSubmission, WorkloadStepper
+from study.train.run.flat import flatten, layout, pieces, value_and_grad
+from study.train.sweep.spec import LBFGS as LBFGS_NAME
 
 # layers that make a training-mode forward pass random or stateful: L-BFGS's line search
 # needs one deterministic objective (and JAX's flat objective does not carry the state)
@@ -64,7 +65,7 @@ class Evaluation:
 
 class KerasTrainer:
     """A compiled model; `step` is `train_on_batch` (the fit baseline's warm-up), `stepper`
-    the segmented loop's steps (study.train.steppers)."""
+    the segmented loop's steps (`make_stepper`)."""
 
     def __init__(self, model, spec, loss, metric):
         self.model, self.loss, self.given = model, loss, set(spec.hyperparameters)
@@ -76,8 +77,6 @@ class KerasTrainer:
         return float(out[0] if isinstance(out, list | tuple) else out)
 
     def stepper(self, arrays: dict, rows):
-        from study.train.steppers import make_stepper
-
         return make_stepper(self.model, self.loss, arrays["x_train"], arrays["y_train"], rows)
 
     def record(self) -> dict:
@@ -93,7 +92,7 @@ class KerasTrainer:
 
 class LbfgsTrainer:
     """Full batch: every step is one L-BFGS iteration on all training rows, by the one L-BFGS
-    submission of every model (study.train.workload.LbfgsSubmission) on the model's flat
+    submission of every model (study.train.models.workload.LbfgsSubmission) on the model's flat
     weights (KerasWeights); each iteration reads the loss and gradient to the host, where the
     algorithm's algebra runs."""
 
@@ -117,8 +116,8 @@ class LbfgsTrainer:
 
 class KerasWeights:
     """A Keras model's trainable weights as the L-BFGS submission takes a workload's
-    (study.train.workload): flat float64 vectors, the full-batch flat objective
-    (study.train.flat), the loss read. Written back into the variables, they are what the
+    (study.train.models.workload): flat float64 vectors, the full-batch flat objective
+    (study.train.run.flat), the loss read. Written back into the variables, they are what the
     model evaluates (`test_on_batch`)."""
 
     def __init__(self, model, loss, arrays: dict):
@@ -161,6 +160,34 @@ def check_deterministic(model) -> None:
                   if hasattr(keras.layers, name))
     refuse_stochastic(LBFGS_NAME, sorted({type(layer).__name__ for layer
                                           in model._flatten_layers() if isinstance(layer, kinds)}))
+
+
+def make_stepper(model, loss, x: np.ndarray, y: np.ndarray, rows):
+    """The stepper of a compiled model on Keras's framework (its optimizer built here), the
+    training arrays put once on the device that holds the model's weights. Each does per step
+    what Keras's `fit` does, minus the metrics it keeps for its progress bar; none reads
+    anything back to the host inside a segment (the interface: study.train.run.loop). Setup
+    (`warm`) runs one step for what its first call costs and leaves the state where it was (a
+    framework stepping the variables in place puts them back with `rewound`)."""
+    import keras
+
+    from study.train.frameworks import adapter
+
+    model.optimizer.build(model.trainable_variables)
+    return adapter(keras.backend.backend()).keras_stepper(model, loss, x, y, rows)
+
+
+def rewound(model, step) -> None:
+    """`step()` run once for what its first call costs, then every variable of the model
+    (weights, statistics, seed generators) and of its optimizer (slots, iteration count) set
+    back to its value before: the first timed step starts where it would have."""
+    import keras
+
+    variables = [*model.variables, *model.optimizer.variables]
+    saved = [keras.ops.convert_to_numpy(v.value).copy() for v in variables]
+    step()
+    for variable, value in zip(variables, saved, strict=True):
+        variable.assign(value)
 
 
 def make_trainer(model, spec, loss, metric, arrays):

@@ -1,6 +1,6 @@
 """The train study's config: [[problems]] (model, data, loss, metric, batch sizes, evaluation
-interval, target, budget, a native model's initial .npz), [[optimizers]] (keras:<Class>,
-torch:<Class> or optax:<name> with its arguments, or lbfgs),
+interval, target, budget, a native model's initial .npz), [[optimizers]] (keras:<Class>, a
+native library's optimizer such as torch:<Class> or optax:<name>, with its arguments, or lbfgs),
 `backends`, `device` (cpu, gpu or both), `seeds` and [tuning]. Every list value of a problem or
 optimizer block is an axis; the grid is their product with backends, devices, seeds and
 repeats."""
@@ -20,10 +20,9 @@ from optimizers.keras_optimizer import KERAS_PREFIX
 from optimizers.keras_optimizer import check_optimizers as check_keras_optimizers
 from study.sweep import tuning as protocol
 from study.sweep.grid import ConfigError, as_list, blocks, check_size, expand, matches, unknown
-from study.train.data import check_data
-from study.train.device import DEVICES
-from study.train.frameworks import KERAS_FRAMEWORKS, check_framework
-from study.train.model import (
+from study.train.frameworks import adapter, check_framework, keras_frameworks, native_adapters
+from study.train.models.data import check_data
+from study.train.models.model import (
     SHIPPED,
     check_initial_file,
     check_model_name,
@@ -31,13 +30,13 @@ from study.train.model import (
     mode_of,
     model_file,
 )
-from study.train.native_examples import FRAMEWORK_OF
-from study.train.spec import LBFGS, Spec
+from study.train.models.native_examples import FRAMEWORK_OF
+from study.train.run.device import DEVICES
+from study.train.sweep.spec import LBFGS, Spec
 
 CONFIG_KEYS = ("seeds", "backends", "device", "tuning", "problems", "optimizers")
 PROBLEM_KEYS = ("name", "model", "data", "loss", "metric", "batch_size", "eval_every", "target",
                 "stopping", "loop", "initial")
-NATIVE_PREFIXES = {"torch:": "torch", "optax:": "jax"}  # a native optimizer's framework
 STOPPING_KEYS = ("max_steps", "time_budget")
 TARGET_KEYS = ("metric", "value", "mode", "set", "margin", "seed", "stopping")
 LOOPS = ("steps", "fit")
@@ -59,7 +58,7 @@ def check_stopping(table, where: str, base: dict | None = None) -> dict:
 def check_target(table, where: str, metric: str, seeds, configurations, backend,
                  loss: str | None = None) -> dict:
     """{metric, value, mode, how}: given, or set by a round ({set = "round", margin, seed,
-    stopping}: study.train.rounds). A given value the metric cannot take, or a mode against
+    stopping}: study.train.sweep.rounds). A given value the metric cannot take, or a mode against
     the way a loss or a known metric improves, is refused (it would run to the budget, or be
     "reached" at the first evaluation)."""
     if not isinstance(table, dict):
@@ -142,7 +141,7 @@ def check_axes(raw: dict, source: str) -> tuple[list, list, list]:
     if not seeds:
         raise ConfigError(f"{source}: seeds is empty")
     backends = []
-    for framework in as_list(raw.get("backends", list(KERAS_FRAMEWORKS))):
+    for framework in as_list(raw.get("backends", list(keras_frameworks()))):
         try:
             backends.append(check_framework(framework, "backends"))
         except InputError as exc:
@@ -167,14 +166,16 @@ def optimizer_points(raw: dict, source: str, seeds) -> list[tuple]:
         native = native_framework(block_name)
         if not isinstance(block_name, str) or not (block_name == LBFGS or native
                                                    or block_name.startswith(KERAS_PREFIX)):
+            forms = ", ".join(f"{a.LIBRARY}:{a.OPTIMIZER_FORM}" for a in native_adapters())
             raise ConfigError(f"{source}: optimizers: unknown name {block_name!r}; allowed: "
-                              f"{KERAS_PREFIX}<Class> (any Keras optimizer), torch:<Class>, "
-                              f"optax:<name> (native models), {LBFGS}")
+                              f"{KERAS_PREFIX}<Class> (any Keras optimizer), {forms} (native "
+                              f"models), {LBFGS}")
         params = {k: v for k, v in block.items() if k not in ("name", "tuning")}
-        if native == "torch" and protocol.TUNED in (params.get(protocol.PARAMETER),
-                                                    params.get("lr")):
+        rate = adapter(native).RATE if native else protocol.PARAMETER
+        if rate != protocol.PARAMETER and protocol.TUNED in (params.get(protocol.PARAMETER),
+                                                             params.get(rate)):
             raise ConfigError(f"{where}: {protocol.PARAMETER} = '{protocol.TUNED}' is not mapped "
-                              "to torch's lr yet; give lr")
+                              f"to {adapter(native).LIBRARY}'s {rate} yet; give {rate}")
         for point in expand(params, where):
             tuned = point.get(protocol.PARAMETER) == protocol.TUNED
             tuning = check_tuning({**study_tuning, **block.get("tuning", {})}, where, seeds) \
@@ -275,14 +276,15 @@ def problem_specs(block: dict, where: str, name: str, axes, configurations,
 
 
 def native_framework(optimizer) -> str | None:
-    """torch or jax for a native optimizer's name (torch:<Class>, optax:<name>), else None."""
-    return next((framework for prefix, framework in NATIVE_PREFIXES.items()
-                 if isinstance(optimizer, str) and optimizer.startswith(prefix)), None)
+    """The framework of a native optimizer's name (its adapter's LIBRARY before the colon:
+    torch:<Class> on torch), else None."""
+    return next((a.NAME for a in native_adapters()
+                 if isinstance(optimizer, str) and optimizer.startswith(f"{a.LIBRARY}:")), None)
 
 
 def check_native_optimizer(name: str, point: dict, framework: str, where: str) -> None:
     """A torch:/optax: optimizer's hyperparameters, checked by building its submission."""
-    from study.train.native_optimizers import make_submission
+    from study.train.run.native_optimizers import make_submission
 
     try:
         REGISTRY[framework].require()
@@ -299,7 +301,8 @@ def not_planned(model: str, own: str | None, optimizer: str, backend: str) -> bo
     native = native_framework(optimizer)
     if own is not None:
         return backend != own or native != own and optimizer != LBFGS
-    return bool(native) and (model in SHIPPED or model.endswith(".keras"))
+    keras_model = model in SHIPPED or model.endswith(".keras")
+    return keras_model and (bool(native) or not adapter(backend).KERAS)
 
 
 def check_distinct(optimizer_points, source: str) -> None:

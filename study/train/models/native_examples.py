@@ -1,9 +1,9 @@
-"""The shipped examples as native models, beside the Keras ones (study.train.examples): the same
-architectures, written in PyTorch, as a pure-JAX pair and as an Equinox module, with their
-parameters in Keras's layout and order (a conv kernel HWIO, a dense kernel (in, out), kernel
-then bias per layer), so that one `.npz` of w0, w1, ... (Keras's get_weights order, the train
-study's weights.npz) gives all of them the same initial weights and the same outputs, and the
-Keras, PyTorch and JAX runs can be compared on one instance.
+"""The shipped examples as native models, beside the Keras ones (study.train.models.examples): the
+same architectures, written in PyTorch, as a pure-JAX pair and as an Equinox module, with their
+parameters in Keras's layout and order (a conv kernel HWIO, a dense kernel (in, out), kernel then
+bias per layer), so that one `.npz` of w0, w1, ... (Keras's get_weights order, the train study's
+weights.npz) gives all of them the same initial weights and the same outputs, and the Keras, PyTorch
+and JAX runs can be compared on one instance.
 
 Without an .npz each initializes as Keras does by default (Glorot-uniform kernels, zero
 biases), drawn by its own framework's generator under the run's seed.
@@ -11,8 +11,9 @@ biases), drawn by its own framework's generator under the run's seed.
 Each function takes (input_shape, outputs, seed=0), as a user's `file.py:function` does.
 
 `mnist-net-torch` is the other way round: PyTorch's MNIST example as written upstream
-(channels-first rows, its own parameters), and its Keras twin (study.train.examples.mnist_net)
-is written with PyTorch's layout, so the twin's draw loads into it all the same.
+(channels-first rows, its own parameters), and its Keras twin
+(study.train.models.examples.mnist_net) is written with PyTorch's layout, so the twin's draw
+loads into it all the same.
 """
 
 from __future__ import annotations
@@ -158,7 +159,7 @@ def mnist_net_torch(input_shape, outputs):
     there: channels-first rows (1, 28, 28: the data's `layout = "channels_first"`), log_softmax
     outputs (the loss: nll, PyTorch's F.nll_loss), trained there with Adadelta at lr 1.0, batch
     64. Its parameters are PyTorch's own, in its order; a run of the example starts from its
-    Keras twin's draw for the seed (study.train.examples.mnist_net, the same shapes and
+    Keras twin's draw for the seed (study.train.models.examples.mnist_net, the same shapes and
     initializer), or from PyTorch's default initialization when built on its own."""
     import torch
     import torch.nn as nn

@@ -12,7 +12,15 @@ import pandas as pd
 
 from study.paired import compare
 from study.report.blocks import Block, fmt_seconds
-from study.train.summary import CONFIG, INSTANCE, label, measured, overhead, summarize, with_time
+from study.train.sweep.summary import (
+    CONFIG,
+    INSTANCE,
+    label,
+    measured,
+    overhead,
+    summarize,
+    with_time,
+)
 
 QUESTION = "Train: which optimizer and framework train this model to this target first?"
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 
 from datasets.errors import InputError
-from study.train.data import check_input_file
-from study.train.examples import MODELS
-from study.train.native_examples import NATIVE_MODELS
+from study.train.models.data import check_input_file
+from study.train.models.examples import MODELS
+from study.train.models.native_examples import NATIVE_MODELS
 
 SHIPPED = (*MODELS, *NATIVE_MODELS)  # the Keras examples and their native twins, by name
 
@@ -74,7 +74,9 @@ def check_initial_file(path, model: str, where: str = "initial") -> None:
         raise InputError(f"{where}: {path!r} is not an .npz file (the initial parameters by "
                          "name, or w0, w1, ...)")
     if model in MODELS or str(model).endswith(".keras"):
-        raise InputError(f"{where} is for native models (PyTorch, JAX); '{model}' is a Keras "
+        from study.train.frameworks import native_titles
+
+        raise InputError(f"{where} is for native models ({native_titles()}); '{model}' is a Keras "
                          "model, whose initial weights are drawn per seed")
     check_input_file(Path(path), where)
 
@@ -90,7 +92,7 @@ def build(model: str, input_shape: tuple, outputs: int):
         try:  # a shipped example is built for the rows it is given: what fails is their shape
             built = MODELS[model](input_shape, outputs)
         except Exception as exc:
-            from study.train.input_rows import input_mismatch
+            from study.train.models.input_rows import input_mismatch
 
             raise input_mismatch(what, input_shape, None, exc) from None
     elif path.suffix == ".keras":
@@ -109,7 +111,7 @@ def build(model: str, input_shape: tuple, outputs: int):
             built.build((None, *input_shape))
         out = built.compute_output_spec(keras.KerasTensor((2, *input_shape))).shape
     except Exception as exc:
-        from study.train.input_rows import input_mismatch
+        from study.train.models.input_rows import input_mismatch
 
         raise input_mismatch(what, input_shape, _input_rows(built), exc) from None
     if tuple(out[1:]) not in ((outputs,), () if outputs == 1 else (outputs,)):
@@ -162,18 +164,13 @@ def loss_label(loss) -> str | None:
     return f"{getattr(target, '__module__', None) or '?'}.{target.__qualname__}"
 
 
-# callables returned with a model whose meaning is known: (what the model must output, the
-# family of labels: sparse = class indices, binary = 0/1 floats); others are checked for shape
-KNOWN_CALLABLES = {
-    "torch.nn.functional.nll_loss": (LOG_PROBABILITIES, "sparse"),
-    "torch.nn.modules.loss.NLLLoss": (LOG_PROBABILITIES, "sparse"),
-    "torch.nn.functional.cross_entropy": (LOGIT_OUTPUTS, "sparse"),
-    "torch.nn.modules.loss.CrossEntropyLoss": (LOGIT_OUTPUTS, "sparse"),
-    "torch.nn.functional.binary_cross_entropy": (PROBABILITIES, "binary"),
-    "torch.nn.modules.loss.BCELoss": (PROBABILITIES, "binary"),
-    "torch.nn.functional.binary_cross_entropy_with_logits": (LOGIT_OUTPUTS, "binary"),
-    "torch.nn.modules.loss.BCEWithLogitsLoss": (LOGIT_OUTPUTS, "binary"),
-}
+def known_callables() -> dict:
+    """Callables returned with a model whose meaning is known, by qualified name: (what the
+    model must output, the family of labels: sparse = class indices, binary = 0/1 floats), each
+    framework's in its adapter (`KNOWN_LOSSES`); others are checked for shape."""
+    from study.train.frameworks import native_adapters
+
+    return {name: meaning for a in native_adapters() for name, meaning in a.KNOWN_LOSSES.items()}
 
 
 def loss_meaning(loss) -> tuple[str | None, str | None]:
@@ -181,7 +178,7 @@ def loss_meaning(loss) -> tuple[str | None, str | None]:
     values do; the labels' family: sparse, categorical, binary or None) of a loss by name or a
     known callable."""
     if loss is not None and not isinstance(loss, str):
-        return KNOWN_CALLABLES.get(loss_label(loss), (None, None))
+        return known_callables().get(loss_label(loss), (None, None))
     name, logits = loss_name(loss)
     base = NLL.get(name, name)
     family = ("sparse" if base in SPARSE else "binary" if base.startswith("binary")
@@ -236,7 +233,7 @@ def output_kind(y_pred: np.ndarray) -> tuple[str, str]:
 
 def check_outputs(loss, y_pred: np.ndarray, what: str) -> None:
     """Before any clock, on a probe batch at the initial weights, for every model kind (the
-    Keras path's initial-weights helper and study.train.model_checks for native models):
+    Keras path's initial-weights helper and study.train.models.model_checks for native models):
     finite outputs, of the kind the loss takes. A probability loss clips logits into an
     ill-defined objective, and normalises log-probabilities into a meaningless one that can
     even meet a loss target at zero accuracy; the refusal names what the model outputs and the
@@ -295,7 +292,7 @@ def named_loss(loss: str, ops):
     """loss(outputs, labels) -> the mean over the rows, for a native model, with the meaning
     Keras gives the name (so a native model and its Keras twin give the same loss at the same
     weights), written once for every framework: `ops` are the framework's few array functions
-    (study.train.native_torch.OPS, study.train.native_jax.OPS)."""
+    (its adapter's: study.train.adapters.torch.torch_ops, ...)."""
     name, _ = loss_name(loss)
     base, (expects, _) = NATIVE_LOSSES[name], loss_meaning(loss)
     mean, log = ops.mean, ops.log

@@ -2,8 +2,9 @@
 
 Keras picks its backend once, when it is imported, from KERAS_BACKEND; so a process serves one
 framework, and the variable is set before the import (a process that already holds Keras on
-another backend is refused). The plugin's `preload` names `study.train.warm_<framework>`, whose
-import calls `prepare`. Importing Keras initialises no device (forking afterwards is safe)."""
+another backend is refused). The plugin's `preload` names its framework's adapter's `warm`
+(`module:warm`, called by the warm process), which calls `prepare`. Importing Keras initialises
+no device (forking afterwards is safe)."""
 
 from __future__ import annotations
 
@@ -18,4 +19,4 @@ def prepare(framework: str) -> None:
     os.environ["KERAS_BACKEND"] = framework
     import keras  # noqa: F401 -- the import is the point
 
-    import study.train.measure  # noqa: F401 -- and the measuring code, once
+    import study.train.run.measure  # noqa: F401 -- and the measuring code, once

@@ -1,5 +1,6 @@
 """The train study's figures: the headline (time to the validation target per optimizer and
-framework, with intervals over seeds) and the validation metric against training time."""
+framework, with intervals over seeds) and the validation metric against training time, a line
+style and marker per framework (its adapter's STYLE)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,20 @@ import numpy as np
 import pandas as pd
 
 from study.figures import legend_outside, log_axis, save
-from study.train.summary import measured, summarize
+from study.train.sweep.summary import measured, summarize
 
-STYLES = {"tensorflow": "-", "jax": "--", "torch": ":"}
-MARKERS = {"tensorflow": "o", "jax": "s", "torch": "^"}
+PLAIN = ("-", "o")  # a framework whose adapter is not registered here (results drawn elsewhere)
+
+
+def style(framework: str) -> tuple[str, str]:
+    """(line style, marker) of a framework's runs."""
+    from datasets.errors import InputError
+    from study.train.frameworks import adapter
+
+    try:
+        return adapter(framework).STYLE
+    except InputError:
+        return PLAIN
 
 
 def _problems(table: pd.DataFrame) -> list[tuple[str, str]]:
@@ -38,7 +49,8 @@ def figure_headline(runs: pd.DataFrame):
                 low = row["low"] if np.isfinite(row["low"]) else row["to_target"]
                 high = row["high"] if np.isfinite(row["high"]) else row["to_target"]
                 ax.plot([low, high], [y, y], color=colour, lw=2, alpha=0.6)
-                ax.plot(row["to_target"], y, MARKERS.get(row["backend"], "o"), color=colour)
+                ax.plot(row["to_target"], y, linestyle="none", marker=style(row["backend"])[1],
+                        color=colour)
             else:
                 ax.plot(right, y, "x", color=colour)
         ax.set_yticks(range(len(part)))
@@ -67,8 +79,9 @@ def figure_convergence(runs: pd.DataFrame, traces: pd.DataFrame):
             trace = traces[traces["run_id"] == row["run_id"]].sort_values("step")
             trace = trace[trace["step"] > 0]  # the initial point has 0 training seconds
             colour = f"C{optimizers.index(row['optimizer']) % 10}"
-            ax.plot(trace["seconds"], trace[column], STYLES.get(row["backend"], "-"),
-                    color=colour, lw=1.3, marker=MARKERS.get(row["backend"], "o"), ms=3,
+            line, marker = style(row["backend"])
+            ax.plot(trace["seconds"], trace[column], linestyle=line,
+                    color=colour, lw=1.3, marker=marker, ms=3,
                     label=f"{row['optimizer']} ({row['backend']})")
         target = pd.to_numeric(part["target_value"]).dropna()
         if len(target):

@@ -1,0 +1,110 @@
+"""The train study on TensorFlow: Keras models only (no native TensorFlow models or optimizers).
+
+Device: `tf.device`, since Keras's own scope on TensorFlow is that; TensorFlow places ops softly,
+so after a run the weights' device is read back (study.train.run.device). Steps: a `tf.function`
+of the step updating the variables in place, XLA as the model's `jit_compile` says (what `fit`
+uses). Flat objective: w assigned into the variables, then `tf.GradientTape` in a
+`tf.function`, host float64 values back."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from study.train.run.flat import layout, pieces
+from study.train.run.trainers import rewound
+
+KERAS = True
+STYLE = ("-", "o")
+
+
+def warm() -> None:
+    from study.train.run.warm import prepare
+
+    prepare("tensorflow")
+
+
+def gpu_seen() -> bool:
+    import tensorflow as tf
+
+    return bool(tf.config.list_physical_devices("GPU"))
+
+
+def scope(device: str):
+    import tensorflow as tf
+
+    return tf.device(f"/{device.upper()}:0")
+
+
+def placed(value) -> str:
+    return value.device.rsplit("device:", 1)[-1]
+
+
+class KerasStepper:
+    """`fit`'s step without its metrics: the batch gathered by index from training arrays on
+    the device, forward, the loss plus the model's own losses, gradients, the update."""
+
+    def __init__(self, model, loss, x, y, rows):
+        import tensorflow as tf
+
+        self.tf, self.model, self.rows = tf, model, rows
+        self.x, self.y = tf.identity(tf.constant(x)), tf.identity(tf.constant(y))
+        optimizer, weights = model.optimizer, model.trainable_variables
+
+        def step(xs, ys, index):
+            with tf.GradientTape() as tape:
+                y_pred = model(tf.gather(xs, index), training=True)
+                total = loss(tf.gather(ys, index), y_pred)
+                if model.losses:
+                    total = total + tf.add_n(model.losses)
+            grads = tape.gradient(total, [v.value for v in weights])
+            optimizer.apply(grads, weights)
+            return total
+
+        self.step = tf.function(step, jit_compile=bool(model.jit_compile), reduce_retracing=True)
+
+    def prepare(self, first: int, count: int):
+        return [self.tf.identity(self.tf.constant(np.asarray(self.rows(i), np.int32)))
+                for i in range(first, first + count)]
+
+    def warm(self, prepared) -> None:
+        rewound(self.model, lambda: self.read(self.run(prepared[:1])))
+
+    def run(self, prepared):
+        for index in prepared:
+            total = self.step(self.x, self.y, index)
+        return total
+
+    def read(self, value) -> float:
+        return float(value.numpy())
+
+    def write_back(self) -> None:  # the variables are updated in place
+        pass
+
+    def reload(self) -> None:
+        pass
+
+
+keras_stepper = KerasStepper
+
+
+def flat_value_and_grad(weights, loss_at, data, device=None):
+    import tensorflow as tf
+
+    shapes, ends = layout(weights)
+    data = tuple(tf.constant(a) for a in data)  # placed by the run's device scope
+
+    @tf.function
+    def compiled(flat):
+        for variable, value in zip(weights, pieces(flat, shapes, ends, tf.reshape),
+                                   strict=True):
+            variable.assign(value)
+        with tf.GradientTape() as tape:
+            value = loss_at(weights, data)
+        grads = tape.gradient(value, weights)
+        return value, tf.concat([tf.reshape(g, [-1]) for g in grads], 0)
+
+    def call(w):
+        value, grad = compiled(tf.constant(w, tf.float32))
+        return float(value.numpy()), grad.numpy().astype(np.float64)
+
+    return call

@@ -1,0 +1,63 @@
+"""The loss and its gradient at a flat weight vector: what our L-BFGS (optimizers/lbfgs.py, one
+submission for every model: study.train.models.workload.LbfgsSubmission) needs of a model.
+Written once per framework, in its adapter (study.train.adapters: `flat_value_and_grad`), and
+called alike for a Keras model (`value_and_grad` below) and a native one (its workload):
+
+    make(weights, loss_at, data, device) -> f(w) -> (float loss, float64 gradient)
+
+`weights` are the framework's trainable arrays in the flat vector's order (JAX: a pytree, whose
+structure unflattens w; TensorFlow: tf.Variables; PyTorch: tensors that require grad),
+`loss_at(weights, data)` the mean loss at them, `data` the full batch (x, y), `device` where
+the vector goes (None: where the framework puts it, as the run's device scope says). Each
+returns host float64 values, so every call ends with the device done. The pieces below split
+and join flat vectors for all of them."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from datasets.errors import InputError
+
+
+def value_and_grad(model, loss, x: np.ndarray, y: np.ndarray):
+    """f(w) -> (loss, gradient) for the flat float64 vector w of a Keras model's trainable
+    weights; `loss` is the mean loss (study.train.models.model.loss_object). The loss at given
+    weights is `model.stateless_call` on every framework (JAX cannot assign a traced value)."""
+    import keras
+
+    frozen = [v.value for v in model.non_trainable_variables]
+
+    def loss_at(weights, data):
+        xs, ys = data
+        y_pred, _ = model.stateless_call(weights, frozen, xs, training=True)
+        return loss(ys, y_pred)
+
+    make = framework_value_and_grad(keras.backend.backend())
+    return make([v.value for v in model.trainable_variables], loss_at, (x, y), None)
+
+
+def framework_value_and_grad(framework: str):
+    """The flat value_and_grad of `framework`'s adapter, or one line saying it has none."""
+    from study.train.frameworks import adapter, trainable
+
+    try:
+        return adapter(framework).flat_value_and_grad
+    except InputError:
+        raise InputError(f"lbfgs's flat objective has no code for the framework {framework!r} "
+                         f"(has: {', '.join(trainable())})") from None
+
+
+def pieces(flat, shapes, ends, reshape):
+    starts = [0, *ends[:-1]]
+    return [reshape(flat[int(a):int(b)], shape) for a, b, shape in zip(starts, ends, shapes,
+                                                                       strict=True)]
+
+
+def flatten(weights) -> np.ndarray:
+    return np.concatenate([np.asarray(w, np.float64).ravel() for w in weights])
+
+
+def layout(weights) -> tuple[list[tuple], np.ndarray]:
+    """(shapes, ends): each array's shape and where it ends in the flat vector."""
+    shapes = [tuple(w.shape) for w in weights]
+    return shapes, np.cumsum([int(np.prod(s)) for s in shapes])

@@ -1,0 +1,91 @@
+"""The optimizer of a native model, by name: `<library>:<name>` of its framework's library (the
+adapter's `LIBRARY`: `torch:<Class>`, any torch.optim optimizer, on a PyTorch module;
+`optax:<name>`, one of optax's optimizers, on a JAX model), or `lbfgs` (ours, full batch, on the
+flattened parameters) on any; hyperparameters by the library's own names. An optimizer of another
+framework (a Keras one included: those run on Keras models) is one line naming what the model
+accepts."""
+
+from __future__ import annotations
+
+from datasets.errors import InputError
+from study.train.frameworks import adapter, native_adapters, of_library
+from study.train.models.workload import LBFGS_NAME, LbfgsSubmission, Submission
+
+KERAS_LIBRARY = "keras"  # keras:<Class>, for Keras models (optimizers.keras_optimizer)
+
+
+def allowed(framework: str) -> str:
+    own = adapter(framework)
+    return f"{own.LIBRARY}:{own.OPTIMIZER_FORM}, {LBFGS_NAME}"
+
+
+def make_submission(optimizer: str, hyperparameters: dict, framework: str,
+                    what: str = "the model") -> Submission:
+    """The submission for `optimizer` on a model of `framework` (one with native models)."""
+    natives = [a.NAME for a in native_adapters()]
+    if framework not in natives:
+        raise InputError(f"native models run on {', '.join(natives)}, not {framework!r}")
+    if not isinstance(optimizer, str) or not optimizer:
+        raise InputError(f"optimizer must be a name ({allowed(framework)}), got {optimizer!r}")
+    if not isinstance(hyperparameters, dict):
+        raise InputError(f"{optimizer}: hyperparameters must be a table, got "
+                         f"{hyperparameters!r}")
+    if optimizer == LBFGS_NAME:
+        return LbfgsSubmission(hyperparameters)
+    check_family(optimizer, framework, what)
+    _, _, name = optimizer.partition(":")
+    own = adapter(framework)
+    if not name:
+        raise InputError(f"optimizer '{optimizer}': name the {own.LIBRARY} optimizer "
+                         f"({allowed(framework)})")
+    return own.submission(name, hyperparameters)
+
+
+def check_family(optimizer: str, framework: str, what: str = "the model") -> None:
+    """An optimizer of the model's own framework (or lbfgs); else one line naming what fits."""
+    own = adapter(framework)
+    prefix = str(optimizer).partition(":")[0]
+    if optimizer == LBFGS_NAME or prefix == own.LIBRARY:
+        return
+    other = of_library(prefix)
+    kind = ("a Keras optimizer (for Keras models)" if prefix == KERAS_LIBRARY else
+            other.OPTIMIZER_KIND if other is not None else None)
+    if kind is None:
+        raise InputError(f"optimizer: unknown '{optimizer}'; {what} is {own.MODELS}: "
+                         f"allowed {allowed(framework)}")
+    raise InputError(f"optimizer '{optimizer}' is {kind}; {what} is {own.MODELS}: "
+                     f"allowed {allowed(framework)}")
+
+
+def library_of(optimizer: str) -> str:
+    """keras, a native library (torch, optax), or ours (lbfgs): whose optimizer it is (before
+    anything imports)."""
+    return "ours" if optimizer == LBFGS_NAME else str(optimizer).partition(":")[0]
+
+
+def native_libraries() -> tuple[str, ...]:
+    """The prefixes of native optimizers (torch, optax), in the registry's order."""
+    return tuple(a.LIBRARY for a in native_adapters())
+
+
+def check_name(optimizer: str) -> None:
+    """The name's form only (before any framework is imported): keras:<Class>, a native
+    library's optimizer or lbfgs; which framework it fits is checked once the model is loaded."""
+    if optimizer == LBFGS_NAME:
+        return
+    prefix, sep, name = str(optimizer).partition(":")
+    if not sep or not name or prefix not in (*native_libraries(), KERAS_LIBRARY):
+        forms = ", ".join(f"{a.LIBRARY}:{a.OPTIMIZER_FORM}" for a in native_adapters())
+        raise InputError(f"optimizer: unknown '{optimizer}'; allowed: {KERAS_LIBRARY}:<Class>, "
+                         f"{forms}, {LBFGS_NAME}")
+
+
+def check_library_name(optimizer: str) -> None:
+    """A native optimizer's name as its library knows it, where that is known before any
+    framework starts: before a command draws its initial weights, which starts Keras."""
+    own = of_library(library_of(optimizer))
+    if own is not None:
+        try:
+            own.check_optimizer(str(optimizer).partition(":")[2])
+        except InputError as exc:
+            raise InputError(f"optimizer: {exc}") from None

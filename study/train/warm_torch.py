@@ -1,5 +1,0 @@
-"""Keras on torch in a warm process (study.train.warm)."""
-
-from study.train.warm import prepare
-
-prepare("torch")
