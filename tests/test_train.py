@@ -253,6 +253,11 @@ def test_tuning_picks_the_rate_with_the_best_validation_value():
     ready = rounds.resolve(tuned, rows)
     assert ready.hyperparameters["learning_rate"] == 0.01 and ready.tuning["value"] == 0.01
     assert ready.target == tuned.target
+    # the tuned run's row is one the study's table takes (make full's tuned runs all failed
+    # on an undeclared tuning_criterion column)
+    from study.train.sweep.schema import SCHEMA
+    for made in (ready, runs[0]):
+        assert SCHEMA.frame([made.axes()])["tuning"].tolist() == [made.tuning["role"]]
 
 
 # ---- bad input ----------------------------------------------------------------------------------

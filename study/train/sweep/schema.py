@@ -45,6 +45,8 @@ RUN_COLUMNS = Schema("runs", (
     Column("tuning_grid", "str", "tuned: the rates tried, as JSON"),
     Column("tuning_seed", "int", "tuned: the held-apart seed"),
     Column("tuning_stopping", "str", "tuned: the grid runs' budget, as JSON"),
+    Column("tuning_criterion", "str", "tuned: how the grid's rate was chosen (the best "
+                                      "validation value)"),
     # the target
     Column("target_value", "float", "the target (None for runs without one)"),
     Column("target_margin", "float", "round: the relative margin the best value was relaxed by"),
