@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from study.__main__ import main
-from study.regression.summary import summarize
+from study.regression.summary import CONFIG_COLUMNS, summarize
 from study.sweep.executors import gpu_visible
 from study.sweep.grid import ConfigError, load_study, parse_study
 from study.sweep.runner import run_study
@@ -331,5 +331,25 @@ def test_a_timeout_ends_its_configuration_and_the_report_says_so(tmp_path):
     assert set(runs.loc[runs["optimizer"] == "lbfgs", "status"]) == {"converged"}
     assert ended_sentence(runs).startswith("2 runs were not run: an earlier seed")
     assert ended_sentence(runs[runs["optimizer"] == "lbfgs"]) is None
+    # a skipped row names the configuration its measured sibling names (the paired tables and
+    # figures take them as one configuration; a TensorFlow row once said xla False where its
+    # skipped siblings said nothing, and the figures of a whole study had no common instance)
+    config = [c for c in CONFIG_COLUMNS if c in runs]
+    assert len(gd[config].astype(str).drop_duplicates()) == 1
     with pytest.raises(ConfigError, match="timeout_ends_configuration: must be true or false"):
         load_study(write(tmp_path, ENDS.replace("= true", '= "yes"'), "bad.toml"))
+
+
+@pytest.mark.parametrize("name", ["numpy", "tensorflow", "jax", "torch"])
+def test_a_specs_feed_and_xla_are_what_its_run_records(name):
+    """A row that never ran (skipped) takes its feed and xla from the spec; a measured row from
+    the backend: a config that names neither gets the backend's defaults in both."""
+    from optimizers.backends.registry import make_backend
+    from study.regression.spec import RunSpec
+
+    pytest.importorskip({"numpy": "numpy", "tensorflow": "tensorflow", "jax": "jax",
+                         "torch": "torch"}[name])
+    spec = RunSpec("s", "synthetic", {}, "gd", {}, name, {}, "float64", "zeros", 0, 0)
+    ran = make_backend(name).options() if name != "numpy" else {}
+    assert {k: v for k, v in spec.axes().items() if k in ("feed", "xla") and v is not None} \
+        == ran

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 
 from datasets import DATASETS
+from optimizers.backends.registry import BACKENDS
 from study.sweep.tuning import tuning_axes
 
 # backend options with a column of their own; any other a backend declares is `option_<name>`
@@ -71,7 +72,7 @@ class RunSpec:
             "hyperparameters": json.dumps(self.hyperparameters, sort_keys=True),
             **{f"hp_{k}": v for k, v in self.hyperparameters.items()},
             "backend": self.backend, "device": self.backend_options.get("device", "cpu"),
-            "feed": self.backend_options.get("feed"), "xla": self.backend_options.get("xla"),
+            **self.resolved_options(),
             "formulation": self.backend_options.get("formulation", "data"),
             **{f"option_{k}": v for k, v in self.backend_options.items()
                if k not in OWN_COLUMNS},
@@ -80,6 +81,15 @@ class RunSpec:
             **{f"stop_{k}": v for k, v in self.stopping.items()},
             **tuning_axes(self.tuning, holdout=self.tuning_holdout),
         }
+
+    def resolved_options(self) -> dict:
+        """feed and xla as the run resolves them (the backend's default where the config names
+        none), so that a row that never ran (skipped) names the configuration its measured
+        siblings name, and a paired comparison finds them one configuration."""
+        declared = BACKENDS.get(self.backend)
+        default = declared.default if declared is not None else lambda option: None
+        return {option: self.backend_options.get(option, default(option))
+                for option in ("feed", "xla")}
 
     def tuning_holdout(self) -> str:
         """What the held-apart tuning seed really holds apart from this instance: 'instance'
