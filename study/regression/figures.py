@@ -6,6 +6,7 @@ back what was drawn; `draw` saves every figure (study.figures.save).
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -166,7 +167,7 @@ def figure_convergence(runs: pd.DataFrame, traces: pd.DataFrame, *, x: str = "se
     time_to_target's."""
     order = families_first(label_runs(runs[runs["status"] != "skipped"]))
     ran = label_runs(_best_configs(runs[runs["status"] != "skipped"], ("data", "family")))
-    ran = ran.assign(family=ran.apply(style.family, axis=1))
+    ran = ran.assign(family=style.families(ran))
     traces = traces.merge(ran[["run_id", "config", "data", "family", "engine", "setup_seconds",
                                "status"]], on="run_id")
     if x == "seconds":
@@ -235,7 +236,7 @@ def figure_time_to_target(runs: pd.DataFrame):
     """Setup and iteration seconds to the target for the best configuration of each family
     on each engine, per data set; what did not get there is marked and named."""
     ran = label_runs(_best_configs(runs[runs["status"] != "skipped"]))
-    ran = ran.assign(family=ran.apply(style.family, axis=1))
+    ran = ran.assign(family=style.families(ran))
     rows = []
     for (data, fam, engine, config), group in ran.groupby(["data", "family", "engine",
                                                            "config"]):
@@ -305,7 +306,7 @@ def figure_cost_tradeoff(runs: pd.DataFrame):
     optimizer family; marker: the engine; a panel per data set."""
     ran = label_runs(_best_configs(runs[runs["status"] != "skipped"]))
     ran = ran[ran["iterations"] > 0]
-    ran = ran.assign(family=ran.apply(style.family, axis=1))
+    ran = ran.assign(family=style.families(ran))
     agg = ran.groupby(["data", "family", "engine", "config"]).agg(
         iterations=("iterations", "median"), per_iteration=("seconds_per_iteration", "median"),
         converged=("status", lambda s: (s == "converged").mean())).reset_index()
@@ -383,7 +384,7 @@ def best_of_family(runs: pd.DataFrame) -> pd.DataFrame:
     """The rows of each optimizer family's best configuration over every problem: the lowest
     median time to target, then the most problems solved."""
     runs = label_runs(runs).assign(time=lambda r: time_to_target(r, "seconds"))
-    runs = runs.assign(family=runs.apply(style.family, axis=1))
+    runs = runs.assign(family=style.families(runs))
     score = runs.groupby(["family", "config"]).agg(
         median=("time", "median"), solved=("time", lambda t: np.isfinite(t).mean()))
     best = score.sort_values(["median", "solved"], ascending=[True, False]) \
@@ -552,9 +553,12 @@ def paired_rows(runs: pd.DataFrame) -> pd.DataFrame:
 def draw(results, figures: Path) -> list[Path]:
     """Every regression figure from a results folder (`study.results.Results`)."""
     runs, traces = paired_rows(measured_runs(results.runs)), results.table("traces")
+    if runs.empty:
+        print("no figures: no data set has an instance (seed) that each of its configurations "
+              "ran, so nothing is compared side by side", file=sys.stderr)
     written = []
     for name, make in REGRESSION_FIGURES.items():
-        fig = make(runs, traces)
+        fig = make(runs, traces) if not runs.empty else None
         if fig is None:  # nothing to draw: no stale figure of older results stays behind
             for stale in (figures / f"{name}.png", figures / f"{name}.svg"):
                 stale.unlink(missing_ok=True)

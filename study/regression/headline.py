@@ -37,7 +37,7 @@ def best_choices(labelled: pd.DataFrame,
     by name), with that median `time` and `closest` suboptimality: one grouping for all of
     them (a groupby per family and engine cost seconds per figure); `by` = "algorithm" keeps
     each algorithm's own best. `labelled`: runs with label_runs' columns."""
-    runs = labelled.assign(family=labelled.apply(style.family, axis=1),
+    runs = labelled.assign(family=style.families(labelled),
                            time=time_to_target(labelled))
     keys = ["data", "family", "algorithm", "engine", "config"] if by == "algorithm" else \
         ["data", "family", "engine", "config"]
@@ -55,7 +55,7 @@ def headline_choices(runs: pd.DataFrame) -> pd.DataFrame:
     `apart`, every algorithm of the family that not every engine ran (GD's `diag` step, the
     original program's, exists on NumPy only), at its own best per engine.
     Columns: family, algorithm, engine, config, apart. `runs`: labelled, one data set."""
-    best = best_choices(runs.assign(family=runs.apply(style.family, axis=1)),
+    best = best_choices(runs.assign(family=style.families(runs)),
                         ("data", "family", "algorithm", "engine"), by="algorithm")
     rows = []
     for family, part in best.groupby("family", sort=True):
@@ -81,7 +81,7 @@ def best_per_family_and_engine(runs: pd.DataFrame, data: str) -> pd.DataFrame:
     time per iteration."""
     runs = label_runs(runs[runs["status"] != "skipped"])
     runs = runs[runs["data"] == data]
-    runs = runs.assign(family=runs.apply(style.family, axis=1), time=time_to_target(runs))
+    runs = runs.assign(family=style.families(runs), time=time_to_target(runs))
     rows = []
     for choice in headline_choices(runs).itertuples():
         chosen = runs[(runs["config"] == choice.config) & (runs["family"] == choice.family)]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import zlib
 
+import pandas as pd
+
 from optimizers.backends.registry import BACKENDS
 
 FAMILY_COLORS = {
@@ -33,6 +35,13 @@ def family(row) -> str:
     """The optimizer family a configuration belongs to (keras:<Class> runs are their own)."""
     name = str(row["optimizer"])
     return f"{name} [original rule]" if "[original rule]" in str(row.get("method", "")) else name
+
+
+def families(runs):
+    """`family` of every row of a frame, as a Series also when it has no rows (where
+    DataFrame.apply(family, axis=1) returns a frame that no column can take)."""
+    return runs.apply(family, axis=1).astype(object) if len(runs) else \
+        pd.Series(index=runs.index, dtype=object)
 
 
 def color(name: str) -> str:
