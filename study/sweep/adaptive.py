@@ -5,9 +5,10 @@ One loop (`refine`): assemble the rows, derive the answers' comparisons (study.c
 for each one the confidence sequence leaves undecided (study.sequential) add `batch` more
 instances of every configuration it names, the cheapest comparisons first (by their runs'
 typical wall time: the most verdicts the budget can buy); run them as ordinary runs (rows,
-fingerprints, resumable); look again. A comparison stops when it is decided, when its configurations have
-`max_instances` instances, or when the next batch would end past this invocation's
-`time_budget` seconds (its runs' typical wall time so far, and a look's). An instance is a new
+fingerprints, resumable); look again. A comparison stops when it is decided, when its
+configurations have `max_instances` instances, or when the next batch would end past this
+invocation's `time_budget` seconds (its runs' typical wall time so far, and a look's). An
+instance is a new
 seed where the study varies seeds (a new draw of a seeded data set; on a file data set from
 zeros, a repeat of its one instance, as the report says), else a new repeat. Two kinds of
 undecided comparison get no more runs, and say so:
