@@ -202,3 +202,20 @@ def test_a_train_report_names_its_model_and_data_and_its_summary_flags_a_busy_ma
     assert "busy machine" not in quiet and "x [" in quiet, quiet  # a ratio with its interval
     fig = figures.figure_headline(runs)
     assert [ax.get_title() for ax in fig.axes] == ["mlp on houses"]
+
+
+def test_a_report_on_the_original_questions_says_so_first_in_its_title():
+    """The reference report (regression on eve, the feed modes, train problems) is titled by
+    the questions it answers first, not by the first train problems it lists."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from study.report.build import report_title
+
+    feedmode = SimpleNamespace(kind="feedmode", runs=pd.DataFrame({"status": ["ok"]}))
+    eve = SimpleNamespace(kind="regression", runs=pd.DataFrame(
+        {"status": ["converged"], "dataset": ["eve"]}))
+    assert report_title([eve, feedmode]) == "Convergence study report: the original questions"
+    assert report_title([SimpleNamespace(kind="feedmode", runs=pd.DataFrame(
+        {"status": ["skipped"]}))]) == "Convergence study report"

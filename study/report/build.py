@@ -137,15 +137,19 @@ def answer_blocks(found) -> list[Block]:
 
 
 def report_title(found) -> str:
-    """'Convergence study report', naming the data of every regression study that is not the
-    original question's (a report on your own CSV says so in its title) and the model and data
-    of every train study (by their short names, study.names)."""
+    """'Convergence study report', naming the original questions first where a study answers
+    them (the regression study on their data, the feed modes), then the data of every
+    regression study that is not theirs (a report on your own CSV says so in its title) and the
+    model and data of every train study (by their short names, study.names)."""
     from study.regression.labels import data_titles, original_data
     from study.train.sweep.summary import named
 
     subjects = []
     for results in found:
         runs = results.runs[results.runs["status"] != "skipped"]
+        if not runs.empty and (results.kind == "feedmode" or (
+                results.kind == "regression" and original_data(runs))):
+            subjects.insert(0, "the original questions")
         if results.kind == "train" and not runs.empty:
             runs = named(runs)
             subjects += sorted(set(runs["model"] + " on " + runs["data"]))
