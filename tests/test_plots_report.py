@@ -617,3 +617,17 @@ def test_the_feed_mode_figure_names_every_engine_legibly():
     assert len(fig.axes[0].get_xticklabels()) == len(every)
     assert overlapping_tick_labels(fig) == []
     plt.close(fig)
+
+
+def test_no_instance_every_configuration_ran_draws_nothing_and_says_so(tmp_path, capsys):
+    """Configurations that share no seed cannot be drawn side by side: the figures say so in
+    one line and leave no stale figure behind (they ended in a pandas traceback)."""
+    from types import SimpleNamespace
+
+    runs, traces = make_tables()
+    runs.loc[runs["optimizer"] == "lbfgs", "seed"] += 10
+    (tmp_path / "headline.png").write_bytes(b"older results")
+    written = plots.draw(SimpleNamespace(runs=runs, table=lambda name: traces), tmp_path)
+    assert written == [] and not (tmp_path / "headline.png").exists()
+    assert "no data set has an instance (seed) that each of its configurations ran" in \
+        capsys.readouterr().err
