@@ -8,10 +8,9 @@ typical wall time: the most verdicts the budget can buy); run them as ordinary r
 fingerprints, resumable); look again. A comparison stops when it is decided, when its
 configurations have `max_instances` instances, or when the next batch would end past this
 invocation's `time_budget` seconds (its runs' typical wall time so far, and a look's). An
-instance is a new
-seed where the study varies seeds (a new draw of a seeded data set; on a file data set from
-zeros, a repeat of its one instance, as the report says), else a new repeat. Two kinds of
-undecided comparison get no more runs, and say so:
+instance is a new seed where the study varies seeds (a new draw of a seeded data set; on a file
+data set from zeros, a repeat of its one instance, as the report says), else a new repeat. Two
+kinds of undecided comparison get no more runs, and say so:
 - one measured on a busy machine (most of its runs flagged noisy, study.sweep.noise): more runs
   would dilute the flag, not remove the load; `--remeasure-noisy` measures its runs again;
 - one with a failure (infinite time) on some instance: the sequential test needs finite times,
