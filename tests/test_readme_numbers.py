@@ -1,7 +1,6 @@
 """The README's "What it found" quotes the reference report (docs/reference-report/report.md):
-every number it quotes appears in the report's Answers section (the whole report while the
-stored one predates the Answers block), and its headline figure is one the report shows, so
-neither can drift without the other (issue 46).
+every number it quotes appears in the report's Answers section, and its figures are ones the
+report shows, so neither can drift without the other (issue 46).
 
 A number is a figure a reader takes as measured: digits, with a unit or ratio mark if one
 follows (5.6x, 38.5 ms, 492 MB, 1e-8). Digits inside a name (Q1, TF1, float32, 1M-row, H200)
@@ -18,10 +17,6 @@ ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 REPORT = ROOT / "docs" / "reference-report" / "report.md"
 NUMBER = re.compile(r"(?<![\w.\-])(\d+(?:\.\d+)?(?:e-?\d+)?)(?:\s?(x|ms|s|min|MB|GB|%))?(?!\w)")
-# Quoted by the README but absent from the stored report (generated 2026-12-03, commit
-# ac57e376): the logistic interval [2.72x, 3.86x] is the report's [0.259x, 0.368x] inverted.
-# Issue 46 item 1 regenerates the report and the README's numbers: then this set is empty.
-STALE: set[str] = set()
 
 
 def section(text: str, heading: str) -> str:
@@ -44,8 +39,7 @@ def numbers(text: str) -> set[tuple[float, str]]:
 
 
 def the_reports_answers() -> str:
-    text = REPORT.read_text()
-    return section(text, "Answers") if "\n## Answers\n" in text else text
+    return section(REPORT.read_text(), "Answers")
 
 
 def test_every_number_the_readme_quotes_is_in_the_reference_reports_answers():
@@ -53,10 +47,7 @@ def test_every_number_the_readme_quotes_is_in_the_reference_reports_answers():
     assert len(found) >= 10, found  # the section quotes the report, not only links to it
     missing = {written for key, written in found.items()
                if key not in numbers(the_reports_answers())}
-    assert not missing - STALE, (f"the README quotes {sorted(missing - STALE)}, which the "
-                                 f"reference report does not contain")
-    assert not STALE - missing, (f"{sorted(STALE - missing)} are in the reference report now: "
-                                 "take them out of STALE")
+    assert not missing, f"the README quotes {sorted(missing)}, which the reference report lacks"
 
 
 def test_the_readmes_headline_figure_is_the_reference_reports():

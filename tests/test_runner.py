@@ -347,8 +347,7 @@ def test_a_specs_feed_and_xla_are_what_its_run_records(name):
     from optimizers.backends.registry import make_backend
     from study.regression.spec import RunSpec
 
-    pytest.importorskip({"numpy": "numpy", "tensorflow": "tensorflow", "jax": "jax",
-                         "torch": "torch"}[name])
+    pytest.importorskip(name)
     spec = RunSpec("s", "synthetic", {}, "gd", {}, name, {}, "float64", "zeros", 0, 0)
     ran = make_backend(name).options() if name != "numpy" else {}
     assert {k: v for k, v in spec.axes().items() if k in ("feed", "xla") and v is not None} \
