@@ -131,6 +131,7 @@ def regression_conclusions(runs: pd.DataFrame, study: str,
     the target (each backend's fastest, then each algorithm's), and the fastest configuration
     on each data set. On other data than the original, `question` is the study's own, and the
     answers open with what won on each data set."""
+    from study.regression.labels import label_runs
     from study.regression.report import _labelled_summary, framework_title, per_iteration_answers
 
     runs = _measured(runs)
@@ -152,6 +153,7 @@ def regression_conclusions(runs: pd.DataFrame, study: str,
             f"q1.per-iteration.{which}", question,
             f"Per iteration on {data}, paired on data, seed and algorithm", c, name,
             "NumPy float64", "time per iteration", f"{study}-per-iteration", answer=True))
+    runs = label_runs(runs)  # once, for the many paired comparisons below
     out += to_target_conclusions(runs, summary, study, question)
     if question == Q1:
         return out + fastest_conclusions(runs, study, Q1, summary=summary)

@@ -235,15 +235,34 @@ def _measured(values) -> np.ndarray:
     return values[values > 0]  # NaN compares false
 
 
+def _positions(runs: pd.DataFrame, columns: list[str]) -> dict:
+    """key (a tuple of the rows' `columns`, a missing value as None) -> the rows' positions,
+    keys sorted where they compare. A plain loop, not a groupby: a report groups thousands of
+    tables of a few rows each, where a groupby's set-up is most of its cost."""
+    if not columns:
+        return {(): list(range(len(runs)))}
+    found: dict = {}
+    for position, key in enumerate(zip(*(runs[c].to_numpy(object) for c in columns),
+                                       strict=True)):
+        key = tuple(None if _missing(v) else v for v in key)
+        found.setdefault(key, []).append(position)
+    try:
+        return {key: found[key] for key in sorted(found)}
+    except TypeError:  # None beside values: their first-seen order
+        return found
+
+
+def _missing(value) -> bool:
+    return value is None or value is pd.NA or (isinstance(value, float) and value != value)
+
+
 def _groups(runs: pd.DataFrame, instance: list[str], value: str) -> dict:
     """instance -> its measured values, instances without any left out."""
     if runs.empty:
         return {}
-    # positions per group, not a sub-frame per group: a report makes thousands of these
     values = runs[value].to_numpy(float)
-    one = isinstance(instance, (list, tuple)) and len(instance) == 1  # keys as iterating gives
-    found = {((k,) if one else k): _measured(values[at])
-             for k, at in runs.groupby(instance, dropna=False).indices.items()}
+    columns = [instance] if isinstance(instance, str) else list(instance)
+    found = {k: _measured(values[at]) for k, at in _positions(runs, columns).items()}
     return {k: v for k, v in found.items() if v.size}
 
 
@@ -313,9 +332,7 @@ def _noise(runs: pd.DataFrame, instance: list[str], common: list) -> tuple[int, 
     if "noisy" not in runs or not common:
         return 0, 0
     wanted = set(common)
-    one = len(instance) == 1  # keys as `_groups` gives them
-    rows = [i for k, at in runs.groupby(instance, dropna=False).indices.items()
-            if ((k,) if one else k) in wanted for i in at]
+    rows = [i for k, at in _positions(runs, instance).items() if k in wanted for i in at]
     noisy = runs["noisy"].astype(object).fillna(False).astype(bool).to_numpy()
     return int(noisy[rows].sum()), len(rows)
 

@@ -156,3 +156,17 @@ def test_the_default_study_runs_every_configuration_of_a_data_set_on_the_same_dr
             draws.setdefault(data, {}).setdefault(config, set()).add(spec.instance()[2:])
         for data, per_config in draws.items():
             assert len({frozenset(d) for d in per_config.values()}) == 1, (name, data)
+
+
+def test_a_missing_instance_value_is_one_instance_however_it_is_missing():
+    """None, NaN and pd.NA in an instance column are one instance, as a groupby with
+    dropna=False made them (the grouping is a plain loop now: study.paired._positions), and
+    values that do not sort beside them keep their order."""
+    from study.paired import typical
+
+    a = pd.DataFrame({"seed": [None, np.nan, pd.NA, 1], "t": [1.0, 1.0, 1.0, 2.0]},
+                     dtype=object).astype({"t": float})
+    b = pd.DataFrame({"seed": [np.nan, 1], "t": [2.0, 4.0]}, dtype=object).astype({"t": float})
+    c = compare(a, b, INSTANCE, "t")
+    assert c.instances == 2 and c.only_a == 0 and c.ratio == pytest.approx(0.5)
+    assert typical(a, INSTANCE, "t").value == pytest.approx(2**0.5)

@@ -135,8 +135,9 @@ def per_iteration_table(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def paired_time(runs: pd.DataFrame, a: str, b: str, data: str):
-    """Configuration a's time to target against b's on data set `data`, paired on instances."""
-    labelled = label_runs(runs)
+    """Configuration a's time to target against b's on data set `data`, paired on instances
+    (`runs` labelled by label_runs, or labelled here)."""
+    labelled = runs if {"config", "data"} <= set(runs.columns) else label_runs(runs)
     labelled = labelled.assign(time_to_target=time_to_target(labelled))
     on = labelled[labelled["data"] == data]
     return compare(on[on["config"] == a], on[on["config"] == b], INSTANCE_COLUMNS,
