@@ -519,3 +519,25 @@ def test_the_loop_refines_the_cheapest_comparisons_first(tmp_path, probe):
            lambda specs, why: measured.append(sorted((s.action, s.seed) for s in specs)),
            questions=lambda *_: [("costly", costly), ("cheap", cheap)])
     assert measured[0] == [("a", 3), ("b", 3)]
+
+
+def test_warm_processes_launched_before_the_preparation_are_waited_for_once(tmp_path):
+    """The runner launches a round's warm processes before the plugin prepares (their imports
+    overlap the train study's initial-weights helper); the round's warm-up then waits for those
+    and no other: waiting again on a server that said 'ready' would wait forever."""
+    from study.regression.plugin import SCHEMA, SIDE_TABLES
+    from study.sweep.executors import Job, LocalExecutor
+    from study.sweep.folder import ResultsFolder
+
+    folder = ResultsFolder(tmp_path / "res", SCHEMA, SIDE_TABLES)
+    folder.prepare()
+    jobs = [Job(spec=None, request={}, preload=("numpy",))]
+    with LocalExecutor() as executor:
+        launched = executor.launch(jobs, folder)
+        assert len(launched) == 1 and executor.starting == launched
+        assert executor.launch(jobs, folder) == []  # already running: not launched twice
+        executor.warm_up(jobs, folder)
+        assert executor.starting == [] and launched[0].alive
+        started = time.monotonic()
+        executor.warm_up(jobs, folder)  # a later round: nothing to wait for
+        assert time.monotonic() - started < 5

@@ -104,6 +104,7 @@ class LocalExecutor:
     def __init__(self, python: str = sys.executable):
         self.python = python
         self.servers: dict[tuple[str, ...], ForkServer] = {}
+        self.starting: list[ForkServer] = []  # launched, not yet waited for
 
     def __enter__(self):
         return self
@@ -132,13 +133,10 @@ class LocalExecutor:
             self.servers[job.preload] = server
         return server
 
-    def warm_up(self, jobs, folder: ResultsFolder) -> None:
-        """Start every warm process the jobs need, and the GPU questions, at once, and wait for
-        all of them before the first run: their imports overlap each other, never a run."""
-        probes = {framework: GpuProbe(framework, self.python) for framework in
-                  dict.fromkeys(job.framework for job in jobs if job.needs_gpu)
-                  if framework is not None and (self.python, framework) not in _GPU_ANSWERS
-                  and FRAMEWORKS[framework].gpu_nodes_present()}
+    def launch(self, jobs, folder: ResultsFolder) -> list[ForkServer]:
+        """Start every warm process the jobs need that is not running, without waiting for
+        them: a sweep starts them before its preparation (the train study's initial-weights
+        helper), so that their imports overlap it."""
         launched = []
         for job in {job.preload: job for job in jobs}.values():
             if job.preload in self.servers and self.servers[job.preload].alive:
@@ -148,9 +146,21 @@ class LocalExecutor:
             server.launch()
             launched.append(server)
             self.servers[job.preload] = server
+        self.starting += launched
+        return launched
+
+    def warm_up(self, jobs, folder: ResultsFolder) -> None:
+        """Start every warm process the jobs need, and the GPU questions, at once, and wait for
+        all of them before the first run: their imports overlap each other, never a run."""
+        probes = {framework: GpuProbe(framework, self.python) for framework in
+                  dict.fromkeys(job.framework for job in jobs if job.needs_gpu)
+                  if framework is not None and (self.python, framework) not in _GPU_ANSWERS
+                  and FRAMEWORKS[framework].gpu_nodes_present()}
+        self.launch(jobs, folder)
         for framework, probe in probes.items():
             gpu_visible(framework, self.python, probe)
-        for server in launched:
+        starting, self.starting = self.starting, []
+        for server in starting:
             try:
                 server.wait_ready()
             except ServerDied:  # its runs find it dead and are recorded as errors
