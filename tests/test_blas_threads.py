@@ -3,6 +3,7 @@ machine's measured crossover, the library's default from it up; the environment'
 user's choice win; measured once and cached; recorded in every regression row; never timed."""
 
 import json
+import os
 
 import pandas as pd
 import pytest
@@ -350,3 +351,53 @@ def test_regress_refuses_more_threads_than_cpus_in_one_line(tmp_path, capsys, mo
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "--blas-threads 10000 is more than the 2 CPUs this process may use" in err
     assert not list(tmp_path.iterdir())
+
+
+IDLE_THREADS = """
+import os, sys
+import numpy as np
+from threadpoolctl import threadpool_info, threadpool_limits
+
+if not any(i["internal_api"] == "openblas" and i["num_threads"] > 1 for i in threadpool_info()):
+    print("no multi-threaded OpenBLAS"); sys.exit(0)
+X, w = np.random.rand(20000, 6), np.ones(6)
+X @ w  # the warm process's own use
+pid = os.fork()
+if pid == 0:  # a run, as a sweep forks it: its thread count set (OpenBLAS makes its threads)
+    with threadpool_limits(limits=1, user_api="blas"):
+        for _ in range(3000):
+            X.T @ (X @ w)
+        main = str(os.getpid())
+        spun = sum(int(open(f"/proc/self/task/{t}/schedstat").read().split()[0])
+                   for t in os.listdir("/proc/self/task") if t != main)
+    print(f"spun {spun / 1e6:.1f} ms", flush=True)
+    os._exit(0)
+os.waitpid(pid, 0)
+"""
+
+
+def test_a_forked_runs_idle_blas_threads_take_no_cpu_from_it():
+    """OpenBLAS makes its threads when a forked run sets its count, and by default they spin for
+    about 0.1 s: on 2 cores that is taken from the run (an L-BFGS run of 1 ms measured 8 ms in a
+    sweep). Every process a sweep starts has a short spin (blas_threads.SPIN_VARIABLE), set when
+    the sweep's environment is loaded; the idle threads' CPU time is counted, not timed."""
+    import os
+    import subprocess
+    import sys
+
+    import study.sweep.environment  # noqa: F401 - sets the variable, as for every sweep
+
+    if not os.path.isdir("/proc/self/task"):
+        pytest.skip("no /proc here to count threads' CPU time")
+    assert os.environ[blas_threads.SPIN_VARIABLE] == blas_threads.SPIN_EXPONENT
+    done = subprocess.run([sys.executable, "-c", IDLE_THREADS], capture_output=True, text=True,
+                          timeout=120, check=True)
+    if done.stdout.startswith("no multi-threaded"):
+        pytest.skip(done.stdout.strip())
+    assert float(done.stdout.split()[1]) < 20, done.stdout
+
+
+def test_a_spin_setting_of_the_users_own_stays(monkeypatch):
+    monkeypatch.setenv(blas_threads.SPIN_VARIABLE, "28")
+    blas_threads.short_spin()
+    assert os.environ[blas_threads.SPIN_VARIABLE] == "28"

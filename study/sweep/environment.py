@@ -13,9 +13,12 @@ from importlib import metadata
 from pathlib import Path
 
 from optimizers.backends.registry import FRAMEWORKS
+from optimizers.blas_threads import SPIN_VARIABLE, short_spin
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
-                    "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "OPENBLAS_CORETYPE")
+                    "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "OPENBLAS_CORETYPE",
+                    SPIN_VARIABLE)
+short_spin()  # before any run's process starts (each run's row records it, as the others)
 # the NumPy stack every run uses, then each framework's distributions (absent ones: None)
 PACKAGES = ("numpy", "scipy", "pandas", "pyarrow",
             *dict.fromkeys(p for f in FRAMEWORKS.values() for p in f.packages))
