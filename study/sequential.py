@@ -122,27 +122,79 @@ def decide(values, margin: float = MARGIN, alpha: float = ALPHA, g: float = G) -
     return Verdict(kind, math.exp(mean), math.exp(low), math.exp(high), n, margin)
 
 
+# Below this many values the projection (`instances_needed`) is not trusted: a look that early
+# never stops a comparison as out of reach.
+PROJECT_FROM = 4
+
+
+def instances_needed(mean, spread, n, margin: float = MARGIN, limit: int = 1000,
+                     alpha: float = ALPHA, g: float = G):
+    """The fewest instances (from n up to `limit`) at which the sequence would decide if the
+    instances to come kept the mean and spread (standard deviation) of the log ratios seen so
+    far; inf where none up to `limit` would. Works on arrays of mean and spread. A projection
+    for spending a budget, never a verdict: a comparison left undecided because its verdict is
+    out of reach makes no false verdict, so the error rates stand; what it costs is the
+    verdicts it would still have reached (docs/measurement.md gives both)."""
+    counts = np.arange(n, limit + 1, dtype=float)
+    half = critical(counts, alpha, g)[:, None] * np.atleast_1d(spread)[None, :] \
+        / np.sqrt(counts)[:, None]
+    size = np.abs(np.atleast_1d(mean))[None, :]
+    decided = (size > half) | (size + half < math.log1p(margin))
+    first = np.where(decided.any(0), counts[decided.argmax(0)], np.inf)
+    return first if np.ndim(mean) else float(first[0])
+
+
+def projected(mean, spread, n, margin: float = MARGIN, g: float = G):
+    """The instances a verdict would take, projected generously from the n log ratios seen
+    (their mean and standard deviation): a difference as if the mean were one standard error
+    further from 0, an equivalence as if it were one nearer. Stopping where even that is out
+    of reach keeps nearly every verdict the loop would reach (docs/measurement.md: a true 1.3x
+    at spread 0.2 is found in 76.0% of the runs against 77.4% without the projection) and
+    halves the instances spent where none is reached."""
+    mean, spread = np.abs(mean), np.asarray(spread, dtype=float)
+    error = spread / math.sqrt(n)
+    return np.minimum(instances_needed(mean + error, spread, n, margin, g=g),
+                      instances_needed(np.maximum(mean - error, 0.0), spread, n, margin, g=g))
+
+
+def out_of_reach(values, max_instances: int, margin: float = MARGIN) -> float | None:
+    """The instances a verdict would take (`projected`), where that is more than
+    `max_instances`; None where it is within reach, or too early to tell."""
+    values = np.asarray(values, dtype=float)
+    if values.size < PROJECT_FROM or not np.isfinite(values).all():
+        return None
+    needed = float(projected(values.mean(), values.std(ddof=1), values.size, margin))
+    return needed if needed > max_instances else None
+
+
 def simulate(ratio: float, spread: float, *, first: int = 3, batch: int = 2,
              max_instances: int = MAX_INSTANCES, margin: float = MARGIN, runs: int = 2000,
-             seed: int = 0, g: float = G) -> dict:
+             seed: int = 0, g: float = G, futility: bool = True) -> dict:
     """The procedure on synthetic log ratios N(log ratio, spread^2): look after `first`
-    instances, then after every `batch` more, stop at a verdict or at `max_instances`. The
-    share of runs that ended with each verdict, and the mean instances taken."""
+    instances, then after every `batch` more, stop at a verdict, at `max_instances`, or (with
+    `futility`, as the sweep does) where a verdict is out of reach (`out_of_reach`). The share
+    of runs that ended with each verdict, and the mean instances taken."""
     rng = np.random.default_rng(seed)
     values = rng.normal(math.log(ratio), spread, (runs, max_instances))
     verdict = np.full(runs, NONE, dtype=object)
     taken = np.full(runs, max_instances)
+    stopped = np.zeros(runs, bool)  # out of reach: no more instances
     looks = sorted({*range(first, max_instances, batch), max_instances})
     edge = math.log1p(margin)
     for n in looks:
-        open_ = verdict == NONE
+        open_ = (verdict == NONE) & ~stopped
         part = values[open_, :n]
-        mean = part.mean(1)
-        half = critical(n, g=g) * part.std(1, ddof=1) / math.sqrt(n)
+        mean, sd = part.mean(1), part.std(1, ddof=1)
+        half = critical(n, g=g) * sd / math.sqrt(n)
         low, high = mean - half, mean + half
         kind = np.where(low > 0, MORE, np.where(high < 0, LESS, np.where(
             (low > -edge) & (high < edge), EQUIVALENT, NONE)))
         verdict[open_] = kind
-        taken[np.flatnonzero(open_)[kind != NONE]] = n
+        rows = np.flatnonzero(open_)
+        taken[rows[kind != NONE]] = n
+        if futility and n >= PROJECT_FROM and n < max_instances:
+            hopeless = (kind == NONE) & (projected(mean, sd, n, margin, g=g) > max_instances)
+            stopped[rows[hopeless]] = True
+            taken[rows[hopeless]] = n
     shares = {k: float(np.mean(verdict == k)) for k in (MORE, LESS, EQUIVALENT, NONE)}
     return {**shares, "instances": float(taken.mean())}

@@ -521,6 +521,35 @@ def test_the_loop_refines_the_cheapest_comparisons_first(tmp_path, probe):
     assert measured[0] == [("a", 3), ("b", 3)]
 
 
+def test_a_verdict_out_of_reach_gets_no_more_runs_and_says_why(tmp_path, probe):
+    """From 4 instances on, a comparison whose verdict would take more than the cap (at the
+    ratio and spread seen, generously projected) stops, saying so, and its budget goes to the
+    one within reach (eve's SGD against Adam took make reproduce's whole train budget)."""
+    from types import SimpleNamespace
+
+    from study.paired import compare
+    from study.sweep.adaptive import refine
+    from study.sweep.plugin import load_kind
+
+    study = load_study(config(tmp_path, 'actions = ["a", "b", "c"]\nseeds = [0, 1, 2, 3]\n'
+                                        "[adaptive]\nbatch = 2\ntime_budget = 100\n"))
+    runs = pd.DataFrame([{"run_id": s.run_id, "action": s.action, "seed": s.seed,
+                          "wall_seconds": 1.0} for s in study.specs])
+    wild = fake_times(runs, "c", 1.0)
+    wild = wild.assign(t=wild["t"] * np.exp(np.where(wild["seed"] % 2, 0.5, -0.5)))
+    hopeless = compare(wild, fake_times(runs, "b", 1.0), [], "t")
+    near = fake_times(runs, "a", 1.12)
+    near = near.assign(t=near["t"] * np.exp(np.where(near["seed"] % 2, 0.05, -0.05)))
+    within = compare(near, fake_times(runs, "b", 1.0), [], "t")
+    measured = []
+    stopped = refine(study, SimpleNamespace(root=tmp_path), load_kind("probe"), lambda: runs,
+                     lambda specs, why: measured.append(sorted((s.action, s.seed)
+                                                               for s in specs)),
+                     questions=lambda *_: [("hopeless", hopeless), ("within", within)])
+    assert measured and measured[0] == [("a", 4), ("a", 5), ("b", 4), ("b", 5)], stopped
+    assert stopped["hopeless"].startswith("out of reach within the cap of 12 instances")
+
+
 def test_warm_processes_launched_before_the_preparation_are_waited_for_once(tmp_path):
     """The runner launches a round's warm processes before the plugin prepares (their imports
     overlap the train study's initial-weights helper); the round's warm-up then waits for those

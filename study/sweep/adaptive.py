@@ -9,12 +9,15 @@ fingerprints, resumable); look again. A comparison stops when it is decided, whe
 configurations have `max_instances` instances, or when the next batch would end past this
 invocation's `time_budget` seconds (its runs' typical wall time so far, and a look's). An
 instance is a new seed where the study varies seeds (a new draw of a seeded data set; on a file
-data set from zeros, a repeat of its one instance, as the report says), else a new repeat. Two
+data set from zeros, a repeat of its one instance, as the report says), else a new repeat. Three
 kinds of undecided comparison get no more runs, and say so:
 - one measured on a busy machine (most of its runs flagged noisy, study.sweep.noise): more runs
   would dilute the flag, not remove the load; `--remeasure-noisy` measures its runs again;
 - one with a failure (infinite time) on some instance: the sequential test needs finite times,
-  and more instances cannot remove the failure.
+  and more instances cannot remove the failure;
+- one whose verdict is out of reach within `max_instances` at the ratio and spread seen so far,
+  generously projected (study.sequential.out_of_reach; from 4 instances on): its runs would
+  spend the budget that decides others, and stopping makes no false verdict.
 Why each undecided comparison stopped is written to the folder's adaptive.json, which the report
 reads (study.conclusions.stop_reasons).
 """
@@ -28,7 +31,7 @@ from dataclasses import replace
 
 from study.conclusions import ADAPTIVE_STATE
 from study.output import write_text_atomic
-from study.sequential import decide
+from study.sequential import decide, out_of_reach
 from study.sweep.grid import Adaptive, configuration, resolved
 
 
@@ -133,6 +136,10 @@ def refine(study, folder, plugin, table, measure, *, enabled: bool = True, say=p
                 stopped[id] = "the fixed design (--no-adaptive)"
             elif not configs or min(counts) >= cfg.max_instances:
                 stopped[id] = f"the cap of {cfg.max_instances} instances per configuration"
+            elif (needed := out_of_reach(c.units, cfg.max_instances, cfg.margin)) is not None:
+                stopped[id] = (f"out of reach within the cap of {cfg.max_instances} instances "
+                               f"(at the ratio and spread seen, even generously projected, a "
+                               f"verdict would take {_about(needed)})")
             else:
                 pending.append((id, verdict, configs))
         if not pending:
@@ -192,6 +199,10 @@ def refine(study, folder, plugin, table, measure, *, enabled: bool = True, say=p
                                   "stopped": stopped}, indent=1) + "\n",
                       folder.root / ADAPTIVE_STATE)
     return stopped
+
+
+def _about(instances: float) -> str:
+    return "more than 1000" if math.isinf(instances) else f"about {instances:.0f}"
 
 
 def _walls(runs, base) -> dict:
