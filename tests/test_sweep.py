@@ -550,6 +550,35 @@ def test_a_verdict_out_of_reach_gets_no_more_runs_and_says_why(tmp_path, probe):
     assert stopped["hopeless"].startswith("out of reach within the cap of 12 instances")
 
 
+def test_the_loop_refines_the_comparison_nearest_a_verdict_first(tmp_path, probe):
+    """Of two comparisons whose runs cost the same, the one projected to need fewer instances
+    gets the batch the budget buys, whatever order the answers list them in (in make reproduce
+    eve's SGD against Adam, far from a verdict, took the batch the digits CNN's pair needed)."""
+    from types import SimpleNamespace
+
+    from study.paired import compare
+    from study.sweep.adaptive import refine
+    from study.sweep.plugin import load_kind
+
+    study = load_study(config(tmp_path, 'actions = ["a", "b", "c"]\nseeds = [0, 1, 2, 3]\n'
+                                        "[adaptive]\nbatch = 1\ntime_budget = 3\n"))
+    runs = pd.DataFrame([{"run_id": s.run_id, "action": s.action, "seed": s.seed,
+                          "wall_seconds": 1.0} for s in study.specs])
+
+    def spread(action, by):
+        times = fake_times(runs, action, 1.12)
+        return times.assign(t=times["t"] * np.exp(np.where(times["seed"] % 2, by, -by)))
+
+    far = compare(spread("c", 0.1), fake_times(runs, "b", 1.0), [], "t")
+    near = compare(spread("a", 0.05), fake_times(runs, "b", 1.0), [], "t")
+    measured = []
+    stopped = refine(study, SimpleNamespace(root=tmp_path), load_kind("probe"), lambda: runs,
+                     lambda specs, why: measured.append(sorted((s.action, s.seed)
+                                                               for s in specs)),
+                     questions=lambda *_: [("far", far), ("near", near)])
+    assert measured and measured[0] == [("a", 4), ("b", 4)], stopped
+
+
 def test_warm_processes_launched_before_the_preparation_are_waited_for_once(tmp_path):
     """The runner launches a round's warm processes before the plugin prepares (their imports
     overlap the train study's initial-weights helper); the round's warm-up then waits for those

@@ -3,8 +3,9 @@ with until each is decided, or a stated budget is spent.
 
 One loop (`refine`): assemble the rows, derive the answers' comparisons (study.conclusions), and
 for each one the confidence sequence leaves undecided (study.sequential) add `batch` more
-instances of every configuration it names, the cheapest comparisons first (by their runs'
-typical wall time: the most verdicts the budget can buy); run them as ordinary runs (rows,
+instances of every configuration it names, those cheapest to decide first (their runs' typical
+wall time per instance, times the instances they are projected to need: the most verdicts the
+budget can buy); run them as ordinary runs (rows,
 fingerprints, resumable); look again. A comparison stops when it is decided, when its
 configurations have `max_instances` instances, or when the next batch would end past this
 invocation's `time_budget` seconds (its runs' typical wall time so far, and a look's). An
@@ -29,9 +30,11 @@ import math
 import time
 from dataclasses import replace
 
+import numpy as np
+
 from study.conclusions import ADAPTIVE_STATE
 from study.output import write_text_atomic
-from study.sequential import decide, out_of_reach
+from study.sequential import PROJECT_FROM, decide, out_of_reach, projected
 from study.sweep.grid import Adaptive, configuration, resolved
 
 
@@ -141,7 +144,7 @@ def refine(study, folder, plugin, table, measure, *, enabled: bool = True, say=p
                                f"(at the ratio and spread seen, even generously projected, a "
                                f"verdict would take {_about(needed)})")
             else:
-                pending.append((id, verdict, configs))
+                pending.append((id, verdict, configs, _to_decide(c.units, cfg)))
         if not pending:
             break
         if len(rows) == before:  # the last batch left no row (not run on this machine)
@@ -171,9 +174,16 @@ def refine(study, folder, plugin, table, measure, *, enabled: bool = True, say=p
         def cost_of(added, walls=walls):
             return sum(walls.get(c, walls.get(None, 0.0)) for c, _ in added)
 
-        pending.sort(key=lambda p: cost_of(next_instances(p[2])))
+        def cost_to_decide(comparison):
+            """Its next batch's cost per instance times the instances it is projected to
+            need (_to_decide)."""
+            _, _, configs, instances = comparison
+            added = next_instances(configs)
+            return cost_of(added) * len(configs) / max(len(added), 1) * instances
+
+        pending.sort(key=cost_to_decide)
         specs, cost, taken, refined, room_left = [], 0.0, set(), [], False
-        for id, verdict, configs in pending:
+        for id, verdict, configs, _ in pending:
             added = next_instances(configs, taken)
             room_left |= bool(added)
             extra = cost_of(added)
@@ -182,7 +192,7 @@ def refine(study, folder, plugin, table, measure, *, enabled: bool = True, say=p
             specs += [s for _, s in added]
             cost += extra
             taken |= configs
-            refined.append((id, verdict, configs))
+            refined.append((id, verdict, configs, _))
         if not specs:
             why = (f"the time budget of the extra runs ({cfg.time_budget:g} s)" if room_left
                    else f"the cap of {cfg.max_instances} instances per configuration")
@@ -190,7 +200,7 @@ def refine(study, folder, plugin, table, measure, *, enabled: bool = True, say=p
                 stopped[id] = why
             break
         pending = refined
-        for id, verdict, configs in pending:
+        for id, verdict, configs, _ in pending:
             say(f"{study.name}: refining {id}: {verdict.why_open()}; up to {cfg.batch} more "
                 f"instances of its {len(configs)} configuration{'s' * (len(configs) != 1)}")
         measure(specs, f"runs added to decide {len(pending)} comparison"
@@ -199,6 +209,18 @@ def refine(study, folder, plugin, table, measure, *, enabled: bool = True, say=p
                                   "stopped": stopped}, indent=1) + "\n",
                       folder.root / ADAPTIVE_STATE)
     return stopped
+
+
+def _to_decide(units, cfg: Adaptive) -> float:
+    """The instances a comparison is projected to need still (study.sequential.projected),
+    one batch where it is too early to project: the loop refines first the comparisons that
+    cost least to decide, so that a near one is not left for a far one that costs the same per
+    run (eve's SGD against Adam took the batch the digits CNN's pair needed)."""
+    values = np.asarray(units, dtype=float)
+    if values.size < PROJECT_FROM:
+        return float(cfg.batch)
+    needed = float(projected(values.mean(), values.std(ddof=1), values.size, cfg.margin))
+    return max(needed - values.size, 1.0)
 
 
 def _about(instances: float) -> str:
