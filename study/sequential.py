@@ -157,14 +157,13 @@ def projected(mean, spread, n, margin: float = MARGIN, g: float = G):
                       instances_needed(np.maximum(mean - error, 0.0), spread, n, margin, g=g))
 
 
-def out_of_reach(values, max_instances: int, margin: float = MARGIN) -> float | None:
-    """The instances a verdict would take (`projected`), where that is more than
-    `max_instances`; None where it is within reach, or too early to tell."""
+def needed(values, margin: float = MARGIN) -> float | None:
+    """The instances a verdict would take (`projected`) from the log ratios seen; None where it
+    is too early to tell (fewer than PROJECT_FROM, or a failure among them)."""
     values = np.asarray(values, dtype=float)
     if values.size < PROJECT_FROM or not np.isfinite(values).all():
         return None
-    needed = float(projected(values.mean(), values.std(ddof=1), values.size, margin))
-    return needed if needed > max_instances else None
+    return float(projected(values.mean(), values.std(ddof=1), values.size, margin))
 
 
 def simulate(ratio: float, spread: float, *, first: int = 3, batch: int = 2,
@@ -172,8 +171,9 @@ def simulate(ratio: float, spread: float, *, first: int = 3, batch: int = 2,
              seed: int = 0, g: float = G, futility: bool = True) -> dict:
     """The procedure on synthetic log ratios N(log ratio, spread^2): look after `first`
     instances, then after every `batch` more, stop at a verdict, at `max_instances`, or (with
-    `futility`, as the sweep does) where a verdict is out of reach (`out_of_reach`). The share
-    of runs that ended with each verdict, and the mean instances taken."""
+    `futility`, as the sweep does) where a verdict is out of reach (`needed` past
+    `max_instances`). The share of runs that ended with each verdict, and the mean instances
+    taken."""
     rng = np.random.default_rng(seed)
     values = rng.normal(math.log(ratio), spread, (runs, max_instances))
     verdict = np.full(runs, NONE, dtype=object)

@@ -42,12 +42,12 @@ def test_a_verdict_out_of_reach_is_projected_generously_and_costs_few_verdicts()
     verdict, keeps nearly every verdict the loop would reach (1.3x at spread 0.2: 76.0% against
     77.4% in 20,000 runs, docs/measurement.md) and spends about half the instances where no
     verdict comes (a spread of 0.2 around no difference)."""
-    from study.sequential import out_of_reach, projected
+    from study.sequential import needed, projected
 
-    assert out_of_reach(np.log([0.7, 0.72]), 12) is None  # too early to tell
-    assert out_of_reach(np.log([0.6, 0.7, 0.55, 0.75, 0.62]), 12) is None  # within reach
-    wild = np.log([0.5, 1.6, 0.4, 1.5, 0.6])
-    assert out_of_reach(wild, 12) > 12 and out_of_reach(wild, 10**6) is None
+    assert needed(np.log([0.7, 0.72, 0.71])) is None  # too early to tell
+    assert needed(np.log([0.6, 0.7, 0.55, 0.75, 0.62])) <= 12  # within reach
+    assert needed([0.1, math.inf, 0.2, 0.1]) is None  # a failure: no projection
+    assert 12 < needed(np.log([0.5, 1.6, 0.4, 1.5, 0.6])) < np.inf
     assert projected(0.0, 0.01, 5) < 12  # equivalence in reach
     assert 12 < projected(0.0, 1.0, 5) < np.inf  # a difference, generously, at 63
     for ratio, spread in ((1.0, 0.1), (1.0, 0.2), (1.3, 0.2), (1.1, 0.1)):

@@ -579,14 +579,20 @@ def test_the_loop_refines_the_comparison_nearest_a_verdict_first(tmp_path, probe
     assert measured and measured[0] == [("a", 4), ("b", 4)], stopped
 
 
-def test_warm_processes_launched_before_the_preparation_are_waited_for_once(tmp_path):
+def test_warm_processes_launched_before_the_preparation_are_waited_for_once(tmp_path,
+                                                                            monkeypatch):
     """The runner launches a round's warm processes before the plugin prepares (their imports
     overlap the train study's initial-weights helper); the round's warm-up then waits for those
     and no other: waiting again on a server that said 'ready' would wait forever."""
     from study.regression.plugin import SCHEMA, SIDE_TABLES
     from study.sweep.executors import Job, LocalExecutor
     from study.sweep.folder import ResultsFolder
+    from study.sweep.isolate import ForkServer
 
+    waited = []
+    wait_ready = ForkServer.wait_ready
+    monkeypatch.setattr(ForkServer, "wait_ready",
+                        lambda server: (waited.append(server), wait_ready(server))[1])
     folder = ResultsFolder(tmp_path / "res", SCHEMA, SIDE_TABLES)
     folder.prepare()
     jobs = [Job(spec=None, request={}, preload=("numpy",))]
@@ -595,7 +601,6 @@ def test_warm_processes_launched_before_the_preparation_are_waited_for_once(tmp_
         assert len(launched) == 1 and executor.starting == launched
         assert executor.launch(jobs, folder) == []  # already running: not launched twice
         executor.warm_up(jobs, folder)
-        assert executor.starting == [] and launched[0].alive
-        started = time.monotonic()
+        assert waited == launched and executor.starting == [] and launched[0].alive
         executor.warm_up(jobs, folder)  # a later round: nothing to wait for
-        assert time.monotonic() - started < 5
+        assert waited == launched

@@ -124,21 +124,6 @@ def with_instances(runs: pd.DataFrame) -> pd.DataFrame:
     return runs.assign(instance_seed=runs["seed"].where(seed_matters(runs), -1))
 
 
-# The columns the labels above read: rows alike in these are labelled alike.
-LABEL_INPUTS = ("optimizer", "hyperparameters", "tuning", "stopping", "backend", "feed", "xla",
-                "formulation", "device", "dataset", "dataset_params")
-
-
-def _per_distinct(runs: pd.DataFrame, label) -> pd.Series:
-    """label(row) of every row, computed once per distinct row of the columns it reads: a
-    report labels the same few configurations of wide tables hundreds of times over."""
-    columns = [c for c in LABEL_INPUTS if c in runs]
-    codes = runs.groupby(columns, dropna=False, sort=False).ngroup()
-    first = ~codes.duplicated()
-    labels = runs.loc[first, columns].apply(label, axis=1)
-    return codes.map(dict(zip(codes[first], labels, strict=True)))
-
-
 def label_runs(runs: pd.DataFrame) -> pd.DataFrame:
     """Add the label columns every figure groups by."""
     runs = runs.copy()
@@ -150,10 +135,11 @@ def label_runs(runs: pd.DataFrame) -> pd.DataFrame:
                            config=pd.Series(dtype=str), data=pd.Series(dtype=str),
                            algorithm=pd.Series(dtype=str), instance_seed=pd.Series(dtype=float))
     runs = with_instances(runs)
-    for column, label in (("method", method_label), ("algorithm", algorithm_label),
-                          ("engine", engine_label), ("data", dataset_label)):
-        runs[column] = _per_distinct(runs, label)
+    runs["method"] = runs.apply(method_label, axis=1)
+    runs["algorithm"] = runs.apply(algorithm_label, axis=1)
+    runs["engine"] = runs.apply(engine_label, axis=1)
     runs["config"] = runs["method"] + " " + runs["engine"] + " " + runs["dtype"]
+    runs["data"] = runs.apply(dataset_label, axis=1)
     shared = runs.groupby("data")["dataset_params"].transform(lambda p: p.nunique() > 1)
     if shared.any():  # one file read with other columns: the short name would merge them
         runs.loc[shared, "data"] = runs[shared].apply(full_dataset_label, axis=1)

@@ -17,7 +17,7 @@ kinds of undecided comparison get no more runs, and say so:
 - one with a failure (infinite time) on some instance: the sequential test needs finite times,
   and more instances cannot remove the failure;
 - one whose verdict is out of reach within `max_instances` at the ratio and spread seen so far,
-  generously projected (study.sequential.out_of_reach; from 4 instances on): its runs would
+  generously projected (study.sequential.needed; from 4 instances on): its runs would
   spend the budget that decides others, and stopping makes no false verdict.
 Why each undecided comparison stopped is written to the folder's adaptive.json, which the report
 reads (study.conclusions.stop_reasons).
@@ -30,11 +30,9 @@ import math
 import time
 from dataclasses import replace
 
-import numpy as np
-
 from study.conclusions import ADAPTIVE_STATE
 from study.output import write_text_atomic
-from study.sequential import PROJECT_FROM, decide, out_of_reach, projected
+from study.sequential import decide, needed
 from study.sweep.grid import Adaptive, configuration, resolved
 
 
@@ -139,12 +137,14 @@ def refine(study, folder, plugin, table, measure, *, enabled: bool = True, say=p
                 stopped[id] = "the fixed design (--no-adaptive)"
             elif not configs or min(counts) >= cfg.max_instances:
                 stopped[id] = f"the cap of {cfg.max_instances} instances per configuration"
-            elif (needed := out_of_reach(c.units, cfg.max_instances, cfg.margin)) is not None:
+            elif (instances := needed(c.units, cfg.margin)) is not None \
+                    and instances > cfg.max_instances:
                 stopped[id] = (f"out of reach within the cap of {cfg.max_instances} instances "
                                f"(at the ratio and spread seen, even generously projected, a "
-                               f"verdict would take {_about(needed)})")
-            else:
-                pending.append((id, verdict, configs, _to_decide(c.units, cfg)))
+                               f"verdict would take {_about(instances)})")
+            else:  # the instances still to add: projected, or one batch where too early to tell
+                still = cfg.batch if instances is None else max(instances - len(c.units), 1)
+                pending.append((id, verdict, configs, still))
         if not pending:
             break
         if len(rows) == before:  # the last batch left no row (not run on this machine)
@@ -175,15 +175,16 @@ def refine(study, folder, plugin, table, measure, *, enabled: bool = True, say=p
             return sum(walls.get(c, walls.get(None, 0.0)) for c, _ in added)
 
         def cost_to_decide(comparison):
-            """Its next batch's cost per instance times the instances it is projected to
-            need (_to_decide)."""
-            _, _, configs, instances = comparison
+            """Its next batch's cost per instance times the instances it still needs: a near
+            comparison goes before a far one that costs the same per run (eve's SGD against
+            Adam once took the batch the digits CNN's pair needed)."""
+            _, _, configs, still = comparison
             added = next_instances(configs)
-            return cost_of(added) * len(configs) / max(len(added), 1) * instances
+            return cost_of(added) * len(configs) / max(len(added), 1) * still
 
         pending.sort(key=cost_to_decide)
         specs, cost, taken, refined, room_left = [], 0.0, set(), [], False
-        for id, verdict, configs, _ in pending:
+        for id, verdict, configs, still in pending:
             added = next_instances(configs, taken)
             room_left |= bool(added)
             extra = cost_of(added)
@@ -192,7 +193,7 @@ def refine(study, folder, plugin, table, measure, *, enabled: bool = True, say=p
             specs += [s for _, s in added]
             cost += extra
             taken |= configs
-            refined.append((id, verdict, configs, _))
+            refined.append((id, verdict, configs, still))
         if not specs:
             why = (f"the time budget of the extra runs ({cfg.time_budget:g} s)" if room_left
                    else f"the cap of {cfg.max_instances} instances per configuration")
@@ -200,7 +201,7 @@ def refine(study, folder, plugin, table, measure, *, enabled: bool = True, say=p
                 stopped[id] = why
             break
         pending = refined
-        for id, verdict, configs, _ in pending:
+        for id, verdict, configs, _still in pending:
             say(f"{study.name}: refining {id}: {verdict.why_open()}; up to {cfg.batch} more "
                 f"instances of its {len(configs)} configuration{'s' * (len(configs) != 1)}")
         measure(specs, f"runs added to decide {len(pending)} comparison"
@@ -209,18 +210,6 @@ def refine(study, folder, plugin, table, measure, *, enabled: bool = True, say=p
                                   "stopped": stopped}, indent=1) + "\n",
                       folder.root / ADAPTIVE_STATE)
     return stopped
-
-
-def _to_decide(units, cfg: Adaptive) -> float:
-    """The instances a comparison is projected to need still (study.sequential.projected),
-    one batch where it is too early to project: the loop refines first the comparisons that
-    cost least to decide, so that a near one is not left for a far one that costs the same per
-    run (eve's SGD against Adam took the batch the digits CNN's pair needed)."""
-    values = np.asarray(units, dtype=float)
-    if values.size < PROJECT_FROM:
-        return float(cfg.batch)
-    needed = float(projected(values.mean(), values.std(ddof=1), values.size, cfg.margin))
-    return max(needed - values.size, 1.0)
 
 
 def _about(instances: float) -> str:

@@ -193,6 +193,11 @@ class DaskExecutor:
             return {TIMING_SLOT: 1, GPU: 1}, None
         return {}, f"no Dask worker declares a '{GPU}' resource"
 
+    def launch(self, jobs, folder: ResultsFolder) -> list:
+        """Nothing to start ahead: a worker runs each job in a process of its own (the local
+        executor's warm processes are started here, before the plugin prepares)."""
+        return []
+
     def env_fingerprints(self) -> set[str]:
         """The environment fingerprint of every worker: a row measured on any of them is
         current."""

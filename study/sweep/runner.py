@@ -177,8 +177,7 @@ def run_study(study: Study, out_dir, *, only=None, retry_failed: bool = False,
                              sweep_id=first.sweep_id if first else None)
             first = first or plan
             print(describe(study, todo, plan, folder, what), flush=True)
-            if hasattr(executor, "launch"):  # warm processes import while the plugin prepares
-                executor.launch(plan.jobs, folder)
+            executor.launch(plan.jobs, folder)  # warm processes import while the plugin prepares
             plugin.prepare([job.spec for job in plan.jobs], folder.cache_dir, python,
                            study.run_timeout)
             bar.total += len(plan.jobs)
