@@ -67,3 +67,55 @@ def test_the_number_reader_skips_names_and_compares_by_value():
         (5.6, "x"), (4.35, "x"), (8.32, "x"), (38.5, "ms"), (7.0, ""), (1e-8, ""),
         (492.0, "MB")}
     assert numbers("1e-08") == numbers("1e-8")
+
+
+# Words the README may only use where the report backs them (issue 51): a claim over every data
+# set, instance or seed holds only where every answer of that question has a verdict; a claim of
+# "no verdict" only where some answer has none.
+EVERY = re.compile(r"\b(?:every|all|each)(?:\s+(?:of\s+the\s+)?\w+)?\s+"
+                   r"(?:data\s+sets?|instances?|seeds?|answers?|problems?)\b", re.IGNORECASE)
+UNDECIDED = re.compile(r"\b(?:no|without a) verdict\b", re.IGNORECASE)
+DECIDED = re.compile(r"Verdict: (?:faster|slower|equivalent)")
+
+
+def groups(text: str) -> dict[str, list[str]]:
+    """Top-level bullets with a bold lead, by the lead's first word ("Q1", "Logistic") -> the
+    bullet's text, its nested bullets split apart."""
+    out: dict[str, list[str]] = {}
+    for bullet in re.split(r"\n(?=- \*\*)", text):
+        lead = re.match(r"- \*\*(\w+)", bullet)
+        if lead:
+            out[lead[1]] = re.split(r"\n\s+- ", bullet)
+    return out
+
+
+def unbacked_words(readme: str, answers: str) -> list[str]:
+    report = groups(answers)
+    wrong = []
+    for lead, (bullet, *_) in groups(readme).items():
+        claimed = report.get(lead, [""])[1:]  # the answers under the report's question
+        for claim in EVERY.findall(bullet):
+            if not claimed or not all(DECIDED.search(answer) for answer in claimed):
+                wrong.append(f"{lead}: '{claim}', where some answer has no verdict")
+        if UNDECIDED.search(bullet) and all(DECIDED.search(a) for a in claimed):
+            wrong.append(f"{lead}: 'no verdict', where every answer has one")
+    return wrong
+
+
+def test_the_readmes_words_are_backed_by_the_reports_verdicts():
+    assert not unbacked_words(section(README.read_text(), "What it found"),
+                              the_reports_answers())
+
+
+def test_the_word_check_catches_a_claim_over_every_data_set():
+    answers = ("\n- **Logistic regression: which first?**\n  - on a: Verdict: faster, decided\n"
+               "  - on b: Verdict: no verdict after 3 instances\n")
+    assert unbacked_words("\n- **Logistic regression.** L-BFGS was first on every data set.",
+                          answers) == ["Logistic: 'every data set', where some answer has no "
+                                       "verdict"]
+    assert unbacked_words("\n- **Logistic regression.** First on all three data sets; one "
+                          "has no verdict.", answers) != []
+    assert unbacked_words("\n- **Logistic regression.** First on two of the three; one has no "
+                          "verdict.", answers) == []
+    assert unbacked_words("\n- **Logistic regression.** no verdict",
+                          answers.replace("no verdict after", "faster, decided")) != []
