@@ -96,6 +96,9 @@ class Settling(NamedTuple):
 
 # The stall rule waits this many time constants of a momentum method (MomentumStep.settling).
 SETTLING_TIME_CONSTANTS = 10
+# A wait that never ends (beta 1 in float64: the momentum never decays), as a count that every
+# backend's loop holds exactly (2**53, float64's integers).
+MAX_PATIENCE = 2**53
 
 
 class MomentumStep(NamedTuple):
@@ -116,10 +119,12 @@ class MomentumStep(NamedTuple):
         stiff mode's error grows like (1 + 2k) sqrt(beta)^k before it decays: the loss climbs to
         3e4 times f* and is back below its start only after about 1450 iterations) and 0.2 to
         1.2 T for Nesterov. The stall rule waits SETTLING_TIME_CONSTANTS T."""
-        time_constant = 1.0 / (1.0 - math.sqrt(self.beta))
+        gap = 1.0 - math.sqrt(self.beta)  # 0 where a textbook beta rounds to 1 (kappa > 1e32)
+        patience = (min(math.ceil(SETTLING_TIME_CONSTANTS / gap), MAX_PATIENCE) if gap > 0
+                    else MAX_PATIENCE)
         why = (f"{SETTLING_TIME_CONSTANTS} time constants 1/(1 - sqrt(beta)) of {optimizer} "
                f"with beta {self.beta:.6g}, whose loss is not monotone")
-        return Settling(math.ceil(SETTLING_TIME_CONSTANTS * time_constant), why,
+        return Settling(patience, why,
                         {"momentum_beta": self.beta, "momentum_learning_rate": self.learning_rate,
                          "momentum_source": self.source})
 

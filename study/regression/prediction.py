@@ -63,12 +63,7 @@ def missed_target_sentences(runs: pd.DataFrame) -> list[str]:
             out.append(head + f"No such bound applies to {group['optimizer'].iloc[0]} ({why}): "
                               "the measurements are all there is.")
             continue
-        row = group.iloc[0]
-        kappa = _median(group, "kappa_raw")
-        prediction = bounds.predict(row["optimizer"], _hyperparameters(row), {
-            "kappa_gd": _median(group, "hessian_L") / _median(group, "hessian_mu"),
-            "kappa_diag_step": _median(group, "kappa_diag_step"), "kappa_raw": kappa},
-            _median(group, "initial_suboptimality"), tol, _objective(row))
+        prediction = _read(group)
         if prediction.iterations is None:
             out.append(head + f"No bound predicts it ({prediction.bound}).")
             continue
@@ -97,15 +92,31 @@ def slower_sentences(runs: pd.DataFrame) -> list[str]:
             for (data, config), group in labelled.groupby(["data", "config"], sort=True)]
 
 
+def _kappa(group: pd.DataFrame, column: str) -> float:
+    """The median kappa a bound read (`bounds.READS`): kappa_gd is the rows' L/mu."""
+    if column != "kappa_gd":
+        return _median(group, column)
+    L, mu = _median(group, "hessian_L"), _median(group, "hessian_mu")
+    return L / mu if mu > 0 else (float("inf") if L > 0 else float("nan"))
+
+
+def _read(group: pd.DataFrame) -> bounds.Prediction:
+    """The rows' own prediction (their bound and median predicted iterations, at the median
+    kappa that bound reads), not one chosen again: a row's hyperparameters hold only what its
+    config named (a textbook step left to its default is not there)."""
+    name = group["bound"].dropna()
+    method = bounds.named(name.iloc[0]) if len(name) else None
+    iterations = _median(group, "predicted_iterations")
+    if method is None or not np.isfinite(iterations):
+        return bounds.Prediction(None, name.iloc[0] if len(name) else "no bound recorded")
+    return bounds.Prediction(iterations, name.iloc[0],
+                             kappa=_kappa(group, bounds.READS.get(method, "kappa_gd")),
+                             method=method)
+
+
 def _hyperparameters(row) -> dict:
     hp = row.get("hyperparameters")
     return json.loads(hp) if isinstance(hp, str) else {}
-
-
-def _objective(row) -> str:
-    params = row.get("dataset_params")
-    params = json.loads(params) if isinstance(params, str) else {}
-    return params.get("objective", "least-squares")
 
 
 def iterations_against_kappa(runs: pd.DataFrame) -> pd.DataFrame:
@@ -121,7 +132,7 @@ def iterations_against_kappa(runs: pd.DataFrame) -> pd.DataFrame:
     labelled = label_runs(runs)
     rows = []
     for (data, config), group in labelled.groupby(["data", "config"], sort=True):
-        kappa = _median(group, "hessian_L") / _median(group, "hessian_mu")
+        kappa = _kappa(group, "kappa_gd")
         if not np.isfinite(kappa):
             continue
         step = _hyperparameters(group.iloc[0]).get("step")

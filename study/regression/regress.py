@@ -26,7 +26,7 @@ from optimizers.backends.registry import (
     option_names,
 )
 from optimizers.backends.registry import backend as backend_declaration
-from optimizers.bounds import duration, explain
+from optimizers.bounds import duration, explain, no_bound
 from optimizers.driver import for_problem, initial_point, predicted
 from study.cli import key_values
 from study.output import check_output_path, parquet_writer, trace_path, write_files_atomic
@@ -259,7 +259,7 @@ def bound_line(problem, optimizer, rules, backend, args) -> str:
     if not standardized and np.isfinite(ref.kappa_standardized):
         kappas += f" ({ref.kappa_standardized:.3g} with standardized columns)"
     if tol is None or prediction.iterations is None:
-        return f"before the run: {kappas}; {optimizer.name}: no bound ({prediction.bound})"
+        return f"before the run: {kappas}; {optimizer.name}: {no_bound(prediction)}"
     return f"before the run: {kappas}; " + explain(
         optimizer.name, prediction, eps0, tol, kappa_standardized=ref.kappa_standardized,
         kappa_diag_step=ref.kappa_diag_step, standardized=standardized)
