@@ -77,8 +77,13 @@ def hessian_bounds(problem, optimizer: str) -> tuple[float, float]:
     """(mu, L): bounds of the Hessian's eigenvalues (exact for least squares: 2/n X^T X + lam I,
     X as given, the matrix the methods iterate on: its condition number is kappa_raw, not the
     column-equilibrated kappa), from one pass to form X^T X (timed as setup). The textbook step
-    and momentum need mu > 0."""
+    and momentum need mu > 0. X^T X's eigenvalues cannot resolve mu below about 1e-16 L (past
+    kappa 1e16 it came out of rounding, even negative): for least squares mu is L / kappa_raw,
+    which the reference's QR resolves, 0 where that found X rank deficient."""
     mu, L = problem.curvature_bounds()
+    if problem.objective == "least-squares":
+        reference = problem.reference  # cached: solved before any clock
+        mu = L / reference.kappa_raw if reference.rank == problem.d else 0.0
     if not mu > 0:
         raise InputError(f"{optimizer}: the textbook parameters need a strongly convex problem "
                          f"(smallest Hessian eigenvalue {mu:.3g}); give step='fixed'")

@@ -12,7 +12,7 @@ import pandas as pd
 
 from optimizers import bounds
 from study.regression.labels import label_runs
-from study.regression.summary import converged
+from study.regression.summary import converged, median
 from study.sweep.tuning import measured_runs
 
 NEEDED = ("predicted_iterations", "bound", "initial_suboptimality", "kappa_raw")
@@ -30,8 +30,7 @@ def has_predictions(runs: pd.DataFrame) -> bool:
 
 
 def _median(group: pd.DataFrame, column: str) -> float:
-    values = group[column].astype("float64") if column in group else pd.Series(dtype=float)
-    return float(values.median()) if values.notna().any() else float("nan")
+    return median(group[column]) if column in group else float("nan")
 
 
 def _standardized(group: pd.DataFrame) -> bool:

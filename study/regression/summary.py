@@ -113,7 +113,8 @@ def against_best(table: pd.DataFrame, groups: list[pd.DataFrame]) -> pd.DataFram
 
 
 def median(values: pd.Series) -> float:
-    """Median of a column whose rows may all be missing (runs refused or failed early)."""
+    """Median of a column whose rows may all be missing (runs refused or failed early, NA in a
+    nullable column): NaN then, never float(pd.NA)'s TypeError."""
     return float(values.astype("float64").median())
 
 

@@ -1,0 +1,145 @@
+"""Every row and every word true (round 6): the bound and kappa arithmetic is total, the
+regression figures draw whatever the statuses, and what `regress` and the report say is so."""
+
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from optimizers import bounds
+from optimizers.base import MAX_PATIENCE, MomentumStep
+from study.regression import figures as plots
+from study.regression import prediction
+from study.regression.headline import best_per_family_and_engine
+
+KAPPAS = [None, float("nan"), -1.0, 0.0, 0.5, 1.0, 10.0, 1e16, 1e32, 1e40, 1.8e307, 1.7e308,
+          float("inf")]
+STARTS = [float("nan"), float("inf"), -1e-3, 0.0, 1e-300, 1.0, 1e300]
+
+
+@pytest.mark.parametrize("method", bounds.BOUNDS, ids=lambda m: m.__name__)
+def test_every_bound_gives_a_number_or_says_why_not(method):
+    for kappa in KAPPAS:
+        for eps0 in STARTS:
+            said = method(float("nan") if kappa is None else kappa, eps0, 1e-8)
+            if said.iterations is None:
+                assert said.bound.startswith("no bound: "), (kappa, eps0, said)
+            else:
+                assert math.isfinite(said.iterations) and said.iterations >= 0, (kappa, eps0)
+
+
+def test_a_start_at_the_optimum_needs_no_iteration():
+    """All-zero labels (or labels orthogonal to the columns): f(0) = f*, eps0 = 0."""
+    for method in bounds.BOUNDS:
+        assert method(10.0, 0.0, 1e-8).iterations == 0
+
+
+def test_krylov_and_momentum_bounds_past_kappa_1e32_are_numbers():
+    """The rate was ln((sqrt(kappa) + 1)/(sqrt(kappa) - 1)), 0 once the ratio rounds to 1."""
+    log = math.log(4 * 100 / 1e-8)
+    assert bounds.conjugate_gradient(1e40, 100.0, 1e-8).iterations == pytest.approx(
+        1e20 / 4 * log, rel=1e-6)
+    assert bounds.heavy_ball(1e40, 100.0, 1e-8).iterations > 1e20
+    assert bounds.nesterov(1e40, 100.0, 1e-8).iterations > 1e20
+
+
+def test_an_overflowed_kappa_is_not_called_singular():
+    conditioning = {"kappa_gd": float("inf"), "kappa_raw": float("inf")}
+    said = bounds.predict("gd", {"step": "1/L"}, conditioning, 10.0, 1e-8)
+    assert said.iterations is None and "float64's range" in said.bound
+    assert "singular Hessian" not in said.bound
+    unknown = bounds.predict("gd", {"step": "1/L"}, {"kappa_gd": float("nan")}, 10.0, 1e-8)
+    assert "cached before it was computed" not in unknown.bound
+    # a count past float64 (kappa 1.8e307 times the log) is said, not an OverflowError
+    huge = bounds.predict("gd", {"step": "1/L"}, {"kappa_gd": 1.8e307}, 1e4, 1e-8)
+    assert huge.iterations is None and huge.bound.startswith("no bound: ")
+    assert bounds.explain("gd", huge, 1e4, 1e-8).startswith("gd: no bound: ")
+
+
+def test_a_textbook_beta_that_rounds_to_one_waits_without_dividing_by_zero():
+    assert MomentumStep(1e-3, 1.0, "textbook").settling("momentum").patience == MAX_PATIENCE
+
+
+def _scaled_csv(tmp_path, kind):
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((60, 3))
+    y = X @ [1.0, 2.0, 3.0] + 0.1 * rng.standard_normal(60)
+    if kind == "zeros":
+        y = np.zeros(60)
+    elif kind == "tiny":  # kappa about 1e307
+        X[:, 0] *= 3e-154
+    elif kind == "wide":  # kappa about 1e48
+        X[:, 0] *= 1e12
+        X[:, 1] *= 1e-12
+    path = tmp_path / f"{kind}.csv"
+    pd.DataFrame({"a": X[:, 0], "b": X[:, 1], "c": X[:, 2], "y": y}).to_csv(path, index=False)
+    return path
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind, optimizer", [
+    ("zeros", ["gd", "--step", "1/L"]), ("zeros", ["lbfgs"]), ("tiny", ["gd", "--step", "1/L"]),
+    ("wide", ["cgls"]), ("wide", ["scipy-lsmr"]), ("wide", ["momentum"]),
+    ("wide", ["nesterov"])])
+def test_regress_on_extreme_conditioning_runs_and_says_its_bound(tmp_path, kind, optimizer):
+    done = subprocess.run(
+        [sys.executable, "-m", "study", "regress", "--dataset", "tabular",
+         "--path", _scaled_csv(tmp_path, kind), "--features", "a", "b", "c", "--labels", "y",
+         "--optimizer", *optimizer, "--max-iter", "200"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    assert "against the bound:" in done.stdout
+
+
+# ---- the report reads the row's bound ----------------------------------------------------------
+
+def _missed_rows(optimizer, bound, predicted, hyperparameters="{}", **extra):
+    return pd.DataFrame([{
+        "run_id": f"r{seed}", "dataset": "eve", "dataset_params": json.dumps({"rows": 100}),
+        "optimizer": optimizer, "hyperparameters": hyperparameters, "backend": "numpy",
+        "device": "cpu", "dtype": "float64", "init": "zeros", "seed": seed, "repeat": 0,
+        "status": "max_iter", "target_reached": False, "suboptimality": 0.1,
+        "iterations": 300, "seconds": 0.3, "seconds_per_iteration": 1e-3, "stop_tol": 1e-8,
+        "initial_suboptimality": 100.0, "predicted_iterations": predicted, "bound": bound,
+        "kappa_raw": 1e4, "hessian_L": 1.0, "hessian_mu": 1e-4, "kappa_standardized": 5e3,
+        "kappa_diag_step": 5e3, "env_host": "h", **extra} for seed in range(3)])
+
+
+def test_the_report_gives_a_textbook_momentum_row_the_bound_it_carries():
+    """A config that names `nesterov` alone leaves '{}' in the row's hyperparameters."""
+    runs = _missed_rows("nesterov", bounds.nesterov(1e4, 100.0, 1e-8).bound, 2300.0)
+    text = " ".join(prediction.missed_target_sentences(runs))
+    assert "none computed for this step" not in text
+    assert "at kappa 1e+04" in text and "2.3e+03" in text
+
+
+def test_an_underflowed_mu_leaves_the_conditioning_points_out():
+    runs = _missed_rows("gd", bounds.gradient_descent(1e4, 100.0, 1e-8).bound, 2e5,
+                        hessian_mu=0.0)
+    assert prediction.iterations_against_kappa(runs).empty
+    assert plots.figure_conditioning(runs) is None
+
+
+# ---- figures draw whatever the statuses ----------------------------------------------------------
+
+@pytest.mark.parametrize("status", ["error", "timeout", "killed", "diverged", "mixed"])
+def test_headline_draws_when_the_first_data_set_has_no_measurement(status):
+    from test_plots_report import make_tables
+
+    runs, traces = make_tables()
+    runs["iterations"] = runs["iterations"].astype("Int64")  # as a results table holds it
+    first = runs["dataset_params"] == runs["dataset_params"].iloc[0]
+    runs.loc[first, "status"] = (status if status != "mixed" else
+                                 np.resize(["error", "timeout", "diverged"], first.sum()))
+    runs.loc[first, "iterations"] = pd.NA
+    runs.loc[first, ["seconds", "suboptimality", "seconds_per_iteration"]] = np.nan
+    data = prediction.label_runs(runs.loc[first])["data"].iloc[0]
+    table = best_per_family_and_engine(runs, data)
+    assert table["iterations"].isna().all()
+    for make in plots.REGRESSION_FIGURES.values():
+        make(runs, traces)  # draws, or returns None: never raises
