@@ -25,7 +25,7 @@ from datasets.errors import InputError
 STOPPING_STATUSES = ("converged", "grad_tol", "stalled", "max_iter", "timeout", "diverged",
                      "solved", "skipped", "failed", "reference-error")
 # "grad_tol": the gradient-norm rule fired (a small gradient is not the target)
-# "solved": a direct solve (closed form) run without a target to judge it against
+# "solved": a direct solve (closed form) run without a target, or that missed it (rounding)
 # "skipped": the run could not start here (a GPU asked for but none visible); set by a backend
 # "failed": a closed-form solve that LAPACK refused (Cholesky of a singular X^T X), or a
 # library optimizer whose own update failed (datasets.errors.LibraryFailure, in a sweep)

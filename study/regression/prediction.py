@@ -10,6 +10,7 @@ import json
 import numpy as np
 import pandas as pd
 
+from datasets.reference import KAPPA_NAMES
 from optimizers import bounds
 from study.regression.labels import label_runs
 from study.regression.summary import converged, median
@@ -22,7 +23,7 @@ INTRO = ("Each run beside what its method's classical bound predicts from the pr
          "Nesterov sqrt(kappa) ln(2 eps0/eps), CG and LSQR sqrt(kappa)/4 ln(4 eps0/eps); "
          "L-BFGS has no rate bound, only GD's as a ceiling; Adadelta and Adam none). These "
          "are predictions, not measurements; a run is flagged slower than its bound past "
-         f"{bounds.SLOWER_FACTOR:g}x its iterations.")
+         f"{bounds.SLOWER_FACTOR:g}x its iterations. The {KAPPA_NAMES}.")
 
 
 def has_predictions(runs: pd.DataFrame) -> bool:

@@ -10,6 +10,7 @@ import pandas as pd
 
 from datasets import DATASETS, make_problem, validate_dataset
 from datasets.errors import InputError
+from datasets.reference import KAPPA_NAMES
 from optimizers import (
     INITS,
     OPTIMIZERS,
@@ -232,6 +233,8 @@ def main(args) -> int:
     if result.status != "converged":
         print(f"  {result.message}")
     print(result.reference_line())
+    print(f"  ({KAPPA_NAMES})")
+    print(coefficients_line(problem, result.w))
     print(verdict_line(result))
     if args.out:
         write_files_atomic({  # both or neither: a trace is never left without its record
@@ -239,6 +242,24 @@ def main(args) -> int:
             args.out: parquet_writer(pd.DataFrame([result.record()]))})
         print(f"wrote {args.out} and {trace_path(args.out)}")
     return 0
+
+
+# `regress` prints the fitted coefficients up to this many (the row's coefficients column and
+# --out's record hold them all)
+PRINTED_COEFFICIENTS = 10
+
+
+def coefficients_line(problem, w) -> str:
+    """The fitted coefficients by feature name (to check against lstsq or sklearn), for small d."""
+    w = np.asarray(w, dtype=np.float64).reshape(problem.d, -1)
+    if problem.d > PRINTED_COEFFICIENTS:
+        return (f"coefficients: {problem.d} per label column, not printed above "
+                f"{PRINTED_COEFFICIENTS} (--out's record holds them: its coefficients column)")
+    return "\n".join(
+        f"coefficients of {label}: " + ", ".join(
+            f"{name} {value:.10g}" for name, value in zip(problem.feature_names, w[:, j],
+                                                          strict=True))
+        for j, label in enumerate(problem.label_names))
 
 
 def bound_line(problem, optimizer, rules, backend, args) -> str:
