@@ -226,6 +226,13 @@ def verdict(prediction: Prediction, iterations: int, reached: bool | None, dtype
     return True, f"slower than the bound (more than {SLOWER_FACTOR:g}x its iterations)"
 
 
+def count(iterations: float) -> str:
+    """A bound's iterations, one way everywhere (regress, the report's sentences and table): in
+    full below 10,000, else three significant digits (2.95e+06 in each place, not 2.9e+06 in
+    one and 3e+06 in another)."""
+    return f"{iterations:.0f}" if iterations < 1e4 else f"{iterations:.3g}"
+
+
 def duration(seconds: float) -> str:
     """A predicted time in the unit a reader thinks in."""
     for unit, size in (("years", 365.25 * 86400), ("days", 86400), ("hours", 3600),
@@ -251,7 +258,7 @@ def explain(name: str, prediction: Prediction, eps0: float, eps: float, *,
     if prediction.iterations is None:
         return f"{name}{no_bound(prediction)}."
     text = (f"{name}at kappa {prediction.kappa:.3g} the bound ({prediction.bound}) gives "
-            f"about {prediction.iterations:.2g} iterations from suboptimality {eps0:.3g} to "
+            f"about {count(prediction.iterations)} iterations from suboptimality {eps0:.3g} to "
             f"{eps:g}")
     if seconds_per_iteration and np.isfinite(seconds_per_iteration):
         text += (f", about {duration(prediction.iterations * seconds_per_iteration)} at the "
@@ -262,14 +269,14 @@ def explain(name: str, prediction: Prediction, eps0: float, eps: float, *,
         then = prediction.method(kappa_standardized, eps0, eps).iterations
         if then is not None:
             what_ifs.append(f"with standardized columns kappa = {kappa_standardized:.3g} and "
-                            f"about {then:.2g} iterations (`--standardize`, "
+                            f"about {count(then)} iterations (`--standardize`, "
                             "`standardize = true`)")
     if (prediction.method is gradient_descent and np.isfinite(kappa_diag_step)
             and kappa_diag_step * 10 < prediction.kappa):
         then = diagonal_step(kappa_diag_step, eps0, eps).iterations
         if then is not None:
             what_ifs.append(f"with GD's diagonal step kappa = {kappa_diag_step:.3g} and about "
-                            f"{then:.2g} iterations (`--step diag`, `step = \"diag\"`)")
+                            f"{count(then)} iterations (`--step diag`, `step = \"diag\"`)")
     if what_ifs:
         text += "; " + "; ".join(what_ifs)
     return text + " (a prediction from the bound, not a measurement)."

@@ -6,6 +6,7 @@ import math
 import subprocess
 import sys
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
@@ -115,7 +116,26 @@ def test_the_report_gives_a_textbook_momentum_row_the_bound_it_carries():
     runs = _missed_rows("nesterov", bounds.nesterov(1e4, 100.0, 1e-8).bound, 2300.0)
     text = " ".join(prediction.missed_target_sentences(runs))
     assert "none computed for this step" not in text
-    assert "at kappa 1e+04" in text and "2.3e+03" in text
+    assert "at kappa 1e+04" in text and "about 2300 iterations" in text
+
+
+def test_one_format_for_a_bound_everywhere():
+    """2.95e6 and 2.9499e6 read 3e+06 and 2.9e+06 at two significant digits."""
+    assert bounds.count(2.95e6) == bounds.count(2.9500001e6) == "2.95e+06"
+    assert bounds.count(2300.0) == "2300"
+    runs = _missed_rows("lbfgs", bounds.lbfgs_first_phase(1e4, 100.0, 1e-8).bound, 2.95e6)
+    assert "about 2.95e+06 iterations" in " ".join(prediction.missed_target_sentences(runs))
+
+
+def test_a_miss_whose_loss_rose_is_said_not_monotone():
+    """Adadelta down to 0.095 on the way and ended at 0.13: not 'all there is'."""
+    runs = _missed_rows("adadelta", bounds.NO_BOUND, np.nan, suboptimality=0.13,
+                        best_suboptimality=0.095)
+    text = " ".join(prediction.missed_target_sentences(runs))
+    assert "not monotone: down to 0.095 on the way, it ended at 0.13" in text
+    assert "the measurements are all there is" not in text
+    steady = _missed_rows("adadelta", bounds.NO_BOUND, np.nan, best_suboptimality=0.1)
+    assert "all there is" in " ".join(prediction.missed_target_sentences(steady))
 
 
 def test_an_underflowed_mu_leaves_the_conditioning_points_out():
@@ -143,3 +163,40 @@ def test_headline_draws_when_the_first_data_set_has_no_measurement(status):
     assert table["iterations"].isna().all()
     for make in plots.REGRESSION_FIGURES.values():
         make(runs, traces)  # draws, or returns None: never raises
+    plt.close("all")
+
+
+# ---- what regress prints and records ---------------------------------------------------------
+
+def test_booleans_as_people_write_them():
+    from study.cli import key_values
+
+    assert key_values(["a=false", "b=TRUE", "c=False", "d=true ", "e=1"], "--data-param") == {
+        "a": False, "b": True, "c": False, "d": True, "e": 1}
+
+
+@pytest.mark.slow
+def test_regress_says_what_it_did_in_true_words(tmp_path):
+    """intercept=false accepted; a closed-form miss is not 'stalled'; no 'nan ms/iter'; the
+    kappas are named; the coefficients are printed and in the row."""
+    out = tmp_path / "run.parquet"
+    done = subprocess.run(
+        [sys.executable, "-m", "study", "regress", "--dataset", "tabular",
+         "--path", _scaled_csv(tmp_path, "wide"), "--features", "a", "b", "c", "--labels", "y",
+         "--data-param", "intercept=false", "--optimizer", "closed-form", "--out", out],
+        capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    said = done.stdout
+    assert ": solved after 1 iteration in" in said and "stalled" not in said
+    assert "'as run' of X as given" in said and "'scaled'" in said and "'standardized'" in said
+    assert "coefficients of y: a " in said and "intercept" not in said.split("coefficients")[1]
+    row = pd.read_parquet(out).iloc[0]
+    assert row["status"] == "solved" and row["target_reached"] == False  # noqa: E712
+    assert len(json.loads(row["coefficients"])) == 3
+    zeros = subprocess.run(
+        [sys.executable, "-m", "study", "regress", "--dataset", "tabular",
+         "--path", _scaled_csv(tmp_path, "zeros"), "--features", "a", "b", "c", "--labels", "y",
+         "--optimizer", "gd", "--step", "1/L"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert zeros.returncode == 0 and "nan ms/iter" not in zeros.stdout, zeros.stderr[-2000:]
+    assert "after 0 iterations" in zeros.stdout

@@ -56,12 +56,12 @@ def missed_target_sentences(runs: pd.DataFrame) -> list[str]:
         ended = (f"ended {', '.join(f'{s}={n}' for s, n in group['status'].value_counts().items())}"
                  f" after {_median(group, 'iterations'):.0f} iterations at suboptimality "
                  f"{_median(group, 'suboptimality'):.3g} (median)")
-        head = f"{config} on {data} did not reach {tol:g}: it {ended}. "
+        head = f"{config} on {data} did not reach {tol:g}: it {ended}. " + _rose(group)
         bound = group["bound"].dropna()
         if group["predicted_iterations"].isna().all():
             why = bound.iloc[0] if len(bound) else "no bound"
-            out.append(head + f"No such bound applies to {group['optimizer'].iloc[0]} ({why}): "
-                              "the measurements are all there is.")
+            out.append(head + f"No such bound applies to {group['optimizer'].iloc[0]} ({why})" + (
+                "." if _rose(group) else ": the measurements are all there is."))
             continue
         prediction = _read(group)
         if prediction.iterations is None:
@@ -76,6 +76,19 @@ def missed_target_sentences(runs: pd.DataFrame) -> list[str]:
     return out
 
 
+# A final suboptimality this many times the best on the way is a loss that rose (not noise)
+ROSE = 1.1
+
+
+def _rose(group: pd.DataFrame) -> str:
+    """What a non-monotone run's rows say (best_suboptimality above the final one), or ''."""
+    best, final = _median(group, "best_suboptimality"), _median(group, "suboptimality")
+    if not best * ROSE < final:
+        return ""
+    return (f"Its suboptimality is not monotone: down to {best:.3g} on the way, it ended at "
+            f"{final:.3g} (medians), so more iterations need not bring it closer. ")
+
+
 def slower_sentences(runs: pd.DataFrame) -> list[str]:
     """The runs that took more than SLOWER_FACTOR times their bound: findings, each named."""
     if "slower_than_bound" not in runs:
@@ -87,8 +100,8 @@ def slower_sentences(runs: pd.DataFrame) -> list[str]:
     return [f"{config} on {data}: {len(group)} run(s) took more than "
             f"{bounds.SLOWER_FACTOR:g}x the iterations of their bound (median "
             f"{_median(group, 'iterations'):.0f} against "
-            f"{_median(group, 'predicted_iterations'):.0f}): a finding (a bug, a bad step or "
-            "rounding), not a property of the method."
+            f"{bounds.count(_median(group, 'predicted_iterations'))}): a finding (a bug, a bad "
+            "step or rounding), not a property of the method."
             for (data, config), group in labelled.groupby(["data", "config"], sort=True)]
 
 

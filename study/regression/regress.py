@@ -27,7 +27,7 @@ from optimizers.backends.registry import (
     option_names,
 )
 from optimizers.backends.registry import backend as backend_declaration
-from optimizers.bounds import duration, explain, no_bound
+from optimizers.bounds import count, duration, explain, no_bound
 from optimizers.driver import for_problem, initial_point, predicted
 from study.cli import key_values
 from study.output import check_output_path, parquet_writer, trace_path, write_files_atomic
@@ -293,7 +293,7 @@ def verdict_line(result) -> str:
     if bound is None:
         return f"against the bound: {said}"
     text = (f"against the bound: {said} ({result.iterations} iterations; the bound: about "
-            f"{bound:.2g}")
+            f"{count(bound)}")
     if not result.target_reached and bound > result.iterations:
         text += (f", {duration(bound * result.seconds_per_iteration)} at this run's time per "
                  "iteration (a prediction)")

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from optimizers import blas_threads
+from optimizers import blas_threads, bounds
 from optimizers.backends.registry import BACKENDS, FRAMEWORKS
 from study.paired import compare
 from study.regression import logistic, prediction
@@ -298,7 +298,7 @@ def summary_table(table: pd.DataFrame) -> pd.DataFrame:
         "iterations": table["median_iterations"].map(lambda x: f"{x:.0f}"),
         "bound's iterations (predicted)": table.get(
             "median_predicted_iterations", pd.Series(np.nan, index=table.index)).map(
-            lambda x: "–" if np.isnan(x) else f"{x:.2g}"),
+            lambda x: "–" if np.isnan(x) else bounds.count(x)),
         "per iteration": table["median_seconds_per_iteration"].map(fmt_seconds),
         "statuses": table["statuses"],
     })
