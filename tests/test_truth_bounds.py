@@ -200,3 +200,25 @@ def test_regress_says_what_it_did_in_true_words(tmp_path):
         capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert zeros.returncode == 0 and "nan ms/iter" not in zeros.stdout, zeros.stderr[-2000:]
     assert "after 0 iterations" in zeros.stdout
+
+
+def test_the_per_iteration_ratios_say_they_are_paired_not_the_medians_quotient():
+    from test_plots_report import CONFIGS, make_tables
+
+    from study.regression.report import original_regression_answer
+
+    runs, _ = make_tables([*CONFIGS, ("gd", {"step": "1/L"}, "tensorflow", "fused", None, 0.02,
+                                      100)])
+    said = original_regression_answer(runs)
+    assert any("tf-fused/cpu took 2x the time per iteration of NumPy" in s for s in said)
+    assert any(s.startswith("The ratios above are paired: the geometric mean") for s in said)
+    plt.close("all")
+
+
+def test_the_divergence_rule_is_one_importable_rule():
+    from optimizers.stopping import DIVERGENCE_FACTOR, HOST_OPS, Context, Divergence, diverged
+
+    assert Divergence().factor == DIVERGENCE_FACTOR == 1e5
+    for loss in (1.0, 1e5, 1.0001e5, float("inf"), float("nan")):
+        ctx = Context(1, 0.0, loss, 1.0, 1.0, 0.0, 0.0)
+        assert bool(Divergence().check(HOST_OPS, ctx, ())[0]) == diverged(loss, 1.0)
