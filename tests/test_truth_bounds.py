@@ -229,3 +229,39 @@ def test_the_divergence_rule_is_one_importable_rule():
     for loss in (1.0, 1e5, 1.0001e5, float("inf"), float("nan")):
         ctx = Context(1, 0.0, loss, 1.0, 1.0, 0.0, 0.0)
         assert bool(Divergence().check(HOST_OPS, ctx, ())[0]) == diverged(loss, 1.0)
+
+
+@pytest.mark.slow
+def test_a_sweep_on_kappa_past_1e32_records_runs_not_errors(tmp_path):
+    """cgls, scipy-lsqr, momentum and nesterov were every one an `error` row at kappa 1e48."""
+    config = tmp_path / "wide.toml"
+    config.write_text(f"""name = "regression"
+seeds = [0]
+run_timeout = 60
+[stopping]
+tol = 1e-8
+max_iter = 200
+[[datasets]]
+name = "tabular"
+path = "{_scaled_csv(tmp_path, 'wide')}"
+features = ["a", "b", "c"]
+labels = ["y"]
+[[optimizers]]
+name = "cgls"
+[[optimizers]]
+name = "scipy-lsqr"
+[[optimizers]]
+name = "momentum"
+[[optimizers]]
+name = "nesterov"
+[[backends]]
+name = "numpy"
+""")
+    out = tmp_path / "results"
+    done = subprocess.run([sys.executable, "-m", "study", "run", config, "--out", out, "--quiet",
+                           "--no-adaptive"], capture_output=True, text=True, cwd=tmp_path,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = pd.read_parquet(out / "runs.parquet")
+    assert len(rows) == 4 and not rows["status"].isin(["error"]).any(), rows["message"].tolist()
+    assert rows["predicted_iterations"].gt(1e20).all()  # sqrt(kappa)/4 ln(...): numbers
