@@ -275,7 +275,8 @@ def bound_line(problem, optimizer, rules, backend, args) -> str:
     standardized = bool(problem.params.get("standardize"))
     kappas = f"kappa {ref.kappa_raw:.3g} as run"
     if problem.objective == "logistic":  # the 1/L step's global L over mu at w*: the bound's
-        kappas = (f"kappa {ref.kappa_raw:.3g} at the optimum, {ref.kappa_gd:.3g} with the global "
+        global_kappa = f"{ref.kappa_gd:.3g}" if not np.isnan(ref.kappa_gd) else "unknown"
+        kappas = (f"kappa {ref.kappa_raw:.3g} at the optimum, {global_kappa} with the global "
                   "L the 1/L step uses")
     if not standardized and np.isfinite(ref.kappa_standardized):
         kappas += f" ({ref.kappa_standardized:.3g} with standardized columns)"
