@@ -30,6 +30,13 @@ FLOOR = EPS  # suboptimality is relative to max(f*, FLOOR * f(0)): float64 resol
 MARGIN = 100  # a tolerance is judged only against an f* this many times more accurate
 MAX_STEPS = 12
 CHUNK = 1 << 16  # rows per extended-precision block: memory stays O(CHUNK * d)
+# What each kappa printed or reported is, said once where they appear (`regress`, the report)
+KAPPA_NAMES = ("kappa is the Hessian's condition number L/mu: 'as run' of X as given, the one "
+               "the iterations and their bounds see; 'scaled' with each column divided by a "
+               "power of two near its norm, the one f*'s accuracy depends on; 'standardized' "
+               "with the features z-scored, the one --standardize (standardize = true) would "
+               "give; for logistic regression, 'at the optimum' is the Hessian's at w* and the "
+               "1/L step's is the global L over that mu")
 
 
 @dataclass(frozen=True, eq=False)

@@ -77,8 +77,13 @@ def hessian_bounds(problem, optimizer: str) -> tuple[float, float]:
     """(mu, L): bounds of the Hessian's eigenvalues (exact for least squares: 2/n X^T X + lam I,
     X as given, the matrix the methods iterate on: its condition number is kappa_raw, not the
     column-equilibrated kappa), from one pass to form X^T X (timed as setup). The textbook step
-    and momentum need mu > 0."""
+    and momentum need mu > 0. X^T X's eigenvalues cannot resolve mu below about 1e-16 L (past
+    kappa 1e16 it came out of rounding, even negative): for least squares mu is L / kappa_raw,
+    which the reference's QR resolves, 0 where that found X rank deficient."""
     mu, L = problem.curvature_bounds()
+    if problem.objective == "least-squares":
+        reference = problem.reference  # cached: solved before any clock
+        mu = L / reference.kappa_raw if reference.rank == problem.d else 0.0
     if not mu > 0:
         raise InputError(f"{optimizer}: the textbook parameters need a strongly convex problem "
                          f"(smallest Hessian eigenvalue {mu:.3g}); give step='fixed'")
@@ -96,6 +101,9 @@ class Settling(NamedTuple):
 
 # The stall rule waits this many time constants of a momentum method (MomentumStep.settling).
 SETTLING_TIME_CONSTANTS = 10
+# A wait that never ends (beta 1 in float64: the momentum never decays), as a count that every
+# backend's loop holds exactly (2**53, float64's integers).
+MAX_PATIENCE = 2**53
 
 
 class MomentumStep(NamedTuple):
@@ -116,10 +124,12 @@ class MomentumStep(NamedTuple):
         stiff mode's error grows like (1 + 2k) sqrt(beta)^k before it decays: the loss climbs to
         3e4 times f* and is back below its start only after about 1450 iterations) and 0.2 to
         1.2 T for Nesterov. The stall rule waits SETTLING_TIME_CONSTANTS T."""
-        time_constant = 1.0 / (1.0 - math.sqrt(self.beta))
+        gap = 1.0 - math.sqrt(self.beta)  # 0 where a textbook beta rounds to 1 (kappa > 1e32)
+        patience = (min(math.ceil(SETTLING_TIME_CONSTANTS / gap), MAX_PATIENCE) if gap > 0
+                    else MAX_PATIENCE)
         why = (f"{SETTLING_TIME_CONSTANTS} time constants 1/(1 - sqrt(beta)) of {optimizer} "
                f"with beta {self.beta:.6g}, whose loss is not monotone")
-        return Settling(math.ceil(SETTLING_TIME_CONSTANTS * time_constant), why,
+        return Settling(patience, why,
                         {"momentum_beta": self.beta, "momentum_learning_rate": self.learning_rate,
                          "momentum_source": self.source})
 

@@ -34,17 +34,49 @@ class Prediction(NamedTuple):
 
 
 def _log_ratio(eps0: float, eps: float, constant: float = 1.0) -> float:
-    """ln(constant eps0 / eps), at least 0: a start already at the target needs no iteration."""
-    return max(math.log(constant * eps0 / eps), 0.0)
+    """ln(constant eps0 / eps), at least 0: a start already at the target (eps0 <= 0 included:
+    a start at f*, or below it by rounding) needs no iteration."""
+    ratio = constant * eps0 / eps
+    return math.log(ratio) if ratio > 1 else 0.0
+
+
+def _unusable(kappa, eps0: float, eps: float) -> str | None:
+    """Why no bound can be read at this kappa and start ("no bound: <why>"), or None: the
+    bounds are total, so that no input (0, inf, NaN, an overflowed kappa) raises."""
+    if kappa is None or not kappa == kappa:
+        return ("no bound: kappa unknown (the Hessian's mu is not known: an optimum that is not "
+                "finite, or a data cache written before it was stored)")
+    if kappa == math.inf:
+        return ("no bound: kappa is past float64's range (the Hessian's smallest eigenvalue is "
+                "0 or below what float64 holds)")
+    if not kappa > 0:
+        return f"no bound: kappa {kappa:.3g} is not a condition number"
+    if not (math.isfinite(eps0) and eps > 0):
+        return f"no bound: initial suboptimality {eps0:.3g} (tol {eps:g})"
+    return None
+
+
+def _count(log: float, rate: float, bound: str, leading: float) -> Prediction:
+    """The smallest k with k rate >= log: `rate` is -ln of the bound's factor per iteration,
+    computed with log1p so that it stays > 0 however large kappa is (ln of a factor that
+    rounds to 1 is 0, and the count was a division by zero past kappa 1e32)."""
+    if log == 0:
+        return Prediction(0.0, bound, 0.0)
+    k = log / rate if rate > 0 else math.inf
+    if not math.isfinite(k):
+        return Prediction(None, f"no bound: {bound} passes float64's range")
+    return Prediction(float(math.ceil(k)), bound, leading)
 
 
 def gradient_descent(kappa: float, eps0: float, eps: float) -> Prediction:
     """GD with step 1/L on an L-smooth, mu-strongly convex f: f_k - f* <= (1 - 1/kappa)^k
     (f_0 - f*), kappa = L/mu (Polyak 1963; Nesterov 2004, Thm 2.1.15; Karimi, Nutini and Schmidt
     2016, Thm 1). k = ln(eps0/eps) / -ln(1 - 1/kappa) <= kappa ln(eps0/eps)."""
-    log = _log_ratio(eps0, eps)
-    k = log / -math.log1p(-1.0 / kappa) if kappa > 1 else min(log, 1.0)
-    return Prediction(float(math.ceil(k)), "gd 1/L: kappa ln(eps0/eps)", kappa * log)
+    if why := _unusable(kappa, eps0, eps):
+        return Prediction(None, why)
+    log, kappa = _log_ratio(eps0, eps), max(kappa, 1.0)  # below 1: rounding
+    rate = -math.log1p(-1.0 / kappa) if kappa > 1 else max(log, 1.0)
+    return _count(log, rate, "gd 1/L: kappa ln(eps0/eps)", kappa * log)
 
 
 def diagonal_step(kappa_diag_step: float, eps0: float, eps: float) -> Prediction:
@@ -52,6 +84,8 @@ def diagonal_step(kappa_diag_step: float, eps0: float, eps: float) -> Prediction
     the unit-diagonal D^-1/2 H D^-1/2, whose largest eigenvalue is at most d; the same rate as
     `gradient_descent` with kappa = d / lambda_min(D^-1/2 H D^-1/2) (datasets.reference)."""
     k = gradient_descent(kappa_diag_step, eps0, eps)
+    if k.iterations is None:
+        return k
     return k._replace(bound="gd diag: d/lambda_min(D^-1/2 H D^-1/2) ln(eps0/eps)")
 
 
@@ -59,10 +93,17 @@ def nesterov(kappa: float, eps0: float, eps: float) -> Prediction:
     """Nesterov's constant-step scheme (step 1/L, beta = (sqrt L - sqrt mu)/(sqrt L + sqrt mu)):
     f_k - f* <= (1 - 1/sqrt(kappa))^k (f_0 - f* + mu/2 ||w0 - w*||^2) <= 2 (1 - 1/sqrt(kappa))^k
     (f_0 - f*) (Nesterov 2004, Thm 2.2.3; mu/2 ||w0 - w*||^2 <= f_0 - f*)."""
-    root = math.sqrt(kappa)
-    log = _log_ratio(eps0, eps, 2.0)
-    k = log / -math.log1p(-1.0 / root) if root > 1 else min(log, 1.0)
-    return Prediction(float(math.ceil(k)), "nesterov: sqrt(kappa) ln(2 eps0/eps)", root * log)
+    if why := _unusable(kappa, eps0, eps):
+        return Prediction(None, why)
+    root, log = math.sqrt(max(kappa, 1.0)), _log_ratio(eps0, eps, 2.0)
+    rate = -math.log1p(-1.0 / root) if root > 1 else max(log, 1.0)
+    return _count(log, rate, "nesterov: sqrt(kappa) ln(2 eps0/eps)", root * log)
+
+
+def _chebyshev_rate(root: float, log: float) -> float:
+    """-ln of the loss's factor per iteration, ((sqrt(kappa) - 1)/(sqrt(kappa) + 1))^2:
+    2 ln(1 + 2/(sqrt(kappa) - 1)); one iteration at kappa 1."""
+    return 2 * math.log1p(2.0 / (root - 1)) if root > 1 else max(log, 1.0)
 
 
 def heavy_ball(kappa: float, eps0: float, eps: float) -> Prediction:
@@ -70,11 +111,11 @@ def heavy_ball(kappa: float, eps0: float, eps: float) -> Prediction:
     asymptotically by (sqrt(kappa) - 1)/(sqrt(kappa) + 1) per iteration, the loss by its square
     (Polyak 1964): k ~ sqrt(kappa)/4 ln(eps0/eps). Asymptotic only (a (1 + 2k) transient in
     front, which SLOWER_FACTOR covers at these counts)."""
-    root = math.sqrt(kappa)
-    log = _log_ratio(eps0, eps)
-    k = log / (2 * math.log((root + 1) / (root - 1))) if root > 1 else min(log, 1.0)
-    return Prediction(float(math.ceil(k)), "heavy ball (asymptotic): sqrt(kappa)/4 ln(eps0/eps)",
-                      root / 4 * log)
+    if why := _unusable(kappa, eps0, eps):
+        return Prediction(None, why)
+    root, log = math.sqrt(max(kappa, 1.0)), _log_ratio(eps0, eps)
+    return _count(log, _chebyshev_rate(root, log),
+                  "heavy ball (asymptotic): sqrt(kappa)/4 ln(eps0/eps)", root / 4 * log)
 
 
 def conjugate_gradient(kappa: float, eps0: float, eps: float) -> Prediction:
@@ -84,11 +125,11 @@ def conjugate_gradient(kappa: float, eps0: float, eps: float) -> Prediction:
     (Golub and Van Loan 2013, Thm 11.3.3; Trefethen and Bau, Thm 38.5): k ~ sqrt(kappa)/4
     ln(4 eps0/eps). Finite termination (k <= d in exact arithmetic) is not used: rounding
     loses it when kappa is large."""
-    root = math.sqrt(kappa)
-    log = _log_ratio(eps0, eps, 4.0)
-    k = log / (2 * math.log((root + 1) / (root - 1))) if root > 1 else min(log, 1.0)
-    return Prediction(float(math.ceil(k)), "cg (Chebyshev): sqrt(kappa)/4 ln(4 eps0/eps)",
-                      root / 4 * log)
+    if why := _unusable(kappa, eps0, eps):
+        return Prediction(None, why)
+    root, log = math.sqrt(max(kappa, 1.0)), _log_ratio(eps0, eps, 4.0)
+    return _count(log, _chebyshev_rate(root, log),
+                  "cg (Chebyshev): sqrt(kappa)/4 ln(4 eps0/eps)", root / 4 * log)
 
 
 def lbfgs_first_phase(kappa: float, eps0: float, eps: float) -> Prediction:
@@ -97,6 +138,8 @@ def lbfgs_first_phase(kappa: float, eps0: float, eps: float) -> Prediction:
     fast. The only number a bound gives is GD's (its first step is a scaled gradient step):
     kappa ln(eps0/eps), a loose ceiling, named as such and never flagged."""
     k = gradient_descent(kappa, eps0, eps)
+    if k.iterations is None:
+        return k
     return k._replace(bound="l-bfgs: no rate bound; GD's kappa ln(eps0/eps) as a ceiling")
 
 
@@ -114,26 +157,25 @@ def predict(optimizer: str, hyperparameters: dict, conditioning: dict, eps0: flo
     """The prediction of one run. `conditioning` holds kappa_gd (L/mu of the Hessian as run:
     the L the 1/L step uses), kappa_diag_step, and kappa_raw; eps is the target tol (None: no
     target, nothing to predict). Krylov bounds are for least squares only."""
-    if eps is None or not eps > 0 or not np.isfinite(eps0):
+    if eps is None or not eps > 0:
         return Prediction(None, "no target")
     step = hyperparameters.get("step")
     least_squares = objective == "least-squares"
-    kappa_gd, kappa_raw = conditioning.get("kappa_gd"), conditioning.get("kappa_raw")
     if optimizer == "gd" and step == "1/L":
-        bound, kappa = gradient_descent, kappa_gd
+        bound = gradient_descent
     elif optimizer == "gd" and step == "diag" and least_squares:
-        bound, kappa = diagonal_step, conditioning.get("kappa_diag_step")
+        bound = diagonal_step
     elif optimizer in ("nesterov", "momentum") and step == "textbook" and not least_squares:
         return Prediction(None, "none computed: on logistic regression the textbook step reads "
                                 "the global mu = lam, not the Hessian at the optimum")
     elif optimizer == "nesterov" and step == "textbook":
-        bound, kappa = nesterov, kappa_gd
+        bound = nesterov
     elif optimizer == "momentum" and step == "textbook":
-        bound, kappa = heavy_ball, kappa_gd
+        bound = heavy_ball
     elif optimizer in KRYLOV:
-        bound, kappa = conjugate_gradient, kappa_raw
+        bound = conjugate_gradient
     elif optimizer in QUASI_NEWTON:
-        bound, kappa = lbfgs_first_phase, kappa_gd
+        bound = lbfgs_first_phase
     elif optimizer == "closed-form":
         return Prediction(None, "none: a direct solve, not an iteration")
     elif optimizer in ADAPTIVE:
@@ -142,11 +184,22 @@ def predict(optimizer: str, hyperparameters: dict, conditioning: dict, eps0: flo
         return Prediction(None, "none computed for a library's optimizer")
     else:
         return Prediction(None, OTHER_STEP)
-    if kappa is None or np.isnan(kappa):
-        return Prediction(None, "no bound: kappa unknown (data cached before it was computed)")
-    if not np.isfinite(kappa) or kappa < 1:
-        return Prediction(None, f"no bound: kappa {kappa:.3g} (a singular Hessian)")
-    return bound(float(kappa), eps0, eps)._replace(kappa=float(kappa), method=bound)
+    kappa = conditioning.get(READS.get(bound, "kappa_gd"))
+    kappa = float("nan") if kappa is None else float(kappa)
+    return bound(kappa, float(eps0), eps)._replace(kappa=kappa, method=bound)
+
+
+BOUNDS = (gradient_descent, diagonal_step, nesterov, heavy_ball, conjugate_gradient,
+          lbfgs_first_phase)
+# the conditioning each bound reads (`predict`'s conditioning keys, the rows' columns): kappa_gd
+# (L/mu as run) unless named here
+READS = {diagonal_step: "kappa_diag_step", conjugate_gradient: "kappa_raw"}
+
+
+def named(bound):
+    """The bound whose name a row's `bound` column holds, or None (no bound): the report reads
+    the row's bound rather than choosing one again from hyperparameters a config left out."""
+    return next((method for method in BOUNDS if method(10.0, 1.0, 0.1).bound == bound), None)
 
 
 def verdict(prediction: Prediction, iterations: int, reached: bool | None, dtype: str,
@@ -173,6 +226,13 @@ def verdict(prediction: Prediction, iterations: int, reached: bool | None, dtype
     return True, f"slower than the bound (more than {SLOWER_FACTOR:g}x its iterations)"
 
 
+def count(iterations: float) -> str:
+    """A bound's iterations, one way everywhere (regress, the report's sentences and table): in
+    full below 10,000, else three significant digits (2.95e+06 in each place, not 2.9e+06 in
+    one and 3e+06 in another)."""
+    return f"{iterations:.0f}" if iterations < 1e4 else f"{iterations:.3g}"
+
+
 def duration(seconds: float) -> str:
     """A predicted time in the unit a reader thinks in."""
     for unit, size in (("years", 365.25 * 86400), ("days", 86400), ("hours", 3600),
@@ -180,6 +240,12 @@ def duration(seconds: float) -> str:
         if seconds >= 2 * size:
             return f"{seconds / size:.2g} {unit}"
     return f"{seconds:.2g} s"
+
+
+def no_bound(prediction: Prediction) -> str:
+    """'no bound (why)', where the bound's text does not already start so."""
+    said = prediction.bound
+    return said if said.startswith("no bound") else f"no bound ({said})"
 
 
 def explain(name: str, prediction: Prediction, eps0: float, eps: float, *,
@@ -190,9 +256,9 @@ def explain(name: str, prediction: Prediction, eps0: float, eps: float, *,
     would make of them where it brings kappa down more than 10x. A prediction, said so."""
     name = f"{name}: " if name else ""
     if prediction.iterations is None:
-        return f"{name}no bound ({prediction.bound})."
+        return f"{name}{no_bound(prediction)}."
     text = (f"{name}at kappa {prediction.kappa:.3g} the bound ({prediction.bound}) gives "
-            f"about {prediction.iterations:.2g} iterations from suboptimality {eps0:.3g} to "
+            f"about {count(prediction.iterations)} iterations from suboptimality {eps0:.3g} to "
             f"{eps:g}")
     if seconds_per_iteration and np.isfinite(seconds_per_iteration):
         text += (f", about {duration(prediction.iterations * seconds_per_iteration)} at the "
@@ -201,13 +267,16 @@ def explain(name: str, prediction: Prediction, eps0: float, eps: float, *,
     if (not standardized and np.isfinite(kappa_standardized)
             and kappa_standardized * 10 < prediction.kappa):
         then = prediction.method(kappa_standardized, eps0, eps).iterations
-        what_ifs.append(f"with standardized columns kappa = {kappa_standardized:.3g} and about "
-                        f"{then:.2g} iterations (`--standardize`, `standardize = true`)")
+        if then is not None:
+            what_ifs.append(f"with standardized columns kappa = {kappa_standardized:.3g} and "
+                            f"about {count(then)} iterations (`--standardize`, "
+                            "`standardize = true`)")
     if (prediction.method is gradient_descent and np.isfinite(kappa_diag_step)
             and kappa_diag_step * 10 < prediction.kappa):
         then = diagonal_step(kappa_diag_step, eps0, eps).iterations
-        what_ifs.append(f"with GD's diagonal step kappa = {kappa_diag_step:.3g} and about "
-                        f"{then:.2g} iterations (`--step diag`, `step = \"diag\"`)")
+        if then is not None:
+            what_ifs.append(f"with GD's diagonal step kappa = {kappa_diag_step:.3g} and about "
+                            f"{count(then)} iterations (`--step diag`, `step = \"diag\"`)")
     if what_ifs:
         text += "; " + "; ".join(what_ifs)
     return text + " (a prediction from the bound, not a measurement)."

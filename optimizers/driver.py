@@ -165,6 +165,9 @@ def run(problem, optimizer, rules, *, backend, init: str = "zeros", seed: int = 
             f"{reference.accuracy:.2g}; f* is wrong, no run here can be judged "
             f"(the run itself ended {outcome.status}: {outcome.message})")
     trace = pd.DataFrame(outcome.trace, columns=list(TRACE_COLUMNS))
+    # the best the run reached on its way: above the final suboptimality, its loss rose
+    outcome.extra["best_suboptimality"] = float(
+        np.fmin(trace["suboptimality"].astype("float64").min(), suboptimality))
     return RunResult(
         optimizer=optimizer.name, hyperparameters=optimizer.hyperparameters(),
         backend=backend.name, device=outcome.device, dtype=dtype.name,

@@ -124,6 +124,7 @@ class RunResult:
                             "conditioning", "prediction")}
         row.update(self.conditioning)
         row.update(self.prediction)
+        row["coefficients"] = None if self.w is None else json.dumps(np.asarray(self.w).tolist())
         row["seconds_per_iteration"] = self.seconds_per_iteration
         row["total_seconds"] = self.setup_seconds + self.seconds
         row["hyperparameters"] = json.dumps(self.hyperparameters, sort_keys=True)
@@ -135,17 +136,19 @@ class RunResult:
 
     def summary(self) -> str:
         """The one line the CLI prints."""
+        per = (f"{self.seconds_per_iteration * 1e3:.4g} ms/iter" if self.iterations else
+               "no iteration to divide by")  # not 'nan ms/iter' after 0 iterations
         return (f"{self.optimizer} on {self.backend}/{self.device} {self.dtype}: {self.status} "
-                f"after {self.iterations} iterations in {self.seconds:.4g} s "
-                f"(setup {self.setup_seconds:.3g} s, "
-                f"{self.seconds_per_iteration * 1e3:.4g} ms/iter), "
+                f"after {self.iterations} iteration{'' if self.iterations == 1 else 's'} in "
+                f"{self.seconds:.4g} s (setup {self.setup_seconds:.3g} s, {per}), "
                 f"suboptimality {self.suboptimality:.3g}")
 
     def reference_line(self) -> str:
-        """What the run was judged against: f*, its accuracy and the conditioning."""
+        """What the run was judged against: f*, its accuracy and the conditioning (the kappas
+        named as `regress`'s line before the run names them: KAPPA_NAMES says what each is)."""
         return (f"reference f* = {self.f_star:.17g} (relative accuracy {self.f_star_accuracy:.2g}"
-                f", floor {self.suboptimality_floor:.3g}); kappa {self.kappa:.3g} scaled, "
-                f"{self.kappa_raw:.3g} raw")
+                f", floor {self.suboptimality_floor:.3g}); kappa {self.kappa_raw:.3g} as run, "
+                f"{self.kappa:.3g} scaled")
 
 
 def apply_state_record(outcome: Outcome, optimizer, state) -> Outcome:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -25,7 +26,7 @@ from datasets.errors import InputError
 STOPPING_STATUSES = ("converged", "grad_tol", "stalled", "max_iter", "timeout", "diverged",
                      "solved", "skipped", "failed", "reference-error")
 # "grad_tol": the gradient-norm rule fired (a small gradient is not the target)
-# "solved": a direct solve (closed form) run without a target to judge it against
+# "solved": a direct solve (closed form) run without a target, or that missed it (rounding)
 # "skipped": the run could not start here (a GPU asked for but none visible); set by a backend
 # "failed": a closed-form solve that LAPACK refused (Cholesky of a singular X^T X), or a
 # library optimizer whose own update failed (datasets.errors.LibraryFailure, in a sweep)
@@ -185,11 +186,22 @@ class TimeBudget:
         return ctx.elapsed >= self.seconds, state
 
 
+# The divergence rule, in one place for every study (the regression loops' Divergence, and
+# `diverged` for a loop that checks on the host, such as the train study's): a loss that is not
+# finite, or has grown past DIVERGENCE_FACTOR times its start.
+DIVERGENCE_FACTOR = 1e5
+
+
+def diverged(loss: float, start: float, factor: float = DIVERGENCE_FACTOR) -> bool:
+    """The divergence rule on host numbers (Divergence.check is the same rule on a backend)."""
+    return not math.isfinite(loss) or loss > factor * start
+
+
 @dataclass(frozen=True)
 class Divergence:
     """Loss not finite, or grown past `factor` times its start: recorded, never raised."""
 
-    factor: float = 1e5
+    factor: float = DIVERGENCE_FACTOR
     status = "diverged"
 
     def reason(self) -> str:

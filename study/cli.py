@@ -6,9 +6,12 @@ import ast
 
 from datasets.errors import InputError
 
+BOOLEANS = {"true": True, "false": False}
+
 
 def key_values(items, flag: str) -> dict:
-    """KEY=VALUE pairs; a value is a Python literal where it parses as one, else a string."""
+    """KEY=VALUE pairs; a value is a boolean written as TOML and people write it (true or false,
+    in any case), else a Python literal where it parses as one, else a string."""
     params = {}
     for item in items:
         key, sep, text = item.partition("=")
@@ -16,6 +19,9 @@ def key_values(items, flag: str) -> dict:
             raise InputError(f"{flag} '{item}' is not KEY=VALUE")
         if key in params:
             raise InputError(f"{flag} {key} is given twice; give it once")
+        if text.strip().lower() in BOOLEANS:
+            params[key] = BOOLEANS[text.strip().lower()]
+            continue
         try:
             params[key] = ast.literal_eval(text)
         except (ValueError, SyntaxError):

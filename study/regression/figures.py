@@ -506,7 +506,8 @@ def figure_conditioning(runs: pd.DataFrame):
         drawn = set(points.loc[points["config"].isin(best["config"]), "bound"].dropna())
         for start, fam, label, bound in BOUND_LINES:
             if any(name.startswith(start) for name in drawn):
-                ax.plot(grid, [bound(k, eps0, tol).iterations for k in grid], ls="--", lw=1,
+                counts = [bound(k, eps0, tol).iterations for k in grid]  # None: no bound
+                ax.plot(grid, [np.nan if c is None else c for c in counts], ls="--", lw=1,
                         color=style.color(fam),
                         label=f"{label} (eps0 {eps0:.3g}, tol {tol:g})")
     ax.plot([], [], FAILED_MARKER, color="#555555", mew=2, ls="none",

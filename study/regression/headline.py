@@ -15,7 +15,7 @@ from study.figures import FAILED_MARKER, log_axis
 from study.paired import typical
 from study.regression import style
 from study.regression.labels import data_title, label_runs, original_data
-from study.regression.summary import INSTANCE_COLUMNS, time_to_target
+from study.regression.summary import INSTANCE_COLUMNS, median, time_to_target
 
 
 def headline_data(runs: pd.DataFrame) -> str | None:
@@ -86,18 +86,18 @@ def best_per_family_and_engine(runs: pd.DataFrame, data: str) -> pd.DataFrame:
     for choice in headline_choices(runs).itertuples():
         chosen = runs[(runs["config"] == choice.config) & (runs["family"] == choice.family)]
         center = typical(chosen, INSTANCE_COLUMNS, "time")
-        per_iter = chosen["seconds_per_iteration"].dropna()
+        per_iter = chosen["seconds_per_iteration"].astype("float64").dropna()
         rows.append({
             "family": choice.family, "algorithm": choice.algorithm, "engine": choice.engine,
             "config": choice.config, "apart": choice.apart,
             "runs": len(chosen),
             "time": center.value, "low": center.low, "high": center.high,
-            "per_iteration": float(per_iter.median()) if len(per_iter) else np.nan,
+            "per_iteration": median(per_iter),
             "per_iteration_low": float(per_iter.quantile(0.25)) if len(per_iter) else np.nan,
             "per_iteration_high": float(per_iter.quantile(0.75)) if len(per_iter) else np.nan,
-            "iterations": float(chosen["iterations"].median()),
+            "iterations": median(chosen["iterations"]),
             "statuses": ", ".join(f"{s} {n}" for s, n in chosen["status"].value_counts().items()),
-            "closest": float(chosen["suboptimality"].median()),
+            "closest": median(chosen["suboptimality"]),
         })
     table = pd.DataFrame(rows)
     if table.empty:

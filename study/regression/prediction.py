@@ -10,9 +10,10 @@ import json
 import numpy as np
 import pandas as pd
 
+from datasets.reference import KAPPA_NAMES
 from optimizers import bounds
 from study.regression.labels import label_runs
-from study.regression.summary import converged
+from study.regression.summary import converged, median
 from study.sweep.tuning import measured_runs
 
 NEEDED = ("predicted_iterations", "bound", "initial_suboptimality", "kappa_raw")
@@ -22,7 +23,7 @@ INTRO = ("Each run beside what its method's classical bound predicts from the pr
          "Nesterov sqrt(kappa) ln(2 eps0/eps), CG and LSQR sqrt(kappa)/4 ln(4 eps0/eps); "
          "L-BFGS has no rate bound, only GD's as a ceiling; Adadelta and Adam none). These "
          "are predictions, not measurements; a run is flagged slower than its bound past "
-         f"{bounds.SLOWER_FACTOR:g}x its iterations.")
+         f"{bounds.SLOWER_FACTOR:g}x its iterations. The {KAPPA_NAMES}.")
 
 
 def has_predictions(runs: pd.DataFrame) -> bool:
@@ -30,8 +31,7 @@ def has_predictions(runs: pd.DataFrame) -> bool:
 
 
 def _median(group: pd.DataFrame, column: str) -> float:
-    values = group[column].astype("float64") if column in group else pd.Series(dtype=float)
-    return float(values.median()) if values.notna().any() else float("nan")
+    return median(group[column]) if column in group else float("nan")
 
 
 def _standardized(group: pd.DataFrame) -> bool:
@@ -56,19 +56,14 @@ def missed_target_sentences(runs: pd.DataFrame) -> list[str]:
         ended = (f"ended {', '.join(f'{s}={n}' for s, n in group['status'].value_counts().items())}"
                  f" after {_median(group, 'iterations'):.0f} iterations at suboptimality "
                  f"{_median(group, 'suboptimality'):.3g} (median)")
-        head = f"{config} on {data} did not reach {tol:g}: it {ended}. "
+        head = f"{config} on {data} did not reach {tol:g}: it {ended}. " + _rose(group)
         bound = group["bound"].dropna()
         if group["predicted_iterations"].isna().all():
             why = bound.iloc[0] if len(bound) else "no bound"
-            out.append(head + f"No such bound applies to {group['optimizer'].iloc[0]} ({why}): "
-                              "the measurements are all there is.")
+            out.append(head + f"No such bound applies to {group['optimizer'].iloc[0]} ({why})" + (
+                "." if _rose(group) else ": the measurements are all there is."))
             continue
-        row = group.iloc[0]
-        kappa = _median(group, "kappa_raw")
-        prediction = bounds.predict(row["optimizer"], _hyperparameters(row), {
-            "kappa_gd": _median(group, "hessian_L") / _median(group, "hessian_mu"),
-            "kappa_diag_step": _median(group, "kappa_diag_step"), "kappa_raw": kappa},
-            _median(group, "initial_suboptimality"), tol, _objective(row))
+        prediction = _read(group)
         if prediction.iterations is None:
             out.append(head + f"No bound predicts it ({prediction.bound}).")
             continue
@@ -79,6 +74,19 @@ def missed_target_sentences(runs: pd.DataFrame) -> list[str]:
             standardized=_standardized(group),
             seconds_per_iteration=_median(group, "seconds_per_iteration")))
     return out
+
+
+# A final suboptimality this many times the best on the way is a loss that rose (not noise)
+ROSE = 1.1
+
+
+def _rose(group: pd.DataFrame) -> str:
+    """What a non-monotone run's rows say (best_suboptimality above the final one), or ''."""
+    best, final = _median(group, "best_suboptimality"), _median(group, "suboptimality")
+    if not best * ROSE < final:
+        return ""
+    return (f"Its suboptimality is not monotone: down to {best:.3g} on the way, it ended at "
+            f"{final:.3g} (medians), so more iterations need not bring it closer. ")
 
 
 def slower_sentences(runs: pd.DataFrame) -> list[str]:
@@ -92,20 +100,36 @@ def slower_sentences(runs: pd.DataFrame) -> list[str]:
     return [f"{config} on {data}: {len(group)} run(s) took more than "
             f"{bounds.SLOWER_FACTOR:g}x the iterations of their bound (median "
             f"{_median(group, 'iterations'):.0f} against "
-            f"{_median(group, 'predicted_iterations'):.0f}): a finding (a bug, a bad step or "
-            "rounding), not a property of the method."
+            f"{bounds.count(_median(group, 'predicted_iterations'))}): a finding (a bug, a bad "
+            "step or rounding), not a property of the method."
             for (data, config), group in labelled.groupby(["data", "config"], sort=True)]
+
+
+def _kappa(group: pd.DataFrame, column: str) -> float:
+    """The median kappa a bound read (`bounds.READS`): kappa_gd is the rows' L/mu."""
+    if column != "kappa_gd":
+        return _median(group, column)
+    L, mu = _median(group, "hessian_L"), _median(group, "hessian_mu")
+    return L / mu if mu > 0 else (float("inf") if L > 0 else float("nan"))
+
+
+def _read(group: pd.DataFrame) -> bounds.Prediction:
+    """The rows' own prediction (their bound and median predicted iterations, at the median
+    kappa that bound reads), not one chosen again: a row's hyperparameters hold only what its
+    config named (a textbook step left to its default is not there)."""
+    name = group["bound"].dropna()
+    method = bounds.named(name.iloc[0]) if len(name) else None
+    iterations = _median(group, "predicted_iterations")
+    if method is None or not np.isfinite(iterations):
+        return bounds.Prediction(None, name.iloc[0] if len(name) else "no bound recorded")
+    return bounds.Prediction(iterations, name.iloc[0],
+                             kappa=_kappa(group, bounds.READS.get(method, "kappa_gd")),
+                             method=method)
 
 
 def _hyperparameters(row) -> dict:
     hp = row.get("hyperparameters")
     return json.loads(hp) if isinstance(hp, str) else {}
-
-
-def _objective(row) -> str:
-    params = row.get("dataset_params")
-    params = json.loads(params) if isinstance(params, str) else {}
-    return params.get("objective", "least-squares")
 
 
 def iterations_against_kappa(runs: pd.DataFrame) -> pd.DataFrame:
@@ -121,7 +145,7 @@ def iterations_against_kappa(runs: pd.DataFrame) -> pd.DataFrame:
     labelled = label_runs(runs)
     rows = []
     for (data, config), group in labelled.groupby(["data", "config"], sort=True):
-        kappa = _median(group, "hessian_L") / _median(group, "hessian_mu")
+        kappa = _kappa(group, "kappa_gd")
         if not np.isfinite(kappa):
             continue
         step = _hyperparameters(group.iloc[0]).get("step")

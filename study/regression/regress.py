@@ -10,6 +10,7 @@ import pandas as pd
 
 from datasets import DATASETS, make_problem, validate_dataset
 from datasets.errors import InputError
+from datasets.reference import KAPPA_NAMES
 from optimizers import (
     INITS,
     OPTIMIZERS,
@@ -26,7 +27,7 @@ from optimizers.backends.registry import (
     option_names,
 )
 from optimizers.backends.registry import backend as backend_declaration
-from optimizers.bounds import duration, explain
+from optimizers.bounds import count, duration, explain, no_bound
 from optimizers.driver import for_problem, initial_point, predicted
 from study.cli import key_values
 from study.output import check_output_path, parquet_writer, trace_path, write_files_atomic
@@ -232,6 +233,8 @@ def main(args) -> int:
     if result.status != "converged":
         print(f"  {result.message}")
     print(result.reference_line())
+    print(f"  ({KAPPA_NAMES})")
+    print(coefficients_line(problem, result.w))
     print(verdict_line(result))
     if args.out:
         write_files_atomic({  # both or neither: a trace is never left without its record
@@ -239,6 +242,24 @@ def main(args) -> int:
             args.out: parquet_writer(pd.DataFrame([result.record()]))})
         print(f"wrote {args.out} and {trace_path(args.out)}")
     return 0
+
+
+# `regress` prints the fitted coefficients up to this many (the row's coefficients column and
+# --out's record hold them all)
+PRINTED_COEFFICIENTS = 10
+
+
+def coefficients_line(problem, w) -> str:
+    """The fitted coefficients by feature name (to check against lstsq or sklearn), for small d."""
+    w = np.asarray(w, dtype=np.float64).reshape(problem.d, -1)
+    if problem.d > PRINTED_COEFFICIENTS:
+        return (f"coefficients: {problem.d} per label column, not printed above "
+                f"{PRINTED_COEFFICIENTS} (--out's record holds them: its coefficients column)")
+    return "\n".join(
+        f"coefficients of {label}: " + ", ".join(
+            f"{name} {value:.10g}" for name, value in zip(problem.feature_names, w[:, j],
+                                                          strict=True))
+        for j, label in enumerate(problem.label_names))
 
 
 def bound_line(problem, optimizer, rules, backend, args) -> str:
@@ -254,12 +275,13 @@ def bound_line(problem, optimizer, rules, backend, args) -> str:
     standardized = bool(problem.params.get("standardize"))
     kappas = f"kappa {ref.kappa_raw:.3g} as run"
     if problem.objective == "logistic":  # the 1/L step's global L over mu at w*: the bound's
-        kappas = (f"kappa {ref.kappa_raw:.3g} at the optimum, {ref.kappa_gd:.3g} with the global "
+        global_kappa = f"{ref.kappa_gd:.3g}" if not np.isnan(ref.kappa_gd) else "unknown"
+        kappas = (f"kappa {ref.kappa_raw:.3g} at the optimum, {global_kappa} with the global "
                   "L the 1/L step uses")
     if not standardized and np.isfinite(ref.kappa_standardized):
         kappas += f" ({ref.kappa_standardized:.3g} with standardized columns)"
     if tol is None or prediction.iterations is None:
-        return f"before the run: {kappas}; {optimizer.name}: no bound ({prediction.bound})"
+        return f"before the run: {kappas}; {optimizer.name}: {no_bound(prediction)}"
     return f"before the run: {kappas}; " + explain(
         optimizer.name, prediction, eps0, tol, kappa_standardized=ref.kappa_standardized,
         kappa_diag_step=ref.kappa_diag_step, standardized=standardized)
@@ -272,7 +294,7 @@ def verdict_line(result) -> str:
     if bound is None:
         return f"against the bound: {said}"
     text = (f"against the bound: {said} ({result.iterations} iterations; the bound: about "
-            f"{bound:.2g}")
+            f"{count(bound)}")
     if not result.target_reached and bound > result.iterations:
         text += (f", {duration(bound * result.seconds_per_iteration)} at this run's time per "
                  "iteration (a prediction)")

@@ -49,6 +49,12 @@ RUN_COLUMNS = Schema("runs", (
     Column("suboptimality", "float", "(final_loss - f*) / max(f*, suboptimality_floor), float64"),
     Column("target_reached", "bool", "float64 suboptimality <= tol (None without a tol rule)"),
     Column("grad_norm", "float", "gradient norm of the final iterate, float64"),
+    Column("best_suboptimality", "float", "the lowest suboptimality of the run's trace (and "
+                                          "its final iterate): above `suboptimality` where "
+                                          "the loss rose on the way (not monotone)"),
+    Column("coefficients", "str", "the final iterate w as JSON, one list per feature (intercept "
+                                  "first where one was added), one value per label column: what "
+                                  "lstsq's or sklearn's coef_ is checked against"),
     Column("f_star", "float", "the certified reference optimum (datasets.reference)"),
     Column("f_star_accuracy", "float", "estimated relative accuracy of f*: |f* - exact| / "
                                       "max(f*, floor); a run is refused unless 100x below tol"),

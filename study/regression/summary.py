@@ -72,10 +72,10 @@ def summarize(runs) -> pd.DataFrame:
             "noisy_runs": int(group["noisy"].fillna(False).astype(bool).sum())
             if "noisy" in group else 0,
             "median_total_seconds": float(np.median(group["total_to_target"])),
-            "median_setup_seconds": _median(group["setup_seconds"]),
-            "median_iterations": _median(group["iterations"]),
-            "median_predicted_iterations": _median(group["predicted_iterations"]),
-            "median_seconds_per_iteration": _median(group["seconds_per_iteration"]),
+            "median_setup_seconds": median(group["setup_seconds"]),
+            "median_iterations": median(group["iterations"]),
+            "median_predicted_iterations": median(group["predicted_iterations"]),
+            "median_seconds_per_iteration": median(group["seconds_per_iteration"]),
             "statuses": ", ".join(f"{s}={n}" for s, n in group["status"].value_counts().items()),
             "instances": int(group[[c for c in INSTANCE_COLUMNS if c in group]]
                              .drop_duplicates().shape[0]),
@@ -112,8 +112,9 @@ def against_best(table: pd.DataFrame, groups: list[pd.DataFrame]) -> pd.DataFram
     return out.astype({"vs_best": float, "vs_best_low": float, "vs_best_high": float})
 
 
-def _median(values: pd.Series) -> float:
-    """Median of a column whose rows may all be missing (runs refused or failed early)."""
+def median(values: pd.Series) -> float:
+    """Median of a column whose rows may all be missing (runs refused or failed early, NA in a
+    nullable column): NaN then, never float(pd.NA)'s TypeError."""
     return float(values.astype("float64").median())
 
 
