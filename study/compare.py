@@ -414,6 +414,8 @@ def main(args) -> int:
         if Path(args.figure).suffix.lower() not in (".png", ".svg", ".pdf"):
             raise InputError(f"--figure '{args.figure}': give a .png, .svg or .pdf file name")
     result = compare_folders(args.a, args.b)
+    if args.figure:  # again, with the configs and data files the folders were measured on
+        check_output_path(args.figure, "--figure")
     print(markdown_report(result) if args.markdown else text_report(result))
     if args.figure:
         import matplotlib.pyplot as plt

@@ -93,7 +93,23 @@ def load(folder, expected_kind: str | None = None) -> Results:
     runs = read_table(folder / "runs.parquet", plugin.SCHEMA, recover=recovery(folder))
     check_belongs(runs, folder)
     code = check_one_fingerprint(runs, folder)
-    return Results(folder, kind, plugin, runs, code, changed_since(code_versions(runs, folder)))
+    versions = code_versions(runs, folder)
+    note_inputs(folder, versions)
+    return Results(folder, kind, plugin, runs, code, changed_since(versions))
+
+
+def note_inputs(folder: Path, versions: dict) -> None:
+    """What a results folder stands on is read with it: no output of a command reading the
+    folder may replace its config (study.json's source) or the data and model files its rows
+    hashed (the absolute paths among the fingerprints' files)."""
+    from study.output import reading
+
+    try:
+        source = json.loads((folder / "study.json").read_text()).get("source")
+    except (OSError, ValueError, AttributeError):
+        source = None
+    reading(folder, source if isinstance(source, str) else None,
+            *(path for path in versions if Path(path).is_absolute()))
 
 
 def check_belongs(runs: pd.DataFrame, folder: Path) -> None:
@@ -199,9 +215,9 @@ def add_arguments(parser) -> None:
 def main(args) -> int:
     from study.output import check_output_path, write_text_atomic
 
+    results = load(args.results)  # first: the inputs it notes are checked against --csv
     if args.csv:
-        check_output_path(args.csv, "--csv", reads=[args.results])
-    results = load(args.results)
+        check_output_path(args.csv, "--csv")
     print(results.plugin.summary(results.runs))
     print(f"based on {results.provenance()}")
     if args.csv:

@@ -28,6 +28,7 @@ import pandas as pd
 from datasets.errors import InputError
 from study.output import (
     check_kind,
+    no_follow,
     parquet_writer,
     write_files_atomic,
     write_parquet_atomic,
@@ -63,7 +64,7 @@ class ResultsFolder:
         self.root.mkdir(parents=True, exist_ok=True)
         path = check_kind(self.root / LOCK_NAME)  # a folder or FIFO there: one line, not a hang
         try:
-            handle = open(path, "a+")
+            handle = open(path, "a+", opener=no_follow)
         except OSError as exc:
             raise InputError(f"cannot open the lock file '{path}': {exc.strerror}") from None
         try:

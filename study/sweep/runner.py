@@ -29,12 +29,13 @@ import pandas as pd
 
 from datasets.errors import InputError
 from study import interrupts
-from study.output import ResultsWriteError, check_output_folder
+from study.conclusions import ADAPTIVE_STATE
+from study.output import ResultsWriteError, check_output_folder, reading
 from study.sweep import fingerprint, noise
 from study.sweep.adaptive import refine, with_candidates
 from study.sweep.dry_run import dry_run
 from study.sweep.executors import NOT_RUN, Job, LocalExecutor, preload_for
-from study.sweep.folder import ResultsFolder
+from study.sweep.folder import LOCK_NAME, ResultsFolder
 from study.sweep.grid import (
     TIMEOUT_ENDS,
     Study,
@@ -350,6 +351,11 @@ def flatten_only(only) -> list[str]:
                                                         else [group])]
 
 
+# What a sweep writes in its results folder (besides its side tables): no input may be there.
+OWN_NAMES = ("study.json", LOCK_NAME, "runs.parquet", ADAPTIVE_STATE, "runs", "logs", "cache",
+             "fingerprints")
+
+
 def execute(study: Study, args) -> int:
     """Run a validated study as the command line asks (the flags of `add_sweep_arguments`); the
     exit status of the command."""
@@ -360,12 +366,15 @@ def execute(study: Study, args) -> int:
         dry_run(specs, study, out, plan_runs, retry_failed=args.retry_failed,
                 keep_stale=args.keep_stale, remeasure_noisy=args.remeasure_noisy)
         return 0
-    check_output_folder(out, own_results=True)  # its own results folder, inside no other
+    plugin = load_kind(study.kind)
+    reading(study.source, *{f for spec in specs for f in getattr(plugin, "input_files",
+                                                                  lambda _: ())(spec)})
+    check_output_folder(out, own_results=True,  # its own results folder, inside no other
+                        writes=(*OWN_NAMES, *(f"{t}.parquet" for t in plugin.SIDE_TABLES)))
     statuses = run_study(study, out, only=only, retry_failed=args.retry_failed,
                          keep_stale=args.keep_stale, remeasure_noisy=args.remeasure_noisy,
                          order_seed=args.order_seed, quiet=args.quiet,
                          executor=make_executor(args), adaptive=args.adaptive)
-    plugin = load_kind(study.kind)
     runs_path = os.path.join(out, "runs.parquet")
     if os.path.exists(runs_path):
         runs = pd.read_parquet(runs_path)
