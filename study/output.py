@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from datasets.errors import InputError
+from datasets.files import kind_of
 from study import interrupts
 
 files_written = 0  # by this process: what an interrupted command says it leaves
@@ -172,16 +173,7 @@ def check_kind(path, folder: bool = False, follow: bool = False) -> Path:
 
 
 def _kind(path: Path) -> str:
-    mode = path.stat().st_mode
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "a file" if stat.S_ISREG(mode) else "not a regular file"
+    return kind_of(path.stat().st_mode)
 
 
 def write_files_atomic(writes: dict) -> None:
