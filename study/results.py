@@ -22,6 +22,8 @@ from study.sweep.fingerprint import ROOT, fingerprint_of, manifest
 from study.sweep.plugin import STUDIES, load_kind
 from study.sweep.schema import read_table
 
+ENGINE_FAILURES = ("error", "timeout", "oom")  # the engine's statuses of a run that failed
+
 
 @dataclass
 class Results:
@@ -35,8 +37,14 @@ class Results:
     def table(self, name: str) -> pd.DataFrame:
         """A side table (traces, calls), checked like the runs table, and refused when it
         holds runs the runs table does not (a table copied from another folder would be
-        drawn beside this one's)."""
+        drawn beside this one's). Where every run failed, it says so and where their logs are:
+        the table is empty, and "run again" alone would repeat the failure."""
         path = self.folder / f"{name}.parquet"
+        if self.runs["status"].isin({*self.plugin.FAILED_STATUSES, *ENGINE_FAILURES}).all():
+            counts = ", ".join(f"{n} {s}" for s, n in self.runs["status"].value_counts().items())
+            raise InputError(f"every run in '{self.folder}' failed ({counts}), so there is no "
+                             f"{name} table to read: their logs are in '{self.folder / 'logs'}' "
+                             "(<run_id>.log); fix the cause, then run the config again")
         table = read_table(path, self.plugin.SIDE_TABLES[name], recover=recovery(self.folder))
         foreign = set(table["run_id"].dropna()) - set(self.runs["run_id"])
         if foreign:
