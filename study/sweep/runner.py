@@ -33,7 +33,7 @@ from study.conclusions import ADAPTIVE_STATE
 from study.output import ResultsWriteError, check_output_folder, reading
 from study.sweep import fingerprint, noise
 from study.sweep.adaptive import refine, with_candidates
-from study.sweep.dry_run import dry_run
+from study.sweep.dry_run import dry_run, told_apart
 from study.sweep.executors import NOT_RUN, Job, LocalExecutor, preload_for
 from study.sweep.folder import LOCK_NAME, ResultsFolder
 from study.sweep.grid import (
@@ -164,6 +164,9 @@ def run_study(study: Study, out_dir, *, only=None, retry_failed: bool = False,
         pending: dict[str, object] = {}  # run id -> spec, of the runs planned and not ended
         first = None
 
+        labels: dict[str, str] = {}  # run id -> its label, with what tells it from its twins
+        known = {spec.run_id: spec for spec in specs}
+
         def time_left() -> str:
             return left(times, list(pending.values()), study.run_timeout)
 
@@ -178,6 +181,10 @@ def run_study(study: Study, out_dir, *, only=None, retry_failed: bool = False,
                              sweep_id=first.sweep_id if first else None)
             first = first or plan
             print(describe(study, todo, plan, folder, what), flush=True)
+            if any(job.spec.run_id not in labels for job in plan.jobs):
+                # from the sweep's runs so far, the adaptive loop's instances included
+                known.update((job.spec.run_id, job.spec) for job in plan.jobs)
+                labels.update(told_apart(known.values()))
             executor.launch(plan.jobs, folder)  # warm processes import while the plugin prepares
             plugin.prepare([job.spec for job in plan.jobs], folder.cache_dir, python,
                            study.run_timeout)
@@ -187,7 +194,7 @@ def run_study(study: Study, out_dir, *, only=None, retry_failed: bool = False,
             runs = executor.run(plan.jobs, folder, timeout=study.run_timeout,
                                 memory_budget_gb=study.memory_budget_gb,
                                 on_start=lambda job: bar.set_postfix_str(
-                                    f"{time_left()}, {job.spec.label()}"),
+                                    f"{time_left()}, {labels[job.spec.run_id]}"),
                                 unless=unless)
             for index, (job, outcome) in enumerate(runs, 1):
                 interrupts.check()  # one a library swallowed: no further run starts
@@ -203,7 +210,7 @@ def run_study(study: Study, out_dir, *, only=None, retry_failed: bool = False,
                     continue
                 if bar.disable:  # --quiet, or no terminal (a log): a line per run
                     print(f"[{index}/{len(plan.jobs)}] {job.spec.run_id} "
-                          f"{job.spec.label()}: {outcome['status']} ({time_left()})",
+                          f"{labels[job.spec.run_id]}: {outcome['status']} ({time_left()})",
                           flush=True)
 
         def run_added(todo, what):
