@@ -407,10 +407,11 @@ def add_arguments(parser) -> None:
 
 
 def main(args) -> int:
-    from study.output import check_output_path, write_atomic
+    from study.output import check_output_path, reading, write_atomic
 
+    reading(args.a, args.b)
     if args.figure:
-        check_output_path(args.figure, "--figure", reads=[args.a, args.b])
+        check_output_path(args.figure, "--figure")
         if Path(args.figure).suffix.lower() not in (".png", ".svg", ".pdf"):
             raise InputError(f"--figure '{args.figure}': give a .png, .svg or .pdf file name")
     result = compare_folders(args.a, args.b)

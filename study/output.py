@@ -45,11 +45,10 @@ RESULTS_MARKER = "study.json"
 RUNS_MARKERS = ("runs", "runs.parquet")
 
 
-def check_output_path(path, flag: str = "--out", reads=()) -> Path:
+def check_output_path(path, flag: str = "--out") -> Path:
     """Fail before any work if `path` cannot become a regular file: a directory, a device or
     FIFO, a path under a file, or a folder this process cannot write in; or if writing it
-    would replace a file the command reads (`reads`, `inputs`) or lies inside a results
-    folder."""
+    would replace a file the command reads (`inputs`) or lies inside a results folder."""
     path = Path(path)
     if path.is_dir():
         raise InputError(f"{flag} '{path}' is a directory; give a file name")
@@ -57,13 +56,12 @@ def check_output_path(path, flag: str = "--out", reads=()) -> Path:
         raise InputError(f"{flag} '{path}' is {_kind(path)}, not a regular file; give a file "
                          "name")
     _check_parents(path, flag)
-    check_not_kept(path, flag, reads)
+    check_not_kept(path, flag)
     _probe(next((p for p in path.parents if p.exists()), Path(".")), path, flag)
     return path
 
 
-def check_output_folder(path, flag: str = "--out", reads=(), writes=(),
-                        own_results: bool = False) -> Path:
+def check_output_folder(path, flag: str = "--out", writes=(), own_results: bool = False) -> Path:
     """Fail before any work if `path` cannot become (or is not) a writable folder, if it is or
     lies in a results folder (a sweep's own `--out`, `own_results`, may be one), or if one of
     the files it `writes` (names inside it) is a file the command reads."""
@@ -71,28 +69,26 @@ def check_output_folder(path, flag: str = "--out", reads=(), writes=(),
     if path.exists() and not path.is_dir():
         raise InputError(f"{flag} '{path}' is {_kind(path)}, not a folder")
     _check_parents(path, flag)
-    check_not_kept(path, flag, reads, start=1 if own_results else 0)
+    check_not_kept(path, flag, start=1 if own_results else 0)
     for name in writes:  # a file or a whole folder that the command writes
-        check_not_kept(path / name, flag, reads, start=2 if own_results else 1, holds=True)
+        check_not_kept(path / name, flag, start=2 if own_results else 1, holds=True)
     _probe(path if path.exists() else next((p for p in path.parents if p.exists()), Path(".")),
            path, flag)
     return path
 
 
-def check_not_kept(path, flag: str, reads=(), start: int = 1, holds: bool = False) -> None:
+def check_not_kept(path, flag: str, start: int = 1, holds: bool = False) -> None:
     """The one check behind every output flag: writing `path` must replace neither a file the
-    command reads (`reads` and every one noted in `inputs`: the same file by any name, a
-    relative path, a symlink, a hard link), nor anything in a folder it reads, nor anything
-    inside a results folder. `start=0` counts `path` itself as a possible results folder;
-    `holds`: `path` is written whole (a folder the command fills), so no input may lie in it."""
+    command reads (every one noted in `inputs`: the same file by any name, a relative path, a
+    symlink, a hard link), nor anything in a folder it reads, nor anything inside a results
+    folder. `start=0` counts `path` itself as a possible results folder; `holds`: `path` is
+    written whole (a folder the command fills), so no input may lie in it."""
     path = Path(path)
-    for read in [*reads, *inputs]:
-        if read is None:
-            continue
-        if Path(read).is_dir() and _inside(path, Path(read)):
+    for read in inputs:
+        if read.is_dir() and _inside(path, read):
             raise InputError(f"{flag} '{path}' is inside '{read}', which this command reads; "
                              "give a path outside it")
-        if _same_file(path, Path(read)) or (holds and _inside(Path(read), path)):
+        if _same_file(path, read) or (holds and _inside(read, path)):
             raise InputError(f"{flag} '{path}' would replace '{read}', which this command "
                              "reads; give another file name")
     folder = results_folder_of(path, start)
