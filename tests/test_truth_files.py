@@ -289,3 +289,27 @@ def test_a_sweeps_progress_lines_name_the_standardize_axis(tmp_path):
     lines = [line for line in done.stdout.splitlines() if line.startswith("[")]
     assert len(lines) == 2, done.stdout + done.stderr
     assert sorted("data_standardize=True" in line for line in lines) == [False, True], lines
+
+
+def test_a_fifo_or_link_as_a_run_file_is_set_aside_not_read(tmp_path):
+    """A FIFO would hold the sweep forever; a link would read a file from anywhere as a row."""
+    import signal
+
+    from study.regression.plugin import SCHEMA
+    from study.sweep.folder import ResultsFolder
+
+    folder = ResultsFolder(tmp_path / "r", SCHEMA)
+    folder.runs_dir.mkdir(parents=True)
+    os.mkfifo(folder.row_path("0" * 16))
+    (tmp_path / "row.parquet").write_bytes(b"")
+    folder.row_path("1" * 16).symlink_to(tmp_path / "row.parquet")
+    said = []
+    signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(TimeoutError("read a FIFO")))
+    signal.alarm(30)
+    try:
+        assert folder.scan(report=said.append).empty
+    finally:
+        signal.alarm(0)
+    assert sorted(p.name for p in folder.damaged_dir.iterdir()) == [f"{'0' * 16}.parquet",
+                                                                   f"{'1' * 16}.parquet"]
+    assert any("is a FIFO" in line for line in said) and any("symlink" in line for line in said)

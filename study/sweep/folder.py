@@ -159,7 +159,7 @@ class ResultsFolder:
     def read_row(self, run_id: str) -> pd.DataFrame:
         """A finished run's row. Each file is read once per runner (a sweep reads every row
         again to assemble its tables: 15 ms a row): kept while its size, time and inode stay."""
-        path = self.row_path(run_id)
+        path = check_kind(self.row_path(run_id))  # a FIFO or link there: set aside, not read
         stat = path.stat()
         identity = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
         kept = self._rows.get(path)
