@@ -40,9 +40,12 @@ class Results:
         drawn beside this one's). Where every run failed, it says so and where their logs are:
         the table is empty, and "run again" alone would repeat the failure."""
         path = self.folder / f"{name}.parquet"
-        if self.runs["status"].isin({*self.plugin.FAILED_STATUSES, *ENGINE_FAILURES}).all():
-            counts = ", ".join(f"{n} {s}" for s, n in self.runs["status"].value_counts().items())
-            raise InputError(f"every run in '{self.folder}' failed ({counts}), so there is no "
+        statuses = self.runs["status"]
+        failed = statuses.isin({*self.plugin.FAILED_STATUSES, *ENGINE_FAILURES})
+        if failed.any() and (failed | (statuses == "skipped")).all():
+            counts = ", ".join(f"{n} {s}" for s, n in statuses.value_counts().items())
+            how = "failed" if failed.all() else "failed or was skipped"
+            raise InputError(f"every run in '{self.folder}' {how} ({counts}), so there is no "
                              f"{name} table to read: their logs are in '{self.folder / 'logs'}' "
                              "(<run_id>.log); fix the cause, then run the config again")
         table = read_table(path, self.plugin.SIDE_TABLES[name], recover=recovery(self.folder))

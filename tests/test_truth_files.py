@@ -238,16 +238,20 @@ def test_a_fifo_as_a_sweeps_data_file_is_refused_by_kind(tmp_path, capsys):
 
 # ---- a folder whose runs all failed ----------------------------------------------------------
 
-@pytest.mark.parametrize("status", ["error", "timeout"])
-def test_a_folder_whose_runs_all_failed_says_so_and_where_the_logs_are(results, capsys, status):
+@pytest.mark.parametrize("status, words", [
+    ("error", "failed (19 error)"), ("timeout", "failed (19 timeout)"),
+    ("skipped", "failed or was skipped (18 skipped, 1 error)")])
+def test_a_folder_whose_runs_all_failed_says_so_and_where_the_logs_are(results, capsys, status,
+                                                                        words):
     folder = results / "results" / "regression"
     runs = pd.read_parquet(folder / "runs.parquet")
-    runs.assign(status=status).to_parquet(folder / "runs.parquet")
+    assert len(runs) == 19
+    runs.assign(status=[status] * 18 + ["error"] if status == "skipped" else status) \
+        .to_parquet(folder / "runs.parquet")
     pd.read_parquet(folder / "traces.parquet").iloc[0:0].to_parquet(folder / "traces.parquet")
     assert main(["figures", "regression", "--results", str(folder),
                  "--out", str(results / "figs")]) == 2
-    line = one_error_line(capsys, f"every run in '{folder}' failed ({len(runs)} {status})",
-                          str(folder / "logs"))
+    line = one_error_line(capsys, f"every run in '{folder}' {words}", str(folder / "logs"))
     assert "run again" not in line and not (results / "figs").exists()
 
 
