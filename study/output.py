@@ -30,7 +30,8 @@ inputs: list[Path] = []
 def reading(*paths) -> None:
     """Note files or folders this command reads (None or a name not there is skipped): no
     output may replace one."""
-    inputs.extend(Path(p) for p in paths if p is not None and os.path.exists(p))
+    inputs.extend(Path(os.path.abspath(p)) for p in paths  # a later chdir changes nothing
+                  if p is not None and os.path.exists(p))
 
 
 class ResultsWriteError(OSError):
