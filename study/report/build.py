@@ -229,8 +229,7 @@ def add_arguments(parser) -> None:
 
 def main(args) -> int:
     reading(*(Path(args.results) / s for s in args.studies))
-    check_output_folder(args.out,
-                        writes=("report.md", "report.html"))
+    check_output_folder(args.out, writes=("report.md", "report.html"))
     blocks = build_blocks(Path(args.results), Path(args.figures), args.studies)
     md, page = write_report(blocks, Path(args.out), blocks[0].content)
     missing = [s for s in args.studies if not (Path(args.figures) / s).is_dir()]

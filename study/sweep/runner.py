@@ -374,8 +374,7 @@ def execute(study: Study, args) -> int:
                 keep_stale=args.keep_stale, remeasure_noisy=args.remeasure_noisy)
         return 0
     plugin = load_kind(study.kind)
-    reading(study.source, *{f for spec in specs for f in getattr(plugin, "input_files",
-                                                                  lambda _: ())(spec)})
+    reading(study.source, *{f for spec in specs for f in plugin.input_files(spec)})
     check_output_folder(out, own_results=True,  # its own results folder, inside no other
                         writes=(*OWN_NAMES, *(f"{t}.parquet" for t in plugin.SIDE_TABLES)))
     statuses = run_study(study, out, only=only, retry_failed=args.retry_failed,
