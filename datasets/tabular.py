@@ -13,6 +13,7 @@ import pandas as pd
 
 from datasets.declaration import Dataset
 from datasets.errors import InputError
+from datasets.files import check_input_file
 from datasets.problem import OBJECTIVES, Problem
 from datasets.values import boolean, choice, names, number
 from datasets.values import path as path_value
@@ -21,12 +22,8 @@ READERS = {".csv": pd.read_csv, ".parquet": pd.read_parquet, ".pq": pd.read_parq
 
 
 def check_file(path) -> Path:
-    """A CSV or Parquet file that is there and not empty."""
-    path = Path(path)
-    if not path.exists():
-        raise InputError(f"tabular: file '{path}' does not exist")
-    if path.is_dir():
-        raise InputError(f"tabular: '{path}' is a directory, not a CSV or Parquet file")
+    """A CSV or Parquet file that is there, a regular file and not empty."""
+    path = check_input_file(path, "tabular")
     if path.suffix.lower() not in READERS:
         raise InputError(f"tabular: '{path}' has suffix '{path.suffix}'; allowed: "
                          f"{', '.join(READERS)}")

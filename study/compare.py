@@ -407,13 +407,16 @@ def add_arguments(parser) -> None:
 
 
 def main(args) -> int:
-    from study.output import check_output_path, write_atomic
+    from study.output import check_output_path, reading, write_atomic
 
+    reading(args.a, args.b)
     if args.figure:
-        check_output_path(args.figure, "--figure", reads=[args.a, args.b])
+        check_output_path(args.figure, "--figure")
         if Path(args.figure).suffix.lower() not in (".png", ".svg", ".pdf"):
             raise InputError(f"--figure '{args.figure}': give a .png, .svg or .pdf file name")
     result = compare_folders(args.a, args.b)
+    if args.figure:  # again, with the configs and data files the folders were measured on
+        check_output_path(args.figure, "--figure")
     print(markdown_report(result) if args.markdown else text_report(result))
     if args.figure:
         import matplotlib.pyplot as plt

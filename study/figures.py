@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from study.output import check_output_folder, write_files_atomic  # noqa: E402
+from study.output import check_output_folder, reading, write_files_atomic  # noqa: E402
 
 FAILED_MARKER = "x"
 PNG_DPI = 110
@@ -129,7 +129,8 @@ def main(args) -> int:
 
     out = Path(args.out or f"figures/{args.study}")
     folder = args.results or f"results/{args.study}"
-    check_output_folder(out, reads=[folder])
+    reading(folder)
+    check_output_folder(out)
     results = load(folder, expected_kind=args.study)
     sns.set_theme(**STYLE)
     written = importlib.import_module(results.plugin.FIGURES_MODULE).draw(results, out)

@@ -17,9 +17,21 @@ from pathlib import Path
 import pandas as pd
 
 from datasets.errors import InputError
+from datasets.files import kind_of
 from study import interrupts
 
 files_written = 0  # by this process: what an interrupted command says it leaves
+# Every file and folder the command reads (its model, data, config, --initial, results folders),
+# noted by `reading` where it is known: every output check and every write refuses to replace
+# one, whatever flag names the output.
+inputs: list[Path] = []
+
+
+def reading(*paths) -> None:
+    """Note files or folders this command reads (None or a name not there is skipped): no
+    output may replace one."""
+    inputs.extend(Path(os.path.abspath(p)) for p in paths  # a later chdir changes nothing
+                  if p is not None and os.path.exists(p))
 
 
 class ResultsWriteError(OSError):
@@ -34,10 +46,10 @@ RESULTS_MARKER = "study.json"
 RUNS_MARKERS = ("runs", "runs.parquet")
 
 
-def check_output_path(path, flag: str = "--out", reads=()) -> Path:
+def check_output_path(path, flag: str = "--out") -> Path:
     """Fail before any work if `path` cannot become a regular file: a directory, a device or
     FIFO, a path under a file, or a folder this process cannot write in; or if writing it
-    would replace a file the command reads (`reads`) or lies inside a results folder."""
+    would replace a file the command reads (`inputs`) or lies inside a results folder."""
     path = Path(path)
     if path.is_dir():
         raise InputError(f"{flag} '{path}' is a directory; give a file name")
@@ -45,13 +57,12 @@ def check_output_path(path, flag: str = "--out", reads=()) -> Path:
         raise InputError(f"{flag} '{path}' is {_kind(path)}, not a regular file; give a file "
                          "name")
     _check_parents(path, flag)
-    check_not_kept(path, flag, reads)
+    check_not_kept(path, flag)
     _probe(next((p for p in path.parents if p.exists()), Path(".")), path, flag)
     return path
 
 
-def check_output_folder(path, flag: str = "--out", reads=(), writes=(),
-                        own_results: bool = False) -> Path:
+def check_output_folder(path, flag: str = "--out", writes=(), own_results: bool = False) -> Path:
     """Fail before any work if `path` cannot become (or is not) a writable folder, if it is or
     lies in a results folder (a sweep's own `--out`, `own_results`, may be one), or if one of
     the files it `writes` (names inside it) is a file the command reads."""
@@ -59,29 +70,28 @@ def check_output_folder(path, flag: str = "--out", reads=(), writes=(),
     if path.exists() and not path.is_dir():
         raise InputError(f"{flag} '{path}' is {_kind(path)}, not a folder")
     _check_parents(path, flag)
-    check_not_kept(path, flag, reads, start=1 if own_results else 0)
-    for name in writes:
-        check_not_kept(path / name, flag, reads)
+    check_not_kept(path, flag, start=1 if own_results else 0)
+    for name in writes:  # a file or a whole folder that the command writes
+        check_not_kept(path / name, flag, start=2 if own_results else 1, holds=True)
     _probe(path if path.exists() else next((p for p in path.parents if p.exists()), Path(".")),
            path, flag)
     return path
 
 
-def check_not_kept(path, flag: str, reads=(), start: int = 1) -> None:
+def check_not_kept(path, flag: str, start: int = 1, holds: bool = False) -> None:
     """The one check behind every output flag: writing `path` must replace neither a file the
-    command reads (the same file by any name: a relative path, a symlink, a hard link), nor
-    anything in a folder it reads, nor anything inside a results folder. `start=0` counts
-    `path` itself as a possible results folder."""
+    command reads (every one noted in `inputs`: the same file by any name, a relative path, a
+    symlink, a hard link), nor anything in a folder it reads, nor anything inside a results
+    folder. `start=0` counts `path` itself as a possible results folder; `holds`: `path` is
+    written whole (a folder the command fills), so no input may lie in it."""
     path = Path(path)
-    for read in reads:
-        if read is None:
-            continue
-        if Path(read).is_dir() and _inside(path, Path(read)):
+    for read in inputs:
+        if read.is_dir() and _inside(path, read):
             raise InputError(f"{flag} '{path}' is inside '{read}', which this command reads; "
                              "give a path outside it")
-        if _same_file(path, Path(read)):
-            raise InputError(f"{flag} '{path}' is the file this command reads ('{read}'); "
-                             "give another file name")
+        if _same_file(path, read) or (holds and _inside(read, path)):
+            raise InputError(f"{flag} '{path}' would replace '{read}', which this command "
+                             "reads; give another file name")
     folder = results_folder_of(path, start)
     if folder is not None:
         raise InputError(f"{flag} '{path}' is inside the results folder '{folder}', which only "
@@ -130,15 +140,20 @@ def _probe(folder: Path, path: Path, flag: str) -> None:
             from None
 
 
-def check_kind(path, folder: bool = False) -> Path:
+def check_kind(path, folder: bool = False, follow: bool = False) -> Path:
     """A name the toolkit opens by itself inside a folder (a lock, study.json, a cache entry, a
     log) must be a regular file (or a folder, `folder`) or absent: a directory where a file
-    goes, a FIFO (an open would wait forever), a dangling symlink or one that cannot be read is
-    one line naming it, exit 2, before it is opened."""
+    goes, a FIFO (an open would wait forever), a symlink (a shared or downloaded results folder
+    would have the toolkit write through it into any file the user can write; `follow` where the
+    user named the path) or one that cannot be read is one line naming it, exit 2, before it is
+    opened."""
     path = Path(path)
     if not os.path.lexists(path):
         return path
     want = "a folder" if folder else "a regular file"
+    if not follow and path.is_symlink():
+        raise InputError(f"'{path}' is a symlink (to '{os.readlink(path)}'), not {want}: nothing "
+                         "in a results folder is read or written through a link; remove it")
     try:
         mode = path.stat().st_mode
     except FileNotFoundError:
@@ -155,16 +170,7 @@ def check_kind(path, folder: bool = False) -> Path:
 
 
 def _kind(path: Path) -> str:
-    mode = path.stat().st_mode
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "a file" if stat.S_ISREG(mode) else "not a regular file"
+    return kind_of(path.stat().st_mode)
 
 
 def write_files_atomic(writes: dict) -> None:
@@ -176,6 +182,11 @@ def write_files_atomic(writes: dict) -> None:
     global files_written
     interrupts.check_before_writing()
     targets = {Path(path): write for path, write in writes.items()}
+    for path in targets:  # whatever flag or name led here, an input is never replaced
+        read = next((r for r in inputs if _same_file(path, r)), None)
+        if read is not None:
+            raise InputError(f"'{path}' is '{read}', which this command reads; nothing was "
+                             "written: give another output name")
     created, temporaries, current = [], {}, None
     try:
         for path, write in targets.items():
@@ -185,7 +196,9 @@ def write_files_atomic(writes: dict) -> None:
                                         "regular file")
             created += _make_parents(path.parent)
             tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+            tmp.unlink(missing_ok=True)  # a link left there is not written through
             temporaries[path] = tmp
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
             write(tmp)
         interrupts.check_before_writing()
         for path, tmp in temporaries.items():
@@ -245,3 +258,9 @@ def trace_path(out) -> str:
     """The trace table written beside a one-run command's `--out` table."""
     out = str(out)
     return (out[: -len(".parquet")] if out.endswith(".parquet") else out) + ".trace.parquet"
+
+
+def no_follow(path, flags: int) -> int:
+    """open()'s opener for a file the engine appends to in a results folder: never through a
+    symlink (check_kind refuses one before; this closes the gap until the open)."""
+    return os.open(path, flags | os.O_NOFOLLOW, 0o666)

@@ -22,6 +22,8 @@ from study.sweep.fingerprint import ROOT, fingerprint_of, manifest
 from study.sweep.plugin import STUDIES, load_kind
 from study.sweep.schema import read_table
 
+ENGINE_FAILURES = ("error", "timeout", "oom")  # the engine's statuses of a run that failed
+
 
 @dataclass
 class Results:
@@ -35,8 +37,17 @@ class Results:
     def table(self, name: str) -> pd.DataFrame:
         """A side table (traces, calls), checked like the runs table, and refused when it
         holds runs the runs table does not (a table copied from another folder would be
-        drawn beside this one's)."""
+        drawn beside this one's). Where every run failed, it says so and where their logs are:
+        the table is empty, and "run again" alone would repeat the failure."""
         path = self.folder / f"{name}.parquet"
+        statuses = self.runs["status"]
+        failed = statuses.isin({*self.plugin.FAILED_STATUSES, *ENGINE_FAILURES})
+        if failed.any() and (failed | (statuses == "skipped")).all():
+            counts = ", ".join(f"{n} {s}" for s, n in statuses.value_counts().items())
+            how = "failed" if failed.all() else "failed or was skipped"
+            raise InputError(f"every run in '{self.folder}' {how} ({counts}), so there is no "
+                             f"{name} table to read: their logs are in '{self.folder / 'logs'}' "
+                             "(<run_id>.log); fix the cause, then run the config again")
         table = read_table(path, self.plugin.SIDE_TABLES[name], recover=recovery(self.folder))
         foreign = set(table["run_id"].dropna()) - set(self.runs["run_id"])
         if foreign:
@@ -93,7 +104,23 @@ def load(folder, expected_kind: str | None = None) -> Results:
     runs = read_table(folder / "runs.parquet", plugin.SCHEMA, recover=recovery(folder))
     check_belongs(runs, folder)
     code = check_one_fingerprint(runs, folder)
-    return Results(folder, kind, plugin, runs, code, changed_since(code_versions(runs, folder)))
+    versions = code_versions(runs, folder)
+    note_inputs(folder, versions)
+    return Results(folder, kind, plugin, runs, code, changed_since(versions))
+
+
+def note_inputs(folder: Path, versions: dict) -> None:
+    """What a results folder stands on is read with it: no output of a command reading the
+    folder may replace its config (study.json's source) or the data and model files its rows
+    hashed (the absolute paths among the fingerprints' files)."""
+    from study.output import reading
+
+    try:
+        source = json.loads((folder / "study.json").read_text()).get("source")
+    except (OSError, ValueError, AttributeError):
+        source = None
+    reading(folder, source if isinstance(source, str) else None,
+            *(path for path in versions if Path(path).is_absolute()))
 
 
 def check_belongs(runs: pd.DataFrame, folder: Path) -> None:
@@ -199,9 +226,9 @@ def add_arguments(parser) -> None:
 def main(args) -> int:
     from study.output import check_output_path, write_text_atomic
 
+    results = load(args.results)  # first: the inputs it notes are checked against --csv
     if args.csv:
-        check_output_path(args.csv, "--csv", reads=[args.results])
-    results = load(args.results)
+        check_output_path(args.csv, "--csv")
     print(results.plugin.summary(results.runs))
     print(f"based on {results.provenance()}")
     if args.csv:

@@ -126,9 +126,9 @@ def test_meaningless_options_are_refused_in_one_line(files, tmp_path, more, word
 
 
 @pytest.mark.parametrize("flag, name, words", [
-    ("--data", "a_folder.npz", "is a folder, not a file"),
-    ("--data", "fifo.npz", "is not a regular file"),
-    ("--model", "a_folder.keras", "is a folder, not a file"),
+    ("--data", "a_folder.npz", "is a directory, not a regular file"),
+    ("--data", "fifo.npz", "is a FIFO, not a regular file"),
+    ("--model", "a_folder.keras", "is a directory, not a regular file"),
     ("--cache", "ok.npz", "is a file, not a folder"),
 ])
 def test_a_file_of_the_wrong_kind_is_one_line(files, tmp_path, flag, name, words):

@@ -115,9 +115,14 @@ def input_files(spec: RunSpec) -> list[str]:
     """The user's data files (the parameters its data set declares as files), by absolute path:
     their content is hashed into the row's fingerprint like the code's, so an edited file
     re-measures instead of being compared with rows measured on the old one."""
+    return data_files(spec.dataset, spec.dataset_params)
+
+
+def data_files(dataset: str, params: dict) -> list[str]:
+    """The files a data set's parameters name (`regress` reads the same), by absolute path."""
     from datasets import DATASETS
 
-    paths = [spec.dataset_params.get(key) for key in DATASETS[spec.dataset].files]
+    paths = [params.get(key) for key in DATASETS[dataset].files]
     # a file gone missing: the run itself says so, as an error row
     return [str(Path(p).resolve()) for p in paths if isinstance(p, str) and Path(p).is_file()]
 

@@ -30,7 +30,14 @@ from optimizers.backends.registry import backend as backend_declaration
 from optimizers.bounds import count, duration, explain, no_bound
 from optimizers.driver import for_problem, initial_point, predicted
 from study.cli import key_values
-from study.output import check_output_path, parquet_writer, trace_path, write_files_atomic
+from study.output import (
+    check_output_path,
+    parquet_writer,
+    reading,
+    trace_path,
+    write_files_atomic,
+)
+from study.regression.plugin import data_files
 
 ROWS_PARAMETER = {name: d.rows for name, d in DATASETS.items() if d.rows}  # what --rows sets
 HYPERPARAMETER_FLAGS = {"step": "step", "lr": "learning_rate", "rho": "rho", "epsilon": "epsilon",
@@ -189,10 +196,10 @@ def configure(args):
         raise InputError(f"--blas-threads applies to the numpy backend, not '{args.backend}'")
     params = dataset_params(args)
     validate_dataset(args.dataset, **params)  # types, columns, memory: before any data is made
+    reading(*data_files(args.dataset, params))
     if args.out:
-        reads = [params.get("path")]
-        check_output_path(args.out, reads=reads)
-        check_output_path(trace_path(args.out), "--out's trace file", reads=reads)
+        check_output_path(args.out)
+        check_output_path(trace_path(args.out), "--out's trace file")
     return optimizer, backend, rules, params
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from optimizers.backends.registry import FRAMEWORKS
-from study.output import check_output_folder
+from study.output import check_output_folder, reading
 from study.report.age import age_blocks
 from study.report.blocks import Block, write_report
 from study.results import load
@@ -228,8 +228,8 @@ def add_arguments(parser) -> None:
 
 
 def main(args) -> int:
-    check_output_folder(args.out, reads=[Path(args.results) / s for s in args.studies],
-                        writes=("report.md", "report.html"))
+    reading(*(Path(args.results) / s for s in args.studies))
+    check_output_folder(args.out, writes=("report.md", "report.html"))
     blocks = build_blocks(Path(args.results), Path(args.figures), args.studies)
     md, page = write_report(blocks, Path(args.out), blocks[0].content)
     missing = [s for s in args.studies if not (Path(args.figures) / s).is_dir()]

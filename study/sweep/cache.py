@@ -25,7 +25,7 @@ def key_digest(key: dict) -> str:
 
 def entry(cache_dir: Path, key: dict, make: Callable[[Path], None]) -> Path:
     """The folder holding what `make(folder)` writes for `key`, made on first use."""
-    cache_dir = check_kind(Path(cache_dir), folder=True)
+    cache_dir = check_kind(Path(cache_dir), folder=True, follow=True)  # train --cache: named
     path = check_kind(cache_dir / key_digest(key), folder=True)
     if check_kind(path / "key.json").is_file():
         return path

@@ -8,10 +8,10 @@ and a time estimate for the runs that would run only.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import textwrap
-from collections import Counter
 
 import pandas as pd
 
@@ -62,18 +62,14 @@ def configurations(specs, to_run: set) -> str:
     for spec in specs:
         groups.setdefault(configuration(spec), []).append(spec)
     shared = shared_axes(specs)
-    labels = {key: SEED_REPEAT.sub("", runs[0].label()) for key, runs in groups.items()}
-    twins = Counter(labels.values())
+    labels = told_apart([runs[0] for runs in groups.values()],
+                        lambda spec: SEED_REPEAT.sub("", spec.label()))
     lines = [wrap(f"every run: {', '.join(f'{k}={v}' for k, v in shared.items())}")] \
         if shared else []
     lines.append(f"{'runs':>5} {'to run':>6}  configuration ({len(groups)})")
-    for key, runs in groups.items():
-        label = labels[key]
-        if twins[label] > 1:  # the label hides what tells them apart: say it
-            label += " " + distinguishing(runs[0], [g[0] for k, g in groups.items()
-                                                   if labels[k] == labels[key] and k != key])
+    for runs in groups.values():
         waiting = sum(spec.run_id in to_run for spec in runs)
-        lines.append(cut(f"{len(runs):>5} {waiting:>6}  {label}"))
+        lines.append(cut(f"{len(runs):>5} {waiting:>6}  {labels[runs[0].run_id]}"))
     return "\n".join(lines)
 
 
@@ -85,14 +81,25 @@ def shared_axes(specs) -> dict:
     return {k: v for k, v in same.items() if v not in (None, "") and len(str(v)) <= 24}
 
 
-def distinguishing(spec, others) -> str:
-    """The axes in which one configuration differs from others of the same label, short ones
-    first (a parameter block repeats what its own columns say)."""
-    mine = spec.axes()
-    keys = [k for k in mine if k not in ("seed", "repeat")
-            and any(o.axes().get(k) != mine[k] for o in others)]
-    short = [k for k in keys if len(str(mine[k])) <= 24]
-    return "(" + ", ".join(f"{k}={mine[k]}" for k in short or keys) + ")"
+def told_apart(specs, label=lambda spec: spec.label()) -> dict[str, str]:
+    """Each spec's run id -> its `label`, and where specs share one, the axes in which they
+    differ (short ones first; seed and repeat are in every label): a dry run's configurations
+    and a sweep's progress lines name every axis that tells runs apart (--standardize, a
+    stopping rule), not just the ones a study's label shows."""
+    groups: dict[str, list] = {}
+    for spec in specs:
+        groups.setdefault(label(spec), []).append(spec)
+    labels = {}
+    for text, group in groups.items():
+        axes = [spec.axes() for spec in group] if len(group) > 1 else [{}]
+        keys = [k for k in dict.fromkeys(k for a in axes for k in a) if k not in ("seed", "repeat")
+                and len({json.dumps(a.get(k), sort_keys=True, default=str) for a in axes}) > 1]
+        for spec, mine in zip(group, axes, strict=True):
+            short = [k for k in keys if len(str(mine.get(k))) <= 24]
+            labels[spec.run_id] = text + (" (" + ", ".join(f"{k}={mine.get(k)}"
+                                                            for k in short or keys) + ")"
+                                          if keys else "")
+    return labels
 
 
 def wrap(text: str) -> str:

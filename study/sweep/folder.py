@@ -28,6 +28,7 @@ import pandas as pd
 from datasets.errors import InputError
 from study.output import (
     check_kind,
+    no_follow,
     parquet_writer,
     write_files_atomic,
     write_parquet_atomic,
@@ -63,7 +64,7 @@ class ResultsFolder:
         self.root.mkdir(parents=True, exist_ok=True)
         path = check_kind(self.root / LOCK_NAME)  # a folder or FIFO there: one line, not a hang
         try:
-            handle = open(path, "a+")
+            handle = open(path, "a+", opener=no_follow)
         except OSError as exc:
             raise InputError(f"cannot open the lock file '{path}': {exc.strerror}") from None
         try:
@@ -158,7 +159,7 @@ class ResultsFolder:
     def read_row(self, run_id: str) -> pd.DataFrame:
         """A finished run's row. Each file is read once per runner (a sweep reads every row
         again to assemble its tables: 15 ms a row): kept while its size, time and inode stay."""
-        path = self.row_path(run_id)
+        path = check_kind(self.row_path(run_id))  # a FIFO or link there: set aside, not read
         stat = path.stat()
         identity = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
         kept = self._rows.get(path)

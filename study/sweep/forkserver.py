@@ -86,7 +86,8 @@ def _child(request: dict, server: int) -> None:
         os.setsid()  # a process group of its own: the runner kills it (and what it started)
         die_with_parent(server)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
-        log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        log = os.open(request["log"],  # never through a link planted in the results folder
+                      os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.dup2(log, 1)

@@ -25,6 +25,7 @@ from pathlib import Path
 import psutil
 
 from datasets.errors import InputError
+from datasets.files import check_input_file
 
 TIMEOUT_ENDS = "timeout_ends_configuration"  # the key, also named in the rows it skips
 COMMON_KEYS = ("kind", "name", "description", "repeats", "run_timeout", "memory_budget_gb",
@@ -93,8 +94,10 @@ def parse_adaptive(table, source: str) -> Adaptive:
 
 def read_config(path) -> dict:
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"config '{path}' does not exist or is not a file")
+    try:
+        check_input_file(path, "config")
+    except InputError as exc:
+        raise ConfigError(str(exc)) from None
     try:
         raw = tomllib.loads(path.read_text())
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import psutil
 
+from study.output import no_follow
 from study.sweep.child import base_row
 from study.sweep.environment import collect
 from study.sweep.folder import ResultsFolder
@@ -56,7 +57,8 @@ class ForkServer:
         """Start the process without waiting for its imports (see `wait_ready`)."""
         argv, env = python_command("-m", "study.sweep.forkserver", str(os.getpid()),
                                    *self.preload, python=self.python)
-        stderr = open(self.log, "a") if self.log else subprocess.DEVNULL  # noqa: SIM115
+        stderr = open(self.log, "a", opener=no_follow) if self.log \
+            else subprocess.DEVNULL  # noqa: SIM115
         try:
             self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                          stderr=stderr, env=env)

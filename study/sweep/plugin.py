@@ -58,6 +58,10 @@ class StudyPlugin(Protocol):
     def code_files(self, spec) -> list[str]:
         """The source (and input data) files whose content measured the spec."""
 
+    def input_files(self, spec) -> list[str]:
+        """The user's files the spec reads (data, model, initial values), by absolute path: no
+        output of the sweep may replace one (study.output.inputs)."""
+
     def measure(self, spec, ctx: RunContext) -> Measurement:
         """In the run's own process."""
 
@@ -168,6 +172,7 @@ DEFAULTS = {
     "preload": lambda plugin: _no_preload,
     "prepare": lambda plugin: _nothing_to_prepare,
     "needs_gpu": lambda plugin: _device_is_gpu,
+    "input_files": lambda plugin: lambda spec: [],
 }
 
 

@@ -29,12 +29,13 @@ import pandas as pd
 
 from datasets.errors import InputError
 from study import interrupts
-from study.output import ResultsWriteError, check_output_folder
+from study.conclusions import ADAPTIVE_STATE
+from study.output import ResultsWriteError, check_output_folder, reading
 from study.sweep import fingerprint, noise
 from study.sweep.adaptive import refine, with_candidates
-from study.sweep.dry_run import dry_run
+from study.sweep.dry_run import dry_run, told_apart
 from study.sweep.executors import NOT_RUN, Job, LocalExecutor, preload_for
-from study.sweep.folder import ResultsFolder
+from study.sweep.folder import LOCK_NAME, ResultsFolder
 from study.sweep.grid import (
     TIMEOUT_ENDS,
     Study,
@@ -163,6 +164,9 @@ def run_study(study: Study, out_dir, *, only=None, retry_failed: bool = False,
         pending: dict[str, object] = {}  # run id -> spec, of the runs planned and not ended
         first = None
 
+        labels: dict[str, str] = {}  # run id -> its label, with what tells it from its twins
+        known = {spec.run_id: spec for spec in specs}
+
         def time_left() -> str:
             return left(times, list(pending.values()), study.run_timeout)
 
@@ -177,6 +181,10 @@ def run_study(study: Study, out_dir, *, only=None, retry_failed: bool = False,
                              sweep_id=first.sweep_id if first else None)
             first = first or plan
             print(describe(study, todo, plan, folder, what), flush=True)
+            if any(job.spec.run_id not in labels for job in plan.jobs):
+                # from the sweep's runs so far, the adaptive loop's instances included
+                known.update((job.spec.run_id, job.spec) for job in plan.jobs)
+                labels.update(told_apart(known.values()))
             executor.launch(plan.jobs, folder)  # warm processes import while the plugin prepares
             plugin.prepare([job.spec for job in plan.jobs], folder.cache_dir, python,
                            study.run_timeout)
@@ -186,7 +194,7 @@ def run_study(study: Study, out_dir, *, only=None, retry_failed: bool = False,
             runs = executor.run(plan.jobs, folder, timeout=study.run_timeout,
                                 memory_budget_gb=study.memory_budget_gb,
                                 on_start=lambda job: bar.set_postfix_str(
-                                    f"{time_left()}, {job.spec.label()}"),
+                                    f"{time_left()}, {labels[job.spec.run_id]}"),
                                 unless=unless)
             for index, (job, outcome) in enumerate(runs, 1):
                 interrupts.check()  # one a library swallowed: no further run starts
@@ -202,7 +210,7 @@ def run_study(study: Study, out_dir, *, only=None, retry_failed: bool = False,
                     continue
                 if bar.disable:  # --quiet, or no terminal (a log): a line per run
                     print(f"[{index}/{len(plan.jobs)}] {job.spec.run_id} "
-                          f"{job.spec.label()}: {outcome['status']} ({time_left()})",
+                          f"{labels[job.spec.run_id]}: {outcome['status']} ({time_left()})",
                           flush=True)
 
         def run_added(todo, what):
@@ -350,6 +358,11 @@ def flatten_only(only) -> list[str]:
                                                         else [group])]
 
 
+# What a sweep writes in its results folder (besides its side tables): no input may be there.
+OWN_NAMES = ("study.json", LOCK_NAME, "runs.parquet", ADAPTIVE_STATE, "runs", "logs", "cache",
+             "fingerprints")
+
+
 def execute(study: Study, args) -> int:
     """Run a validated study as the command line asks (the flags of `add_sweep_arguments`); the
     exit status of the command."""
@@ -360,12 +373,14 @@ def execute(study: Study, args) -> int:
         dry_run(specs, study, out, plan_runs, retry_failed=args.retry_failed,
                 keep_stale=args.keep_stale, remeasure_noisy=args.remeasure_noisy)
         return 0
-    check_output_folder(out, own_results=True)  # its own results folder, inside no other
+    plugin = load_kind(study.kind)
+    reading(study.source, *{f for spec in specs for f in plugin.input_files(spec)})
+    check_output_folder(out, own_results=True,  # its own results folder, inside no other
+                        writes=(*OWN_NAMES, *(f"{t}.parquet" for t in plugin.SIDE_TABLES)))
     statuses = run_study(study, out, only=only, retry_failed=args.retry_failed,
                          keep_stale=args.keep_stale, remeasure_noisy=args.remeasure_noisy,
                          order_seed=args.order_seed, quiet=args.quiet,
                          executor=make_executor(args), adaptive=args.adaptive)
-    plugin = load_kind(study.kind)
     runs_path = os.path.join(out, "runs.parquet")
     if os.path.exists(runs_path):
         runs = pd.read_parquet(runs_path)

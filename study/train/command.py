@@ -178,13 +178,14 @@ def check_loop(args) -> None:
 
 
 def main(args) -> int:
-    from study.output import check_output_folder, check_output_path, trace_path
+    from study.output import check_output_folder, check_output_path, reading, trace_path
+    from study.train.plugin import input_files
 
     spec = spec_from(args)
+    reading(*input_files(spec))  # the model's file (file.py:function too), data, --initial
     if args.out:
-        reads = (args.model, args.data, args.initial)
-        check_output_path(args.out, reads=reads)
-        check_output_path(trace_path(args.out), "--out's trace file", reads=reads)
+        check_output_path(args.out)
+        check_output_path(trace_path(args.out), "--out's trace file")
     if args.cache:
         check_output_folder(args.cache, "--cache")
     held = os.environ.get("KERAS_BACKEND")

@@ -27,8 +27,8 @@ LBFGS_FILES = ("optimizers/lbfgs.py", "optimizers/linesearch.py", "optimizers/ba
 
 __all__ = ["CONFIG_KEYS", "FIGURES_MODULE", "KIND", "MEASURE_MODULE", "MEASURE_STATUSES",
            "REPORT_MODULE", "SCHEMA", "SIDE_TABLES", "check_grid",
-           "code_files", "expand", "framework", "preload", "prepare", "prerequisites", "resolve",
-           "spec_from_json", "summary"]
+           "code_files", "expand", "framework", "input_files", "preload", "prepare",
+           "prerequisites", "resolve", "spec_from_json", "summary"]
 
 
 check_grid = check_installed

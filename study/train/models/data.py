@@ -17,6 +17,7 @@ import numpy as np
 
 from datasets import values
 from datasets.errors import InputError
+from datasets.files import check_input_file
 from datasets.tabular import check_disjoint, read_table, select_columns
 from study.train.models.examples import DATA, DATA_PARAMS
 
@@ -71,16 +72,6 @@ def check_data(data: dict, where: str = "data") -> dict:
             values.Value("number", 0.0, 1.0, low_open=True, high_open=True).check(
                 f"{where}: {key}", value)
     return data
-
-
-def check_input_file(path: Path, where: str) -> None:
-    """A file the study reads is there and is a regular file (not a folder, FIFO or device)."""
-    if not path.exists():
-        raise InputError(f"{where}: file '{path}' does not exist")
-    if path.is_dir():
-        raise InputError(f"{where}: '{path}' is a folder, not a file")
-    if not path.is_file():
-        raise InputError(f"{where}: '{path}' is not a regular file (a FIFO, socket or device)")
 
 
 def load_data(data: dict, where: str = "data") -> dict[str, np.ndarray]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from datasets.errors import InputError
-from study.train.models.data import check_input_file
+from datasets.files import check_input_file
 from study.train.models.examples import MODELS
 from study.train.models.native_examples import NATIVE_MODELS
 
