@@ -18,6 +18,8 @@ from study.regression.labels import label_runs, with_instances
 from study.sweep.tuning import measured_runs
 
 ALARMS = {"reference-error": "reference_errors", "uncertifiable": "uncertifiable"}
+# what a summary row shows of its configuration; runs are grouped by their spec's whole
+# configuration (`config_key`, study.sweep.grid.configurations)
 CONFIG_COLUMNS = ("dataset", "dataset_params", "optimizer", "hyperparameters", "tuning",
                   "backend", "device", "feed", "xla", "formulation", "dtype", "init", "stopping")
 DATA_COLUMNS = ["dataset", "dataset_params"]
@@ -25,6 +27,16 @@ DATA_COLUMNS = ["dataset", "dataset_params"]
 # `instance_seed` (labels.with_instances) is the seed where it draws another one, so that the
 # seeds of a file data set from zeros count as repeats of one instance.
 INSTANCE_COLUMNS = ["dataset", "dataset_params", "instance_seed", "init"]
+
+
+def with_keys(runs: pd.DataFrame) -> pd.DataFrame:
+    """`config_key`: each run's configuration, from its spec (study.sweep.grid.configurations)."""
+    from study.sweep.grid import configurations
+    from study.sweep.plugin import load_kind
+
+    if "config_key" in runs:
+        return runs
+    return runs.assign(config_key=configurations(runs, load_kind("regression")))
 
 
 def time_to_target(runs: pd.DataFrame, column: str = "seconds") -> pd.Series:
@@ -55,14 +67,15 @@ def summarize(runs) -> pd.DataFrame:
     runs["time_to_target"] = time_to_target(runs)
     runs["total_to_target"] = time_to_target(
         runs.assign(total=runs["seconds"] + runs["setup_seconds"]), "total")
-    keys = [c for c in CONFIG_COLUMNS if c in runs]
+    runs = with_keys(runs)
+    shown = [c for c in CONFIG_COLUMNS if c in runs]
     rows, groups = [], []
-    for key, group in runs.groupby(keys, dropna=False, sort=True):
+    for key, group in runs.groupby("config_key", sort=True):
         groups.append(group)
         center = typical(group, INSTANCE_COLUMNS, "time_to_target")
         ok = converged(group)
         rows.append({
-            **dict(zip(keys, key if isinstance(key, tuple) else (key,), strict=True)),
+            **group[shown].head(1).to_dict("records")[0], "config_key": key,
             "runs": len(group),
             "success_rate": float(ok.mean()),
             "median_seconds": float(np.median(group["time_to_target"])),
