@@ -114,7 +114,7 @@ def check_rows(runs: pd.DataFrame, plugin, path, recover: str) -> None:
         raise InputError(f"'{path}': column status holds {shown}, not a status of the "
                          f"{plugin.KIND} study ({', '.join(allowed)}); {recover}")
     for column in runs.columns:
-        if column == "seconds" or column.endswith("_seconds"):
+        if "seconds" in str(column).split("_"):  # seconds, setup_seconds, seconds_to_target
             values = pd.to_numeric(runs[column], errors="coerce")
             if (values < 0).any():
                 row = runs[values < 0].iloc[0]
