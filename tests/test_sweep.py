@@ -385,8 +385,8 @@ def test_an_undecided_answer_stops_at_the_cap_and_says_so(tmp_path, probe, monke
 
 @pytest.mark.parametrize("table, words", [
     ("margin = 1.5", "margin: must be a number in (0, 1)"),
-    ("max_instances = 1", "max_instances: must be an integer >= 2"),
-    ("batch = true", "batch: must be an integer >= 1"),
+    ("max_instances = 1", "max_instances: must be an integer from 2 to 1000"),
+    ("batch = true", "batch: must be an integer from 1 to 100"),
     ("time_budget = -3", "time_budget: must be a number of seconds > 0"),
     ("seeds = 4", "unknown key of [adaptive] 'seeds'"),
 ])

@@ -68,6 +68,13 @@ class Adaptive:
     time_budget: float = 15.0
 
 
+# [adaptive]'s largest values: the sequential verdict's projection looks no further than 1000
+# instances (study.sequential.instances_needed), and a batch is that many runs per
+# configuration at each look
+MAX_INSTANCES = 1000
+MAX_BATCH = 100
+
+
 def parse_adaptive(table, source: str) -> Adaptive:
     """The [adaptive] table, checked (a one-line error naming the key)."""
     if table is None:
@@ -79,11 +86,11 @@ def parse_adaptive(table, source: str) -> Adaptive:
     if not positive_number(margin) or margin >= 1:
         raise ConfigError(f"{source}: adaptive: margin: must be a number in (0, 1), e.g. 0.1 "
                           f"for +-10%, got {margin!r}")
-    for key, least in (("max_instances", 2), ("batch", 1)):
+    for key, least, most in (("max_instances", 2, MAX_INSTANCES), ("batch", 1, MAX_BATCH)):
         value = table.get(key, getattr(Adaptive, key))
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            raise ConfigError(f"{source}: adaptive: {key}: must be an integer >= {least}, "
-                              f"got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= most:
+            raise ConfigError(f"{source}: adaptive: {key}: must be an integer from {least} to "
+                              f"{most}, got {value!r}")
     budget = table.get("time_budget", Adaptive.time_budget)
     if not positive_number(budget):
         raise ConfigError(f"{source}: adaptive: time_budget: must be a number of seconds > 0, "
