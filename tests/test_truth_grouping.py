@@ -2,13 +2,20 @@
 bounds and verdicts (issue: every row and every word true, round 6)."""
 
 import json
+import math
+from types import SimpleNamespace
 
+import numpy as np
 import pandas as pd
+import pytest
 from test_compare import regression_runs, write
+from test_sweep import config, probe  # noqa: F401 -- the probe study's fixture
 from test_what_a_user_reads import train_runs
 
 from study.__main__ import main
 from study.results import load
+from study.sequential import LESS, MORE, decide
+from study.sweep.grid import load_study
 
 
 def two_rates() -> pd.DataFrame:
@@ -103,3 +110,126 @@ def test_an_unknown_status_is_refused(tmp_path, capsys):
     assert "column status holds 'great'" in error and "converged" in error
     assert "'banana'" in refused(tmp_path / "t", capsys,
                                  train_runs().assign(status="banana"), "train")
+
+
+# ---- the adaptive loop ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("table, words", [
+    ("max_instances = 9223372036854775807", "max_instances: must be an integer from 2 to 1000"),
+    ("max_instances = 200000", "max_instances: must be an integer from 2 to 1000"),
+    ("batch = 5000", "batch: must be an integer from 1 to 100"),
+])
+@pytest.mark.usefixtures("probe")
+def test_a_huge_adaptive_bound_is_refused_in_one_line_dry_run_too(tmp_path, capsys, table,
+                                                                   words):
+    path = config(tmp_path, f'actions = ["a", "b"]\nseeds = [0, 1]\n[adaptive]\n{table}\n')
+    for extra in ([], ["--dry-run"]):
+        assert main(["run", str(path), "--out", str(tmp_path / "res"), *extra]) == 2
+        error = capsys.readouterr().err
+        assert words in error and error.count("\n") == 1 and "Traceback" not in error
+    assert not (tmp_path / "res").exists()
+
+
+@pytest.mark.usefixtures("probe")
+def test_candidates_are_the_replicates_that_ran_and_one_batch_whatever_the_cap(tmp_path):
+    from study.sweep.adaptive import with_candidates
+
+    study = load_study(config(tmp_path, 'actions = ["a", "b"]\nseeds = [0, 1]\n'
+                                        "[adaptive]\nmax_instances = 1000\nbatch = 2\n"))
+    assert len(study.specs) == 4
+    grid = with_candidates(study, more=2)
+    assert sorted({s.seed for s in grid.specs}) == [0, 1, 2, 3] and len(grid.specs) == 8
+    ran = pd.DataFrame({"seed": [0, 1, 7]})  # an earlier look added seed 7
+    assert sorted({s.seed for s in with_candidates(study, ran, 2).specs}) == [0, 1, 2, 3, 7]
+
+
+def refine_on(tmp_path, study, comparison):
+    """The loop on `study` with fake rows (a row per spec measured) and one answer."""
+    from study.sweep.adaptive import refine
+    from study.sweep.plugin import load_kind
+
+    measured = list(study.specs)
+    asked = []
+
+    def table():
+        return pd.DataFrame({"run_id": [s.run_id for s in measured],
+                             "seed": [s.seed for s in measured], "wall_seconds": 0.01})
+
+    def measure(specs, why):
+        asked.append(list(specs))
+        measured.extend(specs)
+
+    stopped = refine(study, SimpleNamespace(root=tmp_path), load_kind("probe"), table, measure,
+                     say=lambda line: None,
+                     questions=lambda *_: [("q", comparison(measured))])
+    return stopped, asked
+
+
+@pytest.mark.usefixtures("probe")
+def test_a_busy_comparison_is_undecided_in_the_loop_as_in_the_report(tmp_path):
+    from study.conclusions import Conclusion, with_verdict
+    from study.paired import compare
+
+    study = load_study(config(tmp_path, 'actions = ["a", "b"]\nseeds = [0, 1, 2, 3, 4, 5]\n'))
+    seeds = np.arange(6)
+    a = pd.DataFrame({"run_id": [f"a{s}" for s in seeds], "seed": seeds,
+                      "t": 2.0 * (1 + 0.01 * seeds), "noisy": True})
+    c = compare(a, a.assign(run_id=[f"b{s}" for s in seeds], t=1.0), ["seed"], "t")
+    assert c.busy and decide(c.units).decided  # the values alone would decide it
+    stopped, asked = refine_on(tmp_path, study, lambda measured: c)
+    assert "busy machine" in stopped["q"] and not asked
+    said = with_verdict(Conclusion("q", "Q?", "A.", c, "more time", True, "e", answer=True),
+                        stopped=stopped)
+    assert not said.verdict.decided and "busy machine" in said.sentence
+
+
+@pytest.mark.usefixtures("probe")
+def test_the_loop_asks_for_one_batch_per_configuration_under_a_large_cap(tmp_path):
+    from study.paired import compare
+
+    study = load_study(config(tmp_path, 'actions = ["a", "b"]\nseeds = [0, 1, 2]\n'
+                                        "[adaptive]\nmax_instances = 1000\nbatch = 2\n"
+                                        "time_budget = 60\n"))
+
+    def comparison(measured):  # undecided at 3 seeds, decided at 5
+        def side(action, time):
+            runs = [s for s in measured if s.action == action]
+            return pd.DataFrame({"run_id": [s.run_id for s in runs],
+                                 "seed": [s.seed for s in runs],
+                                 "t": [time(s.seed, len(runs)) for s in runs]})
+
+        return compare(side("a", lambda seed, n: 1.3 if n > 3 else 1.0 + 0.3 * (seed % 2)),
+                       side("b", lambda seed, n: 1.0), ["seed"], "t")
+
+    stopped, asked = refine_on(tmp_path, study, comparison)
+    assert asked and [sorted((s.action, s.seed) for s in batch) for batch in asked][0] == [
+        ("a", 3), ("a", 4), ("b", 3), ("b", 4)]
+
+
+def test_a_miss_by_the_slower_side_decides_and_says_so():
+    from study.sequential import leans_to_misses
+
+    slower = np.log(3.2) + 0.01 * np.arange(5)
+    found = decide([*slower, np.inf])
+    assert found.kind == MORE and found.missed == 1 and math.isinf(found.high)
+    assert found.text().endswith("; it also missed the target on 1 of 6")
+    assert decide([*-slower, -np.inf]).kind == LESS  # B missed, and A is faster anyway
+    assert not decide([*-slower, np.inf]).decided  # the faster side missed: open, as before
+    assert not decide([*slower, -np.inf]).decided
+    assert not decide([*slower, np.nan]).decided  # both missed one instance
+    assert leans_to_misses([*slower[:2], np.inf]) and not leans_to_misses([*-slower, np.inf])
+
+
+def test_the_verdict_counts_repeats_of_one_instance_as_the_comparison_does():
+    from study.conclusions import Conclusion, with_verdict
+    from study.paired import compare
+
+    seeds = np.arange(9)  # a file data set from zeros: every seed a repeat of one instance
+    a = pd.DataFrame({"run_id": [f"a{s}" for s in seeds], "seed": seeds,
+                      "t": 1.3 * (1 + 0.01 * (seeds % 3))})
+    c = compare(a, a.assign(run_id=[f"b{s}" for s in seeds], t=1.0), [], "t")
+    said = with_verdict(Conclusion("q", "Q?", c.phrase("A", "B") + ".", c, "more time", True,
+                                   "e", answer=True))
+    assert "1 common instance)" in said.sentence
+    assert "decided after 9 repeats of 1 instance" in said.sentence
+    assert "after 9 instances" not in said.sentence
