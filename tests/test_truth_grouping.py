@@ -233,3 +233,18 @@ def test_the_verdict_counts_repeats_of_one_instance_as_the_comparison_does():
     assert "1 common instance)" in said.sentence
     assert "decided after 9 repeats of 1 instance" in said.sentence
     assert "after 9 instances" not in said.sentence
+
+
+def test_feed_modes_are_paired_within_one_configuration_not_pooled_across_calls():
+    from study.feedmode.report import mode_comparison
+
+    rows = []
+    for calls, first in ((3, 1.0), (50, 4.0)):  # two configurations of each mode
+        for mode, factor in (("constant", 2.0), ("placeholder", 1.0)):
+            rows += [{"mode": mode, "grappler": "default", "dtype": "float64", "n": 100,
+                      "seed": 0, "device": "cpu", "calls": calls, "check_n": 16,
+                      "repeat": r, "status": "ok",
+                      "first_call_seconds": first * factor * (1 + 0.01 * r)} for r in range(3)]
+    c = mode_comparison(pd.DataFrame(rows), "constant", "placeholder", "float64", 100,
+                        "first_call_seconds")
+    assert c.instances == 2 and 1.9 < c.ratio < 2.1
