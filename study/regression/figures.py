@@ -21,8 +21,8 @@ from study.figures import FAILED_MARKER, legend_outside, log_axis, panel_title, 
 from study.paired import common_instances
 from study.regression import prediction, style
 from study.regression.headline import best_choices, figure_headline
-from study.regression.labels import label_runs, with_instances
-from study.regression.summary import DATA_COLUMNS, INSTANCE_COLUMNS, time_to_target, with_keys
+from study.regression.labels import label_runs, with_instances, with_keys
+from study.regression.summary import DATA_COLUMNS, INSTANCE_COLUMNS, time_to_target
 from study.sweep.tuning import measured_runs
 
 READ_PASS_LABEL = "one read pass over X"

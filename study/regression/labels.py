@@ -125,6 +125,16 @@ def with_instances(runs: pd.DataFrame) -> pd.DataFrame:
     return runs.assign(instance_seed=runs["seed"].where(seed_matters(runs), -1))
 
 
+def with_keys(runs: pd.DataFrame) -> pd.DataFrame:
+    """`config_key`: each run's configuration, from its spec (study.sweep.grid.configurations)."""
+    from study.sweep.grid import configurations
+    from study.sweep.plugin import load_kind
+
+    if "config_key" in runs:
+        return runs
+    return runs.assign(config_key=configurations(runs, load_kind("regression")))
+
+
 def label_runs(runs: pd.DataFrame) -> pd.DataFrame:
     """Add the label columns every figure groups by."""
     runs = runs.copy()
@@ -136,8 +146,6 @@ def label_runs(runs: pd.DataFrame) -> pd.DataFrame:
                            config=pd.Series(dtype=str), data=pd.Series(dtype=str),
                            algorithm=pd.Series(dtype=str), instance_seed=pd.Series(dtype=float),
                            config_key=pd.Series(dtype=str))
-    from study.regression.summary import with_keys
-
     runs = with_instances(runs)
     runs["method"] = runs.apply(method_label, axis=1)
     runs["algorithm"] = runs.apply(algorithm_label, axis=1)

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from study.paired import compare, typical
-from study.regression.labels import label_runs, with_instances
+from study.regression.labels import label_runs, with_instances, with_keys
 from study.sweep.tuning import measured_runs
 
 ALARMS = {"reference-error": "reference_errors", "uncertifiable": "uncertifiable"}
@@ -27,16 +27,6 @@ DATA_COLUMNS = ["dataset", "dataset_params"]
 # `instance_seed` (labels.with_instances) is the seed where it draws another one, so that the
 # seeds of a file data set from zeros count as repeats of one instance.
 INSTANCE_COLUMNS = ["dataset", "dataset_params", "instance_seed", "init"]
-
-
-def with_keys(runs: pd.DataFrame) -> pd.DataFrame:
-    """`config_key`: each run's configuration, from its spec (study.sweep.grid.configurations)."""
-    from study.sweep.grid import configurations
-    from study.sweep.plugin import load_kind
-
-    if "config_key" in runs:
-        return runs
-    return runs.assign(config_key=configurations(runs, load_kind("regression")))
 
 
 def time_to_target(runs: pd.DataFrame, column: str = "seconds") -> pd.Series:
