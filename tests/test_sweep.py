@@ -354,7 +354,7 @@ def test_undecided_answers_get_instances_until_decided_and_only_theirs(tmp_path,
     assert seeds["c"] == [0, 1, 2] and seeds["a"] == seeds["b"] == [0, 1, 2, 3, 4]
     assert sum(statuses.values()) == 13
     said = capsys.readouterr().out
-    assert "refining a-over-b: 3 instances: too few for a finite" in said
+    assert "refining a-over-b: 3 repeats of 1 instance: too few for a finite" in said
     assert json.loads((out / "adaptive.json").read_text())["stopped"] == {}
     assert run_study(load_study(path), out, quiet=True, adaptive=True) == Counter()  # resumed
 
