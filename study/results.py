@@ -38,6 +38,7 @@ class Results:
         drawn beside this one's)."""
         path = self.folder / f"{name}.parquet"
         table = read_table(path, self.plugin.SIDE_TABLES[name], recover=recovery(self.folder))
+        check_times(table, path, recovery(self.folder))
         foreign = set(table["run_id"].dropna()) - set(self.runs["run_id"])
         if foreign:
             raise InputError(f"'{path}' holds {len(foreign)} runs that '{self.folder}/"
@@ -113,11 +114,17 @@ def check_rows(runs: pd.DataFrame, plugin, path, recover: str) -> None:
         shown = repr(unknown[0]) if unknown else "no status"
         raise InputError(f"'{path}': column status holds {shown}, not a status of the "
                          f"{plugin.KIND} study ({', '.join(allowed)}); {recover}")
-    for column in runs.columns:
-        if "seconds" in str(column).split("_"):  # seconds, setup_seconds, seconds_to_target
-            values = pd.to_numeric(runs[column], errors="coerce")
+    check_times(runs, path, recover)
+
+
+def check_times(table: pd.DataFrame, path, recover: str) -> None:
+    """Refuse a negative time in any column of seconds (seconds, setup_seconds,
+    seconds_to_target...): no clock runs back."""
+    for column in table.columns:
+        if "seconds" in str(column).split("_"):
+            values = pd.to_numeric(table[column], errors="coerce")
             if (values < 0).any():
-                row = runs[values < 0].iloc[0]
+                row = table[values < 0].iloc[0]
                 raise InputError(f"'{path}': column {column} holds "
                                  f"{values[values < 0].iloc[0]:g} (run {row['run_id']}): a time "
                                  f"cannot be negative; {recover}")

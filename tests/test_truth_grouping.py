@@ -248,3 +248,17 @@ def test_feed_modes_are_paired_within_one_configuration_not_pooled_across_calls(
     c = mode_comparison(pd.DataFrame(rows), "constant", "placeholder", "float64", 100,
                         "first_call_seconds")
     assert c.instances == 2 and 1.9 < c.ratio < 2.1
+
+
+def test_a_negative_time_in_a_side_table_is_refused(tmp_path, capsys):
+    from test_plots_report import make_tables
+
+    runs, traces = make_tables()
+    folder = write(tmp_path, "a", runs)
+    traces.loc[traces.index[1], "seconds"] = -3.0
+    traces.to_parquet(folder / "traces.parquet")
+    code = main(["figures", "regression", "--results", str(folder), "--out",
+                 str(tmp_path / "figures")])
+    error = capsys.readouterr().err
+    assert code == 2 and "traces.parquet': column seconds holds -3" in error
+    assert error.count("\n") == 1 and not (tmp_path / "figures").exists()
