@@ -89,9 +89,9 @@ class Verdict:
         if self.kind == EQUIVALENT:
             return f"equivalent within ±{self.margin:.0%} after {n} ({where})"
         if self.decided:
-            side = "it" if self.kind == MORE else "the other"
+            side = "it also" if self.kind == MORE else "the other"
             return f"{WORDS[self.kind]}, decided after {n} ({where})" + (
-                f"; {side} also missed the target on {self.missed} of {self.instances}"
+                f"; {side} missed the target on {self.missed} of {self.instances}"
                 if self.missed else "")
         return f"no verdict after {n}: {self.reason or 'undecided'}" + (
             f" ({where})" if math.isfinite(self.high) and self.low > 0 else "")

@@ -3,6 +3,7 @@ bounds and verdicts (issue: every row and every word true, round 6)."""
 
 import json
 import math
+from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np
@@ -213,6 +214,7 @@ def test_a_miss_by_the_slower_side_decides_and_says_so():
     found = decide([*slower, np.inf])
     assert found.kind == MORE and found.missed == 1 and math.isinf(found.high)
     assert found.text().endswith("; it also missed the target on 1 of 6")
+    assert decide([*-slower, -np.inf]).text().endswith("; the other missed the target on 1 of 6")
     assert decide([*-slower, -np.inf]).kind == LESS  # B missed, and A is faster anyway
     assert not decide([*-slower, np.inf]).decided  # the faster side missed: open, as before
     assert not decide([*slower, -np.inf]).decided
@@ -262,3 +264,43 @@ def test_a_negative_time_in_a_side_table_is_refused(tmp_path, capsys):
     error = capsys.readouterr().err
     assert code == 2 and "traces.parquet': column seconds holds -3" in error
     assert error.count("\n") == 1 and not (tmp_path / "figures").exists()
+
+
+def test_a_miss_by_the_slower_side_is_decided_in_the_answer():
+    from study.conclusions import Conclusion, with_verdict
+    from study.paired import compare
+
+    seeds = np.arange(6)
+    numpy = pd.DataFrame({"run_id": [f"n{s}" for s in seeds], "seed": seeds, "t": 1.0})
+    tf = numpy.assign(run_id=[f"t{s}" for s in seeds],
+                      t=[3.2 * (1 + 0.01 * s) if s != 4 else np.inf for s in seeds])
+    c = compare(tf, numpy, ["seed"], "t")
+    said = with_verdict(Conclusion("q", "Q?", c.phrase("TensorFlow's fastest", "NumPy's") + ".",
+                                   c, "more time", True, "e", answer=True))
+    assert "Verdict: slower, decided after 6 instances" in said.sentence
+    assert said.sentence.endswith("; it also missed the target on 1 of 6.")
+    faster = compare(numpy, tf, ["seed"], "t")  # from the other side: faster, the other missed
+    assert with_verdict(replace(said, comparison=faster)).sentence.endswith(
+        "; the other missed the target on 1 of 6.")
+
+
+@pytest.mark.usefixtures("probe")
+def test_the_loop_adds_instances_where_only_the_slower_side_missed(tmp_path):
+    from study.paired import compare
+
+    study = load_study(config(tmp_path, 'actions = ["a", "b"]\nseeds = [0, 1, 2]\n'
+                                        "[adaptive]\ntime_budget = 60\n"))
+
+    def comparison(measured):  # a misses on seed 1 and is 3x slower elsewhere
+        def side(action, time):
+            runs = [s for s in measured if s.action == action]
+            return pd.DataFrame({"run_id": [s.run_id for s in runs],
+                                 "seed": [s.seed for s in runs],
+                                 "t": [time(s.seed) for s in runs]})
+
+        return compare(side("a", lambda seed: np.inf if seed == 1 else 3.0 + 0.01 * seed),
+                       side("b", lambda seed: 1.0), ["seed"], "t")
+
+    stopped, asked = refine_on(tmp_path, study, comparison)
+    assert asked and sorted(s.seed for s in asked[0]) == [3, 3, 4, 4]
+    assert "q" not in stopped  # decided once the finite instances could decide it
