@@ -21,6 +21,7 @@ from datasets.errors import InputError
 from study.conclusions import Conclusion, conclusions
 from study.paired import Comparison, compare
 from study.results import Results, load
+from study.sweep.grid import configurations, distinct_labels
 
 HELD, CHANGED, UNTOLD = "held", "changed", "cannot be told apart"
 FIGURE_ROWS = 40  # the figure draws every distinguishable change and the largest of the rest
@@ -49,24 +50,20 @@ def measurements(results: Results) -> tuple[pd.DataFrame, list[str], dict[str, s
         from study.feedmode.report import INSTANCE_COLUMNS
 
         failed = runs["status"] != "ok"
+        label = (runs["mode"] + " (" + runs["grappler"].fillna("default") + ") " + runs["dtype"]
+                 + " N=" + runs["n"].astype(str) + " " + runs["device"].fillna("cpu"))
         rows = runs.assign(
-            config=runs["mode"] + " (" + runs["grappler"].fillna("default") + ") "
-            + runs["dtype"] + " N=" + runs["n"].astype(str) + " " + runs["device"].fillna("cpu"),
+            config=distinct_labels(label, configurations(runs, results.plugin)),
             first=runs["first_call_seconds"].where(~failed, np.inf),
             later=runs["steady_median_seconds"].where(~failed, np.inf))
         return rows, INSTANCE_COLUMNS, {"first call": "first", "later calls": "later"}
     if results.kind == "train":
-        from study.train.sweep.summary import INSTANCE, label, measured, with_time
+        from study.train.sweep.summary import INSTANCE, keyed, measured, with_time
 
-        rows = with_time(measured(runs))
-        hyperparameters = (rows["hyperparameters"].astype(object).fillna("{}").replace(
-            {"{}": "", "null": ""}) if "hyperparameters" in rows else "")
-        config = rows.apply(label, axis=1) if len(rows) else pd.Series(dtype=str)
+        rows = keyed(with_time(measured(runs)))
         per_step = pd.to_numeric(rows["seconds_per_step"], errors="coerce")
         rows = rows.assign(config=rows["model"] + " on " + rows["data"].astype(str) + ": "
-                           + config + " " + hyperparameters,
-                           per_step=per_step.where(per_step > 0))
-        rows = rows.assign(config=rows["config"].str.strip())
+                           + rows["configuration"], per_step=per_step.where(per_step > 0))
         return rows, INSTANCE, {"time to target": "to_target",
                                 "time per step (target reached in neither)": "per_step"}
     from study.regression.labels import label_runs

@@ -70,14 +70,23 @@ def with_verdict(c: Conclusion, margin: float = MARGIN, stopped: dict | None = N
     design)."""
     if not c.answer or c.comparison is None:
         return c
-    verdict = decide(c.comparison.units, margin)
+    verdict = sequential_verdict(c.comparison, margin)
     why = (stopped or {}).get(c.id)
-    if c.comparison.busy:  # whatever else stopped it
-        verdict = replace(verdict, kind=NONE,
-                          reason="measured on a busy machine (`--remeasure-noisy`)")
-    elif not verdict.decided:
+    if not verdict.decided and not c.comparison.busy:
         verdict = replace(verdict, reason=why or verdict.reason or "the planned design")
     return replace(c, sentence=f"{c.sentence} Verdict: {verdict.text()}.", verdict=verdict)
+
+
+def sequential_verdict(c: Comparison, margin: float = MARGIN) -> Verdict:
+    """The confidence sequence's verdict on a comparison: the one the report states and the
+    adaptive loop acts on (one source, so adaptive.json and the report never disagree), counted
+    as the comparison counts its instances; none where most of its runs were measured on a busy
+    machine, whatever the values say."""
+    verdict = replace(decide(c.units, margin), shared=c.instances)
+    if c.busy:
+        verdict = replace(verdict, kind=NONE,
+                          reason="measured on a busy machine (`--remeasure-noisy`)")
+    return verdict
 
 
 def _conclusions(results) -> list[Conclusion]:

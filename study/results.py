@@ -49,6 +49,7 @@ class Results:
                              f"{name} table to read: their logs are in '{self.folder / 'logs'}' "
                              "(<run_id>.log); fix the cause, then run the config again")
         table = read_table(path, self.plugin.SIDE_TABLES[name], recover=recovery(self.folder))
+        check_times(table, path, recovery(self.folder))
         foreign = set(table["run_id"].dropna()) - set(self.runs["run_id"])
         if foreign:
             raise InputError(f"'{path}' holds {len(foreign)} runs that '{self.folder}/"
@@ -102,6 +103,7 @@ def load(folder, expected_kind: str | None = None) -> Results:
     kind = study_kind(folder, expected_kind)
     plugin = load_kind(kind)
     runs = read_table(folder / "runs.parquet", plugin.SCHEMA, recover=recovery(folder))
+    check_rows(runs, plugin, folder / "runs.parquet", recovery(folder))
     check_belongs(runs, folder)
     code = check_one_fingerprint(runs, folder)
     versions = code_versions(runs, folder)
@@ -121,6 +123,38 @@ def note_inputs(folder: Path, versions: dict) -> None:
         source = None
     reading(folder, source if isinstance(source, str) else None,
             *(path for path in versions if Path(path).is_absolute()))
+
+
+def check_rows(runs: pd.DataFrame, plugin, path, recover: str) -> None:
+    """Refuse rows no sweep writes: a run id twice (one run counted twice moves every count
+    and ratio), a status the study does not have, or a negative time (no clock runs back)."""
+    from study.sweep.plugin import ENGINE_STATUSES
+
+    twice = runs["run_id"][runs["run_id"].duplicated()].dropna()
+    if len(twice):
+        times = int(runs["run_id"].eq(twice.iloc[0]).sum())
+        raise InputError(f"'{path}' holds run {twice.iloc[0]} {times} times (each run is one "
+                         f"row): the table was edited or assembled twice; {recover}")
+    allowed = (*plugin.MEASURE_STATUSES, *ENGINE_STATUSES)
+    unknown = sorted({str(s) for s in runs["status"].dropna()} - set(allowed))
+    if unknown or runs["status"].isna().any():
+        shown = repr(unknown[0]) if unknown else "no status"
+        raise InputError(f"'{path}': column status holds {shown}, not a status of the "
+                         f"{plugin.KIND} study ({', '.join(allowed)}); {recover}")
+    check_times(runs, path, recover)
+
+
+def check_times(table: pd.DataFrame, path, recover: str) -> None:
+    """Refuse a negative time in any column of seconds (seconds, setup_seconds,
+    seconds_to_target...): no clock runs back."""
+    for column in table.columns:
+        if "seconds" in str(column).split("_"):
+            values = pd.to_numeric(table[column], errors="coerce")
+            if (values < 0).any():
+                row = table[values < 0].iloc[0]
+                raise InputError(f"'{path}': column {column} holds "
+                                 f"{values[values < 0].iloc[0]:g} (run {row['run_id']}): a time "
+                                 f"cannot be negative; {recover}")
 
 
 def check_belongs(runs: pd.DataFrame, folder: Path) -> None:

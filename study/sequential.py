@@ -69,6 +69,8 @@ class Verdict:
     instances: int
     margin: float = MARGIN
     reason: str = ""
+    missed: int = 0  # values where one side missed the target: all by the side found slower
+    shared: int | None = None  # the comparison's instances, where its values are repeats
 
     @property
     def decided(self) -> bool:
@@ -82,19 +84,31 @@ class Verdict:
     def text(self) -> str:
         """'decided after 7 instances', 'equivalent within +-10% after 9', 'no verdict after
         12: ...', with the anytime-valid interval."""
-        n = f"{self.instances} instance{'s' * (self.instances != 1)}"
+        n = self.count()
         where = f"anytime-valid 95% interval {self.bounds()}"
         if self.kind == EQUIVALENT:
             return f"equivalent within ±{self.margin:.0%} after {n} ({where})"
         if self.decided:
-            return f"{WORDS[self.kind]}, decided after {n} ({where})"
+            side = "it also" if self.kind == MORE else "the other"
+            return f"{WORDS[self.kind]}, decided after {n} ({where})" + (
+                f"; {side} missed the target on {self.missed} of {self.instances}"
+                if self.missed else "")
         return f"no verdict after {n}: {self.reason or 'undecided'}" + (
             f" ({where})" if math.isfinite(self.high) and self.low > 0 else "")
 
 
+    def count(self) -> str:
+        """'7 instances', or '5 repeats of 1 instance' where the values are repeats (a file data
+        set from zeros: every seed the same instance), as the comparison counts them."""
+        n = f"{self.instances} instance{'s' * (self.instances != 1)}"
+        if self.shared is None or self.shared == self.instances:
+            return n
+        return (f"{self.instances} repeat{'s' * (self.instances != 1)} of {self.shared} "
+                f"instance{'s' * (self.shared != 1)}")
+
     def why_open(self) -> str:
         """Why it is not decided yet, for a progress line."""
-        n = f"{self.instances} instance{'s' * (self.instances != 1)}"
+        n = self.count()
         if math.isnan(self.low) or math.isinf(self.high):
             return f"{n}: too few for a finite anytime-valid interval"
         return (f"{self.ratio:.3g}x after {n}: its anytime-valid 95% interval {self.bounds()} "
@@ -106,9 +120,7 @@ def decide(values, margin: float = MARGIN, alpha: float = ALPHA, g: float = G) -
     values = np.asarray(values, dtype=float)
     n = values.size
     if n and not np.isfinite(values).all():
-        return Verdict(NONE, math.nan, math.nan, math.nan, n, margin,
-                       "a failure on some instance (the sequential test needs finite times; "
-                       "the fixed design's interval of a median stands)")
+        return _with_misses(values, margin, alpha, g)
     if n < 2:
         return Verdict(NONE, math.exp(values.mean()) if n else math.nan, math.nan, math.nan,
                        n, margin, "fewer than 2 instances")
@@ -120,6 +132,40 @@ def decide(values, margin: float = MARGIN, alpha: float = ALPHA, g: float = G) -
     kind = MORE if low > 0 else LESS if high < 0 else \
         EQUIVALENT if -edge < low and high < edge else NONE
     return Verdict(kind, math.exp(mean), math.exp(low), math.exp(high), n, margin)
+
+
+FAILED = ("a failure on some instance (the sequential test needs finite times; the fixed "
+          "design's interval of a median stands)")
+
+
+def _missed_by(values: np.ndarray) -> float:
+    """+1 where only A missed the target (its values +inf), -1 where only B did, else NaN (both
+    sides missed somewhere, or both on one instance)."""
+    missing = values[~np.isfinite(values)]
+    signs = set(np.sign(missing[~np.isnan(missing)]))
+    return signs.pop() if len(signs) == 1 and not np.isnan(missing).any() else math.nan
+
+
+def _with_misses(values: np.ndarray, margin: float, alpha: float, g: float) -> Verdict:
+    """A miss by the side the finite values already find slower only makes it slower: the
+    verdict the finite values reach stands (no finite time can exceed a miss), said with the
+    misses; a miss by the faster side, or by both, leaves it open, as before."""
+    n, side = values.size, _missed_by(values)
+    finite = values[np.isfinite(values)]
+    found = decide(finite, margin, alpha, g) if not np.isnan(side) else None
+    if found is not None and found.kind == (MORE if side > 0 else LESS):
+        return Verdict(found.kind, found.ratio, found.low, math.inf if side > 0 else 0.0, n,
+                       margin, missed=n - finite.size)
+    return Verdict(NONE, math.nan, math.nan, math.nan, n, margin, FAILED)
+
+
+def leans_to_misses(values) -> bool:
+    """Whether more instances may still decide a comparison with misses: every miss by one side,
+    the side the finite values find slower so far (study.sweep.adaptive goes on with it)."""
+    values = np.asarray(values, dtype=float)
+    finite = values[np.isfinite(values)]
+    side = _missed_by(values)
+    return finite.size > 0 and not np.isnan(side) and np.sign(finite.mean()) == side
 
 
 # Below this many values the projection (`instances_needed`) is not trusted: a look that early
@@ -161,6 +207,8 @@ def needed(values, margin: float = MARGIN) -> float | None:
     """The instances a verdict would take (`projected`) from the log ratios seen; None where it
     is too early to tell (fewer than PROJECT_FROM, or a failure among them)."""
     values = np.asarray(values, dtype=float)
+    if not np.isfinite(values).all() and leans_to_misses(values):
+        values = values[np.isfinite(values)]  # a verdict is the finite values' (`decide`)
     if values.size < PROJECT_FROM or not np.isfinite(values).all():
         return None
     return float(projected(values.mean(), values.std(ddof=1), values.size, margin))

@@ -297,7 +297,8 @@ name = "keras:Muon"
 name = "tensorflow"
 dtype = ["float64", "float32"]
 """)
-    assert main(["run", str(config), "--out", str(tmp_path / "r"), "--quiet"]) == 1
+    assert main(["run", str(config), "--out", str(tmp_path / "r"), "--quiet",
+                 "--no-adaptive"]) == 1
     rows = pd.read_parquet(tmp_path / "r" / "runs.parquet").set_index("dtype")
     assert rows.loc["float64", "status"] == "failed"
     assert rows.loc["float64", "message"].startswith("keras:Muon failed inside Keras's update")

@@ -96,13 +96,13 @@ def test_an_answer_ends_with_its_verdict_and_why_it_stopped():
     a = pd.DataFrame({"run_id": [f"a{i}" for i in range(9)], "seed": range(9),
                       "t": 1.3 * np.exp(rng.normal(0, 0.02, 9))})
     b = a.assign(run_id=[f"b{i}" for i in range(9)], t=1.0)
-    decided = Conclusion("q", "Q?", "A took 1.3x the time of B.", compare(a, b, [], "t"),
-                         "more time", True, "e", answer=True)
+    decided = Conclusion("q", "Q?", "A took 1.3x the time of B.",
+                         compare(a, b, ["seed"], "t"), "more time", True, "e", answer=True)
     said = with_verdict(decided)
     assert said.verdict.kind == MORE
     assert said.sentence.endswith("Verdict: slower, decided after 9 instances (anytime-valid "
                                   f"95% interval {said.verdict.bounds()}).")
-    few = replace_comparison(decided, compare(a[:3], b[:3], [], "t"))
+    few = replace_comparison(decided, compare(a[:3], b[:3], ["seed"], "t"))
     stopped = with_verdict(few, stopped={"q": "the time budget of the extra runs (30 s)"})
     assert "Verdict: no verdict after 3 instances: the time budget of the extra runs (30 s)." \
         in stopped.sentence

@@ -354,7 +354,7 @@ def test_undecided_answers_get_instances_until_decided_and_only_theirs(tmp_path,
     assert seeds["c"] == [0, 1, 2] and seeds["a"] == seeds["b"] == [0, 1, 2, 3, 4]
     assert sum(statuses.values()) == 13
     said = capsys.readouterr().out
-    assert "refining a-over-b: 3 instances: too few for a finite" in said
+    assert "refining a-over-b: 3 repeats of 1 instance: too few for a finite" in said
     assert json.loads((out / "adaptive.json").read_text())["stopped"] == {}
     assert run_study(load_study(path), out, quiet=True, adaptive=True) == Counter()  # resumed
 
@@ -385,8 +385,8 @@ def test_an_undecided_answer_stops_at_the_cap_and_says_so(tmp_path, probe, monke
 
 @pytest.mark.parametrize("table, words", [
     ("margin = 1.5", "margin: must be a number in (0, 1)"),
-    ("max_instances = 1", "max_instances: must be an integer >= 2"),
-    ("batch = true", "batch: must be an integer >= 1"),
+    ("max_instances = 1", "max_instances: must be an integer from 2 to 1000"),
+    ("batch = true", "batch: must be an integer from 1 to 100"),
     ("time_budget = -3", "time_budget: must be a number of seconds > 0"),
     ("seeds = 4", "unknown key of [adaptive] 'seeds'"),
 ])

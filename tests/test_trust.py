@@ -38,7 +38,8 @@ def sweep(tmp_path, capsys, optimizer: str, *extra) -> tuple[int, str]:
     config = tmp_path / f"{optimizer}.toml"
     config.write_text(TABULAR.format(path=tmp_path / "data.csv", optimizer=optimizer))
     capsys.readouterr()
-    code = main(["run", str(config), "--out", str(tmp_path / "results"), "--quiet", *extra])
+    code = main(["run", str(config), "--out", str(tmp_path / "results"), "--quiet",
+                 "--no-adaptive", *extra])
     return code, capsys.readouterr().out
 
 
@@ -74,7 +75,8 @@ def two_folders(tmp_path, capsys):
                      .replace('name = "tabular"', 'name = "synthetic-logistic"\nn = 300')
                      .replace(f'path = "{tmp_path / "data.csv"}"\nfeatures = ["a", "b"]\n'
                               'labels = ["y"]\n', ""))
-    assert main(["run", str(logit), "--out", str(tmp_path / "logit"), "--quiet"]) == 0
+    assert main(["run", str(logit), "--out", str(tmp_path / "logit"), "--quiet",
+                 "--no-adaptive"]) == 0
     capsys.readouterr()
     return tmp_path / "results", tmp_path / "logit"
 
@@ -138,7 +140,7 @@ def test_two_versions_of_the_data_kept_with_keep_stale_are_refused(tmp_path, cap
     config = tmp_path / "lbfgs.toml"
     config.write_text(config.read_text() + '[[optimizers]]\nname = "gd"\n')
     assert main(["run", str(config), "--out", str(tmp_path / "results"), "--quiet",
-                 "--keep-stale"]) == 0
+                 "--keep-stale", "--no-adaptive"]) == 0
     capsys.readouterr()
     assert main(["summarize", str(tmp_path / "results")]) == 2
     assert "mixes rows measured by two versions of " + str(tmp_path / "data.csv") in \

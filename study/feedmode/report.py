@@ -21,8 +21,10 @@ from study.feedmode.model import IMAGE, MODES, modes_of
 from study.paired import compare
 from study.report.blocks import Block, fmt_seconds
 
-# What a comparison of two modes holds fixed; the repeats are measurements of it.
-INSTANCE_COLUMNS = ["n", "dtype", "seed", "device"]
+# What a comparison of two modes holds fixed (the rest of their configuration: a mode's runs
+# with another number of calls are another configuration, never its repeats); the repeats are
+# measurements of it.
+INSTANCE_COLUMNS = ["n", "dtype", "seed", "device", "calls", "check_n"]
 
 
 def _feed_rows(runs, mode, dtype, n, grappler="default"):

@@ -61,7 +61,9 @@ RUN_COLUMNS = Schema("runs", (
     Column("check_max_abs_error", "float", "largest error against the NumPy reference"),
     Column("check_tolerance", "float", "the tolerance of that check"),
     Column("check_ok", "bool", "the check passed"),
-), required=("mode",))
+), required=("mode",),
+   axes=("mode", "framework", "api", "feed", "model", "xla", "grappler", "dtype", "n", "device",
+         "calls", "seed", "check_n", "repeat"))
 
 SCHEMA = ENGINE + RUN_COLUMNS
 

@@ -21,8 +21,8 @@ from study.figures import FAILED_MARKER, legend_outside, log_axis, panel_title, 
 from study.paired import common_instances
 from study.regression import prediction, style
 from study.regression.headline import best_choices, figure_headline
-from study.regression.labels import label_runs, with_instances
-from study.regression.summary import CONFIG_COLUMNS, DATA_COLUMNS, INSTANCE_COLUMNS, time_to_target
+from study.regression.labels import label_runs, with_instances, with_keys
+from study.regression.summary import DATA_COLUMNS, INSTANCE_COLUMNS, time_to_target
 from study.sweep.tuning import measured_runs
 
 READ_PASS_LABEL = "one read pass over X"
@@ -544,9 +544,8 @@ def _tol(runs: pd.DataFrame) -> float | None:
 def paired_rows(runs: pd.DataFrame) -> pd.DataFrame:
     """Within each data set, only the draws (seed, init) that every configuration ran, so that
     medians drawn side by side describe the same instances."""
-    config = [c for c in CONFIG_COLUMNS if c in runs]
-    runs = with_instances(runs)
-    parts = [common_instances(part, config, INSTANCE_COLUMNS)
+    runs = with_keys(with_instances(runs))
+    parts = [common_instances(part, ["config_key"], INSTANCE_COLUMNS)
              for _, part in runs.groupby(DATA_COLUMNS, dropna=False, sort=False)]
     return pd.concat(parts) if parts else runs
 

@@ -10,6 +10,7 @@ import pandas as pd
 
 from optimizers.backends.registry import BACKENDS
 from study.names import short_name
+from study.sweep.grid import distinct_labels
 
 
 def method_label(row) -> str:
@@ -124,6 +125,16 @@ def with_instances(runs: pd.DataFrame) -> pd.DataFrame:
     return runs.assign(instance_seed=runs["seed"].where(seed_matters(runs), -1))
 
 
+def with_keys(runs: pd.DataFrame) -> pd.DataFrame:
+    """`config_key`: each run's configuration, from its spec (study.sweep.grid.configurations)."""
+    from study.sweep.grid import configurations
+    from study.sweep.plugin import load_kind
+
+    if "config_key" in runs:
+        return runs
+    return runs.assign(config_key=configurations(runs, load_kind("regression")))
+
+
 def label_runs(runs: pd.DataFrame) -> pd.DataFrame:
     """Add the label columns every figure groups by."""
     runs = runs.copy()
@@ -133,14 +144,17 @@ def label_runs(runs: pd.DataFrame) -> pd.DataFrame:
     if runs.empty:
         return runs.assign(method=pd.Series(dtype=str), engine=pd.Series(dtype=str),
                            config=pd.Series(dtype=str), data=pd.Series(dtype=str),
-                           algorithm=pd.Series(dtype=str), instance_seed=pd.Series(dtype=float))
+                           algorithm=pd.Series(dtype=str), instance_seed=pd.Series(dtype=float),
+                           config_key=pd.Series(dtype=str))
     runs = with_instances(runs)
     runs["method"] = runs.apply(method_label, axis=1)
     runs["algorithm"] = runs.apply(algorithm_label, axis=1)
     runs["engine"] = runs.apply(engine_label, axis=1)
-    runs["config"] = runs["method"] + " " + runs["engine"] + " " + runs["dtype"]
     runs["data"] = runs.apply(dataset_label, axis=1)
     shared = runs.groupby("data")["dataset_params"].transform(lambda p: p.nunique() > 1)
     if shared.any():  # one file read with other columns: the short name would merge them
         runs.loc[shared, "data"] = runs[shared].apply(full_dataset_label, axis=1)
+    runs = with_keys(runs)  # one label per configuration on a data set (what else differs)
+    runs["config"] = distinct_labels(runs["method"] + " " + runs["engine"] + " " + runs["dtype"],
+                                     runs["config_key"], runs["data"])
     return runs

@@ -129,7 +129,11 @@ RUN_COLUMNS = Schema("runs", (
     Column("optax_version", "str", "optax-lbfgs: the optax version that ran it"),
 ), families=("data_", "hp_", "stop_", "option_"),
    required=("dataset", "dataset_params", "optimizer", "hyperparameters", "backend", "dtype",
-             "seed"))
+             "seed"),
+   axes=("study", "dataset", "dataset_params", "data_", "optimizer", "hyperparameters", "hp_",
+         "backend", "device", "feed", "xla", "formulation", "option_", "dtype", "init", "seed",
+         "repeat", "stopping", "stop_", "tuning", "tuned_value", "tuning_grid", "tuning_seed",
+         "tuning_holdout", "tuning_stopping", "tuning_criterion"))
 
 SCHEMA = ENGINE + RUN_COLUMNS
 

@@ -14,10 +14,12 @@ import numpy as np
 import pandas as pd
 
 from study.paired import compare, typical
-from study.regression.labels import label_runs, with_instances
+from study.regression.labels import label_runs, with_instances, with_keys
 from study.sweep.tuning import measured_runs
 
 ALARMS = {"reference-error": "reference_errors", "uncertifiable": "uncertifiable"}
+# what a summary row shows of its configuration; runs are grouped by their spec's whole
+# configuration (`config_key`, study.sweep.grid.configurations)
 CONFIG_COLUMNS = ("dataset", "dataset_params", "optimizer", "hyperparameters", "tuning",
                   "backend", "device", "feed", "xla", "formulation", "dtype", "init", "stopping")
 DATA_COLUMNS = ["dataset", "dataset_params"]
@@ -55,14 +57,15 @@ def summarize(runs) -> pd.DataFrame:
     runs["time_to_target"] = time_to_target(runs)
     runs["total_to_target"] = time_to_target(
         runs.assign(total=runs["seconds"] + runs["setup_seconds"]), "total")
-    keys = [c for c in CONFIG_COLUMNS if c in runs]
+    runs = with_keys(runs)
+    shown = [c for c in CONFIG_COLUMNS if c in runs]
     rows, groups = [], []
-    for key, group in runs.groupby(keys, dropna=False, sort=True):
+    for key, group in runs.groupby("config_key", sort=True):
         groups.append(group)
         center = typical(group, INSTANCE_COLUMNS, "time_to_target")
         ok = converged(group)
         rows.append({
-            **dict(zip(keys, key if isinstance(key, tuple) else (key,), strict=True)),
+            **group[shown].head(1).to_dict("records")[0], "config_key": key,
             "runs": len(group),
             "success_rate": float(ok.mean()),
             "median_seconds": float(np.median(group["time_to_target"])),

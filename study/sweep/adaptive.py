@@ -30,9 +30,9 @@ import math
 import time
 from dataclasses import replace
 
-from study.conclusions import ADAPTIVE_STATE
+from study.conclusions import ADAPTIVE_STATE, sequential_verdict
 from study.output import write_text_atomic
-from study.sequential import decide, needed
+from study.sequential import leans_to_misses, needed
 from study.sweep.grid import Adaptive, configuration, resolved
 
 
@@ -60,12 +60,20 @@ def extra_values(specs, count: int) -> list[int]:
     return out
 
 
-def with_candidates(study):
-    """The study with every instance the loop may add (each spec at each extra value): the
-    grid its tables are assembled from, so that added rows are ordinary rows of it."""
-    limit = settings(study).max_instances
+def with_candidates(study, runs=None, more: int = 0):
+    """The study with the instances the loop may have added, as ordinary specs of its grid (what
+    its tables are assembled from): each spec at each extra value some row of `runs` holds, and
+    at the next `more` extra values. Built from what ran and one batch, never from the whole
+    cap: a cap of 2**63 once built candidates for minutes, at 4 GB, deaf to Ctrl-C."""
     axis = replicate_axis(study.specs)
-    values = extra_values(study.specs, limit)
+    held = set(runs[axis].dropna()) if runs is not None and axis in runs else set()
+    values, fresh = [], 0
+    for value in extra_values(study.specs, settings(study).max_instances):
+        if value in held:
+            values.append(value)
+        elif fresh < more:
+            values.append(value)
+            fresh += 1
     listed = {s.run_id for s in study.specs}
     extra = {}  # each configuration's planned replicates give the same added spec: once each
     for spec in study.specs:
@@ -96,10 +104,6 @@ def refine(study, folder, plugin, table, measure, *, enabled: bool = True, say=p
     answers'). Returns (and writes to adaptive.json) why each undecided comparison stopped."""
     questions = questions or answer_comparisons
     cfg = settings(study)
-    grid = with_candidates(study)
-    by_config: dict[str, list] = {}
-    for spec in grid.specs:
-        by_config.setdefault(configuration(spec), []).append(spec)
     axis = replicate_axis(study.specs)
     start = time.monotonic()
     stopped: dict[str, str] = {}
@@ -108,9 +112,13 @@ def refine(study, folder, plugin, table, measure, *, enabled: bool = True, say=p
         looked = time.monotonic()
         runs = table()
         rows = {r["run_id"]: r for r in runs.to_dict("records")}
+        grid = with_candidates(study, runs, cfg.batch)  # what ran, and the next batch
+        by_config: dict[str, list] = {}
+        for spec in grid.specs:
+            by_config.setdefault(configuration(spec), []).append(spec)
         base = _base_specs(plugin, grid.specs, rows)
 
-        def have(config, rows=rows):  # the replicates of a configuration that have a row
+        def have(config, rows=rows, by_config=by_config):  # its replicates that have a row
             ready, _ = resolved(plugin, by_config[config], rows)
             return {getattr(s, axis) for s in ready if s.run_id in rows}
 
@@ -122,7 +130,7 @@ def refine(study, folder, plugin, table, measure, *, enabled: bool = True, say=p
                 f"rows ({type(exc).__name__}: {exc})")
             found = []
         for id, c in found:
-            verdict = decide(c.units, cfg.margin)
+            verdict = sequential_verdict(c, cfg.margin)
             if verdict.decided:
                 stopped.pop(id, None)
                 continue
@@ -131,8 +139,9 @@ def refine(study, folder, plugin, table, measure, *, enabled: bool = True, say=p
             if c.busy:
                 stopped[id] = ("measured on a busy machine (more instances would not remove "
                                "the load; `--remeasure-noisy` measures its runs again)")
-            elif not all(math.isfinite(u) for u in c.units):
-                stopped[id] = "a failure on some instance (more instances cannot remove it)"
+            elif not all(math.isfinite(u) for u in c.units) and not leans_to_misses(c.units):
+                stopped[id] = ("a failure on some instance by the side not found slower (more "
+                               "instances cannot remove it)")
             elif not enabled:
                 stopped[id] = "the fixed design (--no-adaptive)"
             elif not configs or min(counts) >= cfg.max_instances:
@@ -161,7 +170,7 @@ def refine(study, folder, plugin, table, measure, *, enabled: bool = True, say=p
         now = time.monotonic()
         left = cfg.time_budget - (now - start) - (now - looked)
 
-        def next_instances(configs, taken=frozenset(), have=have):
+        def next_instances(configs, taken=frozenset(), have=have, by_config=by_config):
             added = []
             for config in sorted(configs - taken):
                 done = have(config)

@@ -14,6 +14,7 @@ it from their rows.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import math
@@ -68,6 +69,13 @@ class Adaptive:
     time_budget: float = 15.0
 
 
+# [adaptive]'s largest values: the sequential verdict's projection looks no further than 1000
+# instances (study.sequential.instances_needed), and a batch is that many runs per
+# configuration at each look
+MAX_INSTANCES = 1000
+MAX_BATCH = 100
+
+
 def parse_adaptive(table, source: str) -> Adaptive:
     """The [adaptive] table, checked (a one-line error naming the key)."""
     if table is None:
@@ -79,11 +87,11 @@ def parse_adaptive(table, source: str) -> Adaptive:
     if not positive_number(margin) or margin >= 1:
         raise ConfigError(f"{source}: adaptive: margin: must be a number in (0, 1), e.g. 0.1 "
                           f"for +-10%, got {margin!r}")
-    for key, least in (("max_instances", 2), ("batch", 1)):
+    for key, least, most in (("max_instances", 2, MAX_INSTANCES), ("batch", 1, MAX_BATCH)):
         value = table.get(key, getattr(Adaptive, key))
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            raise ConfigError(f"{source}: adaptive: {key}: must be an integer >= {least}, "
-                              f"got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= most:
+            raise ConfigError(f"{source}: adaptive: {key}: must be an integer from {least} to "
+                              f"{most}, got {value!r}")
     budget = table.get("time_budget", Adaptive.time_budget)
     if not positive_number(budget):
         raise ConfigError(f"{source}: adaptive: time_budget: must be a number of seconds > 0, "
@@ -204,10 +212,90 @@ def parse_study(raw: dict, source: str) -> Study:
                  ends, adaptive)
 
 
+REPLICATE_AXES = ("seed", "repeat")
+
+
 def configuration(spec) -> str:
     """What a spec is apart from its seed and repeat: the runs of one configuration."""
-    axes = {k: v for k, v in spec.axes().items() if k not in ("seed", "repeat")}
-    return json.dumps(axes, sort_keys=True, default=str)
+    return _key(spec.axes())
+
+
+def _key(axes: dict) -> str:
+    return json.dumps({k: v for k, v in axes.items() if k not in REPLICATE_AXES},
+                      sort_keys=True, default=str)
+
+
+@functools.lru_cache(maxsize=65536)
+def _configuration_of(spec_from_json, text: str) -> str | None:
+    try:
+        return configuration(spec_from_json(text))
+    except (TypeError, ValueError, KeyError, AttributeError):  # a spec of older code
+        return None
+
+
+def configurations(runs, plugin):
+    """Each row's configuration (`configuration` of its spec: every axis and every optimizer
+    parameter, not seed or repeat), the one key summaries, reports, figures, compare and the
+    adaptive loop group runs by, so that two configurations are never pooled into one. A row
+    without a readable spec (a table made by hand) by the axis columns its schema declares."""
+    import pandas as pd
+
+    from study.sweep.schema import _missing
+
+    axes = plugin.SCHEMA.axes
+    columns = [c for c in runs.columns if c in axes or c.startswith(tuple(
+        a for a in axes if a.endswith("_")))]
+
+    if runs.empty:
+        return pd.Series(dtype=object, index=runs.index)
+    specs = runs["spec"].to_numpy(object) if "spec" in runs else [None] * len(runs)
+    keys = [_configuration_of(plugin.spec_from_json, text) if isinstance(text, str) else None
+            for text in specs]
+    if any(key is None for key in keys):
+        rows = runs[columns].to_dict("records")
+        keys = [key or _key({c: None if _missing(v) else v for c, v in row.items()})
+                for key, row in zip(keys, rows, strict=True)]
+    return pd.Series(keys, index=runs.index, dtype=object)
+
+
+# a family's JSON column, said by its flat columns where they differ
+_FLAT = {"hyperparameters": "hp_", "stopping": "stop_", "dataset_params": "data_",
+         "data_params": "data_"}
+
+
+def distinct_labels(labels, keys, scope=None):
+    """Labels (a Series), one per configuration (`keys`, from `configurations`): where one label
+    names several configurations (within one `scope`, e.g. a data set), each gets the axes that
+    tell them apart ('optax:adamw on jax (batch 32) [learning_rate=0.005]'), so that no table,
+    figure or sentence pools two configurations under one name."""
+    import pandas as pd
+
+    scope = [""] * len(labels) if scope is None else scope
+    found: dict = {}
+    for where, label, key in zip(scope, labels, keys, strict=True):
+        found.setdefault((where, label), set()).add(key)
+    suffix = {}
+    for (where, label), group in found.items():
+        if len(group) < 2:
+            continue
+        axes = {key: json.loads(key) for key in group}
+        names = set().union(*axes.values())
+        differ = sorted(n for n in names
+                        if len({json.dumps(a.get(n), default=str) for a in axes.values()}) > 1)
+        differ = [n for n in differ
+                  if not (n in _FLAT and any(d.startswith(_FLAT[n]) for d in differ))]
+        for key, values in axes.items():
+            shown = ", ".join(f"{_bare(n)}={values.get(n)}" for n in differ)
+            suffix[(where, label, key)] = f" [{shown}]"
+    return pd.Series([label + suffix.get((where, label, key), "")
+                      for where, label, key in zip(scope, labels, keys, strict=True)],
+                     index=labels.index, dtype=object)
+
+
+def _bare(axis: str) -> str:
+    """hp_step -> step: a parameter by its own name."""
+    flat = axis not in _FLAT and axis.startswith(tuple(_FLAT.values()) + ("option_",))
+    return axis.split("_", 1)[1] if flat else axis
 
 
 def default_memory_budget_gb() -> float:

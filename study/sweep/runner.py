@@ -273,7 +273,7 @@ def assemble(study: Study, folder: ResultsFolder) -> pd.DataFrame:
 def grid_rows(study: Study, folder: ResultsFolder) -> pd.DataFrame:
     """The rows `assemble` writes, without writing them (what the adaptive loop looks at)."""
     existing = folder.scan(report=lambda line: print(line, file=sys.stderr))
-    specs, _ = resolved(load_kind(study.kind), with_candidates(study).specs, existing)
+    specs, _ = resolved(load_kind(study.kind), with_candidates(study, existing).specs, existing)
     grid_order = {s.run_id: i for i, s in enumerate(specs)}
     runs = existing[existing["run_id"].isin(grid_order)]
     runs = runs.iloc[runs["run_id"].map(grid_order).argsort()].reset_index(drop=True)
@@ -384,7 +384,8 @@ def execute(study: Study, args) -> int:
     runs_path = os.path.join(out, "runs.parquet")
     if os.path.exists(runs_path):
         runs = pd.read_parquet(runs_path)
-        ran, _ = resolved(plugin, with_candidates(replace(study, specs=tuple(specs))).specs,
+        ran, _ = resolved(plugin, with_candidates(replace(study, specs=tuple(specs)),
+                                                  runs).specs,
                           runs)  # the instances the adaptive loop added too
         print(plugin.summary(runs[runs["run_id"].isin({s.run_id for s in ran})]))
     done = ", ".join(f"{k}={v}" for k, v in sorted(statuses.items())) or "nothing to do"

@@ -45,6 +45,9 @@ class Schema:
     columns: tuple[Column, ...]
     families: tuple[str, ...] = ()
     required: tuple[str, ...] = ("run_id",)
+    # the spec's axes among the columns (a name ending in "_": a family), what a row without a
+    # readable spec is grouped by (study.sweep.grid.configurations)
+    axes: tuple[str, ...] = ()
 
     def __add__(self, other: Schema) -> Schema:
         names = {c.name for c in self.columns}
@@ -53,7 +56,8 @@ class Schema:
             raise ValueError(f"schema {other.name}: columns {clash} are already declared")
         return Schema(other.name, self.columns + other.columns,
                       tuple(dict.fromkeys(self.families + other.families)),
-                      tuple(dict.fromkeys(self.required + other.required)))
+                      tuple(dict.fromkeys(self.required + other.required)),
+                      tuple(dict.fromkeys(self.axes + other.axes)))
 
     @property
     def names(self) -> tuple[str, ...]:

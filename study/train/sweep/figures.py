@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from study.figures import legend_outside, log_axis, save
-from study.train.sweep.summary import measured, summarize
+from study.train.sweep.summary import keyed, measured, summarize
 
 PLAIN = ("-", "o")  # a framework whose adapter is not registered here (results drawn elsewhere)
 
@@ -65,7 +65,7 @@ def figure_headline(runs: pd.DataFrame):
 
 
 def figure_convergence(runs: pd.DataFrame, traces: pd.DataFrame):
-    ok = measured(runs)
+    ok = keyed(measured(runs))
     ok = ok[ok["seed"] == ok["seed"].min()]
     problems = sorted({(m, d) for m, d in zip(ok["model"], ok["data"], strict=True)})
     fig, axes = plt.subplots(1, len(problems) or 1, figsize=(6.5 * max(len(problems), 1), 4.2),
@@ -82,7 +82,7 @@ def figure_convergence(runs: pd.DataFrame, traces: pd.DataFrame):
             line, marker = style(row["backend"])
             ax.plot(trace["seconds"], trace[column], linestyle=line,
                     color=colour, lw=1.3, marker=marker, ms=3,
-                    label=f"{row['optimizer']} ({row['backend']})")
+                    label=row["configuration"])
         target = pd.to_numeric(part["target_value"]).dropna()
         if len(target):
             ax.axhline(target.median(), color="black", ls="--", lw=0.8, label="target")

@@ -13,9 +13,8 @@ import pandas as pd
 from study.paired import compare
 from study.report.blocks import Block, fmt_seconds
 from study.train.sweep.summary import (
-    CONFIG,
     INSTANCE,
-    label,
+    keyed,
     measured,
     overhead,
     summarize,
@@ -26,15 +25,13 @@ QUESTION = "Train: which optimizer and framework train this model to this target
 
 
 def _config_rows(runs: pd.DataFrame, row) -> pd.DataFrame:
-    keep = np.ones(len(runs), dtype=bool)
-    for column in CONFIG:
-        keep &= (runs[column] == row[column]).to_numpy()
-    return runs[keep]
+    """The runs of a summary row's configuration (its spec's, every parameter included)."""
+    return runs[runs["config_key"] == row["config_key"]]
 
 
 def problem_sentences(runs: pd.DataFrame) -> list[tuple[str, str, object, bool]]:
     """(problem, sentence, comparison, firm) per model and data set."""
-    runs = with_time(measured(runs))
+    runs = keyed(with_time(measured(runs)))
     table = summarize(runs)
     out = []
     for (model, data), part in table.groupby(["model", "data"], sort=True):
@@ -93,7 +90,7 @@ def _target_text(runs, model, data) -> str:
 def lbfgs_sentences(runs: pd.DataFrame) -> list[str]:
     """Per problem and framework: our L-BFGS (full batch) against the fastest library optimizer
     (keras:, or torch:/optax: for a native model)."""
-    runs = with_time(measured(runs))
+    runs = keyed(with_time(measured(runs)))
     table = summarize(runs)
     out = []
     for (model, data, backend), part in table.groupby(["model", "data", "backend"], sort=True):
@@ -110,7 +107,7 @@ def lbfgs_sentences(runs: pd.DataFrame) -> list[str]:
 
 def overhead_sentences(runs: pd.DataFrame) -> list[str]:
     table = overhead(runs)
-    return [f"{r['model']} on {r['data']}, {label(r)}: our loop takes "
+    return [f"{r['model']} on {r['data']}, {r['configuration']}: our loop takes "
             f"{r['loop_ms_per_step']:.3g} ms per step, model.fit {r['fit_ms_per_step']:.3g} ms "
             f"(ratio {r['loop_over_fit']:.3g})" for r in table.to_dict("records")]
 

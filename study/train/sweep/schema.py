@@ -96,7 +96,12 @@ RUN_COLUMNS = Schema("runs", (
                                        "framework's adapter's LIBRARY) or ours (lbfgs)"),
     Column("optimizer_config", "str", "a native library's optimizer's settings as JSON"),
     *(column for native in native_adapters() for column in native.COLUMNS),
-), families=("hp_", "stop_"), required=("model", "optimizer", "backend", "seed"))
+), families=("hp_", "stop_"), required=("model", "optimizer", "backend", "seed"),
+   axes=("study", "model", "data", "data_params", "loss", "metric", "optimizer",
+         "hyperparameters", "hp_", "backend", "device", "batch_size", "eval_every",
+         "target_metric", "target_mode", "target_how", "seed", "repeat", "loop", "initial",
+         "stopping", "stop_", "tuning", "tuned_value", "tuning_grid", "tuning_seed",
+         "tuning_stopping", "tuning_criterion"))
 
 SCHEMA = ENGINE + RUN_COLUMNS
 

@@ -19,7 +19,9 @@ from study.names import short_names
 from study.paired import compare, typical
 
 INSTANCE = ["model", "data_params", "seed"]  # weights, order and split: the same instance
-CONFIG = ["model", "data", "data_params", "optimizer", "backend", "device", "batch_size"]
+# what a summary row shows of its configuration; runs are grouped by their spec's whole
+# configuration (`keyed`), every optimizer parameter included
+SHOWN = ["model", "data", "data_params", "optimizer", "backend", "device", "batch_size"]
 LEFT_OUT = ("skipped",)
 
 
@@ -66,19 +68,42 @@ def label(row) -> str:
     return f"{row['optimizer']} on {row['backend']}{device} (batch {size})"
 
 
+def keyed(runs: pd.DataFrame) -> pd.DataFrame:
+    """`config_key`, the run's configuration (study.sweep.grid.configurations), and
+    `configuration`, its label, one per configuration within a problem (a learning rate that
+    differs is said: 'optax:adamw on jax (batch 32) [learning_rate=0.005]')."""
+    from study.sweep.grid import configurations, distinct_labels
+    from study.sweep.plugin import load_kind
+
+    if "config_key" in runs:
+        return runs
+    keys = configurations(runs, load_kind("train"))
+    labels = runs.apply(label, axis=1) if len(runs) else pd.Series(dtype=object)
+    problem = runs["model"].astype(str) + " on " + runs["data"].astype(str)
+    return runs.assign(config_key=keys, configuration=distinct_labels(labels, keys, problem))
+
+
+def configurations_of(runs: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """(key, rows) per configuration, in the order of their shown columns and label."""
+    groups = list(runs.groupby("config_key", sort=False))
+    return sorted(groups, key=lambda g: (tuple(map(str, g[1][SHOWN].iloc[0])),
+                                         g[1]["configuration"].iloc[0]))
+
+
 def summarize(runs: pd.DataFrame) -> pd.DataFrame:
-    runs = with_time(measured(runs))
+    runs = keyed(with_time(measured(runs)))
     out = []
-    for keys, group in runs.groupby(CONFIG, sort=True):
+    for key, group in configurations_of(runs):
         found = typical(group, INSTANCE, "to_target")
-        config = dict(zip(CONFIG, keys, strict=True))
+        config = group[SHOWN].head(1).to_dict("records")[0]
         problem = runs[(runs["model"] == config["model"]) & (runs["data"] == config["data"])]
         best = fastest(problem)
         paired = None
-        if best is not None and best != keys:
-            other = problem[problem[CONFIG].apply(tuple, axis=1) == best]
-            paired = compare(group, other, INSTANCE, "to_target")
-        out.append({**config, "configuration": label(config), "runs": len(group),
+        if best is not None and best != key:
+            paired = compare(group, problem[problem["config_key"] == best], INSTANCE,
+                             "to_target")
+        out.append({**config, "config_key": key,
+                    "configuration": group["configuration"].iloc[0], "runs": len(group),
                     "reached": int(group["status"].eq("reached").sum()),
                     "to_target": found.value, "low": found.low, "high": found.high,
                     "interval": found.method,
@@ -92,34 +117,37 @@ def summarize(runs: pd.DataFrame) -> pd.DataFrame:
                     "vs_fastest": None if paired is None else paired.ratio,
                     "vs_low": None if paired is None else paired.low,
                     "vs_high": None if paired is None else paired.high,
-                    "vs_text": ("fastest" if best == keys else "none reached the target")
+                    "vs_text": ("fastest" if best == key else "none reached the target")
                     if paired is None else paired.cell()})
     return pd.DataFrame(out)
 
 
 def fastest(problem: pd.DataFrame, column: str = "to_target"):
-    """The configuration with the smallest typical time to the target on a problem."""
-    best, key = np.inf, None
-    for keys, group in problem.groupby(CONFIG, sort=True):
+    """The configuration (its key) with the smallest typical time to the target on a problem."""
+    best, found = np.inf, None
+    for key, group in configurations_of(keyed(problem)):
         value = typical(group, INSTANCE, column).value
         if value < best:
-            best, key = value, keys
-    return key
+            best, found = value, key
+    return found
 
 
 def overhead(runs: pd.DataFrame) -> pd.DataFrame:
-    """Our loop's seconds per step over model.fit's, per configuration, where both ran."""
-    runs = with_device(named(runs))
+    """Our loop's seconds per step over model.fit's, per configuration, where both ran (a fit
+    run's configuration is its loop's but for `loop`)."""
+    runs = keyed(with_device(named(runs)))
+    steps_key = runs["config_key"].str.replace('"loop": "fit"', '"loop": "steps"', regex=False)
     fit = runs[runs["loop"].astype(object).eq("fit") & runs["status"].eq("completed")]
     out = []
-    for keys, group in fit.groupby(CONFIG, sort=True):
-        mine = runs[(runs[CONFIG].apply(tuple, axis=1) == keys)
+    for _key, group in configurations_of(fit):
+        mine = runs[(steps_key == steps_key[group.index[0]])
                     & runs["loop"].astype(object).eq("steps")]
         if mine.empty:
             continue
         a = pd.to_numeric(mine["seconds_per_step"]).median()
         b = pd.to_numeric(group["seconds_per_step"]).median()
-        out.append({**dict(zip(CONFIG, keys, strict=True)), "loop_ms_per_step": 1e3 * a,
+        out.append({**group[SHOWN].head(1).to_dict("records")[0],
+                    "configuration": mine["configuration"].iloc[0], "loop_ms_per_step": 1e3 * a,
                     "fit_ms_per_step": 1e3 * b, "loop_over_fit": a / b})
     return pd.DataFrame(out)
 
