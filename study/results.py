@@ -40,6 +40,25 @@ class Results:
         drawn beside this one's). Where every run failed, it says so and where their logs are:
         the table is empty, and "run again" alone would repeat the failure."""
         path = self.folder / f"{name}.parquet"
+        try:
+            table = read_table(path, self.plugin.SIDE_TABLES[name],
+                               recover=recovery(self.folder))
+        except InputError:
+            self.all_failed(name)
+            raise
+        if table.empty:
+            self.all_failed(name)
+        check_times(table, path, recovery(self.folder))
+        foreign = set(table["run_id"].dropna()) - set(self.runs["run_id"])
+        if foreign:
+            raise InputError(f"'{path}' holds {len(foreign)} runs that '{self.folder}/"
+                             f"runs.parquet' does not (e.g. {sorted(foreign)[0]}): the two "
+                             f"tables do not belong together; {recovery(self.folder)}")
+        return table
+
+    def all_failed(self, name: str) -> None:
+        """Where every run failed (a timeout too, with no rows to draw), say so and where
+        their logs are: "run again" alone would repeat the failure."""
         statuses = self.runs["status"]
         failed = statuses.isin({*self.plugin.FAILED_STATUSES, *ENGINE_FAILURES})
         if failed.any() and (failed | (statuses == "skipped")).all():
@@ -48,14 +67,6 @@ class Results:
             raise InputError(f"every run in '{self.folder}' {how} ({counts}), so there is no "
                              f"{name} table to read: their logs are in '{self.folder / 'logs'}' "
                              "(<run_id>.log); fix the cause, then run the config again")
-        table = read_table(path, self.plugin.SIDE_TABLES[name], recover=recovery(self.folder))
-        check_times(table, path, recovery(self.folder))
-        foreign = set(table["run_id"].dropna()) - set(self.runs["run_id"])
-        if foreign:
-            raise InputError(f"'{path}' holds {len(foreign)} runs that '{self.folder}/"
-                             f"runs.parquet' does not (e.g. {sorted(foreign)[0]}): the two "
-                             f"tables do not belong together; {recovery(self.folder)}")
-        return table
 
     def provenance(self) -> str:
         """One line naming what the numbers are based on."""

@@ -552,7 +552,9 @@ def paired_rows(runs: pd.DataFrame) -> pd.DataFrame:
 
 def draw(results, figures: Path) -> list[Path]:
     """Every regression figure from a results folder (`study.results.Results`)."""
-    runs, traces = paired_rows(measured_runs(results.runs)), results.table("traces")
+    # labelled once, on every measured run, as the report labels them
+    runs = paired_rows(label_runs(measured_runs(results.runs)))
+    traces = results.table("traces")
     if runs.empty:
         print("no figures: no data set has an instance (seed) that each of its configurations "
               "ran, so nothing is compared side by side", file=sys.stderr)

@@ -135,8 +135,16 @@ def with_keys(runs: pd.DataFrame) -> pd.DataFrame:
     return runs.assign(config_key=configurations(runs, load_kind("regression")))
 
 
+LABELS = ("method", "algorithm", "engine", "data", "config_key", "config")
+
+
 def label_runs(runs: pd.DataFrame) -> pd.DataFrame:
-    """Add the label columns every figure groups by."""
+    """Add the label columns every figure groups by. Rows labelled already keep their labels:
+    a label that tells configurations apart depends on the table it was made in, so a figure
+    labels the whole table once and its subsets carry those labels (relabelling a subset made
+    'gd toy [chunk=1]' plain 'gd toy' where its sibling was filtered out)."""
+    if set(LABELS) <= set(runs.columns):
+        return runs
     runs = runs.copy()
     for column in ("feed", "xla", "device", "formulation", "hyperparameters", "dataset_params"):
         if column not in runs:

@@ -408,7 +408,7 @@ def tuning_blocks(runs: pd.DataFrame) -> list[Block]:
 def logistic_section(results, figures: Path) -> list[Block]:
     """The section of a logistic-regression study: its reference, its line searches' cost, then
     the regression section's findings, figures and tables."""
-    runs = results.runs
+    runs = label_runs(results.runs)  # once: subsets keep these labels
     wall = runs[(runs["status"] != "skipped") & runs["optimizer"].eq("lbfgs")]
     blocks = [Block("h2", "Logistic regression: L-BFGS with a strong-Wolfe line search"),
               Block("p", logistic.reference_sentence(runs[runs["status"] != "skipped"])),
@@ -434,7 +434,7 @@ def section(results, figures: Path) -> list[Block]:
     if logistic.is_logistic(results.runs):  # configs/logistic.toml: not the original question
         return logistic_section(results, figures)
     tuning = tuning_blocks(results.runs)
-    runs = measured_runs(results.runs)
+    runs = label_runs(measured_runs(results.runs))  # once: subsets keep these labels
     summary = _labelled_summary(runs)
     headline = figures / "headline.png"
     study = results.folder.name
