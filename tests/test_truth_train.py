@@ -4,8 +4,17 @@ unreachable targets refused before any clock, randomness in training found by be
 mistakes refused before any run, the report true for every model kind, and native models as the
 upstream tutorials write them."""
 
+import contextlib
+import io
 import math
+import subprocess
+import sys
+from pathlib import Path
 
+import numpy as np
+import pytest
+
+from study.__main__ import main as cli
 from study.train.run.loop import Target, run_loop
 
 
@@ -81,3 +90,40 @@ def test_a_loss_grown_past_1e5_times_its_start_is_diverged_as_in_regression():
                          clock=clock)
     assert record["status"] == "diverged"
     assert Divergence().past(math.nan, 1.0) and not Divergence().past(-5.0, -1.0)
+
+
+# ---- what is trained, and towards what -----------------------------------------------------
+
+SPARSE = "sparse_categorical_crossentropy"
+
+
+def refused(args, words: str, code: int = 2) -> str:
+    """`study train ARGS` (or `study sweep ...`) in this process: one line naming `words`."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        got = cli(args)
+    text = err.getvalue().strip()
+    assert got == code and len(text.splitlines()) == 1 and words in text, text
+    assert "Traceback" not in text
+    return text
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("truth")
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(120, 4)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.int64)
+    np.savez(folder / "ok.npz", x_train=x[:96], y_train=y[:96], x_val=x[96:], y_val=y[96:])
+    return folder
+
+
+@pytest.mark.parametrize("metric, target", [
+    ("mae", "val_mae=-0.5"),
+    ("root_mean_squared_error", "val_root_mean_squared_error=-1"),
+    ("mean_squared_logarithmic_error", "val_mean_squared_logarithmic_error=-0.1"),
+    ("kl_divergence", "val_kl_divergence=-2"),
+])
+def test_a_target_below_an_errors_range_is_refused(data, metric, target):
+    refused(["train", "--model", "digits-cnn", "--data", str(data / "ok.npz"), "--loss", SPARSE,
+             "--metric", metric, "--target", target], "is below 0, which")

@@ -40,6 +40,9 @@ PROBABILITIES, LOG_PROBABILITIES, LOGIT_OUTPUTS = "probabilities", "log-probabil
 HIGHER_IS_BETTER = ("accuracy", "auc", "precision", "recall", "f1", "r2")
 FRACTIONS = ("accuracy", "auc", "precision", "recall")  # metrics in [0, 1], higher is better
 NEGATIVE_LOSSES = ("cosine_similarity",)  # the Keras losses that go below 0
+# words of the Keras metrics that never go below 0 (errors, crossentropies, divergences...)
+NONNEGATIVE = ("error", "mae", "mse", "mape", "msle", "crossentropy", "hinge", "divergence",
+               "kld", "poisson", "cosh")
 
 
 def model_file(model: str) -> Path | None:
@@ -418,6 +421,9 @@ def check_target_value(metric: str, value: float, mode: str, loss: str | None) -
         if not 0 <= value <= 1:
             raise InputError(f"{metric} {value:g} is outside [0, 1], the values {name} takes: "
                              "the run could only time out")
+    elif any(word in name for word in NONNEGATIVE) and value < 0:
+        raise InputError(f"{metric} {value:g} is below 0, which {name} never goes: the run "
+                         "could only time out")
 
 
 def metric_object(name: str, where: str = "metric"):
