@@ -34,6 +34,7 @@ import numpy as np
 from datasets.errors import InputError
 from study.sweep.schema import Column
 from study.train.models.input_rows import input_mismatch
+from study.train.models.model import check_trainable
 from study.train.models.native_load import loaded
 from study.train.models.workload import (
     Submission,
@@ -273,8 +274,7 @@ class JaxWorkload(Workload):
                                                                           jax_ops())
         params, self.apply = split_model(native, seed)
         leaves = jax.tree_util.tree_leaves_with_path(params)
-        if not leaves:
-            raise InputError(f"{self.what} has no trainable parameters")
+        check_trainable(sum(int(np.size(leaf)) for _, leaf in leaves), self.what)
         for path, leaf in leaves:
             if not hasattr(leaf, "shape") or not jnp.issubdtype(jnp.asarray(leaf).dtype,
                                                                 jnp.floating):

@@ -26,7 +26,12 @@ import numpy as np
 from datasets.errors import InputError
 from study.sweep.schema import Column
 from study.train.models.input_rows import input_mismatch
-from study.train.models.model import LOG_PROBABILITIES, LOGIT_OUTPUTS, PROBABILITIES
+from study.train.models.model import (
+    LOG_PROBABILITIES,
+    LOGIT_OUTPUTS,
+    PROBABILITIES,
+    check_trainable,
+)
 from study.train.models.native_load import loaded
 from study.train.models.workload import (
     Submission,
@@ -235,8 +240,7 @@ class TorchWorkload(Workload):
                                                                           torch_ops())
         self.module = native.obj.to(self.device)
         named = [(n, p) for n, p in self.module.named_parameters() if p.requires_grad]
-        if not named:
-            raise InputError(f"{self.what} has no trainable parameters")
+        check_trainable(sum(p.numel() for _, p in named), self.what)
         self.names = [n for n, _ in named]
         self.params = [p for _, p in named]
         if initial is not None:
