@@ -46,6 +46,7 @@ from study.train.models.workload import (
     host_metric,
     initial_arrays,
     integer_labels,
+    loss_failure,
     run_loss,
 )
 
@@ -325,8 +326,8 @@ class JaxWorkload(Workload):
         try:
             value = jax.eval_shape(self.loss_fn, out, y[:2])
         except Exception as exc:
-            raise InputError(f"{self.what}: the loss failed on its outputs: "
-                             f"{describe(exc)}") from None
+            raise loss_failure(self.what, self.loss_fn, out, y[:2], exc,
+                               jax.eval_shape) from None
         if not hasattr(value, "shape"):
             raise InputError(f"{self.what}: the loss returns {type(value).__name__}, not an "
                              "array")

@@ -43,6 +43,7 @@ from study.train.models.workload import (
     host_metric,
     initial_arrays,
     integer_labels,
+    loss_failure,
     run_loss,
 )
 from study.train.run.flat import layout, pieces
@@ -279,8 +280,8 @@ class TorchWorkload(Workload):
         try:
             value = self.loss_fn(out, y[:2])
         except Exception as exc:
-            raise InputError(f"{self.what}: the loss failed on its outputs: "
-                             f"{describe(exc)}") from None
+            raise loss_failure(self.what, self.loss_fn, out, y[:2], exc,
+                               lambda f, a, b: f(a, b)) from None
         if not isinstance(value, torch.Tensor):
             raise InputError(f"{self.what}: the loss returns {type(value).__name__}, not a "
                              "tensor")
