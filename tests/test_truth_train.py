@@ -371,3 +371,46 @@ def test_the_flax_extra_is_declared_and_installed_by_make():
         "optional-dependencies"]
     assert any(r.startswith("flax") for r in extras["flax"])
     assert "equinox,flax]" in (root / "Makefile").read_text()
+
+
+# ---- config mistakes refused before any run ------------------------------------------------------
+
+CONFIG = '''
+kind = "train"
+name = "mistakes"
+seeds = [0]
+backends = ["jax"]
+
+[[problems]]
+name = "mine"
+model = "digits-cnn"
+data = {data}
+loss = "{loss}"
+metric = "{metric}"
+batch_size = {batch}
+target = {{ metric = "val_loss", value = 0.1 }}
+stopping = {{ max_steps = 5 }}
+
+[[optimizers]]
+name = "keras:Adam"
+'''
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"loss": "sparse_categorical_crossentropyy"},
+     "'mine': loss: unknown Keras loss 'sparse_categorical_crossentropyy'"),
+    ({"metric": "accuracyy"}, "'mine': metric: unknown Keras metric 'accuracyy'"),
+    ({"batch": 500}, "'mine': batch_size 500 is more than the 96 training rows"),
+    ({"data": '{ path = "DATA", layout = "channels_first" }'},
+     'layout = "channels_first" moves the channel axis of image rows'),
+])
+def test_config_mistakes_are_refused_before_any_run(data, tmp_path, change, words):
+    """They used to be an `error` row per run, exit 1, after the sweep had started."""
+    values = {"data": '{ path = "DATA" }', "loss": SPARSE, "metric": "accuracy", "batch": 32,
+              **change}
+    values["data"] = values["data"].replace("DATA", str(data / "ok.npz"))
+    config = tmp_path / "mistakes.toml"
+    config.write_text(CONFIG.format(**values))
+    out = tmp_path / "results"
+    refused(["run", str(config), "--out", str(out), "--quiet"], words)
+    assert not out.exists()
