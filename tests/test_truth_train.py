@@ -238,7 +238,7 @@ def test_a_build_failing_inside_names_the_input_shape(data, models):
     text = refused(["train", "--model", f"{models}:channels_first", "--data",
                     str(data / "images.npz"), "--loss", SPARSE, "--target", "val_loss=0.1",
                     "--backend", "jax", "--batch-size", "16"],
-                   "failed to build for input_shape (8, 8, 1)")
+                   "(given input_shape (8, 8, 1) and 3 outputs")
     assert "math domain error" in text and "channels_first" in text
 
 

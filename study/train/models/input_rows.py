@@ -53,8 +53,8 @@ def build_failure(what: str, rows: tuple, outputs: int, exc: BaseException) -> I
     it was given (a channels-first model reading channels-last rows fails in its own arithmetic,
     e.g. `math domain error`, which says nothing of shapes)."""
     rows = tuple(int(d) for d in rows)
-    hint = (" (image rows are given channels last, as stored: a channels-first model needs "
-            "layout = \"channels_first\" on the data block, --layout channels_first)"
+    hint = ("; image rows are given channels last, as stored: a channels-first model needs "
+            "layout = \"channels_first\" on the data block, --layout channels_first"
             if len(rows) == 3 else "")
-    return InputError(f"{what} failed to build for input_shape {_shape(rows)} and {outputs} "
-                      f"outputs: {failure_line(exc)}{hint}")
+    return InputError(f"{what} failed to build: {failure_line(exc)} (given input_shape "
+                      f"{_shape(rows)} and {outputs} outputs{hint})")

@@ -343,7 +343,7 @@ def loss_failure(what: str, loss_fn, outputs, labels, exc: BaseException, call) 
     except Exception:  # noqa: BLE001 - no order works: the loss's own words
         return InputError(f"{what}: the loss failed on its outputs: {describe(exc)}")
     return InputError(f"{what}: the loss takes (labels, outputs), but it is called as "
-                      "loss(outputs, labels) (the model's outputs first, as torch's "
-                      "F.cross_entropy takes them); return `lambda outputs, labels: "
+                      "loss(outputs, labels) (the model's outputs first); return "
+                      "`lambda outputs, labels: "
                       f"your_loss(labels, outputs)` with the model (in that order it failed: "
                       f"{describe(exc)})")

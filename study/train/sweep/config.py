@@ -355,7 +355,6 @@ def keras_names(loss: str | None, metric: str) -> str | None:
 
     root = str(Path(__file__).resolve().parents[3])
     env = {**os.environ, "KERAS_BACKEND": "numpy", "CUDA_VISIBLE_DEVICES": "-1",
-           "TF_CPP_MIN_LOG_LEVEL": "3",
            "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
     try:
         done = subprocess.run([sys.executable, "-P", "-c", KERAS_NAMES], text=True, env=env,
