@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from study.__main__ import main as cli
@@ -357,8 +358,6 @@ def test_a_flax_nnx_tutorial_cnn_trains_end_to_end(tutorials, tmp_path, optimize
                      "sparse_categorical_crossentropy:from_logits", "--target", "val_loss=0.3",
                      "--optimizer", *optimizer, "--max-steps", "10", "--out", str(out))
     assert proc.returncode == 0, proc.stderr[-2000:]
-    import pandas as pd
-
     row = pd.read_parquet(out).iloc[0]
     assert row["model_kind"] == "flax-nnx" and row["steps"] == 10 and row["parameters"] > 0
 
@@ -414,3 +413,69 @@ def test_config_mistakes_are_refused_before_any_run(data, tmp_path, change, word
     out = tmp_path / "results"
     refused(["run", str(config), "--out", str(out), "--quiet"], words)
     assert not out.exists()
+
+
+# ---- what users read -----------------------------------------------------------------------
+
+def native_runs(kind: str) -> pd.DataFrame:
+    """A user's native model (`kind`) named 'houses' in its config: L-BFGS reaches the target
+    on every seed, Adam on none."""
+    rows = []
+    for optimizer, seconds in (("optax:adam", None), ("lbfgs", 1.0)):
+        for seed in range(4):
+            rows.append({
+                "run_id": f"{optimizer}-{seed}", "model": "/x/flax_cnn.py:build",
+                "problem": "houses", "data": "/x/houses.npz", "data_params": "{}",
+                "loss": "mse", "metric": "mae", "optimizer": optimizer, "hyperparameters": "{}",
+                "backend": "jax", "batch_size": 0, "seed": seed, "loop": "steps",
+                "target_metric": "val_loss", "target_mode": "min", "target_how": "given",
+                "target_value": 0.1, "repeat": 0, "model_kind": kind,
+                "reference_val_loss": None, "initial": None,
+                "status": "reached" if seconds else "timeout",
+                "seconds_to_target": None if seconds is None else seconds * (1 + 0.01 * seed),
+                "steps_to_target": 40 if seconds else None, "seconds_per_step": 0.01,
+                "setup_seconds": 0.5, "eval_seconds": 0.1})
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("kind", ["flax-nnx", "equinox"])
+def test_the_train_report_is_true_for_native_models_named_by_name_never_0x(tmp_path, kind):
+    """It said the weights were made by Keras's NumPy backend and checked on every framework
+    (not true of a Flax or Equinox model), named the problem by the file's stem, and compared
+    L-BFGS with an Adam that never reached the target as 'time ratio 0x'."""
+    from types import SimpleNamespace
+
+    from study.train.sweep.report import section
+
+    results = SimpleNamespace(runs=native_runs(kind), folder=tmp_path / "mine")
+    text = "\n".join(str(block.content) for block in section(results, tmp_path / "figures"))
+    assert "Keras's NumPy backend" not in text and f"({kind}) drawn by its own" in text
+    assert "houses (flax_cnn on houses): lbfgs on jax" in text, text
+    assert "0x" not in text and "did not finish where lbfgs on jax (batch full) did" in text
+
+
+def test_a_keras_models_report_keeps_its_initial_weights_sentence(tmp_path):
+    from types import SimpleNamespace
+
+    from study.train.sweep.report import section
+
+    runs = native_runs("keras").assign(optimizer=lambda r: r["optimizer"].replace(
+        "optax:adam", "keras:Adam"))
+    text = "\n".join(str(block.content) for block in section(
+        SimpleNamespace(runs=runs, folder=tmp_path / "mine"), tmp_path / "figures"))
+    assert "made once by Keras's NumPy backend and checked against its validation loss on " \
+           "every framework" in text and "drawn by its own" not in text
+
+
+def test_a_problems_name_reaches_its_rows_and_renaming_it_re_runs_nothing(data):
+    import tomllib
+
+    from study.train.sweep.config import expand_specs
+
+    text = CONFIG.format(data=f'{{ path = "{data / "ok.npz"}" }}', loss=SPARSE,
+                         metric="accuracy", batch=32)
+    first = expand_specs(tomllib.loads(text), "t.toml", "t", 1)
+    again = expand_specs(tomllib.loads(text.replace('name = "mine"', 'name = "yours"')),
+                         "t.toml", "t", 1)
+    assert [s.problem for s in first] == ["mine"] and [s.problem for s in again] == ["yours"]
+    assert first[0].run_id == again[0].run_id and first[0].axes()["problem"] == "mine"

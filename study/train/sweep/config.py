@@ -274,7 +274,8 @@ def problem_specs(block: dict, where: str, name: str, axes, configurations,
                             {**target, "batch_size": size} if target["how"] == "round" else
                             dict(target), seed,
                             repeat, dict(stopping), dict(tuning), loop, device,
-                            block.get("initial")))
+                            block.get("initial"),
+                            None if block.get("name") is None else str(block["name"])))
     return problem, left
 
 
