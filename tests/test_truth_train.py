@@ -479,3 +479,11 @@ def test_a_problems_name_reaches_its_rows_and_renaming_it_re_runs_nothing(data):
                          "t.toml", "t", 1)
     assert [s.problem for s in first] == ["mine"] and [s.problem for s in again] == ["yours"]
     assert first[0].run_id == again[0].run_id and first[0].axes()["problem"] == "mine"
+
+
+def test_steps_faster_than_the_clock_keep_a_budget_finite():
+    clock = Clock()
+    record, _ = run_loop(Stepper(clock, step_seconds=0.0), lambda: {"val_loss": 1.0},
+                         target=Target("val_loss", 0.1, "min"), max_steps=5000, eval_every=100,
+                         time_budget=1.0, clock=clock)
+    assert record["status"] == "timeout" and record["steps"] == 5000

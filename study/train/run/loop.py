@@ -169,6 +169,8 @@ def steps_within(record: dict, time_budget: float) -> int:
     step's time is unknown before one ran)."""
     if not record["steps"]:
         return 1
+    if not record["seconds_per_step"]:  # steps faster than the clock's resolution
+        return LONGEST_SEGMENT
     return int((time_budget - record["seconds"]) // record["seconds_per_step"])
 
 
