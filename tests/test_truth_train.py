@@ -317,9 +317,29 @@ def build(shape, outputs, seed=0):
 '''
 
 
+FLAX_NOISY = '''
+import jax
+from flax import nnx
+
+
+class Noisy(nnx.Module):
+    def __init__(self, shape, outputs, *, rngs):
+        self.linear = nnx.Linear(shape[0], outputs, rngs=rngs)
+        self.rngs = rngs
+
+    def __call__(self, x):
+        return self.linear(x + 0.5 * jax.random.normal(self.rngs.noise(), x.shape))
+
+
+def build(shape, outputs, seed=0):
+    return Noisy(shape, outputs, rngs=nnx.Rngs(params=seed, noise=seed + 1))
+'''
+
+
 @pytest.fixture(scope="module")
 def tutorials(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("tutorials")
+    (folder / "flax_noisy.py").write_text(FLAX_NOISY)
     (folder / "eqx_cnn.py").write_text(EQX_CNN)
     (folder / "models_eqx.py").write_text(EQX_MODELS)
     (folder / "flax_cnn.py").write_text(FLAX_CNN)
@@ -487,3 +507,15 @@ def test_steps_faster_than_the_clock_keep_a_budget_finite():
                          target=Target("val_loss", 0.1, "min"), max_steps=5000, eval_every=100,
                          time_budget=1.0, clock=clock)
     assert record["status"] == "timeout" and record["steps"] == 5000
+
+
+@pytest.mark.slow
+def test_a_flax_module_drawing_noise_in_its_call_is_said_so(tutorials, data):
+    """Found by calling it twice (no layer type says it); it ended in 'the data's rows (shape
+    (4,)) do not fit' (a TraceContextError read as a shape mismatch)."""
+    pytest.importorskip("flax")
+    refused_by_run(run_train("--model", f"{tutorials}/flax_noisy.py:build", "--data",
+                             str(data / "ok.npz"), "--loss",
+                             "sparse_categorical_crossentropy:from_logits", "--target",
+                             "val_loss=0.1", "--optimizer", "lbfgs", "--max-steps", "3"),
+                   "has a training pass that draws noise (two passes over the same rows differ)")
