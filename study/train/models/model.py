@@ -459,6 +459,12 @@ def check_target_value(metric: str, value: float, mode: str, loss: str | None) -
     elif any(word in name for word in NONNEGATIVE) and value < 0:
         raise InputError(f"{metric} {value:g} is below 0, which {name} never goes: the run "
                          "could only time out")
+    elif "cosine" in name and not -1 <= value <= 1:
+        raise InputError(f"{metric} {value:g} is outside [-1, 1], the values {name} takes: the "
+                         "run could only time out")
+    elif "r2" in name and value > 1:  # r2_score is at most 1
+        raise InputError(f"{metric} {value:g} is above 1, which {name} never goes: the run "
+                         "could only time out")
 
 
 def metric_object(name: str, where: str = "metric"):
