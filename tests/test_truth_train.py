@@ -521,3 +521,10 @@ def test_a_flax_module_drawing_noise_in_its_call_is_said_so(tutorials, data):
                              "sparse_categorical_crossentropy:from_logits", "--target",
                              "val_loss=0.1", "--optimizer", "lbfgs", "--max-steps", "3"),
                    "has a training pass that draws noise (two passes over the same rows differ)")
+
+
+def test_the_train_figures_are_titled_by_the_problems_name():
+    from study.train.sweep import figures
+
+    fig = figures.figure_headline(native_runs("flax-nnx"))
+    assert [ax.get_title() for ax in fig.axes] == ["houses (flax_cnn on houses)"]

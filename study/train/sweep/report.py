@@ -41,7 +41,7 @@ def problem_sentences(runs: pd.DataFrame) -> list[tuple[str, str, object, bool]]
     for (model, data), part in table.groupby(["model", "data"], sort=True):
         part = part.sort_values("to_target")
         target = _target_text(runs, model, data)
-        title = _title(runs, model, data)
+        title = problem_title(runs, model, data)
         best = part.iloc[0]
         if not np.isfinite(best["to_target"]):
             out.append((title, f"{title}: no configuration reached {target}.", None, False))
@@ -77,7 +77,7 @@ def _with_setup(part: pd.DataFrame) -> str:
     return text
 
 
-def _title(runs: pd.DataFrame, model: str, data: str) -> str:
+def problem_title(runs: pd.DataFrame, model: str, data: str) -> str:
     """A problem as the config names it (its [[problems]] name), the model and data it is in
     parentheses; `model on data` where no name was recorded (one `study train` run, old rows)."""
     part = runs[(runs["model"] == model) & (runs["data"] == data)]
@@ -113,7 +113,7 @@ def lbfgs_sentences(runs: pd.DataFrame) -> list[str]:
             continue
         a, b = lbfgs.iloc[0], keras.iloc[0]
         c = compare(_config_rows(runs, a), _config_rows(runs, b), INSTANCE, "to_target")
-        out.append(f"{_title(runs, model, data)}, {backend}: "
+        out.append(f"{problem_title(runs, model, data)}, {backend}: "
                    + c.phrase(a["configuration"], b["configuration"]) + ".")
     return out
 
@@ -121,7 +121,7 @@ def lbfgs_sentences(runs: pd.DataFrame) -> list[str]:
 def overhead_sentences(runs: pd.DataFrame) -> list[str]:
     table = overhead(runs)
     named_runs = named(runs)
-    return [f"{_title(named_runs, r['model'], r['data'])}, {label(r)}: our loop takes "
+    return [f"{problem_title(named_runs, r['model'], r['data'])}, {label(r)}: our loop takes "
             f"{r['loop_ms_per_step']:.3g} ms per step, model.fit {r['fit_ms_per_step']:.3g} ms "
             f"(ratio {r['loop_over_fit']:.3g})" for r in table.to_dict("records")]
 
