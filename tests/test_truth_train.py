@@ -528,3 +528,12 @@ def test_the_train_figures_are_titled_by_the_problems_name():
 
     fig = figures.figure_headline(native_runs("flax-nnx"))
     assert [ax.get_title() for ax in fig.axes] == ["houses (flax_cnn on houses)"]
+
+
+def test_the_report_title_names_a_train_problem_by_its_name(tmp_path):
+    from types import SimpleNamespace
+
+    from study.report.build import report_title
+
+    found = [SimpleNamespace(kind="train", runs=native_runs("flax-nnx"))]
+    assert report_title(found) == "Convergence study report: houses (flax_cnn on houses)"
