@@ -537,3 +537,28 @@ def test_the_report_title_names_a_train_problem_by_its_name(tmp_path):
 
     found = [SimpleNamespace(kind="train", runs=native_runs("flax-nnx"))]
     assert report_title(found) == "Convergence study report: houses (flax_cnn on houses)"
+
+
+TORCH_SWAPPED = '''
+import torch
+import torch.nn.functional as F
+
+
+def build(shape, outputs, seed=0):
+    torch.manual_seed(seed)
+    return torch.nn.Linear(shape[0], outputs), lambda y, out: F.cross_entropy(out, y)
+'''
+
+
+def test_a_torch_loss_taking_labels_first_is_said_so(data):
+    """The sibling of Equinox's cross_entropy(y, pred_y) on torch: the order expected, not
+    torch's own complaint about the labels' dtype."""
+    pytest.importorskip("torch")
+    (data / "swapped.py").write_text(TORCH_SWAPPED)
+    rng = np.random.default_rng(3)
+    x, y = rng.normal(size=(60, 4)).astype(np.float32), rng.integers(0, 3, size=60)
+    np.savez(data / "three.npz", x_train=x[:48], y_train=y[:48], x_val=x[48:], y_val=y[48:])
+    refused(["train", "--model", f"{data}/swapped.py:build", "--data", str(data / "three.npz"),
+             "--loss", "none", "--optimizer", "torch:SGD", "--opt-param", "lr=0.1",
+             "--target", "val_loss=0.1", "--backend", "torch", "--batch-size", "16"],
+            "the loss takes (labels, outputs), but it is called as loss(outputs, labels)")
