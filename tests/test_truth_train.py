@@ -471,7 +471,7 @@ def test_the_train_report_is_true_for_native_models_named_by_name_never_0x(tmp_p
 
     results = SimpleNamespace(runs=native_runs(kind), folder=tmp_path / "mine")
     text = "\n".join(str(block.content) for block in section(results, tmp_path / "figures"))
-    assert "Keras's NumPy backend" not in text and f"({kind}) drawn by its own" in text
+    assert "Keras's NumPy backend" not in text and f"({kind}), drawn by its own" in text
     assert "houses (flax_cnn on houses): lbfgs on jax" in text, text
     assert "0x" not in text and "did not finish where lbfgs on jax (batch full) did" in text
 

@@ -165,13 +165,13 @@ def _initial_text(runs: pd.DataFrame) -> str:
                      "loss on every framework before training" + (" (Keras models)"
                                                                   if native.any() else ""))
     if (native & reference.notna()).any():
-        parts.append("a shipped native example's its Keras twin's, checked against the twin's "
-                     "validation loss")
+        parts.append("for a shipped native example, its Keras twin's, checked against the "
+                     "twin's validation loss")
     if (native & reference.isna() & initial.notna()).any():
-        parts.append("a native model's from the .npz its `initial` names")
+        parts.append("for a native model given `initial`, the .npz it names")
     mine = sorted(kind[native & reference.isna() & initial.isna()].unique())
     if mine:
-        parts.append(f"a native model's ({', '.join(mine)}) drawn by its own initialization "
+        parts.append(f"for a native model ({', '.join(mine)}), drawn by its own initialization "
                      "under the seed, on its own framework only (no other framework checks "
                      "them)")
     return "; ".join(parts) or "drawn per seed"
