@@ -562,3 +562,23 @@ def test_a_torch_loss_taking_labels_first_is_said_so(data):
              "--loss", "none", "--optimizer", "torch:SGD", "--opt-param", "lr=0.1",
              "--target", "val_loss=0.1", "--backend", "torch", "--batch-size", "16"],
             "the loss takes (labels, outputs), but it is called as loss(outputs, labels)")
+
+
+def test_a_native_runs_budget_is_a_wall_clock_limit_too():
+    """The same loop times native models: with evaluations far apart, no evaluation falls past
+    the budget and the run is a timeout (whatever the machine's speed)."""
+    torch = pytest.importorskip("torch")
+    from study.train.models.native_load import NativeModel
+    from study.train.run.native_run import train
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(64, 4)).astype(np.float32)
+    arrays = {"x_train": x[:48], "y_train": x[:48, :1] * 2, "x_val": x[48:],
+              "y_val": x[48:, :1] * 2}
+    torch.manual_seed(0)
+    native = NativeModel("torch", "torch.nn.Module", torch.nn.Linear(4, 1), None, "model 'm'", 1)
+    record = train(native, arrays, loss="mse", metric="mae", optimizer="torch:SGD",
+                   hyperparameters={"lr": 1e-6}, batch_size=16, target=("val_loss", 1e-9, "min"),
+                   max_steps=10**9, eval_every=10**8, time_budget=0.3)
+    assert record["status"] == "timeout" and "time budget of 0.3 s" in record["message"]
+    assert all(t["seconds"] <= 0.3 for t in record["trace"])
