@@ -238,8 +238,9 @@ def problem_specs(block: dict, where: str, name: str, axes, configurations,
             raise ConfigError(f"{where}: {key} must be a Keras name, got {block[key]!r}")
     sizes = [checked(source, f"{where}: batch_size", b, values.integer(0))
              for b in as_list(block.get("batch_size", 0))]
-    check_names(block, own, where, source)
-    check_rows(block["data"], sizes, f"{where}: data")
+    check_names(block, own, where)
+    stepped = any(optimizer != LBFGS for optimizer, _, _ in points)  # lbfgs: full batch
+    check_rows(block["data"], sizes if stepped else [], f"{where}: data")
     stopping = check_stopping(block.get("stopping", {}), f"{where}: stopping")
     target = check_target(block["target"], f"{where}: target", block["metric"], seeds,
                           configurations, backends[0], block.get("loss"))
@@ -300,7 +301,7 @@ def training_rows(data: str, where: str) -> int:
     return len(load_data(json.loads(data), where)["x_train"])
 
 
-def check_names(block: dict, own: str | None, where: str, source: str) -> None:
+def check_names(block: dict, own: str | None, where: str) -> None:
     """The loss and metric names before any run: a shipped native example's against the names
     native models take, a Keras model's (or a file's, which may build either) by Keras itself
     in a child process on its NumPy backend (the sweep's process must not import Keras)."""
