@@ -69,7 +69,7 @@ TORCH ?= torch==2.13.0
 $(STAMP): pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON_SYSTEM) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip 'setuptools>=68'
-	$(PY) -m pip install --quiet -e '.[dev,jax,torch,equinox]' '$(TORCH)'
+	$(PY) -m pip install --quiet -e '.[dev,jax,torch,equinox,flax]' '$(TORCH)'
 	touch $@
 
 # Two tiers (docs/testing.md): `make test` is the fast tier, every module, in under five minutes

@@ -213,6 +213,13 @@ class Divergence:
     def check(self, ops, ctx, state):
         return ~ops.isfinite(ctx.f) | (ctx.f > self.factor * ctx.f0), state
 
+    def past(self, f: float, f0: float) -> bool:
+        """This rule on host floats, for loops that read their losses (the train study's): a
+        start at or below 0 (a loss that can go negative) has no growth to measure."""
+        start = f0 if f0 > 0 else float("inf")
+        ctx = Context(0, 0.0, f, start, float("nan"), float("nan"), float("nan"))
+        return bool(self.check(HOST_OPS, ctx, ())[0])
+
 
 class HostOps:
     """The operations rules use, on host float64 scalars: what the host loop checks them with

@@ -98,6 +98,8 @@ class Comparison:
         machine's ratio is shown but flagged, as the report flags it)."""
         if np.isinf(self.ratio):
             return "did not reach the target"
+        if self.ratio == 0:
+            return "reached the target where the other did not"
         if not self.instances:
             return "no common instance"
         if not self.has_interval:
@@ -114,6 +116,8 @@ class Comparison:
         where = f"{self.instances} common instance{'s' * (self.instances != 1)}"
         if self.only_a or self.only_b:
             where += f"; {self.only_a + self.only_b} not shared, left out"
+        if self.ratio == 0:  # B did not finish where A did: "0x" would say nothing true
+            return f"{b} did not finish where {a} did on most of the {where}"
         if self.busy:
             return (f"{a} over {b}: {quantity} ratio {_times(self.ratio)} ({where}), but "
                     f"measured on a busy machine ({self.noisy} of {self.measured} runs flagged "

@@ -135,7 +135,8 @@ def test_segments_end_at_the_evaluation_steps_and_the_budget_is_read_there():
     record, trace = run_loop(stepper, lambda: {"val_loss": 3.0},
                              target=Target("val_loss", 0.1, "min"), max_steps=100,
                              eval_every=10, time_budget=15.0, clock=clock)
-    assert record["steps"] == 20 and [t["step"] for t in trace] == [0, 10, 20]
+    # the budget stops the run where it is spent (step 15), not at the next evaluation
+    assert record["steps"] == 15 and [t["step"] for t in trace] == [0, 10, 15]
     assert "time budget of 15 s" in record["message"]
 
 
@@ -157,7 +158,8 @@ def test_a_huge_max_steps_makes_its_segments_as_it_goes():
     record, trace = run_loop(stepper, lambda: {"val_loss": 3.0},
                              target=Target("val_loss", 0.1, "min"), max_steps=2**63 - 1,
                              eval_every=10, time_budget=15.0, clock=clock)
-    assert record["steps"] == 20 and [t["step"] for t in trace] == [0, 10, 20]
+    # the budget stops the run where it is spent (step 15), not at the next evaluation
+    assert record["steps"] == 15 and [t["step"] for t in trace] == [0, 10, 15]
     assert "time budget of 15 s" in record["message"]
 
 

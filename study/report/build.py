@@ -142,6 +142,7 @@ def report_title(found) -> str:
     regression study that is not theirs (a report on your own CSV says so in its title) and the
     model and data of every train study (by their short names, study.names)."""
     from study.regression.labels import data_titles, original_data
+    from study.train.sweep.report import problem_title
     from study.train.sweep.summary import named
 
     subjects = []
@@ -152,7 +153,8 @@ def report_title(found) -> str:
             subjects.insert(0, "the original questions")
         if results.kind == "train" and not runs.empty:
             runs = named(runs)
-            subjects += sorted(set(runs["model"] + " on " + runs["data"]))
+            subjects += sorted({problem_title(runs, m, d) for m, d
+                                in zip(runs["model"], runs["data"], strict=True)})
         if results.kind != "regression":
             continue
         if not runs.empty and not original_data(runs):

@@ -34,6 +34,8 @@ import numpy as np
 from datasets.errors import InputError
 from study.sweep.schema import Column
 from study.train.models.input_rows import input_mismatch
+from study.train.models.model import check_trainable
+from study.train.models.model_checks import RANDOM_PASS
 from study.train.models.native_load import loaded
 from study.train.models.workload import (
     Submission,
@@ -45,6 +47,7 @@ from study.train.models.workload import (
     host_metric,
     initial_arrays,
     integer_labels,
+    loss_failure,
     run_loss,
 )
 
@@ -267,14 +270,14 @@ class JaxWorkload(Workload):
         from jax.flatten_util import ravel_pytree
 
         self.jax, self.jnp, self.what, self.kind = jax, jnp, native.what, native.kind
+        self.module = native.obj  # a Flax NNX module's random draws are found by calling it
         self.device = jax_device(device)
         self.metric = check_metric(metric)
         self.loss_used, self.loss_fn, self.loss_label, indices = run_loss(native, loss,
                                                                           jax_ops())
         params, self.apply = split_model(native, seed)
         leaves = jax.tree_util.tree_leaves_with_path(params)
-        if not leaves:
-            raise InputError(f"{self.what} has no trainable parameters")
+        check_trainable(sum(int(np.size(leaf)) for _, leaf in leaves), self.what)
         for path, leaf in leaves:
             if not hasattr(leaf, "shape") or not jnp.issubdtype(jnp.asarray(leaf).dtype,
                                                                 jnp.floating):
@@ -315,6 +318,11 @@ class JaxWorkload(Workload):
         try:
             out = jax.eval_shape(self.apply, self.initial, x[:2])
         except Exception as exc:  # the model's shape is in its own words
+            if self.random_in_training():
+                raise InputError(f"{self.what} has {RANDOM_PASS} (two passes over the same rows "
+                                 "differ), which apply(params, x) cannot carry through a "
+                                 f"compiled step ({describe(exc)}); draw no random numbers in "
+                                 "the model's __call__") from None
             raise input_mismatch(self.what, tuple(x.shape[1:]), None, exc) from None
         if not hasattr(out, "shape"):
             raise InputError(f"{self.what} returns {type(out).__name__}, not an array")
@@ -325,12 +333,26 @@ class JaxWorkload(Workload):
         try:
             value = jax.eval_shape(self.loss_fn, out, y[:2])
         except Exception as exc:
-            raise InputError(f"{self.what}: the loss failed on its outputs: "
-                             f"{describe(exc)}") from None
+            raise loss_failure(self.what, self.loss_fn, out, y[:2], exc,
+                               jax.eval_shape) from None
         if not hasattr(value, "shape"):
             raise InputError(f"{self.what}: the loss returns {type(value).__name__}, not an "
                              "array")
         check_scalar(self.what, tuple(value.shape))
+
+    def random_in_training(self) -> bool:
+        """A Flax NNX module called twice on the same rows, on a copy (its Rngs unmoved): a
+        pair's or an Equinox module's call takes no random state it could draw from."""
+        if self.kind != "flax-nnx":
+            return False
+        from flax import nnx
+
+        copy, x = nnx.clone(self.module), self.data[0][:64]
+        try:
+            first, second = np.asarray(copy(x)), np.asarray(copy(x))
+        except Exception:  # noqa: BLE001 - a call that fails is judged by the checks after
+            return False
+        return not np.allclose(first, second, rtol=1e-5, atol=1e-6, equal_nan=True)
 
     def probe(self, rows: int = 256):
         """The outputs and loss on the validation rows at the initial parameters, as `evaluate`

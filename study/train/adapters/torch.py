@@ -26,7 +26,12 @@ import numpy as np
 from datasets.errors import InputError
 from study.sweep.schema import Column
 from study.train.models.input_rows import input_mismatch
-from study.train.models.model import LOG_PROBABILITIES, LOGIT_OUTPUTS, PROBABILITIES
+from study.train.models.model import (
+    LOG_PROBABILITIES,
+    LOGIT_OUTPUTS,
+    PROBABILITIES,
+    check_trainable,
+)
 from study.train.models.native_load import loaded
 from study.train.models.workload import (
     Submission,
@@ -38,6 +43,7 @@ from study.train.models.workload import (
     host_metric,
     initial_arrays,
     integer_labels,
+    loss_failure,
     run_loss,
 )
 from study.train.run.flat import layout, pieces
@@ -235,8 +241,7 @@ class TorchWorkload(Workload):
                                                                           torch_ops())
         self.module = native.obj.to(self.device)
         named = [(n, p) for n, p in self.module.named_parameters() if p.requires_grad]
-        if not named:
-            raise InputError(f"{self.what} has no trainable parameters")
+        check_trainable(sum(p.numel() for _, p in named), self.what)
         self.names = [n for n, _ in named]
         self.params = [p for _, p in named]
         if initial is not None:
@@ -275,8 +280,8 @@ class TorchWorkload(Workload):
         try:
             value = self.loss_fn(out, y[:2])
         except Exception as exc:
-            raise InputError(f"{self.what}: the loss failed on its outputs: "
-                             f"{describe(exc)}") from None
+            raise loss_failure(self.what, self.loss_fn, out, y[:2], exc,
+                               lambda f, a, b: f(a, b)) from None
         if not isinstance(value, torch.Tensor):
             raise InputError(f"{self.what}: the loss returns {type(value).__name__}, not a "
                              "tensor")

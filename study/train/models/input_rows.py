@@ -46,3 +46,15 @@ def _fits(rows: tuple, expected: tuple | None) -> bool:
 
 def _shape(shape) -> str:
     return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def build_failure(what: str, rows: tuple, outputs: int, exc: BaseException) -> InputError:
+    """A model function that fails inside while building: the one line names the input shape
+    it was given (a channels-first model reading channels-last rows fails in its own arithmetic,
+    e.g. `math domain error`, which says nothing of shapes)."""
+    rows = tuple(int(d) for d in rows)
+    hint = ("; image rows are given channels last, as stored: a channels-first model needs "
+            "layout = \"channels_first\" on the data block, --layout channels_first"
+            if len(rows) == 3 else "")
+    return InputError(f"{what} failed to build: {failure_line(exc)} (given input_shape "
+                      f"{_shape(rows)} and {outputs} outputs{hint})")

@@ -8,6 +8,8 @@ of the user's model or names is one line (an InputError: exit 2)."""
 from __future__ import annotations
 
 import importlib.util
+import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +42,9 @@ PROBABILITIES, LOG_PROBABILITIES, LOGIT_OUTPUTS = "probabilities", "log-probabil
 HIGHER_IS_BETTER = ("accuracy", "auc", "precision", "recall", "f1", "r2")
 FRACTIONS = ("accuracy", "auc", "precision", "recall")  # metrics in [0, 1], higher is better
 NEGATIVE_LOSSES = ("cosine_similarity",)  # the Keras losses that go below 0
+# words of the Keras metrics that never go below 0 (errors, crossentropies, divergences...)
+NONNEGATIVE = ("error", "mae", "mse", "mape", "msle", "crossentropy", "hinge", "divergence",
+               "kld", "poisson", "cosh")
 
 
 def model_file(model: str) -> Path | None:
@@ -117,6 +122,7 @@ def build(model: str, input_shape: tuple, outputs: int):
     if tuple(out[1:]) not in ((outputs,), () if outputs == 1 else (outputs,)):
         raise InputError(f"{what} gives outputs of shape {tuple(out[1:])}, the data needs "
                          f"({outputs},)")
+    check_trainable(sum(int(np.prod(v.shape)) for v in built.trainable_weights), what)
     return built
 
 
@@ -133,18 +139,50 @@ def _input_rows(model) -> tuple | None:
 
 
 def _call(path: Path, function: str, input_shape, outputs, what: str):
+    from study.train.models.input_rows import build_failure
+
+    with beside(path):
+        module = import_file(path, what)
+        if not callable(getattr(module, function, None)):
+            raise InputError(f"{what}: '{path}' defines no function '{function}'")
+        try:
+            return getattr(module, function)(tuple(input_shape), outputs)
+        except (Exception, SystemExit) as exc:
+            raise build_failure(what, input_shape, outputs, exc) from None
+
+
+@contextmanager
+def beside(path: Path):
+    """The model file's folder first on the import path while it loads and builds, as Python
+    puts a script's own folder there: a model file imports a module beside it."""
+    folder = str(Path(path).resolve().parent)
+    sys.path.insert(0, folder)
     try:
-        loaded = importlib.util.spec_from_file_location(f"user_model_{path.stem}", path)
-        module = importlib.util.module_from_spec(loaded)
-        loaded.loader.exec_module(module)
-    except (Exception, SystemExit) as exc:  # sys.exit in the file is its failure too
-        raise InputError(f"{what}: importing '{path}' failed: {_first(exc)}") from None
-    if not callable(getattr(module, function, None)):
-        raise InputError(f"{what}: '{path}' defines no function '{function}'")
-    try:
-        return getattr(module, function)(tuple(input_shape), outputs)
-    except (Exception, SystemExit) as exc:
-        raise InputError(f"{what} failed to build: {_first(exc)}") from None
+        yield
+    finally:
+        if folder in sys.path:
+            sys.path.remove(folder)
+
+
+def import_file(path: Path, what: str):
+    """A model file as a module (its folder on the path: `beside`); any failure, sys.exit
+    included, one line."""
+    with beside(path):
+        try:
+            loaded = importlib.util.spec_from_file_location(f"user_model_{path.stem}", path)
+            module = importlib.util.module_from_spec(loaded)
+            loaded.loader.exec_module(module)
+        except (Exception, SystemExit) as exc:
+            raise InputError(f"{what}: importing '{path}' failed: {_first(exc)}") from None
+    return module
+
+
+def check_trainable(count: int, what: str) -> None:
+    """A model with no trainable parameters (none, or all frozen) has nothing to train: one
+    line, for every model kind, before any clock."""
+    if not count:
+        raise InputError(f"{what} has no trainable parameters (none, or all frozen): nothing "
+                         "to train")
 
 
 def loss_name(loss: str) -> tuple[str, bool]:
@@ -418,6 +456,15 @@ def check_target_value(metric: str, value: float, mode: str, loss: str | None) -
         if not 0 <= value <= 1:
             raise InputError(f"{metric} {value:g} is outside [0, 1], the values {name} takes: "
                              "the run could only time out")
+    elif any(word in name for word in NONNEGATIVE) and value < 0:
+        raise InputError(f"{metric} {value:g} is below 0, which {name} never goes: the run "
+                         "could only time out")
+    elif "cosine" in name and not -1 <= value <= 1:
+        raise InputError(f"{metric} {value:g} is outside [-1, 1], the values {name} takes: the "
+                         "run could only time out")
+    elif "r2" in name and value > 1:  # r2_score is at most 1
+        raise InputError(f"{metric} {value:g} is above 1, which {name} never goes: the run "
+                         "could only time out")
 
 
 def metric_object(name: str, where: str = "metric"):

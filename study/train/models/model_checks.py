@@ -25,6 +25,8 @@ import math
 from datasets.errors import InputError
 from study.train.models.model import check_outputs
 
+RANDOM_PASS = "a training pass that draws noise"  # found by behaviour, not by a layer's type
+
 
 def line_search() -> tuple[str, ...]:
     """The optimizers whose line search compares the loss at several points of one objective:
@@ -61,4 +63,4 @@ def check_native(work, optimizer: str) -> None:
     check_finite_loss(value, work.loss_label, work.what)
     if optimizer in line_search() and work.random_in_training():
         # two training passes over the same rows differ: noise no layer type said
-        refuse_stochastic(optimizer, ["a training pass that draws noise"])
+        refuse_stochastic(optimizer, [RANDOM_PASS])

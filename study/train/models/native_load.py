@@ -20,15 +20,15 @@ framework (a framework comparison needs a Keras model, which Keras runs on all t
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import sys
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
 from datasets.errors import InputError
 from study.train.frameworks import adapter, native_adapters
-from study.train.models.workload import describe
+from study.train.models.model import beside, import_file, model_file
 
 
 @dataclass
@@ -62,12 +62,7 @@ def function_of(model: str):
     path, what = Path(head), f"model '{model}'"
     if not path.is_file():
         raise InputError(f"model: file '{path}' does not exist")
-    try:
-        spec = importlib.util.spec_from_file_location(f"user_model_{path.stem}", path)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    except Exception as exc:
-        raise InputError(f"{what}: importing '{path}' failed: {describe(exc)}") from None
+    module = import_file(path, what)
     function = getattr(module, name, None)
     if not callable(function):
         raise InputError(f"{what}: '{path}' defines no function '{name}'")
@@ -82,15 +77,17 @@ def load(model: str, input_shape, outputs: int, seed: int = 0) -> NativeModel | 
         return None
     function, what = found
     takes_seed = _takes(function, "seed")
-    built = _call(function, input_shape, outputs, seed, takes_seed, what)
-    kind, framework, obj, loss = classify(built, what)
-    if kind is None:
-        return None
-    if not takes_seed:
-        again = adapter(framework).reseeded(
-            seed, lambda: _call(function, input_shape, outputs, seed, False, what))
-        if again is not None:
-            kind, framework, obj, loss = classify(again, what)
+    path = model_file(model)
+    with beside(path) if path is not None else nullcontext():
+        built = _call(function, input_shape, outputs, seed, takes_seed, what)
+        kind, framework, obj, loss = classify(built, what)
+        if kind is None:
+            return None
+        if not takes_seed:
+            again = adapter(framework).reseeded(
+                seed, lambda: _call(function, input_shape, outputs, seed, False, what))
+            if again is not None:
+                kind, framework, obj, loss = classify(again, what)
     if loss is not None and not callable(loss):
         raise InputError(f"{what}: the loss returned with the model is not callable")
     return NativeModel(framework, kind, obj, loss, what, int(outputs), model,
@@ -165,6 +162,8 @@ def _takes(function, name: str) -> bool:
 
 
 def _call(function, input_shape, outputs, seed, takes_seed, what):
+    from study.train.models.input_rows import build_failure
+
     try:
         if takes_seed:
             return function(tuple(input_shape), outputs, seed=seed)
@@ -172,7 +171,7 @@ def _call(function, input_shape, outputs, seed, takes_seed, what):
     except InputError:
         raise
     except Exception as exc:
-        raise InputError(f"{what} failed to build: {describe(exc)}") from None
+        raise build_failure(what, input_shape, outputs, exc) from None
 
 
 def check_backend(native: NativeModel, backend: str | None) -> None:

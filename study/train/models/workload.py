@@ -331,3 +331,19 @@ def describe(exc: BaseException) -> str:
     """An exception as one line: its type and its message's first line (300 characters)."""
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0][:300]}" if text else type(exc).__name__
+
+
+def loss_failure(what: str, loss_fn, outputs, labels, exc: BaseException, call) -> InputError:
+    """The one line for a loss that failed on the probe batch as `loss(outputs, labels)`: where
+    `call(loss_fn, labels, outputs)` works, the loss takes its arguments the other way round
+    (Equinox's tutorial's `cross_entropy(y, pred_y)`: integer labels where the outputs go), and
+    the line says which order is expected."""
+    try:
+        call(loss_fn, labels, outputs)
+    except Exception:  # noqa: BLE001 - no order works: the loss's own words
+        return InputError(f"{what}: the loss failed on its outputs: {describe(exc)}")
+    return InputError(f"{what}: the loss takes (labels, outputs), but it is called as "
+                      "loss(outputs, labels) (the model's outputs first); return "
+                      "`lambda outputs, labels: "
+                      f"your_loss(labels, outputs)` with the model (in that order it failed: "
+                      f"{describe(exc)})")

@@ -14,9 +14,13 @@ a small stepper so that its bookkeeping can be tested without a framework or a r
 Why segments: a host read is a synchronization, and reading the loss after every step (as
 `train_on_batch` does) timed the harness instead of the framework on JAX (2.6x to 4.3x a warm
 `fit`). So a segment runs K steps, then synchronizes once and reads the clock; the divergence
-check (a non-finite loss, which stays non-finite once the weights are) and the time budget
-are looked at segment ends only. A segment ends at every evaluation step (every `eval_every`
-steps and the last), so evaluations fall on the same steps as a per-step loop's; evaluation
+check (optimizers.stopping.Divergence, the regression study's rule: a non-finite loss or one
+grown 1e5 times the initial val_loss) is looked at segment ends. A segment ends at every
+evaluation step (every `eval_every` steps and the last), so evaluations fall on the same steps
+as a per-step loop's. A time budget is a wall-clock limit: with one, a segment runs no more
+steps than the budget's rest fits at the time per step seen so far (the first: one step), the
+run stops with an evaluation where the next step would not fit, and a segment that ends past
+the budget is evaluated no more (`timeout`: a target met past the budget is not met); evaluation
 runs off the clock after the state is written back into the model (`evaluate` does that).
 
 Setup is `warm`, timed apart as `setup_seconds`: one step for what a first call costs
@@ -36,11 +40,14 @@ import math
 import time
 from dataclasses import dataclass
 
+from optimizers.stopping import Divergence
+
 # completed: ran its budget without a target
 LOOP_STATUSES = ("reached", "timeout", "diverged", "completed")
 # the most steps in one segment: its batches are put on the device before it runs, and the
 # time budget is read at its end (one host read per this many steps at the least)
 LONGEST_SEGMENT = 1000
+DIVERGENCE = Divergence()  # the regression study's rule: a non-finite loss, or grown 1e5 times
 
 
 @dataclass(frozen=True)
@@ -58,15 +65,20 @@ class Target:
         return b is None or (a < b if self.mode == "min" else a > b)
 
 
-def segment_ends(max_steps: int, eval_every: int, longest: int | None = None):
-    """The steps after which the loop synchronizes, in order: every evaluation step, the last
-    step, and no segment longer than `longest` steps (its batches are made before it runs).
-    Lazily: `max_steps` may be 2**63 - 1, "no step limit"."""
+def next_end(done: int, max_steps: int, eval_every: int, longest: int | None = None) -> int:
+    """The step after `done` at which the loop synchronizes: the next evaluation step, the last
+    step, or `longest` steps on (a segment's batches are made before it runs)."""
     longest = LONGEST_SEGMENT if longest is None else longest
+    following = (done // eval_every + 1) * eval_every  # the next evaluation step
+    return min(following, done + longest, max_steps)
+
+
+def segment_ends(max_steps: int, eval_every: int, longest: int | None = None):
+    """The steps after which the loop synchronizes, in order, without a time budget. Lazily:
+    `max_steps` may be 2**63 - 1, "no step limit"."""
     end = 0
     while end < max_steps:
-        following = (end // eval_every + 1) * eval_every  # the next evaluation step
-        end = min(following, end + longest, max_steps)
+        end = next_end(end, max_steps, eval_every, longest)
         yield end
 
 
@@ -95,6 +107,7 @@ def run_loop(stepper, evaluate, *, target: Target, max_steps: int, eval_every: i
     initial = timed_evaluation(0)
     if check_initial is not None:
         check_initial(initial)  # refuses before any training
+    start = initial["val_loss"]  # the loss growth is measured from (optimizers.stopping)
     status = "timeout" if target.value is not None else "completed"
     message = f"ran its budget of {max_steps} steps"
     done = 0
@@ -102,7 +115,10 @@ def run_loop(stepper, evaluate, *, target: Target, max_steps: int, eval_every: i
     t0 = clock()
     stepper.warm(first)
     record["setup_seconds"] = clock() - t0
-    for end in segment_ends(max_steps, eval_every):
+    while done < max_steps:
+        end = next_end(done, max_steps, eval_every)
+        if time_budget is not None:  # no further than the steps the budget is seen to fit
+            end = min(end, done + max(1, steps_within(record, time_budget)))
         prepared = stepper.prepare(done, end - done)
         t0 = clock()
         loss = stepper.read(stepper.run(prepared))
@@ -111,15 +127,24 @@ def run_loop(stepper, evaluate, *, target: Target, max_steps: int, eval_every: i
         record["steps"], record["train_loss"] = end, loss
         record["seconds_per_step"] = record["seconds"] / end
         record["segments"] += 1
-        if not math.isfinite(loss):
-            status, message = "diverged", f"training loss {loss} by step {end}"
+        if DIVERGENCE.past(loss, start):
+            status, message = "diverged", f"training loss {loss:.6g} by step {end}" \
+                f"{grown(loss, start)}"
             break
-        over_time = time_budget is not None and record["seconds"] >= time_budget
-        if end % eval_every == 0 or end == max_steps or over_time:
+        past = time_budget is not None and record["seconds"] > time_budget
+        if past:  # an evaluation now would not be within the budget: none is made
+            message = (f"ran its time budget of {time_budget:g} s of training (step {end} "
+                       f"ended at {record['seconds']:.3g} s)")
+            break
+        last = time_budget is not None and steps_within(record, time_budget) < 1
+        if end % eval_every == 0 or end == max_steps or last:
             logs = timed_evaluation(end)
             value = logs[target.metric]
-            if not math.isfinite(value):
-                status, message = "diverged", f"{target.metric} {value} at step {end}"
+            if DIVERGENCE.past(logs["val_loss"], start) or not math.isfinite(value):
+                shown = value if not math.isfinite(value) else logs["val_loss"]
+                name = target.metric if not math.isfinite(value) else "val_loss"
+                status = "diverged"
+                message = f"{name} {shown:.6g} at step {end}{grown(logs['val_loss'], start)}"
                 break
             if target.reached(value):
                 status = "reached"
@@ -129,7 +154,7 @@ def run_loop(stepper, evaluate, *, target: Target, max_steps: int, eval_every: i
                                                           + record["setup_seconds"])
                 record["steps_to_target"] = end
                 break
-        if over_time:
+        if last:
             message = f"ran its time budget of {time_budget:g} s of training"
             break
     if status in ("timeout", "completed") and target.value is not None:
@@ -137,6 +162,24 @@ def run_loop(stepper, evaluate, *, target: Target, max_steps: int, eval_every: i
                    f"{target.value:.6g} not reached"
     record["status"], record["message"] = status, message
     return record, trace
+
+
+def steps_within(record: dict, time_budget: float) -> int:
+    """The steps the budget's rest fits at the time per step seen so far (one step first: a
+    step's time is unknown before one ran)."""
+    if not record["steps"]:
+        return 1
+    if not record["seconds_per_step"]:  # steps faster than the clock's resolution
+        return LONGEST_SEGMENT
+    return int((time_budget - record["seconds"]) // record["seconds_per_step"])
+
+
+def grown(loss: float, start: float) -> str:
+    """Why a finite loss is called diverged: optimizers.stopping.Divergence's growth."""
+    if not math.isfinite(loss):
+        return ""
+    return f", {loss / start:.3g} times the initial val_loss {start:.6g} (past " \
+           f"{DIVERGENCE.factor:g} times: diverged, as in every study)"
 
 
 def epoch_batches(n: int, batch_size: int, seed: int):

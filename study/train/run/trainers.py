@@ -20,7 +20,7 @@ import numpy as np
 from datasets.errors import InputError
 from optimizers.keras_optimizer import KERAS_PREFIX, check_config, keras_classes
 from study.train.models.model import compile_loss
-from study.train.models.model_checks import refuse_stochastic
+from study.train.models.model_checks import RANDOM_PASS, refuse_stochastic
 from study.train.models.workload import LbfgsSubmission, WorkloadStepper
 from study.train.run.flat import flatten, layout, pieces, value_and_grad
 from study.train.sweep.spec import LBFGS as LBFGS_NAME
@@ -100,7 +100,7 @@ class LbfgsTrainer:
         import keras
 
         self.submission = LbfgsSubmission(spec.hyperparameters)
-        check_deterministic(model)
+        check_deterministic(model, arrays["x_train"][:64])
         # compiled only to evaluate as the Keras runs do (test_on_batch); SGD never steps
         model.compile(optimizer=keras.optimizers.SGD(), loss=compile_loss(spec.loss),
                       metrics=[metric])
@@ -150,16 +150,26 @@ class KerasWeights:
         return float(value)
 
 
-def check_deterministic(model) -> None:
+def check_deterministic(model, x) -> None:
     """L-BFGS's line search compares the loss at several points of one objective: a layer that
     draws noise or keeps batch statistics in training mode makes every evaluation another
-    objective (and updates moving statistics on TensorFlow and PyTorch, not on JAX). Refused."""
+    objective (and updates moving statistics on TensorFlow and PyTorch, not on JAX). Refused:
+    by the layer types, then by behaviour (two training passes over the same rows at the same
+    weights that differ: a custom layer drawing `keras.random`), every variable put back."""
     import keras
 
     kinds = tuple(getattr(keras.layers, name) for name in STOCHASTIC_LAYERS
                   if hasattr(keras.layers, name))
     refuse_stochastic(LBFGS_NAME, sorted({type(layer).__name__ for layer
                                           in model._flatten_layers() if isinstance(layer, kinds)}))
+    saved = [keras.ops.convert_to_numpy(v.value).copy() for v in model.variables]
+    try:
+        first, second = (keras.ops.convert_to_numpy(model(x, training=True)) for _ in range(2))
+    finally:
+        for variable, value in zip(model.variables, saved, strict=True):
+            variable.assign(value)
+    if not np.allclose(first, second, rtol=1e-5, atol=1e-6, equal_nan=True):
+        refuse_stochastic(LBFGS_NAME, [RANDOM_PASS])
 
 
 def make_stepper(model, loss, x: np.ndarray, y: np.ndarray, rows):

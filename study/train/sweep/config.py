@@ -7,6 +7,7 @@ repeats."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import math
@@ -235,6 +236,11 @@ def problem_specs(block: dict, where: str, name: str, axes, configurations,
     for key in ("loss", "metric"):
         if not isinstance(block.get(key, ""), str):
             raise ConfigError(f"{where}: {key} must be a Keras name, got {block[key]!r}")
+    sizes = [checked(source, f"{where}: batch_size", b, values.integer(0))
+             for b in as_list(block.get("batch_size", 0))]
+    check_names(block, own, where)
+    stepped = any(optimizer != LBFGS for optimizer, _, _ in points)  # lbfgs: full batch
+    check_rows(block["data"], sizes if stepped else [], f"{where}: data")
     stopping = check_stopping(block.get("stopping", {}), f"{where}: stopping")
     target = check_target(block["target"], f"{where}: target", block["metric"], seeds,
                           configurations, backends[0], block.get("loss"))
@@ -247,8 +253,6 @@ def problem_specs(block: dict, where: str, name: str, axes, configurations,
                           f"'fit', got {stopping['max_steps']}")
     eval_every = checked(source, f"{where}: eval_every", block.get("eval_every", 0),
                          values.integer(0))
-    sizes = [checked(source, f"{where}: batch_size", b, values.integer(0))
-             for b in as_list(block.get("batch_size", 0))]
     check_size(len(sizes) * len(points) * len(backends) * len(devices) * len(seeds)
                * len(repeats), where)
     problem, left = [], 0
@@ -271,8 +275,96 @@ def problem_specs(block: dict, where: str, name: str, axes, configurations,
                             {**target, "batch_size": size} if target["how"] == "round" else
                             dict(target), seed,
                             repeat, dict(stopping), dict(tuning), loop, device,
-                            block.get("initial")))
+                            block.get("initial"),
+                            None if block.get("name") is None else str(block["name"])))
     return problem, left
+
+
+def check_rows(data: dict, sizes: list, where: str) -> None:
+    """The data read once per table before any run (a layout on rows of features is refused
+    there: study.train.models.data.laid_out) and every batch size against its training rows:
+    a mistake is one line now, not an error row per run."""
+    try:
+        rows = training_rows(json.dumps(data, sort_keys=True, default=str), where)
+    except InputError as exc:
+        raise ConfigError(str(exc)) from None
+    for size in sizes:
+        if size > rows:
+            raise ConfigError(f"{where.removesuffix(': data')}: batch_size {size} is more than "
+                              f"the {rows} training rows; give at most that, or 0 for full batch")
+
+
+@functools.cache
+def training_rows(data: str, where: str) -> int:
+    from study.train.models.data import load_data
+
+    return len(load_data(json.loads(data), where)["x_train"])
+
+
+def check_names(block: dict, own: str | None, where: str) -> None:
+    """The loss and metric names before any run: a shipped native example's against the names
+    native models take, a Keras model's (or a file's, which may build either) by Keras itself
+    in a child process on its NumPy backend (the sweep's process must not import Keras)."""
+    loss, metric = block.get("loss"), block["metric"]
+    loss = None if loss in (None, "none") else loss
+    try:
+        if own:
+            from study.train.models.model import check_native_loss
+            from study.train.models.workload import check_metric
+
+            check_metric(metric)
+            if loss is not None:
+                check_native_loss(loss, f"model '{block['model']}'")
+            return
+        error = None if familiar(loss, metric) else keras_names(loss, metric)
+    except InputError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    if error:
+        raise ConfigError(f"{where}: {error}")
+
+
+def familiar(loss: str | None, metric: str) -> bool:
+    """Names the study's own tables know Keras has (no child process for them)."""
+    from study.train.models.model import NATIVE_LOSSES, loss_name
+    from study.train.models.workload import METRICS
+
+    name, logits = loss_name(loss) if loss is not None else (None, False)
+    known = loss is None or (name in NATIVE_LOSSES and (not logits or "entropy" in name))
+    return known and metric in METRICS
+
+
+KERAS_NAMES = """
+import json, sys
+from datasets.errors import InputError
+from study.train.models.model import loss_function, metric_object
+loss, metric = json.loads(sys.stdin.read())
+try:
+    if loss is not None:
+        loss_function(loss)
+    metric_object(metric)
+    print(json.dumps(None))
+except InputError as exc:
+    print(json.dumps(str(exc)))
+"""
+
+
+@functools.cache
+def keras_names(loss: str | None, metric: str) -> str | None:
+    """None, or the one line Keras's own lookup gives for an unknown loss or metric name."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[3])
+    env = {**os.environ, "KERAS_BACKEND": "numpy", "CUDA_VISIBLE_DEVICES": "-1",
+           "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+    try:
+        done = subprocess.run([sys.executable, "-P", "-c", KERAS_NAMES], text=True, env=env,
+                              input=json.dumps([loss, metric]), capture_output=True,
+                              timeout=600)
+        return json.loads(done.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return None  # no child: each run checks the names itself, as before
 
 
 def native_framework(optimizer) -> str | None:

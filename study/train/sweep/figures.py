@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from study.figures import legend_outside, log_axis, save
+from study.train.sweep.report import problem_title
 from study.train.sweep.summary import keyed, measured, summarize
 
 PLAIN = ("-", "o")  # a framework whose adapter is not registered here (results drawn elsewhere)
@@ -32,7 +33,7 @@ def _problems(table: pd.DataFrame) -> list[tuple[str, str]]:
 
 
 def figure_headline(runs: pd.DataFrame):
-    table = summarize(runs)
+    table, named_runs = summarize(runs), measured(runs)
     problems = _problems(table)
     heights = [max(2.0, 0.32 * len(table[(table["model"] == m) & (table["data"] == d)]) + 1)
                for m, d in problems] or [2.0]
@@ -59,7 +60,7 @@ def figure_headline(runs: pd.DataFrame):
                                 strict=True)], fontsize=8)
         log_axis(ax.xaxis)
         ax.set_xlabel("training seconds to the target (x: not reached; reached/seeds)")
-        ax.set_title(f"{model} on {data}", fontsize=10)
+        ax.set_title(problem_title(named_runs, model, data), fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -91,7 +92,7 @@ def figure_convergence(runs: pd.DataFrame, traces: pd.DataFrame):
             log_axis(ax.yaxis)
         ax.set_xlabel("training seconds (setup and evaluation excluded)")
         ax.set_ylabel(metric)
-        ax.set_title(f"{model} on {data}", fontsize=10)
+        ax.set_title(problem_title(ok, model, data), fontsize=10)
         handles, labels = ax.get_legend_handles_labels()
         unique = dict(zip(labels, handles, strict=True))
         legend_outside(ax, fontsize=7, handles=list(unique.values()), labels=list(unique))

@@ -16,6 +16,7 @@ from study.train.sweep.summary import (
     INSTANCE,
     keyed,
     measured,
+    named,
     overhead,
     summarize,
     with_time,
@@ -37,12 +38,12 @@ def problem_sentences(runs: pd.DataFrame) -> list[tuple[str, str, object, bool]]
     for (model, data), part in table.groupby(["model", "data"], sort=True):
         part = part.sort_values("to_target")
         target = _target_text(runs, model, data)
+        title = problem_title(runs, model, data)
         best = part.iloc[0]
         if not np.isfinite(best["to_target"]):
-            out.append((f"{model} on {data}", f"{model} on {data}: no configuration reached "
-                        f"{target}.", None, False))
+            out.append((title, f"{title}: no configuration reached {target}.", None, False))
             continue
-        sentence = (f"{model} on {data}: {best['configuration']} had the shortest typical "
+        sentence = (f"{title}: {best['configuration']} had the shortest typical "
                     f"time to {target}, {fmt_seconds(best['to_target'])} of training "
                     f"({best['reached']}/{best['runs']} seeds reached it; ranked by training "
                     f"time, setup excluded)")
@@ -55,7 +56,7 @@ def problem_sentences(runs: pd.DataFrame) -> list[tuple[str, str, object, bool]]
                                                                 second["configuration"])
             firm = c.distinguishable and c.ratio < 1
         sentence += _with_setup(part)
-        out.append((f"{model} on {data}", sentence + ".", c, firm))
+        out.append((title, sentence + ".", c, firm))
     return out
 
 
@@ -71,6 +72,15 @@ def _with_setup(part: pd.DataFrame) -> str:
         text += (f", and {first['configuration']} would be first with "
                  f"{fmt_seconds(first['to_target_with_setup'])}")
     return text
+
+
+def problem_title(runs: pd.DataFrame, model: str, data: str) -> str:
+    """A problem as the config names it (its [[problems]] name), the model and data it is in
+    parentheses; `model on data` where no name was recorded (one `study train` run, old rows)."""
+    part = runs[(runs["model"] == model) & (runs["data"] == data)]
+    names = part["problem"].dropna().unique() if "problem" in part else []
+    return f"{', '.join(map(str, names))} ({model} on {data})" if len(names) else \
+        f"{model} on {data}"
 
 
 def _target_text(runs, model, data) -> str:
@@ -100,14 +110,16 @@ def lbfgs_sentences(runs: pd.DataFrame) -> list[str]:
             continue
         a, b = lbfgs.iloc[0], keras.iloc[0]
         c = compare(_config_rows(runs, a), _config_rows(runs, b), INSTANCE, "to_target")
-        out.append(f"{model} on {data}, {backend}: " + c.phrase(a["configuration"],
-                                                                   b["configuration"]) + ".")
+        out.append(f"{problem_title(runs, model, data)}, {backend}: "
+                   + c.phrase(a["configuration"], b["configuration"]) + ".")
     return out
 
 
 def overhead_sentences(runs: pd.DataFrame) -> list[str]:
     table = overhead(runs)
-    return [f"{r['model']} on {r['data']}, {r['configuration']}: our loop takes "
+    named_runs = named(runs)
+    return [f"{problem_title(named_runs, r['model'], r['data'])}, {r['configuration']}: "
+            f"our loop takes "
             f"{r['loop_ms_per_step']:.3g} ms per step, model.fit {r['fit_ms_per_step']:.3g} ms "
             f"(ratio {r['loop_over_fit']:.3g})" for r in table.to_dict("records")]
 
@@ -136,13 +148,39 @@ def summary_frame(runs: pd.DataFrame) -> pd.DataFrame:
         "evaluation (apart)": table["eval_s"].map(fmt_seconds)})
 
 
+def _initial_text(runs: pd.DataFrame) -> str:
+    """Where the initial weights came from, true for each model kind in the results: only a
+    Keras model's (and a shipped native twin's) are checked across frameworks."""
+    kind = runs["model_kind"].astype(object) if "model_kind" in runs else \
+        pd.Series("keras", index=runs.index)
+    reference = runs["reference_val_loss"] if "reference_val_loss" in runs else \
+        pd.Series(np.nan, index=runs.index)
+    initial = runs["initial"] if "initial" in runs else pd.Series(None, index=runs.index)
+    native = kind.notna() & kind.ne("keras")
+    parts = []
+    if kind.eq("keras").any():
+        parts.append("made once by Keras's NumPy backend and checked against its validation "
+                     "loss on every framework before training" + (" (Keras models)"
+                                                                  if native.any() else ""))
+    if (native & reference.notna()).any():
+        parts.append("for a shipped native example, its Keras twin's, checked against the "
+                     "twin's validation loss")
+    if (native & reference.isna() & initial.notna()).any():
+        parts.append("for a native model given `initial`, the .npz it names")
+    mine = sorted(kind[native & reference.isna() & initial.isna()].unique())
+    if mine:
+        parts.append(f"for a native model ({', '.join(mine)}), drawn by its own initialization "
+                     "under the seed, on its own framework only (no other framework checks "
+                     "them)")
+    return "; ".join(parts) or "drawn per seed"
+
+
 def section(results, figures: Path) -> list[Block]:
     runs = results.runs
     anchor = f"{results.folder.name}-train"
     blocks = [Block("h2", "Your own model: time to a validation target", anchor=anchor),
               Block("p", "Each configuration trains the same instances (per seed: the same "
-                         "initial weights, made once by Keras's NumPy backend and checked "
-                         "against its validation loss on every framework before training; the "
+                         f"initial weights, {_initial_text(runs)}; the "
                          "same split and shuffling order). Time to target is training time "
                          "to the first evaluation at or past the target; setup (tracing "
                          "and compilation, before step 1) and every evaluation are timed "

@@ -15,6 +15,8 @@ RUN_COLUMNS = Schema("runs", (
     Column("initial", "str", "a native model's .npz of initial parameters (None: a native "
                              "example starts from its Keras twin's weights for the seed, a "
                              "user's native model from its own initialization under the seed)"),
+    Column("problem", "str", "the [[problems]] block's name (None: one run of `study train`, or "
+                             "a row from before it was recorded)"),
     Column("data", "str", "a shipped data set's name or the user's file"),
     Column("data_params", "str", "the data table as JSON (its layout, one_hot, rows... "
                                  "where given: layout = channels_first moved the image arrays' "

@@ -38,6 +38,7 @@ class Spec:
     loop: str = "steps"  # steps: our timed loop; fit: model.fit over the same steps (overhead)
     device: str = "cpu"  # cpu or gpu: where the framework runs it (study.train.run.device)
     initial: str | None = None  # a native model's .npz of initial parameters (None: the seed's)
+    problem: str | None = None  # the [[problems]] block's name: what the report calls it
 
     @cached_property
     def run_id(self) -> str:
@@ -47,6 +48,7 @@ class Spec:
         resolved spec's target, so a new optimizer that lowers the target still re-runs)."""
         fields_ = json.loads(self.to_json())
         fields_["target"].pop("configurations", None)
+        fields_.pop("problem", None)  # a name, not what is measured: renaming re-runs nothing
         if fields_["initial"] is None:  # the ids of runs from before it was a field
             del fields_["initial"]
         return hashlib.sha256(json.dumps(fields_, sort_keys=True).encode()).hexdigest()[:16]
@@ -78,6 +80,7 @@ class Spec:
             "eval_every": self.eval_every, "target_metric": self.target.get("metric"),
             "target_mode": self.target.get("mode"), "target_how": self.target.get("how"),
             "seed": self.seed, "repeat": self.repeat, "loop": self.loop, "initial": self.initial,
+            "problem": self.problem,
             "stopping": json.dumps(self.stopping, sort_keys=True),
             **{f"stop_{k}": v for k, v in self.stopping.items()},
             **tuning_axes(self.tuning),
