@@ -245,17 +245,20 @@ def test_every_count_of_a_library_optimizer_is_an_integer_of_at_least_one(
 
 
 def test_a_spec_without_initial_keeps_its_run_id():
-    """`initial` joined the spec after runs were recorded: None leaves the hashed content as
-    it was, so earlier results stay valid; an .npz makes another run."""
+    """`initial` and `problem` joined the spec after runs were recorded: None leaves the hashed
+    content as it was, so earlier results stay valid; an .npz makes another run, a problem's
+    name (what the report calls it) none."""
     import hashlib
 
     spec = Spec("train", "digits-cnn", {"name": "digits"}, SPARSE, "accuracy", "keras:Adam", {},
                 "jax", 64, 0, {"metric": "val_loss", "value": 0.3, "how": "given"}, 0)
-    old = {k: v for k, v in json.loads(spec.to_json()).items() if k != "initial"}
+    old = {k: v for k, v in json.loads(spec.to_json()).items() if k not in ("initial", "problem")}
     assert spec.run_id == hashlib.sha256(json.dumps(old, sort_keys=True).encode()).hexdigest()[:16]
+    assert spec.run_id == "dd55039c7c816353"  # as the code before either field gave it
     from dataclasses import replace
 
     assert replace(spec, initial="w.npz").run_id != spec.run_id
+    assert replace(spec, problem="mine").run_id == spec.run_id
     assert Spec.from_json(spec.to_json()) == spec
 
 
