@@ -60,6 +60,9 @@ class ClosedForm:
         # (nothing stalled: its rounding left it where it is), the message says it missed
         status = "converged" if tol is not None and subopt <= tol else "solved"
         message = f"{self.solver} solve"
+        if tol is not None and status == "solved":
+            message += (f"; suboptimality {subopt:.3g} misses the target {tol:g} (its rounding "
+                        f"at kappa {problem.reference.kappa_raw:.3g})")
         message += "".join(f"; {first_line(warning.message)}" for warning in caught)
         grad_norm = float(np.linalg.norm(problem.grad(np.asarray(w, dtype=np.float64))))
         trace = {"iteration": [1], "seconds": [seconds], "loss": [f],
