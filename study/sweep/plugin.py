@@ -10,9 +10,9 @@ to preload or prepare, a GPU run when `spec.device == "gpu"`, a sweep failed onl
 rows, no side tables, no answers, nothing to pair in `compare`). The engine (sweep, report,
 compare, results, conclusions) reaches a study only through these hooks and never by its name.
 
-Studies are found, not listed: every package under study/ with a `plugin` module is one, by its
-folder's name, and the plugin modules named in CONVERGENCE_STUDY_STUDIES (os.pathsep-separated,
-e.g. a study kept in the user's own folder on PYTHONPATH) are registered under their `KIND`.
+Studies are found, not listed: every package under study/ with a `plugin` module is one, and so
+is every package named in CONVERGENCE_STUDY_STUDIES (os.pathsep-separated; a study kept in the
+user's own folder, on PYTHONPATH): its kind is its folder's name, which its plugin's KIND says.
 """
 
 from __future__ import annotations
@@ -22,8 +22,6 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-from datasets.errors import InputError
 
 PLUGINS = "CONVERGENCE_STUDY_STUDIES"
 ENGINE_STATUSES = ("error", "timeout", "oom", "skipped")
@@ -184,20 +182,19 @@ def _scan() -> dict[str, str]:
 
 
 def _registered(value: str | None = None) -> dict[str, str]:
-    """The plugin modules named in CONVERGENCE_STUDY_STUDIES, by their KIND."""
+    """The study packages named in CONVERGENCE_STUDY_STUDIES, by their last name (nothing is
+    imported before a study of that kind is asked for)."""
     value = os.environ.get(PLUGINS, "") if value is None else value
-    out = {}
-    for name in filter(None, value.split(os.pathsep)):
-        try:
-            out[load_plugin(name).KIND] = name
-        except ImportError as exc:
-            raise InputError(f"{PLUGINS}: cannot import '{name}' ({exc})") from exc
-    return out
+    return {name.rpartition(".")[2]: f"{name}.plugin"
+            for name in filter(None, value.split(os.pathsep))}
 
 
 def load_kind(kind: str) -> StudyPlugin:
-    """The plugin of a study kind."""
-    return load_plugin(STUDIES[kind])
+    """The plugin of a study kind (its folder's name, and its KIND)."""
+    plugin = load_plugin(STUDIES[kind])
+    if plugin.KIND != kind:
+        raise TypeError(f"study plugin {STUDIES[kind]} says KIND = {plugin.KIND!r}, not {kind!r}")
+    return plugin
 
 
 def load_plugin(module_name: str) -> StudyPlugin:
