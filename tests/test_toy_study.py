@@ -23,7 +23,7 @@ def cli(*args, cwd):
     return done.stdout
 
 
-def test_a_study_in_its_own_folder_answers_reports_and_compares(tmp_path):
+def test_a_study_in_its_own_folder_answers_reports_and_compares(tmp_path, monkeypatch):
     for name, slower in (("a", 2.0), ("b", 0.5)):  # B cheaper than A in the second
         (tmp_path / f"{name}.toml").write_text(
             f'kind = "toy_study"\nname = "toy"\nseeds = [0, 1, 2, 3, 4, 5]\n'
@@ -38,6 +38,18 @@ def test_a_study_in_its_own_folder_answers_reports_and_compares(tmp_path):
     compared = cli("compare", "results/a", "results/b", cwd=tmp_path)
     assert "toy.a-vs-b" in compared and "changed" in compared  # its conclusion, in both
     assert "B" in compared and "cost" in compared  # its pairs
+    from types import SimpleNamespace
+
+    from study.results import load
+    from study.sweep import plugin
+    from study.sweep.adaptive import answer_comparisons
+
+    monkeypatch.syspath_prepend(str(TESTS))
+    monkeypatch.setitem(plugin.STUDIES, "toy_study", "toy_study.plugin")
+    folder = tmp_path / "results" / "a"
+    found = answer_comparisons(SimpleNamespace(kind="toy_study"), SimpleNamespace(root=folder),
+                               load(folder).runs)  # what the adaptive loop refines: its answer
+    assert [(id, c.instances) for id, c in found] == [("toy.a-vs-b", 6)]
 
 
 def test_an_unregistered_study_is_an_unknown_kind(tmp_path):
