@@ -128,3 +128,15 @@ def test_a_module_without_a_plugin_or_lacking_a_member_is_named(monkeypatch, tmp
         load_plugin("halfstudy")
     assert "summary" in REQUIRED
     sys.modules.pop("halfstudy", None)
+
+
+def test_studies_are_found_by_their_folders_and_the_environment(monkeypatch):
+    """Every package under study/ with a plugin.py is a study of its folder's name; a user's own
+    study packages are named in CONVERGENCE_STUDY_STUDIES; a plugin must say the same KIND."""
+    assert {"regression", "feedmode", "train"} <= set(registry._scan())
+    assert "sweep" not in registry._scan() and "bench" not in registry._scan()
+    assert registry._registered(f"mine.toy{registry.os.pathsep}other") == {
+        "toy": "mine.toy.plugin", "other": "other.plugin"}
+    monkeypatch.setitem(registry.STUDIES, "misnamed", "study.feedmode.plugin")
+    with pytest.raises(TypeError, match="says KIND = 'feedmode', not 'misnamed'"):
+        load_kind("misnamed")

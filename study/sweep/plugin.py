@@ -176,9 +176,9 @@ class StudyPlugin:
 
 def _scan() -> dict[str, str]:
     """Every package under study/ with a plugin module, by its folder's name."""
-    here = Path(__file__).resolve().parents[1]
+    here = Path(__file__).resolve().parent  # the engine's own plugin.py (this one) is none
     return {p.parent.name: f"study.{p.parent.name}.plugin"
-            for p in sorted(here.glob("*/plugin.py")) if p.parent.name != "sweep"}
+            for p in sorted(here.parent.glob("*/plugin.py")) if p.parent != here}
 
 
 def _registered(value: str | None = None) -> dict[str, str]:
