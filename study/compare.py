@@ -21,7 +21,6 @@ from datasets.errors import InputError
 from study.conclusions import Conclusion, conclusions
 from study.paired import Comparison, compare
 from study.results import Results, load
-from study.sweep.grid import configurations, distinct_labels
 
 HELD, CHANGED, UNTOLD = "held", "changed", "cannot be told apart"
 FIGURE_ROWS = 40  # the figure draws every distinguishable change and the largest of the rest
@@ -44,45 +43,19 @@ class Change:
 
 def measurements(results: Results) -> tuple[pd.DataFrame, list[str], dict[str, str]]:
     """The rows to pair, with a `config` label per row: (rows, instance columns, quantity
-    name -> column). A run that failed counts as infinite time (study.paired)."""
-    runs = results.runs[results.runs["status"] != "skipped"]
-    if results.kind == "feedmode":
-        from study.feedmode.report import INSTANCE_COLUMNS
-
-        failed = runs["status"] != "ok"
-        label = (runs["mode"] + " (" + runs["grappler"].fillna("default") + ") " + runs["dtype"]
-                 + " N=" + runs["n"].astype(str) + " " + runs["device"].fillna("cpu"))
-        rows = runs.assign(
-            config=distinct_labels(label, configurations(runs, results.plugin)),
-            first=runs["first_call_seconds"].where(~failed, np.inf),
-            later=runs["steady_median_seconds"].where(~failed, np.inf))
-        return rows, INSTANCE_COLUMNS, {"first call": "first", "later calls": "later"}
-    if results.kind == "train":
-        from study.train.sweep.summary import INSTANCE, keyed, measured, with_time
-
-        rows = keyed(with_time(measured(runs)))
-        per_step = pd.to_numeric(rows["seconds_per_step"], errors="coerce")
-        rows = rows.assign(config=rows["model"] + " on " + rows["data"].astype(str) + ": "
-                           + rows["configuration"], per_step=per_step.where(per_step > 0))
-        return rows, INSTANCE, {"time to target": "to_target",
-                                "time per step (target reached in neither)": "per_step"}
-    from study.regression.labels import label_runs
-    from study.regression.summary import INSTANCE_COLUMNS, time_to_target
-    from study.sweep.tuning import measured_runs
-
-    rows = label_runs(measured_runs(runs))
-    per_iteration = rows["seconds_per_iteration"].where(rows["iterations"] > 0)
-    rows = rows.assign(config=rows["data"] + " " + rows["config"], time=time_to_target(rows),
-                       per_iteration=per_iteration)
-    return rows, INSTANCE_COLUMNS, {"time to target": "time",
-                                    "time per iteration (target reached in neither)":
-                                        "per_iteration"}
+    name -> column), from the study's plugin (`pairs`). A run that failed counts as infinite
+    time (study.paired)."""
+    found = results.plugin.pairs(results.runs[results.runs["status"] != "skipped"])
+    if found is None:
+        raise InputError(f"'{results.folder}': a {results.kind} study has nothing to compare")
+    return found
 
 
 def configuration_changes(a: Results, b: Results) -> tuple[list[Change], list[str], list[str]]:
-    """Each configuration both ran, B over A; and the configurations only A, only B ran. For the
-    regression and train kinds the quantity is the time to the target, or the time per
-    iteration (step) where neither reached the target (so a slower step still shows)."""
+    """Each configuration both ran, B over A; and the configurations only A, only B ran. Where the
+    study's plugin says FIRST_REACHED (regression, train) the quantity is the time to the
+    target, or the time per iteration (step) where neither reached the target (so a slower step
+    still shows)."""
     rows_a, instance, quantities = measurements(a)
     rows_b, _, _ = measurements(b)
     groups_a = dict(tuple(rows_a.groupby("config", sort=True)))
@@ -91,7 +64,7 @@ def configuration_changes(a: Results, b: Results) -> tuple[list[Change], list[st
     changes = []
     for config in common:
         chosen = list(quantities.items())
-        if a.kind in ("regression", "train"):  # time to target, else per step
+        if a.plugin.FIRST_REACHED:  # time to target, else per step
             column = chosen[0][1]
             reached = np.isfinite(groups_a[config][column]).any() or \
                 np.isfinite(groups_b[config][column]).any()
@@ -168,15 +141,10 @@ def differences(a: Results, b: Results) -> tuple[list[tuple[str, str, str]], lis
 
 def check_comparable(a: Results, b: Results) -> None:
     """Two folders of one study, or one line naming why not."""
-    from study.regression.logistic import is_logistic
-
     def study(results):
         names = sorted({str(s) for s in results.runs.get("study", pd.Series()).dropna()})
-        kind = results.kind
-        if kind == "regression" and is_logistic(results.runs[results.runs["status"]
-                                                             != "skipped"]):
-            kind = "logistic regression"
-        return kind, "/".join(names) or None
+        runs = results.runs[results.runs["status"] != "skipped"]
+        return results.plugin.title(runs), "/".join(names) or None
 
     (kind_a, name_a), (kind_b, name_b) = study(a), study(b)
     if kind_a != kind_b or (name_a and name_b and name_a != name_b):

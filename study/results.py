@@ -277,9 +277,8 @@ def main(args) -> int:
     print(results.plugin.summary(results.runs))
     print(f"based on {results.provenance()}")
     if args.csv:
-        from study.regression.summary import summarize
-
-        if results.kind != "regression":
-            raise InputError("--csv writes the regression summary table only")
-        write_text_atomic(summarize(results.runs).to_csv(index=False), args.csv)
+        table = results.plugin.summary_table(results.runs)
+        if table is None:
+            raise InputError(f"--csv: a {results.kind} study has no summary table to write")
+        write_text_atomic(table.to_csv(index=False), args.csv)
     return 0

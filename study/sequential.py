@@ -32,7 +32,7 @@ time) on some instance gives no sequential verdict (the t statistic needs finite
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -246,3 +246,15 @@ def simulate(ratio: float, spread: float, *, first: int = 3, batch: int = 2,
             taken[rows[hopeless]] = n
     shares = {k: float(np.mean(verdict == k)) for k in (MORE, LESS, EQUIVALENT, NONE)}
     return {**shares, "instances": float(taken.mean())}
+
+
+def sequential_verdict(c, margin: float = MARGIN) -> Verdict:
+    """The confidence sequence's verdict on a comparison (study.paired.Comparison): the one the
+    report states and the adaptive loop acts on (one source, so adaptive.json and the report
+    never disagree), counted as the comparison counts its instances; none where most of its runs
+    were measured on a busy machine, whatever the values say."""
+    verdict = replace(decide(c.units, margin), shared=c.instances)
+    if c.busy:
+        verdict = replace(verdict, kind=NONE,
+                          reason="measured on a busy machine (`--remeasure-noisy`)")
+    return verdict

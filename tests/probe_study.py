@@ -2,8 +2,9 @@
 request, misbehaves (sleeps, crashes, raises, allocates, works under injected load).
 
 Registered by the tests as kind "probe" (the tests folder goes on PYTHONPATH, so the warm
-processes can import it too). It takes the engine's defaults (study.sweep.plugin.DEFAULTS) for
-what it leaves out: no grid check, prerequisites or preload, no GPU, failed only by errors."""
+processes can import it too). It takes the engine's defaults (study.sweep.plugin.StudyPlugin)
+for what it leaves out: no grid check, prerequisites or preload, no GPU, failed only by errors,
+no answers."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from study.sweep.grid import as_list
-from study.sweep.plugin import Measurement
+from study.sweep.plugin import Measurement, StudyPlugin
 from study.sweep.schema import ENGINE, Column, Schema
 
 KIND = "probe"
@@ -130,3 +131,16 @@ def measure(spec, ctx):
 
 def summary(runs):
     return f"{len(runs)} probe runs"
+
+
+class Probe(StudyPlugin):
+    KIND, CONFIG_KEYS, SCHEMA, SIDE_TABLES = KIND, CONFIG_KEYS, SCHEMA, SIDE_TABLES
+    MEASURE_MODULE, FIGURES_MODULE, REPORT_MODULE = MEASURE_MODULE, FIGURES_MODULE, \
+        REPORT_MODULE
+    MEASURE_STATUSES = MEASURE_STATUSES
+    expand, spec_from_json = staticmethod(expand), staticmethod(spec_from_json)
+    framework, code_files = staticmethod(framework), staticmethod(code_files)
+    summary = staticmethod(summary)
+
+
+PLUGIN = Probe()

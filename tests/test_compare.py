@@ -225,7 +225,8 @@ def test_conclusions_of_a_results_folder(tmp_path, kind):
 
 
 def test_the_logistic_study_answers_with_its_fastest_configuration_per_data_set(tmp_path):
-    from study.conclusions import LOGISTIC, conclusions
+    from study.conclusions import conclusions
+    from study.regression.conclusions import LOGISTIC
 
     runs = regression_runs().assign(dataset="synthetic-logistic")
     found = conclusions(load(write(tmp_path, "a", runs)))

@@ -1,5 +1,6 @@
-"""The plugin base: a study module states only what differs from study.sweep.plugin.DEFAULTS;
-one that states everything itself loads as before."""
+"""The plugin base: a study's plugin is one instance of a study.sweep.plugin.StudyPlugin
+subclass, which states its required members and overrides only the hooks whose declared default
+does not fit; one lacking a required member, or a module with no PLUGIN, is named."""
 
 from __future__ import annotations
 
@@ -9,35 +10,42 @@ import textwrap
 import pytest
 
 from study.sweep import plugin as registry
-from study.sweep.plugin import DEFAULTS, StudyPlugin, load_kind, load_plugin
+from study.sweep.plugin import REQUIRED, StudyPlugin, load_kind, load_plugin
 
 TOY = {
     "__init__.py": "",
     "plugin.py": """
         from dataclasses import dataclass
 
-        KIND = "toy"
-        CONFIG_KEYS = ()
-        SCHEMA = None
-        MEASURE_STATUSES = ("ok",)
+        from study.sweep.plugin import StudyPlugin
 
         @dataclass(frozen=True)
         class Spec:
             device: str = "cpu"
 
-        def expand(raw, source, name, repeats):
-            return [Spec()]
+        class Toy(StudyPlugin):
+            KIND = "toy"
+            CONFIG_KEYS = ()
+            SCHEMA = None
+            MEASURE_STATUSES = ("ok",)
+            Spec = Spec
 
-        spec_from_json = Spec
+            def expand(self, raw, source, name, repeats):
+                return [Spec()]
 
-        def framework(spec):
-            return None
+            def spec_from_json(self, text):
+                return Spec()
 
-        def code_files(spec):
-            return []
+            def framework(self, spec):
+                return None
 
-        def summary(runs):
-            return ""
+            def code_files(self, spec):
+                return []
+
+            def summary(self, runs):
+                return ""
+
+        PLUGIN = Toy()
         """,
     "measure.py": """
         def measure(spec, ctx):
@@ -69,13 +77,16 @@ def test_a_plugin_stating_only_what_differs_gets_the_defaults(toy):
     assert toy.check_grid([spec]) is None and toy.preload("jax") == ()
     assert not toy.needs_gpu(spec) and toy.needs_gpu(toy.Spec(device="gpu"))
     assert toy.FAILED_STATUSES == ("error",) and toy.SIDE_TABLES == {}
-    assert load_kind("toy") is toy  # filled once, on the module the run's process imports too
+    assert toy.conclusions(None, "toy") == [] and toy.refined(None, "toy") == []  # no answers
+    assert toy.pairs(None) is None and toy.subjects(None) == [] and toy.title(None) == "toy"
+    assert load_kind("toy") is toy  # one instance, on the module the run's process imports too
 
 
 def test_a_plugin_stating_a_member_keeps_its_own():
     regression = load_kind("regression")
     assert regression.FAILED_STATUSES == ("error", "failed", "reference-error")
     assert regression.needs_gpu.__module__ == "study.regression.plugin"
+    assert regression.FIRST_REACHED and not load_kind("feedmode").FIRST_REACHED
     assert "uncertifiable" in regression.MEASURE_STATUSES
     feedmode = load_kind("feedmode")
     assert feedmode.preload("jax") == ("study.feedmode.measure_jax",)
@@ -91,18 +102,41 @@ def test_the_train_plugin_states_only_what_differs():
     assert train.MEASURE_STATUSES == ("reached", "timeout", "diverged", "completed")
     assert (train.MEASURE_MODULE, train.FIGURES_MODULE, train.REPORT_MODULE) == (
         "study.train.run.measure", "study.train.sweep.figures", "study.train.sweep.report")
-    assert train.measure.__module__ == "study.sweep.plugin"  # the default
+    assert type(train).measure is StudyPlugin.measure  # the default
     assert train.preload("jax") == ("study.train.adapters.jax:warm",)
 
 
-def test_every_default_is_a_member_and_a_module_lacking_one_without_is_left_alone(monkeypatch):
-    assert set(DEFAULTS) <= set(registry._members())
+def test_a_module_without_a_plugin_or_lacking_a_member_is_named(monkeypatch, tmp_path):
     monkeypatch.setitem(registry.STUDIES, "broken", "json")
-    with pytest.raises(TypeError, match="study plugin json lacks KIND, CONFIG_KEYS, SCHEMA, "
-                                        "MEASURE_STATUSES"):
+    with pytest.raises(TypeError, match="study plugin json defines no PLUGIN"):
         registry.load_kind("broken")
-    import json
+    (tmp_path / "halfstudy.py").write_text(textwrap.dedent("""
+        from study.sweep.plugin import StudyPlugin
 
-    assert not hasattr(json, "MEASURE_MODULE")  # nothing set on a module that is no plugin
-    with pytest.raises(TypeError, match="lacks"):
-        load_plugin("json")
+        class Half(StudyPlugin):
+            KIND = "half"
+
+            def summary(self, runs):
+                return ""
+
+        PLUGIN = Half()
+        """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(TypeError, match="study plugin halfstudy lacks CONFIG_KEYS, SCHEMA, "
+                                        "MEASURE_STATUSES, expand, spec_from_json, framework, "
+                                        "code_files$"):
+        load_plugin("halfstudy")
+    assert "summary" in REQUIRED
+    sys.modules.pop("halfstudy", None)
+
+
+def test_studies_are_found_by_their_folders_and_the_environment(monkeypatch):
+    """Every package under study/ with a plugin.py is a study of its folder's name; a user's own
+    study packages are named in CONVERGENCE_STUDY_STUDIES; a plugin must say the same KIND."""
+    assert {"regression", "feedmode", "train"} <= set(registry._scan())
+    assert "sweep" not in registry._scan() and "bench" not in registry._scan()
+    assert registry._registered(f"mine.toy{registry.os.pathsep}other") == {
+        "toy": "mine.toy.plugin", "other": "other.plugin"}
+    monkeypatch.setitem(registry.STUDIES, "misnamed", "study.feedmode.plugin")
+    with pytest.raises(TypeError, match="says KIND = 'feedmode', not 'misnamed'"):
+        load_kind("misnamed")

@@ -141,5 +141,32 @@ def test_a_plugin_lacking_a_member_is_named(monkeypatch):
     from study.sweep import plugin as registry
 
     monkeypatch.setitem(registry.STUDIES, "broken", "json")  # a module that is no plugin
-    with pytest.raises(TypeError, match="study plugin json lacks KIND, CONFIG_KEYS"):
+    with pytest.raises(TypeError, match="study plugin json defines no PLUGIN"):
         registry.load_kind("broken")
+
+
+ENGINE_MODULES = ("study.sweep", "study.report", "study.compare", "study.results",
+                  "study.conclusions")
+STUDY_NAMES = {"regression", "feedmode", "logistic", "train"}
+
+
+def test_the_engine_imports_no_study_and_names_none():
+    """The engine reaches a study only through its plugin (study.sweep.plugin.StudyPlugin),
+    loaded by name from the registry: it imports no study's module and never branches on a
+    study's name (docstrings aside), so a new study is a folder, not an edit of the engine."""
+    upward = sorted(f"{module} -> {target}" for module, targets in module_graph().items()
+                    if package_of(module, ENGINE_MODULES)
+                    for target in targets if package_of(target, STUDY_PACKAGES))
+    assert upward == []
+    named = []
+    paths = [p for package in ("study/sweep", "study/report") for p in (ROOT / package).rglob(
+        "*.py")] + [ROOT / "study" / f"{m}.py" for m in ("compare", "results", "conclusions")]
+    for path in paths:
+        tree = ast.parse(path.read_text())
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef))
+                      and node.body and isinstance(node.body[0], ast.Expr)}
+        named += [f"{path.relative_to(ROOT)}:{node.lineno}" for node in ast.walk(tree)
+                  if isinstance(node, ast.Constant) and node.value in STUDY_NAMES
+                  and id(node) not in docstrings]
+    assert named == []

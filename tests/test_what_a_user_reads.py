@@ -213,10 +213,13 @@ def test_a_report_on_the_original_questions_says_so_first_in_its_title():
     import pandas as pd
 
     from study.report.build import report_title
+    from study.sweep.plugin import load_kind
 
-    feedmode = SimpleNamespace(kind="feedmode", runs=pd.DataFrame({"status": ["ok"]}))
-    eve = SimpleNamespace(kind="regression", runs=pd.DataFrame(
-        {"status": ["converged"], "dataset": ["eve"]}))
+    def results(kind, runs):
+        return SimpleNamespace(kind=kind, plugin=load_kind(kind), runs=pd.DataFrame(runs))
+
+    feedmode = results("feedmode", {"status": ["ok"]})
+    eve = results("regression", {"status": ["converged"], "dataset": ["eve"]})
     assert report_title([eve, feedmode]) == "Convergence study report: the original questions"
-    assert report_title([SimpleNamespace(kind="feedmode", runs=pd.DataFrame(
-        {"status": ["skipped"]}))]) == "Convergence study report"
+    assert report_title([results("feedmode", {"status": ["skipped"]})]) == \
+        "Convergence study report"

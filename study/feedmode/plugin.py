@@ -1,4 +1,4 @@
-"""The feed-mode study as the sweep engine sees it (see study.sweep.plugin; what is not here is
+"""The feed-mode study as the engine sees it (see study.sweep.plugin; what is not here is
 the engine's default: measured by study.feedmode.measure, which imports no framework, figures and
 report beside it, a GPU run when the spec's device is "gpu", no prerequisite runs)."""
 
@@ -14,6 +14,7 @@ from study.feedmode.model import FRAMEWORK_MODULES, MODES, modes_of
 from study.feedmode.schema import SCHEMA, SIDE_TABLES
 from study.feedmode.spec import Spec
 from study.sweep.fingerprint import ENGINE_FILES, relative
+from study.sweep.plugin import ORIGINAL_QUESTIONS, StudyPlugin
 
 KIND = "feedmode"
 MEASURE_STATUSES = ("ok", "mismatch")
@@ -56,3 +57,44 @@ def summary(runs) -> str:
     from study.feedmode.summary import summary_table
 
     return summary_table(runs)
+
+
+def pairs(runs):
+    """What `compare` pairs: each mode, graph options, dtype, N and device, by its first call and
+    its later calls."""
+    import numpy as np
+
+    from study.feedmode.report import INSTANCE_COLUMNS
+    from study.sweep.grid import configurations, distinct_labels
+
+    failed = runs["status"] != "ok"
+    label = (runs["mode"] + " (" + runs["grappler"].fillna("default") + ") " + runs["dtype"]
+             + " N=" + runs["n"].astype(str) + " " + runs["device"].fillna("cpu"))
+    rows = runs.assign(
+        config=distinct_labels(label, configurations(runs, PLUGIN)),
+        first=runs["first_call_seconds"].where(~failed, np.inf),
+        later=runs["steady_median_seconds"].where(~failed, np.inf))
+    return rows, INSTANCE_COLUMNS, {"first call": "first", "later calls": "later"}
+
+
+def study_conclusions(runs, study: str) -> list:
+    from study.feedmode.conclusions import feedmode_conclusions
+
+    return feedmode_conclusions(runs, study)
+
+
+class Feedmode(StudyPlugin):
+    KIND, CONFIG_KEYS, SCHEMA, SIDE_TABLES = KIND, CONFIG_KEYS, SCHEMA, SIDE_TABLES
+    MEASURE_STATUSES, FAILED_STATUSES = MEASURE_STATUSES, FAILED_STATUSES
+    expand, spec_from_json = staticmethod(expand), staticmethod(spec_from_json)
+    framework, preload = staticmethod(framework), staticmethod(preload)
+    code_files, check_grid = staticmethod(code_files), staticmethod(check_grid)
+    summary = staticmethod(summary)
+    conclusions, pairs = staticmethod(study_conclusions), staticmethod(pairs)
+
+    def subjects(self, runs) -> list[str]:
+        """The feed modes answer an original question (Q2)."""
+        return [] if runs.empty else [ORIGINAL_QUESTIONS]
+
+
+PLUGIN = Feedmode()

@@ -1,5 +1,7 @@
-"""The regression study as the sweep engine sees it (see study.sweep.plugin; what is not here is
-the engine's default: measured by study.regression.measure, figures and report beside it)."""
+"""The regression study as the engine sees it (see study.sweep.plugin; what is not here is the
+engine's default: measured by study.regression.measure, figures and report beside it). Logistic
+regression is this study on logistic data (study.regression.logistic.is_logistic): its answers,
+its name in `compare` and its report title follow from its rows."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from study.regression.config import expand_specs as expand
 from study.regression.schema import SCHEMA, SIDE_TABLES
 from study.regression.spec import RunSpec
 from study.sweep.fingerprint import ENGINE_FILES, python_files, relative
+from study.sweep.plugin import ORIGINAL_QUESTIONS, StudyPlugin
 from study.sweep.tuning import TUNED, tuning_runs
 from study.sweep.tuning import resolve as resolve_tuned
 
@@ -131,3 +134,74 @@ def summary(runs) -> str:
     from study.regression.summary import format_summary, summarize
 
     return format_summary(summarize(runs))
+
+
+def pairs(runs):
+    """What `compare` pairs: each data set's configuration, by its time to the target, else
+    per iteration."""
+    from study.regression.labels import label_runs
+    from study.regression.summary import INSTANCE_COLUMNS, time_to_target
+    from study.sweep.tuning import measured_runs
+
+    rows = label_runs(measured_runs(runs))
+    per_iteration = rows["seconds_per_iteration"].where(rows["iterations"] > 0)
+    rows = rows.assign(config=rows["data"] + " " + rows["config"], time=time_to_target(rows),
+                       per_iteration=per_iteration)
+    return rows, INSTANCE_COLUMNS, {"time to target": "time",
+                                    "time per iteration (target reached in neither)":
+                                        "per_iteration"}
+
+
+def title(runs) -> str:
+    from study.regression.logistic import is_logistic
+
+    return "logistic regression" if is_logistic(runs) else KIND
+
+
+def subjects(runs) -> list[str]:
+    """The original questions on their data, else the data's titles (a report on your own CSV
+    says so in its title)."""
+    from study.regression.labels import data_titles, original_data
+
+    if runs.empty:
+        return []
+    return [ORIGINAL_QUESTIONS] if original_data(runs) else data_titles(runs)
+
+
+def named_files(runs) -> list[str]:
+    """The data files its rows' parameters name."""
+    files = []
+    for text in runs["dataset_params"].dropna().unique() if "dataset_params" in runs else ():
+        path = json.loads(text).get("path") if str(text).startswith("{") else None
+        files += [str(path)] if path else []
+    return files
+
+
+def summary_table(runs):
+    from study.regression.summary import summarize
+
+    return summarize(runs)
+
+
+def study_conclusions(runs, study: str) -> list:
+    from study.regression.conclusions import study_conclusions
+
+    return study_conclusions(runs, study)
+
+
+class Regression(StudyPlugin):
+    KIND, CONFIG_KEYS, SCHEMA, SIDE_TABLES = KIND, CONFIG_KEYS, SCHEMA, SIDE_TABLES
+    MEASURE_STATUSES, FAILED_STATUSES = MEASURE_STATUSES, FAILED_STATUSES
+    FIRST_REACHED = True
+    expand, spec_from_json = staticmethod(expand), staticmethod(spec_from_json)
+    framework, preload, needs_gpu = staticmethod(framework), staticmethod(preload), \
+        staticmethod(needs_gpu)
+    code_files, input_files = staticmethod(code_files), staticmethod(input_files)
+    check_grid, summary = staticmethod(check_grid), staticmethod(summary)
+    prerequisites, resolve = staticmethod(prerequisites), staticmethod(resolve)
+    conclusions, pairs = staticmethod(study_conclusions), staticmethod(pairs)
+    title, subjects = staticmethod(title), staticmethod(subjects)
+    named_files, summary_table = staticmethod(named_files), staticmethod(summary_table)
+
+
+PLUGIN = Regression()

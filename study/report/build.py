@@ -5,17 +5,18 @@ never typed by hand; each study contributes its section."""
 from __future__ import annotations
 
 import importlib
-import json
 from pathlib import Path
 
 import pandas as pd
 
 from optimizers.backends.registry import FRAMEWORKS
+from study import REPORTED
 from study.output import check_output_folder, reading
 from study.report.age import age_blocks
 from study.report.blocks import Block, write_report
 from study.results import load
 from study.sweep.grid import TIMEOUT_ENDS
+from study.sweep.plugin import ORIGINAL_QUESTIONS
 
 
 def environment_table(*frames: pd.DataFrame) -> pd.DataFrame:
@@ -138,27 +139,17 @@ def answer_blocks(found) -> list[Block]:
 
 def report_title(found) -> str:
     """'Convergence study report', naming the original questions first where a study answers
-    them (the regression study on their data, the feed modes), then the data of every
-    regression study that is not theirs (a report on your own CSV says so in its title) and the
-    model and data of every train study (by their short names, study.names)."""
-    from study.regression.labels import data_titles, original_data
-    from study.train.sweep.report import problem_title
-    from study.train.sweep.summary import named
-
+    them (the regression study on their data, the feed modes), then what each study names as
+    its subjects (the data of a regression study that is not theirs, so a report on your own CSV
+    says so in its title; the model and data of a train study): its plugin's `subjects`."""
     subjects = []
     for results in found:
         runs = results.runs[results.runs["status"] != "skipped"]
-        if not runs.empty and (results.kind == "feedmode" or (
-                results.kind == "regression" and original_data(runs))):
-            subjects.insert(0, "the original questions")
-        if results.kind == "train" and not runs.empty:
-            runs = named(runs)
-            subjects += sorted({problem_title(runs, m, d) for m, d
-                                in zip(runs["model"], runs["data"], strict=True)})
-        if results.kind != "regression":
-            continue
-        if not runs.empty and not original_data(runs):
-            subjects += data_titles(runs)
+        for subject in results.plugin.subjects(runs):
+            if subject == ORIGINAL_QUESTIONS:
+                subjects.insert(0, subject)
+            else:
+                subjects.append(subject)
     subjects = list(dict.fromkeys(subjects))
     if not subjects:
         return "Convergence study report"
@@ -168,18 +159,10 @@ def report_title(found) -> str:
 
 def names_sentence(found) -> str | None:
     """What each short name of a file stands for (study.names), said once before the answers:
-    every sentence after it names the file by its stem."""
+    every sentence after it names the file by its stem (each plugin's `named_files`)."""
     from study.names import named_once
 
-    files = []
-    for results in found:
-        runs = results.runs
-        if results.kind == "train":
-            files += [*runs["model"].dropna(), *runs["data"].dropna()]
-        elif "dataset_params" in runs:
-            for text in runs["dataset_params"].dropna().unique():
-                path = json.loads(text).get("path") if str(text).startswith("{") else None
-                files += [str(path)] if path else []
+    files = [f for results in found for f in results.plugin.named_files(results.runs)]
     return named_once(sorted(set(files)), "Files by their short names")
 
 
@@ -222,9 +205,9 @@ def build_blocks(results_root: Path, figures_root: Path, studies) -> list[Block]
 def add_arguments(parser) -> None:
     parser.add_argument("--results", default="results", help="folder holding the studies' "
                                                                "results folders")
-    parser.add_argument("--studies", nargs="+", default=["regression", "feedmode"],
+    parser.add_argument("--studies", nargs="+", default=list(REPORTED),
                         help="which studies (folders under --results) the report covers "
-                             "(default: regression feedmode)")
+                             f"(default: {' '.join(REPORTED)})")
     parser.add_argument("--figures", default="figures", help="folder holding <study>/*.png")
     parser.add_argument("--out", default="reports", help="where report.md and report.html go")
 

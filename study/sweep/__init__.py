@@ -3,7 +3,8 @@
 A study (`study/regression`, `study/feedmode`) provides a plugin (`study.sweep.plugin.StudyPlugin`):
 its spec type, the config sections it adds, `measure(spec, ctx) -> Measurement`, its declared
 row schema and side tables, which code measured a spec, which framework's warm process runs it,
-and where its figures and report section are. The engine owns the rest:
+where its figures and report section are, and its answers (conclusions, what `compare` pairs,
+what adaptive replication refines). The engine owns the rest:
 
   grid.py         TOML config -> specs: common keys, list axes, [[exclude]], --only
   schema.py       declared, typed columns; rows and tables are made and read through them
@@ -19,6 +20,7 @@ and where its figures and report section are. The engine owns the rest:
   runner.py       pending/stale/noisy selection, interleaved order, progress, exit status
   environment.py  the machine and software, as env_* columns
 
-A new study is a new folder with a plugin registered in `plugin.STUDIES`; a new column is a line
-in that study's schema (or in `schema.ENGINE_COLUMNS` for one every study has).
+A new study is a new folder whose plugin.py defines `PLUGIN` (found by the folder's name; see
+plugin.py); a new column is a line in that study's schema (or in `schema.ENGINE_COLUMNS` for one
+every study has).
 """

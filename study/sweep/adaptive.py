@@ -1,12 +1,12 @@
 """Adaptive replication: after the planned runs, measure the comparisons the report answers
 with until each is decided, or a stated budget is spent.
 
-One loop (`refine`): assemble the rows, derive the answers' comparisons (study.conclusions), and
-for each one the confidence sequence leaves undecided (study.sequential) add `batch` more
-instances of every configuration it names, those cheapest to decide first (their runs' typical
-wall time per instance, times the instances they are projected to need: the most verdicts the
-budget can buy); run them as ordinary runs (rows,
-fingerprints, resumable); look again. A comparison stops when it is decided, when its
+One loop (`refine`): assemble the rows, derive the answers' comparisons (the study plugin's
+`refined`), and for each one the confidence sequence leaves undecided (study.sequential) add
+`batch` more instances of every configuration it names, those cheapest to decide first (their
+runs' typical wall time per instance, times the instances they are projected to need: the most
+verdicts the budget can buy); run them as ordinary runs (rows, fingerprints, resumable); look
+again. A comparison stops when it is decided, when its
 configurations have `max_instances` instances, or when the next batch would end past this
 invocation's `time_budget` seconds (its runs' typical wall time so far, and a look's). An
 instance is a new seed where the study varies seeds (a new draw of a seeded data set; on a file
@@ -30,10 +30,11 @@ import math
 import time
 from dataclasses import replace
 
-from study.conclusions import ADAPTIVE_STATE, sequential_verdict
 from study.output import write_text_atomic
-from study.sequential import leans_to_misses, needed
+from study.sequential import leans_to_misses, needed, sequential_verdict
 from study.sweep.grid import Adaptive, configuration, resolved
+
+ADAPTIVE_STATE = "adaptive.json"  # in a results folder: why each undecided answer stopped
 
 
 def settings(study) -> Adaptive:
@@ -85,16 +86,11 @@ def with_candidates(study, runs=None, more: int = 0):
 
 
 def answer_comparisons(study, folder, runs) -> list[tuple[str, object]]:
-    """(id, Comparison) of each answer of the report with a comparison."""
-    from study.conclusions import conclusions
-    from study.results import Results
+    """(id, Comparison) of each comparison the study's plugin has the loop refine (its
+    `refined` hook: its answers'; none for a study without answers)."""
     from study.sweep.plugin import load_kind
 
-    if study.kind not in ("regression", "feedmode", "train") or runs.empty:
-        return []  # a study without answers (the engine's test studies)
-    results = Results(folder.root, study.kind, load_kind(study.kind), runs, "")
-    return [(c.id, c.comparison) for c in conclusions(results)
-            if c.answer and c.comparison is not None]
+    return [] if runs.empty else load_kind(study.kind).refined(runs, folder.root.name)
 
 
 def refine(study, folder, plugin, table, measure, *, enabled: bool = True, say=print,

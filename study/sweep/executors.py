@@ -203,4 +203,4 @@ def preload_for(framework: str | None, plugin) -> tuple[str, ...]:
     for a framework's runs the framework and the study's modules for it (imported, never
     initialised there: see study.sweep.forkserver). A warm process serves one framework."""
     extra = (*FRAMEWORKS[framework].preload, *plugin.preload(framework)) if framework else ()
-    return (*NUMPY_STACK, *extra, plugin.MEASURE_MODULE, plugin.__name__)
+    return (*NUMPY_STACK, *extra, plugin.MEASURE_MODULE, type(plugin).__module__)

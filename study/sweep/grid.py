@@ -152,12 +152,13 @@ def load_study(path) -> Study:
 
 def parse_study(raw: dict, source: str) -> Study:
     """Validate the common keys, let the study's plugin expand its sections, apply excludes."""
+    from study import DEFAULT_KIND
     from study.sweep.plugin import STUDIES, load_kind
 
     def fail(key, message):
         raise ConfigError(f"{source}: {key}: {message}")
 
-    kind = raw.get("kind", "regression")
+    kind = raw.get("kind", DEFAULT_KIND)
     if kind not in STUDIES:
         fail("kind", f"unknown study kind {kind!r}; allowed: {', '.join(STUDIES)}")
     plugin = load_kind(kind)

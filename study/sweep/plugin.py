@@ -2,86 +2,32 @@
 
 A spec is a frozen dataclass with `run_id` (a stable hash of its content), `repeat`,
 `to_json()`, `axes()` (flat values that excludes, --only and the results' columns use) and
-`label()` (a short name for progress lines). A plugin is a module providing the members of
-`StudyPlugin`; it states only what differs from `DEFAULTS` (measured by `MEASURE_MODULE`'s
-`measure`, figures and report in its package's `figures` and `report` modules, no prerequisite
-runs, no grid check, nothing to preload or prepare, a GPU run when `spec.device == "gpu"`, a
-sweep failed only by `error` rows, no side tables). `load_plugin` fills in what it leaves out
-and checks the rest, so a plugin that lacks a member without a default fails at once, naming
-it; the engine reads a plugin only through it (`load_kind`, and the run's own process).
-A new study is a new folder whose plugin module is added to `STUDIES`; its figures and its report
-section are found through the plugin (`FIGURES_MODULE`, `REPORT_MODULE`), nowhere else.
+`label()` (a short name for progress lines). A study's plugin module defines `PLUGIN`, one
+instance of a `StudyPlugin` subclass: it states its required members and overrides only the
+hooks whose declared default does not fit (benchopt's BaseSolver: measured by the package's
+`measure` module, figures and report beside it, no prerequisite runs, no grid check, nothing
+to preload or prepare, a GPU run when `spec.device == "gpu"`, a sweep failed only by `error`
+rows, no side tables, no answers, nothing to pair in `compare`). The engine (sweep, report,
+compare, results, conclusions) reaches a study only through these hooks and never by its name.
+
+Studies are found, not listed: every package under study/ with a `plugin` module is one, and so
+is every package named in CONVERGENCE_STUDY_STUDIES (os.pathsep-separated; a study kept in the
+user's own folder, on PYTHONPATH): its kind is its folder's name, which its plugin's KIND says.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
-STUDIES = {"regression": "study.regression.plugin", "feedmode": "study.feedmode.plugin",
-           "train": "study.train.plugin"}
+PLUGINS = "CONVERGENCE_STUDY_STUDIES"
 ENGINE_STATUSES = ("error", "timeout", "oom", "skipped")
-
-
-@runtime_checkable
-class StudyPlugin(Protocol):
-    """Everything the engine calls on a study."""
-
-    KIND: str  # its name, as configs' `kind` say it
-    CONFIG_KEYS: tuple[str, ...]  # the top-level config keys it reads
-    MEASURE_MODULE: str  # the module that measures (a warm process imports it)
-    SCHEMA: Any  # study.sweep.schema.Schema of its rows, engine columns included
-    SIDE_TABLES: dict  # name -> Schema of a per-run side table (traces, calls)
-    MEASURE_STATUSES: tuple[str, ...]  # what `measure` can end with (besides ENGINE_STATUSES)
-    FAILED_STATUSES: tuple[str, ...]  # a sweep with any of these exits 1
-    FIGURES_MODULE: str  # `draw(results, folder) -> [paths]`
-    REPORT_MODULE: str  # `section(results, figures_folder) -> [Block]`
-
-    def expand(self, raw: dict, source: str, name: str, repeats: int) -> list:
-        """Its config sections, validated, as specs."""
-
-    def spec_from_json(self, text: str): ...
-
-    def framework(self, spec) -> str | None:
-        """Which framework's warm process forks the run (a key of
-        optimizers.backends.registry.FRAMEWORKS), or None for the NumPy stack alone."""
-
-    def preload(self, framework: str) -> tuple[str, ...]:
-        """The study's own modules for a warm process of that framework (import only), or
-        `module:function` for a function the warm process calls once the module is imported."""
-
-    def needs_gpu(self, spec) -> bool:
-        """Only where a GPU is (else recorded skipped)."""
-
-    def code_files(self, spec) -> list[str]:
-        """The source (and input data) files whose content measured the spec."""
-
-    def input_files(self, spec) -> list[str]:
-        """The user's files the spec reads (data, model, initial values), by absolute path: no
-        output of the sweep may replace one (study.output.inputs)."""
-
-    def measure(self, spec, ctx: RunContext) -> Measurement:
-        """In the run's own process."""
-
-    def summary(self, runs) -> str:
-        """Printed at the end of a sweep."""
-
-    def check_grid(self, specs) -> str | None:
-        """A combination the excludes left that cannot run (a config error's message)."""
-
-    def prerequisites(self, spec) -> list:
-        """The runs a spec waits for (a learning rate tuned on a grid); [] for none."""
-
-    def resolve(self, spec, rows: dict):
-        """The spec to run, from its prerequisites' rows (dicts by run_id); None while any of
-        them has no row."""
-
-    def prepare(self, specs, cache_dir: Path, python: str, timeout: float) -> None:
-        """Inputs the runs share, made once in the sweep's process before they start (outside
-        every clock); what fails is left for its run to meet and record. A process it starts
-        is bound by `timeout`, the study's run_timeout."""
+ORIGINAL_QUESTIONS = "the original questions"  # a report-title subject said first
+REQUIRED = ("KIND", "CONFIG_KEYS", "SCHEMA", "MEASURE_STATUSES", "expand", "spec_from_json",
+            "framework", "code_files", "summary")
 
 
 @dataclass
@@ -103,81 +49,166 @@ class RunContext:
     save_partial: object = lambda record: None
 
 
+class StudyPlugin:
+    """Everything the engine calls on a study. A subclass sets the members of `REQUIRED`; every
+    other hook has the default below."""
+
+    KIND: str  # its name, as configs' `kind` say it
+    CONFIG_KEYS: tuple[str, ...]  # the top-level config keys it reads
+    SCHEMA: Any  # study.sweep.schema.Schema of its rows, engine columns included
+    MEASURE_STATUSES: tuple[str, ...]  # what `measure` can end with (besides ENGINE_STATUSES)
+    SIDE_TABLES: dict = {}  # name -> Schema of a per-run side table (traces, calls)
+    FAILED_STATUSES: tuple[str, ...] = ("error",)  # a sweep with any of these exits 1
+    # compare: the first quantity where either side reached it, else the others (time to the
+    # target, else per step); False: every quantity
+    FIRST_REACHED: bool = False
+
+    def _sibling(self, name: str) -> str:
+        return f"{type(self).__module__.rpartition('.')[0]}.{name}".lstrip(".")
+
+    @property
+    def MEASURE_MODULE(self) -> str:
+        """The module that measures (a warm process imports it): the package's `measure`."""
+        return self._sibling("measure")
+
+    @property
+    def FIGURES_MODULE(self) -> str:
+        """`draw(results, folder) -> [paths]`: the package's `figures`."""
+        return self._sibling("figures")
+
+    @property
+    def REPORT_MODULE(self) -> str:
+        """`section(results, figures_folder) -> [Block]`: the package's `report`."""
+        return self._sibling("report")
+
+    # ---- required -------------------------------------------------------------------------
+    def expand(self, raw: dict, source: str, name: str, repeats: int) -> list:
+        """Its config sections, validated, as specs."""
+        raise NotImplementedError
+
+    def spec_from_json(self, text: str):
+        raise NotImplementedError
+
+    def framework(self, spec) -> str | None:
+        """Which framework's warm process forks the run (a key of
+        optimizers.backends.registry.FRAMEWORKS), or None for the NumPy stack alone."""
+        raise NotImplementedError
+
+    def code_files(self, spec) -> list[str]:
+        """The source (and input data) files whose content measured the spec."""
+        raise NotImplementedError
+
+    def summary(self, runs) -> str:
+        """Printed at the end of a sweep."""
+        raise NotImplementedError
+
+    # ---- running (defaults) ---------------------------------------------------------------
+    def measure(self, spec, ctx: RunContext) -> Measurement:
+        """In the run's own process: `measure` of MEASURE_MODULE, imported there."""
+        return importlib.import_module(self.MEASURE_MODULE).measure(spec, ctx)
+
+    def preload(self, framework: str) -> tuple[str, ...]:
+        """The study's own modules for a warm process of that framework (import only), or
+        `module:function` for a function the warm process calls once the module is imported."""
+        return ()
+
+    def needs_gpu(self, spec) -> bool:
+        """Only where a GPU is (else recorded skipped)."""
+        return getattr(spec, "device", None) == "gpu"
+
+    def input_files(self, spec) -> list[str]:
+        """The user's files the spec reads (data, model, initial values), by absolute path: no
+        output of the sweep may replace one (study.output.inputs)."""
+        return []
+
+    def check_grid(self, specs) -> str | None:
+        """A combination the excludes left that cannot run (a config error's message)."""
+        return None
+
+    def prerequisites(self, spec) -> list:
+        """The runs a spec waits for (a learning rate tuned on a grid); [] for none."""
+        return []
+
+    def resolve(self, spec, rows: dict):
+        """The spec to run, from its prerequisites' rows (dicts by run_id); None while any of
+        them has no row."""
+        return spec
+
+    def prepare(self, specs, cache_dir: Path, python: str, timeout: float) -> None:
+        """Inputs the runs share, made once in the sweep's process before they start (outside
+        every clock); what fails is left for its run to meet and record. A process it starts
+        is bound by `timeout`, the study's run_timeout."""
+        return None
+
+    # ---- answers (defaults: none) ---------------------------------------------------------
+    def conclusions(self, runs, study: str) -> list:
+        """Its conclusions (study.conclusions.Conclusion) from its rows; `study` (the results
+        folder's name) prefixes the report anchors of their evidence."""
+        return []
+
+    def refined(self, runs, study: str) -> list:
+        """(id, Comparison) of each comparison the adaptive loop measures until decided: the
+        answers' with a comparison."""
+        return [(c.id, c.comparison) for c in self.conclusions(runs, study)
+                if c.answer and c.comparison is not None]
+
+    def pairs(self, runs):
+        """What `compare` pairs: (rows with a `config` label, instance columns, quantity name
+        -> column); None where the study has nothing to pair."""
+        return None
+
+    def title(self, runs) -> str:
+        """What the study is, as `compare` names it when two folders differ."""
+        return self.KIND
+
+    def subjects(self, runs) -> list[str]:
+        """What the report's title names for these rows (ORIGINAL_QUESTIONS goes first)."""
+        return []
+
+    def named_files(self, runs) -> list[str]:
+        """The user's files the rows name, said once by their short names (study.names)."""
+        return []
+
+    def summary_table(self, runs):
+        """The summary as a table (`summarize --csv`), None where it has none."""
+        return None
+
+
+def _scan() -> dict[str, str]:
+    """Every package under study/ with a plugin module, by its folder's name."""
+    here = Path(__file__).resolve().parent  # the engine's own plugin.py (this one) is none
+    return {p.parent.name: f"study.{p.parent.name}.plugin"
+            for p in sorted(here.parent.glob("*/plugin.py")) if p.parent != here}
+
+
+def _registered(value: str | None = None) -> dict[str, str]:
+    """The study packages named in CONVERGENCE_STUDY_STUDIES, by their last name (nothing is
+    imported before a study of that kind is asked for)."""
+    value = os.environ.get(PLUGINS, "") if value is None else value
+    return {name.rpartition(".")[2]: f"{name}.plugin"
+            for name in filter(None, value.split(os.pathsep))}
+
+
 def load_kind(kind: str) -> StudyPlugin:
-    """The plugin of a study kind, checked against `StudyPlugin`."""
-    return load_plugin(STUDIES[kind])
-
-
-def load_plugin(module_name: str) -> StudyPlugin:
-    """The plugin module, its left-out members set to `DEFAULTS` (once, on the module itself,
-    so every reader sees one plugin), checked against `StudyPlugin`."""
-    plugin = importlib.import_module(module_name)
-    missing = [name for name in _members() if not hasattr(plugin, name) and name not in DEFAULTS]
-    if missing:
-        raise TypeError(f"study plugin {module_name} lacks {', '.join(missing)}")
-    for name, default in DEFAULTS.items():
-        if not hasattr(plugin, name):
-            setattr(plugin, name, default(plugin))
+    """The plugin of a study kind (its folder's name, and its KIND)."""
+    plugin = load_plugin(STUDIES[kind])
+    if plugin.KIND != kind:
+        raise TypeError(f"study plugin {STUDIES[kind]} says KIND = {plugin.KIND!r}, not {kind!r}")
     return plugin
 
 
-def _sibling(name: str):
-    """The plugin package's module `name` (study.feedmode.plugin -> study.feedmode.<name>)."""
-    return lambda plugin: f"{plugin.__name__.rpartition('.')[0]}.{name}".lstrip(".")
+def load_plugin(module_name: str) -> StudyPlugin:
+    """The module's `PLUGIN`, checked: a StudyPlugin stating every required member."""
+    plugin = getattr(importlib.import_module(module_name), "PLUGIN", None)
+    if not isinstance(plugin, StudyPlugin):
+        raise TypeError(f"study plugin {module_name} defines no PLUGIN (a StudyPlugin instance)")
+    stated = {name for cls in type(plugin).__mro__ if cls not in (StudyPlugin, object)
+              for name in vars(cls)}
+    missing = [name for name in REQUIRED if name not in stated]
+    if missing:
+        raise TypeError(f"study plugin {module_name} lacks {', '.join(missing)}")
+    return plugin
 
 
-def _measure(plugin):
-    def measure(spec, ctx: RunContext) -> Measurement:
-        """`measure` of the plugin's MEASURE_MODULE, imported in the run's own process."""
-        return importlib.import_module(plugin.MEASURE_MODULE).measure(spec, ctx)
-
-    return measure
-
-
-def _no_prerequisites(spec) -> list:
-    return []
-
-
-def _unchanged(spec, rows: dict):
-    return spec
-
-
-def _no_grid_check(specs) -> None:
-    return None
-
-
-def _no_preload(framework: str) -> tuple[str, ...]:
-    return ()
-
-
-def _nothing_to_prepare(specs, cache_dir: Path, python: str, timeout: float) -> None:
-    return None
-
-
-def _device_is_gpu(spec) -> bool:
-    return getattr(spec, "device", None) == "gpu"
-
-
-# member -> its default, made from the plugin module (in this order: measure reads MEASURE_MODULE)
-DEFAULTS = {
-    "MEASURE_MODULE": _sibling("measure"),
-    "FIGURES_MODULE": _sibling("figures"),
-    "REPORT_MODULE": _sibling("report"),
-    "SIDE_TABLES": lambda plugin: {},
-    "FAILED_STATUSES": lambda plugin: ("error",),
-    "measure": _measure,
-    "prerequisites": lambda plugin: _no_prerequisites,
-    "resolve": lambda plugin: _unchanged,
-    "check_grid": lambda plugin: _no_grid_check,
-    "preload": lambda plugin: _no_preload,
-    "prepare": lambda plugin: _nothing_to_prepare,
-    "needs_gpu": lambda plugin: _device_is_gpu,
-    "input_files": lambda plugin: lambda spec: [],
-}
-
-
-def _members() -> list[str]:
-    annotations = [name for name in StudyPlugin.__annotations__ if name.isupper()]
-    methods = [name for name, value in vars(StudyPlugin).items()
-               if callable(value) and not name.startswith("_")]
-    return annotations + methods
+STUDIES = _scan()
+STUDIES.update(_registered())

@@ -29,10 +29,9 @@ import pandas as pd
 
 from datasets.errors import InputError
 from study import interrupts
-from study.conclusions import ADAPTIVE_STATE
 from study.output import ResultsWriteError, check_output_folder, reading
 from study.sweep import fingerprint, noise
-from study.sweep.adaptive import refine, with_candidates
+from study.sweep.adaptive import ADAPTIVE_STATE, refine, with_candidates
 from study.sweep.dry_run import dry_run, told_apart
 from study.sweep.executors import NOT_RUN, Job, LocalExecutor, preload_for
 from study.sweep.folder import LOCK_NAME, ResultsFolder

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from optimizers.backends.registry import FRAMEWORKS
 from study.sweep.fingerprint import ENGINE_FILES, python_files
+from study.sweep.plugin import StudyPlugin
 from study.train.frameworks import adapter, of_library
 from study.train.models.initial import prepare_initial as prepare
 from study.train.models.model import model_file
@@ -24,12 +25,6 @@ REPORT_MODULE = "study.train.sweep.report"
 MEASURE_STATUSES = LOOP_STATUSES
 LBFGS_FILES = ("optimizers/lbfgs.py", "optimizers/linesearch.py", "optimizers/base.py",
                "optimizers/backends/numpy.py")
-
-__all__ = ["CONFIG_KEYS", "FIGURES_MODULE", "KIND", "MEASURE_MODULE", "MEASURE_STATUSES",
-           "REPORT_MODULE", "SCHEMA", "SIDE_TABLES", "check_grid",
-           "code_files", "expand", "framework", "input_files", "preload", "prepare",
-           "prerequisites", "resolve", "spec_from_json", "summary"]
-
 
 check_grid = check_installed
 prerequisites = rounds.prerequisites
@@ -75,3 +70,60 @@ def summary(runs) -> str:
     from study.train.sweep.summary import summary_table
 
     return summary_table(runs)
+
+
+def pairs(runs):
+    """What `compare` pairs: each model, data set and configuration, by its time to the target,
+    else per step."""
+    import pandas as pd
+
+    from study.train.sweep.summary import INSTANCE, keyed, measured, with_time
+
+    rows = keyed(with_time(measured(runs)))
+    per_step = pd.to_numeric(rows["seconds_per_step"], errors="coerce")
+    rows = rows.assign(config=rows["model"] + " on " + rows["data"].astype(str) + ": "
+                       + rows["configuration"], per_step=per_step.where(per_step > 0))
+    return rows, INSTANCE, {"time to target": "to_target",
+                            "time per step (target reached in neither)": "per_step"}
+
+
+def subjects(runs) -> list[str]:
+    """Each model and data set, by their short names (study.names)."""
+    from study.train.sweep.report import problem_title
+    from study.train.sweep.summary import named
+
+    if runs.empty:
+        return []
+    runs = named(runs)
+    return sorted({problem_title(runs, m, d)
+                   for m, d in zip(runs["model"], runs["data"], strict=True)})
+
+
+def named_files(runs) -> list[str]:
+    """The user's model and data files."""
+    return [*runs["model"].dropna(), *runs["data"].dropna()]
+
+
+def study_conclusions(runs, study: str) -> list:
+    from study.train.sweep.conclusions import train_conclusions
+
+    return train_conclusions(runs, study)
+
+
+class Train(StudyPlugin):
+    KIND, CONFIG_KEYS, SCHEMA, SIDE_TABLES = KIND, CONFIG_KEYS, SCHEMA, SIDE_TABLES
+    MEASURE_MODULE, FIGURES_MODULE, REPORT_MODULE = MEASURE_MODULE, FIGURES_MODULE, \
+        REPORT_MODULE
+    MEASURE_STATUSES = MEASURE_STATUSES
+    FIRST_REACHED = True
+    expand, spec_from_json = staticmethod(expand), staticmethod(spec_from_json)
+    framework, preload = staticmethod(framework), staticmethod(preload)
+    code_files, input_files = staticmethod(code_files), staticmethod(input_files)
+    check_grid, summary = staticmethod(check_grid), staticmethod(summary)
+    prerequisites, resolve = staticmethod(prerequisites), staticmethod(resolve)
+    prepare = staticmethod(prepare)
+    conclusions, pairs = staticmethod(study_conclusions), staticmethod(pairs)
+    subjects, named_files = staticmethod(subjects), staticmethod(named_files)
+
+
+PLUGIN = Train()
