@@ -10,19 +10,20 @@ import numpy as np
 import scipy.linalg
 
 from datasets.errors import InputError, first_line
-from optimizers.base import require_numpy
+from optimizers.base import Optimizer, require_numpy
 from optimizers.result import Outcome, Stopwatch
 
 CLOSED_FORM_SOLVERS = ("lstsq", "normal")
 
 
 @dataclass(frozen=True)
-class ClosedForm:
+class ClosedForm(Optimizer):
     """The exact least-squares solution, timed: the limit every iterative method is held to."""
 
     solver: str = "lstsq"
     name: str = "closed-form"
     solves = "plain least-squares"
+    numpy_only = True
 
     def __post_init__(self):
         if self.solver not in CLOSED_FORM_SOLVERS:

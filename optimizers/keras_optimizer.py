@@ -17,6 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from datasets.errors import InputError, LibraryFailure, failure_line
+from optimizers.base import Optimizer
 from optimizers.ranges import FRACTION, NONNEGATIVE, RATE, UNIT, check_ranges
 
 KERAS_PREFIX = PREFIX = "keras:"  # any Keras optimizer by class name
@@ -67,7 +68,7 @@ def keras_classes() -> list[str]:
                   if isinstance(value, type) and issubclass(value, base) and value is not base)
 
 
-class KerasOptimizer:
+class KerasOptimizer(Optimizer):
     evaluations = {"nfev": 1, "ngev": 1, "nhvp": 0}
 
     def __init__(self, class_name: str, **config):

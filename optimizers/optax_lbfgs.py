@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from datasets.errors import InputError
-from optimizers.base import count
+from optimizers.base import Optimizer, count
 
 
 class OptaxState(NamedTuple):
@@ -51,7 +51,7 @@ def analytic_loss(objective):
 
 
 @dataclass(frozen=True)
-class OptaxLBFGS:
+class OptaxLBFGS(Optimizer):
     history: int = 10
     name: str = "optax-lbfgs"
     evaluations = {"nfev": 1, "ngev": 1, "nhvp": 0}  # nominal; `report` gives optax's counts

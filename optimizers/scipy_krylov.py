@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse.linalg
 
-from optimizers.base import require_numpy
+from optimizers.base import Optimizer, require_numpy
 from optimizers.driver import RuleMonitor
 from optimizers.objective import make_objective, prepare_data
 from optimizers.result import Outcome, Stopwatch, on_trace_schedule
@@ -59,9 +59,10 @@ class CountingOperator(scipy.sparse.linalg.LinearOperator):
 
 
 @dataclass(frozen=True)
-class _ScipyKrylov:
+class _ScipyKrylov(Optimizer):
     name: str = ""
     solves = "plain least-squares"  # X w = y in the least-squares sense, no penalty
+    numpy_only = True
 
     def hyperparameters(self) -> dict:
         return {}

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from datasets.errors import InputError
-from optimizers.base import count
+from optimizers.base import Optimizer, count
 
 
 def tfp_module():
@@ -39,7 +39,7 @@ class TfpLBFGSState(NamedTuple):
 
 
 @dataclass(frozen=True)
-class TfpLBFGS:
+class TfpLBFGS(Optimizer):
     history: int = 10
     name: str = "lbfgs-tfp"
     evaluations = {"nfev": 1, "ngev": 1, "nhvp": 0}  # nominal; `report` gives TFP's own counts

@@ -33,6 +33,7 @@ import sys
 from typing import NamedTuple
 
 from datasets.errors import InputError, first_line
+from optimizers.base import Optimizer
 from optimizers.ranges import FRACTION, NONNEGATIVE, RATE, UNIT, check_ranges
 
 TORCH_PREFIX = PREFIX = "torch:"  # a torch.optim optimizer by class name
@@ -70,7 +71,7 @@ def _torch():
     return torch
 
 
-class TorchOptimizer:
+class TorchOptimizer(Optimizer):
     evaluations = {"nfev": 1, "ngev": 1, "nhvp": 0}  # nominal; `report` gives the counts
 
     def __init__(self, class_name: str, **config):
