@@ -30,8 +30,8 @@ class Optimizer:
     # what it can solve: "any", "least-squares" (built on linear least squares) or
     # "plain least-squares" (ignores a ridge term too); see `unsupported`
     solves = "any"
-    # a self-driven reference that runs on the numpy backend only (SciPy, closed form)
-    numpy_only = False
+    # the one backend it runs on (its library's; numpy for a self-driven reference), or None
+    only_on: str | None = None
     # its step is straight-line code (no branch on the data): a CUDA graph can capture it
     straight_line = False
 
@@ -55,6 +55,11 @@ class Optimizer:
     def branches(self) -> str | None:
         """Why its step branches on the data (so no CUDA graph can capture it), or None."""
         return None if self.straight_line else "its step is not declared straight-line code"
+
+    def refuse_backend(self, name: str) -> None:
+        """One line where it is asked of a backend it does not run on (`only_on`)."""
+        if self.only_on not in (None, name):
+            raise InputError(f"{self.name} runs on the {self.only_on} backend only, not '{name}'")
 
     def minimize(self, problem, rules, backend, w0):
         """The run: an iterative method is driven by the backend's loop; a self-driven one
@@ -190,12 +195,6 @@ class MomentumMethod(Optimizer):
 def epsilon_convention(epsilon: float, defaults: dict) -> str:
     """Whose default an epsilon is ('keras3', 'tf1'), or 'custom': the libraries differ."""
     return next((who for who, value in defaults.items() if value == epsilon), "custom")
-
-
-def require_numpy(name: str, backend) -> None:
-    """The self-driven SciPy and closed-form references run on the numpy backend only."""
-    if backend.name != "numpy":
-        raise InputError(f"{name} runs on the numpy backend only, not '{backend.name}'")
 
 
 def unsupported(optimizer, problem) -> str | None:

@@ -10,7 +10,7 @@ import numpy as np
 import scipy.linalg
 
 from datasets.errors import InputError, first_line
-from optimizers.base import Optimizer, require_numpy
+from optimizers.base import Optimizer
 from optimizers.result import Outcome, Stopwatch
 
 CLOSED_FORM_SOLVERS = ("lstsq", "normal")
@@ -23,7 +23,7 @@ class ClosedForm(Optimizer):
     solver: str = "lstsq"
     name: str = "closed-form"
     solves = "plain least-squares"
-    numpy_only = True
+    only_on = "numpy"
 
     def __post_init__(self):
         if self.solver not in CLOSED_FORM_SOLVERS:
@@ -34,7 +34,7 @@ class ClosedForm(Optimizer):
         return {"solver": self.solver}
 
     def minimize(self, problem, rules, backend, w0) -> Outcome:
-        require_numpy(self.name, backend)
+        self.refuse_backend(backend.name)
         setup_clock = Stopwatch()
         X, y = backend.data_matrix(problem.X), backend.asarray(problem.y)
         setup_seconds = setup_clock.elapsed()

@@ -69,6 +69,7 @@ def keras_classes() -> list[str]:
 
 
 class KerasOptimizer(Optimizer):
+    only_on = "tensorflow"
     evaluations = {"nfev": 1, "ngev": 1, "nhvp": 0}
 
     def __init__(self, class_name: str, **config):
@@ -94,8 +95,6 @@ class KerasOptimizer(Optimizer):
         return dict(self.config)
 
     def setup(self, problem, objective, ops):
-        if ops.name != "tensorflow":
-            raise InputError(f"{self.name} runs on the tensorflow backend only, not '{ops.name}'")
         import keras
 
         self._keras = self._build()

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.optimize
 
-from optimizers.base import Optimizer, count, require_numpy
+from optimizers.base import Optimizer, count
 from optimizers.driver import RuleMonitor
 from optimizers.objective import make_objective, problem_data
 from optimizers.result import Outcome, Stopwatch
@@ -21,7 +21,7 @@ class ScipyLBFGS(Optimizer):
 
     history: int = 10
     name: str = "scipy-lbfgs"
-    numpy_only = True
+    only_on = "numpy"
 
     def __post_init__(self):
         count("history", self.history, optimizer="scipy-lbfgs")
@@ -30,7 +30,7 @@ class ScipyLBFGS(Optimizer):
         return {"history": self.history}
 
     def minimize(self, problem, rules, backend, w0) -> Outcome:
-        require_numpy(self.name, backend)
+        self.refuse_backend(backend.name)
         setup_clock = Stopwatch()
         data = problem_data(backend, problem, backend.formulation)
         objective = make_objective(backend, data, backend.formulation, problem.objective)

@@ -42,6 +42,7 @@ class TfpLBFGSState(NamedTuple):
 class TfpLBFGS(Optimizer):
     history: int = 10
     name: str = "lbfgs-tfp"
+    only_on = "tensorflow"
     evaluations = {"nfev": 1, "ngev": 1, "nhvp": 0}  # nominal; `report` gives TFP's own counts
 
     def __post_init__(self):
@@ -58,8 +59,6 @@ class TfpLBFGS(Optimizer):
         return None
 
     def setup(self, problem, objective, ops):
-        if ops.name != "tensorflow":
-            raise InputError(f"lbfgs-tfp runs on the tensorflow backend only, not '{ops.name}'")
         tfp_module()
         return ()
 

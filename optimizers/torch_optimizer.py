@@ -72,6 +72,7 @@ def _torch():
 
 
 class TorchOptimizer(Optimizer):
+    only_on = "torch"
     evaluations = {"nfev": 1, "ngev": 1, "nhvp": 0}  # nominal; `report` gives the counts
 
     def __init__(self, class_name: str, **config):
@@ -123,8 +124,6 @@ class TorchOptimizer(Optimizer):
         return dict(self.config)
 
     def setup(self, problem, objective, ops):
-        if ops.name != "torch":
-            raise InputError(f"{self.name} runs on the torch backend only, not '{ops.name}'")
         torch = _torch()
         self._param = torch.zeros((problem.d, problem.k), dtype=ops.torch_dtype,
                                   device=ops.device)

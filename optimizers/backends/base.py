@@ -58,9 +58,10 @@ class BaseBackend:
         return None
 
     def minimize(self, problem, optimizer, rules, w0) -> Outcome:
-        """The run on this backend: skipped where it cannot be made here, else the framework's
-        loop (`run`), its optimizer's own counts read from the final state, and its result
-        checked to lie on the device asked for."""
+        """The run on this backend: refused for an optimizer of another backend, skipped where
+        it cannot be made here, else the framework's loop (`run`), its optimizer's own counts
+        read from the final state, and its result checked to lie on the device asked for."""
+        optimizer.refuse_backend(self.name)
         reason = self.unavailable() or optimizer.unavailable()
         if reason is not None:  # recorded, never run on the CPU under a GPU label
             return Outcome(np.asarray(w0, dtype=self.dtype), 0, 0.0, 0.0, "skipped", reason,
