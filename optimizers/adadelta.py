@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from optimizers.base import fraction, positive
+from optimizers.base import Optimizer, fraction, positive
 
 
 class AdadeltaState(NamedTuple):
@@ -31,11 +31,12 @@ class AdadeltaParams(NamedTuple):
 
 
 @dataclass(frozen=True)
-class Adadelta:
+class Adadelta(Optimizer):
     learning_rate: float = 1.0
     rho: float = 0.95
     epsilon: float = 1e-8
     name: str = "adadelta"
+    straight_line = True
     evaluations = {"nfev": 1, "ngev": 1, "nhvp": 0}
 
     def __post_init__(self):

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from datasets import values
-from optimizers.base import epsilon_convention, hyperparameter, positive
+from optimizers.base import Optimizer, epsilon_convention, hyperparameter, positive
 
 EPSILONS = {"keras3": 1e-7, "tf1": 0.0}
 
@@ -31,11 +31,12 @@ class AdagradParams(NamedTuple):
 
 
 @dataclass(frozen=True)
-class Adagrad:
+class Adagrad(Optimizer):
     learning_rate: float = 0.001
     initial_accumulator_value: float = 0.1
     epsilon: float = 1e-7
     name: str = "adagrad"
+    straight_line = True
     evaluations = {"nfev": 1, "ngev": 1, "nhvp": 0}
 
     def __post_init__(self):

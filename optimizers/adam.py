@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from optimizers.base import epsilon_convention, flag, fraction, positive
+from optimizers.base import Optimizer, epsilon_convention, flag, fraction, positive
 
 EPSILONS = {"keras3": 1e-7, "tf1": 1e-8}
 
@@ -35,13 +35,14 @@ class AdamParams(NamedTuple):
 
 
 @dataclass(frozen=True)
-class Adam:
+class Adam(Optimizer):
     learning_rate: float = 0.001
     beta_1: float = 0.9
     beta_2: float = 0.999
     epsilon: float = 1e-7
     bias_correction: bool = True
     name: str = "adam"
+    straight_line = True
     evaluations = {"nfev": 1, "ngev": 1, "nhvp": 0}
 
     def __post_init__(self):

@@ -14,20 +14,57 @@ which the driver reads on the host before the run (optimizers.driver.run).
 from __future__ import annotations
 
 import math
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
 from datasets import values
 from datasets.errors import InputError
 
 
-class Optimizer(Protocol):
-    name: str
-    evaluations: dict
+class Optimizer:
+    """The base of every optimizer (benchopt's BaseSolver): the optional hooks have declared
+    defaults here, so the driver, the backends and the CLI call them and never ask hasattr.
+    Shipped optimizers are frozen dataclasses deriving from it; a user's own derives from it
+    too. An iterative one provides name, evaluations, hyperparameters(), setup, init, update;
+    a self-driven one (SciPy, closed form) overrides `minimize` instead."""
 
-    def hyperparameters(self) -> dict: ...
-    def setup(self, problem, objective, ops): ...
-    def init(self, objective, ops, params, w0): ...
-    def update(self, objective, ops, params, state): ...
+    # what it can solve: "any", "least-squares" (built on linear least squares) or
+    # "plain least-squares" (ignores a ridge term too); see `unsupported`
+    solves = "any"
+    # the one backend it runs on (its library's; numpy for a self-driven reference), or None
+    only_on: str | None = None
+    # its step is straight-line code (no branch on the data): a CUDA graph can capture it
+    straight_line = False
+
+    def for_problem(self, problem) -> Optimizer:
+        """Itself as it runs on `problem` (e.g. L-BFGS's line search made explicit)."""
+        return self
+
+    def settling(self, problem) -> Settling | None:
+        """How long the stall rule must wait, where the loss is not monotone; None: no wait."""
+        return None
+
+    def unavailable(self) -> str | None:
+        """Why it cannot run here (its library not installed), or None: the run is skipped."""
+        return None
+
+    def state_record(self, state) -> dict | None:
+        """Counts only it knows (nfev, ngev, nhvp and any columns of its own) from its final
+        state; None keeps the fixed per-iteration counts (optimizers.driver.counts)."""
+        return None
+
+    def branches(self) -> str | None:
+        """Why its step branches on the data (so no CUDA graph can capture it), or None."""
+        return None if self.straight_line else "its step is not declared straight-line code"
+
+    def refuse_backend(self, name: str) -> None:
+        """One line where it is asked of a backend it does not run on (`only_on`)."""
+        if self.only_on not in (None, name):
+            raise InputError(f"{self.name} runs on the {self.only_on} backend only, not '{name}'")
+
+    def minimize(self, problem, rules, backend, w0):
+        """The run: an iterative method is driven by the backend's loop; a self-driven one
+        overrides this."""
+        return backend.minimize(problem, self, rules, w0)
 
 
 def hyperparameter(optimizer: str, name: str, value, spec: values.Value):
@@ -134,7 +171,7 @@ class MomentumStep(NamedTuple):
                          "momentum_source": self.source})
 
 
-class MomentumMethod:
+class MomentumMethod(Optimizer):
     """What momentum and nesterov share (their fields step, learning_rate, momentum, name and a
     `textbook(mu, L) -> (learning_rate, beta)`): the values a run uses and how long it settles."""
 
@@ -160,17 +197,11 @@ def epsilon_convention(epsilon: float, defaults: dict) -> str:
     return next((who for who, value in defaults.items() if value == epsilon), "custom")
 
 
-def require_numpy(name: str, backend) -> None:
-    """The self-driven SciPy and closed-form references run on the numpy backend only."""
-    if backend.name != "numpy":
-        raise InputError(f"{name} runs on the numpy backend only, not '{backend.name}'")
-
-
 def unsupported(optimizer, problem) -> str | None:
     """Why `optimizer` cannot solve `problem` (its `solves` attribute: "least-squares" for
     methods built on linear least squares, "plain least-squares" for those that also ignore a
     ridge term), or None."""
-    solves = getattr(optimizer, "solves", "any")
+    solves = optimizer.solves
     if solves == "any":
         return None
     if problem.objective != "least-squares":

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from datasets.errors import InputError
+from optimizers.base import Optimizer
 
 
 class CGLSState(NamedTuple):
@@ -35,7 +36,7 @@ class CGLSParams(NamedTuple):
 
 
 @dataclass(frozen=True)
-class CGLS:
+class CGLS(Optimizer):
     restart: int | str = "d"
     name: str = "cgls"
     solves = "least-squares"
@@ -47,6 +48,9 @@ class CGLS:
                                                     or self.restart < 1):
             raise InputError(f"cgls: restart must be 'd', 'never' or an integer >= 1, "
                              f"got {self.restart!r}")
+
+    def branches(self) -> str | None:
+        return "its restart test branches on the data"
 
     def hyperparameters(self) -> dict:
         return {"restart": str(self.restart)}  # one column type for 'd', 'never' and periods

@@ -10,19 +10,20 @@ import numpy as np
 import scipy.linalg
 
 from datasets.errors import InputError, first_line
-from optimizers.base import require_numpy
+from optimizers.base import Optimizer
 from optimizers.result import Outcome, Stopwatch
 
 CLOSED_FORM_SOLVERS = ("lstsq", "normal")
 
 
 @dataclass(frozen=True)
-class ClosedForm:
+class ClosedForm(Optimizer):
     """The exact least-squares solution, timed: the limit every iterative method is held to."""
 
     solver: str = "lstsq"
     name: str = "closed-form"
     solves = "plain least-squares"
+    only_on = "numpy"
 
     def __post_init__(self):
         if self.solver not in CLOSED_FORM_SOLVERS:
@@ -33,7 +34,7 @@ class ClosedForm:
         return {"solver": self.solver}
 
     def minimize(self, problem, rules, backend, w0) -> Outcome:
-        require_numpy(self.name, backend)
+        self.refuse_backend(backend.name)
         setup_clock = Stopwatch()
         X, y = backend.data_matrix(problem.X), backend.asarray(problem.y)
         setup_seconds = setup_clock.elapsed()

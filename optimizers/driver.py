@@ -121,16 +121,14 @@ def for_problem(optimizer, problem):
     reason = unsupported(optimizer, problem)
     if reason is not None:
         raise InputError(reason)
-    if hasattr(optimizer, "for_problem"):  # e.g. L-BFGS's line search made explicit
-        optimizer = optimizer.for_problem(problem)
-    return optimizer
+    return optimizer.for_problem(problem)  # e.g. L-BFGS's line search made explicit
 
 
 def run(problem, optimizer, rules, *, backend, init: str = "zeros", seed: int = 0) -> RunResult:
     """One run: the backend minimises from the chosen start; the result is judged in float64."""
     optimizer = for_problem(optimizer, problem)
     w0 = initial_point(problem, init, seed)
-    dtype = np.dtype(getattr(backend.dtype, "as_numpy_dtype", backend.dtype))
+    dtype = backend.dtype
     problem.check_dtype_range(dtype, w0)
     reference = problem.reference  # solved before any clock starts
     refusal = reference.refusal(rules.spec.get("tol"))
@@ -140,16 +138,14 @@ def run(problem, optimizer, rules, *, backend, init: str = "zeros", seed: int = 
     prediction, eps0 = predicted(problem, optimizer, tol, w0)
     # a loss that is not monotone: the stall rule waits it out (worked out here, before any
     # clock: for a textbook momentum step, one more pass over X to form X^T X)
-    settling = optimizer.settling(problem) if hasattr(optimizer, "settling") else None
+    settling = optimizer.settling(problem)
     if settling is not None:
         rules = rules.waiting(settling.patience, settling.why)
-    if hasattr(optimizer, "minimize"):  # a self-driven reference method (SciPy, closed form)
-        outcome: Outcome = optimizer.minimize(problem, rules, backend, w0)
-    else:
-        outcome = backend.minimize(problem, optimizer, rules, w0)
+    # the backend's loop, or a self-driven reference method's own (SciPy, closed form)
+    outcome: Outcome = optimizer.minimize(problem, rules, backend, w0)
     if outcome.nfev is None:
         outcome.nfev, outcome.ngev, outcome.nhvp = counts(optimizer, outcome.iterations).values()
-    outcome.extra.setdefault("formulation", getattr(backend, "formulation", "data"))
+    outcome.extra.setdefault("formulation", backend.formulation)
     outcome.extra.setdefault("stopping_via", "loop")
     outcome.extra.update(stall_patience=rules.stall_patience(),
                          **(settling.record if settling is not None else {}))

@@ -19,7 +19,7 @@ from typing import NamedTuple
 import numpy as np
 
 from datasets.errors import InputError
-from optimizers.base import positive
+from optimizers.base import Optimizer, positive
 from optimizers.linesearch import GROW, armijo
 
 STEPS = ("fixed", "1/L", "diag", "armijo")
@@ -44,10 +44,11 @@ class GDParams(NamedTuple):
 
 
 @dataclass(frozen=True)
-class GradientDescent:
+class GradientDescent(Optimizer):
     step: str = "1/L"
     learning_rate: float | None = None
     name: str = "gd"
+    straight_line = True
     evaluations = {"nfev": 1, "ngev": 1, "nhvp": 0}
 
     def __post_init__(self):
@@ -62,6 +63,10 @@ class GradientDescent:
         elif self.learning_rate is not None:
             raise InputError(f"gd: step='{self.step}' chooses its own step; "
                              "give learning_rate only with step='fixed' or 'armijo'")
+
+    def branches(self) -> str | None:
+        return ("its Armijo step backtracks in a loop on the loss" if self.step == "armijo"
+                else None)
 
     def hyperparameters(self) -> dict:
         return {"step": self.step, "learning_rate": self.learning_rate}

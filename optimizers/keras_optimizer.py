@@ -17,6 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from datasets.errors import InputError, LibraryFailure, failure_line
+from optimizers.base import Optimizer
 from optimizers.ranges import FRACTION, NONNEGATIVE, RATE, UNIT, check_ranges
 
 KERAS_PREFIX = PREFIX = "keras:"  # any Keras optimizer by class name
@@ -67,7 +68,8 @@ def keras_classes() -> list[str]:
                   if isinstance(value, type) and issubclass(value, base) and value is not base)
 
 
-class KerasOptimizer:
+class KerasOptimizer(Optimizer):
+    only_on = "tensorflow"
     evaluations = {"nfev": 1, "ngev": 1, "nhvp": 0}
 
     def __init__(self, class_name: str, **config):
@@ -93,8 +95,6 @@ class KerasOptimizer:
         return dict(self.config)
 
     def setup(self, problem, objective, ops):
-        if ops.name != "tensorflow":
-            raise InputError(f"{self.name} runs on the tensorflow backend only, not '{ops.name}'")
         import keras
 
         self._keras = self._build()

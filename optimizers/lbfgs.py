@@ -22,7 +22,7 @@ import numpy as np
 
 from datasets.errors import InputError
 from datasets.memory import available_bytes
-from optimizers.base import count
+from optimizers.base import Optimizer, count
 from optimizers.linesearch import strong_wolfe
 
 LINE_SEARCHES = ("exact", "wolfe")
@@ -39,10 +39,11 @@ class LBFGSState(NamedTuple):
 
 
 @dataclass(frozen=True)
-class LBFGS:
+class LBFGS(Optimizer):
     history: int = 10
     line_search: str | None = None  # None: "exact" on least squares, "wolfe" on logistic
     name: str = "lbfgs"
+    straight_line = True
     evaluations = {"nfev": 1, "ngev": 1, "nhvp": 1}  # per iteration, with the exact search
 
     def __post_init__(self):
@@ -50,6 +51,10 @@ class LBFGS:
         if self.line_search is not None and self.line_search not in LINE_SEARCHES:
             raise InputError(f"lbfgs: unknown line_search '{self.line_search}'; allowed: "
                              f"{', '.join(LINE_SEARCHES)}")
+
+    def branches(self) -> str | None:
+        """As it runs (`for_problem` makes the line search explicit)."""
+        return "its Wolfe line search loops on the loss" if self.line_search == "wolfe" else None
 
     def hyperparameters(self) -> dict:
         return {"history": self.history, "line_search": self.line_search}

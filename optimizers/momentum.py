@@ -47,6 +47,7 @@ class Momentum(MomentumMethod):
     learning_rate: float | None = None
     momentum: float | None = None
     name: str = "momentum"
+    straight_line = True
     nesterov: ClassVar[bool] = False  # a class constant, so the hyperparameters (and run ids) stay
     evaluations = {"nfev": 1, "ngev": 1, "nhvp": 0}
 

@@ -22,8 +22,7 @@ import importlib.util
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from datasets.errors import InputError
-from optimizers.base import count
+from optimizers.base import Optimizer, count
 
 
 class OptaxState(NamedTuple):
@@ -51,9 +50,10 @@ def analytic_loss(objective):
 
 
 @dataclass(frozen=True)
-class OptaxLBFGS:
+class OptaxLBFGS(Optimizer):
     history: int = 10
     name: str = "optax-lbfgs"
+    only_on = "jax"
     evaluations = {"nfev": 1, "ngev": 1, "nhvp": 0}  # nominal; `report` gives optax's counts
 
     def __post_init__(self):
@@ -74,8 +74,6 @@ class OptaxLBFGS:
         return optax.lbfgs(memory_size=self.history)
 
     def setup(self, problem, objective, ops):
-        if ops.name != "jax":
-            raise InputError(f"{self.name} runs on the jax backend only, not '{ops.name}'")
         return ()
 
     def init(self, objective, ops, params, w0) -> OptaxState:

@@ -153,10 +153,10 @@ class RunResult:
 
 def apply_state_record(outcome: Outcome, optimizer, state) -> Outcome:
     """Evaluation counts only the optimizer knows (a line search's evaluations, TFP's), read
-    from its final state by `optimizer.state_record(state)` when it has one (with any columns of
+    from its final state by `optimizer.state_record(state)` (with any columns of
     its own, e.g. the library class of keras:<Class>); None keeps the fixed
     per-iteration counts (`optimizers.driver.counts`)."""
-    report = optimizer.state_record(state) if hasattr(optimizer, "state_record") else None
+    report = optimizer.state_record(state)
     if report:
         outcome.nfev, outcome.ngev, outcome.nhvp = (report.pop(k) for k in
                                                      ("nfev", "ngev", "nhvp"))

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from optimizers.base import epsilon_convention, fraction, positive
+from optimizers.base import Optimizer, epsilon_convention, fraction, positive
 
 EPSILONS = {"keras3": 1e-7, "tf1": 1e-10}
 
@@ -31,11 +31,12 @@ class RMSpropParams(NamedTuple):
 
 
 @dataclass(frozen=True)
-class RMSprop:
+class RMSprop(Optimizer):
     learning_rate: float = 0.001
     rho: float = 0.9
     epsilon: float = 1e-7
     name: str = "rmsprop"
+    straight_line = True
     evaluations = {"nfev": 1, "ngev": 1, "nhvp": 0}
 
     def __post_init__(self):

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse.linalg
 
-from optimizers.base import require_numpy
+from optimizers.base import Optimizer
 from optimizers.driver import RuleMonitor
 from optimizers.objective import make_objective, prepare_data
 from optimizers.result import Outcome, Stopwatch, on_trace_schedule
@@ -59,9 +59,10 @@ class CountingOperator(scipy.sparse.linalg.LinearOperator):
 
 
 @dataclass(frozen=True)
-class _ScipyKrylov:
+class _ScipyKrylov(Optimizer):
     name: str = ""
     solves = "plain least-squares"  # X w = y in the least-squares sense, no penalty
+    only_on = "numpy"
 
     def hyperparameters(self) -> dict:
         return {}
@@ -75,7 +76,7 @@ class _ScipyKrylov:
         return w, max(int(c[2]) for c in columns), max(int(c[1]) for c in columns)
 
     def minimize(self, problem, rules, backend, w0) -> Outcome:
-        require_numpy(self.name, backend)
+        self.refuse_backend(backend.name)
         setup_clock = Stopwatch()
         X, y = backend.data_matrix(problem.X), backend.asarray(problem.y)
         objective = make_objective(backend, prepare_data(backend, problem.X, problem.y))

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.optimize
 
-from optimizers.base import count, require_numpy
+from optimizers.base import Optimizer, count
 from optimizers.driver import RuleMonitor
 from optimizers.objective import make_objective, problem_data
 from optimizers.result import Outcome, Stopwatch
@@ -16,11 +16,12 @@ from optimizers.stopping import Ending
 
 
 @dataclass(frozen=True)
-class ScipyLBFGS:
+class ScipyLBFGS(Optimizer):
     """scipy.optimize.minimize(method='L-BFGS-B') with our stopping rules in its callback."""
 
     history: int = 10
     name: str = "scipy-lbfgs"
+    only_on = "numpy"
 
     def __post_init__(self):
         count("history", self.history, optimizer="scipy-lbfgs")
@@ -29,7 +30,7 @@ class ScipyLBFGS:
         return {"history": self.history}
 
     def minimize(self, problem, rules, backend, w0) -> Outcome:
-        require_numpy(self.name, backend)
+        self.refuse_backend(backend.name)
         setup_clock = Stopwatch()
         data = problem_data(backend, problem, backend.formulation)
         objective = make_objective(backend, data, backend.formulation, problem.objective)

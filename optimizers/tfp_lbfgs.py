@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from datasets.errors import InputError
-from optimizers.base import count
+from optimizers.base import Optimizer, count
 
 
 def tfp_module():
@@ -39,9 +39,10 @@ class TfpLBFGSState(NamedTuple):
 
 
 @dataclass(frozen=True)
-class TfpLBFGS:
+class TfpLBFGS(Optimizer):
     history: int = 10
     name: str = "lbfgs-tfp"
+    only_on = "tensorflow"
     evaluations = {"nfev": 1, "ngev": 1, "nhvp": 0}  # nominal; `report` gives TFP's own counts
 
     def __post_init__(self):
@@ -58,8 +59,6 @@ class TfpLBFGS:
         return None
 
     def setup(self, problem, objective, ops):
-        if ops.name != "tensorflow":
-            raise InputError(f"lbfgs-tfp runs on the tensorflow backend only, not '{ops.name}'")
         tfp_module()
         return ()
 

@@ -33,6 +33,7 @@ import sys
 from typing import NamedTuple
 
 from datasets.errors import InputError, first_line
+from optimizers.base import Optimizer
 from optimizers.ranges import FRACTION, NONNEGATIVE, RATE, UNIT, check_ranges
 
 TORCH_PREFIX = PREFIX = "torch:"  # a torch.optim optimizer by class name
@@ -70,7 +71,8 @@ def _torch():
     return torch
 
 
-class TorchOptimizer:
+class TorchOptimizer(Optimizer):
+    only_on = "torch"
     evaluations = {"nfev": 1, "ngev": 1, "nhvp": 0}  # nominal; `report` gives the counts
 
     def __init__(self, class_name: str, **config):
@@ -122,8 +124,6 @@ class TorchOptimizer:
         return dict(self.config)
 
     def setup(self, problem, objective, ops):
-        if ops.name != "torch":
-            raise InputError(f"{self.name} runs on the torch backend only, not '{ops.name}'")
         torch = _torch()
         self._param = torch.zeros((problem.d, problem.k), dtype=ops.torch_dtype,
                                   device=ops.device)

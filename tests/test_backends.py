@@ -13,6 +13,7 @@ algorithm part ways by design.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -23,6 +24,7 @@ from datasets import InputError, make_problem
 from optimizers import BACKENDS, build_rules, make_backend, make_optimizer, run
 from optimizers.backends import ArrayOps
 from optimizers.backends.registry import FRAMEWORKS, Framework
+from optimizers.gd import GradientDescent
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -230,6 +232,30 @@ def test_an_absent_gpu_is_a_skip_record_never_the_cpu(least_squares, backend, fe
     result = run(least_squares, make_optimizer("gd"), build_rules(max_iter=3), backend=gpu)
     assert result.status == "skipped" and "no GPU visible to" in result.message
     assert result.iterations == 0
+
+
+@dataclass(frozen=True)
+class LibraryMissing(GradientDescent):
+    """GD said to need a library that is not installed (as lbfgs-tfp without TFP)."""
+
+    def unavailable(self) -> str | None:
+        return "gd-missing needs a library that is not installed"
+
+
+def on_the_cpu():
+    """Every installed backend that runs on a CPU, in its default mode."""
+    return [pytest.param(name, marks=pytest.mark.skipif(not installed(name),
+                                                        reason=f"{name} is not installed"))
+            for name, backend in BACKENDS.items() if "cpu" in (backend.allowed("device") or
+                                                               ("cpu",))]
+
+
+@pytest.mark.parametrize("backend", on_the_cpu())
+def test_an_unavailable_optimizer_is_a_skip_record_on_every_backend(least_squares, backend):
+    result = run(least_squares, LibraryMissing(), build_rules(max_iter=3),
+                 backend=make_backend(backend))
+    assert result.status == "skipped", result.message
+    assert result.message.startswith("gd-missing needs a library") and result.iterations == 0
 
 
 def test_an_absent_framework_is_one_line_naming_the_extra(monkeypatch, capsys, tmp_path):

@@ -282,6 +282,18 @@ def test_a_sweep_run_calibrates_before_its_clocks_and_runs_under_the_limit(machi
     assert row["blas_calibration_seconds"] == 0.25 and row["status"] == "converged"
 
 
+def test_regress_measures_its_run_as_the_sweep_does(machine, tmp_path, monkeypatch, capsys):
+    """One way to measure a run: `regress` runs through study.regression.measure (its run,
+    under the thread count measure chooses, here the one --blas-threads gives)."""
+    from study.regression import measure as measure_module
+
+    ran, real_run = [], measure_module.run
+    monkeypatch.setattr(measure_module, "run", lambda *a, **k: ran.append(1) or real_run(*a, **k))
+    assert main(["regress", "--dataset", "synthetic", "--rows", "500", "--optimizer", "gd",
+                 "--max-iter", "5000", "--blas-threads", "2"]) == 0
+    assert ran == [1] and "; BLAS 2 threads (given)" in capsys.readouterr().out
+
+
 def test_a_framework_backend_has_no_blas_columns(machine, tmp_path):
     from study.regression.measure import threads_for
     from study.regression.spec import RunSpec

@@ -53,8 +53,8 @@ def test_an_interrupt_a_destructor_swallows_still_ends_regress(tmp_path):
     signal is remembered, so the record is not written and the status says it."""
     kept = sentinels(tmp_path / "out", REGRESS_OUT)
     command = Command("regress", "--rows", 300, "--out", tmp_path / "out" / "r.parquet",
-                      setup="import study.regression.regress as regress\n"
-                            "swallowed_after(regress, 'run', signal.SIGINT)\n")
+                      setup="import study.regression.measure as measure\n"
+                            "swallowed_after(measure, 'run', signal.SIGINT)\n")
     _, err = ended(command, signal.SIGINT)
     assert "nothing was written" in err
     assert unchanged(kept)
@@ -158,8 +158,8 @@ def test_a_swallowed_interrupt_stops_the_run_at_once(tmp_path, where):
     not after its whole budget (its summary is never printed)."""
     kept = sentinels(tmp_path / "out", REGRESS_OUT)
     setup = IN_GC_CALLBACK if where.startswith("a gc") else (
-        "import study.regression.regress as regress\n"
-        "swallowed_before(regress, 'run', signal.SIGINT)\n")
+        "import study.regression.measure as measure\n"  # regress runs through its run_spec
+        "swallowed_before(measure, 'run', signal.SIGINT)\n")
     command = Command(*LONG_RUN, "--out", tmp_path / "out" / "r.parquet", setup=setup)
     out, err = ended(command, signal.SIGINT)
     assert "reference f*" not in out, out  # the run never finished (no summary after it)

@@ -1,3 +1,4 @@
+import dataclasses
 import math
 
 import numpy as np
@@ -5,7 +6,9 @@ import pytest
 from tolerances import distance_to_w_star, twin
 
 from datasets import InputError, make_problem
-from optimizers import build_rules, make_backend, make_optimizer, run
+from optimizers import OPTIMIZERS, PREFIXES, build_rules, make_backend, make_optimizer, run
+from optimizers.base import Optimizer
+from optimizers.gd import GDState
 from optimizers.objective import make_objective, prepare_data
 
 pytestmark = pytest.mark.numerical
@@ -303,3 +306,39 @@ def test_numpy_triangular_solve_and_its_singular_case():
     np.testing.assert_allclose(R.T @ ops.solve_triangular(R.T, b, lower=True), b, rtol=1e-12)
     R[1, 1] = 0.0
     assert np.isnan(ops.solve_triangular(R, b, lower=False)).all()
+
+
+class PlainStep(Optimizer):
+    """A user's optimizer stating only what it must (x <- x - g / 4L on least squares): the
+    optional hooks come from the base class's defaults, never from hasattr checks."""
+
+    name, evaluations = "plain", {"nfev": 1, "ngev": 1, "nhvp": 0}
+
+    def hyperparameters(self) -> dict:
+        return {}
+
+    def setup(self, problem, objective, ops):
+        return ops.scalar(0.25 / problem.curvature_bounds()[1])
+
+    def init(self, objective, ops, params, w0):
+        f, g = objective.value_and_grad(w0)
+        return GDState(w0, f, g)
+
+    def update(self, objective, ops, params, state):
+        w = state.w - params * state.g
+        return GDState(w, *objective.value_and_grad(w))
+
+
+def test_an_optimizer_stating_only_what_it_must_runs_with_the_base_hooks(well_conditioned,
+                                                                         numpy64):
+    result = run(well_conditioned, PlainStep(), build_rules(tol=1e-6, max_iter=100_000),
+                 backend=numpy64)
+    assert result.status == "converged", result.message
+    assert (result.nfev, result.ngev) == (result.iterations + 1, result.iterations + 1)
+
+
+def test_every_shipped_optimizer_derives_from_the_base_and_frozen_ones_stay_frozen():
+    for name, cls in OPTIMIZERS.items():
+        assert issubclass(cls, Optimizer), name
+        assert dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen, name
+    assert all(issubclass(cls, Optimizer) for cls in PREFIXES.values())

@@ -11,7 +11,7 @@ from study.regression.report import tuning_blocks
 from study.regression.summary import summarize
 from study.sweep.grid import ConfigError, parse_study
 from study.sweep.runner import run_study
-from study.sweep.tuning import NO_RATE, choose, measured_runs
+from study.sweep.tuning import NO_RATE, TUNED, choose, measured_runs, tuning_axes, tuning_columns
 
 
 def row(status, iterations, suboptimality, seconds=1.0, target_reached=None):
@@ -182,3 +182,17 @@ def test_summaries_leave_the_grid_runs_out_and_the_report_states_the_rates(sweep
     assert "1: converged" in chosen.iloc[3] and chosen["held-apart seed"] == 5
     assert set(report["tuned rate"]) == {"1", "none usable"}
     assert math.isclose(float(chosen["tuned rate"]), 1.0)
+
+
+def test_the_tuning_columns_are_declared_once_and_are_what_a_tuned_run_writes():
+    from study.regression.schema import RUN_COLUMNS as regression
+    from study.train.sweep.schema import RUN_COLUMNS as train
+
+    tuning = {"role": TUNED, "value": 0.1, "grid": [0.1, 1.0], "seed": 9, "stopping": {},
+              "criterion": "iterations"}
+    for schema, holdout in ((regression, lambda: "instance"), (train, None)):
+        declared = tuning_columns("the study's own criterion", holdout=holdout is not None)
+        assert set(tuning_axes(tuning, holdout=holdout)) == {c.name for c in declared}
+        assert [(c.name, c.kind) for c in schema.columns if c.name.startswith("tun")] == [
+            (c.name, c.kind) for c in declared]
+        assert all(c.name in schema.axes for c in declared)

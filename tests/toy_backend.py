@@ -35,13 +35,10 @@ BACKEND = Backend("toy", "toy", "toy_backend", "ToyBackend",
 
 class ToyBackend(NumpyBackend):
     """NumPy's backend under another name (the regression study cannot tell it is NumPy), with
-    an option of its own that no study knows (`chunk`, which changes nothing)."""
+    an option of its own that no study knows (`chunk`, which changes nothing): the base class
+    (optimizers.backends.base) checks it against BACKEND and keeps it as `self.chunk`."""
 
     name = "toy"
-
-    def __init__(self, dtype: str = "float64", formulation: str = "data", chunk: int = 1):
-        super().__init__(dtype, formulation)
-        self.chunk = chunk
 
 
 def build(spec, x, kernel, clock):

@@ -26,10 +26,10 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from optimizers.backends.base import BaseBackend
 from optimizers.backends.numpy import NumpyBackend
-from optimizers.backends.registry import BACKENDS, FRAMEWORKS
 from optimizers.objective import make_objective, problem_data
-from optimizers.result import Outcome, Stopwatch, apply_state_record
+from optimizers.result import Outcome, Stopwatch
 
 
 def _cuda() -> SimpleNamespace:
@@ -93,34 +93,21 @@ class CupyOps(NumpyBackend):
         return xp.stack([state.f, xp.sqrt(self.vdot(state.g, state.g))]).astype(xp.float64)
 
 
-class CupyBackend:
+class CupyBackend(BaseBackend):
     """Runs an optimizer on CuPy: `minimize(problem, optimizer, rules, w0) -> Outcome`."""
 
     name = "cupy"
 
-    def __init__(self, dtype: str = "float64", device: str = "gpu", feed: str = "resident",
-                 formulation: str = "data"):
-        BACKENDS["cupy"].check({"dtype": dtype, "device": device, "feed": feed,
-                                "formulation": formulation})
-        self.dtype = np.dtype(dtype)
-        self.device, self.feed, self.formulation = device, feed, formulation
+    def make_ops(self) -> CupyOps:
+        return CupyOps(self.dtype.name, self.formulation)
 
-    def options(self) -> dict:
-        return {"feed": self.feed}
+    def gpu_available(self) -> bool:
+        return gpu_available()
 
-    def unavailable(self) -> str | None:
-        return None if gpu_available() else FRAMEWORKS["cupy"].no_gpu()
-
-    def minimize(self, problem, optimizer, rules, w0) -> Outcome:
+    def run(self, problem, optimizer, rules, w0):
         from optimizers.driver import host_loop
 
-        reason = self.unavailable()
-        if reason is None and hasattr(optimizer, "unavailable"):
-            reason = optimizer.unavailable()
-        if reason is not None:  # recorded, never run on the CPU under a GPU label
-            return Outcome(np.asarray(w0, dtype=self.dtype), 0, 0.0, 0.0, "skipped", reason,
-                           device=self.device, extra={**self.options(), "device_name": ""})
-        ops = CupyOps(self.dtype.name, self.formulation)
+        ops = self.ops
         setup_clock = Stopwatch()
         data = problem_data(ops, problem, self.formulation)
         objective = make_objective(ops, data, self.formulation, problem.objective)
@@ -146,4 +133,4 @@ class CupyBackend:
                                                  "trace_clock": "host"})
         host = type(state)(*(ops.to_host(v) if isinstance(v, ops.cuda.array) else v
                              for v in state))
-        return apply_state_record(outcome, optimizer, host)
+        return outcome, host

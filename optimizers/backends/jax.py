@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from optimizers.backends.registry import BACKENDS
+from optimizers.backends.base import BaseBackend
 from optimizers.driver import step_functions
 from optimizers.interruptible import call_interruptibly
 from optimizers.objective import make_objective, problem_data
@@ -45,12 +45,10 @@ from optimizers.result import (
     TRACE_COLUMNS,
     Outcome,
     Stopwatch,
-    apply_state_record,
     interpolated_seconds,
 )
 from optimizers.stopping import Context, Ending, TimeBudget, rule_values, rules_on_tensors
 
-NO_GPU = "no GPU visible to JAX"
 TRACE_CAPACITY = 1024  # > the ~745 iterations the trace schedule keeps below 2**31
 FIRST_CHUNK = 64  # iterations of the fused loop's first call
 CHUNK_SECONDS = 0.1  # what later calls aim for
@@ -218,47 +216,23 @@ def on_trace_schedule_traced(jnp, iteration):
     return i % jnp.asarray(_STRIDES)[decade] == 0
 
 
-class JaxBackend:
+class JaxBackend(BaseBackend):
     """Runs an optimizer on JAX: `minimize(problem, optimizer, rules, w0) -> Outcome`."""
 
     name = "jax"
 
-    def __init__(self, dtype: str = "float64", device: str = "cpu", feed: str = "fused",
-                 formulation: str = "data"):
-        BACKENDS["jax"].check({"dtype": dtype, "device": device, "feed": feed,
-                                  "formulation": formulation})
-        self.dtype = np.dtype(dtype)
-        self.device = device
-        self.feed = feed
-        self.formulation = formulation
-        self._ops = None
+    def make_ops(self) -> JaxOps:
+        found = devices(self.device)
+        return JaxOps(self.dtype.name, found[0] if found else None)
 
-    @property
-    def ops(self) -> JaxOps:
-        if self._ops is None:
-            found = devices(self.device)
-            self._ops = JaxOps(self.dtype.name, found[0] if found else None)
-        return self._ops
+    def gpu_available(self) -> bool:
+        return gpu_available()
 
-    def options(self) -> dict:
-        return {"feed": self.feed}
-
-    def unavailable(self) -> str | None:
-        """Why this backend cannot run here (a GPU asked for but none visible), or None."""
-        if self.device == "gpu" and not gpu_available():
-            return NO_GPU
-        return None
-
-    def minimize(self, problem, optimizer, rules, w0) -> Outcome:
-        reason = self.unavailable()
-        if reason is not None:  # recorded, never run on the CPU under a GPU label
-            return Outcome(np.asarray(w0, dtype=self.dtype), 0, 0.0, 0.0, "skipped", reason,
-                           device=self.device, extra={**self.options(), "device_name": ""})
+    def run(self, problem, optimizer, rules, w0):
         # ahead-of-time compiles and a fused chunk are single C++ calls: run on the kept worker
         # thread so that Ctrl-C stays prompt (optimizers.interruptible); JAX's default device is
         # a per-thread setting, so it is entered there
-        outcome, state = call_interruptibly(self._on_device, problem, optimizer, rules, w0)
-        return self._checked(apply_state_record(outcome, optimizer, state))
+        return call_interruptibly(self._on_device, problem, optimizer, rules, w0)
 
     def _on_device(self, problem, optimizer, rules, w0):
         with _jax().default_device(self.ops.device):
@@ -266,11 +240,6 @@ class JaxBackend:
             return run(problem, optimizer, rules, w0)
 
     # helpers shared by the modes
-
-    def _checked(self, outcome: Outcome) -> Outcome:
-        if self.device == "gpu" and not outcome.device.lower().startswith(("gpu", "cuda")):
-            raise RuntimeError(f"asked for the GPU but the result lies on {outcome.device}")
-        return outcome
 
     def _stats(self, state):
         """Loss and gradient norm of a state as one float64 vector (one read to the host)."""

@@ -10,24 +10,17 @@ import numpy as np
 import scipy.linalg
 import scipy.special
 
-from datasets.errors import InputError
-from optimizers.backends.registry import DTYPES
-from optimizers.objective import FORMULATIONS, make_objective, problem_data
-from optimizers.result import apply_state_record
+from optimizers.backends.base import BaseBackend
+from optimizers.objective import make_objective, problem_data
 
 
-class NumpyBackend:
+class NumpyBackend(BaseBackend):
+    """The backend is its own ops (`BaseBackend.make_ops`)."""
+
     name = "numpy"
 
-    def __init__(self, dtype: str = "float64", formulation: str = "data"):
-        if dtype not in DTYPES:
-            raise InputError(f"unknown dtype '{dtype}'; allowed: {', '.join(DTYPES)}")
-        if formulation not in FORMULATIONS:
-            raise InputError(f"unknown formulation '{formulation}'; allowed: "
-                             f"{', '.join(FORMULATIONS)}")
-        self.formulation = formulation
-        self.dtype = np.dtype(dtype)
-        self.device = "cpu"
+    def __init__(self, dtype: str = "float64", formulation: str = "data", **options):
+        super().__init__(dtype, formulation, **options)
         self.tiny = self.dtype.type(np.finfo(self.dtype).tiny)  # guards divisions by zero
         self._trtrs = scipy.linalg.get_lapack_funcs("trtrs", dtype=self.dtype)
 
@@ -140,7 +133,7 @@ class NumpyBackend:
         """Drop the oldest entry of a fixed-size history (axis 0) and append `item` last."""
         return np.concatenate([history[1:], item[None]], axis=0)
 
-    def minimize(self, problem, optimizer, rules, w0):
+    def run(self, problem, optimizer, rules, w0):
         """Setup (dtype conversion, the optimizer's constants) timed apart, then the host loop."""
         from optimizers.driver import host_loop
         from optimizers.result import Outcome, Stopwatch
@@ -161,6 +154,5 @@ class NumpyBackend:
             step=lambda state: optimizer.update(objective, self, params, state),
             observe=observe,
         )
-        outcome = Outcome(state.w, iterations, seconds, setup_seconds, ending.status,
-                          ending.message, trace, rule=ending.rule)
-        return apply_state_record(outcome, optimizer, state)
+        return Outcome(state.w, iterations, seconds, setup_seconds, ending.status,
+                       ending.message, trace, rule=ending.rule), state

@@ -30,17 +30,17 @@ import numpy as np
 import tensorflow as tf
 
 from datasets.errors import InputError
-from optimizers.backends.registry import DTYPES
+from optimizers.backends.base import BaseBackend
+from optimizers.backends.registry import framework
 from optimizers.backends.tf1 import minimize_tf1
 from optimizers.driver import step_functions
 from optimizers.interruptible import call_interruptibly
-from optimizers.objective import FORMULATIONS, make_objective, problem_data
-from optimizers.result import TRACE_COLUMNS, Outcome, Stopwatch, apply_state_record
+from optimizers.objective import make_objective, problem_data
+from optimizers.result import TRACE_COLUMNS, Outcome, Stopwatch
 from optimizers.stopping import Context, Ending, rule_values, rules_on_tensors
 
 DEVICES = {"cpu": "/CPU:0", "gpu": "/GPU:0"}
-FEEDS = ("feed", "resident", "fused", "tf1")
-NO_GPU = "no GPU visible to TensorFlow"
+NO_GPU = framework("tensorflow").no_gpu()  # what a GPU asked for and absent is told
 TRACE_CAPACITY = 1024  # > the ~745 iterations the trace schedule keeps below 2**31
 _CAP = 2**31 - 1  # the fused loop's own iteration limit (the warm-up call uses 1)
 
@@ -202,70 +202,37 @@ def on_trace_schedule_tensor(iteration):
     return tf.equal(i % tf.gather(tf.constant(_STRIDES, tf.int64), decade), 0)
 
 
-class TensorflowBackend:
+class TensorflowBackend(BaseBackend):
     """Runs an optimizer on TensorFlow: `minimize(problem, optimizer, rules, w0) -> Outcome`."""
 
     name = "tensorflow"
 
-    def __init__(self, dtype: str = "float64", device: str = "cpu", feed: str = "fused",
-                 xla: bool = False, formulation: str = "data"):
-        if dtype not in DTYPES:
-            raise InputError(f"unknown dtype '{dtype}'; allowed: {', '.join(DTYPES)}")
-        if device not in DEVICES:
-            raise InputError(f"unknown device '{device}'; allowed: {', '.join(DEVICES)}")
-        if feed not in FEEDS:
-            raise InputError(f"unknown feed mode '{feed}'; allowed: {', '.join(FEEDS)}")
-        if not isinstance(xla, bool):
-            raise InputError(f"xla must be true or false, got {xla!r}")
-        if formulation not in FORMULATIONS:
-            raise InputError(f"unknown formulation '{formulation}'; allowed: "
-                             f"{', '.join(FORMULATIONS)}")
-        if formulation != "data" and feed == "tf1":
+    def __init__(self, dtype: str = "float64", formulation: str = "data", **options):
+        super().__init__(dtype, formulation, **options)
+        if formulation != "data" and self.feed == "tf1":
             raise InputError("tf1 runs the original program, which reads X every step: "
                              "formulation 'data' only")
-        if xla and feed == "tf1":
+        if self.xla and self.feed == "tf1":
             raise InputError("xla applies to the feed modes feed, resident and fused, not tf1")
-        self.dtype = np.dtype(dtype)
-        self.device = device
-        self.feed = feed
-        self.xla = xla
-        self.formulation = formulation
-        self.placement = DEVICES[device]  # where tf.device puts its ops
-        self.ops = TensorflowOps(dtype, device, data_layout(dtype, xla))
-        self.rule_ops = TensorflowOps("float64", device)  # rules see float64, as on the host
+        self.placement = DEVICES[self.device]  # where tf.device puts its ops
+        self.rule_ops = TensorflowOps("float64", self.device)  # rules see float64, as on host
 
     short_device = staticmethod(short_device)
 
-    def options(self) -> dict:
-        return {"feed": self.feed, "xla": self.xla}
+    def make_ops(self):
+        return TensorflowOps(self.dtype.name, self.device, data_layout(self.dtype, self.xla))
 
-    def unavailable(self) -> str | None:
-        """Why this backend cannot run here (a GPU asked for but none visible), or None."""
-        if self.device == "gpu" and not gpu_available():
-            return NO_GPU
-        return None
+    def gpu_available(self) -> bool:
+        return gpu_available()
 
-    def minimize(self, problem, optimizer, rules, w0) -> Outcome:
-        reason = self.unavailable()
-        if reason is None and hasattr(optimizer, "unavailable"):  # e.g. TFP not importable
-            reason = optimizer.unavailable()
-        if reason is not None:  # recorded, never run on the CPU under a GPU label
-            return Outcome(np.asarray(w0, dtype=self.dtype), 0, 0.0, 0.0, "skipped", reason,
-                           device=self.device, extra={**self.options(), "device_name": ""})
+    def run(self, problem, optimizer, rules, w0):
         if self.feed == "tf1":
-            return self._checked(minimize_tf1(self, problem, optimizer, rules, w0))
+            return minimize_tf1(self, problem, optimizer, rules, w0), None
         if self.feed == "fused":  # one C++ call for the whole run: Ctrl-C must still stop it
-            outcome, state = call_interruptibly(self._fused, problem, optimizer, rules, w0)
-        else:
-            outcome, state = self._stepped(problem, optimizer, rules, w0)
-        return self._checked(apply_state_record(outcome, optimizer, state))
+            return call_interruptibly(self._fused, problem, optimizer, rules, w0)
+        return self._stepped(problem, optimizer, rules, w0)
 
     # helpers shared by the modes
-
-    def _checked(self, outcome: Outcome) -> Outcome:
-        if self.device == "gpu" and not outcome.device.upper().startswith("GPU"):
-            raise RuntimeError(f"asked for the GPU but the result lies on {outcome.device}")
-        return outcome
 
     def _compile(self, function):
         return tf.function(function, jit_compile=self.xla, autograph=False)

@@ -59,7 +59,7 @@ def minimize_tf1(backend, problem, optimizer, rules, w0) -> Outcome:
     if problem.objective != "least-squares" or problem.lam:
         raise InputError("feed 'tf1' runs the original least-squares program: no logistic "
                          "regression, no ridge term (lam)")
-    if getattr(optimizer, "step", None) == "armijo":
+    if optimizer.name == "gd" and optimizer.step == "armijo":
         raise InputError("feed 'tf1': gd step 'armijo' is not a TF1 optimizer; use '1/L' or "
                          "'fixed'")
     tf1 = tf.compat.v1

@@ -39,18 +39,14 @@ from __future__ import annotations
 import numpy as np
 
 from datasets.errors import InputError
-from optimizers.backends.registry import BACKENDS
+from optimizers.backends.base import BaseBackend
 from optimizers.driver import RuleMonitor, host_loop, step_functions
 from optimizers.objective import make_objective, problem_data
-from optimizers.result import Outcome, Stopwatch, apply_state_record, interpolated_seconds
+from optimizers.result import Outcome, Stopwatch, interpolated_seconds
 from optimizers.stopping import MaxIter
 
-NO_GPU = "no GPU visible to PyTorch"
 GRAPH_CHUNK = 64  # the longest chunk captured as one CUDA graph (then 32, 16, ... 1)
 WARM_UP_STEPS = 3  # eager steps on a side stream before capture, as torch.cuda.graphs asks
-# optimizers whose step is straight-line code (no branch on data), by name; gd's Armijo step,
-# lbfgs's Wolfe search and cgls's restart test branch on data (graph_refusal)
-GRAPHABLE = ("gd", "adadelta", "adagrad", "adam", "rmsprop", "momentum", "nesterov", "lbfgs")
 
 
 class DataDependentBranch(Exception):
@@ -258,18 +254,10 @@ def graph_refusal(optimizer) -> str | None:
     """Why feed 'graphed' cannot capture this optimizer's step, or None: a replay runs the
     captured kernels and nothing else, so no Python branch on the data and no Python-side
     state (a library optimizer's evaluation count) can be in it."""
-    name = optimizer.name
-    if getattr(optimizer, "step", None) == "armijo":
-        why = "its Armijo step backtracks in a loop on the loss"
-    elif getattr(optimizer, "line_search", None) == "wolfe":
-        why = "its Wolfe line search loops on the loss"
-    elif name == "cgls":
-        why = "its restart test branches on the data"
-    elif name not in GRAPHABLE:
-        why = "its step is not declared straight-line code"
-    else:
+    why = optimizer.branches()
+    if why is None:
         return None
-    return (f"feed 'graphed' cannot capture {name} as a CUDA graph: {why}; use feed "
+    return (f"feed 'graphed' cannot capture {optimizer.name} as a CUDA graph: {why}; use feed "
             f"'resident' or 'compiled'")
 
 
@@ -306,34 +294,16 @@ def _largest_power_of_two(limit: int) -> int:
     return 1 << (limit.bit_length() - 1)
 
 
-class TorchBackend:
+class TorchBackend(BaseBackend):
     """Runs an optimizer on PyTorch: `minimize(problem, optimizer, rules, w0) -> Outcome`."""
 
     name = "torch"
 
-    def __init__(self, dtype: str = "float64", device: str = "cpu", feed: str = "resident",
-                 formulation: str = "data"):
-        BACKENDS["torch"].check({"dtype": dtype, "device": device, "feed": feed,
-                                  "formulation": formulation})
-        self.dtype = np.dtype(dtype)
-        self.device = device
-        self.feed = feed
-        self.formulation = formulation
-        self._ops = None
+    def make_ops(self) -> TorchOps:
+        return TorchOps(self.dtype.name, self.device)
 
-    @property
-    def ops(self) -> TorchOps:
-        if self._ops is None:
-            self._ops = TorchOps(self.dtype.name, self.device)
-        return self._ops
-
-    def options(self) -> dict:
-        return {"feed": self.feed}
-
-    def unavailable(self) -> str | None:
-        if self.device == "gpu" and not gpu_available():
-            return NO_GPU
-        return None
+    def gpu_available(self) -> bool:
+        return gpu_available()
 
     def synchronize(self) -> None:
         if self.device == "gpu":
@@ -345,13 +315,7 @@ class TorchBackend:
         torch = _torch()
         return torch.stack([state.f, torch.linalg.vector_norm(state.g)]).to(torch.float64)
 
-    def minimize(self, problem, optimizer, rules, w0) -> Outcome:
-        reason = self.unavailable()
-        if reason is None and hasattr(optimizer, "unavailable"):
-            reason = optimizer.unavailable()
-        if reason is not None:  # recorded, never run on the CPU under a GPU label
-            return Outcome(np.asarray(w0, dtype=self.dtype), 0, 0.0, 0.0, "skipped", reason,
-                           device=self.device, extra={**self.options(), "device_name": ""})
+    def run(self, problem, optimizer, rules, w0):
         refusal = graph_refusal(optimizer) if self.feed == "graphed" else None
         if refusal is not None:
             raise InputError(refusal)
@@ -380,10 +344,7 @@ class TorchBackend:
                           device=("GPU:" if w.is_cuda else "CPU:") + str(w.device.index or 0),
                           extra={**self.options(), "device_name": str(w.device), **extra,
                                  "intra_op_threads": torch.get_num_threads()})
-        outcome = apply_state_record(outcome, optimizer, _to_cpu(state))
-        if self.device == "gpu" and not w.is_cuda:
-            raise RuntimeError(f"asked for the GPU but the result lies on {w.device}")
-        return outcome
+        return outcome, _to_cpu(state)
 
     def _stepped(self, problem, rules, init, step, data, params, start, setup_clock):
         """feed, resident, compiled: a step called from the host loop, one read an iteration."""

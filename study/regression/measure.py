@@ -17,6 +17,7 @@ from datasets.problem import Problem
 from datasets.reference import Reference
 from optimizers import blas_threads, build_rules, make_backend, make_optimizer, run
 from optimizers.backends.registry import framework_of
+from optimizers.result import RunResult
 from study.regression.spec import RunSpec
 from study.sweep import cache
 from study.sweep.fingerprint import manifest, python_files
@@ -71,21 +72,13 @@ def measure(spec: RunSpec, ctx: RunContext) -> Measurement:
     if is_tuned(spec) and spec.tuning.get("value") is None:
         return Measurement({"status": "skipped", "message": NO_RATE})
     problem = load_problem(spec, ctx.cache_dir)
-    optimizer = make_optimizer(spec.optimizer, **spec.hyperparameters)
-    backend = make_backend(spec.backend, spec.dtype, **spec.backend_options)
-    rules = build_rules(**spec.stopping)
-    choice = threads_for(spec, problem)  # before the probe: a first calibration is untimed
     try:
-        with choice.limits() if choice else nullcontext(), ctx.probe:
-            result = run(problem, optimizer, rules, backend=backend, init=spec.init,
-                         seed=spec.seed)
+        result, _ = run_spec(spec, problem, probe=ctx.probe)
     except Uncertifiable as refusal:  # recorded, not raised: the sweep goes on
         return Measurement(uncertifiable_record(problem, spec, str(refusal)), {})
     except LibraryFailure as failure:  # the library's own update failed: said in its row
         return Measurement({"status": "failed", "message": str(failure)}, {})
     record = result.record()
-    if choice:
-        record.update(choice.columns())
     for key in SPEC_COLUMNS:
         record.pop(key, None)  # the spec's axes are the canonical values
     record["placed_on"] = record.pop("device")
@@ -93,15 +86,32 @@ def measure(spec: RunSpec, ctx: RunContext) -> Measurement:
     return Measurement(record, {"traces": result.trace})
 
 
-def threads_for(spec: RunSpec, problem: Problem) -> blas_threads.Choice | None:
+def run_spec(spec: RunSpec, problem: Problem, *, threads=blas_threads.AUTO,
+             probe=None) -> tuple[RunResult, blas_threads.Choice | None]:
+    """The run a spec describes, on its problem, under the BLAS threads chosen for it (their
+    columns join its record): the one way a regression run is measured, by the sweep's
+    `measure` and by `regress` alike. `probe` is the sweep's calibration around the run."""
+    optimizer = make_optimizer(spec.optimizer, **spec.hyperparameters)
+    backend = make_backend(spec.backend, spec.dtype, **spec.backend_options)
+    rules = build_rules(**spec.stopping)
+    choice = threads_for(spec, problem, threads)  # before the probe: a calibration is untimed
+    with choice.limits() if choice else nullcontext(), nullcontext() if probe is None else probe:
+        result = run(problem, optimizer, rules, backend=backend, init=spec.init, seed=spec.seed)
+    if choice:
+        result.extra.update(choice.columns())
+    return result, choice
+
+
+def threads_for(spec: RunSpec, problem: Problem,
+                requested=blas_threads.AUTO) -> blas_threads.Choice | None:
     """The BLAS thread count of a run on the NumPy stack (optimizers.blas_threads), chosen from
     the size of the matrix its loop multiplies; None for a framework's backend (its own
-    threads). A spec that says `blas_threads` (a count) has it as given."""
+    threads). `requested`: auto, or a count (regress's --blas-threads) taken as given."""
     if framework_of(spec.backend) is not None:
         return None
     size = blas_threads.matrix_bytes(problem.n, problem.d, spec.dtype,
                                      spec.backend_options.get("formulation", "data"))
-    return blas_threads.choose(size, getattr(spec, "blas_threads", blas_threads.AUTO))
+    return blas_threads.choose(size, requested)
 
 
 def uncertifiable_record(problem: Problem, spec: RunSpec, message: str) -> dict:

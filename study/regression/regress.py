@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from contextlib import nullcontext
 
 import numpy as np
 import pandas as pd
@@ -18,7 +17,6 @@ from optimizers import (
     build_rules,
     make_backend,
     make_optimizer,
-    run,
 )
 from optimizers.backends.registry import (
     BACKENDS,
@@ -37,7 +35,9 @@ from study.output import (
     trace_path,
     write_files_atomic,
 )
+from study.regression.measure import run_spec
 from study.regression.plugin import data_files
+from study.regression.spec import RunSpec
 
 ROWS_PARAMETER = {name: d.rows for name, d in DATASETS.items() if d.rows}  # what --rows sets
 HYPERPARAMETER_FLAGS = {"step": "step", "lr": "learning_rate", "rho": "rho", "epsilon": "epsilon",
@@ -48,7 +48,6 @@ OPTION_HELP = {"formulation": "data (every step reads X) or gram (X^T X formed o
                "device": "where it runs (the first is the default)",
                "feed": "how the data reaches the step (the first is the default)",
                "xla": "XLA-compile the step"}
-NUMPY_ONLY = ("closed-form", "scipy-lbfgs", "scipy-lsqr", "scipy-lsmr")  # self-driven references
 # A run ends within a minute unless asked otherwise: GD on a 20000-row CSV ran past 120 s in
 # silence without one (the iteration budget alone says nothing about time).
 DEFAULT_TIME_BUDGET = 60.0
@@ -177,11 +176,9 @@ def configure(args):
     optimizer = make_optimizer(args.optimizer, **hyperparameters)
     options = {flag: getattr(args, flag) for flag in BACKEND_FLAGS
                if getattr(args, flag) is not None}
-    check_before_import(args, options)
+    check_before_import(args, options, optimizer)
     backend = make_backend(args.backend, args.dtype, **options)
-    reason = backend.unavailable() if hasattr(backend, "unavailable") else None
-    if reason is None and hasattr(optimizer, "unavailable"):
-        reason = optimizer.unavailable()
+    reason = backend.unavailable() or optimizer.unavailable()
     if reason is not None:  # e.g. a GPU asked for and none visible: never run elsewhere
         raise InputError(reason)
     rules = build_rules(tol=args.tol, grad_tol=args.grad_tol, rel_tol=args.rel_tol,
@@ -200,10 +197,12 @@ def configure(args):
     if args.out:
         check_output_path(args.out)
         check_output_path(trace_path(args.out), "--out's trace file")
-    return optimizer, backend, rules, params
+    spec = RunSpec("regress", args.dataset, params, args.optimizer, hyperparameters,
+                   args.backend, options, args.dtype, args.init, args.seed, 0, dict(rules.spec))
+    return spec, optimizer, backend, rules
 
 
-def check_before_import(args, options: dict) -> None:
+def check_before_import(args, options: dict, optimizer) -> None:
     """What can be refused without the backend's framework is refused before it is imported,
     so that the one line is not preceded by its and CUDA's start-up logs: the options against
     the backend's declaration, the framework installed, the NumPy-only references, a GPU."""
@@ -213,29 +212,21 @@ def check_before_import(args, options: dict) -> None:
     if framework is None:
         return
     framework.require()
-    if args.optimizer in NUMPY_ONLY:
-        raise InputError(f"{args.optimizer} runs on the numpy backend only, not "
-                         f"'{args.backend}'")
+    optimizer.refuse_backend(args.backend)  # e.g. a self-driven reference: numpy only
     device = options.get("device", declared.default("device"))
     if device == "gpu" and not framework.gpu_nodes_present():
         raise InputError(framework.no_gpu())
 
 
 def main(args) -> int:
-    optimizer, backend, rules, params = configure(args)
-    problem = make_problem(args.dataset, **params)
-    choice = None
-    if framework_of(args.backend) is None:  # the NumPy stack: its BLAS threads, chosen here
-        choice = blas_threads.choose(blas_threads.matrix_bytes(
-            problem.n, problem.d, args.dtype, getattr(backend, "formulation", "data")),
-            args.blas_threads)
+    spec, optimizer, backend, rules = configure(args)
+    # the data set as the flags give it (not spec.data_params(): regress never gave a seeded
+    # data set its --seed), then the run as the sweep measures one (study.regression.measure)
+    problem = make_problem(args.dataset, **spec.dataset_params)
     print(bound_line(problem, optimizer, rules, backend, args))
-    with choice.limits() if choice else nullcontext():
-        result = run(problem, optimizer, rules, backend=backend, init=args.init, seed=args.seed)
+    result, choice = run_spec(spec, problem, threads=args.blas_threads)
     if result.status == "skipped":  # the library records it; the CLI refuses, writing nothing
         raise InputError(result.message)
-    if choice:
-        result.extra.update(choice.columns())
     print(result.summary() + (f"; {choice.describe()}" if choice else ""))
     if result.status != "converged":
         print(f"  {result.message}")
@@ -275,7 +266,7 @@ def bound_line(problem, optimizer, rules, backend, args) -> str:
     dtype), from the reference's cached conditioning."""
     optimizer = for_problem(optimizer, problem)
     w0 = initial_point(problem, args.init, args.seed)
-    problem.check_dtype_range(np.dtype(getattr(backend.dtype, "as_numpy_dtype", backend.dtype)),
+    problem.check_dtype_range(backend.dtype,
                               w0)
     ref, tol = problem.reference, rules.spec.get("tol")
     prediction, eps0 = predicted(problem, optimizer, tol, w0)

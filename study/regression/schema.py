@@ -4,6 +4,10 @@ run record) and its convergence trace. Declared here once; writers, readers and 
 from __future__ import annotations
 
 from study.sweep.schema import ENGINE, VARYING, Column, Schema
+from study.sweep.tuning import tuning_columns
+
+TUNING = tuning_columns("iterations or seconds to the target; if none reached it, the lowest "
+                        "suboptimality", holdout=True)
 
 RUN_COLUMNS = Schema("runs", (
     # the spec's axes
@@ -23,17 +27,7 @@ RUN_COLUMNS = Schema("runs", (
     Column("init", "str", "starting point: zeros or normal"),
     Column("seed", "int", "seed of the data set and of a random init"),
     # the learning-rate tuning protocol (study/sweep/tuning.py); empty for other runs
-    Column("tuning", "str", "'tuning': a grid run on the held-apart seed (left out of every "
-                            "comparison); 'tuned': a measured run at the rate the grid chose"),
-    Column("tuned_value", "float", "tuned: the learning rate chosen (also in hyperparameters)"),
-    Column("tuning_grid", "str", "tuned: the rates tried, as JSON"),
-    Column("tuning_seed", "int", "tuned: the held-apart seed the grid ran on"),
-    Column("tuning_holdout", "str", "tuned: what the held-apart seed holds apart: 'instance' "
-           "(other data) or 'start point only' (the data set ignores the seed)"),
-    Column("tuning_stopping", "str", "tuned: the grid runs' short budget over the run's own "
-                                     "rules, as JSON"),
-    Column("tuning_criterion", "str", "tuned: iterations or seconds to the target; if none "
-                                      "reached it, the lowest suboptimality"),
+    *TUNING,
     # the run record
     Column("n", "int", "rows"),
     Column("d", "int", "coefficients per label column"),
@@ -132,8 +126,7 @@ RUN_COLUMNS = Schema("runs", (
              "seed"),
    axes=("study", "dataset", "dataset_params", "data_", "optimizer", "hyperparameters", "hp_",
          "backend", "device", "feed", "xla", "formulation", "option_", "dtype", "init", "seed",
-         "repeat", "stopping", "stop_", "tuning", "tuned_value", "tuning_grid", "tuning_seed",
-         "tuning_holdout", "tuning_stopping", "tuning_criterion"))
+         "repeat", "stopping", "stop_", *(column.name for column in TUNING)))
 
 SCHEMA = ENGINE + RUN_COLUMNS
 

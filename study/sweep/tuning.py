@@ -33,6 +33,8 @@ import json
 import math
 from dataclasses import replace
 
+from study.sweep.schema import Column
+
 PARAMETER = "learning_rate"
 TUNED = "tuned"  # the value that asks for tuning
 KEYS = ("grid", "seed", "stopping", "criterion")
@@ -103,6 +105,26 @@ def tuning_axes(tuning: dict, holdout=None) -> dict:
             **({"tuning_holdout": holdout()} if holdout is not None else {}),
             "tuning_stopping": json.dumps(tuning["stopping"], sort_keys=True),
             **({"tuning_criterion": tuning["criterion"]} if "criterion" in tuning else {})}
+
+
+def tuning_columns(criterion: str, holdout: bool = False) -> tuple[Column, ...]:
+    """The columns `tuning_axes` writes, declared once for every study's schema: `criterion`
+    says how the study's grid chose its rate; `holdout`, whether the study records what the
+    held-apart seed holds apart."""
+    return (
+        Column("tuning", "str", "'tuning': a grid run on the held-apart seed (left out of every "
+                                "comparison); 'tuned': a measured run at the rate the grid chose"),
+        Column("tuned_value", "float", "tuned: the learning rate chosen (also in "
+                                       "hyperparameters)"),
+        Column("tuning_grid", "str", "tuned: the rates tried, as JSON"),
+        Column("tuning_seed", "int", "tuned: the held-apart seed the grid ran on"),
+        *([Column("tuning_holdout", "str", "tuned: what the held-apart seed holds apart: "
+                  "'instance' (other data) or 'start point only' (the data set ignores the "
+                  "seed)")] if holdout else []),
+        Column("tuning_stopping", "str", "tuned: the grid runs' short budget over the run's own "
+                                         "rules, as JSON"),
+        Column("tuning_criterion", "str", f"tuned: {criterion}"),
+    )
 
 
 def measured_runs(runs):

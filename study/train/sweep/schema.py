@@ -5,7 +5,10 @@ framework's own columns (its optimizer library's version) are declared in its ad
 from __future__ import annotations
 
 from study.sweep.schema import ENGINE, VARYING, Column, Schema
+from study.sweep.tuning import tuning_columns
 from study.train.frameworks import native_adapters
+
+TUNING = tuning_columns("how the grid's rate was chosen (the best validation value)")
 
 RUN_COLUMNS = Schema("runs", (
     # the spec's axes
@@ -41,14 +44,7 @@ RUN_COLUMNS = Schema("runs", (
     Column("seed", "int", "seed of the initial weights and of the shuffling order"),
     Column("loop", "str", "steps (our timed loop) or fit (model.fit over the same steps)"),
     Column("stopping", "str", "the budget as JSON (also as stop_* columns)"),
-    Column("tuning", "str", "'tuning': a grid run on the held-apart seed (left out of every "
-                            "comparison); 'tuned': a measured run at the rate the grid chose"),
-    Column("tuned_value", "float", "tuned: the learning rate chosen"),
-    Column("tuning_grid", "str", "tuned: the rates tried, as JSON"),
-    Column("tuning_seed", "int", "tuned: the held-apart seed"),
-    Column("tuning_stopping", "str", "tuned: the grid runs' budget, as JSON"),
-    Column("tuning_criterion", "str", "tuned: how the grid's rate was chosen (the best "
-                                      "validation value)"),
+    *TUNING,
     # the target
     Column("target_value", "float", "the target (None for runs without one)"),
     Column("target_margin", "float", "round: the relative margin the best value was relaxed by"),
@@ -102,8 +98,7 @@ RUN_COLUMNS = Schema("runs", (
    axes=("study", "model", "data", "data_params", "loss", "metric", "optimizer",
          "hyperparameters", "hp_", "backend", "device", "batch_size", "eval_every",
          "target_metric", "target_mode", "target_how", "seed", "repeat", "loop", "initial",
-         "stopping", "stop_", "tuning", "tuned_value", "tuning_grid", "tuning_seed",
-         "tuning_stopping", "tuning_criterion"))
+         "stopping", "stop_", *(column.name for column in TUNING)))
 
 SCHEMA = ENGINE + RUN_COLUMNS
 
