@@ -14,6 +14,8 @@ config's results, figures or report are made from, one line, for the Makefile's 
 from __future__ import annotations
 
 import ast
+import contextlib
+import io
 from pathlib import Path
 
 from study.sweep.fingerprint import ROOT
@@ -72,7 +74,8 @@ def files(config: str, drawn: bool = False, report: bool = False) -> list[str]:
         plugin = load_kind(read_config(config).get("kind", "regression"))
         return imported_files(["study.figures" if drawn else "study.report.build",
                                plugin.FIGURES_MODULE if drawn else plugin.REPORT_MODULE])
-    study = load_study(config)
+    with contextlib.redirect_stderr(io.StringIO()):  # a sweep's notes ("not run: ...") are not
+        study = load_study(config)                    # this listing's; errors still raise
     return sorted({path for spec in study.specs for path in load_kind(study.kind).code_files(spec)})
 
 
