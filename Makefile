@@ -15,28 +15,25 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 RUN := $(PY) -m study
 
-# What produces results (plotting and report code are not part of it). The runner itself keeps
-# only the rows whose code fingerprint still matches, so a change here re-measures just the
-# runs whose code changed.
+# What produces results and what draws them, as each study's plugin says (`python -m study files
+# --make`: its code_files over the config's runs, and what its figures and report code import),
+# asked in one process, and only for the goals that use them. The engine's own scheduling code
+# is in no run's code_files but reruns every sweep: the runner itself keeps only the rows whose
+# code fingerprint still matches, so a change re-measures just the runs whose code changed.
+STUDY_FILES ?= $(PY) -m study files
+LISTED := regression regression-full logistic logistic-full feedmode feedmode-full train \
+	train-full
+# (asked where a goal is a results, figures or report file: reproduce and full ask for those in
+# their own make, and make test, lint or gpu never ask)
+STUDY_LISTS := $(if $(and $(filter results/% figures/% reports/%,$(MAKECMDGOALS)),\
+	$(wildcard $(firstword $(STUDY_FILES)))),$(shell $(STUDY_FILES) --make \
+	$(addprefix configs/,$(addsuffix .toml,$(LISTED)))))
+comma := ,
+listed = $(subst $(comma), ,$(patsubst $(1)=%,%,$(filter $(1)=%,$(STUDY_LISTS))))
 SWEEP := $(wildcard study/sweep/*.py) study/output.py
-ENGINE := $(wildcard datasets/*.py optimizers/*.py optimizers/backends/*.py) $(SWEEP) \
-	$(addprefix study/regression/,config.py measure.py plugin.py schema.py spec.py)
-FEEDMODE := $(SWEEP) optimizers/backends/registry.py $(filter-out $(addprefix study/feedmode/,\
-	figures.py report.py summary.py),$(wildcard study/feedmode/*.py))
-TRAIN := $(SWEEP) $(wildcard datasets/*.py optimizers/*.py optimizers/backends/*.py) \
-	$(filter-out study/train/command.py $(addprefix study/train/sweep/,figures.py report.py \
-	summary.py),$(wildcard study/train/*.py study/train/*/*.py))
+measured = $(SWEEP) $(call listed,$(1).measured)
+drawn = $(call listed,$(1).drawn)
 
-# What draws the figures and writes the report from results.
-READ := study/results.py study/figures.py
-REGRESSION_DRAW := $(READ) study/paired.py $(addprefix study/regression/,figures.py headline.py \
-	labels.py style.py summary.py)
-FEEDMODE_DRAW := $(READ) study/paired.py study/feedmode/figures.py study/feedmode/summary.py
-# the train figures draw each framework in its adapter's style
-TRAIN_DRAW := $(READ) study/paired.py study/train/sweep/figures.py study/train/sweep/summary.py \
-	$(wildcard study/train/adapters/*.py)
-REPORT := $(wildcard study/report/*.py) study/regression/report.py study/regression/logistic.py \
-	study/feedmode/report.py study/train/sweep/report.py study/conclusions.py
 STUDIES := regression feedmode logistic train
 
 FIGURE_NAMES := headline.png convergence_time.png convergence_iterations.png time_to_target.png \
@@ -106,36 +103,42 @@ lint: $(STAMP)
 sweep = $(if $(PARALLEL_DRAWING),echo "make reproduce: $@ is out of date again after its sweep \
 	(did a source file change meanwhile?); run make reproduce again" >&2; exit 1,$(RUN) $(1))
 
-results/regression/runs.parquet: configs/regression.toml $(ENGINE) | $(STAMP)
+results/regression/runs.parquet: configs/regression.toml $(call measured,regression) | $(STAMP)
 	$(call sweep,run $< --out $(@D))
 
-results/regression-full/runs.parquet: configs/regression-full.toml $(ENGINE) | $(STAMP)
+results/regression-full/runs.parquet: configs/regression-full.toml \
+		$(call measured,regression-full) | $(STAMP)
 	$(call sweep,run $< --out $(@D))
 
-results/logistic/runs.parquet: configs/logistic.toml $(ENGINE) | $(STAMP)
+results/logistic/runs.parquet: configs/logistic.toml $(call measured,logistic) | $(STAMP)
 	$(call sweep,run $< --out $(@D))
 
-results/logistic-full/runs.parquet: configs/logistic-full.toml $(ENGINE) | $(STAMP)
+results/logistic-full/runs.parquet: configs/logistic-full.toml \
+		$(call measured,logistic-full) | $(STAMP)
 	$(call sweep,run $< --out $(@D))
 
-results/feedmode/runs.parquet: configs/feedmode.toml $(FEEDMODE) | $(STAMP)
+results/feedmode/runs.parquet: configs/feedmode.toml $(call measured,feedmode) | $(STAMP)
 	$(call sweep,feedmode --config $< --out $(@D))
 
-results/feedmode-full/runs.parquet: configs/feedmode-full.toml $(FEEDMODE) | $(STAMP)
+results/feedmode-full/runs.parquet: configs/feedmode-full.toml \
+		$(call measured,feedmode-full) | $(STAMP)
 	$(call sweep,feedmode --config $< --out $(@D))
 
-results/train/runs.parquet: configs/train.toml $(TRAIN) | $(STAMP)
+results/train/runs.parquet: configs/train.toml $(call measured,train) | $(STAMP)
 	$(call sweep,run $< --out $(@D))
 
-results/train-full/runs.parquet: configs/train-full.toml $(TRAIN) | $(STAMP)
+results/train-full/runs.parquet: configs/train-full.toml \
+		$(call measured,train-full) | $(STAMP)
 	$(call sweep,run $< --out $(@D))
 
 # ---- figures (from results only) -------------------------------------------------------------
-$(REGRESSION_FIGURES) &: results/regression/runs.parquet $(REGRESSION_DRAW) | $(STAMP)
+$(REGRESSION_FIGURES) &: results/regression/runs.parquet \
+		$(call drawn,regression) | $(STAMP)
 	$(RUN) figures regression --results $(<D) --out $(@D)
 
 # The logistic study is a regression study on another objective: the same drawer.
-$(LOGISTIC_FIGURES) &: results/logistic/runs.parquet $(REGRESSION_DRAW) | $(STAMP)
+$(LOGISTIC_FIGURES) &: results/logistic/runs.parquet $(call drawn,logistic) \
+		| $(STAMP)
 	$(RUN) figures regression --results $(<D) --out $(@D)
 
 FEEDMODE_FIGURES := figures/feedmode/headline.png figures/feedmode/feedmode.png
@@ -143,18 +146,21 @@ FEEDMODE_FIGURES := figures/feedmode/headline.png figures/feedmode/feedmode.png
 # One command draws both; the headline is made with feedmode.png (not a grouped target, so that
 # `make -n` shows the report following a new figure).
 figures/feedmode/headline.png: figures/feedmode/feedmode.png ;
-figures/feedmode/feedmode.png: results/feedmode/runs.parquet $(FEEDMODE_DRAW) | $(STAMP)
+figures/feedmode/feedmode.png: results/feedmode/runs.parquet \
+		$(call drawn,feedmode) | $(STAMP)
 	$(RUN) figures feedmode --results $(<D) --out $(@D)
 
 TRAIN_FIGURES := figures/train/headline.png figures/train/convergence.png
 
 figures/train/headline.png: figures/train/convergence.png ;
-figures/train/convergence.png: results/train/runs.parquet $(TRAIN_DRAW) | $(STAMP)
+figures/train/convergence.png: results/train/runs.parquet $(call drawn,train) \
+		| $(STAMP)
 	$(RUN) figures train --results $(<D) --out $(@D)
 
 # ---- report ----------------------------------------------------------------------------------
 reports/report.md reports/report.html &: $(REGRESSION_FIGURES) $(FEEDMODE_FIGURES) \
-		$(LOGISTIC_FIGURES) $(TRAIN_FIGURES) $(REPORT) | $(STAMP)
+		$(LOGISTIC_FIGURES) $(TRAIN_FIGURES) \
+		$(call listed,report) | $(STAMP)
 	$(RUN) report --results results --studies $(STUDIES) --figures figures --out reports
 
 # The sweeps one after another, then the four studies' figures drawn side by side and the
@@ -212,24 +218,49 @@ BENCH_FLAGS ?=
 bench: $(STAMP)
 	$(RUN) bench $(BENCH_FLAGS) --out results/bench
 
-# Installs nothing, so no $(STAMP) prerequisite: .venv's Python if present, else the system one.
-# Exits 1 with one line when a piece (GPU, driver, TensorFlow with GPU support) is missing.
+# ---- the GPU (docs/gpu.md) -------------------------------------------------------------------
+# Installs nothing, so no $(STAMP) prerequisite: .venv's Python if present, else the system one
+# (a GPU image with JAX and/or PyTorch, no TensorFlow, Keras or package index needed).
+GPU_PY := $(if $(wildcard $(PY)),$(PY),$(PYTHON_SYSTEM))
+GPU_STUDIES := gpu feedmode-gpu
+GPU_REPORT ?= reports/gpu
+
+# The bench's GPU sections (harness and bandwidth) of every installed framework on the GPU;
+# one line and exit 2 without a GPU.
 gpu-check:
-	$(if $(wildcard $(PY)),$(PY),$(PYTHON_SYSTEM)) scripts/gpu_check.py
+	$(GPU_PY) -m study bench --device gpu --out results/bench-gpu
 
-# The GPU against the CPU on a machine with a GPU and JAX and/or PyTorch (no TensorFlow, Keras
-# or package index needed): the GPU study config, the feed modes and the bench on the GPU,
-# reports/gpu/. Installs nothing (the system Python where there is no .venv); one line and exit
-# 1 without a GPU.
+# The GPU against the CPU: configs/gpu.toml (every JAX and PyTorch engine on the GPU beside NumPy
+# and the best CPU engines) and configs/feedmode-gpu.toml swept by the engine, the bench's GPU
+# sections, then their figures and $(GPU_REPORT)/report.md. Without a GPU the first sweep says
+# so in one line ("needs a GPU: no GPU visible to JAX; ...") and make stops with exit 2, nothing
+# run.
 gpu:
-	$(if $(wildcard $(PY)),$(PY),$(PYTHON_SYSTEM)) scripts/gpu_study.py
+	$(GPU_PY) -m study run configs/gpu.toml --require-gpu --out results/gpu --quiet
+	$(GPU_PY) -m study feedmode --config configs/feedmode-gpu.toml --out results/feedmode-gpu \
+		--quiet
+	$(GPU_PY) -m study bench --device gpu --out results/bench-gpu
+	$(GPU_PY) -m study figures regression --results results/gpu --out figures/gpu
+	$(GPU_PY) -m study figures feedmode --results results/feedmode-gpu --out figures/feedmode-gpu
+	$(GPU_PY) -m study report --results results --studies $(GPU_STUDIES) --figures figures \
+		--out $(GPU_REPORT)
+	cp results/bench-gpu/bench.txt $(GPU_REPORT)/
+	@echo "The GPU report is at $(GPU_REPORT)/report.md (the bench's: $(GPU_REPORT)/bench.txt)."
 
-# `make gpu` with its report stored in docs/reference-report-gpu/README.md, as
-# reference-report stores `make full`'s (run it first on any machine with a GPU; without one it
-# says so in one line, exits 1 and writes nothing there).
+# `make gpu` with its report stored in docs/reference-report-gpu/, as reference-report stores
+# `make full`'s, its PNG figures beside it (run it on any machine with a GPU; without one it
+# stops as `make gpu` does, writing nothing there).
 REFERENCE_GPU := docs/reference-report-gpu
 reference-report-gpu:
-	$(if $(wildcard $(PY)),$(PY),$(PYTHON_SYSTEM)) scripts/gpu_study.py --report $(REFERENCE_GPU)
+	$(MAKE) --no-print-directory gpu
+	rm -rf $(REFERENCE_GPU) && mkdir -p $(REFERENCE_GPU)/figures
+	for study in $(GPU_STUDIES); do mkdir -p $(REFERENCE_GPU)/figures/$$study && \
+		cp figures/$$study/*.png $(REFERENCE_GPU)/figures/$$study/; done
+	$(GPU_PY) scripts/shrink_png.py $(REFERENCE_GPU)/figures
+	$(GPU_PY) -m study report --results results --studies $(GPU_STUDIES) \
+		--figures $(REFERENCE_GPU)/figures --out $(REFERENCE_GPU)
+	rm $(REFERENCE_GPU)/report.html
+	cp results/bench-gpu/bench.txt $(REFERENCE_GPU)/
 
 clean-results:
 	rm -rf results

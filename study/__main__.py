@@ -32,6 +32,8 @@ COMMANDS = {
     "bench": ("study.bench.command", "how close each implementation is to the machine: ratios "
                                      "to a read pass, a hand-written loop, the memory floor and "
                                      "the normal equations"),
+    "files": ("study.files", "the files a config's results, figures or report are made from "
+                             "(the Makefile's prerequisites)"),
 }
 
 

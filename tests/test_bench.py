@@ -2,7 +2,7 @@
 
 One tiny bench runs once for the module (through the CLI, into a temporary folder); the tests
 check its structure and that every ratio is the quotient of the timings stored beside it.
-`scripts/gpu_check.py` is run as a subprocess for each missing piece (this machine has no GPU).
+`--device gpu` (`make gpu-check`) is refused in one line on this machine (no GPU).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import json
 import math
 import os
 import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -28,7 +27,6 @@ from study.bench.sections.scaling import SLOPE_METRICS
 from study.bench.twins import twin_jax, twin_numpy, twin_tensorflow
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "scripts" / "gpu_check.py"
 
 TINY = replace(
     plan.FULL, name="tiny", rows=3000, dtypes=("float64",), optimizers=("gd", "lbfgs"),
@@ -420,110 +418,27 @@ def test_device_gpu_without_a_gpu_is_one_line(tmp_path, capsys):
     assert not (tmp_path / "b").exists()
 
 
-# --- scripts/gpu_check.py: one line per missing piece ------------------------------------------
+# --- make gpu-check: the bench's GPU sections (was scripts/gpu_check.py) ----------------------
 
-def gpu_check(tmp_path, *, nvidia_smi: str | None, fake_tensorflow: bool = False,
-              args=(), python_flags=()) -> subprocess.CompletedProcess:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    if nvidia_smi is not None:
-        tool = bin_dir / "nvidia-smi"
-        tool.write_text(f"#!/bin/sh\n{nvidia_smi}\n")
-        tool.chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PATH")}
-    env["PATH"] = str(bin_dir)  # no nvidia-smi unless faked here
-    if fake_tensorflow:
-        package = tmp_path / "shadow" / "tensorflow"
-        package.mkdir(parents=True)
-        (package / "__init__.py").write_text(
-            "raise ModuleNotFoundError(\"No module named 'tensorflow'\", name='tensorflow')\n")
-        env["PYTHONPATH"] = str(package.parent)
-    return subprocess.run([sys.executable, *python_flags, str(SCRIPT), *args],
-                          capture_output=True, text=True, env=env, timeout=120)
+def test_device_gpu_without_device_files_imports_no_framework(monkeypatch):
+    """Where no framework's GPU device files exist, --device gpu is refused without importing
+    TensorFlow, JAX or PyTorch (seconds each on a small machine) to ask them."""
+    import importlib
+
+    from optimizers.backends.registry import Framework
+    from study.bench.command import gpu_frameworks
+
+    monkeypatch.setattr(Framework, "gpu_nodes_present", lambda self: False)
+    imported = []
+    monkeypatch.setattr(importlib, "import_module", lambda name: imported.append(name))
+    assert gpu_frameworks() == [] and imported == []
 
 
-SMI_OK = 'echo "NVIDIA H100 80GB HBM3, 81559, 550.54.15"'
+def test_make_gpu_check_runs_the_bench_on_the_gpu():
+    import shutil
 
-
-def one_line(result) -> str:
-    lines = result.stdout.strip().splitlines()
-    assert len(lines) == 1, result.stdout + result.stderr
-    return lines[0]
-
-
-def test_gpu_checks_engines_are_the_full_plans_read_from_the_registry():
-    """scripts/gpu_check.py's feeds are its framework's engines in the bench's full plan, named
-    by the registry's labels (was a table spelled by hand, 'tf-fused-xla' among them)."""
-    sys.path.insert(0, str(SCRIPT.parent))
-    import gpu_check
-
-    assert gpu_check.feeds() == {"fused": "tf-fused", "fused+xla": "tf-fused+xla",
-                                 "feed": "tf-feed", "resident": "tf-resident", "tf1": "tf1"}
-
-
-def test_gpu_check_without_nvidia_smi_says_so(tmp_path):
-    result = gpu_check(tmp_path, nvidia_smi=None)
-    assert result.returncode == 1
-    assert one_line(result) == ("gpu-check: no GPU: nvidia-smi is not on PATH (no NVIDIA driver "
-                                "on this machine)")
-
-
-def test_gpu_check_with_a_failing_driver_says_so(tmp_path):
-    result = gpu_check(tmp_path, nvidia_smi="echo 'NVIDIA-SMI has failed because it could not "
-                       "communicate with the NVIDIA driver.'; exit 9")
-    assert result.returncode == 1
-    assert one_line(result).startswith("gpu-check: no GPU: nvidia-smi failed (exit 9): "
-                                       "NVIDIA-SMI has failed")
-
-
-def test_gpu_check_with_no_gpu_listed_says_so(tmp_path):
-    result = gpu_check(tmp_path, nvidia_smi="exit 0")
-    assert one_line(result) == "gpu-check: no GPU: nvidia-smi lists no GPU"
-
-
-def test_gpu_check_without_numpy_says_so(tmp_path):
-    """`python -S` leaves site-packages off the path: only the standard library is importable."""
-    result = gpu_check(tmp_path, nvidia_smi=SMI_OK, python_flags=["-S"])
-    assert result.returncode == 1
-    assert one_line(result).startswith("gpu-check: numpy is not installed for ")
-
-
-def test_gpu_check_without_tensorflow_says_so(tmp_path):
-    result = gpu_check(tmp_path, nvidia_smi=SMI_OK, fake_tensorflow=True)
-    assert result.returncode == 1
-    assert one_line(result).startswith("gpu-check: TensorFlow is not installed for ")
-
-
-@pytest.mark.slow
-def test_gpu_check_with_tensorflow_without_a_gpu_says_so(tmp_path):
-    result = gpu_check(tmp_path, nvidia_smi=SMI_OK)
-    assert result.returncode == 1
-    line = one_line(result)
-    assert line.startswith("gpu-check: TensorFlow 2.") and "GPU" in line
-
-
-@pytest.mark.slow
-def test_gpu_check_table_runs_on_the_cpu(tmp_path):
-    """The measuring path of the script, on /CPU:0 (the GPU path differs only in the device)."""
-    result = gpu_check(tmp_path, nvidia_smi=None, args=[
-        "--device", "cpu", "--rows", "2000", "--iterations", "3", "--repeats", "1",
-        "--optimizers", "gd", "lbfgs", "--feeds", "fused", "tf1", "--dtypes", "float32",
-        "--formulations", "data", "--copy-mib", "8"])
-    assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
-    assert lines[0].startswith("gpu-check on CPU (a test of this script, not a GPU check)")
-    header = lines[1]
-    for column in ("passes/iter", "s/iter", "X GB/s", "of copy bw"):
-        assert column in header
-    body = [line for line in lines[2:] if line.strip()]
-    assert len(body) == 3  # gd fused, lbfgs fused, gd tf1
-    assert sum("fused" in line for line in body) == 2
-
-
-@pytest.mark.slow
-def test_gpu_check_with_an_unknown_feed_says_so_in_one_line(tmp_path):
-    result = gpu_check(tmp_path, nvidia_smi=None, args=["--device", "cpu", "--feeds",
-                                                        "fused-xla"])
-    assert result.returncode == 2
-    assert one_line(result) == ("gpu-check: unknown feed 'fused-xla'; allowed: fused, "
-                                "fused+xla, feed, resident, tf1")
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    plan = subprocess.run(["make", "-n", "gpu-check"], cwd=ROOT, capture_output=True, text=True,
+                          check=True, env={**os.environ, "MAKEFLAGS": ""}).stdout
+    assert "-m study bench --device gpu --out results/bench-gpu" in plan, plan

@@ -1,5 +1,6 @@
-"""`make gpu` (scripts/gpu_study.py) on a machine without a GPU says so in one line and exits 1;
-configs/gpu.toml parses; the answers table pairs GPU and CPU runs by seed. No timing is
+"""`make gpu`'s studies: configs/gpu.toml and configs/feedmode-gpu.toml parse; a sweep that needs
+a GPU (`study run --require-gpu`) refuses in one line on a machine without one, nothing run; the
+GPU's speed-up over a CPU engine is the study's own paired ratio, by seed. No timing is
 asserted."""
 
 from __future__ import annotations
@@ -12,43 +13,41 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from datasets.errors import InputError
+from study.sweep import runner
+from study.sweep.grid import load_study
+
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "scripts" / "gpu_study.py"
 
 
-def gpu_study(tmp_path, nvidia_smi: str | None) -> subprocess.CompletedProcess:
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    if nvidia_smi is not None:
-        tool = bin_dir / "nvidia-smi"
-        tool.write_text(f"#!/bin/sh\n{nvidia_smi}\n")
-        tool.chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if k != "PATH"}
-    env["PATH"] = str(bin_dir)  # no nvidia-smi unless faked here
-    return subprocess.run([sys.executable, str(SCRIPT), "--results", str(tmp_path / "results"),
-                           "--report", str(tmp_path / "report")],
-                          capture_output=True, text=True, env=env, timeout=600)
+def test_without_a_gpu_the_gpu_study_refuses_in_one_line(tmp_path):
+    from optimizers.backends.registry import gpu_nodes_present
+
+    if gpu_nodes_present():
+        pytest.skip("this machine has a GPU")
+    result = subprocess.run([sys.executable, "-m", "study", "run", "configs/gpu.toml",
+                             "--require-gpu", "--out", str(tmp_path / "gpu")], cwd=ROOT,
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.strip() == (
+        "convergence-study run: error: configs/gpu.toml needs a GPU: no GPU visible to JAX; "
+        "no GPU visible to PyTorch; nothing was run")
+    assert not (tmp_path / "gpu").exists()
 
 
-def one_line(result) -> str:
-    lines = result.stdout.strip().splitlines()
-    assert len(lines) == 1, result.stdout + result.stderr
-    return lines[0]
-
-
-def test_without_nvidia_smi_it_says_so_in_one_line(tmp_path):
-    result = gpu_study(tmp_path, None)
-    assert result.returncode == 1
-    assert one_line(result) == ("gpu: no GPU: nvidia-smi is not on PATH (no NVIDIA driver on "
-                                "this machine)")
-    assert not (tmp_path / "results").exists() and not (tmp_path / "report").exists()
-
-
-def test_with_a_gpu_listed_that_no_framework_sees_it_says_so(tmp_path):
-    result = gpu_study(tmp_path, 'echo "NVIDIA H200, 143771, 580.159"')
-    assert result.returncode == 1
-    assert one_line(result).startswith("gpu: no GPU visible to JAX or PyTorch for ")
-    assert not (tmp_path / "results").exists()
+def test_require_gpu_goes_on_where_one_framework_sees_one(monkeypatch):
+    """A framework without a GPU has its runs left out, as in any sweep (said by the runner);
+    the refusal is for a machine where none of them sees one."""
+    study = load_study(ROOT / "configs" / "gpu.toml")
+    monkeypatch.setattr(runner, "gpu_visible", lambda name: name == "torch")
+    runner.check_gpu(study, study.specs)
+    monkeypatch.setattr(runner, "gpu_visible", lambda name: False)
+    with pytest.raises(InputError, match="needs a GPU: no GPU visible to JAX; no GPU visible "
+                                         "to PyTorch; nothing was run"):
+        runner.check_gpu(study, study.specs)
+    cpu_only = [s for s in study.specs if s.backend_options.get("device") != "gpu"]
+    with pytest.raises(InputError, match="has no GPU run"):
+        runner.check_gpu(study, cpu_only)
 
 
 def test_the_gpu_config_parses(tmp_path):
@@ -63,29 +62,33 @@ def test_the_gpu_config_parses(tmp_path):
     assert "tensorflow" not in text
 
 
-def test_answers_pair_gpu_and_cpu_by_seed(tmp_path):
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import gpu_study
+def test_the_feedmode_gpu_config_is_every_jax_and_pytorch_mode_on_the_gpu():
+    from study.feedmode.model import modes_of
 
-    rows = []
-    for seed in (0, 1, 2):
-        for backend, device, feed, seconds in (("numpy", "cpu", "", 8.0),
-                                               ("jax", "cpu", "fused", 4.0),
-                                               ("jax", "gpu", "resident", 0.5),
-                                               ("jax", "gpu", "fused", 0.1 * (seed + 1))):
-            rows.append({"n": 1000, "optimizer": "gd", "dtype": "float64", "seed": seed,
-                         "backend": backend, "device": device, "feed": feed,
-                         "status": "max_iter", "tuning": "", "seconds": seconds,
-                         "seconds_per_iteration": seconds})
-    (tmp_path / "gpu").mkdir()
-    pd.DataFrame(rows).to_parquet(tmp_path / "gpu" / "runs.parquet")
-    table = gpu_study.answers(tmp_path / "gpu", ["jax"]).splitlines()
-    assert len(table) == 3
-    cells = [c.strip() for c in table[2].strip("|").split("|")]
-    assert cells[:5] == ["1000", "gd", "float64", "jax", "jax-fused"]
-    assert cells[5] == "0.2 s/iter"
-    assert cells[6] == f"{40.0:.3g}x [{8 / 0.3:.3g}, {80.0:.3g}] (3 seeds)"
-    assert cells[7] == f"{20.0:.3g}x [{4 / 0.3:.3g}, {40.0:.3g}] (3 seeds)"
+    study = load_study(ROOT / "configs" / "feedmode-gpu.toml")
+    assert {spec.device for spec in study.specs} == {"gpu"}
+    assert {spec.mode for spec in study.specs} == {*modes_of("jax"), *modes_of("torch")}
+
+
+def test_the_gpu_speed_up_is_paired_by_seed():
+    """What scripts/gpu_study.py's own table said (GPU against NumPy and against the framework
+    on the CPU, by seed) is study.paired's ratio on the same instances."""
+    from study.paired import compare
+
+    rows = [{"seed": seed, "backend": backend, "device": device,
+             "seconds_per_iteration": seconds}
+            for seed in (0, 1, 2)
+            for backend, device, seconds in (("numpy", "cpu", 8.0), ("jax", "cpu", 4.0),
+                                             ("jax", "gpu", 0.1 * (seed + 1)))]
+    runs = pd.DataFrame(rows)
+    gpu = runs[runs["device"] == "gpu"]
+    over_numpy = compare(runs[runs["backend"] == "numpy"], gpu, ["seed"],
+                         "seconds_per_iteration")
+    over_cpu = compare(runs[(runs["backend"] == "jax") & (runs["device"] == "cpu")], gpu,
+                       ["seed"], "seconds_per_iteration")
+    assert over_numpy.instances == over_cpu.instances == 3
+    assert over_numpy.ratio == pytest.approx(2 * over_cpu.ratio)
+    assert over_numpy.low < 80 / 6 ** (1 / 3) < over_numpy.high  # geometric mean of 80, 40, 26.7
 
 
 @pytest.mark.parametrize("module", ["study.sweep.runner", "study.regression.regress",

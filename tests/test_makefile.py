@@ -1,5 +1,6 @@
 """The Makefile's file targets: a full build leaves nothing to do, and touching one config
-reruns only that study (checked with make's dry run on a copy whose files are stand-ins)."""
+reruns only that study (checked with make's dry run on a copy whose files are stand-ins). Its
+prerequisites are the plugins' own lists (`python -m study files`), asked of this checkout."""
 
 import os
 import shutil
@@ -20,8 +21,33 @@ def age(path: Path, seconds_ago: float) -> None:
     os.utime(path, (stamp, stamp))
 
 
+# `python -m study files` of this checkout, each answer asked once per session (the copies'
+# sources are empty stand-ins; the paths it prints are project-relative, so they name the copy's)
+STUDY_FILES = """
+import json, subprocess, sys
+from pathlib import Path
+cache = Path(sys.argv[1])
+key = " ".join(sys.argv[2:])
+known = json.loads(cache.read_text()) if cache.exists() else {}
+if key not in known:
+    known[key] = subprocess.run([sys.executable, "-m", "study", "files", *sys.argv[2:]],
+                                cwd=%r, capture_output=True,
+                                text=True, check=True).stdout
+    cache.write_text(json.dumps(known))
+print(known[key])
+"""
+
+
+@pytest.fixture(scope="session")
+def study_files(tmp_path_factory) -> str:
+    """The Makefile's STUDY_FILES for a copy: this checkout's answers, cached."""
+    folder = tmp_path_factory.mktemp("study-files")
+    (folder / "files.py").write_text(STUDY_FILES % str(ROOT))
+    return f"{sys.executable} {folder / 'files.py'} {folder / 'cache.json'}"
+
+
 @pytest.fixture
-def built(tmp_path):
+def built(tmp_path, study_files, monkeypatch):
     """A copy of the tree's Makefile inputs, with every output present and newer than them."""
     for path in [*ROOT.glob("*/*.py"), *ROOT.glob("study/*/*.py"), *ROOT.glob("study/*/*/*.py")]:
         if path.relative_to(ROOT).parts[0] in ("datasets", "optimizers", "study"):
@@ -33,6 +59,7 @@ def built(tmp_path):
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text("")
     shutil.copy(ROOT / "Makefile", tmp_path / "Makefile")
+    monkeypatch.setenv("STUDY_FILES", study_files)  # make reads it as its variable
     for name in ("pyproject.toml", "setup.py"):
         (tmp_path / name).write_text("")
     dry = subprocess.run(["make", "-n", "-B", "reports/report.md"], cwd=tmp_path,
@@ -128,7 +155,33 @@ def test_make_full_announces_each_study_before_its_sweep(built):
 def test_make_reference_report_gpu_stores_make_gpus_report_in_the_docs():
     plan = subprocess.run(["make", "-n", "reference-report-gpu"], cwd=ROOT, capture_output=True,
                           text=True, check=True, env={**os.environ, "MAKEFLAGS": ""}).stdout
-    assert "scripts/gpu_study.py --report docs/reference-report-gpu" in plan, plan
+    assert "study run configs/gpu.toml --require-gpu" in plan, plan
+    assert "study report --results results --studies gpu feedmode-gpu" in plan, plan
+    assert "--out docs/reference-report-gpu" in plan, plan
+
+
+def test_make_gpu_runs_the_gpu_configs_then_the_report():
+    plan = subprocess.run(["make", "-n", "gpu"], cwd=ROOT, capture_output=True, text=True,
+                          check=True, env={**os.environ, "MAKEFLAGS": ""}).stdout
+    steps = ["study run configs/gpu.toml", "study feedmode --config configs/feedmode-gpu.toml",
+             "study bench --device gpu", "study figures regression --results results/gpu",
+             "study figures feedmode --results results/feedmode-gpu", "study report"]
+    assert [plan.index(step) for step in steps] == sorted(plan.index(s) for s in steps), plan
+
+
+def test_make_gpu_without_a_gpu_stops_in_one_line_with_exit_2():
+    """No GPU here: the GPU study's sweep refuses before any run (its CPU rows answer nothing
+    alone), naming each framework that sees none; make stops there, no traceback."""
+    from optimizers.backends.registry import gpu_nodes_present
+
+    if gpu_nodes_present():
+        pytest.skip("this machine has a GPU")
+    done = subprocess.run(["make", "gpu"], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "MAKEFLAGS": ""}, timeout=600)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert ("configs/gpu.toml needs a GPU: no GPU visible to JAX; no GPU visible to PyTorch; "
+            "nothing was run") in done.stderr
+    assert "Traceback" not in done.stderr and "study feedmode" not in done.stdout
 
 
 def test_the_stored_reference_report_links_only_files_that_git_tracks():
@@ -218,3 +271,25 @@ def test_the_drawing_step_never_starts_a_sweep(built):
     assert "results/regression/runs.parquet is out of date again" in done.stderr
     log = folder / "schedule.jsonl"
     assert not log.exists() or '"run"' not in log.read_text()
+
+
+def test_the_prerequisites_are_the_plugins_lists(built):
+    """A sweep's prerequisites are its plugin's code_files over the config's runs (plus the
+    engine's scheduling code); the figures', what the plugin's figures module imports."""
+    from study.files import files
+    from study.sweep.grid import load_study
+    from study.sweep.plugin import load_kind
+
+    study = load_study(ROOT / "configs" / "feedmode.toml")
+    plugin = load_kind(study.kind)
+    measured = {path for spec in study.specs for path in plugin.code_files(spec)}
+    assert set(files(str(ROOT / "configs" / "feedmode.toml"))) == measured
+    folder, _ = built
+    one = sorted(measured - {"study/output.py"})[0]
+    (folder / one).touch()
+    plan = make_dry(folder)
+    assert "study feedmode --config configs/feedmode.toml" in plan, one
+    assert "study run configs/regression.toml" not in plan or one.startswith(("datasets",
+                                                                             "optimizers"))
+    drawn = files(str(ROOT / "configs" / "feedmode.toml"), drawn=True)
+    assert "study/feedmode/figures.py" in drawn and "study/feedmode/measure.py" not in drawn

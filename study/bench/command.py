@@ -32,7 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def gpu_frameworks() -> list[str]:
-    """The installed frameworks that see a GPU, each asked through its backends' module."""
+    """The installed frameworks that see a GPU, each asked through its backends' module (none
+    imported where the device files its GPU needs are absent: a check made, and said, at once)."""
     import importlib
 
     from optimizers.backends.registry import BACKENDS
@@ -40,7 +41,7 @@ def gpu_frameworks() -> list[str]:
     seen = []
     for name, framework in FRAMEWORKS.items():
         modules = {b.module for b in BACKENDS.values() if b.framework == name}
-        if not framework.installed() or not modules:
+        if not modules or not framework.gpu_nodes_present() or not framework.installed():
             continue
         try:
             if any(importlib.import_module(m).gpu_available() for m in modules):

@@ -1,7 +1,6 @@
 """The bench's output: `bench.txt` (every section's table as fixed-width text, under a heading
 that says what was divided by what) and one `<section>.parquet` per table, each written under a
-temporary name and renamed, so a reader never sees a partial file. `text_table` is also what
-`scripts/gpu_check.py` prints with."""
+temporary name and renamed, so a reader never sees a partial file."""
 
 from __future__ import annotations
 

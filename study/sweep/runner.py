@@ -33,7 +33,14 @@ from study.output import ResultsWriteError, check_output_folder, reading
 from study.sweep import fingerprint, noise
 from study.sweep.adaptive import ADAPTIVE_STATE, refine, with_candidates
 from study.sweep.dry_run import dry_run, told_apart
-from study.sweep.executors import NOT_RUN, Job, LocalExecutor, preload_for
+from study.sweep.executors import (
+    NOT_RUN,
+    Job,
+    LocalExecutor,
+    gpu_visible,
+    no_gpu,
+    preload_for,
+)
 from study.sweep.folder import LOCK_NAME, ResultsFolder
 from study.sweep.grid import (
     TIMEOUT_ENDS,
@@ -292,7 +299,22 @@ def describe(study: Study, specs, plan: Plan, folder: ResultsFolder, what: str =
 
 def add_arguments(parser) -> None:
     parser.add_argument("config", help="a study config, e.g. configs/regression.toml")
+    parser.add_argument("--require-gpu", action="store_true",
+                        help="refuse (one line, exit 2, nothing run) where no framework of the "
+                             "config's GPU runs sees a GPU (its CPU runs answer nothing alone)")
     add_sweep_arguments(parser)
+
+
+def check_gpu(study: Study, specs) -> None:
+    """--require-gpu: an InputError naming why, unless some GPU run's framework sees a GPU (the
+    others' runs are then not run, as in any sweep). Asked in subprocesses: no import here."""
+    plugin = load_kind(study.kind)
+    frameworks = list(dict.fromkeys(plugin.framework(s) for s in specs if plugin.needs_gpu(s)))
+    if not frameworks:
+        raise InputError(f"--require-gpu: {study.source} has no GPU run")
+    if not any(gpu_visible(name) for name in frameworks):
+        reasons = "; ".join(no_gpu(name) for name in frameworks)
+        raise InputError(f"{study.source} needs a GPU: {reasons}; nothing was run")
 
 
 def add_sweep_arguments(parser, out_help: str = "results folder (default results/<study name>)",
@@ -368,6 +390,8 @@ def execute(study: Study, args) -> int:
     only = flatten_only(args.only)
     specs = selected(study, only)
     out = args.out or os.path.join("results", study.name)
+    if getattr(args, "require_gpu", False) and not args.dry_run:
+        check_gpu(study, specs)
     if args.dry_run:
         dry_run(specs, study, out, plan_runs, retry_failed=args.retry_failed,
                 keep_stale=args.keep_stale, remeasure_noisy=args.remeasure_noisy)

@@ -6,7 +6,7 @@ definition of `study.regression.measure.read_pass_seconds`, on one thread): "pas
 iteration"; and by the same read pass split across every core (the floor of an engine that
 reads X in parallel). Every measurement runs a
 fixed number of iterations (max_iter, no tolerance), several times. `measure_iterations` is also
-what `scripts/gpu_check.py` and the `scaling` section measure with."""
+what the `scaling` section measures with."""
 
 from __future__ import annotations
 
