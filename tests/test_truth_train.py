@@ -534,8 +534,10 @@ def test_the_report_title_names_a_train_problem_by_its_name(tmp_path):
     from types import SimpleNamespace
 
     from study.report.build import report_title
+    from study.sweep.plugin import load_kind
 
-    found = [SimpleNamespace(kind="train", runs=native_runs("flax-nnx"))]
+    found = [SimpleNamespace(kind="train", plugin=load_kind("train"),
+                             runs=native_runs("flax-nnx"))]
     assert report_title(found) == "Convergence study report: houses (flax_cnn on houses)"
 
 
