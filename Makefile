@@ -16,18 +16,26 @@ STAMP := $(VENV)/.installed
 RUN := $(PY) -m study
 
 # What produces results and what draws them, as each study's plugin says (`python -m study files
-# --make`: its code_files over the config's runs, and what its figures and report code import),
-# asked in one process, and only for the goals that use them. The engine's own scheduling code
-# is in no run's code_files but reruns every sweep: the runner itself keeps only the rows whose
-# code fingerprint still matches, so a change re-measures just the runs whose code changed.
+# --make`: its code_files over the config's runs, and what its figures and report code import).
+# Asking costs about 18 s (the train configs' expansion imports PyTorch), so the answer is kept
+# in $(STUDY_LISTS_FILE) and asked again only when a config or a source file is newer; only the
+# goals that use it (results, figures, reports: reproduce and full ask for those in their own
+# make) read it, and make test, lint or gpu never do. The engine's own scheduling code is in no
+# run's code_files but reruns every sweep: the runner itself keeps only the rows whose code
+# fingerprint still matches, so a change re-measures just the runs whose code changed.
 STUDY_FILES ?= $(PY) -m study files
 LISTED := regression regression-full logistic logistic-full feedmode feedmode-full train \
 	train-full
-# (asked where a goal is a results, figures or report file: reproduce and full ask for those in
-# their own make, and make test, lint or gpu never ask)
-STUDY_LISTS := $(if $(and $(filter results/% figures/% reports/%,$(MAKECMDGOALS)),\
-	$(wildcard $(firstword $(STUDY_FILES)))),$(shell $(STUDY_FILES) --make \
-	$(addprefix configs/,$(addsuffix .toml,$(LISTED)))))
+STUDY_LISTS_FILE := $(VENV)/study-files.mk
+STUDY_LISTS :=
+# (never a prerequisite of its own on the venv: make remakes an included file even under -n)
+ifneq ($(and $(filter results/% figures/% reports/%,$(MAKECMDGOALS)),$(wildcard $(firstword $(STUDY_FILES)))),)
+-include $(STUDY_LISTS_FILE)
+endif
+$(STUDY_LISTS_FILE): $(addprefix configs/,$(addsuffix .toml,$(LISTED))) \
+		$(shell find study optimizers datasets -name '*.py' 2>/dev/null)
+	@lists=$$($(STUDY_FILES) --make $(filter configs/%,$^)) && \
+		printf 'STUDY_LISTS := %s\n' "$$lists" > $@.tmp && mv $@.tmp $@
 comma := ,
 listed = $(subst $(comma), ,$(patsubst $(1)=%,%,$(filter $(1)=%,$(STUDY_LISTS))))
 SWEEP := $(wildcard study/sweep/*.py) study/output.py
