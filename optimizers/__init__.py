@@ -1,4 +1,4 @@
-"""Optimizers by name, backends by name, and `run` for one configuration."""
+"""Optimizers by name and `run` for one configuration."""
 
 from __future__ import annotations
 
@@ -8,21 +8,16 @@ from datasets.errors import InputError
 from optimizers.adadelta import Adadelta
 from optimizers.adagrad import Adagrad
 from optimizers.adam import Adam
-from optimizers.backends.registry import BACKENDS, make_backend
 from optimizers.cgls import CGLS
 from optimizers.closed_form import ClosedForm
 from optimizers.driver import INITS, run
 from optimizers.gd import GradientDescent
-from optimizers.keras_optimizer import KERAS_PREFIX, KerasOptimizer
 from optimizers.lbfgs import LBFGS
 from optimizers.momentum import Momentum, Nesterov
-from optimizers.optax_lbfgs import OptaxLBFGS
 from optimizers.rmsprop import RMSprop
 from optimizers.scipy_krylov import ScipyLSMR, ScipyLSQR
 from optimizers.scipy_lbfgs import ScipyLBFGS
 from optimizers.stopping import build_rules
-from optimizers.tfp_lbfgs import TfpLBFGS
-from optimizers.torch_optimizer import TORCH_PREFIX, TorchOptimizer
 
 OPTIMIZERS = {
     "gd": GradientDescent,
@@ -34,15 +29,15 @@ OPTIMIZERS = {
     "adagrad": Adagrad,
     "cgls": CGLS,
     "lbfgs": LBFGS,
-    "lbfgs-tfp": TfpLBFGS,  # TensorFlow Probability's, on the tensorflow backend (extra 'tfp')
-    "optax-lbfgs": OptaxLBFGS,  # optax's, with its zoom line search, on the jax backend
     "scipy-lbfgs": ScipyLBFGS,
     "scipy-lsqr": ScipyLSQR,
     "scipy-lsmr": ScipyLSMR,
     "closed-form": ClosedForm,
 }
-# a library's own optimizer object by class name: `keras:Adam`, `torch:LBFGS`
-PREFIXES = {KERAS_PREFIX: KerasOptimizer, TORCH_PREFIX: TorchOptimizer}
+# a library's own optimizer object by class name (`keras:Adam`, `torch:LBFGS`): prefix -> class.
+# This table and OPTIMIZERS are completed by the framework folders (study/frameworks/<name>/), which
+# add their libraries' optimizers when study.frameworks is imported.
+PREFIXES: dict[str, type] = {}
 
 
 def prefix_of(name: str) -> str | None:
@@ -69,5 +64,4 @@ def make_optimizer(name: str, **hyperparameters):
     return cls(**hyperparameters)
 
 
-__all__ = ["BACKENDS", "INITS", "KERAS_PREFIX", "OPTIMIZERS", "PREFIXES", "TORCH_PREFIX",
-           "build_rules", "make_backend", "make_optimizer", "prefix_of", "run"]
+__all__ = ["INITS", "OPTIMIZERS", "PREFIXES", "build_rules", "make_optimizer", "prefix_of", "run"]

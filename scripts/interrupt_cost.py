@@ -19,9 +19,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 
 from datasets import make_problem  # noqa: E402
-from optimizers import build_rules, make_backend, make_optimizer  # noqa: E402
+from optimizers import build_rules, make_optimizer  # noqa: E402
 from optimizers.driver import initial_point  # noqa: E402
 from optimizers.interruptible import call_interruptibly  # noqa: E402
+from study.frameworks.registry import make_backend  # noqa: E402
 
 CONFIGS = {  # (data set, optimizer, rules): loops of about 0.1 to 1 s on two cores
     "gd 1/L, eve 100k rows, 400 iterations": (

@@ -32,7 +32,7 @@ def well_conditioned():
 
 @pytest.fixture(scope="session")
 def numpy64():
-    from optimizers import make_backend
+    from study.frameworks.registry import make_backend
 
     return make_backend("numpy", "float64")
 

@@ -21,10 +21,10 @@ from test_logistic import logistic
 from tolerances import EPS, assert_twins, loss_condition, relative, twin
 
 from datasets import InputError, make_problem
-from optimizers import BACKENDS, build_rules, make_backend, make_optimizer, run
-from optimizers.backends import ArrayOps
-from optimizers.backends.registry import FRAMEWORKS, Framework
+from optimizers import build_rules, make_optimizer, run
 from optimizers.gd import GradientDescent
+from optimizers.ops import ArrayOps
+from study.frameworks.registry import BACKENDS, FRAMEWORKS, Framework, make_backend
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -349,7 +349,7 @@ def test_graphed_on_a_cpu_in_a_config_is_refused_before_anything_runs(tmp_path):
     ("gd", {"step": "armijo"}, "Armijo"), ("lbfgs", {"line_search": "wolfe"}, "Wolfe"),
     ("cgls", {}, "restart"), ("torch:Adam", {"lr": 0.01}, "not declared straight-line")])
 def test_graphed_refuses_a_step_that_branches_naming_the_optimizer(name, hp, why):
-    from optimizers.backends.torch import graph_refusal
+    from study.frameworks.torch.backend import graph_refusal
 
     optimizer = make_optimizer(name, **hp)
     refusal = graph_refusal(optimizer)
@@ -390,7 +390,7 @@ def graphed_on_the_cpu(monkeypatch):
         pytest.skip("torch is not installed")
     from functools import partial
 
-    from optimizers.backends import torch as torch_backend
+    from study.frameworks.torch import backend as torch_backend
 
     def warm_up(init, step, data, params, start):
         state, _ = init(data, params, start)
@@ -428,7 +428,7 @@ def test_graphed_refuses_a_branch_it_was_not_told_of(least_squares, graphed_on_t
                                                      monkeypatch):
     """The safety net under graph_refusal: a step that branches on data while it is being
     warmed up is refused in one line naming the optimizer."""
-    from optimizers.backends import torch as torch_backend
+    from study.frameworks.torch import backend as torch_backend
 
     monkeypatch.setattr(torch_backend, "graph_refusal", lambda optimizer: None)
     with pytest.raises(InputError, match=r"^feed 'graphed' cannot capture cgls as a CUDA "

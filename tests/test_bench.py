@@ -24,7 +24,9 @@ from study.__main__ import main
 from study.bench import plan, runs, timing
 from study.bench.sections import bandwidth, harness, iterations, overhead
 from study.bench.sections.scaling import SLOPE_METRICS
-from study.bench.twins import twin_jax, twin_numpy, twin_tensorflow
+from study.frameworks.jax import twin as twin_jax
+from study.frameworks.numpy import twin as twin_numpy
+from study.frameworks.tensorflow import twin as twin_tensorflow
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -256,7 +258,7 @@ def test_out_that_is_a_file_is_refused(tmp_path, capsys):
 # --- harness against hand-written loops, fractions of the copy bandwidth ---------------------
 
 def test_harness_covers_every_declared_mode_and_divides_side_by_side(benched):
-    from optimizers.backends.registry import BACKENDS
+    from study.frameworks.registry import BACKENDS
 
     frame = benched[2]["harness"]
     expected = {BACKENDS[name].label({"feed": feed} if feed else {})
@@ -295,7 +297,7 @@ def test_a_mode_declared_later_appears_as_a_row_saying_why(monkeypatch, well_con
     `graphed`, CUDA only) is a row, here one saying why it cannot run on this CPU."""
     from dataclasses import replace as change
 
-    from optimizers.backends import registry
+    from study.frameworks import registry
 
     torch_backend = registry.BACKENDS["torch"]
     options = {**torch_backend.options, "feed": (*torch_backend.allowed("feed"), "graphed")}
@@ -331,7 +333,7 @@ MEASURED = {
 
 
 def test_the_engines_are_the_registrys_and_the_plans_measure_what_they_did():
-    from optimizers.backends.registry import BACKENDS
+    from study.frameworks.registry import BACKENDS
 
     table = plan.engines()
     for name, declared in BACKENDS.items():  # every backend's every feed, in its own label
@@ -356,8 +358,8 @@ def test_an_unknown_engine_is_one_line():
 
 
 def test_every_twin_the_registry_names_has_a_hand_loop():
-    from optimizers.backends.registry import BACKENDS
     from study.bench.twins import twin
+    from study.frameworks.registry import BACKENDS
 
     named = [name for name, declared in BACKENDS.items() if declared.twin]
     assert named == ["numpy", "tensorflow", "jax", "torch"]
@@ -368,9 +370,9 @@ def test_every_twin_the_registry_names_has_a_hand_loop():
 def test_a_backend_without_a_twin_is_a_row_saying_so(monkeypatch, well_conditioned):
     """A backend registered with no twin (here NumPy's, under another name) is measured where
     it can be and said to have no hand-written loop and no copy measurement."""
-    from optimizers.backends import registry
+    from study.frameworks import registry
 
-    bare = registry.Backend("bare", None, "optimizers.backends.numpy", "NumpyBackend",
+    bare = registry.Backend("bare", None, "study.frameworks.numpy.backend", "NumpyBackend",
                             {"dtype": registry.DTYPES})
     monkeypatch.setitem(registry.BACKENDS, "bare", bare)
     assert plan.engine("bare") == ("bare", {})
@@ -389,9 +391,9 @@ def test_a_backend_without_a_twin_is_a_row_saying_so(monkeypatch, well_condition
 
 
 def test_a_backend_that_runs_only_on_a_gpu_is_no_cpu_engine(monkeypatch):
-    from optimizers.backends import registry
+    from study.frameworks import registry
 
-    gpu_only = registry.Backend("gpuonly", None, "optimizers.backends.numpy", "NumpyBackend",
+    gpu_only = registry.Backend("gpuonly", None, "study.frameworks.numpy.backend", "NumpyBackend",
                                 {"dtype": registry.DTYPES, "device": ("gpu",)})
     monkeypatch.setitem(registry.BACKENDS, "gpuonly", gpu_only)
     assert ("gpuonly", "") not in harness.engines("cpu", ("numpy", "gpuonly"))
@@ -425,8 +427,8 @@ def test_device_gpu_without_device_files_imports_no_framework(monkeypatch):
     TensorFlow, JAX or PyTorch (seconds each on a small machine) to ask them."""
     import importlib
 
-    from optimizers.backends.registry import Framework
     from study.bench.command import gpu_frameworks
+    from study.frameworks.registry import Framework
 
     monkeypatch.setattr(Framework, "gpu_nodes_present", lambda self: False)
     imported = []

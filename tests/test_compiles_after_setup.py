@@ -113,7 +113,7 @@ def test_every_optax_alias_compiles_in_setup_only(alias):
     optax = pytest.importorskip("optax")
     import inspect
 
-    from study.train.adapters.jax import optax_aliases
+    from study.frameworks.jax.train import optax_aliases
 
     if alias not in optax_aliases():
         pytest.skip(f"optax {optax.__version__} has no optimizer {alias}")
@@ -131,7 +131,7 @@ def test_optax_lbfgs_state_keeps_its_types_across_an_update():
     pytest.importorskip("optax")
     import jax
 
-    from study.train.adapters.jax import settled_state
+    from study.frameworks.jax.train import settled_state
 
     def step(state, x):
         count, w = state
@@ -337,7 +337,8 @@ def problems():
 
 
 def regression_run(problems, name, backend, kind="least-squares", **options):
-    from optimizers import build_rules, make_backend, make_optimizer, run
+    from optimizers import build_rules, make_optimizer, run
+    from study.frameworks.registry import make_backend
 
     result = run(problems[kind], make_optimizer(name), build_rules(max_iter=12, tol=1e-12),
                  backend=make_backend(backend, **options))

@@ -11,8 +11,9 @@ import pytest
 from datasets import make_problem
 from datasets.problem import Problem
 from datasets.reference import Reference
-from optimizers import bounds, build_rules, make_backend, make_optimizer, run
+from optimizers import bounds, build_rules, make_optimizer, run
 from study.__main__ import main
+from study.frameworks.registry import make_backend
 from study.regression.figures import figure_conditioning
 from study.regression.prediction import missed_target_sentences, slower_sentences
 from study.regression.report import theory_blocks

@@ -22,9 +22,10 @@ from test_logistic import logistic
 from tolerances import assert_twins, relative, twin
 
 from datasets import InputError, make_problem
-from optimizers import build_rules, make_backend, make_optimizer, run
-from optimizers.backends import cupy as cupy_backend
-from optimizers.backends import registry
+from optimizers import build_rules, make_optimizer, run
+from study.frameworks import registry
+from study.frameworks.cupy import backend as cupy_backend
+from study.frameworks.registry import make_backend
 
 CUPY = registry.FRAMEWORKS["cupy"]
 

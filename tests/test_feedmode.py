@@ -17,11 +17,11 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from optimizers.backends.registry import Framework  # noqa: E402
 from study.__main__ import main as cli  # noqa: E402
 from study.feedmode import config, plugin  # noqa: E402
 from study.feedmode import model as fm  # noqa: E402
 from study.feedmode.spec import Spec  # noqa: E402
+from study.frameworks.registry import Framework  # noqa: E402
 from study.sweep.executors import gpu_visible  # noqa: E402
 from study.sweep.grid import parse_study, read_config  # noqa: E402
 
@@ -39,7 +39,7 @@ def worker():
 
 @pytest.fixture(scope="module")
 def tf_worker():
-    from study.feedmode import measure_tensorflow
+    from study.frameworks.tensorflow import feedmode as measure_tensorflow
 
     return measure_tensorflow
 
@@ -182,7 +182,7 @@ def test_jax_embeds_a_closed_over_array_in_its_program_and_not_an_argument(worke
 
 
 def test_output_folded_reads_the_entry_computations_result():
-    from study.feedmode.measure_jax import output_folded
+    from study.frameworks.jax.feedmode import output_folded
 
     head = "HloModule m\n\n%fused (p: f64[2]) -> f64[2] {\n  ROOT %c = f64[2] constant({1, 2})\n}\n"
     assert output_folded(head + "\nENTRY %main () -> f64[2] {\n  %constant.3 = f64[2] "
@@ -212,12 +212,13 @@ def test_each_mode_names_its_framework_and_its_warm_process_imports_only_that():
     assert {mode: plugin.framework(Spec(mode=mode, dtype="float64", n=1))
             for mode in fm.MODES} == expected
     for name in ("tensorflow", "jax", "torch", "cupy"):
-        module = f"study.feedmode.measure_{name}"
+        module = f"study.frameworks.{name}.feedmode"
         assert plugin.preload(name) == (module,)
         spec = Spec(mode=fm.modes_of(name)[0], dtype="float64", n=1)
         files = plugin.code_files(spec)
         assert module.replace(".", "/") + ".py" in files
-        assert sum(f.startswith("study/feedmode/measure_") for f in files) == 1
+        assert sum(f.endswith("/feedmode.py") and f.startswith("study/frameworks/")
+                   for f in files) == 1
         assert "study/feedmode/measure.py" in files
 
 
@@ -225,7 +226,8 @@ def test_each_mode_names_its_framework_and_its_warm_process_imports_only_that():
 def test_a_jax_or_torch_run_imports_no_tensorflow_and_x64_waits_for_the_run():
     code = (
         "import sys, jax\n"
-        "from study.feedmode import measure, measure_jax, measure_torch, plugin\n"
+        "from study.feedmode import measure, plugin\n"
+        "import study.frameworks.jax.feedmode, study.frameworks.torch.feedmode\n"
         "from study.feedmode.spec import Spec\n"
         "assert not jax.config.jax_enable_x64, 'x64 switched on at import'\n"
         "for mode in ('jax-numpy', 'torch-numpy'):\n"

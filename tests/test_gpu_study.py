@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_without_a_gpu_the_gpu_study_refuses_in_one_line(tmp_path):
-    from optimizers.backends.registry import gpu_nodes_present
+    from study.frameworks.registry import gpu_nodes_present
 
     if gpu_nodes_present():
         pytest.skip("this machine has a GPU")
@@ -92,7 +92,8 @@ def test_the_gpu_speed_up_is_paired_by_seed():
 
 
 @pytest.mark.parametrize("module", ["study.sweep.runner", "study.regression.regress",
-                                    "optimizers.backends.jax", "optimizers.backends.torch"])
+                                    "study.frameworks.jax.backend",
+                                    "study.frameworks.torch.backend"])
 def test_the_gpu_path_imports_without_tensorflow(tmp_path, module):
     """A GPU image has no TensorFlow and no Keras: the modules `make gpu` runs through must
     import with both absent (shadowed here by packages that fail as a missing one does)."""

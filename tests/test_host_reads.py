@@ -21,9 +21,9 @@ import os
 import pytest
 
 from datasets import make_problem
-from optimizers import BACKENDS, build_rules, make_backend, make_optimizer, run
-from optimizers.backends.registry import FRAMEWORKS
+from optimizers import build_rules, make_optimizer, run
 from optimizers.result import Stopwatch
+from study.frameworks.registry import BACKENDS, FRAMEWORKS, make_backend
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -124,7 +124,7 @@ def test_reads_per_iteration_or_per_chunk(problem, monkeypatch, backend, feed):
 @pytest.mark.xfail(strict=True, reason="TorchDynamo guards a 0-d float64 CPU tensor argument "
                    "(the step size) with .item() at every call: two reads per iteration")
 def test_compiled_torch_float64_on_a_cpu_reads_twice(problem, monkeypatch):
-    """A known read outside our code (optimizers/backends/torch.py says where); if PyTorch
+    """A known read outside our code (study/frameworks/torch/backend.py says where); if PyTorch
     drops it, this passes and strict xfail says so."""
     reads_per_iteration_or_chunk(problem, monkeypatch, "torch", "compiled", "float64")
 
@@ -136,14 +136,14 @@ def reads_per_iteration_or_chunk(problem, monkeypatch, backend, feed, dtype):
         if not cuda():  # its host side on the CPU, each capture replaced by the eager chunk
             from functools import partial
 
-            from optimizers.backends import torch as torch_backend
+            from study.frameworks.torch import backend as torch_backend
 
             monkeypatch.setattr(torch_backend, "_warm_up", lambda init, step, data, params,
                                 start: step(data, params, init(data, params, start)[0])[0])
             monkeypatch.setattr(torch_backend, "_capture", lambda chunk, sizes: {
                 size: partial(chunk, size) for size in sizes})
     if (backend, feed) == ("jax", "fused"):  # chunks of one iteration after the first two
-        from optimizers.backends import jax as jax_backend
+        from study.frameworks.jax import backend as jax_backend
 
         monkeypatch.setattr(jax_backend, "FIRST_CHUNK", 2)
         monkeypatch.setattr(jax_backend, "CHUNK_SECONDS", 1e-12)
@@ -180,7 +180,7 @@ def test_jax_feed_hands_each_call_host_arrays_it_must_copy(problem, monkeypatch)
     import jax
     import numpy as np
 
-    from optimizers.backends import jax as jax_backend
+    from study.frameworks.jax import backend as jax_backend
 
     make_backend("jax", "float64", feed="feed")  # x64 on, as in a run
     aligned = np.asarray(jax.device_put(np.ones((4, 1000))))
@@ -207,7 +207,7 @@ def test_torch_resident_gd_dispatches_the_hand_loops_ops_and_the_stats_only(prob
 
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from study.bench.twins.twin_torch import hand_torch
+    from study.frameworks.torch.twin import hand_torch
 
     class Dispatched(TorchDispatchMode):
         def __init__(self):

@@ -15,7 +15,8 @@ import tomllib  # noqa: E402
 from tolerances import loss_condition, twin  # noqa: E402
 
 from datasets import InputError, make_problem  # noqa: E402
-from optimizers import build_rules, make_backend, make_optimizer, run  # noqa: E402
+from optimizers import build_rules, make_optimizer, run  # noqa: E402
+from study.frameworks.registry import make_backend  # noqa: E402
 from study.regression.plugin import code_files  # noqa: E402
 from study.regression.spec import RunSpec  # noqa: E402
 from study.sweep.grid import ConfigError, parse_study  # noqa: E402
@@ -181,7 +182,7 @@ def test_config_accepts_keras_names_and_fingerprints_their_module(tmp_path):
     study = parse_study(tomllib.loads(CONFIG), "k.toml")
     assert [s.hyperparameters for s in study.specs] == [{"learning_rate": 0.01},
                                                         {"learning_rate": 0.1}]
-    assert "optimizers/keras_optimizer.py" in code_files(study.specs[0])
+    assert "study/frameworks/keras/optimizers.py" in code_files(study.specs[0])
     with pytest.raises(ConfigError, match="unknown Keras optimizer 'Adamm'"):
         parse_study(tomllib.loads(CONFIG.replace("keras:Adam", "keras:Adamm")), "k.toml")
     with pytest.raises(ConfigError, match="keras:Adam: "):
@@ -210,12 +211,12 @@ def test_checking_a_keras_config_keeps_tensorflow_out_of_the_checking_process(tm
 def test_plain_optimizers_do_not_fingerprint_the_keras_module():
     spec = RunSpec("s", "synthetic", {}, "adam", {}, "numpy", {}, "float64", "zeros", 0, 0)
     files = code_files(spec)
-    assert "optimizers/adam.py" in files and "optimizers/keras_optimizer.py" not in files
+    assert "optimizers/adam.py" in files and "study/frameworks/keras/optimizers.py" not in files
 
 
 def test_a_checked_point_is_not_checked_again_in_this_process(monkeypatch):
     """Only points not seen before go to the child; the answers come back in the asked order."""
-    from optimizers import keras_optimizer
+    from study.frameworks.keras import optimizers as keras_optimizer
 
     sent = []
 
@@ -237,7 +238,7 @@ def test_a_checked_point_is_not_checked_again_in_this_process(monkeypatch):
 def test_the_check_child_is_bound_by_the_studys_run_timeout(monkeypatch):
     """The child that checks a config's Keras optimizers has the study's run_timeout: one that
     does not finish in it is one line naming that bound, not a wait of ten minutes."""
-    from optimizers import keras_optimizer
+    from study.frameworks.keras import optimizers as keras_optimizer
 
     monkeypatch.setattr(keras_optimizer, "_CHECKED", {})
     with pytest.raises(InputError, match=r"did not finish within run_timeout = 0.05 s"):

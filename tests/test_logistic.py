@@ -15,8 +15,9 @@ import scipy.optimize
 from datasets import InputError, make_problem
 from datasets.errors import Uncertifiable
 from datasets.problem import Problem
-from optimizers import build_rules, make_backend, make_optimizer, run
+from optimizers import build_rules, make_optimizer, run
 from optimizers.objective import make_objective, problem_data
+from study.frameworks.registry import make_backend
 
 pytestmark = pytest.mark.numerical
 

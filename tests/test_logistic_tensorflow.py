@@ -16,9 +16,10 @@ from test_logistic import finite_difference_check, logistic, ridge  # noqa: E402
 from tolerances import twin  # noqa: E402
 
 from datasets.errors import InputError  # noqa: E402
-from optimizers import build_rules, make_backend, make_optimizer, run  # noqa: E402
-from optimizers.backends.tensorflow import TensorflowOps  # noqa: E402
+from optimizers import build_rules, make_optimizer, run  # noqa: E402
 from optimizers.objective import make_objective, problem_data  # noqa: E402
+from study.frameworks.registry import make_backend  # noqa: E402
+from study.frameworks.tensorflow.backend import TensorflowOps  # noqa: E402
 
 MODES = [("fused", False), ("fused", True), ("resident", False)]  # feed: resident's path
 MODE_IDS = ["fused", "fused-xla", "resident"]

@@ -172,7 +172,7 @@ def test_make_gpu_runs_the_gpu_configs_then_the_report():
 def test_make_gpu_without_a_gpu_stops_in_one_line_with_exit_2():
     """No GPU here: the GPU study's sweep refuses before any run (its CPU rows answer nothing
     alone), naming each framework that sees none; make stops there, no traceback."""
-    from optimizers.backends.registry import gpu_nodes_present
+    from study.frameworks.registry import gpu_nodes_present
 
     if gpu_nodes_present():
         pytest.skip("this machine has a GPU")

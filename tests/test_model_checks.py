@@ -154,8 +154,8 @@ NAMED = [(SPARSE, PROBS), (f"{SPARSE}:from_logits", LOGITS), ("nll", LOGPROBS),
 def test_a_loss_by_name_is_the_same_on_torch_and_jax(loss, out):
     torch = pytest.importorskip("torch")
     jnp = pytest.importorskip("jax.numpy")
-    from study.train.adapters.jax import jax_ops
-    from study.train.adapters.torch import torch_ops
+    from study.frameworks.jax.train import jax_ops
+    from study.frameworks.torch.train import torch_ops
 
     y = LABELS if loss in (SPARSE, f"{SPARSE}:from_logits", "nll") else \
         (LABELS % 2).astype(np.float32) if out.shape[1] == 1 else \

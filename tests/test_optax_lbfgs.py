@@ -13,8 +13,9 @@ import tomllib  # noqa: E402
 import library_nist  # noqa: E402
 
 from datasets import InputError, make_problem  # noqa: E402
-from optimizers import build_rules, make_backend, make_optimizer, run  # noqa: E402
-from optimizers.optax_lbfgs import analytic_loss  # noqa: E402
+from optimizers import build_rules, make_optimizer, run  # noqa: E402
+from study.frameworks.jax.optimizers import analytic_loss  # noqa: E402
+from study.frameworks.registry import make_backend  # noqa: E402
 from study.regression.plugin import SCHEMA, code_files  # noqa: E402
 from study.sweep.grid import ConfigError, parse_study  # noqa: E402
 
@@ -129,7 +130,7 @@ feed = "resident"
 def test_config_accepts_it_and_fingerprints_its_module():
     study = parse_study(tomllib.loads(CONFIG), "o.toml")
     assert [s.hyperparameters for s in study.specs] == [{"history": 5}, {"history": 10}]
-    assert "optimizers/optax_lbfgs.py" in code_files(study.specs[0])
+    assert "study/frameworks/jax/optimizers.py" in code_files(study.specs[0])
     with pytest.raises(ConfigError, match="history must be an integer >= 1"):
         parse_study(tomllib.loads(CONFIG.replace("[5, 10]", "0")), "o.toml")
 

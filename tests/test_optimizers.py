@@ -6,10 +6,11 @@ import pytest
 from tolerances import distance_to_w_star, twin
 
 from datasets import InputError, make_problem
-from optimizers import OPTIMIZERS, PREFIXES, build_rules, make_backend, make_optimizer, run
+from optimizers import OPTIMIZERS, PREFIXES, build_rules, make_optimizer, run
 from optimizers.base import Optimizer
 from optimizers.gd import GDState
 from optimizers.objective import make_objective, prepare_data
+from study.frameworks.registry import make_backend
 
 pytestmark = pytest.mark.numerical
 

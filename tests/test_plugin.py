@@ -89,7 +89,7 @@ def test_a_plugin_stating_a_member_keeps_its_own():
     assert regression.FIRST_REACHED and not load_kind("feedmode").FIRST_REACHED
     assert "uncertifiable" in regression.MEASURE_STATUSES
     feedmode = load_kind("feedmode")
-    assert feedmode.preload("jax") == ("study.feedmode.measure_jax",)
+    assert feedmode.preload("jax") == ("study.frameworks.jax.feedmode",)
     assert feedmode.MEASURE_STATUSES == ("ok", "mismatch")
 
 
@@ -103,7 +103,7 @@ def test_the_train_plugin_states_only_what_differs():
     assert (train.MEASURE_MODULE, train.FIGURES_MODULE, train.REPORT_MODULE) == (
         "study.train.run.measure", "study.train.sweep.figures", "study.train.sweep.report")
     assert type(train).measure is StudyPlugin.measure  # the default
-    assert train.preload("jax") == ("study.train.adapters.jax:warm",)
+    assert train.preload("jax") == ("study.frameworks.jax.train:warm",)
 
 
 def test_a_module_without_a_plugin_or_lacking_a_member_is_named(monkeypatch, tmp_path):

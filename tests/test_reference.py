@@ -12,8 +12,9 @@ from datasets import make_problem
 from datasets.errors import Uncertifiable
 from datasets.problem import Problem
 from datasets.reference import Reference
-from optimizers import build_rules, make_backend, make_optimizer, run
+from optimizers import build_rules, make_optimizer, run
 from study.__main__ import main
+from study.frameworks.registry import make_backend
 from study.regression.measure import load_problem
 from study.regression.spec import RunSpec
 from study.regression.summary import format_summary, summarize

@@ -344,7 +344,7 @@ def test_a_timeout_ends_its_configuration_and_the_report_says_so(tmp_path):
 def test_a_specs_feed_and_xla_are_what_its_run_records(name):
     """A row that never ran (skipped) takes its feed and xla from the spec; a measured row from
     the backend: a config that names neither gets the backend's defaults in both."""
-    from optimizers.backends.registry import make_backend
+    from study.frameworks.registry import make_backend
     from study.regression.spec import RunSpec
 
     pytest.importorskip(name)

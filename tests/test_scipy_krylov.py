@@ -5,7 +5,8 @@ import pytest
 import scipy.sparse.linalg
 
 from datasets import InputError, make_problem
-from optimizers import build_rules, make_backend, make_optimizer, run
+from optimizers import build_rules, make_optimizer, run
+from study.frameworks.registry import make_backend
 
 pytestmark = pytest.mark.numerical
 

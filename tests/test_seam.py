@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 
 from datasets.errors import InputError
-from optimizers.backends import registry
+from study.frameworks import registry
 
 ROOT = Path(__file__).resolve().parents[1]
 TOY = ROOT / "tests" / "toy_backend.py"

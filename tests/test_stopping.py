@@ -2,8 +2,9 @@ import numpy as np
 import pytest
 
 from datasets import InputError, make_problem
-from optimizers import build_rules, make_backend, make_optimizer, run
+from optimizers import build_rules, make_optimizer, run
 from optimizers.stopping import HOST_OPS, Context, RelativeImprovement
+from study.frameworks.registry import make_backend
 
 pytestmark = pytest.mark.numerical
 

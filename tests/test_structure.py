@@ -76,7 +76,7 @@ def test_the_cycle_finder_finds_one():
 
 def test_no_import_cycles():
     graph = module_graph()
-    assert len(graph) > 80 and "optimizers.driver" in graph["optimizers.backends.numpy"]
+    assert len(graph) > 80 and "optimizers.driver" in graph["study.frameworks.numpy.backend"]
     assert cycles(graph) == []
 
 
@@ -100,14 +100,14 @@ def test_no_study_imports_another():
 
 
 def test_studies_reach_a_backend_only_through_the_registry():
-    """A study names a backend and asks optimizers.backends.registry for it; importing a backend
+    """A study names a backend and asks study.frameworks.registry for it; importing a backend
     module directly would tie the study to that framework. The exceptions are the study's own
     framework modules, which the registry's framework entry names (a feed-mode module, a train
     adapter): they are that framework's part of the study. (study.bench is no study: it measures
     the backends themselves against hand-written loops.)"""
-    from optimizers.backends.registry import BACKENDS, FRAMEWORKS
+    from study.frameworks.registry import BACKENDS, FRAMEWORKS
 
-    backend_modules = {b.module for b in BACKENDS.values()} | {"optimizers.backends.tf1"}
+    backend_modules = {b.module for b in BACKENDS.values()} | {"study.frameworks.tensorflow.tf1"}
     framework_modules = {m for f in FRAMEWORKS.values() for m in (f.feedmode, f.train) if m}
     direct = sorted(f"{module} -> {target}" for module, targets in module_graph().items()
                     if package_of(module, STUDY_PACKAGES) and module not in framework_modules
@@ -116,7 +116,7 @@ def test_studies_reach_a_backend_only_through_the_registry():
 
 
 def test_the_structure_tests_find_what_they_look_for(monkeypatch):
-    graph = {"study.train.a": {"study.regression.b", "optimizers.backends.torch"},
+    graph = {"study.train.a": {"study.regression.b", "study.frameworks.torch.backend"},
              "study.regression.b": set()}
     monkeypatch.setattr(__import__(__name__), "module_graph", lambda: graph)
     with pytest.raises(AssertionError):

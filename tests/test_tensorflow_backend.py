@@ -17,17 +17,18 @@ from tolerances import EPS, assert_twins, loss_condition, twin  # noqa: E402
 
 from datasets import make_problem  # noqa: E402
 from datasets.errors import InputError  # noqa: E402
-from optimizers import build_rules, make_backend, make_optimizer, run  # noqa: E402
+from optimizers import build_rules, make_optimizer, run  # noqa: E402
 from optimizers.adadelta import Adadelta  # noqa: E402
-from optimizers.backends.tensorflow import (  # noqa: E402
+from optimizers.gd import GradientDescent  # noqa: E402
+from optimizers.lbfgs import LBFGS  # noqa: E402
+from optimizers.result import on_trace_schedule  # noqa: E402
+from study.frameworks.registry import make_backend  # noqa: E402
+from study.frameworks.tensorflow.backend import (  # noqa: E402
     NO_GPU,
     TensorflowOps,
     data_layout,
     on_trace_schedule_tensor,
 )
-from optimizers.gd import GradientDescent  # noqa: E402
-from optimizers.lbfgs import LBFGS  # noqa: E402
-from optimizers.result import on_trace_schedule  # noqa: E402
 
 HAS_GPU = bool(tf.config.list_physical_devices("GPU"))
 MODES = [("feed", False), ("resident", False), ("fused", False), ("fused", True)]
@@ -422,7 +423,7 @@ def test_cli_runs_tensorflow_and_records_the_feed_mode(tmp_path, capsys):
 # -- TensorFlow Probability's L-BFGS, when it imports ---------------------------------------------
 
 def _tfp_reason():
-    from optimizers.tfp_lbfgs import TfpLBFGS
+    from study.frameworks.tensorflow.optimizers import TfpLBFGS
 
     return TfpLBFGS().unavailable()
 

@@ -14,7 +14,8 @@ import tomllib  # noqa: E402
 import library_nist  # noqa: E402
 
 from datasets import InputError, make_problem  # noqa: E402
-from optimizers import build_rules, make_backend, make_optimizer, run  # noqa: E402
+from optimizers import build_rules, make_optimizer, run  # noqa: E402
+from study.frameworks.registry import make_backend  # noqa: E402
 from study.regression.plugin import SCHEMA, code_files  # noqa: E402
 from study.sweep.grid import ConfigError, parse_study  # noqa: E402
 
@@ -199,8 +200,8 @@ def test_config_checks_torch_names_and_fingerprints_their_module():
     study = parse_study(tomllib.loads(CONFIG), "t.toml")
     assert [s.hyperparameters for s in study.specs] == [{"lr": 0.01}, {"lr": 0.1}]
     files = code_files(study.specs[0])
-    assert "optimizers/torch_optimizer.py" in files
-    assert "optimizers/keras_optimizer.py" not in files
+    assert "study/frameworks/torch/optimizers.py" in files
+    assert "study/frameworks/keras/optimizers.py" not in files
     for old, new, message in (("torch:Adam", "torch:Adamm", "unknown torch optimizer 'Adamm'"),
                               ("lr = ", "lrr = ", "torch:Adam has no parameter 'lrr'"),
                               ("0.01", "-0.01", r"lr must be in \(0, inf\), got -0.01"),

@@ -300,7 +300,7 @@ def test_labels_outside_the_losss_range_end_in_one_line(tmp_path):
 
 
 def test_a_framework_not_installed_is_one_line(monkeypatch):
-    from optimizers.backends import registry
+    from study.frameworks import registry
     from study.train.sweep.config import check_installed
 
     fake = replace(registry.FRAMEWORKS["jax"], packages=("no-such-distribution",))
@@ -506,7 +506,7 @@ def test_your_own_model_file_on_your_npz_reaches_its_target(tmp_path):
 @pytest.mark.slow
 def test_a_warm_process_imports_keras_on_its_framework_and_no_tensorflow():
     code = ("import os, sys; os.environ.pop('KERAS_BACKEND', None); "
-            "import study.train.adapters.jax as adapter; adapter.warm(); import keras; "
+            "import study.frameworks.jax.train as adapter; adapter.warm(); import keras; "
             "print(keras.backend.backend(), 'tensorflow' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=ROOT, timeout=300)

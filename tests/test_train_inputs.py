@@ -141,7 +141,7 @@ def test_a_file_of_the_wrong_kind_is_one_line(files, tmp_path, flag, name, words
 
 
 def test_a_framework_without_a_train_adapter_is_refused(monkeypatch):
-    from optimizers.backends import registry
+    from study.frameworks import registry
     from study.train.frameworks import check_framework, keras_frameworks, trainable
 
     # derived from the registry, not a second list
@@ -178,18 +178,21 @@ def frameworks_named(path: Path) -> set[str]:
 
 
 def test_a_framework_is_named_in_its_adapter_only():
-    """Issue 42 item 1: each framework's train knowledge lives in its adapter module, which its
-    registry entry names (study/train/adapters, read through study.train.frameworks); besides it
-    only the shipped native examples' definitions name a framework. So a new framework touches
-    at most two files in the study: its adapter and, if it ships examples, the examples' file."""
+    """Issue 42 item 1, issue 52 item 1: each framework's train knowledge lives in its adapter
+    module in its own folder (study/frameworks/<name>/train.py, named by its registry entry and
+    read through study.train.frameworks), its shipped native examples beside it (examples.py). So
+    no module of the train study names a framework, and a new one touches none of them."""
     from study.train.frameworks import adapter, keras_frameworks, trainable
     from study.train.run import flat
 
     train = ROOT / "study" / "train"
     naming = {str(p.relative_to(train)): frameworks_named(p) for p in sorted(train.rglob("*.py"))}
     naming = {name: words for name, words in naming.items() if words}
-    assert sorted(naming) == ["adapters/jax.py", "adapters/tensorflow.py", "adapters/torch.py",
-                              "models/native_examples.py"], naming
+    assert naming == {}, naming
+    folders = ROOT / "study" / "frameworks"
+    assert {str(p.relative_to(folders)) for p in folders.rglob("*.py") if frameworks_named(p)} >= {
+        "jax/train.py", "tensorflow/train.py", "torch/train.py", "jax/examples.py",
+        "torch/examples.py"}
     for name in trainable():
         own = adapter(name)
         assert callable(own.flat_value_and_grad) and callable(own.gpu_seen), name
@@ -203,7 +206,7 @@ def test_a_framework_is_named_in_its_adapter_only():
                                          "'cupy'"):
         flat.framework_value_and_grad("cupy")
     trainers = (train / "run" / "trainers.py").read_text()
-    assert "optimizers.backends.numpy" not in trainers  # through the registry
+    assert "study.frameworks.numpy.backend" not in trainers  # through the registry
 
 
 def test_lbfgs_is_one_submission_over_one_flat_objective_for_every_model():
@@ -224,10 +227,12 @@ def test_lbfgs_is_one_submission_over_one_flat_objective_for_every_model():
     sources = {str(p.relative_to(train)): p.read_text() for p in train.rglob("*.py")}
     assert [n for n, s in sources.items() if "LBFGS(" in s] == ["models/workload.py"]
     assert [n for n, s in sources.items() if "class _Objective" in s] == ["models/workload.py"]
-    assert sorted(n for n, s in sources.items() if "def flat_value_and_grad(weights" in s) == \
-        ["adapters/jax.py", "adapters/tensorflow.py", "adapters/torch.py"]
-    assert all("return flat_value_and_grad(self." in sources[n]
-               for n in ("adapters/jax.py", "adapters/torch.py"))  # their workloads' too
+    adapters = {name: (ROOT / "study" / "frameworks" / name / "train.py").read_text()
+                for name in ("jax", "tensorflow", "torch")}
+    assert not [n for n, s in sources.items() if "def flat_value_and_grad(weights" in s]
+    assert all("def flat_value_and_grad(weights" in s for s in adapters.values())
+    assert all("return flat_value_and_grad(self." in adapters[n]
+               for n in ("jax", "torch"))  # their workloads' too
     rng = np.random.default_rng(0)
     x = rng.normal(size=(40, 3)).astype(np.float32)
     y = (x @ np.array([1.0, -2.0, 0.5], np.float32))[:, None]

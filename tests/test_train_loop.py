@@ -15,8 +15,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from optimizers.backends.registry import gpu_nodes_present
 from study.__main__ import main as cli
+from study.frameworks.registry import gpu_nodes_present
 from study.sweep.grid import parse_study
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -153,7 +153,7 @@ def test_the_loop_reads_nothing_inside_a_segment_and_trains_as_fit_does(backend)
 # ---- the device axis ----------------------------------------------------------------------------
 
 def test_a_gpu_run_without_a_gpu_is_refused_in_one_line(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr("optimizers.backends.registry.gpu_nodes_present", lambda *a: False)
+    monkeypatch.setattr("study.frameworks.registry.gpu_nodes_present", lambda *a: False)
     out = tmp_path / "out.parquet"
     code = cli(["train", "--model", "digits-cnn", "--data", "digits", "--target",
                 "val_loss=0.3", "--device", "gpu", "--out", str(out)])

@@ -141,7 +141,7 @@ def test_a_mismatch_is_one_line_exit_2_nothing_written(tmp_path, capsys, args, w
 
 
 def test_a_gpu_run_without_a_gpu_is_refused_for_a_native_model(tmp_path, capsys):
-    from optimizers.backends.registry import FRAMEWORKS
+    from study.frameworks.registry import FRAMEWORKS
 
     if FRAMEWORKS["torch"].gpu_nodes_present():
         pytest.skip("a GPU is here")
@@ -213,8 +213,8 @@ def test_optax_optimizers_are_optax_s_own_list():
     building block never is; the refusal names the name and the list."""
     import optax
 
-    from study.train.adapters.jax import check_optimizer as check_optax_alias
-    from study.train.adapters.jax import optax_aliases
+    from study.frameworks.jax.train import check_optimizer as check_optax_alias
+    from study.frameworks.jax.train import optax_aliases
 
     aliases = optax_aliases()
     assert {"adam", "sgd", "adamw", "lbfgs", "lion"} <= set(aliases)

@@ -5,7 +5,7 @@ hand-written loop and no copy measurement. It is its own train-study adapter too
 (study.train.adapters): Keras has no toy backend, so it runs native toy models only (`linear`: a
 linear layer and a sigmoid, NumPy arrays), with its library's `toy:sgd` and our lbfgs; a
 gradient is central finite differences (a toy has no autodiff).
-Named in CONVERGENCE_STUDY_BACKENDS, it is registered by optimizers.backends.registry in every
+Named in CONVERGENCE_STUDY_BACKENDS, it is registered by study.frameworks.registry in every
 process that inherits the variable (the sweep's runs too); no other file names it."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from types import SimpleNamespace
 import numpy as np
 
 from datasets.errors import InputError
-from optimizers.backends.numpy import NumpyBackend
-from optimizers.backends.registry import DTYPES, FORMULATIONS, Backend, FeedMode, Framework
+from study.frameworks.numpy.backend import NumpyBackend
+from study.frameworks.registry import DTYPES, FORMULATIONS, Backend, FeedMode, Framework
 
 FRAMEWORK = Framework(
     "toy", "numpy", "Toy", ("numpy",), None, preload=("numpy",), gpu_nodes="", devices=("cpu",),
@@ -36,7 +36,7 @@ BACKEND = Backend("toy", "toy", "toy_backend", "ToyBackend",
 class ToyBackend(NumpyBackend):
     """NumPy's backend under another name (the regression study cannot tell it is NumPy), with
     an option of its own that no study knows (`chunk`, which changes nothing): the base class
-    (optimizers.backends.base) checks it against BACKEND and keeps it as `self.chunk`."""
+    (study.frameworks.base) checks it against BACKEND and keeps it as `self.chunk`."""
 
     name = "toy"
 

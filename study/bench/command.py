@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from datasets.errors import InputError
-from optimizers.backends.registry import FRAMEWORKS
 from study.bench import plan as plans
 from study.bench.plan import GPU_SECTIONS, SECTIONS, Plan
+from study.frameworks.registry import FRAMEWORKS
 from study.output import check_output_path
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ def gpu_frameworks() -> list[str]:
     imported where the device files its GPU needs are absent: a check made, and said, at once)."""
     import importlib
 
-    from optimizers.backends.registry import BACKENDS
+    from study.frameworks.registry import BACKENDS
 
     seen = []
     for name, framework in FRAMEWORKS.items():

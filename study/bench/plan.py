@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from datasets.errors import InputError
-from optimizers.backends.registry import BACKENDS
+from study.frameworks.registry import BACKENDS
 
 SECTIONS = ("iterations", "overhead", "scaling", "feedmode", "target", "harness", "bandwidth")
 GPU_SECTIONS = ("harness", "bandwidth")  # what `--device gpu` runs (the rest measure the host)

@@ -31,8 +31,7 @@ def shown(row: dict, key: str, unit: str) -> str:
 
 def backend_for(label: str, dtype: str, formulation: str = "data", device: str = "cpu"):
     """The backend a label names; an option this version does not have -> Unavailable."""
-    from optimizers import make_backend
-    from optimizers.backends.registry import backend
+    from study.frameworks.registry import backend, make_backend
 
     name, options = engine(label)
     options = dict(options)

@@ -2,7 +2,7 @@
 the other frameworks' ways of feeding the same network compare?
 
   model.py    the network, its input, the modes (declared with their framework in
-              optimizers/backends/registry.py), the NumPy references
+              study/frameworks/registry.py), the NumPy references
   spec.py     one run; config.py its config and command-line flags
   measure.py  one run measured in its own process (imports no framework); its framework's
               modes are built by the module its registry entry names (measure_<framework>.py)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import argparse
 
 from datasets.errors import InputError
-from optimizers.backends.registry import FRAMEWORKS
 from study.feedmode.config import with_flags
 from study.feedmode.model import DTYPES, GRAPPLER, MODES
 from study.feedmode.plugin import framework
+from study.frameworks.registry import FRAMEWORKS
 from study.sweep import runner
 from study.sweep.executors import gpu_visible
 from study.sweep.grid import parse_study, read_config

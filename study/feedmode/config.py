@@ -9,9 +9,9 @@ import math
 from itertools import product
 
 from datasets.errors import InputError
-from optimizers.backends.registry import FRAMEWORKS
 from study.feedmode.model import DEVICES, DTYPES, GRAPPLER, MODES
 from study.feedmode.spec import Spec
+from study.frameworks.registry import FRAMEWORKS
 from study.sweep.grid import ConfigError, check_size, positive_number
 
 MAX_CALLS = 100_000

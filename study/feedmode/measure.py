@@ -1,7 +1,7 @@
 """One feed-mode run, measured in its own process (forked by the sweep engine for each run).
 
 This module imports no framework: each framework's modes are built by its own module
-(its registry entry's `feedmode`, e.g. `study.feedmode.measure_jax`), imported only for its
+(its registry entry's `feedmode`, e.g. `study.frameworks.jax.feedmode`), imported only for its
 runs, so that a JAX or PyTorch run never imports TensorFlow (nor the other way round).
 
 The record is saved (`ctx.save_partial`) at every phase, so that a run killed for time or
@@ -41,9 +41,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from optimizers.backends.registry import framework as registry_framework
 from study.feedmode import model as fm
 from study.feedmode.spec import Spec
+from study.frameworks.registry import framework as registry_framework
 from study.sweep.plugin import Measurement, RunContext
 
 

@@ -3,7 +3,7 @@
 The network of the original question: conv2d (3x3x1x6, stride 1, VALID) -> avg_pool (2x2,
 stride 2, VALID) -> relu on N x 32 x 32 x 1 inputs. Each *mode* feeds the same data to the same
 network a different way, on one framework. The modes are declared with their framework in
-optimizers/backends/registry.py, which names the module building them (`measure_<framework>`,
+study/frameworks/registry.py, which names the module building them (`measure_<framework>`,
 which imports the framework, for its own modes only); this module imports no framework.
 """
 
@@ -13,10 +13,10 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 from scipy.signal import convolve2d
 
-from optimizers.backends.registry import DEVICES as DEVICES  # re-exported: the study's axes
-from optimizers.backends.registry import DTYPES as DTYPES
-from optimizers.backends.registry import FRAMEWORKS, feed_modes
-from optimizers.backends.registry import framework as registry_framework
+from study.frameworks.registry import DEVICES as DEVICES  # re-exported: the study's axes
+from study.frameworks.registry import DTYPES as DTYPES
+from study.frameworks.registry import FRAMEWORKS, feed_modes
+from study.frameworks.registry import framework as registry_framework
 
 IMAGE = 32          # input height and width
 KERNEL = 3          # convolution kernel size (3 x 3 x 1 x CHANNELS)

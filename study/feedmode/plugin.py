@@ -7,12 +7,12 @@ from __future__ import annotations
 import importlib.util
 
 from datasets.errors import InputError
-from optimizers.backends.registry import FRAMEWORKS
 from study.feedmode.config import CONFIG_KEYS
 from study.feedmode.config import expand_specs as expand
 from study.feedmode.model import FRAMEWORK_MODULES, MODES, modes_of
 from study.feedmode.schema import SCHEMA, SIDE_TABLES
 from study.feedmode.spec import Spec
+from study.frameworks.registry import FRAMEWORKS
 from study.sweep.fingerprint import ENGINE_FILES, relative
 from study.sweep.plugin import ORIGINAL_QUESTIONS, StudyPlugin
 

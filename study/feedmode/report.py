@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from optimizers.backends.registry import FRAMEWORKS
 from study.feedmode.figures import fmt_bytes, main_size, with_columns
 from study.feedmode.model import IMAGE, MODES, modes_of
+from study.frameworks.registry import FRAMEWORKS
 from study.paired import compare
 from study.report.blocks import Block, fmt_seconds
 

@@ -12,7 +12,7 @@ from study.sweep.schema import ENGINE, Column, Schema
 
 RUN_COLUMNS = Schema("runs", (
     Column("mode", "str", "how the input reaches the network (see study.feedmode.model.MODES)"),
-    Column("framework", "str", "a framework of optimizers/backends/registry.py"),
+    Column("framework", "str", "a framework of study/frameworks/registry.py"),
     Column("api", "str", "tf1, eager or function (TensorFlow); jit (JAX); eager or compile "
                          "(PyTorch)"),
     Column("feed", "str", "the mode's way of feeding"),

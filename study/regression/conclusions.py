@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from optimizers.backends.registry import BACKENDS, FRAMEWORKS
 from study.conclusions import BUSY, Conclusion, paired
+from study.frameworks.registry import BACKENDS, FRAMEWORKS
 
 Q1 = "Q1: was NumPy really faster than TensorFlow (and PyTorch, JAX)?"
 LOGISTIC = "Logistic regression: which configuration reaches the target first?"

@@ -9,9 +9,10 @@ import itertools
 
 from datasets import DATASETS, validate_dataset, values
 from datasets.errors import InputError
-from optimizers import INITS, KERAS_PREFIX, OPTIMIZERS, PREFIXES, build_rules, make_optimizer
-from optimizers.backends.registry import BACKENDS, backend
-from optimizers.keras_optimizer import check_optimizers as check_keras_optimizers
+from optimizers import INITS, OPTIMIZERS, PREFIXES, build_rules, make_optimizer
+from study.frameworks.keras.optimizers import KERAS_PREFIX
+from study.frameworks.keras.optimizers import check_optimizers as check_keras_optimizers
+from study.frameworks.registry import BACKENDS, backend
 from study.regression.spec import RunSpec
 from study.sweep import tuning as protocol
 from study.sweep.grid import ConfigError, as_list, blocks, check_size, expand, unknown

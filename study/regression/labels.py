@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from optimizers.backends.registry import BACKENDS
+from study.frameworks.registry import BACKENDS
 from study.names import short_name
 from study.sweep.grid import distinct_labels
 

@@ -15,9 +15,9 @@ from datasets import make_problem
 from datasets.errors import LibraryFailure, Uncertifiable
 from datasets.problem import Problem
 from datasets.reference import Reference
-from optimizers import blas_threads, build_rules, make_backend, make_optimizer, run
-from optimizers.backends.registry import framework_of
+from optimizers import blas_threads, build_rules, make_optimizer, run
 from optimizers.result import RunResult
+from study.frameworks.registry import framework_of, make_backend
 from study.regression.spec import RunSpec
 from study.sweep import cache
 from study.sweep.fingerprint import manifest, python_files

@@ -10,11 +10,12 @@ import json
 from pathlib import Path
 
 from datasets import InputError, problem_kind
-from optimizers import KERAS_PREFIX, make_optimizer
-from optimizers.backends.registry import BACKENDS, framework_of
+from optimizers import make_optimizer
 from optimizers.driver import for_problem
 from optimizers.objective import check_formulation
 from optimizers.stopping import STOPPING_STATUSES
+from study.frameworks.keras.optimizers import KERAS_PREFIX
+from study.frameworks.registry import BACKENDS, framework_of
 from study.regression.config import CONFIG_KEYS
 from study.regression.config import expand_specs as expand
 from study.regression.schema import SCHEMA, SIDE_TABLES

@@ -15,19 +15,19 @@ from optimizers import (
     OPTIMIZERS,
     blas_threads,
     build_rules,
-    make_backend,
     make_optimizer,
 )
-from optimizers.backends.registry import (
-    BACKENDS,
-    DTYPES,
-    framework_of,
-    option_names,
-)
-from optimizers.backends.registry import backend as backend_declaration
 from optimizers.bounds import count, duration, explain, no_bound
 from optimizers.driver import for_problem, initial_point, predicted
 from study.cli import key_values
+from study.frameworks.registry import (
+    BACKENDS,
+    DTYPES,
+    framework_of,
+    make_backend,
+    option_names,
+)
+from study.frameworks.registry import backend as backend_declaration
 from study.output import (
     check_output_path,
     parquet_writer,

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from optimizers import blas_threads, bounds
-from optimizers.backends.registry import BACKENDS, FRAMEWORKS
+from study.frameworks.registry import BACKENDS, FRAMEWORKS
 from study.paired import compare
 from study.regression import logistic, prediction
 from study.regression.labels import data_titles, label_runs, original_data

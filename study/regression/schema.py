@@ -15,10 +15,10 @@ RUN_COLUMNS = Schema("runs", (
     Column("dataset_params", "str", "its parameters as JSON (also as data_* columns)"),
     Column("optimizer", "str", "optimizer name"),
     Column("hyperparameters", "str", "its hyperparameters as JSON (also as hp_* columns)"),
-    Column("backend", "str", "a backend of optimizers/backends/registry.py"),
+    Column("backend", "str", "a backend of study/frameworks/registry.py"),
     Column("device", "str", "the device asked for: cpu or gpu"),
     Column("feed", "str", "the backend's feed mode (each backend's are declared in "
-                          "optimizers/backends/registry.py)"),
+                          "study/frameworks/registry.py)"),
     Column("xla", "bool", "tensorflow: XLA-compiled step"),
     Column("formulation", "str", "data (X every step) or gram (X^T X once in setup)"),
     Column("dtype", "str", "float64 or float32"),

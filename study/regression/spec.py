@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 
 from datasets import DATASETS
-from optimizers.backends.registry import BACKENDS
+from study.frameworks.registry import BACKENDS
 from study.sweep.tuning import tuning_axes
 
 # backend options with a column of their own; any other a backend declares is `option_<name>`

@@ -7,7 +7,7 @@ import zlib
 
 import pandas as pd
 
-from optimizers.backends.registry import BACKENDS
+from study.frameworks.registry import BACKENDS
 
 FAMILY_COLORS = {
     "gd": "#4c72b0", "momentum": "#64b5cd", "nesterov": "#8172b3", "adadelta": "#dd8452",
@@ -22,7 +22,7 @@ LIBRARY_FAMILIES = {"sgd": "gd", "adam": "adam", "rmsprop": "rmsprop", "adagrad"
                     "adadelta": "adadelta", "lbfgs": "lbfgs"}
 
 # engine (without the device) -> (line style, marker): each backend's declared styles, in the
-# registry's order (optimizers/backends/registry.py); an engine it does not declare gets one of
+# registry's order (study/frameworks/registry.py); an engine it does not declare gets one of
 # SPARE_STYLES (never NumPy's solid line and circle)
 ENGINE_STYLES = {engine: drawn for b in BACKENDS.values() for engine, drawn in b.styles.items()}
 ENGINE_ORDER = tuple(dict.fromkeys(e for b in BACKENDS.values() for e in b.engines()))

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from optimizers.backends.registry import FRAMEWORKS
 from study import REPORTED
+from study.frameworks.registry import FRAMEWORKS
 from study.output import check_output_folder, reading
 from study.report.age import age_blocks
 from study.report.blocks import Block, write_report

@@ -12,8 +12,8 @@ from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
-from optimizers.backends.registry import FRAMEWORKS
 from optimizers.blas_threads import SPIN_VARIABLE, short_spin
+from study.frameworks.registry import FRAMEWORKS
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                     "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "OPENBLAS_CORETYPE",

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-from optimizers.backends.registry import FRAMEWORKS
+from study.frameworks.registry import FRAMEWORKS
 from study.sweep import environment
 from study.sweep.child import base_row
 from study.sweep.folder import ResultsFolder

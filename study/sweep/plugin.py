@@ -91,7 +91,7 @@ class StudyPlugin:
 
     def framework(self, spec) -> str | None:
         """Which framework's warm process forks the run (a key of
-        optimizers.backends.registry.FRAMEWORKS), or None for the NumPy stack alone."""
+        study.frameworks.registry.FRAMEWORKS), or None for the NumPy stack alone."""
         raise NotImplementedError
 
     def code_files(self, spec) -> list[str]:

@@ -12,8 +12,8 @@ import tempfile
 from contextlib import nullcontext
 
 from datasets.errors import InputError, failure_line
-from optimizers.backends.registry import FRAMEWORKS as REGISTRY
 from study.cli import key_values
+from study.frameworks.registry import FRAMEWORKS as REGISTRY
 from study.sweep.grid import ConfigError
 from study.sweep.plugin import RunContext
 from study.train.frameworks import check_framework, check_keras, default_framework, trainable

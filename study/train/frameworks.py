@@ -1,6 +1,6 @@
 """The train study's frameworks and the one way its code reaches one. Each framework's part of the
 study is its adapter, one module (study/train/adapters/<framework>.py) named by its registry
-entry (`Framework.train` in optimizers/backends/registry.py), as Keras 3 keeps one folder per
+entry (`Framework.train` in study/frameworks/registry.py), as Keras 3 keeps one folder per
 backend. The rest of the study reads a framework only through `adapter(name)` and the lists
 below, so no other train module names a framework, and a new one is its registry entry plus its
 adapter (plus its shipped examples, if any, in study/train/models/native_examples.py).
@@ -19,7 +19,7 @@ from types import SimpleNamespace
 from typing import Any, Protocol
 
 from datasets.errors import InputError
-from optimizers.backends.registry import FRAMEWORKS as REGISTRY
+from study.frameworks.registry import FRAMEWORKS as REGISTRY
 
 
 class Adapter(Protocol):

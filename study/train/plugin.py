@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from optimizers.backends.registry import FRAMEWORKS
+from study.frameworks.registry import FRAMEWORKS
 from study.sweep.fingerprint import ENGINE_FILES, python_files
 from study.sweep.plugin import StudyPlugin
 from study.train.frameworks import adapter, of_library
@@ -24,7 +24,7 @@ FIGURES_MODULE = "study.train.sweep.figures"
 REPORT_MODULE = "study.train.sweep.report"
 MEASURE_STATUSES = LOOP_STATUSES
 LBFGS_FILES = ("optimizers/lbfgs.py", "optimizers/linesearch.py", "optimizers/base.py",
-               "optimizers/backends/numpy.py")
+               "study/frameworks/numpy/backend.py")
 
 check_grid = check_installed
 prerequisites = rounds.prerequisites
@@ -49,7 +49,7 @@ def code_files(spec: Spec) -> list[str]:
     the data code, and the user's model, data and initial files (their content)."""
     own = [f for f in python_files("study/train") if "figures" not in f and "report" not in f
            and "command" not in f and "summary" not in f]
-    files = [*own, *ENGINE_FILES, "optimizers/keras_optimizer.py", "optimizers/ranges.py",
+    files = [*own, *ENGINE_FILES, "study/frameworks/keras/optimizers.py", "optimizers/ranges.py",
              "study/sweep/tuning.py", *python_files("datasets")]
     if spec.optimizer == LBFGS:
         files += LBFGS_FILES

@@ -8,7 +8,7 @@ of X an iteration must read (X's size times the passes the algorithm makes, `PAS
 harness's seconds per iteration, for GD and L-BFGS, every installed engine on the device.
 
 A backend's twin may add measurements of its own (`probes`). JAX's are the float32 probes
-(GD, study.bench.twins.twin_jax): our fused loop in both dtypes with JAX's default matmul
+(GD, study.frameworks.jax.twin): our fused loop in both dtypes with JAX's default matmul
 precision and with 'highest', and a hand-written fused loop whose gradient reduction is laid out
 three ways (X as given: X.T @ r and an explicit jnp.sum(X * r, axis=0); X stored transposed as
 our backend does: Xt @ r), each as the same fraction. Slow float32 under 'default' but not
@@ -66,7 +66,7 @@ def mode_row(problem, name: str, feed: str, dtype: str, optimizer: str, device: 
 
 def bench_bandwidth(plan: Plan, device: str = "cpu") -> pd.DataFrame:
     from datasets import make_problem
-    from optimizers.backends.registry import BACKENDS
+    from study.frameworks.registry import BACKENDS
 
     found = engines(device, plan.bandwidth_backends)
     shape = (max(plan.bandwidth_rows + (plan.probe_rows,)), 5)  # eve has d = 5

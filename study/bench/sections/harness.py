@@ -26,7 +26,7 @@ def engines(device: str, only: tuple = ()) -> list[tuple[str, str]]:
     """(backend, feed) of every installed backend that runs on `device`, each declared feed
     ('' for NumPy, which has none), read from the registry now: new modes appear by
     themselves. `only` keeps those backends (the tests' small plans)."""
-    from optimizers.backends.registry import BACKENDS, FRAMEWORKS
+    from study.frameworks.registry import BACKENDS, FRAMEWORKS
 
     found = []
     for name, declared in BACKENDS.items():
@@ -41,7 +41,7 @@ def engines(device: str, only: tuple = ()) -> list[tuple[str, str]]:
 
 
 def engine_label(name: str, feed: str) -> str:
-    from optimizers.backends.registry import BACKENDS
+    from study.frameworks.registry import BACKENDS
 
     return BACKENDS[name].label({"feed": feed} if feed else {})
 
@@ -51,7 +51,8 @@ def ours(problem, name: str, feed: str, dtype: str, device: str, optimizer: str,
     """One run of our harness (`optimizers.run`, a fixed number of iterations, no tolerance);
     a mode this machine cannot run -> Unavailable."""
     from datasets.errors import InputError
-    from optimizers import build_rules, make_backend, make_optimizer, run
+    from optimizers import build_rules, make_optimizer, run
+    from study.frameworks.registry import make_backend
 
     options = {"feed": feed, "device": device} if feed else {}
     try:

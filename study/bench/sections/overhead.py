@@ -12,7 +12,6 @@ from contextlib import contextmanager
 
 import pandas as pd
 
-from optimizers.backends.registry import BACKENDS
 from study.bench.plan import HARNESS_GOAL, TRACE_GOAL, Plan, engine
 from study.bench.runs import (
     Unavailable,
@@ -25,6 +24,7 @@ from study.bench.runs import (
 )
 from study.bench.timing import median, ratio, samples
 from study.bench.twins import twin
+from study.frameworks.registry import BACKENDS
 
 
 def overhead_row(check: str, label: str, formulation: str, dtype: str, problem, goal: float,

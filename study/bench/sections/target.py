@@ -20,7 +20,8 @@ def median_total(seconds: list[float], setup: list[float]) -> float:
 
 def bench_target(plan: Plan, problem) -> pd.DataFrame:
     """Every candidate and the normal-equations solve, interleaved run by run (float64)."""
-    from optimizers import build_rules, make_backend, make_optimizer, run
+    from optimizers import build_rules, make_optimizer, run
+    from study.frameworks.registry import make_backend
 
     def reference():
         return run(problem, make_optimizer("closed-form", solver="normal"),

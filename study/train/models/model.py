@@ -330,7 +330,7 @@ def named_loss(loss: str, ops):
     """loss(outputs, labels) -> the mean over the rows, for a native model, with the meaning
     Keras gives the name (so a native model and its Keras twin give the same loss at the same
     weights), written once for every framework: `ops` are the framework's few array functions
-    (its adapter's: study.train.adapters.torch.torch_ops, ...)."""
+    (its adapter's: study.frameworks.torch.train.torch_ops, ...)."""
     name, _ = loss_name(loss)
     base, (expects, _) = NATIVE_LOSSES[name], loss_meaning(loss)
     mean, log = ops.mean, ops.log

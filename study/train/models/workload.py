@@ -41,8 +41,8 @@ from abc import ABC, abstractmethod
 import numpy as np
 
 from datasets.errors import InputError
-from optimizers.backends.registry import make_backend
 from optimizers.lbfgs import LBFGS
+from study.frameworks.registry import make_backend
 
 LBFGS_NAME = "lbfgs"  # our L-BFGS, full batch, on every framework
 

@@ -15,7 +15,7 @@ DEVICES = ("cpu", "gpu")
 
 
 def no_gpu(backend: str) -> str:
-    from optimizers.backends.registry import FRAMEWORKS
+    from study.frameworks.registry import FRAMEWORKS
 
     return FRAMEWORKS[backend].no_gpu()
 

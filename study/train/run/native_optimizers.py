@@ -11,7 +11,7 @@ from datasets.errors import InputError
 from study.train.frameworks import adapter, native_adapters, of_library
 from study.train.models.workload import LBFGS_NAME, LbfgsSubmission, Submission
 
-KERAS_LIBRARY = "keras"  # keras:<Class>, for Keras models (optimizers.keras_optimizer)
+KERAS_LIBRARY = "keras"  # keras:<Class>, for Keras models (study.frameworks.keras.optimizers)
 
 
 def allowed(framework: str) -> str:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from datasets.errors import InputError
-from optimizers.keras_optimizer import KERAS_PREFIX, check_config, keras_classes
+from study.frameworks.keras.optimizers import KERAS_PREFIX, check_config, keras_classes
 from study.train.models.model import compile_loss
 from study.train.models.model_checks import RANDOM_PASS, refuse_stochastic
 from study.train.models.workload import LbfgsSubmission, WorkloadStepper

@@ -16,9 +16,9 @@ from dataclasses import replace
 
 from datasets import values
 from datasets.errors import InputError
-from optimizers.backends.registry import FRAMEWORKS as REGISTRY
-from optimizers.keras_optimizer import KERAS_PREFIX
-from optimizers.keras_optimizer import check_optimizers as check_keras_optimizers
+from study.frameworks.keras.optimizers import KERAS_PREFIX
+from study.frameworks.keras.optimizers import check_optimizers as check_keras_optimizers
+from study.frameworks.registry import FRAMEWORKS as REGISTRY
 from study.sweep import tuning as protocol
 from study.sweep.grid import ConfigError, as_list, blocks, check_size, expand, matches, unknown
 from study.train.frameworks import adapter, check_framework, keras_frameworks, native_adapters

@@ -28,7 +28,7 @@ WHAT = {"hand_loop": "hand-written loop", "minimal_loop": "hand-written loop",
 
 def twin_of(name: str):
     """The twin module the backend's registry entry names (None: it has none)."""
-    from optimizers.backends.registry import backend
+    from study.frameworks.registry import backend
 
     declared = backend(name)
     return importlib.import_module(declared.twin) if declared.twin else None

@@ -1,19 +1,20 @@
-"""Every framework and backend declared once, without importing any framework.
+"""The tables every framework and backend is declared into, without importing any framework.
 
 A `Framework` is everything a study needs to know of one: how to find it (its import name, the
 distributions whose versions a row records, the pip extra that installs it, what a warm process
 may import), how it probes and names a GPU (the device files its GPU needs, Python code printing
 how many GPUs it sees, its title), its feed-mode study modes and the module that builds them, and
-its train-study adapter (study/train/adapters: its Keras steps, flat value_and_grad, devices,
-native models and optimizers).
+its train-study adapter (its Keras steps, flat value_and_grad, devices, native models and
+optimizers).
 A `Backend` says what a regression run can ask of it (options and their allowed values, defaults),
 where its code is (module, backend class, ops class, source files a run's fingerprint covers),
 how its engines read in a label and how figures draw them (line style and marker, in declaration
-order), and the bench's module of hand-written twins on it (`twin`). The studies, the bench, the
-Makefile, figures, reports and tests read these tables and never name a framework; adding one is
-its module plus an entry here. A backend kept outside the project (a
-test's toy backend) registers from its own file, named in CONVERGENCE_STUDY_BACKENDS, so that a
-run's own process, which inherits the environment, knows it too.
+order), and the bench's module of hand-written twins on it (`twin`). The declarations themselves
+are in each framework's folder (study/frameworks/<name>/__init__.py); the studies, the bench, the
+Makefile, figures, reports and tests read these tables and never name a framework. A backend kept
+outside the project (a test's toy backend) registers from its own file, named in
+CONVERGENCE_STUDY_BACKENDS, so that a run's own process, which inherits the environment, knows it
+too.
 """
 
 from __future__ import annotations
@@ -51,6 +52,9 @@ class FeedMode:
     framework: str = ""  # filled in when its framework is registered
 
 
+PER_CALL, FIRST_CALL = "time per call", "first-call time"  # what a pair of modes compares
+
+
 @dataclass(frozen=True)
 class Framework:
     name: str
@@ -66,6 +70,8 @@ class Framework:
     train: str | None = None  # the train study's adapter module for it (study.train.adapters)
     installs: tuple[str, ...] = ()  # distributions any of which installs it (default: the first)
     devices: tuple[str, ...] = DEVICES  # where it runs
+    # its shipped native models for the train study: name -> "module:function"
+    examples: dict = field(default_factory=dict)
 
     def installed(self) -> bool:
         """Its distribution is installed (asked of the package metadata, not the import system,
@@ -281,137 +287,6 @@ def _import_plugin(item: str):
     return module
 
 
-# --- the declarations ---------------------------------------------------------------------
-
-TF_MODES = {
-    "numpy": FeedMode("tf1", "numpy", "conv-pool", False,
-                      "TF1 graph; the NumPy array passed straight into the ops (a graph "
-                      "constant)"),
-    "constant": FeedMode("tf1", "constant", "conv-pool", False,
-                         "TF1 graph; tf.constant(x) (a graph constant)"),
-    "placeholder": FeedMode("tf1", "placeholder", "conv-pool", False,
-                            "TF1 graph; tf.placeholder fed with feed_dict at every call"),
-    "variable": FeedMode("tf1", "variable", "conv-pool", False,
-                         "TF1 graph; a tf.Variable initialised once from a placeholder "
-                         "(resident)"),
-    "eager-numpy": FeedMode("eager", "numpy", "conv-pool", False,
-                            "TF2 eager ops called on the NumPy array"),
-    "eager-tensor": FeedMode("eager", "tensor", "conv-pool", False,
-                             "TF2 eager ops called on a tensor made once"),
-    "function-arg": FeedMode("function", "argument", "conv-pool", False,
-                             "tf.function with an input_signature, the data passed as a tensor"),
-    "function-const": FeedMode("function", "captured-tensor", "conv-pool", False,
-                               "tf.function closing over tf.constant(x) (captured by "
-                               "reference)"),
-    "function-numpy": FeedMode("function", "numpy", "conv-pool", False,
-                               "tf.function closing over the NumPy array (embedded as a "
-                               "constant)"),
-    "function-xla": FeedMode("function", "argument", "conv-pool", True,
-                             "function-arg with jit_compile=True (XLA)"),
-    "fused": FeedMode("function", "argument", "fused-conv", False,
-                      "function-arg computing one 4x4 stride-2 convolution (3x3 kernel * 2x2 "
-                      "box of 1/4), then relu: no 30x30 intermediate"),
-}
-PER_CALL, FIRST_CALL = "time per call", "first-call time"  # what a pair of modes compares
-
-register(None, Framework(
-    "tensorflow", "tensorflow", "TensorFlow",
-    ("tensorflow", "keras", "tensorflow-probability"), None,
-    preload=("tensorflow",),
-    gpu_count="import tensorflow as tf; print(len(tf.config.list_physical_devices('GPU')))",
-    feedmode="study.feedmode.measure_tensorflow", feedmodes=TF_MODES,
-    train="study.train.adapters.tensorflow"))
-register(None, Framework(
-    "jax", "jax", "JAX", ("jax", "jaxlib", "optax"), "jax",
-    preload=("jax", "jax.numpy", "jax.scipy.linalg"),
-    gpu_count="import jax\ntry:\n    print(len(jax.devices('gpu')))\n"
-              "except RuntimeError:\n    print(0)",
-    feedmode="study.feedmode.measure_jax", feedmodes={
-        "jax-numpy": FeedMode("jit", "numpy", "conv-pool", True,
-                              "jax.jit of the network, the NumPy array passed at every call "
-                              "(copied to the device each call)", ("jax-resident", PER_CALL)),
-        "jax-resident": FeedMode("jit", "resident", "conv-pool", True,
-                                 "jax.jit of the network, given an array put on the device once "
-                                 "(jax.device_put)"),
-        "jax-constant": FeedMode("jit", "constant", "conv-pool", True,
-                                 "jax.jit of a function closing over the NumPy array (embedded "
-                                 "in the program as a constant)", ("jax-resident", FIRST_CALL)),
-    },
-    train="study.train.adapters.jax"))
-register(None, Framework(
-    "torch", "torch", "PyTorch", ("torch",), "torch",
-    preload=("torch",),
-    gpu_count="import torch; print(torch.cuda.device_count())",
-    feedmode="study.feedmode.measure_torch", feedmodes={
-        "torch-numpy": FeedMode("eager", "numpy", "conv-pool", False,
-                                "PyTorch eager, torch.from_numpy(x).to(device) at every call",
-                                ("torch-resident", PER_CALL)),
-        "torch-resident": FeedMode("eager", "resident", "conv-pool", False,
-                                   "PyTorch eager on a tensor made once on the device"),
-        "torch-compile-arg": FeedMode("compile", "argument", "conv-pool", False,
-                                      "torch.compile of the network, the resident tensor passed "
-                                      "as an argument", ("torch-resident", PER_CALL)),
-        "torch-compile-captured": FeedMode("compile", "captured-tensor", "conv-pool", False,
-                                           "torch.compile of a function closing over the "
-                                           "resident tensor", ("torch-compile-arg", FIRST_CALL)),
-    },
-    train="study.train.adapters.torch"))
-register(None, Framework(
-    "cupy", "cupy", "CuPy", ("cupy-cuda12x", "cupy-cuda13x"), "cupy",
-    installs=("cupy-cuda12x", "cupy-cuda13x", "cupy"), preload=("cupy",), devices=("gpu",),
-    gpu_count="import cupy\ntry:\n    print(cupy.cuda.runtime.getDeviceCount())\n"
-              "except Exception:\n    print(0)",
-    feedmode="study.feedmode.measure_cupy", feedmodes={
-        "cupy-numpy": FeedMode("raw", "numpy", "conv-pool", False,
-                               "CuPy (NumPy's API on the GPU), cupy.asarray(x) at every call",
-                               ("cupy-resident", PER_CALL)),
-        "cupy-resident": FeedMode("raw", "resident", "conv-pool", False,
-                                  "CuPy on an array copied to the GPU once"),
-    }))
-
-register(Backend(
-    "numpy", None, "optimizers.backends.numpy", "NumpyBackend",
-    {"dtype": DTYPES, "formulation": FORMULATIONS},
-    files=("optimizers/backends/numpy.py",),
-    styles={"numpy": ("-", "o"), "numpy+gram": ((0, (8, 2, 1, 2)), "s")},
-    twin="study.bench.twins.twin_numpy"))
-register(Backend(
-    "tensorflow", "tensorflow", "optimizers.backends.tensorflow", "TensorflowBackend",
-    {"dtype": DTYPES, "formulation": FORMULATIONS, "device": DEVICES,
-     "feed": ("fused", "feed", "resident", "tf1"), "xla": (False, True)},
-    files=("optimizers/backends/numpy.py", "optimizers/backends/tensorflow.py",
-           "optimizers/backends/tf1.py"),
-    labels={"feed": "tf-feed", "resident": "tf-resident", "fused": "tf-fused", "tf1": "tf1"},
-    ops="TensorflowOps",
-    styles={"tf1": (":", "v"), "tf-feed": ("--", "^"), "tf-resident": ("-.", "D"),
-            "tf-fused": ((0, (5, 1)), "P"), "tf-fused+xla": ((0, (3, 1, 1, 1)), "X"),
-            "tf-fused+gram": ((0, (1, 2)), "*")},
-    twin="study.bench.twins.twin_tensorflow"))
-register(Backend(
-    "jax", "jax", "optimizers.backends.jax", "JaxBackend",
-    {"dtype": DTYPES, "formulation": FORMULATIONS, "device": DEVICES,
-     "feed": ("fused", "feed", "resident")},
-    files=("optimizers/backends/jax.py",), ops="JaxOps",
-    styles={"jax-feed": ((0, (6, 2)), "<"), "jax-resident": ((0, (2, 1)), "d"),
-            "jax-fused": ((0, (4, 1, 1, 1, 1, 1)), "p"), "jax-fused+gram": ((0, (1, 3)), "H")},
-    twin="study.bench.twins.twin_jax"))
-register(Backend(
-    "torch", "torch", "optimizers.backends.torch", "TorchBackend",
-    {"dtype": DTYPES, "formulation": FORMULATIONS, "device": DEVICES,
-     "feed": ("resident", "feed", "compiled", "graphed")},
-    needs={("feed", "graphed"): ("device", "gpu", "it replays CUDA graphs")},
-    files=("optimizers/backends/torch.py",), ops="TorchOps",
-    styles={"torch-feed": ((0, (7, 3, 1, 3)), ">"), "torch-resident": ((0, (1, 1)), "h"),
-            "torch-compiled": ((0, (9, 2)), "8"), "torch-graphed": ((0, (3, 1, 3, 3)), "+")},
-    twin="study.bench.twins.twin_torch"))
-register(Backend(
-    "cupy", "cupy", "optimizers.backends.cupy", "CupyBackend",
-    {"dtype": DTYPES, "formulation": FORMULATIONS, "device": ("gpu",),
-     "feed": ("resident",)},
-    files=("optimizers/backends/numpy.py", "optimizers/backends/cupy.py"), ops="CupyOps",
-    styles={"cupy-resident": ((0, (2, 2, 6, 2)), "1"), "cupy-resident+gram": ((0, (1, 4)), "3")}))
-
-
 def _load_plugins_or_exit() -> None:
     """At import, a bad CONVERGENCE_STUDY_BACKENDS ends the process in one line, exit 2: every
     table read from here on would be missing what it names."""
@@ -420,6 +295,3 @@ def _load_plugins_or_exit() -> None:
     except InputError as exc:
         print(f"convergence-study: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
-
-
-_load_plugins_or_exit()

@@ -21,8 +21,8 @@ import pandas as pd
 import tensorflow as tf
 
 from datasets.errors import InputError
-from optimizers.backends.numpy import NumpyBackend
 from optimizers.result import Outcome, Stopwatch
+from study.frameworks.numpy.backend import NumpyBackend
 
 OPTIMIZERS = ("gd", "adadelta")
 

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from optimizers.backends.base import BaseBackend
 from optimizers.driver import step_functions
 from optimizers.interruptible import call_interruptibly
 from optimizers.objective import make_objective, problem_data
@@ -48,6 +47,7 @@ from optimizers.result import (
     interpolated_seconds,
 )
 from optimizers.stopping import Context, Ending, TimeBudget, rule_values, rules_on_tensors
+from study.frameworks.base import BaseBackend
 
 TRACE_CAPACITY = 1024  # > the ~745 iterations the trace schedule keeps below 2**31
 FIRST_CHUNK = 64  # iterations of the fused loop's first call
@@ -77,9 +77,9 @@ def gpu_available() -> bool:
 
 
 class JaxOps:
-    """The array operations of `optimizers.backends.numpy.NumpyBackend`, on JAX arrays, inside
+    """The array operations of `study.frameworks.numpy.backend.NumpyBackend`, on JAX arrays, inside
     and outside `jit`. X is stored transposed (d x n): XLA's CPU emitters stream it fastest, as
-    TensorFlow's XLA measurements found (`optimizers.backends.tensorflow.data_layout`)."""
+    TensorFlow's XLA measurements found (`study.frameworks.tensorflow.backend.data_layout`)."""
 
     name = "jax"
 

@@ -10,8 +10,8 @@ import numpy as np
 import scipy.linalg
 import scipy.special
 
-from optimizers.backends.base import BaseBackend
 from optimizers.objective import make_objective, problem_data
+from study.frameworks.base import BaseBackend
 
 
 class NumpyBackend(BaseBackend):

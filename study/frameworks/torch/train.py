@@ -55,7 +55,7 @@ LIBRARY = "torch"  # torch:<Class>
 OPTIMIZER_FORM = "<Class>"
 MODULES = "a torch.nn.Module"
 RATE = "lr"
-CODE_FILES = ("optimizers/torch_optimizer.py",)  # torch:<Class>'s ranges
+CODE_FILES = ("study/frameworks/torch/optimizers.py",)  # torch:<Class>'s ranges
 COLUMNS = (Column("torch_version", "str", "torch: optimizers: PyTorch's version"),)
 LINE_SEARCH = ("LBFGS",)  # its optimizers whose line search compares the loss at several points
 # losses returned with a model whose meaning is known: (what the model must output, the family
@@ -378,7 +378,7 @@ class TorchSubmission(Submission):
         import torch
 
         from optimizers.ranges import check_ranges
-        from optimizers.torch_optimizer import COUNTS, TORCH_RANGES
+        from study.frameworks.torch.optimizers import COUNTS, TORCH_RANGES
 
         self.name = f"torch:{class_name}"
         base = torch.optim.Optimizer

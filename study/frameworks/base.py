@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from optimizers.backends import registry
 from optimizers.result import Outcome, apply_state_record
+from study.frameworks import registry
 
 # the options every backend keeps as fields of its own; the others are its options() columns
 COMMON = ("dtype", "formulation", "device")

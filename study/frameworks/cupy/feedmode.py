@@ -6,7 +6,7 @@ NumPy array to the GPU at every call (`cupy.asarray`), `cupy-resident` computes 
 copied once (timed as `data`). `session` times CuPy's start on the device (the kernel copied
 there). A call's compute ends with the device synchronised; its fetch is `cupy.asnumpy`. CuPy
 compiles each elementwise kernel on its first use (cached on disk afterwards): that is in the
-first call. The CUDA modules come through `optimizers.backends.cupy._cuda`, which the tests
+first call. The CUDA modules come through `study.frameworks.cupy.backend._cuda`, which the tests
 replace with NumPy to run these modes on the CPU.
 """
 
@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from optimizers.backends import cupy as cupy_backend
 from study.feedmode import model as fm
 from study.feedmode.measure import Clock, Prepared
 from study.feedmode.spec import Spec
+from study.frameworks.cupy import backend as cupy_backend
 
 
 def network(xp, inputs, kernel):

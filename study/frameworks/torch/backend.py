@@ -39,11 +39,11 @@ from __future__ import annotations
 import numpy as np
 
 from datasets.errors import InputError
-from optimizers.backends.base import BaseBackend
 from optimizers.driver import RuleMonitor, host_loop, step_functions
 from optimizers.objective import make_objective, problem_data
 from optimizers.result import Outcome, Stopwatch, interpolated_seconds
 from optimizers.stopping import MaxIter
+from study.frameworks.base import BaseBackend
 
 GRAPH_CHUNK = 64  # the longest chunk captured as one CUDA graph (then 32, 16, ... 1)
 WARM_UP_STEPS = 3  # eager steps on a side stream before capture, as torch.cuda.graphs asks
@@ -65,7 +65,7 @@ def gpu_available() -> bool:
 
 
 class TorchOps:
-    """The array operations of `optimizers.backends.numpy.NumpyBackend`, on torch tensors of one
+    """The array operations of NumpyBackend, on torch tensors of one
     dtype on one device. X is stored transposed (`data_matrix`)."""
 
     name = "torch"

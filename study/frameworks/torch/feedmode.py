@@ -31,10 +31,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from optimizers.backends.torch import quiet_compiler
 from study.feedmode import model as fm
 from study.feedmode.measure import Clock, Prepared
 from study.feedmode.spec import Spec
+from study.frameworks.torch.backend import quiet_compiler
 
 DEVICE_NAMES = {"cpu": "cpu", "gpu": "cuda"}
 CACHE_VARIABLE = "TORCHINDUCTOR_CACHE_DIR"

@@ -63,7 +63,7 @@ def _torch():
     """torch; where it is not installed, one line naming the extra (looked up once: an LBFGS
     step calls this inside the timed loop)."""
     if "torch" not in sys.modules:
-        from optimizers.backends.registry import FRAMEWORKS
+        from study.frameworks.registry import FRAMEWORKS
 
         FRAMEWORKS["torch"].require()
     import torch

@@ -26,10 +26,10 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from optimizers.backends.base import BaseBackend
-from optimizers.backends.numpy import NumpyBackend
 from optimizers.objective import make_objective, problem_data
 from optimizers.result import Outcome, Stopwatch
+from study.frameworks.base import BaseBackend
+from study.frameworks.numpy.backend import NumpyBackend
 
 
 def _cuda() -> SimpleNamespace:

@@ -10,7 +10,7 @@ Feed modes (`feed=`):
             the same rule objects evaluated on tensors, the trace goes into a fixed device buffer
             and everything is read back once at the end;
   tf1       the original TensorFlow 1 program (graph, placeholders, feed_dict, the TF1 optimizer
-            classes), see `optimizers.backends.tf1`.
+            classes), see `study.frameworks.tensorflow.tf1`.
 `xla=True` compiles the optimizer's step (its init and update, with the loss and gradient norm)
 with `jit_compile=True`. In `fused` mode the loop control (rules, clock, trace) stays outside XLA:
 XLA has no clock op on the CPU, and the time budget and the trace's seconds need one.
@@ -30,14 +30,14 @@ import numpy as np
 import tensorflow as tf
 
 from datasets.errors import InputError
-from optimizers.backends.base import BaseBackend
-from optimizers.backends.registry import framework
-from optimizers.backends.tf1 import minimize_tf1
 from optimizers.driver import step_functions
 from optimizers.interruptible import call_interruptibly
 from optimizers.objective import make_objective, problem_data
 from optimizers.result import TRACE_COLUMNS, Outcome, Stopwatch
 from optimizers.stopping import Context, Ending, rule_values, rules_on_tensors
+from study.frameworks.base import BaseBackend
+from study.frameworks.registry import framework
+from study.frameworks.tensorflow.tf1 import minimize_tf1
 
 DEVICES = {"cpu": "/CPU:0", "gpu": "/GPU:0"}
 NO_GPU = framework("tensorflow").no_gpu()  # what a GPU asked for and absent is told
@@ -58,7 +58,7 @@ def data_layout(dtype, xla: bool) -> str:
 
 
 class TensorflowOps:
-    """The array operations of `optimizers.backends.numpy.NumpyBackend`, on TensorFlow tensors.
+    """The array operations of `study.frameworks.numpy.backend.NumpyBackend`, on TensorFlow tensors.
 
     They work eagerly and inside `tf.function`; `dtype` is the NumPy dtype (as the record has it),
     `tf_dtype` TensorFlow's.

@@ -1,0 +1,50 @@
+"""JAX: `backend.py` (jit-compiled steps and the fused lax.while_loop), `optimizers.py` (optax's
+L-BFGS), `feedmode.py` (jit with the data as argument, resident or constant), `train.py` (the
+train study on Keras's JAX backend, native flax/equinox/plain-JAX models and optax), `examples.py`
+(its shipped native models), `twin.py` (the bench's hand loop and probes)."""
+
+from __future__ import annotations
+
+from optimizers import OPTIMIZERS
+from study.frameworks.jax.optimizers import OptaxLBFGS
+from study.frameworks.registry import (
+    DEVICES,
+    DTYPES,
+    FIRST_CALL,
+    FORMULATIONS,
+    PER_CALL,
+    Backend,
+    FeedMode,
+    Framework,
+    register,
+)
+
+register(None, Framework(
+    "jax", "jax", "JAX", ("jax", "jaxlib", "optax"), "jax",
+    preload=("jax", "jax.numpy", "jax.scipy.linalg"),
+    gpu_count="import jax\ntry:\n    print(len(jax.devices('gpu')))\n"
+              "except RuntimeError:\n    print(0)",
+    feedmode=f"{__name__}.feedmode", feedmodes={
+        "jax-numpy": FeedMode("jit", "numpy", "conv-pool", True,
+                              "jax.jit of the network, the NumPy array passed at every call "
+                              "(copied to the device each call)", ("jax-resident", PER_CALL)),
+        "jax-resident": FeedMode("jit", "resident", "conv-pool", True,
+                                 "jax.jit of the network, given an array put on the device once "
+                                 "(jax.device_put)"),
+        "jax-constant": FeedMode("jit", "constant", "conv-pool", True,
+                                 "jax.jit of a function closing over the NumPy array (embedded "
+                                 "in the program as a constant)", ("jax-resident", FIRST_CALL)),
+    },
+    train=f"{__name__}.train",
+    examples={name: f"{__name__}.examples:{name.replace('-', '_')}"
+              for name in ("digits-cnn-jax", "eve-mlp-jax", "digits-cnn-equinox")}))
+register(Backend(
+    "jax", "jax", f"{__name__}.backend", "JaxBackend",
+    {"dtype": DTYPES, "formulation": FORMULATIONS, "device": DEVICES,
+     "feed": ("fused", "feed", "resident")},
+    files=("study/frameworks/jax/backend.py",), ops="JaxOps",
+    styles={"jax-feed": ((0, (6, 2)), "<"), "jax-resident": ((0, (2, 1)), "d"),
+            "jax-fused": ((0, (4, 1, 1, 1, 1, 1)), "p"), "jax-fused+gram": ((0, (1, 3)), "H")},
+    twin=f"{__name__}.twin"))
+
+OPTIMIZERS["optax-lbfgs"] = OptaxLBFGS  # optax's, with its zoom line search, on the jax backend

@@ -1,0 +1,10 @@
+"""Keras 3, the train study's model library on the TensorFlow, JAX and PyTorch backends (not a
+backend of its own): `optimizers.py` is any Keras optimizer as `keras:<Class>`, on the
+tensorflow regression backend and for the train study's Keras models."""
+
+from __future__ import annotations
+
+from optimizers import PREFIXES
+from study.frameworks.keras.optimizers import KERAS_PREFIX, KerasOptimizer
+
+PREFIXES[KERAS_PREFIX] = KerasOptimizer
