@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 from datasets.errors import InputError
 from optimizers.adadelta import Adadelta
 from optimizers.adagrad import Adagrad
 from optimizers.adam import Adam
 from optimizers.backends.registry import BACKENDS, make_backend
+from optimizers.base import construct
 from optimizers.cgls import CGLS
 from optimizers.closed_form import ClosedForm
 from optimizers.driver import INITS, run
+from optimizers.from_file import checked as from_file
+from optimizers.from_file import is_file_name
 from optimizers.gd import GradientDescent
 from optimizers.keras_optimizer import KERAS_PREFIX, KerasOptimizer
 from optimizers.lbfgs import LBFGS
@@ -53,20 +54,18 @@ def prefix_of(name: str) -> str | None:
 def make_optimizer(name: str, **hyperparameters):
     """Build the named optimizer; unknown names or hyperparameters list the allowed ones.
     `keras:<Class>` is Keras's optimizer of that class and `torch:<Class>` torch.optim's, their
-    parameters the library's own."""
+    parameters the library's own; `path/to/file.py:Name` is a user's own (optimizers.from_file).
+    """
+    if is_file_name(name):
+        return from_file(name, hyperparameters, shipped=tuple(OPTIMIZERS))
     prefix = prefix_of(name)
     if prefix is not None:
         return PREFIXES[prefix](name[len(prefix):], **hyperparameters)
     cls = OPTIMIZERS.get(name)
     if cls is None:
         raise InputError(f"unknown optimizer '{name}'; allowed: {', '.join(OPTIMIZERS)}, "
-                         + ", ".join(f"{p}<Class>" for p in PREFIXES))
-    allowed = [f.name for f in dataclasses.fields(cls) if f.name != "name"]
-    for key in hyperparameters:
-        if key not in allowed:
-            raise InputError(f"optimizer '{name}' has no hyperparameter '{key}'; allowed: "
-                             f"{', '.join(allowed) or 'none'}")
-    return cls(**hyperparameters)
+                         + ", ".join(f"{p}<Class>" for p in PREFIXES) + ", path/to/file.py:Name")
+    return construct(cls, name, hyperparameters)
 
 
 __all__ = ["BACKENDS", "INITS", "KERAS_PREFIX", "OPTIMIZERS", "PREFIXES", "TORCH_PREFIX",

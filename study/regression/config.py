@@ -11,6 +11,7 @@ from datasets import DATASETS, validate_dataset, values
 from datasets.errors import InputError
 from optimizers import INITS, KERAS_PREFIX, OPTIMIZERS, PREFIXES, build_rules, make_optimizer
 from optimizers.backends.registry import BACKENDS, backend
+from optimizers.from_file import absolute, is_file_name
 from optimizers.keras_optimizer import check_optimizers as check_keras_optimizers
 from study.regression.spec import RunSpec
 from study.sweep import tuning as protocol
@@ -171,8 +172,9 @@ def optimizer_points(raw: dict, source: str, stopping: dict, study_tuning: dict,
                      seeds: list) -> tuple[list, list]:
     """The [[optimizers]] blocks' points, each checked: (name, hyperparameters, the block's own
     stopping rules or None, its tuning protocol or None), and the Keras points left to check.
-    A block may bring its own rules (e.g. the original program's: tol "off", exact_repeat =
-    true), over the study's [stopping]; a
+    A user's own `path.py:Name` (optimizers.from_file) is checked as ours are, its path made
+    absolute (against the working directory). A block may bring its own rules (e.g. the
+    original program's: tol "off", exact_repeat = true), over the study's [stopping]; a
     library's class by name (keras:Adam, torch:LBFGS) is checked by its own object: torch's
     here, Keras's all at once in a child process, once the backends are checked (see
     check_keras_optimizers)."""
@@ -180,8 +182,13 @@ def optimizer_points(raw: dict, source: str, stopping: dict, study_tuning: dict,
     for block in blocks(raw, "optimizers", source):
         block_name = block.get("name")
         library = isinstance(block_name, str) and block_name.startswith(tuple(PREFIXES))
-        if not isinstance(block_name, str) or (block_name not in OPTIMIZERS and not library):
-            allowed = [*OPTIMIZERS, *(f"{p}<Class>" for p in PREFIXES)]
+        if is_file_name(block_name):  # a user's own: its file made absolute for the runs
+            try:
+                block_name = absolute(block_name)
+            except InputError as exc:
+                fail(source, "optimizers", str(exc))
+        elif not isinstance(block_name, str) or (block_name not in OPTIMIZERS and not library):
+            allowed = [*OPTIMIZERS, *(f"{p}<Class>" for p in PREFIXES), "path/to/file.py:Name"]
             fail(source, "optimizers", f"unknown name {block_name!r}; allowed: "
                                        f"{', '.join(allowed)}")
         where = f"optimizers: '{block_name}'"

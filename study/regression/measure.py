@@ -17,6 +17,7 @@ from datasets.problem import Problem
 from datasets.reference import Reference
 from optimizers import blas_threads, build_rules, make_backend, make_optimizer, run
 from optimizers.backends.registry import framework_of
+from optimizers.from_file import is_file_name, provenance
 from optimizers.result import RunResult
 from study.regression.spec import RunSpec
 from study.sweep import cache
@@ -99,6 +100,8 @@ def run_spec(spec: RunSpec, problem: Problem, *, threads=blas_threads.AUTO,
         result = run(problem, optimizer, rules, backend=backend, init=spec.init, seed=spec.seed)
     if choice:
         result.extra.update(choice.columns())
+    if is_file_name(spec.optimizer):  # a user's own: which file, which content
+        result.extra.update(provenance(spec.optimizer))
     return result, choice
 
 

@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 
 from datasets import InputError, problem_kind
+from datasets.user_file import is_file_name
+from datasets.user_file import split as split_file
 from optimizers import KERAS_PREFIX, make_optimizer
 from optimizers.backends.registry import BACKENDS, framework_of
 from optimizers.driver import for_problem
@@ -110,7 +112,9 @@ def code_files(spec: RunSpec) -> list[str]:
     from optimizers import prefix_of
 
     name = prefix_of(spec.optimizer) or spec.optimizer
-    own = [optimizers[name], datasets[spec.dataset], *BACKENDS[spec.backend].files]
+    # a user's own optimizer: its file, by absolute path (editing it re-measures its rows)
+    method = split_file(name)[0] if is_file_name(name) else optimizers[name]
+    own = [str(method), datasets[spec.dataset], *BACKENDS[spec.backend].files]
     return sorted({*shared, *own, *ENGINE_FILES, *MEASURING_FILES, *input_files(spec)})
 
 

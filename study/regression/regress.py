@@ -27,6 +27,7 @@ from optimizers.backends.registry import (
 from optimizers.backends.registry import backend as backend_declaration
 from optimizers.bounds import count, duration, explain, no_bound
 from optimizers.driver import for_problem, initial_point, predicted
+from optimizers.from_file import absolute, is_file_name
 from study.cli import key_values
 from study.output import (
     check_output_path,
@@ -67,7 +68,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     opt.add_argument("--optimizer", default="lbfgs",
                      help=f"one of: {', '.join(OPTIMIZERS)}, keras:<Class> (any Keras "
                           "optimizer, tensorflow backend) or torch:<Class> (torch.optim's LBFGS, "
-                          "SGD, Adam, RMSprop, Adagrad, Adadelta; torch backend)")
+                          "SGD, Adam, RMSprop, Adagrad, Adadelta; torch backend) or "
+                          "path/to/file.py:Name (your own, docs/your-optimizer.md)")
     opt.add_argument("--step", help="gd: fixed, 1/L, diag (the original program's update) or "
                      "armijo (backtracking)")
     opt.add_argument("--lr", type=float, help="learning rate (gd step=fixed, adadelta)")
@@ -173,6 +175,8 @@ def configure(args):
                        if getattr(args, flag) is not None}
     hyperparameters.update(given_once(hyperparameters, key_values(args.opt_param, "--opt-param"),
                                       "--opt-param", HYPERPARAMETER_FLAGS))
+    if is_file_name(args.optimizer):  # a run's own process finds the same file
+        args.optimizer = absolute(args.optimizer)
     optimizer = make_optimizer(args.optimizer, **hyperparameters)
     options = {flag: getattr(args, flag) for flag in BACKEND_FLAGS
                if getattr(args, flag) is not None}

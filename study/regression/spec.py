@@ -10,6 +10,7 @@ from functools import cached_property
 
 from datasets import DATASETS
 from optimizers.backends.registry import BACKENDS
+from optimizers.from_file import declared_name, is_file_name
 from study.sweep.tuning import tuning_axes
 
 # backend options with a column of their own; any other a backend declares is `option_<name>`
@@ -68,7 +69,8 @@ class RunSpec:
             "study": self.study, "dataset": self.dataset,
             "dataset_params": json.dumps(self.dataset_params, sort_keys=True),
             **{f"data_{k}": _scalar(v) for k, v in self.dataset_params.items()},
-            "optimizer": self.optimizer,
+            "optimizer": declared_name(self.optimizer) if is_file_name(self.optimizer)
+            else self.optimizer,  # a user's own by the name it declares
             "hyperparameters": json.dumps(self.hyperparameters, sort_keys=True),
             **{f"hp_{k}": v for k, v in self.hyperparameters.items()},
             "backend": self.backend, "device": self.backend_options.get("device", "cpu"),
