@@ -1,0 +1,116 @@
+"""A user's own optimizer from a file (optimizers/from_file.py, issue 54): written once in a
+folder outside the checkout, run by `regress` and a study on every framework, labelled by its
+own name, re-measured when its file changes (and only its rows), refused in one line when
+broken."""
+
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from datasets import make_problem
+from optimizers import build_rules, make_backend, make_optimizer, run
+from optimizers.bounds import NO_FAMILY
+from study.__main__ import main
+from study.regression import style
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "bb_step.py"
+NAME = "BarzilaiBorwein"
+
+
+@pytest.fixture
+def own(tmp_path):
+    """The shipped example copied into a user's folder, outside the checkout."""
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    shutil.copy(EXAMPLE, folder / "bb_step.py")
+    return folder / "bb_step.py"
+
+
+def test_regress_runs_it_by_a_relative_path_and_records_the_file(own, tmp_path, capsys,
+                                                                  monkeypatch):
+    monkeypatch.chdir(own.parent)
+    out = tmp_path / "run.parquet"
+    assert main(["regress", "--dataset", "synthetic", "--rows", "500", "--optimizer",
+                 f"bb_step.py:{NAME}", "--opt-param", "first_step=0.5",
+                 "--out", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith(f"bb: no bound ({NO_FAMILY})")
+    assert lines[1].startswith("bb on numpy/cpu float64: converged after")
+    record = pd.read_parquet(out).iloc[0]
+    assert record["optimizer"] == "bb" and record["hp_first_step"] == 0.5
+    assert record["optimizer_file"] == str(own)
+    assert len(record["optimizer_file_sha256"]) == 16
+
+
+@pytest.mark.parametrize("backend, options", [
+    ("numpy", {}), ("numpy", {"formulation": "gram"}), ("jax", {}), ("jax", {"feed": "resident"}),
+    ("torch", {}), ("tensorflow", {}), ("tensorflow", {"feed": "feed"})])
+def test_it_reaches_the_target_on_every_framework(own, backend, options):
+    """The same file on NumPy, JAX, PyTorch and TensorFlow, fused loops included (the compiled
+    modes that cost tens of seconds, XLA and torch.compile, ran by hand: docs/your-optimizer.md)."""
+    pytest.importorskip({"numpy": "numpy", "jax": "jax", "torch": "torch",
+                         "tensorflow": "tensorflow"}[backend])
+    problem = make_problem("synthetic", n=500, d=5, kappa=100.0, seed=1)
+    result = run(problem, make_optimizer(f"{own}:{NAME}"), build_rules(tol=1e-8, max_iter=2000),
+                 backend=make_backend(backend, "float64", **options))
+    assert result.status == "converged" and result.suboptimality <= 1e-8
+    assert result.optimizer == "bb"
+
+
+def test_a_declared_family_gets_its_bound(own):
+    source = own.read_text().replace('    name: str = "bb"', '    name: str = "bb"\n'
+                                     '    family = "gd"')
+    own.write_text(source)
+    problem = make_problem("synthetic", n=500, d=5, kappa=100.0, seed=1)
+    result = run(problem, make_optimizer(f"{own}:{NAME}"), build_rules(tol=1e-8, max_iter=2000),
+                 backend=make_backend("numpy"))
+    assert result.prediction["predicted_iterations"] > 0
+    assert result.prediction["bound"].startswith("gd 1/L")
+
+
+def test_a_name_the_style_table_does_not_know_gets_a_spare_colour():
+    assert style.color("bb") in style.SPARE_COLORS
+    assert style.color("bb") == style.color("bb")  # stable: the same in every figure
+    assert style.color("keras:Nadam") == style.OTHER_COLOR  # unchanged
+
+
+def study_config(folder: Path, optimizer: str) -> Path:
+    config = folder / "mine.toml"
+    config.write_text(f"""
+name = "mine"
+seeds = [0]
+[stopping]
+tol = 1e-8
+max_iter = 5000
+[[datasets]]
+name = "synthetic"
+n = 300
+d = 4
+kappa = 100.0
+[[optimizers]]
+name = "{optimizer}"
+[[optimizers]]
+name = "gd"
+[[backends]]
+name = "numpy"
+""")
+    return config
+
+
+def test_a_study_runs_it_and_an_edit_remeasures_its_rows_only(own, tmp_path, monkeypatch):
+    monkeypatch.chdir(own.parent)
+    config = study_config(own.parent, f"bb_step.py:{NAME}")
+    out = tmp_path / "results"
+    assert main(["run", str(config), "--out", str(out), "--quiet", "--no-adaptive"]) == 0
+    first = pd.read_parquet(out / "runs.parquet").set_index("optimizer")
+    assert set(first.index) == {"bb", "gd"} and set(first["status"]) == {"converged"}
+    assert first.loc["bb", "optimizer_file"] == str(own)
+    assert '"optimizer": "' + str(own) in first.loc["bb", "spec"]  # absolute for the child
+    own.write_text(own.read_text() + "# an edit\n")
+    assert main(["run", str(config), "--out", str(out), "--quiet", "--no-adaptive"]) == 0
+    second = pd.read_parquet(out / "runs.parquet").set_index("optimizer")
+    assert second.loc["bb", "sweep_id"] != first.loc["bb", "sweep_id"]
+    assert second.loc["gd", "sweep_id"] == first.loc["gd", "sweep_id"]
+    assert second.loc["bb", "optimizer_file_sha256"] != first.loc["bb", "optimizer_file_sha256"]
