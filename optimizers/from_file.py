@@ -114,19 +114,12 @@ def probe(optimizer, where: str) -> None:
     ops = make_backend("numpy", "float64")  # NumPy is its own ops
     objective = make_objective(ops, problem_data(ops, problem, "data"), "data", problem.objective)
     w0 = np.zeros((problem.d, problem.k))
-    state = None
-    try:
-        params = optimizer.setup(problem, objective, ops)
+    with np.errstate(all="ignore"):  # a non-finite step is said below, not warned about
+        params = call(where, "setup", optimizer.setup, problem, objective, ops)
         state = call(where, "init", optimizer.init, objective, ops, params, w0)
         check_state(where, "init", state, None, w0.shape)
         after = call(where, "update", optimizer.update, objective, ops, params, state)
         check_state(where, "update", after, state, w0.shape)
-    except InputError:
-        raise
-    except Exception as exc:
-        step = "setup" if state is None else "its first step"
-        raise InputError(f"{where}: {step} raised {type(exc).__name__}: "
-                         f"{first_line(exc)}") from None
     values = [np.asarray(after.f, dtype=float), np.asarray(after.w, dtype=float)]
     if not all(np.isfinite(v).all() for v in values):
         raise InputError(f"{where}: the first step is not finite (loss {float(values[0]):.3g}) "

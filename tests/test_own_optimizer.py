@@ -114,3 +114,83 @@ def test_a_study_runs_it_and_an_edit_remeasures_its_rows_only(own, tmp_path, mon
     assert second.loc["bb", "sweep_id"] != first.loc["bb", "sweep_id"]
     assert second.loc["gd", "sweep_id"] == first.loc["gd", "sweep_id"]
     assert second.loc["bb", "optimizer_file_sha256"] != first.loc["bb", "optimizer_file_sha256"]
+
+
+GOOD = EXAMPLE.read_text()
+BROKEN = {  # what the file holds -> what the one line says
+    "syntax error": ("def oops(:\n", "fails to import: SyntaxError"),
+    "raises on import": ("raise RuntimeError('no GPU here')\n",
+                         "fails to import: RuntimeError: no GPU here"),
+    "missing import": ("import no_such_module_anywhere\n",
+                       "fails to import: ModuleNotFoundError"),
+    "name missing": ("X = 1\n", f"defines no '{NAME}'"),
+    "a function": (f"def {NAME}():\n    pass\n", "is not an optimizer"),
+    "not an Optimizer": (f"class {NAME}:\n    pass\n", "is not an optimizer"),
+    "not a dataclass": (GOOD.replace("@dataclass(frozen=True)\n", ""), "is not a dataclass"),
+    "no update": (GOOD.replace("def update(", "def other("), "defines no update"),
+    "shipped name": (GOOD.replace('name: str = "bb"', 'name: str = "gd"'),
+                     "not a shipped optimizer's, got 'gd'"),
+    "no evaluations": (GOOD.replace("    evaluations = {", "    evaluation = {"),
+                       "`evaluations` must say what one iteration costs"),
+    "unknown family": (GOOD.replace('    name: str = "bb"', '    name: str = "bb"\n'
+                                    '    family = "newton"'), "unknown family 'newton'"),
+    "state not a NamedTuple": (GOOD.replace("return BBState(w0, *objective.value_and_grad(w0), "
+                                            "params)", "return (w0, params)"),
+                               "init must return a NamedTuple with at least the fields w, f, g"),
+    "state without g": (GOOD.replace("    g: object  # its gradient", "    grad: object"),
+                        "init must return a NamedTuple with at least the fields w, f, g"),
+    "update changes the state": (GOOD.replace("return BBState(w, f, g, step)",
+                                              "return state._replace(w=w[:2])"),
+                                 "update's state.w has shape (2, 1), not the iterate's (4, 1)"),
+    "non-finite first step": (GOOD.replace("w = state.w - state.step * state.g",
+                                           "w = state.w - state.step * state.g / 0.0"),
+                              "the first step is not finite"),
+    "update raises": (GOOD.replace("sy = ops.vdot(s, y)", "sy = ops.no_such_op(s, y)"),
+                      "update raised AttributeError"),
+    "setup raises": (GOOD.replace("return ops.scalar(self.first_step",
+                                  "return 1 / 0 + ops.scalar(self.first_step"),
+                     "setup raised ZeroDivisionError"),
+}
+
+
+@pytest.mark.parametrize("kind", list(BROKEN))
+def test_a_broken_file_is_one_line_naming_it_exit_2_and_no_file(kind, tmp_path, capsys):
+    source, message = BROKEN[kind]
+    path = tmp_path / "mine.py"
+    path.write_text(source)
+    out = tmp_path / "run.parquet"
+    code = main(["regress", "--rows", "300", "--optimizer", f"{path}:{NAME}",
+                 "--out", str(out)])
+    captured = capsys.readouterr()
+    assert code == 2, captured
+    err = captured.err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in captured.err, err
+    assert str(path) in err and message in err, err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--optimizer", "no_such_file.py:Mine"], "no such file"),
+    (["--optimizer", "bb_step.py:1bad"], "path/to/file.py:Name"),
+    (["--optimizer", f"bb_step.py:{NAME}", "--opt-param", "momentum=0.9"],
+     "has no hyperparameter 'momentum'; allowed: first_step"),
+    (["--optimizer", f"bb_step.py:{NAME}", "--opt-param", "first_step=-1"],
+     "bb: first_step must be"),
+])
+def test_bad_names_and_hyperparameters(own, tmp_path, capsys, monkeypatch, args, message):
+    monkeypatch.chdir(own.parent)
+    code = main(["regress", "--rows", "300", *args, "--out", str(tmp_path / "r.parquet")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and message in err, err
+    assert not (tmp_path / "r.parquet").exists()
+
+
+def test_a_config_naming_a_broken_file_runs_nothing(tmp_path, capsys):
+    path = tmp_path / "mine.py"
+    path.write_text(BROKEN["non-finite first step"][0])
+    config = study_config(tmp_path, f"{path}:{NAME}")
+    out = tmp_path / "results"
+    assert main(["run", str(config), "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(path) in err and "not finite" in err, err
+    assert not out.exists()
