@@ -159,7 +159,12 @@ def section_points(raw: dict, section: str, source: str) -> list[tuple[str, dict
     points = []
     for block in blocks(raw, section, source):
         block_name = block.get("name")
-        if not isinstance(block_name, str) or block_name not in names:
+        if section == "datasets" and is_file_name(block_name):  # a user's own loader
+            try:
+                block_name = absolute(block_name)
+            except InputError as exc:
+                fail(source, section, str(exc))
+        elif not isinstance(block_name, str) or block_name not in names:
             fail(source, section, f"unknown name {block_name!r}; allowed: {', '.join(names)}")
         params = {k: v for k, v in block.items() if k not in ("name", "stopping")}
         for point in expand(params, f"{source}: {section}: '{block_name}'", VALUE_KEYS):

@@ -15,6 +15,7 @@ from datasets import make_problem
 from datasets.errors import LibraryFailure, Uncertifiable
 from datasets.problem import Problem
 from datasets.reference import Reference
+from datasets.user_file import content_hash, split
 from optimizers import blas_threads, build_rules, make_backend, make_optimizer, run
 from optimizers.backends.registry import framework_of
 from optimizers.from_file import is_file_name, provenance
@@ -36,6 +37,8 @@ def problem_key(spec: RunSpec) -> dict:
     params = spec.data_params()
     key = {"dataset": spec.dataset, "params": params,
            "code": manifest(python_files("datasets"))}
+    if is_file_name(spec.dataset):  # a user's loader: its content too
+        key["loader"] = content_hash(split(spec.dataset)[0])
     if "path" in params:
         if not Path(params["path"]).is_file():
             make_problem(spec.dataset, **params)  # the loader's own error names the file

@@ -114,7 +114,8 @@ def code_files(spec: RunSpec) -> list[str]:
     name = prefix_of(spec.optimizer) or spec.optimizer
     # a user's own optimizer: its file, by absolute path (editing it re-measures its rows)
     method = split_file(name)[0] if is_file_name(name) else optimizers[name]
-    own = [str(method), datasets[spec.dataset], *BACKENDS[spec.backend].files]
+    data = split_file(spec.dataset)[0] if is_file_name(spec.dataset) else datasets[spec.dataset]
+    own = [str(method), str(data), *BACKENDS[spec.backend].files]
     return sorted({*shared, *own, *ENGINE_FILES, *MEASURING_FILES, *input_files(spec)})
 
 
@@ -127,9 +128,9 @@ def input_files(spec: RunSpec) -> list[str]:
 
 def data_files(dataset: str, params: dict) -> list[str]:
     """The files a data set's parameters name (`regress` reads the same), by absolute path."""
-    from datasets import DATASETS
+    from datasets import dataset as declared
 
-    paths = [params.get(key) for key in DATASETS[dataset].files]
+    paths = [params.get(key) for key in declared(dataset).files]
     # a file gone missing: the run itself says so, as an error row
     return [str(Path(p).resolve()) for p in paths if isinstance(p, str) and Path(p).is_file()]
 

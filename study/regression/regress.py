@@ -56,7 +56,8 @@ DEFAULT_TIME_BUDGET = 60.0
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     data = parser.add_argument_group("data")
-    data.add_argument("--dataset", default="eve", help=f"one of: {', '.join(DATASETS)}")
+    data.add_argument("--dataset", default="eve", help=f"one of: {', '.join(DATASETS)}, or "
+                      "path/to/file.py:load (your own loader returning X, y)")
     data.add_argument("--rows", type=int, help="rows of eve / n of synthetic")
     data.add_argument("--standardize", action="store_true", help="z-score the features")
     data.add_argument("--path", help="tabular: CSV or Parquet file")
@@ -141,8 +142,11 @@ def tolerance(text: str) -> float | None:
 
 
 def dataset_params(args) -> dict:
-    if args.dataset not in DATASETS:
-        raise InputError(f"unknown dataset '{args.dataset}'; allowed: {', '.join(DATASETS)}")
+    if is_file_name(args.dataset):  # a user's own loader: its file made absolute for the run
+        args.dataset = absolute(args.dataset)
+    elif args.dataset not in DATASETS:
+        raise InputError(f"unknown dataset '{args.dataset}'; allowed: {', '.join(DATASETS)}, "
+                         "path/to/file.py:load")
     flags = {}
     if args.rows is not None:
         if args.dataset not in ROWS_PARAMETER:
