@@ -1,8 +1,9 @@
+# bb_step.py
 """Gradient descent with the Barzilai-Borwein step (Barzilai and Borwein 1988): after a first
 step of 1/L, each step is s's / s'y, with s the last move of the iterate and y the change of
 the gradient it made (the "long" BB step). Its loss is not monotone, and no classical bound in
-kappa speaks for it (no `family`). Run it with
-    convergence-study regress --optimizer examples/bb_step.py:BarzilaiBorwein
+kappa speaks for it (no `family`). docs/your-optimizer.md runs it beside GD, Nesterov and
+L-BFGS: convergence-study regress --optimizer examples/bb_step.py:BarzilaiBorwein
 """
 
 from dataclasses import dataclass
