@@ -99,7 +99,8 @@ name = "numpy"
     return config
 
 
-def test_a_study_runs_it_and_an_edit_remeasures_its_rows_only(own, tmp_path, monkeypatch):
+def test_a_study_runs_it_and_an_edit_remeasures_its_rows_only(own, tmp_path, monkeypatch,
+                                                               capsys):
     monkeypatch.chdir(own.parent)
     config = study_config(own.parent, f"bb_step.py:{NAME}")
     out = tmp_path / "results"
@@ -108,12 +109,19 @@ def test_a_study_runs_it_and_an_edit_remeasures_its_rows_only(own, tmp_path, mon
     assert set(first.index) == {"bb", "gd"} and set(first["status"]) == {"converged"}
     assert first.loc["bb", "optimizer_file"] == str(own)
     assert '"optimizer": "' + str(own) in first.loc["bb", "spec"]  # absolute for the child
+    before = tmp_path / "before"
+    shutil.copytree(out, before)
     own.write_text(own.read_text() + "# an edit\n")
     assert main(["run", str(config), "--out", str(out), "--quiet", "--no-adaptive"]) == 0
     second = pd.read_parquet(out / "runs.parquet").set_index("optimizer")
     assert second.loc["bb", "sweep_id"] != first.loc["bb", "sweep_id"]
     assert second.loc["gd", "sweep_id"] == first.loc["gd", "sweep_id"]
     assert second.loc["bb", "optimizer_file_sha256"] != first.loc["bb", "optimizer_file_sha256"]
+    capsys.readouterr()
+    assert main(["compare", str(before), str(out)]) == 0
+    said = capsys.readouterr().out
+    old_hash, new_hash = (frame.loc["bb", "optimizer_file_sha256"][:8] for frame in (first, second))
+    assert f"{own} ({old_hash})" in said and f"{own} ({new_hash})" in said, said
 
 
 GOOD = EXAMPLE.read_text()
