@@ -12,7 +12,7 @@ from optimizers.cgls import CGLS
 from optimizers.closed_form import ClosedForm
 from optimizers.driver import INITS, run
 from optimizers.from_file import checked as from_file
-from optimizers.from_file import is_file_name
+from optimizers.from_file import checked_library, is_file_name, torch_class
 from optimizers.gd import GradientDescent
 from optimizers.keras_optimizer import KERAS_PREFIX, KerasOptimizer
 from optimizers.lbfgs import LBFGS
@@ -51,12 +51,24 @@ def prefix_of(name: str) -> str | None:
     return next((prefix for prefix in PREFIXES if name.startswith(prefix)), None)
 
 
+def library_of(name: str) -> str | None:
+    """The library whose harness runs a name: its prefix, or `torch:` for a file's
+    torch.optim.Optimizer subclass; None for ours and a user's own Optimizer."""
+    if is_file_name(name):
+        return TORCH_PREFIX if torch_class(name) is not None else None
+    return prefix_of(name)
+
+
 def make_optimizer(name: str, **hyperparameters):
     """Build the named optimizer; unknown names or hyperparameters list the allowed ones.
     `keras:<Class>` is Keras's optimizer of that class and `torch:<Class>` torch.optim's, their
     parameters the library's own; `path/to/file.py:Name` is a user's own (optimizers.from_file).
     """
     if is_file_name(name):
+        library = torch_class(name)  # a torch.optim.Optimizer subclass: torch.optim's harness
+        if library is not None:
+            return checked_library(name, lambda: TorchOptimizer(name, library,
+                                                                 **hyperparameters))
         return from_file(name, hyperparameters, shipped=tuple(OPTIMIZERS))
     prefix = prefix_of(name)
     if prefix is not None:
@@ -69,4 +81,4 @@ def make_optimizer(name: str, **hyperparameters):
 
 
 __all__ = ["BACKENDS", "INITS", "KERAS_PREFIX", "OPTIMIZERS", "PREFIXES", "TORCH_PREFIX",
-           "build_rules", "make_backend", "make_optimizer", "prefix_of", "run"]
+           "build_rules", "library_of", "make_backend", "make_optimizer", "prefix_of", "run"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 from functools import lru_cache
 
 import numpy as np
@@ -79,7 +80,8 @@ def declared_name(name: str) -> str:
     """The label of `path.py:Name` (its class's `name`); the class's own name where the file
     cannot be read any more (a results folder outlives the file)."""
     try:
-        return optimizer_class(name).name
+        library = torch_class(name)
+        return f"torch:{library.__name__}" if library is not None else optimizer_class(name).name
     except InputError:
         return split(name)[1]
 
@@ -163,3 +165,34 @@ def provenance(name: str) -> dict:
     path = path.resolve()
     return {"optimizer_file": str(path),
             "optimizer_file_sha256": content_hash(path) if path.is_file() else None}
+
+
+def torch_class(name: str):
+    """The torch.optim.Optimizer subclass `path.py:Name` names (torch.optim's harness runs it,
+    optimizers/torch_optimizer.py), or None: the file's object is for `checked`. A file that
+    subclasses torch's has imported torch."""
+    found = load(name, "optimizer")
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(found, type) or not issubclass(found, torch.optim.Optimizer):
+        return None
+    if issubclass(found, torch.optim.LBFGS):
+        raise InputError(f"{split(name)[0]}: {found.__name__} steps with a closure (as "
+                         "torch.optim.LBFGS does): from a file, only a step on the gradient "
+                         "(optimizer.step()) runs; torch:LBFGS is torch's own")
+    return found
+
+
+def checked_library(name: str, build):
+    """A library's optimizer class from a file (`build()` makes the harness's object), stepped
+    once on a small parameter with a unit gradient: a step that raises or is not finite is one
+    line naming the file."""
+    torch = sys.modules["torch"]
+    where = f"{split(name)[0]}: {split(name)[1]}"
+    optimizer = call(where, "building it", build)
+    param = torch.zeros((4, 1), dtype=torch.float64)
+    library = optimizer._build(param)
+    param.grad = torch.ones_like(param)
+    call(where, "step", library.step)
+    if not bool(torch.isfinite(param).all()):
+        raise InputError(f"{where}: the first step is not finite (a unit gradient from zeros)")
+    return optimizer

@@ -75,21 +75,21 @@ class TorchOptimizer(Optimizer):
     only_on = "torch"
     evaluations = {"nfev": 1, "ngev": 1, "nhvp": 0}  # nominal; `report` gives the counts
 
-    def __init__(self, class_name: str, **config):
-        self.class_name, self.config = class_name, dict(config)
-        self.name = PREFIX + class_name
+    def __init__(self, class_name: str, library_class=None, **config):
+        # library_class: a user's own torch.optim.Optimizer subclass (optimizers.from_file)
+        self.class_name, self.config, self.library_class = class_name, dict(config), library_class
+        self.name = PREFIX + (library_class.__name__ if library_class else class_name)
         self._param = self._library = self._eager_step = None
         self._evaluations = 0
         self._build(_torch().zeros(1))  # refuses a bad class or parameter before any data
 
     def _arguments(self) -> dict:
         """The class's keyword arguments: the config checked, with the harness's own values."""
-        torch = _torch()
-        if self.class_name not in CLASSES:
+        _torch()  # installed, or one line naming the extra
+        if self.class_name not in CLASSES and self.library_class is None:
             raise InputError(f"unknown torch optimizer '{self.class_name}'; allowed: "
                              f"{', '.join(CLASSES)}")
-        accepted = [p for p in inspect.signature(getattr(torch.optim, self.class_name)).parameters
-                    if p != "params"]
+        accepted = [p for p in inspect.signature(self._class()).parameters if p != "params"]
         fixed = {k: v for k, v in FIXED.items() if k in accepted}
         allowed = [p for p in accepted if p not in fixed]
         for key, value in self.config.items():
@@ -113,12 +113,14 @@ class TorchOptimizer(Optimizer):
         return {**self.config, **fixed, **({"betas": tuple(betas)} if betas is not None else {})}
 
     def _build(self, param):
-        torch = _torch()
         arguments = self._arguments()
         try:
-            return getattr(torch.optim, self.class_name)([param], **arguments)
+            return self._class()([param], **arguments)
         except (TypeError, ValueError) as exc:  # the library's own checks, e.g. nesterov
             raise InputError(f"{self.name}: {first_line(exc)}") from None
+
+    def _class(self):
+        return self.library_class or getattr(_torch().optim, self.class_name)
 
     def hyperparameters(self) -> dict:
         return dict(self.config)

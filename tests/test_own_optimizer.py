@@ -202,3 +202,74 @@ def test_a_config_naming_a_broken_file_runs_nothing(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and str(path) in err and "not finite" in err, err
     assert not out.exists()
+
+
+TORCH_FILE = '''
+import torch
+
+
+class PlainSGD(torch.optim.Optimizer):
+    def __init__(self, params, lr=0.1):
+        super().__init__(params, {"lr": lr})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                p.add_(p.grad, alpha=-group["lr"])
+
+
+class Exploding(PlainSGD):
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                p.add_(p.grad / 0.0)
+
+
+class Raising(PlainSGD):
+    def step(self, closure=None):
+        raise RuntimeError("not yet")
+
+
+class MyLBFGS(torch.optim.LBFGS):
+    pass
+'''
+
+
+def test_a_torch_optimizer_subclass_from_a_file_runs_as_torch_optims_do(tmp_path):
+    pytest.importorskip("torch")
+    path = tmp_path / "mine_torch.py"
+    path.write_text(TORCH_FILE)
+    from study.regression.plugin import code_files
+    from study.regression.spec import RunSpec
+
+    optimizer = make_optimizer(f"{path}:PlainSGD", lr=0.5)
+    assert optimizer.name == "torch:PlainSGD"
+    problem = make_problem("synthetic", n=500, d=5, kappa=10.0, seed=1)
+    result = run(problem, optimizer, build_rules(tol=1e-8, max_iter=2000),
+                 backend=make_backend("torch", "float64"))
+    assert result.status == "converged" and result.extra["torch_class"] == "PlainSGD"
+    spec = RunSpec("s", "synthetic", {}, f"{path}:PlainSGD", {"lr": 0.5}, "torch", {},
+                   "float64", "zeros", 0, 0)
+    assert spec.axes()["optimizer"] == "torch:PlainSGD"
+    assert {str(path), "optimizers/torch_optimizer.py"} <= set(code_files(spec))
+
+
+@pytest.mark.parametrize("name, args, message", [
+    ("MyLBFGS", [], "MyLBFGS steps with a closure"),
+    ("Exploding", [], "the first step is not finite"),
+    ("Raising", [], "step raised RuntimeError: not yet"),
+    ("PlainSGD", ["--opt-param", "lr=-1"], "torch:PlainSGD: lr must be"),
+    ("PlainSGD", ["--opt-param", "momentum=0.9"], "has no parameter 'momentum'; allowed: lr"),
+])
+def test_a_broken_torch_optimizer_file_is_one_line(tmp_path, capsys, name, args, message):
+    pytest.importorskip("torch")
+    path = tmp_path / "mine_torch.py"
+    path.write_text(TORCH_FILE)
+    out = tmp_path / "r.parquet"
+    code = main(["regress", "--rows", "300", "--backend", "torch", "--optimizer",
+                 f"{path}:{name}", *args, "--out", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and message in err, err
+    assert not out.exists()

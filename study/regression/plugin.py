@@ -109,13 +109,15 @@ def code_files(spec: RunSpec) -> list[str]:
     chosen, optimizers, datasets = _selectable()
     shared = [f for f in python_files("datasets") + python_files("optimizers")
               if f not in chosen]
-    from optimizers import prefix_of
+    from optimizers import library_of
 
-    name = prefix_of(spec.optimizer) or spec.optimizer
-    # a user's own optimizer: its file, by absolute path (editing it re-measures its rows)
-    method = split_file(name)[0] if is_file_name(name) else optimizers[name]
+    # a user's own optimizer: its file, by absolute path (editing it re-measures its rows),
+    # and the harness of its library where it is a library's class
+    name, library = spec.optimizer, library_of(spec.optimizer)
+    methods = [split_file(name)[0]] if is_file_name(name) else []
+    methods += [optimizers[library or name]] if library or not methods else []
     data = split_file(spec.dataset)[0] if is_file_name(spec.dataset) else datasets[spec.dataset]
-    own = [str(method), str(data), *BACKENDS[spec.backend].files]
+    own = [*map(str, methods), str(data), *BACKENDS[spec.backend].files]
     return sorted({*shared, *own, *ENGINE_FILES, *MEASURING_FILES, *input_files(spec)})
 
 
