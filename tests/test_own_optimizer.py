@@ -273,3 +273,13 @@ def test_a_broken_torch_optimizer_file_is_one_line(tmp_path, capsys, name, args,
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and message in err, err
     assert not out.exists()
+
+
+def test_two_files_declaring_one_name_are_refused(own, tmp_path, capsys):
+    twin = tmp_path / "twin.py"
+    shutil.copy(own, twin)
+    config = study_config(tmp_path, f"{own}:{NAME}")
+    config.write_text(config.read_text() + f'[[optimizers]]\nname = "{twin}:{NAME}"\n')
+    assert main(["run", str(config), "--out", str(tmp_path / "results"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "both declare the name 'bb'" in err, err

@@ -11,7 +11,7 @@ from datasets import DATASETS, validate_dataset, values
 from datasets.errors import InputError
 from optimizers import INITS, KERAS_PREFIX, OPTIMIZERS, PREFIXES, build_rules, make_optimizer
 from optimizers.backends.registry import BACKENDS, backend
-from optimizers.from_file import absolute, is_file_name
+from optimizers.from_file import absolute, declared_name, is_file_name
 from optimizers.keras_optimizer import check_optimizers as check_keras_optimizers
 from study.regression.spec import RunSpec
 from study.sweep import tuning as protocol
@@ -216,4 +216,15 @@ def optimizer_points(raw: dict, source: str, stopping: dict, study_tuning: dict,
                 else:
                     check_point(source, "optimizers", block_name, candidate)
             points.append((block_name, point, own, tuning if asks else None))
+    check_labels([name for name, *_ in points], source)
     return points, keras_points
+
+
+def check_labels(names: list[str], source: str) -> None:
+    """Two files whose optimizers declare one name would be one optimizer in every table."""
+    seen = {}
+    for name in dict.fromkeys(n for n in names if is_file_name(n)):
+        other = seen.setdefault(declared_name(name), name)
+        if other != name:
+            fail(source, "optimizers", f"'{other}' and '{name}' both declare the name "
+                                       f"'{declared_name(name)}'; give each its own `name`")
