@@ -12,11 +12,12 @@ from optimizers.cgls import CGLS
 from optimizers.closed_form import ClosedForm
 from optimizers.driver import INITS, run
 from optimizers.from_file import checked as from_file
-from optimizers.from_file import checked_library, is_file_name, torch_class
+from optimizers.from_file import checked_library, checked_transform, is_file_name, torch_class
 from optimizers.gd import GradientDescent
 from optimizers.keras_optimizer import KERAS_PREFIX, KerasOptimizer
 from optimizers.lbfgs import LBFGS
 from optimizers.momentum import Momentum, Nesterov
+from optimizers.optax_file import OPTAX_PREFIX, OptaxTransform, optax_factory
 from optimizers.optax_lbfgs import OptaxLBFGS
 from optimizers.rmsprop import RMSprop
 from optimizers.scipy_krylov import ScipyLSMR, ScipyLSQR
@@ -44,6 +45,8 @@ OPTIMIZERS = {
 }
 # a library's own optimizer object by class name: `keras:Adam`, `torch:LBFGS`
 PREFIXES = {KERAS_PREFIX: KerasOptimizer, TORCH_PREFIX: TorchOptimizer}
+# the harnesses a library's optimizer runs through (a file's optax factory: optax_file.py)
+LIBRARIES = {**PREFIXES, OPTAX_PREFIX: OptaxTransform}
 
 
 def prefix_of(name: str) -> str | None:
@@ -52,10 +55,12 @@ def prefix_of(name: str) -> str | None:
 
 
 def library_of(name: str) -> str | None:
-    """The library whose harness runs a name: its prefix, or `torch:` for a file's
-    torch.optim.Optimizer subclass; None for ours and a user's own Optimizer."""
+    """The library whose harness runs a name (a key of LIBRARIES): its prefix, `torch:` for a
+    file's torch.optim.Optimizer subclass, `optax:` for a file's optax factory; None for ours
+    and a user's own Optimizer."""
     if is_file_name(name):
-        return TORCH_PREFIX if torch_class(name) is not None else None
+        return (TORCH_PREFIX if torch_class(name) is not None else
+                OPTAX_PREFIX if optax_factory(name) is not None else None)
     return prefix_of(name)
 
 
@@ -69,6 +74,9 @@ def make_optimizer(name: str, **hyperparameters):
         if library is not None:
             return checked_library(name, lambda: TorchOptimizer(name, library,
                                                                  **hyperparameters))
+        factory = optax_factory(name)  # a function returning an optax GradientTransformation
+        if factory is not None:
+            return checked_transform(name, OptaxTransform(name, factory, **hyperparameters))
         return from_file(name, hyperparameters, shipped=tuple(OPTIMIZERS))
     prefix = prefix_of(name)
     if prefix is not None:
@@ -80,5 +88,6 @@ def make_optimizer(name: str, **hyperparameters):
     return construct(cls, name, hyperparameters)
 
 
-__all__ = ["BACKENDS", "INITS", "KERAS_PREFIX", "OPTIMIZERS", "PREFIXES", "TORCH_PREFIX",
-           "build_rules", "library_of", "make_backend", "make_optimizer", "prefix_of", "run"]
+__all__ = ["BACKENDS", "INITS", "KERAS_PREFIX", "LIBRARIES", "OPTIMIZERS", "PREFIXES",
+           "TORCH_PREFIX", "build_rules", "library_of", "make_backend", "make_optimizer",
+           "prefix_of", "run"]

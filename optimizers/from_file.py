@@ -29,6 +29,7 @@ from optimizers.backends.registry import make_backend
 from optimizers.base import Optimizer, construct
 from optimizers.bounds import FAMILIES
 from optimizers.objective import make_objective, problem_data
+from optimizers.optax_file import optax_factory
 
 __all__ = ["absolute", "checked", "declared_name", "is_file_name", "provenance"]
 
@@ -80,8 +81,10 @@ def declared_name(name: str) -> str:
     """The label of `path.py:Name` (its class's `name`); the class's own name where the file
     cannot be read any more (a results folder outlives the file)."""
     try:
-        library = torch_class(name)
-        return f"torch:{library.__name__}" if library is not None else optimizer_class(name).name
+        library = torch_class(name) or optax_factory(name)
+        if library is not None:  # a library's optimizer: by the library and its own name
+            return f"{'optax' if optax_factory(name) else 'torch'}:{library.__name__}"
+        return optimizer_class(name).name
     except InputError:
         return split(name)[1]
 
@@ -180,6 +183,28 @@ def torch_class(name: str):
                          "torch.optim.LBFGS does): from a file, only a step on the gradient "
                          "(optimizer.step()) runs; torch:LBFGS is torch's own")
     return found
+
+
+def checked_transform(name: str, optimizer):
+    """An optax transformation from a file, updated once from zeros with a unit gradient (on
+    JAX, eagerly): an update that raises (one that needs more arguments, as optax.lbfgs's
+    value_fn) or is not finite is one line naming the file."""
+    import jax.numpy as jnp
+
+    where = f"{split(name)[0]}: {split(name)[1]}"
+    w = jnp.zeros((4, 1), dtype=jnp.float64 if _x64() else jnp.float32)
+    tx = optimizer.tx
+    state = call(where, "init", tx.init, w)
+    updates, _ = call(where, "update", tx.update, jnp.ones_like(w), state, w)
+    if not bool(jnp.isfinite(updates).all()):
+        raise InputError(f"{where}: the first update is not finite (a unit gradient from zeros)")
+    return optimizer
+
+
+def _x64() -> bool:
+    import jax
+
+    return bool(jax.config.read("jax_enable_x64"))
 
 
 def checked_library(name: str, build):

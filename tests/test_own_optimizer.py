@@ -283,3 +283,57 @@ def test_two_files_declaring_one_name_are_refused(own, tmp_path, capsys):
     assert main(["run", str(config), "--out", str(tmp_path / "results"), "--quiet"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "both declare the name 'bb'" in err, err
+
+
+OPTAX_FILE = '''
+import optax
+
+
+def clipped_adam(learning_rate: float = 0.1, clip: float = 1.0):
+    return optax.chain(optax.clip_by_global_norm(clip), optax.adam(learning_rate))
+
+
+def my_lbfgs():
+    return optax.lbfgs()
+
+
+def not_a_transformation(learning_rate=0.1):
+    return 3
+'''
+
+
+@pytest.mark.parametrize("options", [{}, {"feed": "resident"}])
+def test_an_optax_factory_from_a_file_runs_on_jax(tmp_path, options):
+    pytest.importorskip("optax")
+    path = tmp_path / "mine_optax.py"
+    path.write_text(OPTAX_FILE)
+    from study.regression.plugin import code_files
+    from study.regression.spec import RunSpec
+
+    optimizer = make_optimizer(f"{path}:clipped_adam", learning_rate=0.05)
+    assert optimizer.name == "optax:clipped_adam"
+    problem = make_problem("synthetic", n=500, d=5, kappa=10.0, seed=1)
+    result = run(problem, optimizer, build_rules(tol=1e-8, max_iter=20000),
+                 backend=make_backend("jax", "float64", **options))
+    assert result.status == "converged" and result.suboptimality <= 1e-8
+    spec = RunSpec("s", "synthetic", {}, f"{path}:clipped_adam", {"learning_rate": 0.05}, "jax",
+                   options, "float64", "zeros", 0, 0)
+    assert spec.axes()["optimizer"] == "optax:clipped_adam"
+    assert {str(path), "optimizers/optax_file.py"} <= set(code_files(spec))
+
+
+@pytest.mark.parametrize("name, args, message", [
+    ("my_lbfgs", [], "my_lbfgs: update raised TypeError"),
+    ("not_a_transformation", [], "must return an optax.GradientTransformation"),
+    ("clipped_adam", ["--opt-param", "lr=3"], "unexpected keyword argument 'lr'"),
+])
+def test_a_broken_optax_factory_is_one_line(tmp_path, capsys, name, args, message):
+    pytest.importorskip("optax")
+    path = tmp_path / "mine_optax.py"
+    path.write_text(OPTAX_FILE)
+    out = tmp_path / "r.parquet"
+    code = main(["regress", "--rows", "300", "--backend", "jax", "--optimizer",
+                 f"{path}:{name}", *args, "--out", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and message in err and str(path) in err, err
+    assert not out.exists()

@@ -91,11 +91,11 @@ def needs_gpu(spec: RunSpec) -> bool:
 
 def _selectable() -> tuple[set[str], dict, dict]:
     from datasets import DATASETS
-    from optimizers import OPTIMIZERS, PREFIXES
+    from optimizers import LIBRARIES, OPTIMIZERS
 
     # every keras:<Class> runs through keras_optimizer.py, every torch:<Class> torch_optimizer.py
     optimizers = {name: relative(inspect.getsourcefile(cls))
-                  for name, cls in {**OPTIMIZERS, **PREFIXES}.items()}
+                  for name, cls in {**OPTIMIZERS, **LIBRARIES}.items()}
     datasets = {name: relative(inspect.getsourcefile(d.load)) for name, d in DATASETS.items()}
     chosen = set(optimizers.values()) | set(datasets.values()) | set(python_files(
         "optimizers/backends"))
