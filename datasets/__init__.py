@@ -4,20 +4,25 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from datasets import eve, synthetic, synthetic_logistic, tabular
+from datasets import eve, from_file, synthetic, synthetic_logistic, tabular
 from datasets.declaration import Dataset
 from datasets.errors import InputError
 from datasets.problem import Problem, Spectrum
+from datasets.user_file import is_file_name
 
 DATASETS = {d.name: d for d in (eve.DATASET, synthetic.DATASET, synthetic_logistic.DATASET,
                                  tabular.DATASET)}
 
 
 def dataset(name: str) -> Dataset:
-    """A data set's declaration (datasets.declaration), or one line listing the names."""
+    """A data set's declaration (datasets.declaration), a user's `path.py:load`
+    (datasets.from_file), or one line listing the names."""
+    if is_file_name(name):
+        return from_file.declaration(name)
     found = DATASETS.get(name)
     if found is None:
-        raise InputError(f"unknown dataset '{name}'; allowed: {', '.join(DATASETS)}")
+        raise InputError(f"unknown dataset '{name}'; allowed: {', '.join(DATASETS)}, "
+                         "path/to/file.py:load")
     return found
 
 

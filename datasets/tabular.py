@@ -127,13 +127,13 @@ def first_non_number(values: pd.Series):
 def from_frame(frame: pd.DataFrame, features, labels, *, standardize: bool = False,
                intercept: bool = True, source: str = "the data frame",
                params: dict | None = None, objective: str = "least-squares",
-               lam: float | None = None) -> Problem:
+               lam: float | None = None, name: str = "tabular") -> Problem:
     check_unique_columns(frame, source)
     X = select_columns(frame, features, "feature", source)
     y = select_columns(frame, labels, "label", source)
     check_disjoint(list(X.columns), list(y.columns))
     return Problem.from_arrays(
-        X.to_numpy(float), y.to_numpy(float), name="tabular",
+        X.to_numpy(float), y.to_numpy(float), name=name,
         params=params or {"features": list(X.columns), "labels": list(y.columns)},
         feature_names=tuple(X.columns), label_names=tuple(y.columns),
         intercept=intercept, standardize=standardize, objective=objective, lam=lam,

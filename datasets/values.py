@@ -23,7 +23,7 @@ INT64 = 2**63 - 1
 
 @dataclass(frozen=True)
 class Value:
-    kind: str  # integer, number, boolean, choice, names, path
+    kind: str  # integer, number, boolean, choice, names, path, any
     low: float | None = None
     high: float | None = None
     low_open: bool = False  # low excluded
@@ -42,6 +42,8 @@ class Value:
             return "a list of column names"
         if self.kind == "path":
             return "a file name"
+        if self.kind == "any":
+            return "any value"
         noun = "an integer" if self.kind == "integer" else "a finite number"
         if self.low is not None and self.high is not None:
             return (f"{'an integer ' if self.kind == 'integer' else ''}in "
@@ -66,6 +68,8 @@ class Value:
         return value
 
     def accepts(self, value) -> bool:
+        if self.kind == "any":  # a user's loader's parameter without a typed default
+            return True
         if self.kind == "boolean":
             return isinstance(value, (bool, np.bool_))
         if self.kind == "choice":
@@ -121,6 +125,10 @@ def names(**kw) -> Value:
 
 def path(**kw) -> Value:
     return Value("path", **kw)
+
+
+def anything(**kw) -> Value:
+    return Value("any", **kw)
 
 
 def check_values(where: str, values: dict, declared: dict[str, Value]) -> dict:

@@ -13,6 +13,7 @@ which the driver reads on the host before the run (optimizers.driver.run).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import NamedTuple
 
@@ -34,6 +35,10 @@ class Optimizer:
     only_on: str | None = None
     # its step is straight-line code (no branch on the data): a CUDA graph can capture it
     straight_line = False
+    # the classical bound that speaks for a user's own method (a key of optimizers.bounds.
+    # FAMILIES: "gd", "nesterov", "heavy-ball", "krylov", "quasi-newton"), or None: no bound;
+    # shipped methods are matched by their name and step (optimizers.bounds.predict)
+    family: str | None = None
 
     def for_problem(self, problem) -> Optimizer:
         """Itself as it runs on `problem` (e.g. L-BFGS's line search made explicit)."""
@@ -65,6 +70,17 @@ class Optimizer:
         """The run: an iterative method is driven by the backend's loop; a self-driven one
         overrides this."""
         return backend.minimize(problem, self, rules, w0)
+
+
+def construct(cls, name: str, hyperparameters: dict):
+    """An optimizer dataclass built from its hyperparameters, a key it does not declare
+    refused in one line that lists the ones it has (its own checks run in __post_init__)."""
+    allowed = [f.name for f in dataclasses.fields(cls) if f.name != "name"]
+    for key in hyperparameters:
+        if key not in allowed:
+            raise InputError(f"optimizer '{name}' has no hyperparameter '{key}'; allowed: "
+                             f"{', '.join(allowed) or 'none'}")
+    return cls(**hyperparameters)
 
 
 def hyperparameter(optimizer: str, name: str, value, spec: values.Value):

@@ -146,6 +146,8 @@ def lbfgs_first_phase(kappa: float, eps0: float, eps: float) -> Prediction:
 NO_BOUND = "none applies (adaptive per-coordinate steps: no rate in kappa)"
 ADAPTIVE = ("adadelta", "adam", "rmsprop", "adagrad")
 OTHER_STEP = "none computed for this step (the bounds here are for the 1/L and textbook steps)"
+NO_FAMILY = "none: the method declares no family (its class's `family`)"
+STEPPED = ("gd", "momentum", "nesterov")  # shipped methods whose other steps have no bound
 # Which bound speaks for which optimizer (and its step) is `predict`'s choice; the adaptive
 # methods get NO_BOUND, another step of GD or momentum OTHER_STEP.
 KRYLOV = ("cgls", "scipy-lsqr", "scipy-lsmr")
@@ -153,7 +155,8 @@ QUASI_NEWTON = ("lbfgs", "scipy-lbfgs", "lbfgs-tfp", "optax-lbfgs")
 
 
 def predict(optimizer: str, hyperparameters: dict, conditioning: dict, eps0: float,
-            eps: float | None, objective: str = "least-squares") -> Prediction:
+            eps: float | None, objective: str = "least-squares",
+            family: str | None = None) -> Prediction:
     """The prediction of one run. `conditioning` holds kappa_gd (L/mu of the Hessian as run:
     the L the 1/L step uses), kappa_diag_step, and kappa_raw; eps is the target tol (None: no
     target, nothing to predict). Krylov bounds are for least squares only."""
@@ -161,7 +164,11 @@ def predict(optimizer: str, hyperparameters: dict, conditioning: dict, eps0: flo
         return Prediction(None, "no target")
     step = hyperparameters.get("step")
     least_squares = objective == "least-squares"
-    if optimizer == "gd" and step == "1/L":
+    if family is not None:  # a user's own method, by the bound it declares
+        bound = FAMILIES[family]
+        if bound is conjugate_gradient and not least_squares:
+            return Prediction(None, "none computed: the Krylov bound is for least squares")
+    elif optimizer == "gd" and step == "1/L":
         bound = gradient_descent
     elif optimizer == "gd" and step == "diag" and least_squares:
         bound = diagonal_step
@@ -182,13 +189,18 @@ def predict(optimizer: str, hyperparameters: dict, conditioning: dict, eps0: flo
         return Prediction(None, NO_BOUND)
     elif ":" in optimizer:  # keras:<Class>, torch:<Class>
         return Prediction(None, "none computed for a library's optimizer")
-    else:
+    elif optimizer in STEPPED:
         return Prediction(None, OTHER_STEP)
+    else:  # a user's own method (optimizers.from_file) that declares no family
+        return Prediction(None, NO_FAMILY)
     kappa = conditioning.get(READS.get(bound, "kappa_gd"))
     kappa = float("nan") if kappa is None else float(kappa)
     return bound(kappa, float(eps0), eps)._replace(kappa=kappa, method=bound)
 
 
+# the bound a user's own method may declare (Optimizer.family)
+FAMILIES = {"gd": gradient_descent, "nesterov": nesterov, "heavy-ball": heavy_ball,
+            "krylov": conjugate_gradient, "quasi-newton": lbfgs_first_phase}
 BOUNDS = (gradient_descent, diagonal_step, nesterov, heavy_ball, conjugate_gradient,
           lbfgs_first_phase)
 # the conditioning each bound reads (`predict`'s conditioning keys, the rows' columns): kappa_gd

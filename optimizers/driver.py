@@ -188,7 +188,8 @@ def predicted(problem, optimizer, tol, w0):
     reference, eps0 = problem.reference, initial_suboptimality(problem, w0)
     return predict(optimizer.name, optimizer.hyperparameters(), {
         "kappa_gd": reference.kappa_gd, "kappa_diag_step": reference.kappa_diag_step,
-        "kappa_raw": reference.kappa_raw}, eps0, tol, problem.objective), eps0
+        "kappa_raw": reference.kappa_raw}, eps0, tol, problem.objective,
+        optimizer.family), eps0
 
 
 def initial_suboptimality(problem, w0) -> float:

@@ -54,7 +54,7 @@ def built(tmp_path, study_files, monkeypatch):
             target = tmp_path / path.relative_to(ROOT)
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text("")
-    for path in list(ROOT.glob("optimizers/backends/*.py")) + list(ROOT.glob("configs/*.toml")):
+    for path in list(ROOT.glob("study/frameworks/*/*.py")) + list(ROOT.glob("configs/*.toml")):
         target = tmp_path / path.relative_to(ROOT)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text("")

@@ -10,6 +10,7 @@ import itertools
 from datasets import DATASETS, validate_dataset, values
 from datasets.errors import InputError
 from optimizers import INITS, OPTIMIZERS, PREFIXES, build_rules, make_optimizer
+from optimizers.from_file import absolute, declared_name, is_file_name
 from study.frameworks.keras.optimizers import KERAS_PREFIX
 from study.frameworks.keras.optimizers import check_optimizers as check_keras_optimizers
 from study.frameworks.registry import BACKENDS, backend
@@ -159,7 +160,12 @@ def section_points(raw: dict, section: str, source: str) -> list[tuple[str, dict
     points = []
     for block in blocks(raw, section, source):
         block_name = block.get("name")
-        if not isinstance(block_name, str) or block_name not in names:
+        if section == "datasets" and is_file_name(block_name):  # a user's own loader
+            try:
+                block_name = absolute(block_name)
+            except InputError as exc:
+                fail(source, section, str(exc))
+        elif not isinstance(block_name, str) or block_name not in names:
             fail(source, section, f"unknown name {block_name!r}; allowed: {', '.join(names)}")
         params = {k: v for k, v in block.items() if k not in ("name", "stopping")}
         for point in expand(params, f"{source}: {section}: '{block_name}'", VALUE_KEYS):
@@ -172,8 +178,9 @@ def optimizer_points(raw: dict, source: str, stopping: dict, study_tuning: dict,
                      seeds: list) -> tuple[list, list]:
     """The [[optimizers]] blocks' points, each checked: (name, hyperparameters, the block's own
     stopping rules or None, its tuning protocol or None), and the Keras points left to check.
-    A block may bring its own rules (e.g. the original program's: tol "off", exact_repeat =
-    true), over the study's [stopping]; a
+    A user's own `path.py:Name` (optimizers.from_file) is checked as ours are, its path made
+    absolute (against the working directory). A block may bring its own rules (e.g. the
+    original program's: tol "off", exact_repeat = true), over the study's [stopping]; a
     library's class by name (keras:Adam, torch:LBFGS) is checked by its own object: torch's
     here, Keras's all at once in a child process, once the backends are checked (see
     check_keras_optimizers)."""
@@ -181,8 +188,13 @@ def optimizer_points(raw: dict, source: str, stopping: dict, study_tuning: dict,
     for block in blocks(raw, "optimizers", source):
         block_name = block.get("name")
         library = isinstance(block_name, str) and block_name.startswith(tuple(PREFIXES))
-        if not isinstance(block_name, str) or (block_name not in OPTIMIZERS and not library):
-            allowed = [*OPTIMIZERS, *(f"{p}<Class>" for p in PREFIXES)]
+        if is_file_name(block_name):  # a user's own: its file made absolute for the runs
+            try:
+                block_name = absolute(block_name)
+            except InputError as exc:
+                fail(source, "optimizers", str(exc))
+        elif not isinstance(block_name, str) or (block_name not in OPTIMIZERS and not library):
+            allowed = [*OPTIMIZERS, *(f"{p}<Class>" for p in PREFIXES), "path/to/file.py:Name"]
             fail(source, "optimizers", f"unknown name {block_name!r}; allowed: "
                                        f"{', '.join(allowed)}")
         where = f"optimizers: '{block_name}'"
@@ -205,4 +217,15 @@ def optimizer_points(raw: dict, source: str, stopping: dict, study_tuning: dict,
                 else:
                     check_point(source, "optimizers", block_name, candidate)
             points.append((block_name, point, own, tuning if asks else None))
+    check_labels([name for name, *_ in points], source)
     return points, keras_points
+
+
+def check_labels(names: list[str], source: str) -> None:
+    """Two files whose optimizers declare one name would be one optimizer in every table."""
+    seen = {}
+    for name in dict.fromkeys(n for n in names if is_file_name(n)):
+        other = seen.setdefault(declared_name(name), name)
+        if other != name:
+            fail(source, "optimizers", f"'{other}' and '{name}' both declare the name "
+                                       f"'{declared_name(name)}'; give each its own `name`")

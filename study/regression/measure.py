@@ -15,7 +15,9 @@ from datasets import make_problem
 from datasets.errors import LibraryFailure, Uncertifiable
 from datasets.problem import Problem
 from datasets.reference import Reference
+from datasets.user_file import content_hash, split
 from optimizers import blas_threads, build_rules, make_optimizer, run
+from optimizers.from_file import is_file_name, provenance
 from optimizers.result import RunResult
 from study.frameworks.registry import framework_of, make_backend
 from study.regression.spec import RunSpec
@@ -35,6 +37,8 @@ def problem_key(spec: RunSpec) -> dict:
     params = spec.data_params()
     key = {"dataset": spec.dataset, "params": params,
            "code": manifest(python_files("datasets"))}
+    if is_file_name(spec.dataset):  # a user's loader: its content too
+        key["loader"] = content_hash(split(spec.dataset)[0])
     if "path" in params:
         if not Path(params["path"]).is_file():
             make_problem(spec.dataset, **params)  # the loader's own error names the file
@@ -99,6 +103,8 @@ def run_spec(spec: RunSpec, problem: Problem, *, threads=blas_threads.AUTO,
         result = run(problem, optimizer, rules, backend=backend, init=spec.init, seed=spec.seed)
     if choice:
         result.extra.update(choice.columns())
+    if is_file_name(spec.optimizer):  # a user's own: which file, which content
+        result.extra.update(provenance(spec.optimizer))
     return result, choice
 
 

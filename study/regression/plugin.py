@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 
 from datasets import InputError, problem_kind
+from datasets.user_file import is_file_name
+from datasets.user_file import split as split_file
 from optimizers import make_optimizer
 from optimizers.driver import for_problem
 from optimizers.objective import check_formulation
@@ -90,14 +92,14 @@ def needs_gpu(spec: RunSpec) -> bool:
 
 def _selectable() -> tuple[set[str], dict, dict]:
     from datasets import DATASETS
-    from optimizers import OPTIMIZERS, PREFIXES
+    from optimizers import LIBRARIES, OPTIMIZERS
 
-    # every keras:<Class> runs through keras_optimizer.py, every torch:<Class> torch_optimizer.py
+    # every keras:<Class> runs through study/frameworks/keras/optimizers.py, every torch:<Class>
+    # study/frameworks/torch/optimizers.py, a file's optax factory jax/optax_file.py
     optimizers = {name: relative(inspect.getsourcefile(cls))
-                  for name, cls in {**OPTIMIZERS, **PREFIXES}.items()}
+                  for name, cls in {**OPTIMIZERS, **LIBRARIES}.items()}
     datasets = {name: relative(inspect.getsourcefile(d.load)) for name, d in DATASETS.items()}
-    chosen = set(optimizers.values()) | set(datasets.values()) | set(python_files(
-        "optimizers/backends"))
+    chosen = set(optimizers.values()) | set(datasets.values())
     return chosen, optimizers, datasets
 
 
@@ -107,11 +109,16 @@ def code_files(spec: RunSpec) -> list[str]:
     data file if it reads one."""
     chosen, optimizers, datasets = _selectable()
     shared = [f for f in python_files("datasets") + python_files("optimizers")
-              if f not in chosen]
-    from optimizers import prefix_of
+              if f not in chosen] + ["study/frameworks/base.py"]  # what every backend runs
+    from optimizers import library_of
 
-    name = prefix_of(spec.optimizer) or spec.optimizer
-    own = [optimizers[name], datasets[spec.dataset], *BACKENDS[spec.backend].files]
+    # a user's own optimizer: its file, by absolute path (editing it re-measures its rows),
+    # and the harness of its library where it is a library's class
+    name, library = spec.optimizer, library_of(spec.optimizer)
+    methods = [split_file(name)[0]] if is_file_name(name) else []
+    methods += [optimizers[library or name]] if library or not methods else []
+    data = split_file(spec.dataset)[0] if is_file_name(spec.dataset) else datasets[spec.dataset]
+    own = [*map(str, methods), str(data), *BACKENDS[spec.backend].files]
     return sorted({*shared, *own, *ENGINE_FILES, *MEASURING_FILES, *input_files(spec)})
 
 
@@ -124,9 +131,9 @@ def input_files(spec: RunSpec) -> list[str]:
 
 def data_files(dataset: str, params: dict) -> list[str]:
     """The files a data set's parameters name (`regress` reads the same), by absolute path."""
-    from datasets import DATASETS
+    from datasets import dataset as declared
 
-    paths = [params.get(key) for key in DATASETS[dataset].files]
+    paths = [params.get(key) for key in declared(dataset).files]
     # a file gone missing: the run itself says so, as an error row
     return [str(Path(p).resolve()) for p in paths if isinstance(p, str) and Path(p).is_file()]
 

@@ -19,6 +19,7 @@ from optimizers import (
 )
 from optimizers.bounds import count, duration, explain, no_bound
 from optimizers.driver import for_problem, initial_point, predicted
+from optimizers.from_file import absolute, is_file_name
 from study.cli import key_values
 from study.frameworks.registry import (
     BACKENDS,
@@ -55,7 +56,8 @@ DEFAULT_TIME_BUDGET = 60.0
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     data = parser.add_argument_group("data")
-    data.add_argument("--dataset", default="eve", help=f"one of: {', '.join(DATASETS)}")
+    data.add_argument("--dataset", default="eve", help=f"one of: {', '.join(DATASETS)}, or "
+                      "path/to/file.py:load (your own loader returning X, y)")
     data.add_argument("--rows", type=int, help="rows of eve / n of synthetic")
     data.add_argument("--standardize", action="store_true", help="z-score the features")
     data.add_argument("--path", help="tabular: CSV or Parquet file")
@@ -67,7 +69,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     opt.add_argument("--optimizer", default="lbfgs",
                      help=f"one of: {', '.join(OPTIMIZERS)}, keras:<Class> (any Keras "
                           "optimizer, tensorflow backend) or torch:<Class> (torch.optim's LBFGS, "
-                          "SGD, Adam, RMSprop, Adagrad, Adadelta; torch backend)")
+                          "SGD, Adam, RMSprop, Adagrad, Adadelta; torch backend) or "
+                          "path/to/file.py:Name (your own, docs/your-optimizer.md)")
     opt.add_argument("--step", help="gd: fixed, 1/L, diag (the original program's update) or "
                      "armijo (backtracking)")
     opt.add_argument("--lr", type=float, help="learning rate (gd step=fixed, adadelta)")
@@ -139,8 +142,11 @@ def tolerance(text: str) -> float | None:
 
 
 def dataset_params(args) -> dict:
-    if args.dataset not in DATASETS:
-        raise InputError(f"unknown dataset '{args.dataset}'; allowed: {', '.join(DATASETS)}")
+    if is_file_name(args.dataset):  # a user's own loader: its file made absolute for the run
+        args.dataset = absolute(args.dataset)
+    elif args.dataset not in DATASETS:
+        raise InputError(f"unknown dataset '{args.dataset}'; allowed: {', '.join(DATASETS)}, "
+                         "path/to/file.py:load")
     flags = {}
     if args.rows is not None:
         if args.dataset not in ROWS_PARAMETER:
@@ -173,6 +179,8 @@ def configure(args):
                        if getattr(args, flag) is not None}
     hyperparameters.update(given_once(hyperparameters, key_values(args.opt_param, "--opt-param"),
                                       "--opt-param", HYPERPARAMETER_FLAGS))
+    if is_file_name(args.optimizer):  # a run's own process finds the same file
+        args.optimizer = absolute(args.optimizer)
     optimizer = make_optimizer(args.optimizer, **hyperparameters)
     options = {flag: getattr(args, flag) for flag in BACKEND_FLAGS
                if getattr(args, flag) is not None}

@@ -121,6 +121,9 @@ RUN_COLUMNS = Schema("runs", (
     Column("torch_config", "str", "torch:<Class>: its defaults (every argument) as JSON"),
     Column("torch_version", "str", "torch:<Class>: the PyTorch version that ran it"),
     Column("optax_version", "str", "optax-lbfgs: the optax version that ran it"),
+    Column("optimizer_file", "str", "path.py:Name, a user's own optimizer: its file (absolute)"),
+    Column("optimizer_file_sha256", "str", "path.py:Name: the file's content hash (16 hex "
+                                           "digits) when it ran"),
 ), families=("data_", "hp_", "stop_", "option_"),
    required=("dataset", "dataset_params", "optimizer", "hyperparameters", "backend", "dtype",
              "seed"),

@@ -8,7 +8,9 @@ import json
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 
-from datasets import DATASETS
+from datasets import dataset
+from datasets.from_file import short_name
+from optimizers.from_file import declared_name, is_file_name
 from study.frameworks.registry import BACKENDS
 from study.sweep.tuning import tuning_axes
 
@@ -52,7 +54,7 @@ class RunSpec:
 
     def data_params(self) -> dict:
         """The dataset's parameters; a seeded data set takes the run's seed unless it sets one."""
-        if DATASETS[self.dataset].seeded and "seed" not in self.dataset_params:
+        if dataset(self.dataset).seeded and "seed" not in self.dataset_params:
             return {**self.dataset_params, "seed": self.seed}
         return dict(self.dataset_params)
 
@@ -65,10 +67,12 @@ class RunSpec:
     def axes(self) -> dict:
         """The flat axis values: what exclusions and --only match, and the results' columns."""
         return {
-            "study": self.study, "dataset": self.dataset,
+            "study": self.study,  # a user's loader by its file's and its own name
+            "dataset": short_name(self.dataset) if is_file_name(self.dataset) else self.dataset,
             "dataset_params": json.dumps(self.dataset_params, sort_keys=True),
             **{f"data_{k}": _scalar(v) for k, v in self.dataset_params.items()},
-            "optimizer": self.optimizer,
+            "optimizer": declared_name(self.optimizer) if is_file_name(self.optimizer)
+            else self.optimizer,  # a user's own by the name it declares
             "hyperparameters": json.dumps(self.hyperparameters, sort_keys=True),
             **{f"hp_{k}": v for k, v in self.hyperparameters.items()},
             "backend": self.backend, "device": self.backend_options.get("device", "cpu"),

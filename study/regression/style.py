@@ -17,6 +17,10 @@ FAMILY_COLORS = {
     "optax-lbfgs": "#0b6e4f",
 }  # keyed by the names in optimizers.OPTIMIZERS; adagrad and LSMR were greys like OTHER_COLOR
 OTHER_COLOR = "#999999"
+# a name the table does not know (a user's own optimizer, optimizers.from_file) gets one of
+# these, chosen by the name (stable across figures and runs), none of them a family's
+SPARE_COLORS = ("#ff7f0e", "#d62728", "#1f77b4", "#9467bd", "#2ca02c", "#e377c2", "#8c564b",
+                "#f0027f")
 # a library class's lower-cased name -> the family it implements
 LIBRARY_FAMILIES = {"sgd": "gd", "adam": "adam", "rmsprop": "rmsprop", "adagrad": "adagrad",
                     "adadelta": "adadelta", "lbfgs": "lbfgs"}
@@ -52,7 +56,10 @@ def color(name: str) -> str:
         if base is not None:
             red, green, blue = (int(base[i:i + 2], 16) for i in (1, 3, 5))
             return "#" + "".join(f"{int(c * 0.6):02x}" for c in (red, green, blue))
-    return OTHER_COLOR
+        return OTHER_COLOR
+    if "[" in name:  # another method under the original rule ("gd [original rule]")
+        return OTHER_COLOR
+    return SPARE_COLORS[zlib.crc32(name.encode()) % len(SPARE_COLORS)]
 
 
 def engine_key(engine: str) -> str:

@@ -5,7 +5,9 @@ train study on Keras's JAX backend, native flax/equinox/plain-JAX models and opt
 
 from __future__ import annotations
 
-from optimizers import OPTIMIZERS
+from optimizers import LIBRARIES, OPTIMIZERS
+from optimizers.from_file import FILE_LIBRARIES
+from study.frameworks.jax.optax_file import OPTAX_PREFIX, OptaxTransform, build, optax_factory
 from study.frameworks.jax.optimizers import OptaxLBFGS
 from study.frameworks.registry import (
     DEVICES,
@@ -48,3 +50,6 @@ register(Backend(
     twin=f"{__name__}.twin"))
 
 OPTIMIZERS["optax-lbfgs"] = OptaxLBFGS  # optax's, with its zoom line search, on the jax backend
+# a file's function returning an optax GradientTransformation (optax_file.py)
+LIBRARIES[OPTAX_PREFIX] = OptaxTransform
+FILE_LIBRARIES[OPTAX_PREFIX] = (optax_factory, build)

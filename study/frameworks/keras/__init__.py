@@ -4,7 +4,7 @@ tensorflow regression backend and for the train study's Keras models."""
 
 from __future__ import annotations
 
-from optimizers import PREFIXES
+from optimizers import LIBRARIES, PREFIXES
 from study.frameworks.keras.optimizers import KERAS_PREFIX, KerasOptimizer
 
-PREFIXES[KERAS_PREFIX] = KerasOptimizer
+PREFIXES[KERAS_PREFIX] = LIBRARIES[KERAS_PREFIX] = KerasOptimizer

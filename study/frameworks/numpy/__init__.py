@@ -4,7 +4,8 @@ hand-written loop. NumPy has no feed modes, train adapter or optimizers of its o
 
 from __future__ import annotations
 
-from study.frameworks.registry import DTYPES, FORMULATIONS, Backend, register
+from optimizers.from_file import PROBE_OPS
+from study.frameworks.registry import DTYPES, FORMULATIONS, Backend, make_backend, register
 
 register(Backend(
     "numpy", None, f"{__name__}.backend", "NumpyBackend",
@@ -12,3 +13,5 @@ register(Backend(
     files=("study/frameworks/numpy/backend.py",),
     styles={"numpy": ("-", "o"), "numpy+gram": ((0, (8, 2, 1, 2)), "s")},
     twin=f"{__name__}.twin"))
+# a file's optimizer is probed on NumPy's ops (NumPy's backend is its own ops)
+PROBE_OPS.append(lambda dtype: make_backend("numpy", dtype))

@@ -5,7 +5,8 @@ torch.optim optimizer as `torch:<Class>`), `feedmode.py` (eager and torch.compil
 
 from __future__ import annotations
 
-from optimizers import PREFIXES
+from optimizers import LIBRARIES, PREFIXES
+from optimizers.from_file import FILE_LIBRARIES
 from study.frameworks.registry import (
     DEVICES,
     DTYPES,
@@ -17,7 +18,7 @@ from study.frameworks.registry import (
     Framework,
     register,
 )
-from study.frameworks.torch.optimizers import TORCH_PREFIX, TorchOptimizer
+from study.frameworks.torch.optimizers import TORCH_PREFIX, TorchOptimizer, build, torch_class
 
 register(None, Framework(
     "torch", "torch", "PyTorch", ("torch",), "torch",
@@ -49,4 +50,6 @@ register(Backend(
             "torch-compiled": ((0, (9, 2)), "8"), "torch-graphed": ((0, (3, 1, 3, 3)), "+")},
     twin=f"{__name__}.twin"))
 
-PREFIXES[TORCH_PREFIX] = TorchOptimizer  # torch.optim's optimizer of that class: `torch:LBFGS`
+PREFIXES[TORCH_PREFIX] = LIBRARIES[TORCH_PREFIX] = TorchOptimizer  # torch.optim's: `torch:LBFGS`
+# a file's torch.optim.Optimizer subclass, run by the same harness
+FILE_LIBRARIES[TORCH_PREFIX] = (torch_class, build)

@@ -33,7 +33,9 @@ import sys
 from typing import NamedTuple
 
 from datasets.errors import InputError, first_line
+from datasets.user_file import load, split
 from optimizers.base import Optimizer
+from optimizers.from_file import call
 from optimizers.ranges import FRACTION, NONNEGATIVE, RATE, UNIT, check_ranges
 
 TORCH_PREFIX = PREFIX = "torch:"  # a torch.optim optimizer by class name
@@ -75,21 +77,21 @@ class TorchOptimizer(Optimizer):
     only_on = "torch"
     evaluations = {"nfev": 1, "ngev": 1, "nhvp": 0}  # nominal; `report` gives the counts
 
-    def __init__(self, class_name: str, **config):
-        self.class_name, self.config = class_name, dict(config)
-        self.name = PREFIX + class_name
+    def __init__(self, class_name: str, library_class=None, **config):
+        # library_class: a user's own torch.optim.Optimizer subclass (optimizers.from_file)
+        self.class_name, self.config, self.library_class = class_name, dict(config), library_class
+        self.name = PREFIX + (library_class.__name__ if library_class else class_name)
         self._param = self._library = self._eager_step = None
         self._evaluations = 0
         self._build(_torch().zeros(1))  # refuses a bad class or parameter before any data
 
     def _arguments(self) -> dict:
         """The class's keyword arguments: the config checked, with the harness's own values."""
-        torch = _torch()
-        if self.class_name not in CLASSES:
+        _torch()  # installed, or one line naming the extra
+        if self.class_name not in CLASSES and self.library_class is None:
             raise InputError(f"unknown torch optimizer '{self.class_name}'; allowed: "
                              f"{', '.join(CLASSES)}")
-        accepted = [p for p in inspect.signature(getattr(torch.optim, self.class_name)).parameters
-                    if p != "params"]
+        accepted = [p for p in inspect.signature(self._class()).parameters if p != "params"]
         fixed = {k: v for k, v in FIXED.items() if k in accepted}
         allowed = [p for p in accepted if p not in fixed]
         for key, value in self.config.items():
@@ -113,12 +115,14 @@ class TorchOptimizer(Optimizer):
         return {**self.config, **fixed, **({"betas": tuple(betas)} if betas is not None else {})}
 
     def _build(self, param):
-        torch = _torch()
         arguments = self._arguments()
         try:
-            return getattr(torch.optim, self.class_name)([param], **arguments)
+            return self._class()([param], **arguments)
         except (TypeError, ValueError) as exc:  # the library's own checks, e.g. nesterov
             raise InputError(f"{self.name}: {first_line(exc)}") from None
+
+    def _class(self):
+        return self.library_class or getattr(_torch().optim, self.class_name)
 
     def hyperparameters(self) -> dict:
         return dict(self.config)
@@ -180,3 +184,39 @@ class TorchOptimizer(Optimizer):
                 "torch_class": type(self._library).__name__,
                 "torch_config": json.dumps(self._library.defaults, sort_keys=True, default=str),
                 "torch_version": torch.__version__}
+
+
+def torch_class(name: str):
+    """The torch.optim.Optimizer subclass `path.py:Name` names (torch.optim's harness runs it,
+    this module's TorchOptimizer), or None: the file's object is for `checked`. A file that
+    subclasses torch's has imported torch."""
+    found = load(name, "optimizer")
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(found, type) or not issubclass(found, torch.optim.Optimizer):
+        return None
+    if issubclass(found, torch.optim.LBFGS):
+        raise InputError(f"{split(name)[0]}: {found.__name__} steps with a closure (as "
+                         "torch.optim.LBFGS does): from a file, only a step on the gradient "
+                         "(optimizer.step()) runs; torch:LBFGS is torch's own")
+    return found
+
+
+def checked_library(name: str, build):
+    """A library's optimizer class from a file (`build()` makes the harness's object), stepped
+    once on a small parameter with a unit gradient: a step that raises or is not finite is one
+    line naming the file."""
+    torch = sys.modules["torch"]
+    where = f"{split(name)[0]}: {split(name)[1]}"
+    optimizer = call(where, "building it", build)
+    param = torch.zeros((4, 1), dtype=torch.float64)
+    library = optimizer._build(param)
+    param.grad = torch.ones_like(param)
+    call(where, "step", library.step)
+    if not bool(torch.isfinite(param).all()):
+        raise InputError(f"{where}: the first step is not finite (a unit gradient from zeros)")
+    return optimizer
+
+
+def build(name: str, library, hyperparameters: dict):
+    """torch.optim's harness running a file's subclass, stepped once (optimizers.from_file)."""
+    return checked_library(name, lambda: TorchOptimizer(name, library, **hyperparameters))
