@@ -138,10 +138,12 @@ def test_ctrl_c_on_a_dask_sweep_is_one_line_and_leaves_no_process(tmp_path, mome
 # A Ctrl-C raised inside a garbage-collector callback (JAX's, while JAX is imported: issue 43
 # case 11) or a destructor is dropped by Python as "unraisable"; the first collection after
 # start-up here, during the command's imports.
+# the first collection once the command handles its signals (study.__main__.run's first line;
+# one before it, while `study.__main__` itself is imported, would meet Python's default handler)
 IN_GC_CALLBACK = """
 import gc
 def _in_gc(phase, info):
-    if phase == "start":
+    if phase == "start" and signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
         gc.callbacks.remove(_in_gc)
         os.kill(os.getpid(), signal.SIGINT)  # its handler raises here, inside the callback
 gc.callbacks.append(_in_gc)

@@ -66,7 +66,7 @@ def net_with_its_loss(input_shape, outputs):
     """PyTorch's MNIST Net, shipped, returned with F.nll_loss as a user's file would."""
     import torch.nn.functional as F
 
-    from study.train.models.native_examples import mnist_net_torch
+    from study.frameworks.torch.examples import mnist_net_torch
 
     return mnist_net_torch(input_shape, outputs), F.nll_loss
 '''
@@ -265,7 +265,7 @@ def test_the_torch_net_takes_its_keras_twins_weights_and_gives_its_outputs():
     """mnist-net (Keras, PyTorch's layout) draws the weights mnist-net-torch starts from; both
     give the same outputs from them, so a run's first evaluation matches the twin's."""
     from study.train.models.examples import mnist_net
-    from study.train.models.native_examples import mnist_net_torch
+    from study.frameworks.torch.examples import mnist_net_torch
 
     x = load_data({"name": "digits28", "layout": "channels_first"})["x_val"][:64]
     twin = mnist_net(x.shape[1:], 10)
