@@ -19,8 +19,10 @@ import pandas as pd
 
 from datasets.errors import InputError
 from study.conclusions import Conclusion, conclusions
+from study.output import check_output_path, reading, write_atomic
 from study.paired import Comparison, compare
-from study.results import Results, load
+from study.report.build import env_values
+from study.results import Results, code_versions, load
 
 HELD, CHANGED, UNTOLD = "held", "changed", "cannot be told apart"
 FIGURE_ROWS = 40  # the figure draws every distinguishable change and the largest of the rest
@@ -100,7 +102,6 @@ def conclusion_changes(a: list[Conclusion], b: list[Conclusion]):
 # ---- what differs -----------------------------------------------------------------------------
 
 def _values(runs: pd.DataFrame, column: str) -> str:
-    from study.report.build import env_values
 
     return env_values([runs], column) or "not recorded"
 
@@ -108,7 +109,6 @@ def _values(runs: pd.DataFrame, column: str) -> str:
 def changed_files(a: Results, b: Results) -> tuple[str, str]:
     """The source files whose content differs between the code that measured A and B (or
     that only one used), as each side's short digests; 'the same' where none does."""
-    from study.results import code_versions
 
     files_a, files_b = code_versions(a.runs, a.folder), code_versions(b.runs, b.folder)
     if not files_a or not files_b:
@@ -372,7 +372,6 @@ def add_arguments(parser) -> None:
 
 
 def main(args) -> int:
-    from study.output import check_output_path, reading, write_atomic
 
     reading(args.a, args.b)
     if args.figure:

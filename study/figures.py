@@ -14,6 +14,8 @@ import numpy as np  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from study.output import check_output_folder, reading, write_files_atomic  # noqa: E402
+from study.results import load
+from study.sweep.plugin import STUDIES
 
 FAILED_MARKER = "x"
 PNG_DPI = 110
@@ -117,7 +119,6 @@ def save(fig, folder: Path, name: str) -> list[Path]:
 
 
 def add_arguments(parser) -> None:
-    from study.sweep.plugin import STUDIES
 
     parser.add_argument("study", choices=sorted(STUDIES), help="which study's figures to draw")
     parser.add_argument("--results", help="results folder (default results/<study>)")
@@ -125,7 +126,6 @@ def add_arguments(parser) -> None:
 
 
 def main(args) -> int:
-    from study.results import load
 
     out = Path(args.out or f"figures/{args.study}")
     folder = args.results or f"results/{args.study}"

@@ -19,6 +19,8 @@ import io
 from pathlib import Path
 
 from study.sweep.fingerprint import ROOT
+from study.sweep.grid import load_study, read_config
+from study.sweep.plugin import load_kind
 
 PACKAGES = ("study", "datasets", "optimizers")  # the project's own top-level packages
 
@@ -67,8 +69,6 @@ def imported_files(modules) -> list[str]:
 
 
 def files(config: str, drawn: bool = False, report: bool = False) -> list[str]:
-    from study.sweep.grid import load_study, read_config
-    from study.sweep.plugin import load_kind
 
     if drawn or report:  # the study's kind is enough: its runs are not expanded
         plugin = load_kind(read_config(config).get("kind", "regression"))

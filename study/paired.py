@@ -34,7 +34,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 LEVEL = 0.95
 MIN_INSTANCES = 3  # a t interval over instances: at least 2 degrees of freedom
@@ -178,6 +177,8 @@ def interval(samples_per_instance: list[list[np.ndarray]], level: float = LEVEL)
     instance gives one sample (a configuration's times) or two (A's and B's, for A/B); values
     are on the original scale, infinity for a failure, and both-infinite instances are ties
     (the caller passes them as they are: a tie is a log ratio of 0)."""
+    from scipy import stats  # heavy (0.3 s): only an interval needs it
+
     per = [_per_instance(samples) for samples in samples_per_instance]
     values = np.array([p[0] for p in per])
     values = np.where(np.isnan(values), 0.0, values)  # inf - inf: both failed, a tie
@@ -226,6 +227,8 @@ def _welch_df(per, k: int) -> float:
 def _median_bounds(sorted_values: np.ndarray, level: float) -> tuple[float, float]:
     """The order statistics [x_(j), x_(k+1-j)] with the largest j that still cover the median
     with at least `level`: P(Binomial(k, 1/2) <= j - 1) <= (1 - level) / 2."""
+    from scipy import stats  # heavy (0.3 s): only an interval needs it
+
     k = sorted_values.size
     j = 1
     while stats.binom.cdf(j, k, 0.5) <= (1 - level) / 2:

@@ -18,8 +18,9 @@ from types import ModuleType
 import pandas as pd
 
 from datasets.errors import InputError
+from study.output import check_kind, check_output_path, reading, write_text_atomic
 from study.sweep.fingerprint import ROOT, fingerprint_of, manifest
-from study.sweep.plugin import STUDIES, load_kind
+from study.sweep.plugin import ENGINE_STATUSES, STUDIES, load_kind
 from study.sweep.schema import read_table
 
 ENGINE_FAILURES = ("error", "timeout", "oom")  # the engine's statuses of a run that failed
@@ -84,7 +85,6 @@ def recovery(folder: Path) -> str:
 
 
 def study_kind(folder: Path, expected: str | None = None) -> str:
-    from study.output import check_kind
 
     check_kind(folder / "study.json")  # a FIFO there would hold every reader forever
     try:
@@ -126,7 +126,6 @@ def note_inputs(folder: Path, versions: dict) -> None:
     """What a results folder stands on is read with it: no output of a command reading the
     folder may replace its config (study.json's source) or the data and model files its rows
     hashed (the absolute paths among the fingerprints' files)."""
-    from study.output import reading
 
     try:
         source = json.loads((folder / "study.json").read_text()).get("source")
@@ -139,7 +138,6 @@ def note_inputs(folder: Path, versions: dict) -> None:
 def check_rows(runs: pd.DataFrame, plugin, path, recover: str) -> None:
     """Refuse rows no sweep writes: a run id twice (one run counted twice moves every count
     and ratio), a status the study does not have, or a negative time (no clock runs back)."""
-    from study.sweep.plugin import ENGINE_STATUSES
 
     twice = runs["run_id"][runs["run_id"].duplicated()].dropna()
     if len(twice):
@@ -195,7 +193,6 @@ def check_belongs(runs: pd.DataFrame, folder: Path) -> None:
 def code_versions(runs: pd.DataFrame, folder) -> dict[str, set]:
     """Each source file behind the measured rows -> its digests (one, in a folder that can be
     compared), from the file lists stored in fingerprints/ by code fingerprint."""
-    from study.output import check_kind
 
     measured = runs[runs["status"] != "skipped"]
     versions: dict[str, set] = {}
@@ -269,7 +266,6 @@ def add_arguments(parser) -> None:
 
 
 def main(args) -> int:
-    from study.output import check_output_path, write_text_atomic
 
     results = load(args.results)  # first: the inputs it notes are checked against --csv
     if args.csv:

@@ -92,6 +92,9 @@ def count_reads(monkeypatch, backend: str, feed) -> Counter:
                 return loop(problem, rules, init=init, step=step, observe=counter.wrap(observe))
 
             monkeypatch.setattr(driver, "host_loop", host_loop)
+            from study.frameworks.numpy import backend as numpy_backend
+
+            monkeypatch.setattr(numpy_backend, "host_loop", host_loop)  # its own name for it
     elif backend == "torch":
         import torch
 

@@ -264,8 +264,8 @@ def test_a_keras_model_of_channels_last_given_channels_first_rows_says_to_leave_
 def test_the_torch_net_takes_its_keras_twins_weights_and_gives_its_outputs():
     """mnist-net (Keras, PyTorch's layout) draws the weights mnist-net-torch starts from; both
     give the same outputs from them, so a run's first evaluation matches the twin's."""
-    from study.train.models.examples import mnist_net
     from study.frameworks.torch.examples import mnist_net_torch
+    from study.train.models.examples import mnist_net
 
     x = load_data({"name": "digits28", "layout": "channels_first"})["x_val"][:64]
     twin = mnist_net(x.shape[1:], 10)

@@ -9,11 +9,23 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from datasets import make_problem
 from datasets.errors import InputError
 from study.bench import plan as plans
 from study.bench.plan import GPU_SECTIONS, SECTIONS, Plan
-from study.frameworks.registry import FRAMEWORKS
+from study.bench.render import render, write_outputs
+from study.bench.sections import (
+    bandwidth,
+    feedmode,
+    harness,
+    iterations,
+    overhead,
+    scaling,
+    target,
+)
+from study.frameworks.registry import BACKENDS, FRAMEWORKS
 from study.output import check_output_path
+from study.sweep.environment import collect
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -36,7 +48,6 @@ def gpu_frameworks() -> list[str]:
     imported where the device files its GPU needs are absent: a check made, and said, at once)."""
     import importlib
 
-    from study.frameworks.registry import BACKENDS
 
     seen = []
     for name, framework in FRAMEWORKS.items():
@@ -53,17 +64,6 @@ def gpu_frameworks() -> list[str]:
 
 def run_bench(plan: Plan, sections=SECTIONS, device: str = "cpu") -> dict[str, pd.DataFrame]:
     """Measure the sections in order; the tables by name (slopes beside scaling)."""
-    from datasets import make_problem
-    from study.bench.sections import (
-        bandwidth,
-        feedmode,
-        harness,
-        iterations,
-        overhead,
-        scaling,
-        target,
-    )
-    from study.sweep.environment import collect
 
     tables: dict[str, pd.DataFrame] = {}
     problem = None
@@ -92,7 +92,6 @@ def run_bench(plan: Plan, sections=SECTIONS, device: str = "cpu") -> dict[str, p
 def main(args) -> int:
     import logging
 
-    from study.bench.render import render, write_outputs
 
     device = getattr(args, "device", "cpu")
     sections = tuple(args.sections or (GPU_SECTIONS if device == "gpu" else SECTIONS))

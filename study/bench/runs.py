@@ -8,8 +8,10 @@ import sys
 from contextlib import nullcontext
 
 from datasets.errors import InputError, failure_line
+from optimizers import build_rules, make_optimizer, run
 from study import interrupts
 from study.bench.plan import BLAS_THREADS, TF1_OPTIMIZERS, engine
+from study.frameworks.registry import backend, make_backend
 
 
 class Unavailable(Exception):
@@ -31,7 +33,6 @@ def shown(row: dict, key: str, unit: str) -> str:
 
 def backend_for(label: str, dtype: str, formulation: str = "data", device: str = "cpu"):
     """The backend a label names; an option this version does not have -> Unavailable."""
-    from study.frameworks.registry import backend, make_backend
 
     name, options = engine(label)
     options = dict(options)
@@ -48,7 +49,6 @@ def backend_for(label: str, dtype: str, formulation: str = "data", device: str =
 def run_once(problem, optimizer: str, label: str, dtype: str, formulation: str, *,
              device: str = "cpu", **stopping):
     """One run through `optimizers.run`; a run this machine cannot do -> Unavailable."""
-    from optimizers import build_rules, make_optimizer, run
 
     if label == "tf1" and optimizer not in TF1_OPTIMIZERS:
         raise Unavailable(f"tf1 runs {', '.join(TF1_OPTIMIZERS)} only")

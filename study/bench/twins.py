@@ -19,7 +19,9 @@ import importlib
 
 import numpy as np
 
+from datasets.problem import gram_matrix
 from study.bench.runs import Unavailable
+from study.frameworks.registry import backend
 
 WHOLE_LOOP = ("fused", "graphed")  # feed modes with the loop on the device: one read per chunk
 WHAT = {"hand_loop": "hand-written loop", "minimal_loop": "hand-written loop",
@@ -28,7 +30,6 @@ WHAT = {"hand_loop": "hand-written loop", "minimal_loop": "hand-written loop",
 
 def twin_of(name: str):
     """The twin module the backend's registry entry names (None: it has none)."""
-    from study.frameworks.registry import backend
 
     declared = backend(name)
     return importlib.import_module(declared.twin) if declared.twin else None
@@ -48,7 +49,6 @@ def no_loop(name: str, feed: str) -> Unavailable:
 
 def gd_step(problem) -> float:
     """GD's 1/L step exactly as `optimizers.gd` computes it (float64, from the Gram matrix)."""
-    from datasets.problem import gram_matrix
 
     return 1.0 / float(np.linalg.eigvalsh(gram_matrix(problem.X))[-1])
 

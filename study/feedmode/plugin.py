@@ -7,13 +7,16 @@ from __future__ import annotations
 import importlib.util
 
 from datasets.errors import InputError
+from study.feedmode.conclusions import feedmode_conclusions
 from study.feedmode.config import CONFIG_KEYS
 from study.feedmode.config import expand_specs as expand
 from study.feedmode.model import FRAMEWORK_MODULES, MODES, modes_of
 from study.feedmode.schema import SCHEMA, SIDE_TABLES
 from study.feedmode.spec import Spec
+from study.feedmode.summary import summary_table
 from study.frameworks.registry import FRAMEWORKS
 from study.sweep.fingerprint import ENGINE_FILES, relative
+from study.sweep.grid import configurations, distinct_labels
 from study.sweep.plugin import ORIGINAL_QUESTIONS, StudyPlugin
 
 KIND = "feedmode"
@@ -54,7 +57,6 @@ def code_files(spec: Spec) -> list[str]:
 
 
 def summary(runs) -> str:
-    from study.feedmode.summary import summary_table
 
     return summary_table(runs)
 
@@ -65,7 +67,6 @@ def pairs(runs):
     import numpy as np
 
     from study.feedmode.report import INSTANCE_COLUMNS
-    from study.sweep.grid import configurations, distinct_labels
 
     failed = runs["status"] != "ok"
     label = (runs["mode"] + " (" + runs["grappler"].fillna("default") + ") " + runs["dtype"]
@@ -78,7 +79,6 @@ def pairs(runs):
 
 
 def study_conclusions(runs, study: str) -> list:
-    from study.feedmode.conclusions import feedmode_conclusions
 
     return feedmode_conclusions(runs, study)
 

@@ -8,6 +8,18 @@ import pandas as pd
 
 from study.conclusions import BUSY, Conclusion, paired
 from study.frameworks.registry import BACKENDS, FRAMEWORKS
+from study.regression.labels import algorithm_label, label_runs, original_data
+from study.regression.logistic import is_logistic
+from study.regression.report import (
+    _labelled_summary,
+    fastest_to_target,
+    framework_title,
+    own_question,
+    paired_time,
+    per_iteration_answers,
+    target_text,
+)
+from study.sweep.tuning import measured_runs
 
 Q1 = "Q1: was NumPy really faster than TensorFlow (and PyTorch, JAX)?"
 LOGISTIC = "Logistic regression: which configuration reaches the target first?"
@@ -16,20 +28,16 @@ LOGISTIC = "Logistic regression: which configuration reaches the target first?"
 def study_conclusions(runs: pd.DataFrame, study: str) -> list[Conclusion]:
     """Logistic data: the fastest configuration per data set; the original data: Q1; the user's
     data: the user's question."""
-    from study.regression.labels import original_data
-    from study.regression.logistic import is_logistic
 
     if is_logistic(runs):
         return fastest_conclusions(runs, study, LOGISTIC, answer=True)
     if not original_data(_measured(runs)):  # the user's data: the user's question
-        from study.regression.report import own_question
 
         return regression_conclusions(runs, study, own_question(_measured(runs)))
     return regression_conclusions(runs, study)
 
 
 def _measured(runs: pd.DataFrame) -> pd.DataFrame:
-    from study.sweep.tuning import measured_runs
 
     runs = measured_runs(runs)
     return runs[runs["status"] != "skipped"]
@@ -41,8 +49,6 @@ def regression_conclusions(runs: pd.DataFrame, study: str,
     the target (each backend's fastest, then each algorithm's), and the fastest configuration
     on each data set. On other data than the original, `question` is the study's own, and the
     answers open with what won on each data set."""
-    from study.regression.labels import label_runs
-    from study.regression.report import _labelled_summary, framework_title, per_iteration_answers
 
     runs = _measured(runs)
     if runs.empty:
@@ -85,8 +91,6 @@ def to_target_conclusions(runs: pd.DataFrame, summary: pd.DataFrame, study: str,
     (optimizer and hyperparameters) that ran on both, against itself: the pairs the headline
     figure shows. An algorithm only NumPy ran (GD's `diag` step) is never set against another."""
     from study.regression.headline import headline_data
-    from study.regression.labels import algorithm_label
-    from study.regression.report import target_text
 
     data = headline_data(runs)
     part = summary[summary["data"] == data]
@@ -116,7 +120,6 @@ def to_target_conclusions(runs: pd.DataFrame, summary: pd.DataFrame, study: str,
 def _to_target(id, lead, runs, data, a, b, names, evidence, answer,
                question: str = Q1) -> Conclusion:
     """Configuration a's time to the target against b's on `data`, paired on instances."""
-    from study.regression.report import paired_time
 
     c = paired_time(runs, a, b, data)
     if c.ratio == 0:  # a reached it where b did not: say it from b's side (no "inf less")
@@ -135,7 +138,6 @@ def fastest_conclusions(runs: pd.DataFrame, study: str, question: str, *,
                         answer: bool = False) -> list[Conclusion]:
     """Per data set, the fastest iterative configuration to the target: the claim is the
     winner, firm when it is distinguishable from the next (or no other reached the target)."""
-    from study.regression.report import _labelled_summary, fastest_to_target, target_text
 
     runs = _measured(runs)
     if runs.empty:

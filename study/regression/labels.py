@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from datasets import DATASETS
 from study.frameworks.registry import BACKENDS
 from study.names import short_name
-from study.sweep.grid import distinct_labels
+from study.sweep.grid import configurations, distinct_labels
+from study.sweep.plugin import load_kind
 
 
 def method_label(row) -> str:
@@ -100,7 +102,6 @@ def seed_matters(runs: pd.DataFrame) -> pd.Series:
     """Whether each run's seed draws another instance: it draws the data of a seeded data set
     (unless the parameters fix its seed) and a random starting point. On a file data set from
     zeros every seed is the same problem from the same point: its runs are repeats."""
-    from datasets import DATASETS
 
     def matters(row) -> bool:
         params = json.loads(row["dataset_params"]) if isinstance(row["dataset_params"], str) \
@@ -127,8 +128,6 @@ def with_instances(runs: pd.DataFrame) -> pd.DataFrame:
 
 def with_keys(runs: pd.DataFrame) -> pd.DataFrame:
     """`config_key`: each run's configuration, from its spec (study.sweep.grid.configurations)."""
-    from study.sweep.grid import configurations
-    from study.sweep.plugin import load_kind
 
     if "config_key" in runs:
         return runs

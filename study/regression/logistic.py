@@ -8,12 +8,12 @@ import json
 
 import pandas as pd
 
+from datasets import problem_kind
 from study.regression.labels import label_runs
 
 
 def is_logistic(runs: pd.DataFrame) -> bool:
     """Every row's data set is a logistic-regression problem (as its declaration says)."""
-    from datasets import problem_kind
 
     if not len(runs):
         return False

@@ -9,10 +9,11 @@ import inspect
 import json
 from pathlib import Path
 
-from datasets import InputError, problem_kind
+from datasets import DATASETS, InputError, problem_kind
+from datasets import dataset as declared
 from datasets.user_file import is_file_name
 from datasets.user_file import split as split_file
-from optimizers import make_optimizer
+from optimizers import LIBRARIES, OPTIMIZERS, library_of, make_optimizer
 from optimizers.driver import for_problem
 from optimizers.objective import check_formulation
 from optimizers.stopping import STOPPING_STATUSES
@@ -20,11 +21,14 @@ from study.frameworks.keras.optimizers import KERAS_PREFIX
 from study.frameworks.registry import BACKENDS, framework_of
 from study.regression.config import CONFIG_KEYS
 from study.regression.config import expand_specs as expand
+from study.regression.labels import data_titles, label_runs, original_data
+from study.regression.logistic import is_logistic
 from study.regression.schema import SCHEMA, SIDE_TABLES
 from study.regression.spec import RunSpec
+from study.regression.summary import INSTANCE_COLUMNS, format_summary, summarize, time_to_target
 from study.sweep.fingerprint import ENGINE_FILES, python_files, relative
 from study.sweep.plugin import ORIGINAL_QUESTIONS, StudyPlugin
-from study.sweep.tuning import TUNED, tuning_runs
+from study.sweep.tuning import TUNED, measured_runs, tuning_runs
 from study.sweep.tuning import resolve as resolve_tuned
 
 KIND = "regression"
@@ -91,8 +95,6 @@ def needs_gpu(spec: RunSpec) -> bool:
 
 
 def _selectable() -> tuple[set[str], dict, dict]:
-    from datasets import DATASETS
-    from optimizers import LIBRARIES, OPTIMIZERS
 
     # every keras:<Class> runs through study/frameworks/keras/optimizers.py, every torch:<Class>
     # study/frameworks/torch/optimizers.py, a file's optax factory jax/optax_file.py
@@ -110,7 +112,6 @@ def code_files(spec: RunSpec) -> list[str]:
     chosen, optimizers, datasets = _selectable()
     shared = [f for f in python_files("datasets") + python_files("optimizers")
               if f not in chosen] + ["study/frameworks/base.py"]  # what every backend runs
-    from optimizers import library_of
 
     # a user's own optimizer: its file, by absolute path (editing it re-measures its rows),
     # and the harness of its library where it is a library's class
@@ -131,7 +132,6 @@ def input_files(spec: RunSpec) -> list[str]:
 
 def data_files(dataset: str, params: dict) -> list[str]:
     """The files a data set's parameters name (`regress` reads the same), by absolute path."""
-    from datasets import dataset as declared
 
     paths = [params.get(key) for key in declared(dataset).files]
     # a file gone missing: the run itself says so, as an error row
@@ -139,7 +139,6 @@ def data_files(dataset: str, params: dict) -> list[str]:
 
 
 def summary(runs) -> str:
-    from study.regression.summary import format_summary, summarize
 
     return format_summary(summarize(runs))
 
@@ -147,9 +146,6 @@ def summary(runs) -> str:
 def pairs(runs):
     """What `compare` pairs: each data set's configuration, by its time to the target, else
     per iteration."""
-    from study.regression.labels import label_runs
-    from study.regression.summary import INSTANCE_COLUMNS, time_to_target
-    from study.sweep.tuning import measured_runs
 
     rows = label_runs(measured_runs(runs))
     per_iteration = rows["seconds_per_iteration"].where(rows["iterations"] > 0)
@@ -161,7 +157,6 @@ def pairs(runs):
 
 
 def title(runs) -> str:
-    from study.regression.logistic import is_logistic
 
     return "logistic regression" if is_logistic(runs) else KIND
 
@@ -169,7 +164,6 @@ def title(runs) -> str:
 def subjects(runs) -> list[str]:
     """The original questions on their data, else the data's titles (a report on your own CSV
     says so in its title)."""
-    from study.regression.labels import data_titles, original_data
 
     if runs.empty:
         return []
@@ -186,7 +180,6 @@ def named_files(runs) -> list[str]:
 
 
 def summary_table(runs):
-    from study.regression.summary import summarize
 
     return summarize(runs)
 

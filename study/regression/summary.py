@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from datasets.errors import InputError
+from study.output import write_text_atomic
 from study.paired import compare, typical
 from study.regression.labels import label_runs, with_instances, with_keys
 from study.sweep.tuning import measured_runs
@@ -178,7 +180,6 @@ def add_arguments(parser) -> None:
 
 
 def main(args) -> int:
-    from datasets.errors import InputError
 
     path = Path(args.results) / "runs.parquet"
     if not path.is_file():
@@ -186,7 +187,6 @@ def main(args) -> int:
     table = summarize(pd.read_parquet(path))
     print(format_summary(table))
     if args.csv:
-        from study.output import write_text_atomic
 
         write_text_atomic(table.to_csv(index=False), args.csv)
     return 0

@@ -10,7 +10,9 @@ from pathlib import Path
 import pandas as pd
 
 from study import REPORTED
+from study.conclusions import conclusions
 from study.frameworks.registry import FRAMEWORKS
+from study.names import named_once
 from study.output import check_output_folder, reading
 from study.report.age import age_blocks
 from study.report.blocks import Block, write_report
@@ -112,7 +114,6 @@ def machine_sentence(*frames: pd.DataFrame) -> str:
 def answer_blocks(found) -> list[Block]:
     """The answers the report opens with: each study's conclusions marked as answers
     (study.conclusions), grouped by question, each linked to its evidence below."""
-    from study.conclusions import conclusions
 
     questions: dict[str, list] = {}
     verdicts = []
@@ -160,7 +161,6 @@ def report_title(found) -> str:
 def names_sentence(found) -> str | None:
     """What each short name of a file stands for (study.names), said once before the answers:
     every sentence after it names the file by its stem (each plugin's `named_files`)."""
-    from study.names import named_once
 
     files = [f for results in found for f in results.plugin.named_files(results.runs)]
     return named_once(sorted(set(files)), "Files by their short names")

@@ -33,6 +33,7 @@ from dataclasses import replace
 from study.output import write_text_atomic
 from study.sequential import leans_to_misses, needed, sequential_verdict
 from study.sweep.grid import Adaptive, configuration, resolved
+from study.sweep.plugin import load_kind
 
 ADAPTIVE_STATE = "adaptive.json"  # in a results folder: why each undecided answer stopped
 
@@ -88,7 +89,6 @@ def with_candidates(study, runs=None, more: int = 0):
 def answer_comparisons(study, folder, runs) -> list[tuple[str, object]]:
     """(id, Comparison) of each comparison the study's plugin has the loop refine (its
     `refined` hook: its answers'; none for a study without answers)."""
-    from study.sweep.plugin import load_kind
 
     return [] if runs.empty else load_kind(study.kind).refined(runs, folder.root.name)
 

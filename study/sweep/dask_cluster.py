@@ -22,6 +22,7 @@ import dask
 from distributed import LocalCluster
 
 from datasets.errors import InputError
+from study.sweep.forkserver import die_with_parent
 from study.sweep.interpreter import python_command
 
 CLOSE_SECONDS = 20  # for the workers to stop; then the whole session is killed
@@ -99,7 +100,6 @@ class ClusterProcess:
 
 
 def serve(parent: int, workers: int) -> None:
-    from study.sweep.forkserver import die_with_parent
 
     die_with_parent(parent)
     with local_cluster(workers) as cluster:

@@ -27,6 +27,9 @@ import psutil
 
 from datasets.errors import InputError
 from datasets.files import check_input_file
+from study import DEFAULT_KIND
+from study.sweep.plugin import STUDIES, load_kind
+from study.sweep.schema import _missing
 
 TIMEOUT_ENDS = "timeout_ends_configuration"  # the key, also named in the rows it skips
 COMMON_KEYS = ("kind", "name", "description", "repeats", "run_timeout", "memory_budget_gb",
@@ -152,8 +155,6 @@ def load_study(path) -> Study:
 
 def parse_study(raw: dict, source: str) -> Study:
     """Validate the common keys, let the study's plugin expand its sections, apply excludes."""
-    from study import DEFAULT_KIND
-    from study.sweep.plugin import STUDIES, load_kind
 
     def fail(key, message):
         raise ConfigError(f"{source}: {key}: {message}")
@@ -241,7 +242,6 @@ def configurations(runs, plugin):
     without a readable spec (a table made by hand) by the axis columns its schema declares."""
     import pandas as pd
 
-    from study.sweep.schema import _missing
 
     axes = plugin.SCHEMA.axes
     columns = [c for c in runs.columns if c in axes or c.startswith(tuple(

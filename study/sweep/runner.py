@@ -46,6 +46,7 @@ from study.sweep.grid import (
     TIMEOUT_ENDS,
     Study,
     configuration,
+    load_study,
     parse_only,
     resolved,
     select,
@@ -423,6 +424,5 @@ def execute(study: Study, args) -> int:
 
 
 def main(args) -> int:
-    from study.sweep.grid import load_study
 
     return execute(load_study(args.config), args)

@@ -14,14 +14,30 @@ from contextlib import nullcontext
 from datasets.errors import InputError, failure_line
 from study.cli import key_values
 from study.frameworks.registry import FRAMEWORKS as REGISTRY
+from study.output import (
+    check_output_folder,
+    check_output_path,
+    parquet_writer,
+    reading,
+    trace_path,
+    write_files_atomic,
+)
 from study.sweep.grid import ConfigError
 from study.sweep.plugin import RunContext
-from study.train.frameworks import check_framework, check_keras, default_framework, trainable
+from study.train.frameworks import (
+    check_framework,
+    check_keras,
+    default_framework,
+    native_adapters,
+    trainable,
+)
 from study.train.models.data import LAYOUTS, check_data
 from study.train.models.examples import DATA, MODELS
 from study.train.models.model import SHIPPED, check_initial_file, check_model_name, model_file
 from study.train.models.native_examples import FRAMEWORK_OF
+from study.train.plugin import input_files
 from study.train.run.device import DEVICES
+from study.train.run.measure import measure, one_line
 from study.train.run.native_optimizers import (
     check_library_name,
     check_name,
@@ -79,7 +95,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _native_modules() -> str:
     """The native modules the adapters recognise, as the help names them."""
-    from study.train.frameworks import native_adapters
 
     return ", ".join(a.MODULES for a in native_adapters())
 
@@ -87,7 +102,6 @@ def _native_modules() -> str:
 def _native_forms() -> str:
     """Each native library's optimizers as the help names them: torch:<Class> (PyTorch
     models)."""
-    from study.train.frameworks import native_adapters
 
     return ", ".join(f"{a.LIBRARY}:{a.OPTIMIZER_FORM} ({a.TITLE} models)"
                      for a in native_adapters())
@@ -178,8 +192,6 @@ def check_loop(args) -> None:
 
 
 def main(args) -> int:
-    from study.output import check_output_folder, check_output_path, reading, trace_path
-    from study.train.plugin import input_files
 
     spec = spec_from(args)
     reading(*input_files(spec))  # the model's file (file.py:function too), data, --initial
@@ -191,7 +203,6 @@ def main(args) -> int:
     held = os.environ.get("KERAS_BACKEND")
     os.environ["KERAS_BACKEND"] = spec.backend  # before Keras is imported (by measure)
     try:
-        from study.train.run.measure import measure, one_line
 
         with (nullcontext(args.cache) if args.cache else tempfile.TemporaryDirectory()) as cache:
             try:
@@ -218,7 +229,6 @@ def main(args) -> int:
 def write_out(out: str, spec: Spec, result) -> None:
     import pandas as pd
 
-    from study.output import parquet_writer, trace_path, write_files_atomic
 
     row = {"run_id": spec.run_id, "spec": spec.to_json(), **spec.axes(), **result.row}
     files = {out: parquet_writer(pd.DataFrame([row]))}

@@ -13,10 +13,13 @@ from study.train.models.model import model_file
 from study.train.run.loop import LOOP_STATUSES
 from study.train.run.native_optimizers import library_of
 from study.train.sweep import rounds
+from study.train.sweep.conclusions import train_conclusions
 from study.train.sweep.config import CONFIG_KEYS, check_installed
 from study.train.sweep.config import expand_specs as expand
+from study.train.sweep.report import problem_title
 from study.train.sweep.schema import SCHEMA, SIDE_TABLES
 from study.train.sweep.spec import LBFGS, Spec
+from study.train.sweep.summary import INSTANCE, keyed, measured, named, summary_table, with_time
 
 KIND = "train"
 MEASURE_MODULE = "study.train.run.measure"
@@ -67,7 +70,6 @@ def input_files(spec: Spec) -> list[str]:
 
 
 def summary(runs) -> str:
-    from study.train.sweep.summary import summary_table
 
     return summary_table(runs)
 
@@ -77,7 +79,6 @@ def pairs(runs):
     else per step."""
     import pandas as pd
 
-    from study.train.sweep.summary import INSTANCE, keyed, measured, with_time
 
     rows = keyed(with_time(measured(runs)))
     per_step = pd.to_numeric(rows["seconds_per_step"], errors="coerce")
@@ -89,8 +90,6 @@ def pairs(runs):
 
 def subjects(runs) -> list[str]:
     """Each model and data set, by their short names (study.names)."""
-    from study.train.sweep.report import problem_title
-    from study.train.sweep.summary import named
 
     if runs.empty:
         return []
@@ -105,7 +104,6 @@ def named_files(runs) -> list[str]:
 
 
 def study_conclusions(runs, study: str) -> list:
-    from study.train.sweep.conclusions import train_conclusions
 
     return train_conclusions(runs, study)
 

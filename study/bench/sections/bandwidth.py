@@ -20,11 +20,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from datasets import make_problem
 from study.bench.plan import PASSES, Plan
 from study.bench.runs import Unavailable, failed_row, progress, shown
 from study.bench.sections.harness import engine_label, engines, ours
 from study.bench.timing import median, ratio, samples, time_calls
 from study.bench.twins import twin, twin_of
+from study.frameworks.registry import BACKENDS
 
 COPY_REPEATS = 5
 
@@ -65,8 +67,6 @@ def mode_row(problem, name: str, feed: str, dtype: str, optimizer: str, device: 
 
 
 def bench_bandwidth(plan: Plan, device: str = "cpu") -> pd.DataFrame:
-    from datasets import make_problem
-    from study.frameworks.registry import BACKENDS
 
     found = engines(device, plan.bandwidth_backends)
     shape = (max(plan.bandwidth_rows + (plan.probe_rows,)), 5)  # eve has d = 5

@@ -12,6 +12,8 @@ import pandas as pd
 from study.bench.plan import Plan
 from study.bench.runs import failed_row, progress, shown
 from study.bench.timing import median, ratio, samples, time_calls
+from study.feedmode import measure as worker
+from study.feedmode import model as fm
 
 
 def measure_feedmode(mode: str, x: np.ndarray, kernel: np.ndarray, out: np.ndarray, *,
@@ -19,8 +21,6 @@ def measure_feedmode(mode: str, x: np.ndarray, kernel: np.ndarray, out: np.ndarr
     """Steady seconds per call of one feed mode over the memory floor: a read pass over the
     input (`x.sum()`) plus a write pass over an output-sized array (`out.fill(0)`), interleaved
     call by call. The mode is built by the study's own worker code (setup outside the clock)."""
-    from study.feedmode import measure as worker
-    from study.feedmode import model as fm
 
     dtype = x.dtype.name
     spec = worker.Spec(mode=mode, dtype=dtype, n=x.shape[0], calls=calls, device=device)
@@ -60,7 +60,6 @@ def measure_feedmode(mode: str, x: np.ndarray, kernel: np.ndarray, out: np.ndarr
 
 
 def bench_feedmode(plan: Plan) -> pd.DataFrame:
-    from study.feedmode import model as fm
 
     rows = []
     for dtype in plan.feed_dtypes:

@@ -15,18 +15,20 @@ from __future__ import annotations
 
 import pandas as pd
 
-from datasets.errors import failure_line
+from datasets import make_problem
+from datasets.errors import InputError, failure_line
+from optimizers import build_rules, make_optimizer, run
 from study.bench.plan import LOOP_GOAL, Plan
 from study.bench.runs import Unavailable, failed_row, progress, shown
 from study.bench.timing import median, ratio, samples
 from study.bench.twins import WHOLE_LOOP, twin
+from study.frameworks.registry import BACKENDS, FRAMEWORKS, make_backend
 
 
 def engines(device: str, only: tuple = ()) -> list[tuple[str, str]]:
     """(backend, feed) of every installed backend that runs on `device`, each declared feed
     ('' for NumPy, which has none), read from the registry now: new modes appear by
     themselves. `only` keeps those backends (the tests' small plans)."""
-    from study.frameworks.registry import BACKENDS, FRAMEWORKS
 
     found = []
     for name, declared in BACKENDS.items():
@@ -41,7 +43,6 @@ def engines(device: str, only: tuple = ()) -> list[tuple[str, str]]:
 
 
 def engine_label(name: str, feed: str) -> str:
-    from study.frameworks.registry import BACKENDS
 
     return BACKENDS[name].label({"feed": feed} if feed else {})
 
@@ -50,9 +51,6 @@ def ours(problem, name: str, feed: str, dtype: str, device: str, optimizer: str,
          iterations: int):
     """One run of our harness (`optimizers.run`, a fixed number of iterations, no tolerance);
     a mode this machine cannot run -> Unavailable."""
-    from datasets.errors import InputError
-    from optimizers import build_rules, make_optimizer, run
-    from study.frameworks.registry import make_backend
 
     options = {"feed": feed, "device": device} if feed else {}
     try:
@@ -102,7 +100,6 @@ def measure_loop(problem, name: str, feed: str, dtype: str, device: str, *, iter
 
 
 def bench_harness(plan: Plan, device: str = "cpu") -> pd.DataFrame:
-    from datasets import make_problem
 
     rows = []
     found = engines(device, plan.harness_backends)

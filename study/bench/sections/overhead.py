@@ -12,6 +12,7 @@ from contextlib import contextmanager
 
 import pandas as pd
 
+import optimizers.driver as driver
 from study.bench.plan import HARNESS_GOAL, TRACE_GOAL, Plan, engine
 from study.bench.runs import (
     Unavailable,
@@ -75,7 +76,6 @@ def measure_harness(problem, label: str, formulation: str, dtype: str, *, iterat
 def trace_schedule(predicate):
     """Replace the host loop's trace schedule (`optimizers.driver.on_trace_schedule`) for a while.
     The loop always records its last iteration, so 'only iteration 0' is the smallest trace."""
-    import optimizers.driver as driver
 
     if not hasattr(driver, "on_trace_schedule"):
         raise Unavailable("optimizers.driver has no on_trace_schedule to override")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from datasets import make_problem
 from datasets.errors import failure_line
 from study import interrupts
 from study.bench.plan import TARGET_TOL, Plan
@@ -52,7 +53,6 @@ def measure_point(problem, method, *, iterations: int, repeats: int, read_repeat
 
 
 def bench_scaling(plan: Plan) -> tuple[pd.DataFrame, pd.DataFrame]:
-    from datasets import make_problem
 
     rows = []
     sweeps = [("n", n, 5) for n in plan.scaling_n] + \

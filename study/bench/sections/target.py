@@ -7,10 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from optimizers import build_rules, make_optimizer, run
 from study import interrupts
 from study.bench.plan import TARGET_TOL, Plan
 from study.bench.runs import describe, failed_row, progress, run_once, shown
 from study.bench.timing import median, ratio, samples
+from study.frameworks.registry import make_backend
 
 
 def median_total(seconds: list[float], setup: list[float]) -> float:
@@ -20,8 +22,6 @@ def median_total(seconds: list[float], setup: list[float]) -> float:
 
 def bench_target(plan: Plan, problem) -> pd.DataFrame:
     """Every candidate and the normal-equations solve, interleaved run by run (float64)."""
-    from optimizers import build_rules, make_optimizer, run
-    from study.frameworks.registry import make_backend
 
     def reference():
         return run(problem, make_optimizer("closed-form", solver="normal"),

@@ -26,6 +26,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from optimizers.driver import host_loop
 from optimizers.objective import make_objective, problem_data
 from optimizers.result import Outcome, Stopwatch
 from study.frameworks.base import BaseBackend
@@ -105,7 +106,6 @@ class CupyBackend(BaseBackend):
         return gpu_available()
 
     def run(self, problem, optimizer, rules, w0):
-        from optimizers.driver import host_loop
 
         ops = self.ops
         setup_clock = Stopwatch()

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from optimizers.driver import step_functions
+from optimizers.driver import host_loop, step_functions
 from optimizers.interruptible import call_interruptibly
 from optimizers.objective import make_objective, problem_data
 from optimizers.result import (
@@ -45,6 +45,7 @@ from optimizers.result import (
     Outcome,
     Stopwatch,
     interpolated_seconds,
+    on_trace_schedule,
 )
 from optimizers.stopping import Context, Ending, TimeBudget, rule_values, rules_on_tensors
 from study.frameworks.base import BaseBackend
@@ -276,7 +277,6 @@ class JaxBackend(BaseBackend):
     def _stepped(self, problem, optimizer, rules, w0):
         import jax
 
-        from optimizers.driver import host_loop
 
         setup_clock = Stopwatch()
         data, params, start = self._setup(problem, optimizer, w0)
@@ -425,6 +425,5 @@ def host_array(array) -> np.ndarray:
 
 
 def _on_schedule(iteration: int) -> bool:
-    from optimizers.result import on_trace_schedule
 
     return on_trace_schedule(iteration)

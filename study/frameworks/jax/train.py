@@ -32,6 +32,7 @@ import inspect
 import numpy as np
 
 from datasets.errors import InputError
+from optimizers.ranges import FRACTION, NONNEGATIVE, RATE, check_ranges
 from study.sweep.schema import Column
 from study.train.models.input_rows import input_mismatch
 from study.train.models.model import check_trainable
@@ -50,6 +51,7 @@ from study.train.models.workload import (
     loss_failure,
     run_loss,
 )
+from study.train.run.warm import prepare
 
 KERAS = True
 DEFAULT = True  # the one-run command's framework for a Keras model given no --backend
@@ -66,7 +68,6 @@ OPTAX_ALIAS_MODULE = "optax._src.alias"  # where optax defines its optimizers (i
 # ---- Keras models on JAX ------------------------------------------------------------------------
 
 def warm() -> None:
-    from study.train.run.warm import prepare
 
     prepare("jax")
 
@@ -404,7 +405,6 @@ class JaxWorkload(Workload):
 
 def _optax_ranges() -> dict:
     """What an optax alias's numbers may be (optimizers.ranges), checked before optax."""
-    from optimizers.ranges import FRACTION, NONNEGATIVE, RATE
 
     return {"learning_rate": RATE, "eps": NONNEGATIVE, "eps_root": NONNEGATIVE,
             "b1": FRACTION, "b2": FRACTION, "b3": FRACTION, "decay": FRACTION,
@@ -451,7 +451,6 @@ class OptaxSubmission(Submission):
     def __init__(self, alias: str, hyperparameters: dict):
         import optax
 
-        from optimizers.ranges import check_ranges
 
         self.name = f"optax:{alias}"
         factory = getattr(optax, alias, None) if not alias.startswith("_") else None

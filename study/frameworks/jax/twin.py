@@ -13,6 +13,7 @@ from study.bench.runs import failed_row, progress, shown
 from study.bench.sections.bandwidth import fraction, mode_row
 from study.bench.timing import median, samples
 from study.bench.twins import WHOLE_LOOP, gd_step, host_arrays, no_loop
+from study.frameworks.jax.backend import host_array
 
 FEEDS = ("feed", "resident", "fused")  # the feed modes with a hand-written loop here
 
@@ -28,7 +29,6 @@ def hand_loop(problem, feed: str, dtype: str, device: str, iterations: int) -> f
     jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
 
-    from study.frameworks.jax.backend import host_array
 
     Xt_host, y_host, step, inv_n = host_arrays(problem, dtype)
     Xt_host, y_host = host_array(Xt_host), host_array(y_host)  # as our feed mode holds them

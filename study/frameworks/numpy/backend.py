@@ -10,7 +10,9 @@ import numpy as np
 import scipy.linalg
 import scipy.special
 
+from optimizers.driver import host_loop
 from optimizers.objective import make_objective, problem_data
+from optimizers.result import Outcome, Stopwatch
 from study.frameworks.base import BaseBackend
 
 
@@ -135,8 +137,6 @@ class NumpyBackend(BaseBackend):
 
     def run(self, problem, optimizer, rules, w0):
         """Setup (dtype conversion, the optimizer's constants) timed apart, then the host loop."""
-        from optimizers.driver import host_loop
-        from optimizers.result import Outcome, Stopwatch
 
         setup_clock = Stopwatch()
         data = problem_data(self, problem, self.formulation)

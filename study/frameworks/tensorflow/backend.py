@@ -30,7 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 from datasets.errors import InputError
-from optimizers.driver import step_functions
+from optimizers.driver import host_loop, step_functions
 from optimizers.interruptible import call_interruptibly
 from optimizers.objective import make_objective, problem_data
 from optimizers.result import TRACE_COLUMNS, Outcome, Stopwatch
@@ -260,7 +260,6 @@ class TensorflowBackend(BaseBackend):
     # feed and resident: compiled steps called from the host loop
 
     def _stepped(self, problem, optimizer, rules, w0) -> Outcome:
-        from optimizers.driver import host_loop
 
         setup_clock = Stopwatch()
         with tf.device(DEVICES[self.device]):

@@ -21,6 +21,7 @@ import pandas as pd
 import tensorflow as tf
 
 from datasets.errors import InputError
+from optimizers.driver import host_loop
 from optimizers.result import Outcome, Stopwatch
 from study.frameworks.numpy.backend import NumpyBackend
 
@@ -51,7 +52,6 @@ def _tf1_optimizer(problem, optimizer, dtype):
 
 
 def minimize_tf1(backend, problem, optimizer, rules, w0) -> Outcome:
-    from optimizers.driver import host_loop
 
     if optimizer.name not in OPTIMIZERS:
         raise InputError(f"feed 'tf1' runs the original program's optimizers only "

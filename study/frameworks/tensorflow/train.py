@@ -12,13 +12,13 @@ import numpy as np
 
 from study.train.run.flat import layout, pieces
 from study.train.run.trainers import rewound
+from study.train.run.warm import prepare
 
 KERAS = True
 STYLE = ("-", "o")
 
 
 def warm() -> None:
-    from study.train.run.warm import prepare
 
     prepare("tensorflow")
 

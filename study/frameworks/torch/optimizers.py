@@ -37,6 +37,7 @@ from datasets.user_file import load, split
 from optimizers.base import Optimizer
 from optimizers.from_file import call
 from optimizers.ranges import FRACTION, NONNEGATIVE, RATE, UNIT, check_ranges
+from study.frameworks.registry import FRAMEWORKS
 
 TORCH_PREFIX = PREFIX = "torch:"  # a torch.optim optimizer by class name
 CLASSES = ("LBFGS", "SGD", "Adam", "RMSprop", "Adagrad", "Adadelta")
@@ -65,7 +66,6 @@ def _torch():
     """torch; where it is not installed, one line naming the extra (looked up once: an LBFGS
     step calls this inside the timed loop)."""
     if "torch" not in sys.modules:
-        from study.frameworks.registry import FRAMEWORKS
 
         FRAMEWORKS["torch"].require()
     import torch

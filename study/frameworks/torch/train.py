@@ -24,6 +24,8 @@ import inspect
 import numpy as np
 
 from datasets.errors import InputError
+from optimizers.ranges import check_ranges
+from study.frameworks.torch.optimizers import COUNTS, TORCH_RANGES
 from study.sweep.schema import Column
 from study.train.models.input_rows import input_mismatch
 from study.train.models.model import (
@@ -48,6 +50,7 @@ from study.train.models.workload import (
 )
 from study.train.run.flat import layout, pieces
 from study.train.run.trainers import rewound
+from study.train.run.warm import prepare
 
 KERAS = True
 STYLE = (":", "^")
@@ -75,7 +78,6 @@ KNOWN_LOSSES = {
 # ---- Keras models on PyTorch --------------------------------------------------------------------
 
 def warm() -> None:
-    from study.train.run.warm import prepare
 
     prepare("torch")
 
@@ -377,8 +379,6 @@ class TorchSubmission(Submission):
     def __init__(self, class_name: str, hyperparameters: dict):
         import torch
 
-        from optimizers.ranges import check_ranges
-        from study.frameworks.torch.optimizers import COUNTS, TORCH_RANGES
 
         self.name = f"torch:{class_name}"
         base = torch.optim.Optimizer

@@ -16,7 +16,9 @@ import numpy as np
 
 from datasets.errors import InputError
 from datasets.files import check_input_file
+from study.train.frameworks import native_adapters, native_titles
 from study.train.models.examples import MODELS
+from study.train.models.input_rows import build_failure, input_mismatch
 from study.train.models.native_examples import NATIVE_MODELS
 
 SHIPPED = (*MODELS, *NATIVE_MODELS)  # the Keras examples and their native twins, by name
@@ -79,7 +81,6 @@ def check_initial_file(path, model: str, where: str = "initial") -> None:
         raise InputError(f"{where}: {path!r} is not an .npz file (the initial parameters by "
                          "name, or w0, w1, ...)")
     if model in MODELS or str(model).endswith(".keras"):
-        from study.train.frameworks import native_titles
 
         raise InputError(f"{where} is for native models ({native_titles()}); '{model}' is a Keras "
                          "model, whose initial weights are drawn per seed")
@@ -97,7 +98,6 @@ def build(model: str, input_shape: tuple, outputs: int):
         try:  # a shipped example is built for the rows it is given: what fails is their shape
             built = MODELS[model](input_shape, outputs)
         except Exception as exc:
-            from study.train.models.input_rows import input_mismatch
 
             raise input_mismatch(what, input_shape, None, exc) from None
     elif path.suffix == ".keras":
@@ -116,7 +116,6 @@ def build(model: str, input_shape: tuple, outputs: int):
             built.build((None, *input_shape))
         out = built.compute_output_spec(keras.KerasTensor((2, *input_shape))).shape
     except Exception as exc:
-        from study.train.models.input_rows import input_mismatch
 
         raise input_mismatch(what, input_shape, _input_rows(built), exc) from None
     if tuple(out[1:]) not in ((outputs,), () if outputs == 1 else (outputs,)):
@@ -139,7 +138,6 @@ def _input_rows(model) -> tuple | None:
 
 
 def _call(path: Path, function: str, input_shape, outputs, what: str):
-    from study.train.models.input_rows import build_failure
 
     with beside(path):
         module = import_file(path, what)
@@ -206,7 +204,6 @@ def known_callables() -> dict:
     """Callables returned with a model whose meaning is known, by qualified name: (what the
     model must output, the family of labels: sparse = class indices, binary = 0/1 floats), each
     framework's in its adapter (`KNOWN_LOSSES`); others are checked for shape."""
-    from study.train.frameworks import native_adapters
 
     return {name: meaning for a in native_adapters() for name, meaning in a.KNOWN_LOSSES.items()}
 

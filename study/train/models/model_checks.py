@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 
 from datasets.errors import InputError
+from study.train.frameworks import native_adapters
 from study.train.models.model import check_outputs
 
 RANDOM_PASS = "a training pass that draws noise"  # found by behaviour, not by a layer's type
@@ -31,7 +32,6 @@ RANDOM_PASS = "a training pass that draws noise"  # found by behaviour, not by a
 def line_search() -> tuple[str, ...]:
     """The optimizers whose line search compares the loss at several points of one objective:
     ours, and each native library's its adapter names."""
-    from study.train.frameworks import native_adapters
 
     return ("lbfgs", *(f"{a.LIBRARY}:{name}" for a in native_adapters() for name in a.LINE_SEARCH))
 

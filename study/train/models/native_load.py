@@ -28,7 +28,9 @@ from pathlib import Path
 
 from datasets.errors import InputError
 from study.train.frameworks import adapter, native_adapters
+from study.train.models.input_rows import build_failure
 from study.train.models.model import beside, import_file, model_file
+from study.train.models.native_examples import NATIVE_MODELS
 
 
 @dataclass
@@ -45,7 +47,6 @@ class NativeModel:
 
 
 def native_examples() -> dict:
-    from study.train.models.native_examples import NATIVE_MODELS
 
     return NATIVE_MODELS
 
@@ -162,7 +163,6 @@ def _takes(function, name: str) -> bool:
 
 
 def _call(function, input_shape, outputs, seed, takes_seed, what):
-    from study.train.models.input_rows import build_failure
 
     try:
         if takes_seed:

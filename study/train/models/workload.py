@@ -43,6 +43,14 @@ import numpy as np
 from datasets.errors import InputError
 from optimizers.lbfgs import LBFGS
 from study.frameworks.registry import make_backend
+from study.train.models.model import (
+    LOGIT_OUTPUTS,
+    check_native_loss,
+    labels_are_indices,
+    loss_label,
+    loss_meaning,
+    named_loss,
+)
 
 LBFGS_NAME = "lbfgs"  # our L-BFGS, full batch, on every framework
 
@@ -223,7 +231,6 @@ def host_metric(metric: str, loss, y_pred: np.ndarray, y_true: np.ndarray) -> fl
     computes it ("accuracy" resolves by the loss's labels, as `compile` resolves it; a callable
     of unknown meaning by the shapes: several outputs and class indices, the class accuracy).
     A binary accuracy on logits thresholds at 0 (probability 0.5)."""
-    from study.train.models.model import LOGIT_OUTPUTS, loss_meaning
 
     expects, family = loss_meaning(loss)
     y_pred = np.asarray(y_pred, np.float64)
@@ -253,12 +260,6 @@ def run_loss(native, loss, ops):
     indices: True, False, None for either) of the loss that runs, on every native model: the
     callable returned with the model, else the loss by name (study.train.models.model's table,
     written with the framework's `ops`)."""
-    from study.train.models.model import (
-        check_native_loss,
-        labels_are_indices,
-        loss_label,
-        named_loss,
-    )
 
     loss = check_native_loss(native.loss if native.loss is not None else loss, native.what)
     function = loss if callable(loss) else named_loss(loss, ops)

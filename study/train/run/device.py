@@ -9,13 +9,13 @@ without a word)."""
 
 from __future__ import annotations
 
+from study.frameworks.registry import FRAMEWORKS
 from study.train.frameworks import adapter
 
 DEVICES = ("cpu", "gpu")
 
 
 def no_gpu(backend: str) -> str:
-    from study.frameworks.registry import FRAMEWORKS
 
     return FRAMEWORKS[backend].no_gpu()
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from datasets.errors import InputError
+from study.train.frameworks import adapter, trainable
 
 
 def value_and_grad(model, loss, x: np.ndarray, y: np.ndarray):
@@ -38,7 +39,6 @@ def value_and_grad(model, loss, x: np.ndarray, y: np.ndarray):
 
 def framework_value_and_grad(framework: str):
     """The flat value_and_grad of `framework`'s adapter, or one line saying it has none."""
-    from study.train.frameworks import adapter, trainable
 
     try:
         return adapter(framework).flat_value_and_grad

@@ -32,9 +32,12 @@ from study.train.models.initial import (
     read_initial,
 )
 from study.train.models.model import build, loss_object, metric_object, outputs_for
+from study.train.models.native_examples import NATIVE_MODELS
+from study.train.models.native_load import check_backend, load
 from study.train.run.device import check_placed, gpu_seen, no_gpu, placed, scope
 from study.train.run.loop import Target, epoch_batches, run_loop
-from study.train.run.native_optimizers import KERAS_LIBRARY, library_of
+from study.train.run.native_optimizers import KERAS_LIBRARY, check_family, library_of
+from study.train.run.native_run import prepare
 from study.train.run.trainers import Evaluation, make_trainer
 from study.train.sweep.spec import Spec
 
@@ -158,8 +161,6 @@ def native_model(spec: Spec, ctx: RunContext):
     """(the native model, the data arrays) where the spec's model is a shipped native example or
     a `file.py:function` returning a native model (study.train.models.native_load); None for a
     Keras model."""
-    from study.train.models.native_examples import NATIVE_MODELS
-    from study.train.models.native_load import load
 
     head, sep, _ = spec.model.rpartition(":")
     if spec.model not in NATIVE_MODELS and not (sep and head.endswith(".py")):
@@ -179,10 +180,6 @@ def measure_native(spec: Spec, ctx: RunContext, native, arrays: dict) -> Measure
     A shipped native example starts from its Keras twin's weights for the seed (the same
     instance as the Keras runs, its validation loss checked against theirs) unless `initial`
     names an .npz; a user's model from `initial` or its own initialization under the seed."""
-    from study.train.models.native_examples import NATIVE_MODELS
-    from study.train.models.native_load import check_backend
-    from study.train.run.native_optimizers import check_family
-    from study.train.run.native_run import prepare
 
     try:  # a model and a framework or optimizer that do not go together: no run, said why
         check_backend(native, spec.backend)

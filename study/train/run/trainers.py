@@ -19,6 +19,7 @@ import numpy as np
 
 from datasets.errors import InputError
 from study.frameworks.keras.optimizers import KERAS_PREFIX, check_config, keras_classes
+from study.train.frameworks import adapter
 from study.train.models.model import compile_loss
 from study.train.models.model_checks import RANDOM_PASS, refuse_stochastic
 from study.train.models.workload import LbfgsSubmission, WorkloadStepper
@@ -181,7 +182,6 @@ def make_stepper(model, loss, x: np.ndarray, y: np.ndarray, rows):
     framework stepping the variables in place puts them back with `rewound`)."""
     import keras
 
-    from study.train.frameworks import adapter
 
     model.optimizer.build(model.trainable_variables)
     return adapter(keras.backend.backend()).keras_stepper(model, loss, x, y, rows)

@@ -22,17 +22,22 @@ from study.frameworks.registry import FRAMEWORKS as REGISTRY
 from study.sweep import tuning as protocol
 from study.sweep.grid import ConfigError, as_list, blocks, check_size, expand, matches, unknown
 from study.train.frameworks import adapter, check_framework, keras_frameworks, native_adapters
-from study.train.models.data import check_data
+from study.train.models.data import check_data, load_data
 from study.train.models.model import (
+    NATIVE_LOSSES,
     SHIPPED,
     check_initial_file,
     check_model_name,
+    check_native_loss,
     check_target_value,
+    loss_name,
     mode_of,
     model_file,
 )
 from study.train.models.native_examples import FRAMEWORK_OF
+from study.train.models.workload import METRICS, check_metric
 from study.train.run.device import DEVICES
+from study.train.run.native_optimizers import make_submission
 from study.train.sweep.spec import LBFGS, Spec
 
 CONFIG_KEYS = ("seeds", "backends", "device", "tuning", "problems", "optimizers")
@@ -296,7 +301,6 @@ def check_rows(data: dict, sizes: list, where: str) -> None:
 
 @functools.cache
 def training_rows(data: str, where: str) -> int:
-    from study.train.models.data import load_data
 
     return len(load_data(json.loads(data), where)["x_train"])
 
@@ -309,8 +313,6 @@ def check_names(block: dict, own: str | None, where: str) -> None:
     loss = None if loss in (None, "none") else loss
     try:
         if own:
-            from study.train.models.model import check_native_loss
-            from study.train.models.workload import check_metric
 
             check_metric(metric)
             if loss is not None:
@@ -325,8 +327,6 @@ def check_names(block: dict, own: str | None, where: str) -> None:
 
 def familiar(loss: str | None, metric: str) -> bool:
     """Names the study's own tables know Keras has (no child process for them)."""
-    from study.train.models.model import NATIVE_LOSSES, loss_name
-    from study.train.models.workload import METRICS
 
     name, logits = loss_name(loss) if loss is not None else (None, False)
     known = loss is None or (name in NATIVE_LOSSES and (not logits or "entropy" in name))
@@ -376,7 +376,6 @@ def native_framework(optimizer) -> str | None:
 
 def check_native_optimizer(name: str, point: dict, framework: str, where: str) -> None:
     """A torch:/optax: optimizer's hyperparameters, checked by building its submission."""
-    from study.train.run.native_optimizers import make_submission
 
     try:
         REGISTRY[framework].require()

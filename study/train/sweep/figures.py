@@ -10,7 +10,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from datasets.errors import InputError
 from study.figures import legend_outside, log_axis, save
+from study.train.frameworks import adapter
 from study.train.sweep.report import problem_title
 from study.train.sweep.summary import keyed, measured, summarize
 
@@ -19,8 +21,6 @@ PLAIN = ("-", "o")  # a framework whose adapter is not registered here (results 
 
 def style(framework: str) -> tuple[str, str]:
     """(line style, marker) of a framework's runs."""
-    from datasets.errors import InputError
-    from study.train.frameworks import adapter
 
     try:
         return adapter(framework).STYLE

@@ -17,6 +17,7 @@ import pandas as pd
 
 from study.names import short_names
 from study.paired import compare, typical
+from study.sweep.plugin import load_kind
 
 INSTANCE = ["model", "data_params", "seed"]  # weights, order and split: the same instance
 # what a summary row shows of its configuration; runs are grouped by their spec's whole
@@ -73,7 +74,6 @@ def keyed(runs: pd.DataFrame) -> pd.DataFrame:
     `configuration`, its label, one per configuration within a problem (a learning rate that
     differs is said: 'optax:adamw on jax (batch 32) [learning_rate=0.005]')."""
     from study.sweep.grid import configurations, distinct_labels
-    from study.sweep.plugin import load_kind
 
     if "config_key" in runs:
         return runs
