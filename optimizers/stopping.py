@@ -221,17 +221,35 @@ class Divergence:
         return bool(self.check(HOST_OPS, ctx, ())[0])
 
 
+def _host_where(condition, x, y):
+    return x if condition else y
+
+
+def _host_isfinite(x):
+    return np.True_ if math.isfinite(x) else np.False_  # NumPy's bool, so that ~ negates it
+
+
+def _host_sqrt(x):
+    return math.sqrt(x) if x >= 0 else math.nan  # np.sqrt's NaN below 0 (and at NaN)
+
+
+def _host_maximum(a, b):
+    return a if a >= b or a != a else b  # NaN-propagating, as np.maximum
+
+
 class HostOps:
     """The operations rules use, on host float64 scalars: what the host loop checks them with
-    (a compiled loop passes its framework's ops instead)."""
+    (a compiled loop passes its framework's ops instead). Plain Python on Python floats: the
+    same IEEE double arithmetic NumPy's functions do on them, without a 0-d array per call
+    (NumPy's took 14 us an iteration with the stall rule, on a loop step of 60 us)."""
 
     tiny = float(np.finfo(np.float64).tiny)
-    scalar = staticmethod(np.float64)
-    maximum = staticmethod(np.maximum)
-    abs = staticmethod(np.abs)
-    where = staticmethod(np.where)
-    isfinite = staticmethod(np.isfinite)
-    sqrt = staticmethod(np.sqrt)
+    scalar = float
+    maximum = staticmethod(_host_maximum)
+    abs = abs
+    where = staticmethod(_host_where)
+    isfinite = staticmethod(_host_isfinite)
+    sqrt = staticmethod(_host_sqrt)
 
 
 HOST_OPS = HostOps()

@@ -11,6 +11,17 @@ import scipy.linalg
 import scipy.special
 
 from optimizers.backends.base import BaseBackend
+from optimizers.backends.host_arrays import (
+    host_abs,
+    host_logical_and,
+    host_logical_not,
+    host_logical_or,
+    host_maximum,
+    host_minimum,
+    host_where,
+    identity,
+    lower_mask,
+)
 from optimizers.objective import make_objective, problem_data
 
 
@@ -59,15 +70,15 @@ class NumpyBackend(BaseBackend):
     # the operations algorithms use
     matmul = staticmethod(np.matmul)
     sqrt = staticmethod(np.sqrt)
-    abs = staticmethod(np.abs)
-    where = staticmethod(np.where)
+    abs = staticmethod(host_abs)  # host_*: NumPy's function, without its cost on scalars
+    where = staticmethod(host_where)
     isfinite = staticmethod(np.isfinite)
-    maximum = staticmethod(np.maximum)
+    maximum = staticmethod(host_maximum)
     zeros_like = staticmethod(np.zeros_like)
-    minimum = staticmethod(np.minimum)
-    logical_and = staticmethod(np.logical_and)
-    logical_or = staticmethod(np.logical_or)
-    logical_not = staticmethod(np.logical_not)
+    minimum = staticmethod(host_minimum)
+    logical_and = staticmethod(host_logical_and)
+    logical_or = staticmethod(host_logical_or)
+    logical_not = staticmethod(host_logical_not)
     sigmoid = staticmethod(scipy.special.expit)
 
     @staticmethod
@@ -97,12 +108,13 @@ class NumpyBackend(BaseBackend):
 
     @staticmethod
     def strict_upper(a):
-        """The entries above the diagonal of a square matrix, zeros elsewhere."""
-        return np.triu(a, 1)
+        """The entries above the diagonal of a square matrix, zeros elsewhere (np.triu(a, 1)
+        with its mask made once)."""
+        return np.where(lower_mask(a.shape[-1]), a.dtype.type(0), a)
 
     @staticmethod
     def eye(n, like):
-        return np.eye(n, dtype=like.dtype)
+        return identity(n, like.dtype)
 
     def solve_triangular(self, a, b, lower: bool):
         """a^-1 b for triangular a, straight through LAPACK's trtrs (SciPy's checked wrapper
