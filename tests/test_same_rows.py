@@ -38,6 +38,9 @@ class NumpyFunctions(NumpyBackend):
     def eye(n, like):
         return np.eye(n, dtype=like.dtype)
 
+    reshape = staticmethod(np.reshape)
+    transpose = staticmethod(np.transpose)
+
 
 class NumpyHostOps:
     """The stopping rules' host ops as they were: NumPy's functions on host floats."""
