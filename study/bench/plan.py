@@ -115,7 +115,8 @@ class Plan:
     bandwidth_repeats: int = 3
     probe_rows: int = 1_000_000                 # the float32 probes (JAX, GD fused)
     gpu_probe_rows: int = 10_000_000
-    peer_problems: tuple = (("least-squares", 500, 30), ("logistic", 500, 30),
+    peer_problems: tuple = (("least-squares", 569, 30), ("logistic", 569, 30),
+                            ("least-squares", 1000, 5), ("logistic", 1000, 5),
                             ("least-squares", 10_000, 50), ("logistic", 10_000, 50),
                             ("least-squares", 1_000_000, 5))  # (objective, n, d)
     peer_kappa: float = 1e4
@@ -144,8 +145,8 @@ QUICK = replace(
     target_candidates=(("lbfgs", "numpy", "data"), ("lbfgs", "numpy", "gram"),
                        ("lbfgs", "tf-fused", "data"), ("lbfgs", "tf-fused", "gram"),
                        ("scipy-lbfgs", "numpy", "data")),
-    peer_problems=(("least-squares", 500, 30), ("logistic", 500, 30),
-                   ("least-squares", 10_000, 50)), peer_repeats=3,
+    peer_problems=(("least-squares", 569, 30), ("logistic", 569, 30),
+                   ("least-squares", 1000, 5), ("least-squares", 10_000, 50)), peer_repeats=3,
 )
 
 
