@@ -51,6 +51,8 @@ class NumpyHostOps:
     abs = staticmethod(np.abs)
     where = staticmethod(np.where)
     isfinite = staticmethod(np.isfinite)
+    logical_or = staticmethod(np.logical_or)  # the divergence rule's `~finite | grown` was these
+    logical_not = staticmethod(np.logical_not)
     sqrt = staticmethod(np.sqrt)
 
 
