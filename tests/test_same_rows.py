@@ -41,6 +41,10 @@ class NumpyFunctions(NumpyBackend):
     reshape = staticmethod(np.reshape)
     transpose = staticmethod(np.transpose)
 
+    @staticmethod
+    def sum(x, axis=None):
+        return np.sum(x, axis=axis)
+
 
 class NumpyHostOps:
     """The stopping rules' host ops as they were: NumPy's functions on host floats."""
