@@ -7,8 +7,6 @@ the trace is written. Data conversion and the optimizer's setup are timed apart 
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pandas as pd
 
@@ -54,9 +52,8 @@ class RuleMonitor:
         fired, self.states = self.rules.check(self.ops, ctx, self.states)
         self.last = (f, suboptimality, grad_norm)
         if on_trace_schedule(self.iteration):
-            paused = time.perf_counter()  # the clock's pause, without a context manager's cost
-            self._append(ctx.elapsed)
-            self.clock._paused += time.perf_counter() - paused
+            with self.clock.paused():
+                self._append(ctx.elapsed)
         self.f_prev = f
         if any(fired):
             self.fired = self.rules.first(fired)
