@@ -1,17 +1,18 @@
 """Section `peer` (issue 53): the NumPy L-BFGS and GD against what a user would reach for
-instead, on problems from 500 rows to 1M, and what a sweep spends on each run beyond it.
+instead, on problems from 569 rows to 1M, and what a sweep spends on each run beyond it.
 
 - L-BFGS: ours (`optimizers.run`, NumPy, float64) over SciPy's L-BFGS-B called directly on the
   same objective (the NumPy backend's own products, history 10), per iteration (a fixed
   budget of iterations, no target) and to relative suboptimality 1e-8 (SciPy stopped by a
   callback at the same target); the iterations of each are on the row, since L-BFGS with the
-  exact line search on least squares needs fewer of them.
+  exact line search on least squares needs fewer of them. Ours is the run's timed loop (its
+  first evaluation included, the data conversion apart as setup); SciPy's the whole call.
 - GD (1/L), least squares: ours per iteration over the NumPy backend's hand-written loop (its
   twin, study.bench.twins, a least-squares loop), the loss and gradient at every iterate either
   side.
-- sweep: `convergence-study run` of `sweep_runs` trivial runs (one lstsq on 50 x 3) in a
-  fresh command: its wall per run, and per run beyond the runs' own measured time (what the
-  process per run, the noise probe, the results folder and the start-up cost). Zero runs: none.
+- sweep: `convergence-study run` of `plan.peer_sweep_runs` trivial runs (one lstsq on 50 x 3)
+  in a fresh command: its wall per run, and per run beyond the runs' own measured time (what the
+  start-up, the process per run, the noise probe and the results folder cost). Zero: no row.
 
 Each pair is timed side by side in this process, alternating which goes first; the figure is
 the median's ratio, "fastest" the fastest's. Both sides run with BLAS held to
