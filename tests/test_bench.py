@@ -22,7 +22,7 @@ import pytest
 
 from study.__main__ import main
 from study.bench import plan, runs, timing
-from study.bench.sections import bandwidth, harness, iterations, overhead
+from study.bench.sections import bandwidth, harness, iterations, overhead, peer
 from study.bench.sections.scaling import SLOPE_METRICS
 from study.frameworks.jax import twin as twin_jax
 from study.frameworks.numpy import twin as twin_numpy
@@ -42,7 +42,8 @@ TINY = replace(
     harness_rows=(3000,), harness_dtypes=("float64",), harness_iterations=3, harness_repeats=2,
     harness_backends=("numpy", "jax"), bandwidth_rows=(3000,), bandwidth_dtypes=("float32",),
     bandwidth_backends=("numpy", "jax"), bandwidth_iterations=3, bandwidth_repeats=2,
-    probe_rows=2000,
+    probe_rows=2000, peer_problems=(("least-squares", 200, 5), ("logistic", 200, 5)),
+    peer_iterations=3, peer_max_iter=500, peer_repeats=2, peer_sweep_runs=0,
 )
 
 
@@ -68,12 +69,13 @@ def ok(frame: pd.DataFrame) -> pd.DataFrame:
 def test_writes_every_table_and_the_printed_text(benched):  # the fast tier pays the fixture
     out, printed, tables = benched
     assert set(tables) == {"iterations", "overhead", "scaling", "slopes", "feedmode", "target",
-                           "harness", "bandwidth"}
+                           "harness", "bandwidth", "peer"}
     text = (out / "bench.txt").read_text()
     assert printed.startswith(text)
     for heading in ("passes over X per iteration", "overhead", "scaling", "fitted log-log slopes",
                     "CNN feed modes", "normal-equations solve", "hand-written loop",
-                    "fraction of the copy bandwidth", "float32 against float64"):
+                    "fraction of the copy bandwidth", "float32 against float64",
+                    "over SciPy's L-BFGS-B"):
         assert heading in text
     assert not list(out.glob(".*"))  # no temporary file left
     for name, frame in tables.items():
@@ -444,3 +446,41 @@ def test_make_gpu_check_runs_the_bench_on_the_gpu():
     plan = subprocess.run(["make", "-n", "gpu-check"], cwd=ROOT, capture_output=True, text=True,
                           check=True, env={**os.environ, "MAKEFLAGS": ""}).stdout
     assert "-m study bench --device gpu --out results/bench-gpu" in plan, plan
+
+
+# --- peer: SciPy's L-BFGS-B, the hand loop, a sweep's cost per run (issue 53) -------------------
+
+def test_peer_ratios_are_quotients_of_side_by_side_timings(benched):
+    frame = benched[2]["peer"]
+    assert set(zip(frame["method"], frame["objective"], frame["check"], strict=True)) == {
+        ("lbfgs", "least-squares", "per iteration"), ("lbfgs", "least-squares", "to 1e-08"),
+        ("gd", "least-squares", "per iteration"), ("lbfgs", "logistic", "per iteration"),
+        ("lbfgs", "logistic", "to 1e-08")}  # the hand GD loop is least squares only
+    assert (frame["status"] == "ok").all(), frame["message"].tolist()
+    for _, row in frame.iterrows():
+        mine, theirs = from_json(row["seconds_samples"]), from_json(row["peer_samples"])
+        assert len(mine) == len(theirs) == TINY.peer_repeats
+        assert row["ratio"] == pytest.approx(timing.median(mine) / timing.median(theirs))
+        assert row["goal"] == plan.PEER_GOALS[
+            "lbfgs to target" if row["check"].startswith("to ") else
+            f"{row['method']} per iteration"]
+    to_target = frame[frame["check"] == "to 1e-08"]
+    assert (to_target["iterations"] < TINY.peer_max_iter).all()  # both reached the target
+    assert (to_target["peer_iterations"] < TINY.peer_max_iter).all()
+
+
+def test_scipys_lbfgs_in_the_peer_section_stops_at_the_target():
+    problem = peer.peer_problem("least-squares", 300, 8, 100.0)
+    _, iterations = peer.scipy_lbfgs(problem, 1000, 1e-8)
+    _, more = peer.scipy_lbfgs(problem, 1000, 1e-12)
+    assert 0 < iterations < more
+    _, fixed = peer.scipy_lbfgs(problem, 4, None)
+    assert fixed == 4
+
+
+@pytest.mark.slow
+def test_the_peer_sweep_row_is_a_fresh_command_of_trivial_runs():
+    row = peer.measure_sweep(2)
+    assert row["status"] == "ok", row["message"]
+    assert row["seconds"] > row["peer_seconds"] > 0  # wall per run, measured per run
+    assert row["ratio"] == pytest.approx(row["seconds"] - row["peer_seconds"])

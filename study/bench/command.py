@@ -20,6 +20,7 @@ from study.bench.sections import (
     harness,
     iterations,
     overhead,
+    peer,
     scaling,
     target,
 )
@@ -84,6 +85,8 @@ def run_bench(plan: Plan, sections=SECTIONS, device: str = "cpu") -> dict[str, p
         tables["harness"] = harness.bench_harness(plan, device)
     if "bandwidth" in sections:
         tables["bandwidth"] = bandwidth.bench_bandwidth(plan, device)
+    if "peer" in sections:
+        tables["peer"] = peer.bench_peer(plan)
     environment = collect()
     return {name: frame.assign(**environment) if len(frame) else frame
             for name, frame in tables.items()}

@@ -10,7 +10,8 @@ from dataclasses import dataclass, replace
 from datasets.errors import InputError
 from study.frameworks.registry import BACKENDS
 
-SECTIONS = ("iterations", "overhead", "scaling", "feedmode", "target", "harness", "bandwidth")
+SECTIONS = ("iterations", "overhead", "scaling", "feedmode", "target", "harness", "bandwidth",
+            "peer")
 GPU_SECTIONS = ("harness", "bandwidth")  # what `--device gpu` runs (the rest measure the host)
 
 # engines limited to this many BLAS threads for the run (threadpoolctl, restored afterwards):
@@ -52,6 +53,10 @@ HARNESS_GOAL = 1.05
 TRACE_GOAL = 1.03
 LOOP_GOAL = 1.3  # harness section: ours over a hand-written loop making the same host reads
 PASSES = {"gd": 2, "lbfgs": 3}  # reads of X per iteration (bandwidth section)
+# peer section (issue 53): ours over SciPy's L-BFGS-B / the hand loop; the sweep's seconds per
+# run beyond the runs' own measured time
+PEER_GOALS = {"lbfgs per iteration": 1.5, "lbfgs to target": 1.0, "gd per iteration": 1.3,
+              "sweep overhead per run": 0.25}
 
 
 @dataclass(frozen=True)
@@ -110,6 +115,16 @@ class Plan:
     bandwidth_repeats: int = 3
     probe_rows: int = 1_000_000                 # the float32 probes (JAX, GD fused)
     gpu_probe_rows: int = 10_000_000
+    peer_problems: tuple = (("least-squares", 569, 30), ("logistic", 569, 30),
+                            ("least-squares", 1000, 5), ("logistic", 1000, 5),
+                            ("least-squares", 10_000, 50), ("logistic", 10_000, 50),
+                            ("least-squares", 1_000_000, 5))  # (objective, n, d)
+    peer_kappa: float = 1e4
+    peer_iterations: int = 50                   # per-iteration budget (no target)
+    peer_max_iter: int = 20_000                 # the cap of a run to the target
+    peer_repeats: int = 5
+    peer_sweep_runs: int = 20                   # 0: no sweep row
+    peer_blas_threads: int = 1                  # both sides of every pair
 
 
 FULL = Plan()
@@ -130,6 +145,8 @@ QUICK = replace(
     target_candidates=(("lbfgs", "numpy", "data"), ("lbfgs", "numpy", "gram"),
                        ("lbfgs", "tf-fused", "data"), ("lbfgs", "tf-fused", "gram"),
                        ("scipy-lbfgs", "numpy", "data")),
+    peer_problems=(("least-squares", 569, 30), ("logistic", 569, 30),
+                   ("least-squares", 1000, 5), ("least-squares", 10_000, 50)), peer_repeats=3,
 )
 
 

@@ -10,10 +10,19 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from study.bench.plan import HARNESS_GOAL, LOOP_GOAL, PASSES, TARGET_TOL, TRACE_GOAL, Plan
+from study.bench.plan import (
+    HARNESS_GOAL,
+    LOOP_GOAL,
+    PASSES,
+    PEER_GOALS,
+    TARGET_TOL,
+    TRACE_GOAL,
+    Plan,
+)
 from study.output import parquet_writer, text_writer, write_files_atomic
 
-INTEGER_COLUMNS = ("n", "d", "iterations", "target_iterations", "points", "max_iter")
+INTEGER_COLUMNS = ("n", "d", "iterations", "target_iterations", "points", "max_iter",
+                   "peer_iterations")
 
 
 def _fmt(value, spec: str = ".3g") -> str:
@@ -177,6 +186,17 @@ def render(tables: dict, plan: Plan, seconds: float, device: str = "cpu") -> str
                          "the default and the 'highest' matmul precision, and a hand-written "
                          "fused loop with the gradient's reduction laid out three ways")
             parts.append(text_table(frame[check != "mode"], columns))
+    if "peer" in tables:
+        parts.append(f"\n== peer: NumPy float64, ours over SciPy's L-BFGS-B on the same objective "
+                     f"and over the hand-written GD loop (synthetic, kappa {plan.peer_kappa:g}), "
+                     f"timed side by side, median of {plan.peer_repeats}; the sweep row: seconds "
+                     f"per run of a fresh `run` of trivial runs beyond their own measured time "
+                     f"(goals: {', '.join(f'{k} <= {v:g}' for k, v in PEER_GOALS.items())})")
+        parts.append(text_table(tables["peer"], [
+            ("method", "method"), ("objective", "objective"), ("n", "n"), ("d", "d"),
+            ("check", "check"), ("peer", "over"), ("ratio", "ratio"), ("ratio_best", "fastest"),
+            ("meets_goal", "meets"), ("iterations", "iters"), ("peer_iterations", "peer iters"),
+            ("seconds", "ours s"), ("peer_seconds", "peer s")]))
     return "\n".join(parts) + "\n"
 
 

@@ -14,6 +14,17 @@ from optimizers.driver import host_loop
 from optimizers.objective import make_objective, problem_data
 from optimizers.result import Outcome, Stopwatch
 from study.frameworks.base import BaseBackend
+from study.frameworks.numpy.host_arrays import (
+    host_abs,
+    host_logical_and,
+    host_logical_not,
+    host_logical_or,
+    host_maximum,
+    host_minimum,
+    host_where,
+    identity,
+    lower_mask,
+)
 
 
 class NumpyBackend(BaseBackend):
@@ -61,15 +72,15 @@ class NumpyBackend(BaseBackend):
     # the operations algorithms use
     matmul = staticmethod(np.matmul)
     sqrt = staticmethod(np.sqrt)
-    abs = staticmethod(np.abs)
-    where = staticmethod(np.where)
+    abs = staticmethod(host_abs)  # host_*: NumPy's function, without its cost on scalars
+    where = staticmethod(host_where)
     isfinite = staticmethod(np.isfinite)
-    maximum = staticmethod(np.maximum)
+    maximum = staticmethod(host_maximum)
     zeros_like = staticmethod(np.zeros_like)
-    minimum = staticmethod(np.minimum)
-    logical_and = staticmethod(np.logical_and)
-    logical_or = staticmethod(np.logical_or)
-    logical_not = staticmethod(np.logical_not)
+    minimum = staticmethod(host_minimum)
+    logical_and = staticmethod(host_logical_and)
+    logical_or = staticmethod(host_logical_or)
+    logical_not = staticmethod(host_logical_not)
     sigmoid = staticmethod(scipy.special.expit)
 
     @staticmethod
@@ -94,17 +105,23 @@ class NumpyBackend(BaseBackend):
         """a^T @ b without materialising the transpose."""
         return a.T @ b
 
-    reshape = staticmethod(np.reshape)
-    transpose = staticmethod(np.transpose)
+    @staticmethod
+    def reshape(x, shape):
+        return x.reshape(shape)  # np.reshape's view, without its dispatch
+
+    @staticmethod
+    def transpose(x):
+        return x.T
 
     @staticmethod
     def strict_upper(a):
-        """The entries above the diagonal of a square matrix, zeros elsewhere."""
-        return np.triu(a, 1)
+        """The entries above the diagonal of a square matrix, zeros elsewhere (np.triu(a, 1)
+        with its mask made once)."""
+        return np.where(lower_mask(a.shape[-1]), a.dtype.type(0), a)
 
     @staticmethod
     def eye(n, like):
-        return np.eye(n, dtype=like.dtype)
+        return identity(n, like.dtype)
 
     def solve_triangular(self, a, b, lower: bool):
         """a^-1 b for triangular a, straight through LAPACK's trtrs (SciPy's checked wrapper
@@ -114,8 +131,8 @@ class NumpyBackend(BaseBackend):
         return x if info == 0 else np.full_like(b, np.nan)
 
     @staticmethod
-    def sum(x, axis=None):
-        return np.sum(x, axis=axis)
+    def sum(x, axis=None):  # the array's own method: np.sum's reduction, without its dispatch
+        return x.sum(axis=axis) if type(x) is np.ndarray else np.sum(x, axis=axis)
 
     @staticmethod
     def diag_part(a):

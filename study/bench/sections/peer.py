@@ -1,0 +1,211 @@
+"""Section `peer` (issue 53): the NumPy L-BFGS and GD against what a user would reach for
+instead, on problems from 569 rows to 1M, and what a sweep spends on each run beyond it.
+
+- L-BFGS: ours (`optimizers.run`, NumPy, float64) over SciPy's L-BFGS-B called directly on the
+  same objective (the NumPy backend's own products, history 10), per iteration (a fixed
+  budget of iterations, no target) and to relative suboptimality 1e-8 (SciPy stopped by a
+  callback at the same target); the iterations of each are on the row, since L-BFGS with the
+  exact line search on least squares needs fewer of them. Ours is the run's timed loop (its
+  first evaluation included, the data conversion apart as setup); SciPy's the whole call.
+- GD (1/L), least squares: ours per iteration over the NumPy backend's hand-written loop (its
+  twin, study.bench.twins, a least-squares loop), the loss and gradient at every iterate either
+  side.
+- sweep: `convergence-study run` of `plan.peer_sweep_runs` trivial runs (one lstsq on 50 x 3)
+  in a fresh command: its wall per run, and per run beyond the runs' own measured time (what the
+  start-up, the process per run, the noise probe and the results folder cost). Zero: no row.
+
+Each pair is timed side by side in this process, alternating which goes first; the figure is
+the median's ratio, "fastest" the fastest's. Both sides run with BLAS held to
+`plan.peer_blas_threads` threads (1: on a shared 2-core machine a BLAS call waiting for a
+descheduled second thread made single timings of a 500 x 30 problem 10x slower, either side).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from study.bench.plan import PEER_GOALS, TARGET_TOL, Plan
+from study.bench.runs import failed_row, progress, shown
+from study.bench.timing import median, ratio, samples
+
+TRIVIAL = """name = "peer-sweep"
+description = "trivial runs: one lstsq on 50 x 3 each"
+seeds = {seeds}
+repeats = 1
+
+[stopping]
+tol = 1e-8
+max_iter = 100
+
+[[datasets]]
+name = "synthetic"
+n = 50
+d = 3
+
+[[optimizers]]
+name = "closed-form"
+
+[[backends]]
+name = "numpy"
+dtype = "float64"
+"""
+
+
+def peer_problem(objective: str, n: int, d: int, kappa: float):
+    """A synthetic problem of that objective and size (seed 0): least squares with condition
+    number kappa, or L2-logistic with features of that condition number and overlap 0.1."""
+    from datasets import make_problem
+
+    if objective == "logistic":
+        return make_problem("synthetic-logistic", n=n, d=d, kappa=kappa, overlap=0.1)
+    return make_problem("synthetic", n=n, d=d, kappa=kappa)
+
+
+def scipy_lbfgs(problem, iterations: int, tol: float | None) -> tuple[float, int]:
+    """(seconds, iterations) of SciPy's L-BFGS-B from zeros on the NumPy backend's objective;
+    with `tol`, stopped by its callback at the first iterate whose suboptimality is <= tol."""
+    import scipy.optimize
+
+    from optimizers import make_backend
+    from optimizers.objective import make_objective, problem_data
+
+    backend = make_backend("numpy")
+    objective = make_objective(backend, problem_data(backend, problem), "data",
+                               problem.objective)
+    d, k = problem.d, problem.k
+    f_star, scale = problem.f_star, problem.reference.scale
+
+    def fun(x):
+        f, g = objective.value_and_grad(x.reshape(d, k))
+        return float(f), g.ravel()
+
+    def reached(intermediate_result):
+        if (intermediate_result.fun - f_star) / scale <= tol:
+            raise StopIteration
+
+    start = time.perf_counter()
+    result = scipy.optimize.minimize(fun, np.zeros(d * k), jac=True, method="L-BFGS-B",
+                                     callback=None if tol is None else reached,
+                                     options={"maxiter": iterations, "maxcor": 10,
+                                              "gtol": 0.0, "ftol": 0.0})
+    return time.perf_counter() - start, int(result.nit)
+
+
+def ours(problem, optimizer: str, iterations: int, tol: float | None) -> tuple[float, int]:
+    """(seconds of the timed loop, iterations) of our NumPy float64 run."""
+    from optimizers import build_rules, make_backend, make_optimizer, run
+
+    result = run(problem, make_optimizer(optimizer), build_rules(tol=tol, max_iter=iterations),
+                 backend=make_backend("numpy"))
+    return result.seconds, result.iterations
+
+
+def hand_gd(problem, iterations: int) -> tuple[float, int]:
+    from study.bench.twins.twin_numpy import hand_numpy_gd
+
+    return hand_numpy_gd(problem, "float64", "data", iterations) * iterations, iterations
+
+
+def pair_row(base: dict, check: str, goal: float, mine, theirs, repeats: int,
+             per_iteration: bool) -> dict:
+    """Our figure over the peer's, timed side by side `repeats` times, alternating."""
+    row = {**base, "check": check, "goal": goal}
+    times, peer_times, iterations, peer_iterations = [], [], 0, 0
+    try:
+        for repeat in range(repeats):
+            for side in ((theirs, mine) if repeat % 2 else (mine, theirs)):
+                seconds, count = side()
+                figure = seconds / max(count, 1) if per_iteration else seconds
+                if side is mine:
+                    times.append(figure)
+                    iterations = count
+                else:
+                    peer_times.append(figure)
+                    peer_iterations = count
+    except Exception as exc:  # noqa: BLE001 -- recorded on the row; the bench goes on
+        return failed_row(row, exc)
+    value = ratio(median(times), median(peer_times))
+    return {**row, "status": "ok", "message": "", "ratio": value,
+            "ratio_best": ratio(min(times), min(peer_times)),
+            "meets_goal": bool(value <= goal) if value == value else None,
+            "seconds": median(times), "peer_seconds": median(peer_times),
+            "iterations": iterations, "peer_iterations": peer_iterations,
+            "seconds_samples": samples(times), "peer_samples": samples(peer_times)}
+
+
+def measure_problem(plan: Plan, objective: str, n: int, d: int) -> list[dict]:
+    problem = peer_problem(objective, n, d, plan.peer_kappa)
+    problem.reference  # noqa: B018 -- f* in float64, before any clock
+    base = {"objective": objective, "n": n, "d": d, "kappa": plan.peer_kappa,
+            "blas_threads": plan.peer_blas_threads}
+    budget, repeats = plan.peer_iterations, plan.peer_repeats
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=plan.peer_blas_threads, user_api="blas"):
+        return pairs(problem, base, plan, budget, repeats)
+
+
+def pairs(problem, base: dict, plan: Plan, budget: int, repeats: int) -> list[dict]:
+    return [
+        pair_row({**base, "method": "lbfgs", "peer": "scipy L-BFGS-B"}, "per iteration",
+                 PEER_GOALS["lbfgs per iteration"],
+                 lambda: ours(problem, "lbfgs", budget, None),
+                 lambda: scipy_lbfgs(problem, budget, None), repeats, True),
+        pair_row({**base, "method": "lbfgs", "peer": "scipy L-BFGS-B"}, f"to {TARGET_TOL:g}",
+                 PEER_GOALS["lbfgs to target"],
+                 lambda: ours(problem, "lbfgs", plan.peer_max_iter, TARGET_TOL),
+                 lambda: scipy_lbfgs(problem, plan.peer_max_iter, TARGET_TOL), repeats, False),
+    ] + ([pair_row({**base, "method": "gd", "peer": "hand loop"}, "per iteration",
+                   PEER_GOALS["gd per iteration"], lambda: ours(problem, "gd", budget, None),
+                   lambda: hand_gd(problem, budget), repeats, True)]
+         if problem.objective == "least-squares" else [])  # the hand loop's is least squares
+
+
+def measure_sweep(runs: int) -> dict:
+    """A sweep of `runs` trivial runs in a fresh `python -m study run`: its wall per run, and
+    per run beyond the runs' measured time (setup + loop, as each row records them)."""
+    row = {"objective": "least-squares", "n": 50, "d": 3, "method": "closed-form",
+           "peer": "its own measured time", "check": f"sweep of {runs} runs",
+           "goal": PEER_GOALS["sweep overhead per run"]}
+    try:
+        with tempfile.TemporaryDirectory(prefix="peer-sweep-") as folder:
+            config = Path(folder) / "trivial.toml"
+            config.write_text(TRIVIAL.format(seeds=list(range(runs))))
+            out = Path(folder) / "out"
+            start = time.perf_counter()
+            done = subprocess.run([sys.executable, "-m", "study", "run", str(config), "--out",
+                                   str(out), "--quiet"], capture_output=True, text=True)
+            wall = time.perf_counter() - start
+            if done.returncode != 0:
+                raise RuntimeError(f"the sweep exited {done.returncode}: "
+                                   f"{(done.stderr or done.stdout).strip().splitlines()[-1:]}")
+            rows = pd.read_parquet(out / "runs.parquet")
+    except Exception as exc:  # noqa: BLE001
+        return failed_row(row, exc)
+    measured = float((rows["setup_seconds"] + rows["seconds"]).sum())
+    beyond = (wall - measured) / runs
+    return {**row, "status": "ok", "message": "", "ratio": beyond, "ratio_best": float("nan"),
+            "meets_goal": bool(beyond <= row["goal"]), "seconds": wall / runs,
+            "peer_seconds": measured / runs, "iterations": runs, "peer_iterations": runs,
+            "seconds_samples": samples([wall]), "peer_samples": samples([measured])}
+
+
+def bench_peer(plan: Plan) -> pd.DataFrame:
+    rows = []
+    for objective, n, d in plan.peer_problems:
+        for row in measure_problem(plan, objective, n, d):
+            rows.append(row)
+            progress(f"[peer] {row['method']} {objective} {n}x{d} {row['check']} over "
+                     f"{row['peer']}: {shown(row, 'ratio', 'x')}")
+    if plan.peer_sweep_runs:
+        rows.append(measure_sweep(plan.peer_sweep_runs))
+        progress(f"[peer] {rows[-1]['check']}: {shown(rows[-1], 'ratio', ' s per run')} beyond "
+                 "the runs' own time")
+    return pd.DataFrame(rows)

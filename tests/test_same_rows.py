@@ -1,0 +1,177 @@
+"""The host loop's cheaper bookkeeping (issue 53) gives the rows it gave before: the NumPy
+backend's scalar shortcuts (study.frameworks.numpy.host_arrays) and the stopping rules checked on
+plain floats (optimizers.stopping.HostOps) against NumPy's own functions, which is what they
+were before, on the same runs: the same iterations, statuses, messages, counts,
+suboptimalities and trace checkpoints, bit for bit. Only the seconds may differ."""
+
+import math
+
+import numpy as np
+import pytest
+
+import optimizers.driver as driver
+from datasets import make_problem
+from optimizers import build_rules, make_optimizer, run
+from optimizers.stopping import HOST_OPS, Context, Divergence, ExactRepeat, RelativeImprovement
+from study.frameworks.numpy import host_arrays
+from study.frameworks.numpy.backend import NumpyBackend
+
+pytestmark = pytest.mark.numerical
+
+
+class NumpyFunctions(NumpyBackend):
+    """The NumPy backend as it was: every op NumPy's own function."""
+
+    abs = staticmethod(np.abs)
+    where = staticmethod(np.where)
+    maximum = staticmethod(np.maximum)
+    minimum = staticmethod(np.minimum)
+    logical_and = staticmethod(np.logical_and)
+    logical_or = staticmethod(np.logical_or)
+    logical_not = staticmethod(np.logical_not)
+
+    @staticmethod
+    def strict_upper(a):
+        return np.triu(a, 1)
+
+    @staticmethod
+    def eye(n, like):
+        return np.eye(n, dtype=like.dtype)
+
+    reshape = staticmethod(np.reshape)
+    transpose = staticmethod(np.transpose)
+
+    @staticmethod
+    def sum(x, axis=None):
+        return np.sum(x, axis=axis)
+
+
+class NumpyHostOps:
+    """The stopping rules' host ops as they were: NumPy's functions on host floats."""
+
+    tiny = float(np.finfo(np.float64).tiny)
+    scalar = staticmethod(np.float64)
+    maximum = staticmethod(np.maximum)
+    abs = staticmethod(np.abs)
+    where = staticmethod(np.where)
+    isfinite = staticmethod(np.isfinite)
+    logical_or = staticmethod(np.logical_or)  # the divergence rule's `~finite | grown` was these
+    logical_not = staticmethod(np.logical_not)
+    sqrt = staticmethod(np.sqrt)
+
+
+# the regression study's rules (configs/regression.toml, no time budget: its firing depends on
+# the clock), and the others a config can ask for
+RULES = {
+    "study": {"tol": 1e-8, "max_iter": 600, "rel_tol": 1e-12, "patience": 50},
+    "repeat": {"tol": 1e-10, "max_iter": 300, "exact_repeat": True, "grad_tol": 1e-9},
+    "budget": {"max_iter": 40},
+}
+PROBLEMS = {
+    "least-squares": lambda: make_problem("synthetic", n=300, d=12, kappa=1e4, seed=2),
+    "logistic": lambda: make_problem("synthetic-logistic", n=300, d=6, kappa=100.0, seed=2),
+}
+OPTIMIZERS = [("lbfgs", {}), ("gd", {}), ("gd", {"step": "armijo"}), ("nesterov", {})]
+
+
+def comparable(result) -> tuple:
+    """A run's row and trace checkpoints without its timings."""
+    trace = result.trace.drop(columns="seconds")
+    return (result.iterations, result.status, result.message, result.nfev, result.ngev,
+            result.nhvp, result.suboptimality, result.final_loss, result.target_reached,
+            result.grad_norm, result.extra.get("best_suboptimality"), result.w.tobytes(),
+            [tuple(row) for row in trace.itertuples(index=False)])
+
+
+@pytest.fixture(scope="module")
+def problems():
+    return {name: make() for name, make in PROBLEMS.items()}
+
+
+@pytest.mark.parametrize("objective", list(PROBLEMS))
+@pytest.mark.parametrize("dtype, formulation", [("float64", "data"), ("float32", "data"),
+                                                ("float64", "gram")])
+@pytest.mark.parametrize("rules", list(RULES))
+def test_the_same_rows_as_with_numpys_functions(problems, monkeypatch, objective, dtype,
+                                                formulation, rules):
+    if objective == "logistic" and formulation == "gram":
+        pytest.skip("logistic regression has no gram formulation")
+    problem = problems[objective]
+    for name, hyperparameters in OPTIMIZERS:
+        if objective == "logistic" and name == "nesterov":
+            continue  # its textbook step is a least-squares one
+        optimizer = make_optimizer(name, **hyperparameters)
+        fast = run(problem, optimizer, build_rules(**RULES[rules]),
+                   backend=NumpyBackend(dtype, formulation))
+        with monkeypatch.context() as patch:
+            patch.setattr(driver, "HOST_OPS", NumpyHostOps())
+            before = run(problem, optimizer, build_rules(**RULES[rules]),
+                         backend=NumpyFunctions(dtype, formulation))
+        assert comparable(fast) == comparable(before), (name, hyperparameters)
+
+
+SCALARS = [np.float64(1.5), np.float64(-0.0), np.float64(0.0), np.float64(np.nan),
+           np.float64(np.inf), np.float32(2.5), np.float32(np.nan), 1, 0.5, -3.0]
+
+
+def same(a, b) -> bool:
+    """Equal values (NaN equal to NaN, 0.0 apart from -0.0), dtypes and shapes."""
+    a, b = np.asarray(a), np.asarray(b)
+    return (a.dtype == b.dtype and a.shape == b.shape
+            and a.tobytes() == b.tobytes())
+
+
+@pytest.mark.parametrize("function, reference", [
+    (host_arrays.host_maximum, np.maximum), (host_arrays.host_minimum, np.minimum)])
+def test_maximum_and_minimum_are_numpys(function, reference):
+    for a in SCALARS:
+        for b in SCALARS:
+            if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+                continue  # the algorithms never compare two Python numbers with these
+            assert same(function(a, b), reference(a, b)), (a, b)
+    array = np.array([1.0, np.nan, -0.0])
+    assert same(function(array, 0.0), reference(array, 0.0))
+
+
+def test_where_and_logical_ops_are_numpys():
+    truths = [np.True_, np.False_, True, False]
+    for condition in truths:
+        for x, y in [(np.float64(1.0), np.float64(2.0)), (np.float32(1.0), 2),
+                     (np.float64(1.0), 0.5), (np.ones((3, 1)), np.zeros((3, 1))),
+                     (np.ones(2, dtype=np.float32), np.zeros(2)), (np.ones(2), 0),
+                     (np.True_, np.False_), (1, -1)]:
+            assert same(host_arrays.host_where(condition, x, y), np.where(condition, x, y))
+        for other in truths:
+            assert same(host_arrays.host_logical_and(condition, other),
+                        np.logical_and(condition, other))
+            assert same(host_arrays.host_logical_or(condition, other),
+                        np.logical_or(condition, other))
+        assert same(host_arrays.host_logical_not(condition), np.logical_not(condition))
+    mask = np.array([True, False])
+    assert same(host_arrays.host_where(mask, np.ones(2), 0), np.where(mask, np.ones(2), 0))
+    for x in SCALARS[:7]:
+        assert same(host_arrays.host_abs(x), np.abs(x))
+    a = np.arange(16.0).reshape(4, 4)
+    assert same(NumpyBackend.strict_upper(a), np.triu(a, 1))
+    assert same(NumpyBackend.eye(4, like=a), np.eye(4))
+    with pytest.raises(ValueError):
+        NumpyBackend.eye(4, like=a)[0, 0] = 2.0  # shared: read-only
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered in sqrt")  # NumPy's, below 0
+@pytest.mark.parametrize("f, f0, f_prev", [
+    (1.0, 2.0, 1.5), (math.nan, 1.0, 1.0), (math.inf, 1.0, 1.0), (3e5, 1.0, 2.0),
+    (-1e-17, 1.0, -1e-17), (0.0, 0.0, math.nan), (2.0, 2.0, 2.0)])
+def test_host_rules_decide_as_with_numpys_functions(f, f0, f_prev):
+    """The rules on plain floats fire where NumPy's functions made them fire, with the same
+    memory (the stall rule's best loss and count)."""
+    rules = [Divergence(), ExactRepeat(), RelativeImprovement(1e-3, 2)]
+    for iteration in (0, 1, 5):
+        ctx = Context(iteration, 0.1, f, f0, f_prev, f / 3, 0.5)
+        for rule in rules:
+            state = (10.0, 1.0) if isinstance(rule, RelativeImprovement) and iteration else \
+                rule.init_state(HOST_OPS)
+            fired, new = rule.check(HOST_OPS, ctx, state)
+            fired_np, new_np = rule.check(NumpyHostOps(), ctx, state)
+            assert bool(fired) == bool(fired_np), (rule, ctx)
+            assert all(same(float(a), float(b)) for a, b in zip(new, new_np, strict=True))
