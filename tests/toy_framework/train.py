@@ -1,12 +1,7 @@
-"""A fifth framework in one file, for the seam test (tests/test_seam.py): 'toy', NumPy underneath
-under its own name, with its regression backend, its line style and two feed-mode study modes;
-it names no bench twin (`Backend.twin`), so the bench measures its engine and says it has no
-hand-written loop and no copy measurement. It is its own train-study adapter too
-(study.train.adapters): Keras has no toy backend, so it runs native toy models only (`linear`: a
-linear layer and a sigmoid, NumPy arrays), with its library's `toy:sgd` and our lbfgs; a
-gradient is central finite differences (a toy has no autodiff).
-Named in CONVERGENCE_STUDY_BACKENDS, it is registered by study.frameworks.registry in every
-process that inherits the variable (the sweep's runs too); no other file names it."""
+"""The toy's train-study adapter (study.train.frameworks reads its members): Keras has no toy
+backend, so it runs native toy models only (`ToyModel`: a linear layer and a sigmoid on NumPy
+arrays; `linear` builds one, `--model tests/toy_framework/train.py:linear`), with its library's
+`toy:sgd` and our lbfgs; a gradient is central finite differences (a toy has no autodiff)."""
 
 from __future__ import annotations
 
@@ -16,54 +11,18 @@ from types import SimpleNamespace
 import numpy as np
 
 from datasets.errors import InputError
-from study.frameworks.numpy.backend import NumpyBackend
-from study.frameworks.registry import DTYPES, FORMULATIONS, Backend, FeedMode, Framework
-
-FRAMEWORK = Framework(
-    "toy", "numpy", "Toy", ("numpy",), None, preload=("numpy",), gpu_nodes="", devices=("cpu",),
-    feedmode="toy_backend", feedmodes={
-        "toy-numpy": FeedMode("eager", "numpy", "conv-pool", False,
-                              "the NumPy reference, converted at every call",
-                              ("toy-resident", "time per call")),
-        "toy-resident": FeedMode("eager", "resident", "conv-pool", False,
-                                 "the NumPy reference on an array converted once"),
-    }, train="toy_backend")
-BACKEND = Backend("toy", "toy", "toy_backend", "ToyBackend",
-                  {"dtype": DTYPES, "formulation": FORMULATIONS, "chunk": (1, 4)},
-                  files=("tests/toy_backend.py",), styles={"toy": ((0, (1, 1, 5, 1)), "*")})
-
-
-class ToyBackend(NumpyBackend):
-    """NumPy's backend under another name (the regression study cannot tell it is NumPy), with
-    an option of its own that no study knows (`chunk`, which changes nothing): the base class
-    (study.frameworks.base) checks it against BACKEND and keeps it as `self.chunk`."""
-
-    name = "toy"
-
-
-def build(spec, x, kernel, clock):
-    """A toy feed mode: the NumPy reference, given the array as is or converted once. (A
-    plugin imports the studies inside its functions: it is loaded while the registry is, before
-    the studies read their tables from it.)"""
-    from study.feedmode import model as fm
-    from study.feedmode.measure import Prepared
-
-    dtype = x.dtype
-    if fm.MODES[spec.mode].feed == "resident":
-        with clock.phase("data"):
-            x = x.copy()
-    return Prepared(lambda: fm.reference(x, kernel).astype(dtype), lambda y: y,
-                    lambda: {"executable_bytes": None}, placed={"device": "cpu"})
-
-
-def out_of_memory(exc: BaseException) -> bool:
-    return False
-
-
-# ---- the train study (this module is the toy's adapter: study.train.adapters) ----------------
+from study.train.models.workload import (
+    Submission,
+    Workload,
+    check_metric,
+    check_outputs,
+    host_metric,
+    run_loss,
+)
+from study.train.run.flat import flatten, layout, pieces
 
 LIBRARY = "toy"  # toy:sgd
-STYLE = ((0, (1, 1, 5, 1)), "*")
+STYLE = ((0, (1, 1, 5, 1)), "*")  # as its regression engine is drawn (BACKEND.styles)
 
 
 def gpu_seen() -> bool:
@@ -83,11 +42,12 @@ class ToyModel:
 
 
 def linear(input_shape, outputs, seed: int = 0) -> ToyModel:
-    """A user's model function for the toy framework (`--model tests/toy_backend.py:linear`):
-    the model of the registered module (the one this adapter recognises)."""
-    import toy_backend
+    """A user's model function for the toy framework: a model of the registered package's class
+    (the one `module_kind` recognises), as a user's file imports its framework by name; this
+    file, loaded by path as a model file, is another module."""
+    from toy_framework.train import ToyModel as Registered
 
-    return toy_backend.ToyModel(int(np.prod(input_shape)), outputs, seed)
+    return Registered(int(np.prod(input_shape)), outputs, seed)
 
 
 def module_kind(value) -> str | None:
@@ -116,8 +76,6 @@ def _gradient(loss, flat: np.ndarray, step: float = 1e-6) -> np.ndarray:
 
 
 def flat_value_and_grad(weights, loss_at, data, device=None):
-    from study.train.run.flat import layout, pieces
-
     shapes, ends = layout(weights)
 
     def at(flat):
@@ -126,104 +84,96 @@ def flat_value_and_grad(weights, loss_at, data, device=None):
     return lambda w: (at(np.asarray(w, np.float64)), _gradient(at, np.asarray(w, np.float64)))
 
 
+class ToyWorkload(Workload):
+    framework = "toy"
+
+    def __init__(self, native, arrays: dict, loss, metric: str, device: str):
+        self.what, self.kind, self.device = native.what, native.kind, device
+        self.metric = check_metric(metric)
+        self.loss_used, self.loss_fn, self.loss_label, _ = run_loss(native, loss, _ops())
+        self.initial = [p.copy() for p in native.obj.params]
+        self.shapes, self.ends = layout(self.initial)
+        self.data = (np.asarray(arrays["x_train"], np.float64),
+                     np.asarray(arrays["y_train"], np.float64))
+        self.val = (np.asarray(arrays["x_val"], np.float64), np.asarray(arrays["y_val"]))
+        check_outputs(self.what, ToyModel.apply(self.initial, self.data[0][:2]).shape, 2,
+                      native.outputs)
+
+    def init_parameters(self):
+        return [p.copy() for p in self.initial]
+
+    def loss(self, params, data, index):
+        xs, ys = data if index is None else (data[0][index], data[1][index])
+        return self.loss_fn(ToyModel.apply(params, xs), ys)
+
+    def indices(self, rows):
+        return list(rows)
+
+    def evaluate(self, params):
+        out = ToyModel.apply(params, self.val[0])
+        return {"val_loss": float(self.loss_fn(out, self.val[1].astype(np.float64))),
+                f"val_{self.metric}": host_metric(self.metric, self.loss_used, out,
+                                                  self.val[1])}
+
+    def probe(self, rows: int = 256):
+        out = ToyModel.apply(self.initial, self.val[0][:rows])
+        return out, float(self.loss_fn(out, self.val[1][:rows].astype(np.float64)))
+
+    def to_flat(self, params):
+        return flatten(params)
+
+    def from_flat(self, w):
+        return pieces(np.asarray(w, np.float64), self.shapes, self.ends, np.reshape)
+
+    def flat_value_and_grad(self):
+        return flat_value_and_grad(self.initial, lambda p, d: self.loss(p, d, None), self.data,
+                                   self.device)
+
+    def read(self, value):
+        return float(value)
+
+    def parameter_count(self):
+        return int(sum(p.size for p in self.initial))
+
+    def placed(self):
+        return "cpu:0"
+
+
 def workload(native, arrays: dict, loss, metric: str, device: str = "cpu", initial=None,
-             seed: int = 0):
-    from study.train.models.workload import (
-        Workload,
-        check_metric,
-        check_outputs,
-        host_metric,
-        run_loss,
-    )
-    from study.train.run.flat import flatten, layout, pieces
-
-    class ToyWorkload(Workload):
-        framework = "toy"
-
-        def __init__(self):
-            self.what, self.kind, self.device = native.what, native.kind, device
-            self.metric = check_metric(metric)
-            self.loss_used, self.loss_fn, self.loss_label, _ = run_loss(native, loss, _ops())
-            self.initial = [p.copy() for p in native.obj.params]
-            self.shapes, self.ends = layout(self.initial)
-            self.data = (np.asarray(arrays["x_train"], np.float64),
-                         np.asarray(arrays["y_train"], np.float64))
-            self.val = (np.asarray(arrays["x_val"], np.float64), np.asarray(arrays["y_val"]))
-            check_outputs(self.what, ToyModel.apply(self.initial, self.data[0][:2]).shape, 2,
-                          native.outputs)
-
-        def init_parameters(self):
-            return [p.copy() for p in self.initial]
-
-        def loss(self, params, data, index):
-            xs, ys = data if index is None else (data[0][index], data[1][index])
-            return self.loss_fn(ToyModel.apply(params, xs), ys)
-
-        def indices(self, rows):
-            return list(rows)
-
-        def evaluate(self, params):
-            out = ToyModel.apply(params, self.val[0])
-            return {"val_loss": float(self.loss_fn(out, self.val[1].astype(np.float64))),
-                    f"val_{self.metric}": host_metric(self.metric, self.loss_used, out,
-                                                      self.val[1])}
-
-        def probe(self, rows: int = 256):
-            out = ToyModel.apply(self.initial, self.val[0][:rows])
-            return out, float(self.loss_fn(out, self.val[1][:rows].astype(np.float64)))
-
-        def to_flat(self, params):
-            return flatten(params)
-
-        def from_flat(self, w):
-            return pieces(np.asarray(w, np.float64), self.shapes, self.ends, np.reshape)
-
-        def flat_value_and_grad(self):
-            return flat_value_and_grad(self.initial, lambda p, d: self.loss(p, d, None),
-                                       self.data, device)
-
-        def read(self, value):
-            return float(value)
-
-        def parameter_count(self):
-            return int(sum(p.size for p in self.initial))
-
-        def placed(self):
-            return "cpu:0"
-
-    return ToyWorkload()
+             seed: int = 0) -> ToyWorkload:
+    return ToyWorkload(native, arrays, loss, metric, device)
 
 
-def submission(name: str, hyperparameters: dict):
-    """toy:sgd, learning_rate only: plain gradient steps on the batch."""
-    from study.train.models.workload import Submission
+class ToySgd(Submission):
+    """toy:sgd: plain gradient steps on the batch."""
 
+    def __init__(self, rate: float):
+        self.rate, self.name = rate, "toy:sgd"
+
+    def init(self, workload, params):
+        return workload.to_flat(params)
+
+    def warm(self, workload, state, index) -> None:
+        pass
+
+    def update(self, workload, state, index):
+        def at(flat):
+            return float(workload.loss(workload.from_flat(flat), workload.data, index))
+
+        return state - self.rate * _gradient(at, state), at(state)
+
+    def parameters(self, workload, state):
+        return workload.from_flat(state)
+
+    def record(self) -> dict:
+        return {"optimizer_library": "toy",
+                "optimizer_config": json.dumps({"learning_rate": self.rate})}
+
+
+def submission(name: str, hyperparameters: dict) -> ToySgd:
+    """toy:sgd, learning_rate only."""
     if name != "sgd":
         raise InputError(f"unknown toy optimizer '{name}'; allowed: sgd")
     if set(hyperparameters) - {"learning_rate"}:
         raise InputError(f"toy:sgd takes learning_rate only, got {sorted(hyperparameters)}")
-    rate = float(hyperparameters.get("learning_rate", 0.1))
-
-    class ToySgd(Submission):
-        def init(self, workload, params):
-            return workload.to_flat(params)
-
-        def warm(self, workload, state, index) -> None:
-            pass
-
-        def update(self, workload, state, index):
-            def at(flat):
-                return float(workload.loss(workload.from_flat(flat), workload.data, index))
-
-            return state - rate * _gradient(at, state), at(state)
-
-        def parameters(self, workload, state):
-            return workload.from_flat(state)
-
-        def record(self) -> dict:
-            return {"optimizer_library": "toy",
-                    "optimizer_config": json.dumps({"learning_rate": rate})}
-
-    done = ToySgd()
-    done.name = f"toy:{name}"
-    return done
+    return ToySgd(float(hyperparameters.get("learning_rate", 0.1)))
