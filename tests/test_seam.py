@@ -1,16 +1,18 @@
-"""The framework seam (issue 35): a fifth framework declared in one file under tests/
-(tests/toy_backend.py, NumPy underneath, named 'toy') runs through the regression study's grid,
-its figures and the report, through the feed-mode study, and through the bench (an engine of
-its own, said to have no hand-written twin), and through the train study (its native toy model,
-its library's optimizer and our L-BFGS, one run and a sweep with its figures and report), with
-no other file changed; a Keras model on it is refused in one line. Each command runs in a fresh
-process with CONVERGENCE_STUDY_BACKENDS naming the file, as a user's would (the sweep's runs
+"""The framework seam (issues 35, 52): a fifth framework in one folder under tests/
+(tests/toy_framework/, NumPy underneath, named 'toy', with the shipped frameworks' module names)
+runs through the regression study's grid (least squares and logistic), its figures and the
+report, through the feed-mode study, through every section of the bench (its engine against its
+own hand-written twin), and through the train study (its native toy model, its library's
+optimizer and our L-BFGS, one run and a sweep with its figures and report), with no file under
+study/ naming it; a Keras model on it is refused in one line. Each command runs in a fresh
+process with CONVERGENCE_STUDY_BACKENDS naming the folder, as a user's would (the sweep's runs
 inherit it).
 An unknown framework is one clear error everywhere."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -22,7 +24,7 @@ from datasets.errors import InputError
 from study.frameworks import registry
 
 ROOT = Path(__file__).resolve().parents[1]
-TOY = ROOT / "tests" / "toy_backend.py"
+TOY = ROOT / "tests" / "toy_framework"
 
 
 def study(*args, plugins: str = str(TOY)) -> subprocess.CompletedProcess:
@@ -73,6 +75,19 @@ def test_the_toy_backend_runs_the_regression_grid_figures_and_report(tmp_path):
     assert pd.read_parquet(out)["backend"].tolist() == ["toy"]
 
 
+def test_the_toy_backend_runs_logistic_regression_as_numpy_does(tmp_path):
+    """L2-regularized logistic regression (L-BFGS, strong Wolfe) on the toy: converged in
+    NumPy's iterations on the same instance."""
+    rows = {}
+    for name in ("numpy", "toy"):
+        out = tmp_path / f"{name}.parquet"
+        ok(study("regress", "--dataset", "synthetic-logistic", "--rows", 300, "--data-param",
+                 "d=4", "--optimizer", "lbfgs", "--backend", name, "--out", out))
+        rows[name] = pd.read_parquet(out).iloc[0]
+    assert rows["toy"]["backend"] == "toy" and rows["toy"]["status"] == "converged"
+    assert rows["toy"]["iterations"] == rows["numpy"]["iterations"] > 1
+
+
 def test_the_figures_draw_the_toy_engine_in_its_declared_style_after_the_others():
     code = ("from study.regression import style, figures; "
             "print(style.engine_style('toy/cpu') == ((0, (1, 1, 5, 1)), '*'), "
@@ -97,36 +112,49 @@ def test_the_toy_framework_runs_the_feedmode_study_figures_and_report(tmp_path):
     assert "The same question on Toy" in text and "toy-numpy" in text
 
 
-BENCH_WITH_THE_TOY = """
+# `make bench` (`study bench`) on a plan measuring the toy in every section, tiny sizes
+TOY_BENCH = """
 from dataclasses import replace
 from study.bench import plan
-from study.bench.command import run_bench
-from study.bench.render import render
-from study.bench.sections.harness import engines
-print(plan.engine("toy"), ("toy", "") in engines("cpu"))
-tiny = replace(plan.QUICK, name="toy", rows=400, dtypes=("float64",), formulations=("data",),
-               optimizers=("gd",), backends=("toy",), data_iterations=2, repeats=1,
-               read_repeats=1, overhead_backends=("toy",), trace_backends=(),
-               harness_rows=(400,), harness_backends=("toy",), harness_iterations=2,
-               harness_repeats=1, bandwidth_rows=(400,), bandwidth_backends=("toy",),
-               bandwidth_iterations=2, bandwidth_repeats=1, probe_rows=400)
-print(render(run_bench(tiny, ("iterations", "overhead", "harness", "bandwidth")), tiny, 0))
+plan.FULL = replace(
+    plan.FULL, name="toy", rows=400, dtypes=("float64",), formulations=("data", "gram"),
+    optimizers=("gd",), backends=("numpy", "toy"), data_iterations=2, gram_iterations=2,
+    repeats=1, read_repeats=1, overhead_repeats=1, overhead_gram_iterations=2,
+    overhead_backends=("toy",), trace_backends=("toy",), scaling_n=(300, 600), scaling_d=(3,),
+    scaling_d_rows=300, scaling_methods=(("gd", "toy", "data"),), scaling_iterations=2,
+    scaling_repeats=1, scaling_time_budget=2.0, feed_n=4, feed_dtypes=("float32",),
+    feed_frameworks=("toy",), feed_calls=1, target_repeats=1,
+    target_candidates=(("lbfgs", "toy", "data"),), harness_rows=(400,),
+    harness_dtypes=("float64",), harness_backends=("toy",), harness_iterations=2,
+    harness_repeats=1, bandwidth_rows=(400,), bandwidth_dtypes=("float64",),
+    bandwidth_backends=("toy",), bandwidth_iterations=2, bandwidth_repeats=1, probe_rows=400)
+from study.__main__ import run
+run()
 """
 
 
-def test_the_bench_measures_the_toy_engine_and_says_it_has_no_twin():
-    """The bench's engines are the registry's: the toy's is one, measured (passes per
-    iteration), and the bench says it has no hand-written loop and no copy measurement."""
-    done = subprocess.run([sys.executable, "-c", BENCH_WITH_THE_TOY], cwd=ROOT,
-                          capture_output=True, text=True, check=False, timeout=300,
+def test_the_bench_measures_the_toy_engine_against_its_own_twin_in_every_section(tmp_path):
+    """Every section of `make bench` has rows for the toy's engine (the registry's), measured:
+    against the hand-written loops and the copy of its own twin (toy_framework/twin.py), its
+    feed modes against their floor."""
+    out = tmp_path / "bench"
+    done = subprocess.run([sys.executable, "-c", TOY_BENCH, "bench", "--out", out], cwd=ROOT,
+                          capture_output=True, text=True, check=False, timeout=600,
                           env={**os.environ, registry.PLUGINS: str(TOY)})
-    lines = ok(done).splitlines()
-    assert lines[0] == "('toy', {}) True"
-    passes = [line for line in lines if line.split()[:2] == ["gd", "toy"]]
-    assert passes and "unavailable" not in passes[0] and "error" not in passes[0]
-    # overhead and harness: no hand-written loop; bandwidth (GD, L-BFGS): no copy to divide by
-    assert sum(line.endswith("unavailable: no hand-written loop for toy") for line in lines) == 2
-    assert sum(line.endswith("unavailable: no copy measurement for toy") for line in lines) == 2
+    ok(done)
+    tables = {p.stem: pd.read_parquet(p) for p in out.glob("*.parquet")}
+    assert set(tables) == {"iterations", "overhead", "scaling", "slopes", "feedmode", "target",
+                           "harness", "bandwidth"}
+    for name in ("iterations", "overhead", "scaling", "target", "harness", "bandwidth"):
+        toy = tables[name][tables[name]["backend"] == "toy"]
+        assert len(toy) and set(toy["status"]) == {"ok"}, (name, toy.get("message"))
+    assert set(tables["overhead"]["check"]) == {"harness", "trace", "trace-wall"}
+    for name in ("overhead", "harness"):  # divided by its twin's hand-written loops
+        assert (tables[name]["ratio"] > 0).all(), name
+    assert (tables["bandwidth"]["fraction_of_copy"] > 0).all()  # by its twin's copy
+    feed = tables["feedmode"]
+    assert set(feed["mode"]) == {"toy-numpy", "toy-resident"} and set(feed["status"]) == {"ok"}
+    assert "no hand-written loop" not in (out / "bench.txt").read_text()
 
 
 TOY_TRAIN = """kind = "train"
@@ -158,7 +186,7 @@ def test_the_toy_framework_runs_the_train_study(tmp_path):
     the toy's file is all it takes: a native toy model trains with its library's optimizer and
     with our L-BFGS (the one flat objective: the toy's value_and_grad), as one run and as a sweep
     whose figures and report draw it."""
-    model = f"{TOY}:linear"
+    model = f"{TOY / 'train.py'}:linear"
     out = tmp_path / "one.parquet"
     ok(study("train", "--model", model, "--data", "eve-late-week", "--data-param", "rows=600",
              "--loss", "binary_crossentropy", "--optimizer", "lbfgs", "--backend", "toy",
@@ -192,7 +220,7 @@ def test_the_train_study_refuses_a_keras_model_on_the_toy_backend_in_one_line():
     assert "toy" in err.lower() and "Keras" in err
 
 
-def test_the_toy_backend_is_unknown_without_its_file(tmp_path):
+def test_the_toy_backend_is_unknown_without_its_folder(tmp_path):
     err = one_line(study("regress", "--rows", "300", "--backend", "toy", plugins=""))
     assert "unknown backend 'toy'; allowed: numpy, tensorflow, jax, torch, cupy" in err
 
@@ -217,9 +245,48 @@ def test_an_unknown_framework_is_one_line_everywhere(tmp_path, monkeypatch):
 @pytest.mark.parametrize("plugins, words", [
     ("/no/such/file.py", "CONVERGENCE_STUDY_BACKENDS: no file '/no/such/file.py'"),
     ("no_such_module_anywhere", "CONVERGENCE_STUDY_BACKENDS: cannot import "
-                                "'no_such_module_anywhere'")])
-def test_a_bad_plugin_name_is_one_line(plugins, words):
+                                "'no_such_module_anywhere'"),
+    ("/no/such/folder", "CONVERGENCE_STUDY_BACKENDS: no folder '/no/such/folder'"),
+    (str(ROOT / "docs"), f"folder '{ROOT / 'docs'}' has no __init__.py"),
+    (str(ROOT / "tests" / "toy_study"), f"'{ROOT / 'tests' / 'toy_study'}' declares no BACKEND")])
+def test_a_bad_plugin_is_one_line(plugins, words):
     assert words in one_line(study("regress", "--rows", "300", plugins=plugins))
+
+
+def test_a_plugin_folder_named_like_another_module_is_one_line(tmp_path):
+    """Imported under its folder's name, it would stand in for the toolkit's `datasets`."""
+    folder = tmp_path / "datasets"
+    folder.mkdir()
+    (folder / "__init__.py").write_text("")
+    err = one_line(study("regress", "--rows", 300, plugins=str(folder)))
+    assert "would be imported as 'datasets', the name of another module" in err
+
+
+def test_a_plugin_folder_that_fails_to_import_is_one_line(tmp_path):
+    folder = tmp_path / "broken"
+    folder.mkdir()
+    (folder / "__init__.py").write_text("import no_such_module_anywhere\n")
+    assert (f"CONVERGENCE_STUDY_BACKENDS: cannot import '{folder}': No module named "
+            "'no_such_module_anywhere'") in one_line(study("regress", "--rows", 300,
+                                                           plugins=str(folder)))
+
+
+def test_the_toy_folder_has_the_shipped_frameworks_module_names():
+    """Its modules are the ones a shipped framework's folder has (study/frameworks/<name>/)."""
+    shipped = {p.name for p in (ROOT / "study" / "frameworks").glob("*/*.py")}
+    own = {p.name for p in TOY.glob("*.py")}
+    assert own == {"__init__.py", "backend.py", "feedmode.py", "train.py", "twin.py"} <= shipped
+    assert not (ROOT / "tests" / "toy_backend.py").exists()
+
+
+def test_nothing_under_study_names_the_toy():
+    """The toy comes in through CONVERGENCE_STUDY_BACKENDS only: no file of the toolkit names it
+    (nor its folder, modes, model kind or optimizer)."""
+    named = [f"{p.relative_to(ROOT)}:{n}" for p in sorted((ROOT / "study").rglob("*"))
+             if p.is_file() and p.suffix != ".pyc"
+             for n, line in enumerate(p.read_text(errors="replace").splitlines(), 1)
+             if re.search(r"(?i)\btoy", line)]
+    assert not named
 
 
 def test_the_registry_says_which_frameworks_the_train_study_can_run():

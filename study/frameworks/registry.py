@@ -12,7 +12,7 @@ how its engines read in a label and how figures draw them (line style and marker
 order), and the bench's module of hand-written twins on it (`twin`). The declarations themselves
 are in each framework's folder (study/frameworks/<name>/__init__.py); the studies, the bench, the
 Makefile, figures, reports and tests read these tables and never name a framework. A backend kept
-outside the project (a test's toy backend) registers from its own file, named in
+outside the project registers from its own module, file or folder, named in
 CONVERGENCE_STUDY_BACKENDS, so that a run's own process, which inherits the environment, knows it
 too.
 """
@@ -35,7 +35,7 @@ FORMULATIONS = ("data", "gram")
 DEVICES = ("cpu", "gpu")
 NOUNS = {"feed": "feed mode"}  # how a message names an option
 NVIDIA = "/dev/nvidia[0-9]*"  # the device files a CUDA GPU shows
-PLUGINS = "CONVERGENCE_STUDY_BACKENDS"  # module names or .py files, os.pathsep between
+PLUGINS = "CONVERGENCE_STUDY_BACKENDS"  # module names, .py files or folders, os.pathsep between
 
 
 @dataclass(frozen=True)
@@ -259,8 +259,8 @@ def make_backend(name: str, dtype: str = "float64", **options):
 
 
 def load_plugins(value: str | None = None) -> None:
-    """Register the backends of the modules (or .py files) named in CONVERGENCE_STUDY_BACKENDS,
-    each declaring BACKEND and, when it brings one, FRAMEWORK."""
+    """Register the backends of the modules, .py files or package folders named in
+    CONVERGENCE_STUDY_BACKENDS, each declaring BACKEND and, when it brings one, FRAMEWORK."""
     value = os.environ.get(PLUGINS, "") if value is None else value
     for item in filter(None, value.split(os.pathsep)):
         module = _import_plugin(item)
@@ -270,20 +270,41 @@ def load_plugins(value: str | None = None) -> None:
 
 
 def _import_plugin(item: str):
-    if not item.endswith(".py"):
+    """A module by name; a .py file or a package folder by path, imported under its own name
+    (the file's stem, the folder's name) so that the modules its declaration names import."""
+    path = Path(item)
+    if item.endswith(".py"):
+        if not path.is_file():
+            raise InputError(f"{PLUGINS}: no file '{item}'")
+        name, source, package = path.stem, path, None
+    elif path.is_dir() or os.sep in item or "/" in item:
+        if not path.is_dir():
+            raise InputError(f"{PLUGINS}: no folder '{item}'")
+        source = path / "__init__.py"
+        if not source.is_file():
+            raise InputError(f"{PLUGINS}: folder '{item}' has no __init__.py (a framework's "
+                             "folder is a package declaring BACKEND and FRAMEWORK)")
+        name, package = path.resolve().name, [str(path.resolve())]
+    else:
         try:
             return importlib.import_module(item)
         except ImportError as exc:
             raise InputError(f"{PLUGINS}: cannot import '{item}': {exc}") from None
-    path = Path(item)
-    if not path.is_file():
-        raise InputError(f"{PLUGINS}: no file '{item}'")
-    if path.stem in sys.modules:  # imported already under its name (a test's own import)
-        return sys.modules[path.stem]
-    spec = importlib.util.spec_from_file_location(path.stem, path)
+    if name in sys.modules:  # imported already under its name (a test's own import)
+        found = getattr(sys.modules[name], "__file__", None)
+        if found is None or Path(found).resolve() != source.resolve():
+            raise InputError(f"{PLUGINS}: '{item}' would be imported as '{name}', the name of "
+                             f"another module ({found or 'built in'}); rename it")
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, source,
+                                                  submodule_search_locations=package)
     module = importlib.util.module_from_spec(spec)
-    sys.modules[path.stem] = module  # so that the backend's `module` imports it by name
-    spec.loader.exec_module(module)
+    sys.modules[name] = module  # so that the backend's `module` imports it by name
+    try:
+        spec.loader.exec_module(module)
+    except (ImportError, SyntaxError) as exc:
+        del sys.modules[name]
+        raise InputError(f"{PLUGINS}: cannot import '{item}': {exc}") from None
     return module
 
 

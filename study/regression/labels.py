@@ -141,7 +141,7 @@ def label_runs(runs: pd.DataFrame) -> pd.DataFrame:
     """Add the label columns every figure groups by. Rows labelled already keep their labels:
     a label that tells configurations apart depends on the table it was made in, so a figure
     labels the whole table once and its subsets carry those labels (relabelling a subset made
-    'gd toy [chunk=1]' plain 'gd toy' where its sibling was filtered out)."""
+    'gd mine [chunk=1]' plain 'gd mine' where its sibling was filtered out)."""
     if set(LABELS) <= set(runs.columns):
         return runs
     runs = runs.copy()
