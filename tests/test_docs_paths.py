@@ -1,15 +1,21 @@
-"""Every project path the documentation names in backticks exists: a file or folder written as
-`study/...`, `optimizers/...`, `datasets/...`, `tests/...`, `configs/...`, `scripts/...` or
-`examples/...` in README.md or docs/*.md (not the generated docs/reference-report/) is in the
-checkout, so a move that forgets a page fails here. A placeholder component (`<name>`,
-`twin_<backend>.py`) and a shell wildcard are globbed and must match something; `{a,b}` is
-expanded; a `:function` suffix (`path.py:Name`) is the file's."""
+"""What the docs say of the code's shape holds.
+
+Every project path they name in backticks exists: a file or folder written as `study/...`,
+`optimizers/...`, `datasets/...`, `tests/...`, `configs/...`, `scripts/...` or `examples/...` in
+README.md or docs/*.md (not the generated docs/reference-report/) is in the checkout, so a move
+that forgets a page fails here. A placeholder component (`<name>`, `twin_<backend>.py`) and a
+shell wildcard are globbed and must match something; `{a,b}` is expanded; a `:function` suffix
+(`path.py:Name`) is the file's. And the layers docs/layout.md draws are the imports' direction:
+each layer imports only those below it, and a framework folder's part of a study (feedmode,
+train, twin, examples) is loaded by the name its registry entry gives, never imported."""
 
 from __future__ import annotations
 
 import itertools
 import re
 from pathlib import Path
+
+from test_structure import module_graph
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -61,3 +67,63 @@ def test_every_path_the_docs_name_exists():
                if not all(exists(p) for p in expanded(path))]
     assert not missing, "paths named in the docs that are not in the checkout:\n" + \
         "\n".join(missing)
+
+
+STUDIES = ("study.regression", "study.feedmode", "study.train", "study.bench")
+PARTS = {"feedmode": "study.feedmode", "train": "study.train", "twin": "study.bench",
+         "examples": "study.train"}  # a framework folder's module -> the study it is part of
+
+
+def layer(module: str) -> int | str | None:
+    """docs/layout.md's layer of a project module, bottom (0) to top (5); a framework folder's
+    part of a study is "part"."""
+    parts = module.split(".")
+    if parts[0] in ("datasets", "optimizers"):
+        return ("datasets", "optimizers").index(parts[0])
+    if parts[0] != "study":
+        return None  # convergence_study: the installed name, outside the layers
+    if parts[:2] == ["study", "frameworks"]:
+        return "part" if len(parts) == 4 and parts[3] in PARTS else 2
+    if module == "study.__main__":
+        return 5
+    return 4 if any(module == s or module.startswith(s + ".") for s in STUDIES) else 3
+
+
+def against_the_layers(graph: dict[str, set[str]]) -> list[str]:
+    wrong = []
+    for module, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            low, high = layer(module), layer(target)
+            if None in (low, high):
+                continue
+            if high == "part":  # loaded by name; only its own folder may import it
+                if module.rpartition(".")[0] != target.rpartition(".")[0]:
+                    wrong.append(f"{module} -> {target} (loaded by name, never imported)")
+            elif low == "part":
+                study = PARTS[module.split(".")[3]]
+                if high == 5 or high == 4 and not (target == study or
+                                                   target.startswith(study + ".")):
+                    wrong.append(f"{module} -> {target} (not its own study)")
+            elif low < high:
+                wrong.append(f"{module} -> {target} (upward)")
+    return wrong
+
+
+def test_the_layer_check_finds_what_it_looks_for():
+    assert [layer(m) for m in ("datasets.errors", "optimizers.ops", "study.frameworks.registry",
+                               "study.frameworks.jax.backend", "study.frameworks.jax.train",
+                               "study.sweep.runner", "study.bench.twins", "study.__main__")] \
+        == [0, 1, 2, 2, "part", 3, 4, 5]
+    assert against_the_layers({
+        "optimizers.gd": {"study.results", "datasets.errors"},
+        "study.sweep.runner": {"study.frameworks.torch.twin"},
+        "study.frameworks.torch.train": {"study.bench.runs", "study.train.models.model"},
+    }) == ["optimizers.gd -> study.results (upward)",
+           "study.frameworks.torch.train -> study.bench.runs (not its own study)",
+           "study.sweep.runner -> study.frameworks.torch.twin (loaded by name, never imported)"]
+
+
+def test_imports_go_down_the_layers_layout_md_draws():
+    graph = module_graph()
+    assert "study.frameworks.jax.train" in graph and "study.__main__" in graph
+    assert against_the_layers(graph) == []
