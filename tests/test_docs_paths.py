@@ -5,12 +5,14 @@ Every project path they name in backticks exists: a file or folder written as `s
 README.md or docs/*.md (not the generated docs/reference-report/) is in the checkout, so a move
 that forgets a page fails here. A placeholder component (`<name>`, `twin_<backend>.py`) and a
 shell wildcard are globbed and must match something; `{a,b}` is expanded; a `:function` suffix
-(`path.py:Name`) is the file's. And the layers docs/layout.md draws are the imports' direction:
+(`path.py:Name`) is the file's. A dotted name (`study.train.frameworks.adapter`) is a module and
+a name it defines. And the layers docs/layout.md draws are the imports' direction:
 each layer imports only those below it, and a framework folder's part of a study (feedmode,
 train, twin, examples) is loaded by the name its registry entry gives, never imported."""
 
 from __future__ import annotations
 
+import ast
 import itertools
 import re
 from pathlib import Path
@@ -68,6 +70,53 @@ def test_every_path_the_docs_name_exists():
     assert not missing, "paths named in the docs that are not in the checkout:\n" + \
         "\n".join(missing)
 
+
+DOTTED = re.compile(r"\b(?:study|optimizers|datasets)(?:\.[A-Za-z_]\w*)+")
+
+
+def module_file(parts: list[str]) -> Path | None:
+    path = ROOT.joinpath(*parts)
+    return next((f for f in (path.with_suffix(".py"), path / "__init__.py") if f.exists()), None)
+
+
+def defined(path: Path) -> set[str]:
+    """The names a module defines at its top level (functions, classes, assignments, imports)."""
+    names = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return names
+
+
+def unresolved(name: str) -> bool:
+    """A dotted project name whose module is missing, or whose module lacks the next name."""
+    parts = name.split(".")
+    if parts[-1] in ("py", "toml", "md"):
+        return False  # a file name such as `optimizers.py`
+    found = next((i for i in range(len(parts), 0, -1) if module_file(parts[:i])), 0)
+    if found == 0:
+        return True
+    rest = parts[found:]
+    return bool(rest) and rest[0] not in defined(module_file(parts[:found]))
+
+
+def test_a_dotted_name_is_checked_against_the_module():
+    assert not unresolved("study.train.frameworks.adapter")
+    assert not unresolved("study.sweep.plugin.StudyPlugin") and not unresolved("optimizers.py")
+    assert unresolved("study.train.adapters") and unresolved("study.bench.plan.nothing_here")
+
+
+def test_every_dotted_name_the_docs_give_resolves():
+    missing = [f"{page.relative_to(ROOT)}: `{name}`" for page in PAGES
+               for span in SPAN.findall(FENCE.sub("", page.read_text()))
+               for name in DOTTED.findall(span) if unresolved(name)]
+    assert not missing, "dotted names in the docs the code does not define:\n" + \
+        "\n".join(missing)
 
 STUDIES = ("study.regression", "study.feedmode", "study.train", "study.bench")
 PARTS = {"feedmode": "study.feedmode", "train": "study.train", "twin": "study.bench",
