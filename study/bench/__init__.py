@@ -16,8 +16,9 @@ same data measured a moment before means a lot. Each section is a table,
                 mode against a hand-written loop making the same host reads, goal 1.3x),
                 bandwidth (each mode's fraction of a measured copy bandwidth, GD and L-BFGS,
                 and JAX's float32 probes: matmul precision, reduction layout)
-  twins/        each backend's hand-written twins (the loops, copy and probes the sections
-                divide by), one module per backend, named by its registry entry's `twin`
+  twins.py      the lookup of each backend's hand-written twins (the loops, copy and probes
+                the sections divide by), one module per backend in its framework's folder
+                (study/frameworks/<name>/twin.py), named by its registry entry's `twin`
   render.py     bench.txt and the parquet files
   command.py    the CLI: arguments, the sections run in order, the outputs written;
                 `--device gpu` runs harness and bandwidth on the GPU (refused without one)

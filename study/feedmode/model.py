@@ -3,8 +3,9 @@
 The network of the original question: conv2d (3x3x1x6, stride 1, VALID) -> avg_pool (2x2,
 stride 2, VALID) -> relu on N x 32 x 32 x 1 inputs. Each *mode* feeds the same data to the same
 network a different way, on one framework. The modes are declared with their framework in
-study/frameworks/registry.py, which names the module building them (`measure_<framework>`,
-which imports the framework, for its own modes only); this module imports no framework.
+study/frameworks/<name>/__init__.py, whose registry entry names the module building them
+(study/frameworks/<name>/feedmode.py, which imports the framework, for its own modes only); this
+module imports no framework.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """The train study's frameworks and the one way its code reaches one. Each framework's part of the
-study is its adapter, one module (study/train/adapters/<framework>.py) named by its registry
-entry (`Framework.train` in study/frameworks/registry.py), as Keras 3 keeps one folder per
-backend. The rest of the study reads a framework only through `adapter(name)` and the lists
-below, so no other train module names a framework, and a new one is its registry entry plus its
-adapter (plus its shipped examples, if any, in study/train/models/native_examples.py).
+study is its adapter, one module in its folder (study/frameworks/<name>/train.py) named by its
+registry entry (`Framework.train`, declared in study/frameworks/<name>/__init__.py), as Keras 3
+keeps one folder per backend. The rest of the study reads a framework only through
+`adapter(name)` and the lists below, so no train module names a framework, and a new one is its
+registry entry plus its adapter (plus its shipped examples, if any, in
+study/frameworks/<name>/examples.py, named by `Framework.examples`).
 
 What an adapter module provides (`Adapter`; a member it leaves out takes its `DEFAULTS` value, as
 a study plugin does): where Keras 3 runs on it, the Keras path's pieces (the warm-up of a sweep's

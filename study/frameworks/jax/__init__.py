@@ -1,7 +1,8 @@
 """JAX: `backend.py` (jit-compiled steps and the fused lax.while_loop), `optimizers.py` (optax's
-L-BFGS), `feedmode.py` (jit with the data as argument, resident or constant), `train.py` (the
-train study on Keras's JAX backend, native flax/equinox/plain-JAX models and optax), `examples.py`
-(its shipped native models), `twin.py` (the bench's hand loop and probes)."""
+L-BFGS), `optax_file.py` (an optax factory of yours from a file, `path.py:factory`),
+`feedmode.py` (jit with the data as argument, resident or constant), `train.py` (the train study
+on Keras's JAX backend, native flax/equinox/plain-JAX models and optax), `examples.py` (its
+shipped native models), `twin.py` (the bench's hand loop and probes)."""
 
 from __future__ import annotations
 

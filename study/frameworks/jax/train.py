@@ -1,5 +1,5 @@
 """The train study on JAX: Keras models (Keras 3's JAX backend) and native JAX models with optax's
-optimizers (`optax:<name>`), one module (study.train.adapters).
+optimizers (`optax:<name>`), one module (its adapter: study.train.frameworks).
 
 Keras models: one `jax.jit` of a stateless step (`model.stateless_call`, `jax.value_and_grad`,
 `optimizer.stateless_apply`) with the state (trainable, non-trainable and optimizer values)

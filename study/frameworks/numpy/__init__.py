@@ -1,6 +1,7 @@
 """NumPy, the stack every install has: `backend.py` runs the regression study's loop on the
 host (the reference the other backends are checked against), `twin.py` is the bench's
-hand-written loop. NumPy has no feed modes, train adapter or optimizers of its own."""
+hand-written loop; its ops are what a file's optimizer is probed on. NumPy has no feed modes,
+train adapter or optimizers of its own."""
 
 from __future__ import annotations
 

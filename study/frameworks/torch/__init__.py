@@ -1,7 +1,8 @@
 """PyTorch: `backend.py` (eager, compiled and CUDA-graphed loops), `optimizers.py` (any
-torch.optim optimizer as `torch:<Class>`), `feedmode.py` (eager and torch.compile feeds),
-`train.py` (the train study on Keras's torch backend, native nn.Modules and torch.optim),
-`examples.py` (its shipped native models), `twin.py` (the bench's hand loop)."""
+torch.optim optimizer as `torch:<Class>`, or a file's torch.optim subclass, `path.py:Class`),
+`feedmode.py` (eager and torch.compile feeds), `train.py` (the train study on Keras's torch
+backend, native nn.Modules and torch.optim), `examples.py` (its shipped native models), `twin.py`
+(the bench's hand loop)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The train study on PyTorch: Keras models (Keras 3's torch backend) and native `torch.nn.Module`s
-with torch.optim's optimizers (`torch:<Class>`), one module (study.train.adapters).
+with torch.optim's optimizers (`torch:<Class>`), one module (its adapter: study.train.frameworks).
 
 Keras models: an eager step, as `fit`'s is on torch; setup runs one step and puts every variable
 of the model and its optimizer back. Placement is Keras's own `keras.device` (not "cpu:0":

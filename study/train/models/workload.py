@@ -1,7 +1,7 @@
 """The small interface behind native models (PyTorch modules, JAX models), modelled on AlgoPerf's
 workload / submission split: the workload is the model and its data (what is trained), the
 submission the optimizer (how). Each framework is an adapter of both halves
-(its module in study.train.adapters: a torch.nn.Module's, a JAX model's); our L-BFGS is one
+(study/frameworks/<name>/train.py: a torch.nn.Module's, a JAX model's); our L-BFGS is one
 submission for all of them and for Keras models, on the flattened parameters. `WorkloadStepper`
 joins the two into the shape of stepper the segmented loop (study.train.run.loop) times, so
 native runs are timed by the same code as Keras runs.

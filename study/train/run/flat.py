@@ -1,7 +1,8 @@
 """The loss and its gradient at a flat weight vector: what our L-BFGS (optimizers/lbfgs.py, one
 submission for every model: study.train.models.workload.LbfgsSubmission) needs of a model.
-Written once per framework, in its adapter (study.train.adapters: `flat_value_and_grad`), and
-called alike for a Keras model (`value_and_grad` below) and a native one (its workload):
+Written once per framework, in its adapter (study/frameworks/<name>/train.py:
+`flat_value_and_grad`), and called alike for a Keras model (`value_and_grad` below) and a native
+one (its workload):
 
     make(weights, loss_at, data, device) -> f(w) -> (float loss, float64 gradient)
 

@@ -1,6 +1,6 @@
 """The train study's tables: one row per run and one row per evaluation (its trace). A
 framework's own columns (its optimizer library's version) are declared in its adapter
-(`COLUMNS`, study.train.adapters) and joined here."""
+(`COLUMNS`, study/frameworks/<name>/train.py) and joined here."""
 
 from __future__ import annotations
 
