@@ -102,7 +102,6 @@ def conclusion_changes(a: list[Conclusion], b: list[Conclusion]):
 # ---- what differs -----------------------------------------------------------------------------
 
 def _values(runs: pd.DataFrame, column: str) -> str:
-
     return env_values([runs], column) or "not recorded"
 
 
@@ -372,7 +371,6 @@ def add_arguments(parser) -> None:
 
 
 def main(args) -> int:
-
     reading(args.a, args.b)
     if args.figure:
         check_output_path(args.figure, "--figure")

@@ -119,14 +119,12 @@ def save(fig, folder: Path, name: str) -> list[Path]:
 
 
 def add_arguments(parser) -> None:
-
     parser.add_argument("study", choices=sorted(STUDIES), help="which study's figures to draw")
     parser.add_argument("--results", help="results folder (default results/<study>)")
     parser.add_argument("--out", help="figures folder (default figures/<study>)")
 
 
 def main(args) -> int:
-
     out = Path(args.out or f"figures/{args.study}")
     folder = args.results or f"results/{args.study}"
     reading(folder)

@@ -69,7 +69,6 @@ def imported_files(modules) -> list[str]:
 
 
 def files(config: str, drawn: bool = False, report: bool = False) -> list[str]:
-
     if drawn or report:  # the study's kind is enough: its runs are not expanded
         plugin = load_kind(read_config(config).get("kind", "regression"))
         return imported_files(["study.figures" if drawn else "study.report.build",

@@ -85,7 +85,6 @@ def recovery(folder: Path) -> str:
 
 
 def study_kind(folder: Path, expected: str | None = None) -> str:
-
     check_kind(folder / "study.json")  # a FIFO there would hold every reader forever
     try:
         kind = json.loads((folder / "study.json").read_text()).get("kind")
@@ -266,7 +265,6 @@ def add_arguments(parser) -> None:
 
 
 def main(args) -> int:
-
     results = load(args.results)  # first: the inputs it notes are checked against --csv
     if args.csv:
         check_output_path(args.csv, "--csv")

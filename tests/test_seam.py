@@ -127,7 +127,9 @@ plan.FULL = replace(
     target_candidates=(("lbfgs", "toy", "data"),), harness_rows=(400,),
     harness_dtypes=("float64",), harness_backends=("toy",), harness_iterations=2,
     harness_repeats=1, bandwidth_rows=(400,), bandwidth_dtypes=("float64",),
-    bandwidth_backends=("toy",), bandwidth_iterations=2, bandwidth_repeats=1, probe_rows=400)
+    bandwidth_backends=("toy",), bandwidth_iterations=2, bandwidth_repeats=1, probe_rows=400,
+    peer_problems=(("least-squares", 100, 3),), peer_iterations=2, peer_max_iter=200,
+    peer_repeats=1, peer_sweep_runs=0)
 from study.__main__ import run
 run()
 """
@@ -144,7 +146,7 @@ def test_the_bench_measures_the_toy_engine_against_its_own_twin_in_every_section
     ok(done)
     tables = {p.stem: pd.read_parquet(p) for p in out.glob("*.parquet")}
     assert set(tables) == {"iterations", "overhead", "scaling", "slopes", "feedmode", "target",
-                           "harness", "bandwidth"}
+                           "harness", "bandwidth", "peer"}  # peer: NumPy's against SciPy
     for name in ("iterations", "overhead", "scaling", "target", "harness", "bandwidth"):
         toy = tables[name][tables[name]["backend"] == "toy"]
         assert len(toy) and set(toy["status"]) == {"ok"}, (name, toy.get("message"))

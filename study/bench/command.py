@@ -49,7 +49,6 @@ def gpu_frameworks() -> list[str]:
     imported where the device files its GPU needs are absent: a check made, and said, at once)."""
     import importlib
 
-
     seen = []
     for name, framework in FRAMEWORKS.items():
         modules = {b.module for b in BACKENDS.values() if b.framework == name}
@@ -94,7 +93,6 @@ def run_bench(plan: Plan, sections=SECTIONS, device: str = "cpu") -> dict[str, p
 
 def main(args) -> int:
     import logging
-
 
     device = getattr(args, "device", "cpu")
     sections = tuple(args.sections or (GPU_SECTIONS if device == "gpu" else SECTIONS))

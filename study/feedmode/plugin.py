@@ -57,7 +57,6 @@ def code_files(spec: Spec) -> list[str]:
 
 
 def summary(runs) -> str:
-
     return summary_table(runs)
 
 
@@ -79,7 +78,6 @@ def pairs(runs):
 
 
 def study_conclusions(runs, study: str) -> list:
-
     return feedmode_conclusions(runs, study)
 
 

@@ -38,7 +38,6 @@ def study_conclusions(runs: pd.DataFrame, study: str) -> list[Conclusion]:
 
 
 def _measured(runs: pd.DataFrame) -> pd.DataFrame:
-
     runs = measured_runs(runs)
     return runs[runs["status"] != "skipped"]
 

@@ -95,7 +95,6 @@ def needs_gpu(spec: RunSpec) -> bool:
 
 
 def _selectable() -> tuple[set[str], dict, dict]:
-
     # every keras:<Class> runs through study/frameworks/keras/optimizers.py, every torch:<Class>
     # study/frameworks/torch/optimizers.py, a file's optax factory jax/optax_file.py
     optimizers = {name: relative(inspect.getsourcefile(cls))
@@ -139,7 +138,6 @@ def data_files(dataset: str, params: dict) -> list[str]:
 
 
 def summary(runs) -> str:
-
     return format_summary(summarize(runs))
 
 
@@ -157,7 +155,6 @@ def pairs(runs):
 
 
 def title(runs) -> str:
-
     return "logistic regression" if is_logistic(runs) else KIND
 
 
@@ -180,7 +177,6 @@ def named_files(runs) -> list[str]:
 
 
 def summary_table(runs):
-
     return summarize(runs)
 
 

@@ -146,7 +146,6 @@ def alarm_lines(table: pd.DataFrame) -> list[str]:
 
 
 def _format_table(table: pd.DataFrame) -> str:
-
     def seconds(x):
         return "inf" if np.isinf(x) else ("-" if np.isnan(x) else f"{x:.3g}")
 
@@ -180,7 +179,6 @@ def add_arguments(parser) -> None:
 
 
 def main(args) -> int:
-
     path = Path(args.results) / "runs.parquet"
     if not path.is_file():
         raise InputError(f"no results table at '{path}'; run `convergence-study run CONFIG` first")

@@ -100,7 +100,6 @@ class ClusterProcess:
 
 
 def serve(parent: int, workers: int) -> None:
-
     die_with_parent(parent)
     with local_cluster(workers) as cluster:
         print(cluster.scheduler_address, flush=True)

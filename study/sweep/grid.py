@@ -242,7 +242,6 @@ def configurations(runs, plugin):
     without a readable spec (a table made by hand) by the axis columns its schema declares."""
     import pandas as pd
 
-
     axes = plugin.SCHEMA.axes
     columns = [c for c in runs.columns if c in axes or c.startswith(tuple(
         a for a in axes if a.endswith("_")))]

@@ -424,5 +424,4 @@ def execute(study: Study, args) -> int:
 
 
 def main(args) -> int:
-
     return execute(load_study(args.config), args)

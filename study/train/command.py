@@ -192,7 +192,6 @@ def check_loop(args) -> None:
 
 
 def main(args) -> int:
-
     spec = spec_from(args)
     reading(*input_files(spec))  # the model's file (file.py:function too), data, --initial
     if args.out:
@@ -228,7 +227,6 @@ def main(args) -> int:
 
 def write_out(out: str, spec: Spec, result) -> None:
     import pandas as pd
-
 
     row = {"run_id": spec.run_id, "spec": spec.to_json(), **spec.axes(), **result.row}
     files = {out: parquet_writer(pd.DataFrame([row]))}

@@ -70,7 +70,6 @@ def input_files(spec: Spec) -> list[str]:
 
 
 def summary(runs) -> str:
-
     return summary_table(runs)
 
 
@@ -78,7 +77,6 @@ def pairs(runs):
     """What `compare` pairs: each model, data set and configuration, by its time to the target,
     else per step."""
     import pandas as pd
-
 
     rows = keyed(with_time(measured(runs)))
     per_step = pd.to_numeric(rows["seconds_per_step"], errors="coerce")
@@ -104,7 +102,6 @@ def named_files(runs) -> list[str]:
 
 
 def study_conclusions(runs, study: str) -> list:
-
     return train_conclusions(runs, study)
 
 

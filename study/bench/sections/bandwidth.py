@@ -67,7 +67,6 @@ def mode_row(problem, name: str, feed: str, dtype: str, optimizer: str, device: 
 
 
 def bench_bandwidth(plan: Plan, device: str = "cpu") -> pd.DataFrame:
-
     found = engines(device, plan.bandwidth_backends)
     shape = (max(plan.bandwidth_rows + (plan.probe_rows,)), 5)  # eve has d = 5
     copies = {}  # per framework (NumPy's for the NumPy stack), measured in the first backend's

@@ -60,7 +60,6 @@ def measure_feedmode(mode: str, x: np.ndarray, kernel: np.ndarray, out: np.ndarr
 
 
 def bench_feedmode(plan: Plan) -> pd.DataFrame:
-
     rows = []
     for dtype in plan.feed_dtypes:
         x = fm.make_input(plan.feed_n, dtype)

@@ -43,7 +43,6 @@ def engines(device: str, only: tuple = ()) -> list[tuple[str, str]]:
 
 
 def engine_label(name: str, feed: str) -> str:
-
     return BACKENDS[name].label({"feed": feed} if feed else {})
 
 
@@ -100,7 +99,6 @@ def measure_loop(problem, name: str, feed: str, dtype: str, device: str, *, iter
 
 
 def bench_harness(plan: Plan, device: str = "cpu") -> pd.DataFrame:
-
     rows = []
     found = engines(device, plan.harness_backends)
     for n in plan.harness_rows:

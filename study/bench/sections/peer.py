@@ -31,9 +31,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from datasets import make_problem
+from optimizers import build_rules, make_optimizer, run
+from optimizers.objective import make_objective, problem_data
 from study.bench.plan import PEER_GOALS, TARGET_TOL, Plan
 from study.bench.runs import failed_row, progress, shown
 from study.bench.timing import median, ratio, samples
+from study.bench.twins import twin_of
+from study.frameworks.registry import make_backend
 
 TRIVIAL = """name = "peer-sweep"
 description = "trivial runs: one lstsq on 50 x 3 each"
@@ -61,8 +66,6 @@ dtype = "float64"
 def peer_problem(objective: str, n: int, d: int, kappa: float):
     """A synthetic problem of that objective and size (seed 0): least squares with condition
     number kappa, or L2-logistic with features of that condition number and overlap 0.1."""
-    from datasets import make_problem
-
     if objective == "logistic":
         return make_problem("synthetic-logistic", n=n, d=d, kappa=kappa, overlap=0.1)
     return make_problem("synthetic", n=n, d=d, kappa=kappa)
@@ -72,9 +75,6 @@ def scipy_lbfgs(problem, iterations: int, tol: float | None) -> tuple[float, int
     """(seconds, iterations) of SciPy's L-BFGS-B from zeros on the NumPy backend's objective;
     with `tol`, stopped by its callback at the first iterate whose suboptimality is <= tol."""
     import scipy.optimize
-
-    from optimizers import make_backend
-    from optimizers.objective import make_objective, problem_data
 
     backend = make_backend("numpy")
     objective = make_objective(backend, problem_data(backend, problem), "data",
@@ -100,17 +100,14 @@ def scipy_lbfgs(problem, iterations: int, tol: float | None) -> tuple[float, int
 
 def ours(problem, optimizer: str, iterations: int, tol: float | None) -> tuple[float, int]:
     """(seconds of the timed loop, iterations) of our NumPy float64 run."""
-    from optimizers import build_rules, make_backend, make_optimizer, run
-
     result = run(problem, make_optimizer(optimizer), build_rules(tol=tol, max_iter=iterations),
                  backend=make_backend("numpy"))
     return result.seconds, result.iterations
 
 
 def hand_gd(problem, iterations: int) -> tuple[float, int]:
-    from study.bench.twins.twin_numpy import hand_numpy_gd
-
-    return hand_numpy_gd(problem, "float64", "data", iterations) * iterations, iterations
+    hand = twin_of("numpy").hand_numpy_gd  # the NumPy twin (study/frameworks/numpy/twin.py)
+    return hand(problem, "float64", "data", iterations) * iterations, iterations
 
 
 def pair_row(base: dict, check: str, goal: float, mine, theirs, repeats: int,

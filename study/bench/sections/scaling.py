@@ -53,7 +53,6 @@ def measure_point(problem, method, *, iterations: int, repeats: int, read_repeat
 
 
 def bench_scaling(plan: Plan) -> tuple[pd.DataFrame, pd.DataFrame]:
-
     rows = []
     sweeps = [("n", n, 5) for n in plan.scaling_n] + \
              [("d", plan.scaling_d_rows, d) for d in plan.scaling_d]

@@ -106,7 +106,6 @@ class CupyBackend(BaseBackend):
         return gpu_available()
 
     def run(self, problem, optimizer, rules, w0):
-
         ops = self.ops
         setup_clock = Stopwatch()
         data = problem_data(ops, problem, self.formulation)

@@ -277,7 +277,6 @@ class JaxBackend(BaseBackend):
     def _stepped(self, problem, optimizer, rules, w0):
         import jax
 
-
         setup_clock = Stopwatch()
         data, params, start = self._setup(problem, optimizer, w0)
         if self.feed == "feed":  # the host keeps the data; every call copies it over
@@ -425,5 +424,4 @@ def host_array(array) -> np.ndarray:
 
 
 def _on_schedule(iteration: int) -> bool:
-
     return on_trace_schedule(iteration)

@@ -68,7 +68,6 @@ OPTAX_ALIAS_MODULE = "optax._src.alias"  # where optax defines its optimizers (i
 # ---- Keras models on JAX ------------------------------------------------------------------------
 
 def warm() -> None:
-
     prepare("jax")
 
 
@@ -450,7 +449,6 @@ class OptaxSubmission(Submission):
 
     def __init__(self, alias: str, hyperparameters: dict):
         import optax
-
 
         self.name = f"optax:{alias}"
         factory = getattr(optax, alias, None) if not alias.startswith("_") else None

@@ -29,7 +29,6 @@ def hand_loop(problem, feed: str, dtype: str, device: str, iterations: int) -> f
     jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp
 
-
     Xt_host, y_host, step, inv_n = host_arrays(problem, dtype)
     Xt_host, y_host = host_array(Xt_host), host_array(y_host)  # as our feed mode holds them
     target = jax.devices(device)[0]

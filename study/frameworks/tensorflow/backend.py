@@ -260,7 +260,6 @@ class TensorflowBackend(BaseBackend):
     # feed and resident: compiled steps called from the host loop
 
     def _stepped(self, problem, optimizer, rules, w0) -> Outcome:
-
         setup_clock = Stopwatch()
         with tf.device(DEVICES[self.device]):
             data, params, start = self._setup(problem, optimizer, w0)

@@ -52,7 +52,6 @@ def _tf1_optimizer(problem, optimizer, dtype):
 
 
 def minimize_tf1(backend, problem, optimizer, rules, w0) -> Outcome:
-
     if optimizer.name not in OPTIMIZERS:
         raise InputError(f"feed 'tf1' runs the original program's optimizers only "
                          f"({', '.join(OPTIMIZERS)}), not '{optimizer.name}'")

@@ -19,7 +19,6 @@ STYLE = ("-", "o")
 
 
 def warm() -> None:
-
     prepare("tensorflow")
 
 

@@ -78,7 +78,6 @@ KNOWN_LOSSES = {
 # ---- Keras models on PyTorch --------------------------------------------------------------------
 
 def warm() -> None:
-
     prepare("torch")
 
 
@@ -378,7 +377,6 @@ class TorchSubmission(Submission):
 
     def __init__(self, class_name: str, hyperparameters: dict):
         import torch
-
 
         self.name = f"torch:{class_name}"
         base = torch.optim.Optimizer

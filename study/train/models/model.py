@@ -138,7 +138,6 @@ def _input_rows(model) -> tuple | None:
 
 
 def _call(path: Path, function: str, input_shape, outputs, what: str):
-
     with beside(path):
         module = import_file(path, what)
         if not callable(getattr(module, function, None)):

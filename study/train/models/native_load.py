@@ -47,7 +47,6 @@ class NativeModel:
 
 
 def native_examples() -> dict:
-
     return NATIVE_MODELS
 
 
@@ -163,7 +162,6 @@ def _takes(function, name: str) -> bool:
 
 
 def _call(function, input_shape, outputs, seed, takes_seed, what):
-
     try:
         if takes_seed:
             return function(tuple(input_shape), outputs, seed=seed)

@@ -16,7 +16,6 @@ DEVICES = ("cpu", "gpu")
 
 
 def no_gpu(backend: str) -> str:
-
     return FRAMEWORKS[backend].no_gpu()
 
 

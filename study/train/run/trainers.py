@@ -182,7 +182,6 @@ def make_stepper(model, loss, x: np.ndarray, y: np.ndarray, rows):
     framework stepping the variables in place puts them back with `rewound`)."""
     import keras
 
-
     model.optimizer.build(model.trainable_variables)
     return adapter(keras.backend.backend()).keras_stepper(model, loss, x, y, rows)
 

@@ -301,7 +301,6 @@ def check_rows(data: dict, sizes: list, where: str) -> None:
 
 @functools.cache
 def training_rows(data: str, where: str) -> int:
-
     return len(load_data(json.loads(data), where)["x_train"])
 
 
