@@ -103,14 +103,14 @@ def main(argv=None) -> int:
     try:
         if "--verbose" not in argv:
             os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is imported
-            from study import tensorflow_logs
+            from study import tensorflow_logs  # start-up: after the variable
 
             tensorflow_logs.hold_back()  # the lines that variable cannot hold back
         parser = build_parser(command if command in COMMANDS else None)
         args = parser.parse_args(argv)
         check_integers(parser, vars(args))
-        from datasets.errors import InputError, LibraryFailure
-        from study.output import ResultsWriteError
+        from datasets.errors import InputError, LibraryFailure  # start-up: --help stays light
+        from study.output import ResultsWriteError  # start-up: --help stays light
 
         try:
             code = importlib.import_module(COMMANDS[args.command][0]).main(args)

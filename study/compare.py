@@ -311,7 +311,7 @@ def figure(result: FolderComparison):
     changes in colour; past FIGURE_ROWS, the changes closest to 1 are left out (and counted)."""
     import matplotlib.pyplot as plt
 
-    from study.figures import log_axis
+    from study.figures import log_axis  # heavy: matplotlib
 
     shown = ordered(result.changes)[:FIGURE_ROWS]
     left_out = len(result.changes) - len(shown)

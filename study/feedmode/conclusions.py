@@ -12,7 +12,7 @@ Q2 = "Q2: was tf.placeholder really faster than tf.constant?"
 def feedmode_conclusions(runs: pd.DataFrame, study: str) -> list[Conclusion]:
     """Q2 at the mode table's N, per dtype: the constant against the placeholder, first call and
     later calls; the answers are float64's (the original question's), else the first dtype's."""
-    from study.feedmode.figures import main_size
+    from study.feedmode.figures import main_size  # heavy: matplotlib
     from study.feedmode.report import mode_comparison
 
     n = main_size(runs)

@@ -65,7 +65,7 @@ def pairs(runs):
     its later calls."""
     import numpy as np
 
-    from study.feedmode.report import INSTANCE_COLUMNS
+    from study.feedmode.report import INSTANCE_COLUMNS  # heavy: matplotlib
 
     failed = runs["status"] != "ok"
     label = (runs["mode"] + " (" + runs["grappler"].fillna("default") + ") " + runs["dtype"]

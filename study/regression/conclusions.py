@@ -89,7 +89,7 @@ def to_target_conclusions(runs: pd.DataFrame, summary: pd.DataFrame, study: str,
     PyTorch) against NumPy's (each named, so what differs is said), then each algorithm
     (optimizer and hyperparameters) that ran on both, against itself: the pairs the headline
     figure shows. An algorithm only NumPy ran (GD's `diag` step) is never set against another."""
-    from study.regression.headline import headline_data
+    from study.regression.headline import headline_data  # heavy: matplotlib
 
     data = headline_data(runs)
     part = summary[summary["data"] == data]

@@ -181,7 +181,7 @@ def summary_table(runs):
 
 
 def study_conclusions(runs, study: str) -> list:
-    from study.regression.conclusions import study_conclusions
+    from study.regression.conclusions import study_conclusions  # heavy: matplotlib
 
     return study_conclusions(runs, study)
 

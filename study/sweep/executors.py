@@ -70,7 +70,7 @@ class GpuProbe:
 _GPU_ANSWERS: dict[tuple[str, str | None], bool] = {}
 
 
-def gpu_visible(framework: str | None = "tensorflow", python: str = sys.executable,
+def gpu_visible(framework: str | None, python: str = sys.executable,
                 probe: GpuProbe | None = None) -> bool:
     """Asked once per interpreter and framework (from `probe` when one was started early);
     NumPy runs on no GPU. Without the device files its GPU needs, the answer is no without

@@ -53,7 +53,7 @@ def serve(preload) -> None:
         imported = importlib.import_module(module)
         if call:
             getattr(imported, call)()
-    from study.sweep.environment import collect
+    from study.sweep.environment import collect  # heavy: after the fork
     from study.sweep.noise import calibration_buffer
 
     collect()  # once here; every child inherits it (the git and nvidia-smi calls included)
@@ -95,7 +95,7 @@ def _child(request: dict, server: int) -> None:
         sys.stdin = open(os.devnull)  # noqa: SIM115 -- replaces the server's stdin for good
         sys.stdout = os.fdopen(1, "w", buffering=1)
         sys.stderr = os.fdopen(2, "w", buffering=1)
-        from study.sweep.child import execute
+        from study.sweep.child import execute  # heavy: after the fork
 
         execute(request)
         code = 0

@@ -365,7 +365,7 @@ def make_executor(args):
             raise InputError("--scheduler and --workers need --executor dask")
         return None
     try:
-        from study.sweep.dask import DaskExecutor
+        from study.sweep.dask import DaskExecutor  # optional: dask
     except ModuleNotFoundError as exc:
         if exc.name not in ("dask", "distributed"):
             raise

@@ -19,7 +19,7 @@ def hand_tf_gd(problem, dtype: str, iterations: int, *, xla: bool, device: str =
     outside the clock; the clock stops after the result is on the host."""
     import tensorflow as tf
 
-    from study.frameworks.tensorflow.backend import data_layout
+    from study.frameworks.tensorflow.backend import data_layout  # heavy: TensorFlow
 
     columns = data_layout(dtype, xla) == "columns"  # X stored transposed (d x n)
 
@@ -59,7 +59,7 @@ def hand_tf_stepped(problem, feed: str, dtype: str, device: str, iterations: int
     resident tensors made once. X in the layout our backend uses for this dtype."""
     import tensorflow as tf
 
-    from study.frameworks.tensorflow.backend import data_layout
+    from study.frameworks.tensorflow.backend import data_layout  # heavy: TensorFlow
 
     columns = data_layout(dtype, False) == "columns"
     X_host = np.asarray(problem.X, dtype=dtype)

@@ -145,7 +145,7 @@ def labels(target: np.ndarray, one_hot: bool) -> np.ndarray:
 def eve_late_week(rows: int = 20000, seed: int = 0, **_) -> tuple[np.ndarray, np.ndarray]:
     """The eve stand-in's four counts, log1p-scaled, and late_week = hour_of_week >= 84 as 0/1
     (datasets.eve's binary label)."""
-    from datasets.eve import FEATURES, LABEL, eve_frame
+    from datasets.eve import FEATURES, LABEL, eve_frame  # heavy: this example only
 
     frame = eve_frame(rows, seed)
     x = np.log1p(frame[list(FEATURES)].to_numpy(np.float64)).astype(np.float32)

@@ -73,7 +73,7 @@ def keyed(runs: pd.DataFrame) -> pd.DataFrame:
     """`config_key`, the run's configuration (study.sweep.grid.configurations), and
     `configuration`, its label, one per configuration within a problem (a learning rate that
     differs is said: 'optax:adamw on jax (batch 32) [learning_rate=0.005]')."""
-    from study.sweep.grid import configurations, distinct_labels
+    from study.sweep.grid import configurations, distinct_labels  # heavy: psutil
 
     if "config_key" in runs:
         return runs
