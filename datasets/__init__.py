@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from convergence_study.errors import InputError
 from datasets import eve, from_file, synthetic, synthetic_logistic, tabular
 from datasets.declaration import Dataset
-from datasets.errors import InputError
 from datasets.problem import Problem, Spectrum
 from datasets.user_file import is_file_name
 

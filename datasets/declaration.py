@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 from datasets.values import Value, check_values
 
 

@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from convergence_study.errors import InputError, first_line
 from datasets.declaration import Dataset
-from datasets.errors import InputError, first_line
 from datasets.problem import OBJECTIVES, Problem
 from datasets.tabular import from_frame
 from datasets.user_file import content_hash, load, split

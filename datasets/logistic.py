@@ -23,7 +23,7 @@ import numpy as np
 import scipy.linalg
 import scipy.special
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 from datasets.reference import EPS, EPS_EXT, EXT, FLOOR, Reference, transpose_times
 
 MAX_NEWTON = 500

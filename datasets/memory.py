@@ -8,7 +8,7 @@ from pathlib import Path
 
 import psutil
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 
 
 def available_bytes() -> int:

@@ -18,8 +18,8 @@ from functools import cached_property
 
 import numpy as np
 
+from convergence_study.errors import InputError
 from datasets import logistic
-from datasets.errors import InputError
 from datasets.reference import Reference, conditioning, loss_extended, solve
 
 OBJECTIVES = ("least-squares", "logistic")

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from convergence_study.errors import InputError
 from datasets.declaration import Dataset
-from datasets.errors import InputError
 from datasets.memory import require_memory
 from datasets.problem import Problem
 from datasets.values import integer, number

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from convergence_study.errors import InputError
 from datasets.declaration import Dataset
-from datasets.errors import InputError
 from datasets.files import check_input_file
 from datasets.problem import OBJECTIVES, Problem
 from datasets.values import boolean, choice, names, number

@@ -14,7 +14,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from datasets.errors import InputError, first_line
+from convergence_study.errors import InputError, first_line
 
 SEPARATOR = ".py:"
 # sys.modules holds each file's module under this prefix (a dataclass there needs its module)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 
 INT64 = 2**63 - 1
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 from optimizers.adadelta import Adadelta
 from optimizers.adagrad import Adagrad
 from optimizers.adam import Adam

@@ -17,8 +17,8 @@ import dataclasses
 import math
 from typing import NamedTuple
 
+from convergence_study.errors import InputError
 from datasets import values
-from datasets.errors import InputError
 
 
 class Optimizer:

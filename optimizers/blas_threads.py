@@ -39,8 +39,8 @@ from pathlib import Path
 
 import numpy as np
 
+from convergence_study.errors import InputError
 from datasets import values
-from datasets.errors import InputError
 
 AUTO = "auto"
 ENVIRONMENT_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")

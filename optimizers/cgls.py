@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 from optimizers.base import Optimizer
 
 

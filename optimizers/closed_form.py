@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.linalg
 
-from datasets.errors import InputError, first_line
+from convergence_study.errors import InputError, first_line
 from optimizers.base import Optimizer
 from optimizers.result import Outcome, Stopwatch
 

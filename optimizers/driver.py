@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from datasets.errors import InputError, Uncertifiable
+from convergence_study.errors import InputError, Uncertifiable
 from optimizers.base import unsupported
 from optimizers.bounds import predict, verdict
 from optimizers.objective import make_objective

@@ -11,7 +11,8 @@ It then runs wherever the shipped first-order methods run, compiled loops includ
 Before it is used it is checked once per content and hyperparameters (`checked`): the class's
 kind, its name, then one step on a small well-conditioned problem on NumPy (its state a
 NamedTuple with at least w, f, g that keeps its fields and shapes, a finite first step). Each
-failure is one line naming the file and what is wrong (datasets.errors.InputError: exit 2)."""
+failure is one line naming the file and what is wrong (convergence_study.errors.InputError:
+exit 2)."""
 
 from __future__ import annotations
 
@@ -21,8 +22,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from convergence_study.errors import InputError, first_line
 from datasets import make_problem
-from datasets.errors import InputError, first_line
 from datasets.user_file import absolute, content_hash, is_file_name, load, split
 from optimizers.base import Optimizer, construct
 from optimizers.bounds import FAMILIES

@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 from optimizers.base import Optimizer, positive
 from optimizers.linesearch import GROW, armijo
 

@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 from datasets.memory import available_bytes
 from optimizers.base import Optimizer, count
 from optimizers.linesearch import strong_wolfe

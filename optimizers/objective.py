@@ -16,7 +16,7 @@ arguments and build the objective inside. The data matrix is stored in the backe
 
 from __future__ import annotations
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 
 FORMULATIONS = ("data", "gram")
 

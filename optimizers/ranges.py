@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 
 # (low, high, low included, high included); None: unbounded on that side
 RATE = (0.0, None, False, None)  # > 0

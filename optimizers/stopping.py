@@ -16,8 +16,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from convergence_study.errors import InputError
 from datasets import values
-from datasets.errors import InputError
 
 # What a run itself can end with (a study's measure adds its own: study.sweep.plugin's
 # MEASURE_STATUSES); the runner adds "error" and "oom" for runs that end abnormally.
@@ -29,7 +29,7 @@ STOPPING_STATUSES = ("converged", "grad_tol", "stalled", "max_iter", "timeout", 
 # "solved": a direct solve (closed form) run without a target, or that missed it (rounding)
 # "skipped": the run could not start here (a GPU asked for but none visible); set by a backend
 # "failed": a closed-form solve that LAPACK refused (Cholesky of a singular X^T X), or a
-# library optimizer whose own update failed (datasets.errors.LibraryFailure, in a sweep)
+# library optimizer whose own update failed (convergence_study.errors.LibraryFailure, in a sweep)
 # "reference-error": the final loss is below the certified f* by more than its accuracy
 
 

@@ -13,6 +13,7 @@ import importlib
 import os
 import sys
 
+from convergence_study.errors import InputError, LibraryFailure
 from study import interrupts
 
 COMMANDS = {
@@ -109,7 +110,6 @@ def main(argv=None) -> int:
         parser = build_parser(command if command in COMMANDS else None)
         args = parser.parse_args(argv)
         check_integers(parser, vars(args))
-        from datasets.errors import InputError, LibraryFailure  # start-up: --help stays light
         from study.output import ResultsWriteError  # start-up: --help stays light
 
         try:

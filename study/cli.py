@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 
 BOOLEANS = {"true": True, "false": False}
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 from study.conclusions import Conclusion, conclusions
 from study.output import check_output_path, reading, write_atomic
 from study.paired import Comparison, compare

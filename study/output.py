@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 from datasets.files import kind_of
 from study import interrupts
 

@@ -17,7 +17,7 @@ from types import ModuleType
 
 import pandas as pd
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 from study.output import check_kind, check_output_path, reading, write_text_atomic
 from study.sweep.fingerprint import ROOT, fingerprint_of, manifest
 from study.sweep.plugin import ENGINE_STATUSES, STUDIES, load_kind

@@ -353,7 +353,7 @@ def test_the_engines_are_the_registrys_and_the_plans_measure_what_they_did():
 
 
 def test_an_unknown_engine_is_one_line():
-    from datasets.errors import InputError
+    from convergence_study.errors import InputError
 
     with pytest.raises(InputError, match=r"^unknown engine 'tf-fused-xla'; allowed: numpy, "):
         plan.engine("tf-fused-xla")

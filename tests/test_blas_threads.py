@@ -8,7 +8,7 @@ import os
 import pandas as pd
 import pytest
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 from optimizers import blas_threads
 from study.__main__ import main
 

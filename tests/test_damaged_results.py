@@ -125,7 +125,7 @@ def test_a_fixed_name_of_the_wrong_kind_is_one_line_before_any_run(tmp_path, cap
 
 
 def test_readers_say_a_fifo_instead_of_waiting_on_it(results, capsys):
-    from datasets.errors import InputError
+    from convergence_study.errors import InputError
     from study.results import code_versions
     from study.sweep.fingerprint import explain
 
@@ -147,7 +147,7 @@ def test_readers_say_a_fifo_instead_of_waiting_on_it(results, capsys):
 @pytest.mark.parametrize("kind", ["directory", "FIFO", "dangling symlink"])
 @pytest.mark.parametrize("where", ["cache", "entry", "key.json"])
 def test_a_cache_entry_of_the_wrong_kind_is_one_line(tmp_path, kind, where):
-    from datasets.errors import InputError
+    from convergence_study.errors import InputError
     from study.sweep import cache
 
     key = {"x": 1}

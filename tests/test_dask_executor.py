@@ -17,7 +17,7 @@ pytest.importorskip("distributed")
 import psutil  # noqa: E402
 from distributed import Client, LocalCluster  # noqa: E402
 
-from datasets.errors import InputError  # noqa: E402
+from convergence_study.errors import InputError  # noqa: E402
 from study.__main__ import main  # noqa: E402
 from study.regression.plugin import SCHEMA, SIDE_TABLES  # noqa: E402
 from study.regression.schema import TIMING_COLUMNS  # noqa: E402

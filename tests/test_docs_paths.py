@@ -127,6 +127,8 @@ def layer(module: str) -> int | str | None:
     """docs/layout.md's layer of a project module, bottom (0) to top (5); a framework folder's
     part of a study is "part"."""
     parts = module.split(".")
+    if module == "convergence_study.errors":
+        return -1  # the error types, below everything
     if parts[0] in ("datasets", "optimizers"):
         return ("datasets", "optimizers").index(parts[0])
     if parts[0] != "study":
@@ -159,15 +161,18 @@ def against_the_layers(graph: dict[str, set[str]]) -> list[str]:
 
 
 def test_the_layer_check_finds_what_it_looks_for():
-    assert [layer(m) for m in ("datasets.errors", "optimizers.ops", "study.frameworks.registry",
-                               "study.frameworks.jax.backend", "study.frameworks.jax.train",
-                               "study.sweep.runner", "study.bench.twins", "study.__main__")] \
-        == [0, 1, 2, 2, "part", 3, 4, 5]
+    assert [layer(m) for m in ("convergence_study.errors", "datasets.problem", "optimizers.ops",
+                               "study.frameworks.registry", "study.frameworks.jax.backend",
+                               "study.frameworks.jax.train", "study.sweep.runner",
+                               "study.bench.twins", "study.__main__")] \
+        == [-1, 0, 1, 2, 2, "part", 3, 4, 5]
     assert against_the_layers({
-        "optimizers.gd": {"study.results", "datasets.errors"},
+        "optimizers.gd": {"study.results", "convergence_study.errors"},
+        "convergence_study.errors": {"datasets.values"},
         "study.sweep.runner": {"study.frameworks.torch.twin"},
         "study.frameworks.torch.train": {"study.bench.runs", "study.train.models.model"},
-    }) == ["optimizers.gd -> study.results (upward)",
+    }) == ["convergence_study.errors -> datasets.values (upward)",
+           "optimizers.gd -> study.results (upward)",
            "study.frameworks.torch.train -> study.bench.runs (not its own study)",
            "study.sweep.runner -> study.frameworks.torch.twin (loaded by name, never imported)"]
 

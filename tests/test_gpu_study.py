@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 from study.sweep import runner
 from study.sweep.grid import load_study
 

@@ -231,7 +231,7 @@ def test_the_gpu_probe_is_bound_and_says_so(monkeypatch, capsys):
 
 def test_a_dask_cluster_that_never_starts_is_bound(monkeypatch):
     pytest.importorskip("distributed")
-    from datasets.errors import InputError
+    from convergence_study.errors import InputError
     from study.sweep import dask_cluster
 
     monkeypatch.setattr(dask_cluster, "START_SECONDS", 0.2)

@@ -264,7 +264,7 @@ def test_a_keras_optimizer_that_fails_in_its_update_is_one_line_before_the_clock
     """keras:Muon on float64 (its float32 constants meet the float64 variable): one line
     naming the optimizer and Keras's cause, exit 1, nothing written; the trial update in setup
     meets it before any clock starts."""
-    from datasets.errors import LibraryFailure
+    from convergence_study.errors import LibraryFailure
     from study.__main__ import main
 
     out = tmp_path / "r.parquet"

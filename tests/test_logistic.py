@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 import scipy.optimize
 
+from convergence_study.errors import Uncertifiable
 from datasets import InputError, make_problem
-from datasets.errors import Uncertifiable
 from datasets.problem import Problem
 from optimizers import build_rules, make_optimizer, run
 from optimizers.objective import make_objective, problem_data

@@ -15,7 +15,7 @@ tf = pytest.importorskip("tensorflow")
 from test_logistic import finite_difference_check, logistic, ridge  # noqa: E402
 from tolerances import twin  # noqa: E402
 
-from datasets.errors import InputError  # noqa: E402
+from convergence_study.errors import InputError  # noqa: E402
 from optimizers import build_rules, make_optimizer, run  # noqa: E402
 from optimizers.objective import make_objective, problem_data  # noqa: E402
 from study.frameworks.registry import make_backend  # noqa: E402

@@ -7,7 +7,7 @@ outputs or loss refused, and L-BFGS over stochastic layers refused in one line f
 import numpy as np
 import pytest
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 from study.train.models.model import (
     LOG_PROBABILITIES,
     LOGIT_OUTPUTS,

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 from study.train.models.data import load_data
 from study.train.models.native_load import check_backend, load, workload
 from study.train.models.workload import WorkloadStepper

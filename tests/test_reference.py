@@ -8,8 +8,8 @@ import pytest
 from tolerances import lstsq_forward_error
 
 import datasets.problem
+from convergence_study.errors import Uncertifiable
 from datasets import make_problem
-from datasets.errors import Uncertifiable
 from datasets.problem import Problem
 from datasets.reference import Reference
 from optimizers import build_rules, make_optimizer, run

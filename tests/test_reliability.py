@@ -445,7 +445,7 @@ def test_memory_check_sees_an_address_space_limit():
 def test_a_failure_is_one_line_with_keras_wrapped_cause():
     """An error row's message: the type and first line; Keras's wrapper line alone names no
     cause, so the wrapped message follows it; an empty message gives the type."""
-    from datasets.errors import failure_line
+    from convergence_study.errors import failure_line
 
     wrapped = ValueError("Exception encountered when calling Dense.call().\n\n"
                          "Input 0 is incompatible: expected axis -1 = 4, got 3\n\nArguments: ...")

@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 from study.frameworks import registry
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -15,8 +15,8 @@ tf = pytest.importorskip("tensorflow")
 from test_optimizer_family import AT_TARGET  # noqa: E402
 from tolerances import EPS, assert_twins, loss_condition, twin  # noqa: E402
 
+from convergence_study.errors import InputError  # noqa: E402
 from datasets import make_problem  # noqa: E402
-from datasets.errors import InputError  # noqa: E402
 from optimizers import build_rules, make_optimizer, run  # noqa: E402
 from optimizers.adadelta import Adadelta  # noqa: E402
 from optimizers.gd import GradientDescent  # noqa: E402

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 from study.__main__ import main as cli
 from study.train.models.data import load_data
 from study.train.models.examples import digits, digits28

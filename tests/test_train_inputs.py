@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 from study.__main__ import main as cli
 from study.sweep.grid import ConfigError
 

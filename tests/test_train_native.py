@@ -234,7 +234,7 @@ def test_every_count_of_a_library_optimizer_is_an_integer_of_at_least_one(
         optimizer, hyperparameters, framework):
     """Issue 43 case 15: torch's LBFGS takes max_iter = 0 and moves nothing at every step (the
     run "times out" at its initial weights); the range checks covered history_size only."""
-    from datasets.errors import InputError
+    from convergence_study.errors import InputError
     from study.train.run.native_optimizers import make_submission
 
     (key, value), = hyperparameters.items()

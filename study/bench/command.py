@@ -9,8 +9,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from convergence_study.errors import InputError
 from datasets import make_problem
-from datasets.errors import InputError
 from study.bench import plan as plans
 from study.bench.plan import GPU_SECTIONS, SECTIONS, Plan
 from study.bench.render import render, write_outputs

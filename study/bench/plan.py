@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 from study.frameworks.registry import BACKENDS
 
 SECTIONS = ("iterations", "overhead", "scaling", "feedmode", "target", "harness", "bandwidth",

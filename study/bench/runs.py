@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from contextlib import nullcontext
 
-from datasets.errors import InputError, failure_line
+from convergence_study.errors import InputError, failure_line
 from optimizers import build_rules, make_optimizer, run
 from study import interrupts
 from study.bench.plan import BLAS_THREADS, TF1_OPTIMIZERS, engine

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 from study.feedmode.config import with_flags
 from study.feedmode.model import DTYPES, GRAPPLER, MODES
 from study.feedmode.plugin import framework

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from itertools import product
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 from study.feedmode.model import DEVICES, DTYPES, GRAPPLER, MODES
 from study.feedmode.spec import Spec
 from study.frameworks.registry import FRAMEWORKS

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 from study.feedmode.conclusions import feedmode_conclusions
 from study.feedmode.config import CONFIG_KEYS
 from study.feedmode.config import expand_specs as expand

@@ -28,7 +28,7 @@ import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 
 DTYPES = ("float64", "float32")
 FORMULATIONS = ("data", "gram")

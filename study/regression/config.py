@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import itertools
 
+from convergence_study.errors import InputError
 from datasets import DATASETS, validate_dataset, values
-from datasets.errors import InputError
 from optimizers import INITS, OPTIMIZERS, PREFIXES, build_rules, make_optimizer
 from optimizers.from_file import absolute, declared_name, is_file_name
 from study.frameworks.keras.optimizers import KERAS_PREFIX

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
+from convergence_study.errors import LibraryFailure, Uncertifiable
 from datasets import make_problem
-from datasets.errors import LibraryFailure, Uncertifiable
 from datasets.problem import Problem
 from datasets.reference import Reference
 from datasets.user_file import content_hash, split

@@ -7,8 +7,8 @@ import argparse
 import numpy as np
 import pandas as pd
 
+from convergence_study.errors import InputError
 from datasets import DATASETS, make_problem, validate_dataset
-from datasets.errors import InputError
 from datasets.reference import KAPPA_NAMES
 from optimizers import (
     INITS,

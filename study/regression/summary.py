@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 from study.output import write_text_atomic
 from study.paired import compare, typical
 from study.regression.labels import label_runs, with_instances, with_keys

@@ -15,7 +15,7 @@ import traceback
 from datetime import UTC, datetime
 from pathlib import Path
 
-from datasets.errors import failure_line
+from convergence_study.errors import failure_line
 from study.output import write_parquet_atomic, write_text_atomic
 from study.sweep import environment
 from study.sweep.noise import NoiseProbe

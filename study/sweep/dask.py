@@ -38,7 +38,7 @@ import pandas as pd
 from distributed import Client, as_completed, get_worker
 
 from convergence_study.dask_plugins import SchedulerPath, WorkerPath
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 from study.output import write_text_atomic
 from study.sweep import environment
 from study.sweep.child import base_row

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 import dask
 from distributed import LocalCluster
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 from study.sweep.forkserver import die_with_parent
 from study.sweep.interpreter import python_command
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 from study.output import (
     check_kind,
     no_follow,

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import psutil
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 from datasets.files import check_input_file
 from study import DEFAULT_KIND
 from study.sweep.plugin import STUDIES, load_kind

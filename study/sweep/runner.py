@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 
 import pandas as pd
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 from study import interrupts
 from study.output import ResultsWriteError, check_output_folder, reading
 from study.sweep import fingerprint, noise

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 
 KINDS = ("str", "int", "float", "bool", "any")
 PANDAS_DTYPES = {"str": "object", "int": "Int64", "float": "float64", "bool": "boolean"}

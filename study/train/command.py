@@ -11,7 +11,7 @@ import sys
 import tempfile
 from contextlib import nullcontext
 
-from datasets.errors import InputError, failure_line
+from convergence_study.errors import InputError, failure_line
 from study.cli import key_values
 from study.frameworks.registry import FRAMEWORKS as REGISTRY
 from study.output import (

@@ -19,7 +19,7 @@ import importlib
 from types import SimpleNamespace
 from typing import Any, Protocol
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 from study.frameworks.registry import FRAMEWORKS as REGISTRY
 
 

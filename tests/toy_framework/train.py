@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 from study.train.models.workload import (
     Submission,
     Workload,

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from convergence_study.errors import InputError, failure_line
 from datasets import make_problem
-from datasets.errors import InputError, failure_line
 from optimizers import build_rules, make_optimizer, run
 from study.bench.plan import LOOP_GOAL, Plan
 from study.bench.runs import Unavailable, failed_row, progress, shown

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from convergence_study.errors import failure_line
 from datasets import make_problem
-from datasets.errors import failure_line
 from study import interrupts
 from study.bench.plan import TARGET_TOL, Plan
 from study.bench.runs import describe, progress, run_once, shown

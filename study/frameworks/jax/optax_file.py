@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from typing import NamedTuple
 
-from datasets.errors import InputError, first_line
+from convergence_study.errors import InputError, first_line
 from datasets.user_file import load, split
 from optimizers.base import Optimizer
 from optimizers.from_file import call

@@ -31,7 +31,7 @@ import inspect
 
 import numpy as np
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 from optimizers.ranges import FRACTION, NONNEGATIVE, RATE, check_ranges
 from study.sweep.schema import Column
 from study.train.models.input_rows import input_mismatch

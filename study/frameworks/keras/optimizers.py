@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from datasets.errors import InputError, LibraryFailure, failure_line
+from convergence_study.errors import InputError, LibraryFailure, failure_line
 from optimizers.base import Optimizer
 from optimizers.ranges import FRACTION, NONNEGATIVE, RATE, UNIT, check_ranges
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 from optimizers.driver import host_loop, step_functions
 from optimizers.interruptible import call_interruptibly
 from optimizers.objective import make_objective, problem_data

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import tensorflow as tf
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 from optimizers.driver import host_loop
 from optimizers.result import Outcome, Stopwatch
 from study.frameworks.numpy.backend import NumpyBackend

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 from optimizers.driver import RuleMonitor, host_loop, step_functions
 from optimizers.objective import make_objective, problem_data
 from optimizers.result import Outcome, Stopwatch, interpolated_seconds

@@ -23,7 +23,7 @@ import inspect
 
 import numpy as np
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 from optimizers.ranges import check_ranges
 from study.frameworks.torch.optimizers import COUNTS, TORCH_RANGES
 from study.sweep.schema import Column

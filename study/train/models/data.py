@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from convergence_study.errors import InputError
 from datasets import values
-from datasets.errors import InputError
 from datasets.files import check_input_file
 from datasets.tabular import check_disjoint, read_table, select_columns
 from study.train.models.examples import DATA, DATA_PARAMS

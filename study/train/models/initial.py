@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from datasets.errors import InputError, failure_line
+from convergence_study.errors import InputError, failure_line
 from study.output import check_kind
 from study.sweep import cache
 from study.sweep.fingerprint import manifest, python_files

@@ -6,7 +6,7 @@ it."""
 
 from __future__ import annotations
 
-from datasets.errors import InputError, failure_line
+from convergence_study.errors import InputError, failure_line
 
 
 def input_mismatch(what: str, rows: tuple, expected: tuple | None,

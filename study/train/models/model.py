@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 from datasets.files import check_input_file
 from study.train.frameworks import native_adapters, native_titles
 from study.train.models.examples import MODELS

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 from study.train.frameworks import native_adapters
 from study.train.models.model import check_outputs
 

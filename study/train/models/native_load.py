@@ -26,7 +26,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 from study.train.frameworks import adapter, native_adapters
 from study.train.models.input_rows import build_failure
 from study.train.models.model import beside, import_file, model_file

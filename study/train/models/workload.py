@@ -40,7 +40,7 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 from optimizers.lbfgs import LBFGS
 from study.frameworks.registry import make_backend
 from study.train.models.model import (

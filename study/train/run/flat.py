@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 from study.train.frameworks import adapter, trainable
 
 

@@ -18,7 +18,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 from study.sweep.plugin import Measurement, RunContext
 from study.sweep.tuning import NO_RATE, is_tuned
 from study.train.frameworks import check_keras, native_titles, of_library

@@ -7,7 +7,7 @@ accepts."""
 
 from __future__ import annotations
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 from study.train.frameworks import adapter, native_adapters, of_library
 from study.train.models.workload import LBFGS_NAME, LbfgsSubmission, Submission
 

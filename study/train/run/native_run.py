@@ -10,7 +10,7 @@ values and what ran, plus the trace (one row per evaluation) under "trace"; it w
 
 from __future__ import annotations
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 from study.train.models.model import labels_are_indices, loss_label
 from study.train.models.model_checks import check_finite_loss, check_native, refuse_stochastic
 from study.train.models.native_load import (

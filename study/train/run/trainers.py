@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 from study.frameworks.keras.optimizers import KERAS_PREFIX, check_config, keras_classes
 from study.train.frameworks import adapter
 from study.train.models.model import compile_loss

@@ -14,8 +14,8 @@ import math
 import sys
 from dataclasses import replace
 
+from convergence_study.errors import InputError
 from datasets import values
-from datasets.errors import InputError
 from study.frameworks.keras.optimizers import KERAS_PREFIX
 from study.frameworks.keras.optimizers import check_optimizers as check_keras_optimizers
 from study.frameworks.registry import FRAMEWORKS as REGISTRY
@@ -334,7 +334,7 @@ def familiar(loss: str | None, metric: str) -> bool:
 
 KERAS_NAMES = """
 import json, sys
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 from study.train.models.model import loss_function, metric_object
 loss, metric = json.loads(sys.stdin.read())
 try:

@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from datasets.errors import InputError
+from convergence_study.errors import InputError
 from study.figures import legend_outside, log_axis, save
 from study.train.frameworks import adapter
 from study.train.sweep.report import problem_title

@@ -1,4 +1,8 @@
-"""The one exception type for bad input, so the CLI can turn it into a clean exit 2."""
+"""The one exception type for bad input, so the CLI can turn it into a clean exit 2.
+
+Here, in the installed package (not in datasets/), so that every layer (datasets, optimizers,
+the framework folders, the engine, the studies) imports it without importing a layer's
+package: `datasets`' own import makes pandas and SciPy, 0.6 s of a command's start."""
 
 
 class InputError(ValueError):
