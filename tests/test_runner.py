@@ -183,7 +183,7 @@ backend = "tensorflow"
 
 @pytest.mark.slow
 def test_statuses_are_recorded_while_the_sweep_goes_on(tmp_path, capsys):
-    if gpu_visible():
+    if gpu_visible("tensorflow"):
         pytest.skip("a GPU is visible: the skip path cannot be exercised here")
     study = load_study(write(tmp_path, STATUS_CONFIG))
     statuses = run_study(study, tmp_path / "res", quiet=True)
