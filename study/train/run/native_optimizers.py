@@ -8,10 +8,13 @@ accepts."""
 from __future__ import annotations
 
 from datasets.errors import InputError
+from datasets.user_file import absolute, imported, is_file_name, split
 from study.train.frameworks import adapter, native_adapters, of_library
 from study.train.models.workload import LBFGS_NAME, LbfgsSubmission, Submission
 
 KERAS_LIBRARY = "keras"  # keras:<Class>, for Keras models (study.frameworks.keras.optimizers)
+FILE_KINDS = ("a torch.optim.Optimizer subclass, a function returning an optax "
+              "GradientTransformation or a Keras optimizer class")
 
 
 def allowed(framework: str) -> str:
@@ -33,7 +36,8 @@ def make_submission(optimizer: str, hyperparameters: dict, framework: str,
     if optimizer == LBFGS_NAME:
         return LbfgsSubmission(hyperparameters)
     check_family(optimizer, framework, what)
-    _, _, name = optimizer.partition(":")
+    # a file's optimizer goes to its library's adapter whole (path.py:Name)
+    name = optimizer if is_file_name(optimizer) else optimizer.partition(":")[2]
     own = adapter(framework)
     if not name:
         raise InputError(f"optimizer '{optimizer}': name the {own.LIBRARY} optimizer "
@@ -44,7 +48,7 @@ def make_submission(optimizer: str, hyperparameters: dict, framework: str,
 def check_family(optimizer: str, framework: str, what: str = "the model") -> None:
     """An optimizer of the model's own framework (or lbfgs); else one line naming what fits."""
     own = adapter(framework)
-    prefix = str(optimizer).partition(":")[0]
+    prefix = library_of(optimizer)
     if optimizer == LBFGS_NAME or prefix == own.LIBRARY:
         return
     other = of_library(prefix)
@@ -59,8 +63,26 @@ def check_family(optimizer: str, framework: str, what: str = "the model") -> Non
 
 def library_of(optimizer: str) -> str:
     """keras, a native library (torch, optax), or ours (lbfgs): whose optimizer it is (before
-    anything imports)."""
+    anything imports; a file's by its imports, "" where it cannot be read)."""
+    if is_file_name(optimizer):
+        try:
+            return file_library(optimizer)
+        except InputError:
+            return ""
     return "ours" if optimizer == LBFGS_NAME else str(optimizer).partition(":")[0]
+
+
+def file_library(optimizer: str) -> str:
+    """The library of a file's optimizer (`path.py:Name`): the one of torch, optax and keras
+    its file imports, read off the file before anything runs; one line where it imports none
+    of them or several."""
+    path, _ = split(optimizer)
+    found = imported(path) & {*native_libraries(), KERAS_LIBRARY}
+    if len(found) != 1:
+        raise InputError(f"{path.resolve()}: the train study runs {FILE_KINDS} from a file that "
+                         "imports its one library (torch, optax or keras); it imports "
+                         f"{' and '.join(sorted(found)) or 'none of them'}")
+    return found.pop()
 
 
 def native_libraries() -> tuple[str, ...]:
@@ -73,16 +95,23 @@ def check_name(optimizer: str) -> None:
     library's optimizer or lbfgs; which framework it fits is checked once the model is loaded."""
     if optimizer == LBFGS_NAME:
         return
+    if is_file_name(optimizer):
+        absolute(optimizer)  # the file exists
+        file_library(optimizer)
+        return
     prefix, sep, name = str(optimizer).partition(":")
     if not sep or not name or prefix not in (*native_libraries(), KERAS_LIBRARY):
         forms = ", ".join(f"{a.LIBRARY}:{a.OPTIMIZER_FORM}" for a in native_adapters())
         raise InputError(f"optimizer: unknown '{optimizer}'; allowed: {KERAS_LIBRARY}:<Class>, "
-                         f"{forms}, {LBFGS_NAME}")
+                         f"{forms}, {LBFGS_NAME}, path/to/file.py:Name ({FILE_KINDS})")
 
 
 def check_library_name(optimizer: str) -> None:
     """A native optimizer's name as its library knows it, where that is known before any
-    framework starts: before a command draws its initial weights, which starts Keras."""
+    framework starts: before a command draws its initial weights, which starts Keras (a
+    file's optimizer is checked when its run builds it)."""
+    if is_file_name(optimizer):
+        return
     own = of_library(library_of(optimizer))
     if own is not None:
         try:
