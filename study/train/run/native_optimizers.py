@@ -13,8 +13,6 @@ from study.train.frameworks import adapter, native_adapters, of_library
 from study.train.models.workload import LBFGS_NAME, LbfgsSubmission, Submission
 
 KERAS_LIBRARY = "keras"  # keras:<Class>, for Keras models (study.frameworks.keras.optimizers)
-FILE_KINDS = ("a torch.optim.Optimizer subclass, a function returning an optax "
-              "GradientTransformation or a Keras optimizer class")
 
 
 def allowed(framework: str) -> str:
@@ -73,16 +71,23 @@ def library_of(optimizer: str) -> str:
 
 
 def file_library(optimizer: str) -> str:
-    """The library of a file's optimizer (`path.py:Name`): the one of torch, optax and keras
-    its file imports, read off the file before anything runs; one line where it imports none
-    of them or several."""
+    """The library of a file's optimizer (`path.py:Name`): the one library (a native
+    framework's adapter's, or Keras) that its file imports, read off the file before anything
+    runs; one line where it imports none of them or several."""
     path, _ = split(optimizer)
-    found = imported(path) & {*native_libraries(), KERAS_LIBRARY}
+    libraries = (*native_libraries(), KERAS_LIBRARY)
+    found = imported(path) & set(libraries)
     if len(found) != 1:
-        raise InputError(f"{path.resolve()}: the train study runs {FILE_KINDS} from a file that "
-                         "imports its one library (torch, optax or keras); it imports "
+        raise InputError(f"{path.resolve()}: the train study runs {file_kinds()} from a file "
+                         f"that imports its one library ({', '.join(libraries)}); it imports "
                          f"{' and '.join(sorted(found)) or 'none of them'}")
     return found.pop()
+
+
+def file_kinds() -> str:
+    """What a file's optimizer may be: a native library's (its adapter's kind) or Keras's."""
+    kinds = [*(a.OPTIMIZER_KIND for a in native_adapters()), "a Keras optimizer class"]
+    return ", ".join(kinds[:-1]) + " or " + kinds[-1]
 
 
 def native_libraries() -> tuple[str, ...]:
@@ -103,7 +108,7 @@ def check_name(optimizer: str) -> None:
     if not sep or not name or prefix not in (*native_libraries(), KERAS_LIBRARY):
         forms = ", ".join(f"{a.LIBRARY}:{a.OPTIMIZER_FORM}" for a in native_adapters())
         raise InputError(f"optimizer: unknown '{optimizer}'; allowed: {KERAS_LIBRARY}:<Class>, "
-                         f"{forms}, {LBFGS_NAME}, path/to/file.py:Name ({FILE_KINDS})")
+                         f"{forms}, {LBFGS_NAME}, path/to/file.py:Name ({file_kinds()})")
 
 
 def check_library_name(optimizer: str) -> None:

@@ -39,7 +39,7 @@ from study.train.models.native_examples import FRAMEWORK_OF
 from study.train.models.workload import METRICS, check_metric
 from study.train.run.device import DEVICES
 from study.train.run.native_optimizers import (
-    FILE_KINDS,
+    file_kinds,
     file_library,
     library_of,
     make_submission,
@@ -188,7 +188,7 @@ def optimizer_points(raw: dict, source: str, seeds) -> list[tuple]:
             forms = ", ".join(f"{a.LIBRARY}:{a.OPTIMIZER_FORM}" for a in native_adapters())
             raise ConfigError(f"{source}: optimizers: unknown name {block_name!r}; allowed: "
                               f"{KERAS_PREFIX}<Class> (any Keras optimizer), {forms} (native "
-                              f"models), {LBFGS}, path/to/file.py:Name ({FILE_KINDS})")
+                              f"models), {LBFGS}, path/to/file.py:Name ({file_kinds()})")
         params = {k: v for k, v in block.items() if k not in ("name", "tuning")}
         rate = adapter(native).RATE if native else protocol.PARAMETER
         if rate != protocol.PARAMETER and protocol.TUNED in (params.get(protocol.PARAMETER),
