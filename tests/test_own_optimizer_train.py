@@ -232,3 +232,74 @@ def test_a_broken_file_is_one_line_exit_2_no_row(files, tmp_path, capsys, monkey
     code, err, row = train(tmp_path, capsys, model, optimizer, *args)
     assert code == 2 and len(err.splitlines()) == 1 and words in err, err
     assert row is None
+
+
+SWEEP = """
+kind = "train"
+name = "mine"
+seeds = [0]
+backends = ["torch", "jax"]
+run_timeout = 120
+
+[[problems]]
+name = "digits-torch"
+model = "digits-cnn-torch"
+data = { name = "digits" }
+loss = "sparse_categorical_crossentropy"
+metric = "accuracy"
+batch_size = 128
+eval_every = 5
+target = { metric = "val_loss", value = 1.6 }
+stopping = { max_steps = 200 }
+
+[[problems]]
+name = "digits-jax"
+model = "digits-cnn-jax"
+data = { name = "digits" }
+loss = "sparse_categorical_crossentropy"
+metric = "accuracy"
+batch_size = 128
+eval_every = 5
+target = { metric = "val_loss", value = 1.6 }
+stopping = { max_steps = 200 }
+
+[[optimizers]]
+name = "my_torch.py:SignMomentum"
+lr = 0.003
+
+[[optimizers]]
+name = "my_optax.py:decayed_adam"
+learning_rate = 0.01
+
+[[optimizers]]
+name = "torch:Adam"
+lr = 0.01
+"""
+
+
+@pytest.mark.slow
+def test_a_sweep_runs_both_files_and_an_edit_remeasures_its_rows_only(files, tmp_path,
+                                                                      monkeypatch, capsys):
+    """The acceptance: an optax transformation and a torch optimizer from files run in the
+    train study; editing one re-measures its rows and only those."""
+    monkeypatch.chdir(files)
+    (files / "sweep.toml").write_text(SWEEP)
+    out = tmp_path / "results"
+    args = ["run", "sweep.toml", "--out", str(out), "--quiet", "--no-adaptive"]
+    assert cli(args) == 0
+    first = pd.read_parquet(out / "runs.parquet").set_index("optimizer")
+    mine_torch, mine_optax = str(files / "my_torch.py:SignMomentum"), \
+        str(files / "my_optax.py:decayed_adam")
+    assert set(first.index) == {mine_torch, mine_optax, "torch:Adam"}
+    assert set(first["status"]) == {"reached"}, first[["status", "message"]]
+    assert first.loc[mine_torch, "optimizer_file"] == str(files / "my_torch.py")
+    assert first.loc[mine_optax, "optimizer_library"] == "optax"
+    (files / "my_torch.py").write_text(TORCH_FILE + "# an edit\n")
+    capsys.readouterr()
+    assert cli(args) == 0
+    second = pd.read_parquet(out / "runs.parquet").set_index("optimizer")
+    assert second.loc[mine_torch, "sweep_id"] != first.loc[mine_torch, "sweep_id"]
+    assert second.loc[mine_torch, "optimizer_file_sha256"] != \
+        first.loc[mine_torch, "optimizer_file_sha256"]
+    for same in (mine_optax, "torch:Adam"):
+        assert second.loc[same, "sweep_id"] == first.loc[same, "sweep_id"]
