@@ -294,6 +294,14 @@ def test_a_sweep_runs_both_files_and_an_edit_remeasures_its_rows_only(files, tmp
     assert set(first["status"]) == {"reached"}, first[["status", "message"]]
     assert first.loc[mine_torch, "optimizer_file"] == str(files / "my_torch.py")
     assert first.loc[mine_optax, "optimizer_library"] == "optax"
+    capsys.readouterr()
+    assert cli(["summarize", str(out)]) == 0  # labelled as the library's names are
+    shown = capsys.readouterr().out
+    assert "torch:SignMomentum" in shown and "optax:decayed_adam" in shown, shown
+    assert str(files) not in shown
+    figures = tmp_path / "figures"
+    assert cli(["figures", "train", "--results", str(out), "--out", str(figures)]) == 0
+    assert any(figures.glob("*.png"))
     (files / "my_torch.py").write_text(TORCH_FILE + "# an edit\n")
     capsys.readouterr()
     assert cli(args) == 0
