@@ -9,6 +9,7 @@ the tests), and its content hash is what a row records and its fingerprint reads
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib.util
 import sys
@@ -86,3 +87,23 @@ def load(name: str, what: str):
         raise InputError(f"{path.resolve()}: defines no '{attribute}' (the {what} "
                          f"'{name}' names)")
     return found
+
+
+def imported(path) -> set[str]:
+    """The top-level packages a file imports (read, not run: which library's optimizer it holds
+    is known before any framework starts); a file that does not parse is one line."""
+    path = Path(path).resolve()
+    if not path.is_file():
+        raise InputError(f"{path}: no such file")
+    try:
+        tree = ast.parse(path.read_bytes(), str(path))
+    except (SyntaxError, ValueError) as exc:
+        raise InputError(f"{path}: fails to import: SyntaxError: {first_line(exc)}") from None
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.partition(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module.partition(".")[0])
+    return names
+

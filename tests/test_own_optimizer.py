@@ -338,3 +338,67 @@ def test_a_broken_optax_factory_is_one_line(tmp_path, capsys, name, args, messag
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and message in err and str(path) in err, err
     assert not out.exists()
+
+
+KERAS_FILE = '''
+import keras
+
+
+class PlainSGD(keras.optimizers.Optimizer):
+    def __init__(self, learning_rate=0.1, name="plain_sgd", **kwargs):
+        super().__init__(learning_rate=learning_rate, name=name, **kwargs)
+
+    def update_step(self, gradient, variable, learning_rate):
+        lr = keras.ops.cast(learning_rate, variable.dtype)
+        self.assign_sub(variable, keras.ops.multiply(gradient, lr))
+
+
+class Exploding(PlainSGD):
+    def update_step(self, gradient, variable, learning_rate):
+        self.assign_sub(variable, gradient * float("inf"))
+
+
+class NotAnOptimizer:
+    pass
+'''
+
+
+def test_a_keras_optimizer_class_from_a_file_runs_as_keras_classes_do(tmp_path):
+    """On the tensorflow backend, as `keras:<Class>`: the same iterations as keras:SGD."""
+    pytest.importorskip("tensorflow")
+    path = tmp_path / "mine_keras.py"
+    path.write_text(KERAS_FILE)
+    from study.regression.plugin import code_files
+    from study.regression.spec import RunSpec
+
+    optimizer = make_optimizer(f"{path}:PlainSGD", learning_rate=0.05)
+    assert optimizer.name == "keras:PlainSGD"
+    problem = make_problem("synthetic", n=500, d=5, kappa=10.0, seed=1)
+    rules = build_rules(tol=1e-8, max_iter=5000)
+    result = run(problem, optimizer, rules, backend=make_backend("tensorflow", "float64"))
+    shipped = run(problem, make_optimizer("keras:SGD", learning_rate=0.05), rules,
+                  backend=make_backend("tensorflow", "float64"))
+    assert result.status == "converged" and result.extra["keras_class"] == "PlainSGD"
+    assert result.iterations == shipped.iterations
+    spec = RunSpec("s", "synthetic", {}, f"{path}:PlainSGD", {"learning_rate": 0.05},
+                   "tensorflow", {}, "float64", "zeros", 0, 0)
+    assert spec.axes()["optimizer"] == "keras:PlainSGD"
+    assert str(path) in set(code_files(spec))
+
+
+@pytest.mark.parametrize("name, args, message", [
+    ("Exploding", [], "the first step is not finite"),
+    ("NotAnOptimizer", [], "not an optimizer"),
+    ("PlainSGD", ["--opt-param", "learning_rate=-1"], "learning_rate must be"),
+    ("PlainSGD", ["--opt-param", "momentum=0.9"], "not recognized: {'momentum': 0.9}"),
+])
+def test_a_broken_keras_optimizer_file_is_one_line(tmp_path, capsys, name, args, message):
+    pytest.importorskip("tensorflow")
+    path = tmp_path / "mine_keras.py"
+    path.write_text(KERAS_FILE)
+    out = tmp_path / "r.parquet"
+    code = main(["regress", "--rows", "300", "--backend", "tensorflow", "--optimizer",
+                 f"{path}:{name}", *args, "--out", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and message in err and str(path) in err, err
+    assert not out.exists()

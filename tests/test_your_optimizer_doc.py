@@ -44,7 +44,7 @@ def tiny(text: str) -> str:
 def test_its_optimizer_is_the_shipped_example():
     files = {body.splitlines()[0][2:]: body for info, body in blocks() if info != "sh"}
     assert files["bb_step.py"] == (ROOT / "examples" / "bb_step.py").read_text()
-    assert set(files) == {"bb_step.py", "bb-study.toml"}
+    assert set(files) == {"bb_step.py", "bb-study.toml", "sign_momentum.py"}
 
 
 @pytest.mark.slow

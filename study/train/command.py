@@ -12,6 +12,7 @@ import tempfile
 from contextlib import nullcontext
 
 from convergence_study.errors import InputError, failure_line
+from datasets.user_file import absolute, is_file_name
 from study.cli import key_values
 from study.frameworks.registry import FRAMEWORKS as REGISTRY
 from study.output import (
@@ -140,7 +141,10 @@ def spec_from(args) -> Spec:
         check_name(args.optimizer)
         check_library_name(args.optimizer)  # before the initial weights are drawn (Keras)
     except InputError as exc:
-        raise InputError(f"--{exc}") from None
+        raise InputError(f"--{exc}" if str(exc).startswith("optimizer") else str(exc)) \
+            from None
+    if is_file_name(args.optimizer):  # the same file in the run's fresh process
+        args.optimizer = absolute(args.optimizer)
     check_initial_file(args.initial, args.model, "--initial")
     name, sep, value = args.target.partition("=")
     try:

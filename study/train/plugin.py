@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from datasets.user_file import is_file_name, split
 from study.frameworks.registry import FRAMEWORKS
 from study.sweep.fingerprint import ENGINE_FILES, python_files
 from study.sweep.plugin import StudyPlugin
@@ -59,6 +60,8 @@ def code_files(spec: Spec) -> list[str]:
     native = of_library(library_of(spec.optimizer))
     if native is not None:
         files += native.CODE_FILES
+    if is_file_name(spec.optimizer):  # a file's optimizer: its content, and what checks it
+        files += [str(split(spec.optimizer)[0].resolve()), "optimizers/from_file.py"]
     return sorted({*files, *input_files(spec)})
 
 

@@ -32,7 +32,10 @@ import inspect
 import numpy as np
 
 from convergence_study.errors import InputError
+from datasets.user_file import is_file_name, split
+from optimizers.from_file import provenance as file_record
 from optimizers.ranges import FRACTION, NONNEGATIVE, RATE, check_ranges
+from study.frameworks.jax.optax_file import checked_transform, optax_factory
 from study.sweep.schema import Column
 from study.train.models.input_rows import input_mismatch
 from study.train.models.model import check_trainable
@@ -57,6 +60,7 @@ KERAS = True
 DEFAULT = True  # the one-run command's framework for a Keras model given no --backend
 STYLE = ("--", "s")
 LIBRARY = "optax"  # optax:<name>
+CODE_FILES = ("study/frameworks/jax/optax_file.py",)  # a file's optax factory checked
 OPTIMIZER_KIND = "an optax (JAX) optimizer"
 MODULES = "an Equinox or Flax NNX module"
 PAIR = "jax-pair"  # (init_params, apply[, loss])
@@ -450,8 +454,17 @@ class OptaxSubmission(Submission):
     def __init__(self, alias: str, hyperparameters: dict):
         import optax
 
+        self.file = alias if is_file_name(alias) else None
+        if self.file:  # a file's function returning a GradientTransformation
+            factory = optax_factory(self.file)
+            if factory is None:
+                raise InputError(f"{split(self.file)[0]}: {split(self.file)[1]} is not an optax "
+                                 "factory (a function of a file that uses optax, returning an "
+                                 "optax.GradientTransformation)")
+            alias = factory.__name__
         self.name = f"optax:{alias}"
-        factory = getattr(optax, alias, None) if not alias.startswith("_") else None
+        if not self.file:
+            factory = getattr(optax, alias, None) if not alias.startswith("_") else None
         if not callable(factory) or isinstance(factory, type):
             raise InputError(f"unknown optax optimizer '{alias}' (any optax alias by name, e.g. "
                              "adam, sgd, adamw, lion, lbfgs)")
@@ -474,10 +487,12 @@ class OptaxSubmission(Submission):
         try:
             self.tx = factory(**hyperparameters)
         except Exception as exc:
-            raise InputError(f"{self.name}: {describe(exc)}") from None
+            raise InputError(f"{self.file or self.name}: {describe(exc)}") from None
         if not isinstance(self.tx, optax.GradientTransformation):
-            raise InputError(f"{self.name} is not an optimizer (it gives "
+            raise InputError(f"{self.file or self.name} is not an optimizer (it gives "
                              f"{type(self.tx).__name__}, not an optax GradientTransformation)")
+        if self.file:  # updated once from zeros on a unit gradient: raises or not finite
+            checked_transform(self.file, self)
         self.extra = isinstance(self.tx, optax.GradientTransformationExtraArgs)
         self.hyperparameters = dict(hyperparameters)
 
@@ -533,6 +548,7 @@ class OptaxSubmission(Submission):
         import optax
 
         return {"optimizer_library": "optax", "optax_version": optax.__version__,
+                **(file_record(self.file) if self.file else {}),
                 "optimizer_config": json.dumps(self.hyperparameters, sort_keys=True,
                                                default=str)}
 
@@ -543,7 +559,8 @@ def workload(native, arrays: dict, loss, metric: str, device: str = "cpu", initi
 
 
 def submission(name: str, hyperparameters: dict) -> OptaxSubmission:
-    check_optimizer(name)
+    if not is_file_name(name):
+        check_optimizer(name)
     return OptaxSubmission(name, hyperparameters)
 
 

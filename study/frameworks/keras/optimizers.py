@@ -12,12 +12,15 @@ float32 variable: a float64 run uses that float32-rounded rate.
 from __future__ import annotations
 
 import json
+import sys
 from typing import NamedTuple
 
 import numpy as np
 
-from convergence_study.errors import InputError, LibraryFailure, failure_line
+from convergence_study.errors import InputError, LibraryFailure, failure_line, first_line
+from datasets.user_file import is_file_name, load, split
 from optimizers.base import Optimizer
+from optimizers.from_file import call
 from optimizers.ranges import FRACTION, NONNEGATIVE, RATE, UNIT, check_ranges
 
 KERAS_PREFIX = PREFIX = "keras:"  # any Keras optimizer by class name
@@ -72,15 +75,18 @@ class KerasOptimizer(Optimizer):
     only_on = "tensorflow"
     evaluations = {"nfev": 1, "ngev": 1, "nhvp": 0}
 
-    def __init__(self, class_name: str, **config):
-        self.class_name, self.config = class_name, dict(config)
-        self.name = PREFIX + class_name
+    def __init__(self, class_name: str, library_class=None, **config):
+        # library_class: a user's own Keras optimizer class (class_name its path.py:Name)
+        self.class_name, self.config, self.library_class = class_name, dict(config), library_class
+        self.name = PREFIX + (library_class.__name__ if library_class else class_name)
         self._keras = self._variable = self._initial = None
         self._build()  # refuses a bad class or parameter before any data is made
 
     def _build(self):
         import keras
 
+        if self.library_class is not None:
+            return file_optimizer(self.class_name, self.config)
         if self.class_name not in keras_classes():
             raise InputError(f"unknown Keras optimizer '{self.class_name}'; allowed: "
                              f"{', '.join(keras_classes())}")
@@ -194,6 +200,52 @@ def _check_in_a_child(points: list, timeout: float) -> list[str | None]:
                          + (f": {lines[-1][:300]}" if lines else "")) from None
 
 
+def keras_class(name: str):
+    """The Keras optimizer class `path.py:Name` names (a subclass of keras.optimizers.Optimizer,
+    Keras's own classes included), or None: the file's object is for another library. A file
+    that subclasses Keras's has imported Keras."""
+    found = load(name, "optimizer")
+    keras = sys.modules.get("keras")
+    if keras is None or not isinstance(found, type) or not issubclass(
+            found, keras.optimizers.Optimizer):
+        return None
+    return found
+
+
+def file_optimizer(name: str, config: dict):
+    """A file's Keras optimizer class built with `config`, checked as `keras:<Class>` is (the
+    ranges, Keras's own checks) and, where Keras runs on a framework, stepped once from zeros on
+    a unit gradient; each failure one line naming the file."""
+    import keras
+
+    cls = keras_class(name)
+    where = f"{split(name)[0]}: {split(name)[1]}"
+    if cls is None:
+        raise InputError(f"{where} is not a Keras optimizer class (a subclass of "
+                         "keras.optimizers.Optimizer)")
+    check_ranges(where, config, {**KERAS_RANGES, **_CLASS_RANGES.get(cls.__name__, {})},
+                 _COUNTS)
+
+    def build():
+        try:
+            return cls(**config)
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"{where}: {first_line(exc)}") from None
+
+    if keras.backend.backend() != "numpy":  # NumPy's backend (the config's check) cannot step
+        variable = keras.Variable(np.zeros(4), dtype="float32", name="probe")
+        call(where, "its first step", build().apply, [keras.ops.ones((4,))], [variable])
+        if not np.isfinite(keras.ops.convert_to_numpy(variable.value)).all():
+            raise InputError(f"{where}: the first step is not finite (a unit gradient from "
+                             "zeros)")
+    return call(where, "building it", build)
+
+
+def build(name: str, library, hyperparameters: dict):
+    """Keras's harness (KerasOptimizer) running a file's class (optimizers.from_file)."""
+    return KerasOptimizer(name, library, **hyperparameters)
+
+
 def _check_main() -> None:
     """The child of `check_optimizers`: JSON [[name, parameters], ...] in, errors out."""
     import sys
@@ -201,7 +253,10 @@ def _check_main() -> None:
     errors = []
     for name, config in json.loads(sys.stdin.read()):
         try:
-            KerasOptimizer(name[len(PREFIX):], **config)
+            if is_file_name(name):
+                file_optimizer(name, config)
+            else:
+                KerasOptimizer(name[len(PREFIX):], **config)
             errors.append(None)
         except InputError as exc:
             errors.append(str(exc))

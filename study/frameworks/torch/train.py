@@ -24,8 +24,11 @@ import inspect
 import numpy as np
 
 from convergence_study.errors import InputError
+from datasets.user_file import is_file_name, split
+from optimizers.from_file import call
+from optimizers.from_file import provenance as file_record
 from optimizers.ranges import check_ranges
-from study.frameworks.torch.optimizers import COUNTS, TORCH_RANGES
+from study.frameworks.torch.optimizers import COUNTS, TORCH_RANGES, torch_class
 from study.sweep.schema import Column
 from study.train.models.input_rows import input_mismatch
 from study.train.models.model import (
@@ -372,20 +375,30 @@ class TorchWorkload(Workload):
 
 
 class TorchSubmission(Submission):
-    """Any torch.optim optimizer by class name, its hyperparameters by name (checked against
-    the class's signature and study's ranges before anything runs)."""
+    """Any torch.optim optimizer by class name, or a file's torch.optim.Optimizer subclass
+    (`path.py:Name`, stepped by `optimizer.step()`: one driven by a closure, as LBFGS, is
+    refused), its hyperparameters by name (checked against the class's signature and study's
+    ranges before anything runs)."""
 
     def __init__(self, class_name: str, hyperparameters: dict):
         import torch
 
+        self.file = class_name if is_file_name(class_name) else None
+        if self.file:
+            self.cls = torch_class(self.file)
+            if self.cls is None:
+                raise InputError(f"{split(self.file)[0]}: {split(self.file)[1]} is not a "
+                                 "torch.optim.Optimizer subclass")
+            class_name = self.cls.__name__
         self.name = f"torch:{class_name}"
         base = torch.optim.Optimizer
         classes = sorted(n for n, v in vars(torch.optim).items()
                          if isinstance(v, type) and issubclass(v, base) and v is not base)
-        if class_name not in classes:
+        if not self.file and class_name not in classes:
             raise InputError(f"unknown torch optimizer '{class_name}'; allowed: "
                              f"{', '.join(classes)}")
-        self.cls = getattr(torch.optim, class_name)
+        if not self.file:
+            self.cls = getattr(torch.optim, class_name)
         accepted = [p for p in inspect.signature(self.cls).parameters if p != "params"]
         for key in hyperparameters:
             if key == "maximize":
@@ -405,7 +418,23 @@ class TorchSubmission(Submission):
             self.cls([torch.zeros(1, requires_grad=True)], **config)
         except (TypeError, ValueError) as exc:
             raise InputError(f"{self.name}: {describe(exc)}") from None
-        self.closure = class_name == "LBFGS"
+        except Exception as exc:  # a file's class: its own code, in one line
+            raise InputError(f"{self.file}: building it raised {type(exc).__name__}: "
+                             f"{describe(exc)}") from None
+        if self.file:
+            self.first_step(torch)
+        self.closure = class_name == "LBFGS" and not self.file
+
+    def first_step(self, torch) -> None:
+        """A file's class stepped once on a small parameter with a unit gradient: a step that
+        raises or is not finite is one line naming the file."""
+        param = torch.zeros(4, requires_grad=True)
+        optimizer = self.cls([param], **self.config)
+        param.grad = torch.ones_like(param)
+        call(self.file, "its first step", optimizer.step)
+        if not bool(torch.isfinite(param).all()):
+            raise InputError(f"{self.file}: the first step is not finite (a unit gradient from "
+                             "zeros)")
 
     def init(self, workload, params):
         self.optimizer = self.cls(params, **self.config)
@@ -459,6 +488,7 @@ class TorchSubmission(Submission):
         import torch
 
         return {"optimizer_library": "torch", "torch_version": torch.__version__,
+                **(file_record(self.file) if self.file else {}),
                 "optimizer_config": json.dumps(self.optimizer.defaults, sort_keys=True,
                                                default=str)}
 

@@ -19,6 +19,8 @@ import numpy as np
 import pandas as pd
 
 from convergence_study.errors import InputError
+from datasets.user_file import is_file_name
+from optimizers.from_file import provenance
 from study.sweep.plugin import Measurement, RunContext
 from study.sweep.tuning import NO_RATE, is_tuned
 from study.train.frameworks import check_keras, native_titles, of_library
@@ -122,7 +124,8 @@ def measure_on_device(spec: Spec, ctx: RunContext, initial) -> Measurement:
               "reference_val_loss": reference, "target_value": target.value,
               "target_margin": spec.target.get("margin"),
               "target_seed": spec.target.get("seed"), "model_kind": "keras",
-              "optimizer_library": library_of(spec.optimizer)}
+              "optimizer_library": library_of(spec.optimizer),
+              **(provenance(spec.optimizer) if is_file_name(spec.optimizer) else {})}
     if spec.loop == "fit":
         check_fit_size(rows, x, y, stopping["max_steps"])
         with ctx.probe:

@@ -8,6 +8,7 @@ accepts."""
 from __future__ import annotations
 
 from convergence_study.errors import InputError
+from datasets.user_file import absolute, imported, is_file_name, split
 from study.train.frameworks import adapter, native_adapters, of_library
 from study.train.models.workload import LBFGS_NAME, LbfgsSubmission, Submission
 
@@ -33,7 +34,8 @@ def make_submission(optimizer: str, hyperparameters: dict, framework: str,
     if optimizer == LBFGS_NAME:
         return LbfgsSubmission(hyperparameters)
     check_family(optimizer, framework, what)
-    _, _, name = optimizer.partition(":")
+    # a file's optimizer goes to its library's adapter whole (path.py:Name)
+    name = optimizer if is_file_name(optimizer) else optimizer.partition(":")[2]
     own = adapter(framework)
     if not name:
         raise InputError(f"optimizer '{optimizer}': name the {own.LIBRARY} optimizer "
@@ -44,7 +46,7 @@ def make_submission(optimizer: str, hyperparameters: dict, framework: str,
 def check_family(optimizer: str, framework: str, what: str = "the model") -> None:
     """An optimizer of the model's own framework (or lbfgs); else one line naming what fits."""
     own = adapter(framework)
-    prefix = str(optimizer).partition(":")[0]
+    prefix = library_of(optimizer)
     if optimizer == LBFGS_NAME or prefix == own.LIBRARY:
         return
     other = of_library(prefix)
@@ -59,8 +61,33 @@ def check_family(optimizer: str, framework: str, what: str = "the model") -> Non
 
 def library_of(optimizer: str) -> str:
     """keras, a native library (torch, optax), or ours (lbfgs): whose optimizer it is (before
-    anything imports)."""
+    anything imports; a file's by its imports, "" where it cannot be read)."""
+    if is_file_name(optimizer):
+        try:
+            return file_library(optimizer)
+        except InputError:
+            return ""
     return "ours" if optimizer == LBFGS_NAME else str(optimizer).partition(":")[0]
+
+
+def file_library(optimizer: str) -> str:
+    """The library of a file's optimizer (`path.py:Name`): the one library (a native
+    framework's adapter's, or Keras) that its file imports, read off the file before anything
+    runs; one line where it imports none of them or several."""
+    path, _ = split(optimizer)
+    libraries = (*native_libraries(), KERAS_LIBRARY)
+    found = imported(path) & set(libraries)
+    if len(found) != 1:
+        raise InputError(f"{path.resolve()}: the train study runs {file_kinds()} from a file "
+                         f"that imports its one library ({', '.join(libraries)}); it imports "
+                         f"{' and '.join(sorted(found)) or 'none of them'}")
+    return found.pop()
+
+
+def file_kinds() -> str:
+    """What a file's optimizer may be: a native library's (its adapter's kind) or Keras's."""
+    kinds = [*(a.OPTIMIZER_KIND for a in native_adapters()), "a Keras optimizer class"]
+    return ", ".join(kinds[:-1]) + " or " + kinds[-1]
 
 
 def native_libraries() -> tuple[str, ...]:
@@ -73,16 +100,23 @@ def check_name(optimizer: str) -> None:
     library's optimizer or lbfgs; which framework it fits is checked once the model is loaded."""
     if optimizer == LBFGS_NAME:
         return
+    if is_file_name(optimizer):
+        absolute(optimizer)  # the file exists
+        file_library(optimizer)
+        return
     prefix, sep, name = str(optimizer).partition(":")
     if not sep or not name or prefix not in (*native_libraries(), KERAS_LIBRARY):
         forms = ", ".join(f"{a.LIBRARY}:{a.OPTIMIZER_FORM}" for a in native_adapters())
         raise InputError(f"optimizer: unknown '{optimizer}'; allowed: {KERAS_LIBRARY}:<Class>, "
-                         f"{forms}, {LBFGS_NAME}")
+                         f"{forms}, {LBFGS_NAME}, path/to/file.py:Name ({file_kinds()})")
 
 
 def check_library_name(optimizer: str) -> None:
     """A native optimizer's name as its library knows it, where that is known before any
-    framework starts: before a command draws its initial weights, which starts Keras."""
+    framework starts: before a command draws its initial weights, which starts Keras (a
+    file's optimizer is checked when its run builds it)."""
+    if is_file_name(optimizer):
+        return
     own = of_library(library_of(optimizer))
     if own is not None:
         try:

@@ -18,7 +18,13 @@ from __future__ import annotations
 import numpy as np
 
 from convergence_study.errors import InputError
-from study.frameworks.keras.optimizers import KERAS_PREFIX, check_config, keras_classes
+from datasets.user_file import is_file_name
+from study.frameworks.keras.optimizers import (
+    KERAS_PREFIX,
+    check_config,
+    file_optimizer,
+    keras_classes,
+)
 from study.train.frameworks import adapter
 from study.train.models.model import compile_loss
 from study.train.models.model_checks import RANDOM_PASS, refuse_stochastic
@@ -37,6 +43,8 @@ STOCHASTIC_LAYERS = ("Dropout", "SpatialDropout1D", "SpatialDropout2D", "Spatial
 def keras_optimizer(name: str, hyperparameters: dict):
     import keras
 
+    if is_file_name(name):  # a file's Keras optimizer class
+        return file_optimizer(name, hyperparameters)
     class_name = name[len(KERAS_PREFIX):]
     if class_name not in keras_classes():
         raise InputError(f"unknown Keras optimizer '{class_name}'; allowed: "

@@ -16,6 +16,7 @@ from dataclasses import replace
 
 from convergence_study.errors import InputError
 from datasets import values
+from datasets.user_file import absolute, is_file_name
 from study.frameworks.keras.optimizers import KERAS_PREFIX
 from study.frameworks.keras.optimizers import check_optimizers as check_keras_optimizers
 from study.frameworks.registry import FRAMEWORKS as REGISTRY
@@ -37,7 +38,12 @@ from study.train.models.model import (
 from study.train.models.native_examples import FRAMEWORK_OF
 from study.train.models.workload import METRICS, check_metric
 from study.train.run.device import DEVICES
-from study.train.run.native_optimizers import make_submission
+from study.train.run.native_optimizers import (
+    file_kinds,
+    file_library,
+    library_of,
+    make_submission,
+)
 from study.train.sweep.spec import LBFGS, Spec
 
 CONFIG_KEYS = ("seeds", "backends", "device", "tuning", "problems", "optimizers")
@@ -169,13 +175,20 @@ def optimizer_points(raw: dict, source: str, seeds) -> list[tuple]:
     for block in blocks(raw, "optimizers", source):
         block_name = block.get("name")
         where = f"{source}: optimizers: '{block_name}'"
+        if is_file_name(block_name):  # a file's optimizer: by its absolute path, its library
+            try:
+                block_name = absolute(block_name)
+                file_library(block_name)
+            except InputError as exc:
+                raise ConfigError(f"{where}: {exc}") from None
         native = native_framework(block_name)
-        if not isinstance(block_name, str) or not (block_name == LBFGS or native
-                                                   or block_name.startswith(KERAS_PREFIX)):
+        if not isinstance(block_name, str) or not (
+                block_name == LBFGS or native or block_name.startswith(KERAS_PREFIX)
+                or is_file_name(block_name)):
             forms = ", ".join(f"{a.LIBRARY}:{a.OPTIMIZER_FORM}" for a in native_adapters())
             raise ConfigError(f"{source}: optimizers: unknown name {block_name!r}; allowed: "
                               f"{KERAS_PREFIX}<Class> (any Keras optimizer), {forms} (native "
-                              f"models), {LBFGS}")
+                              f"models), {LBFGS}, path/to/file.py:Name ({file_kinds()})")
         params = {k: v for k, v in block.items() if k not in ("name", "tuning")}
         rate = adapter(native).RATE if native else protocol.PARAMETER
         if rate != protocol.PARAMETER and protocol.TUNED in (params.get(protocol.PARAMETER),
@@ -369,8 +382,10 @@ def keras_names(loss: str | None, metric: str) -> str | None:
 def native_framework(optimizer) -> str | None:
     """The framework of a native optimizer's name (its adapter's LIBRARY before the colon:
     torch:<Class> on torch), else None."""
+    library = library_of(optimizer) if is_file_name(optimizer) else None
     return next((a.NAME for a in native_adapters()
-                 if isinstance(optimizer, str) and optimizer.startswith(f"{a.LIBRARY}:")), None)
+                 if isinstance(optimizer, str) and (optimizer.startswith(f"{a.LIBRARY}:")
+                                                    or library == a.LIBRARY)), None)
 
 
 def check_native_optimizer(name: str, point: dict, framework: str, where: str) -> None:

@@ -93,6 +93,10 @@ RUN_COLUMNS = Schema("runs", (
     Column("optimizer_library", "str", "whose optimizer: keras, a native library (its "
                                        "framework's adapter's LIBRARY) or ours (lbfgs)"),
     Column("optimizer_config", "str", "a native library's optimizer's settings as JSON"),
+    Column("optimizer_file", "str", "path.py:Name, an optimizer from a file: its file "
+                                    "(absolute)"),
+    Column("optimizer_file_sha256", "str", "path.py:Name: the file's content hash (16 hex "
+                                           "digits)"),
     *(column for native in native_adapters() for column in native.COLUMNS),
 ), families=("hp_", "stop_"), required=("model", "optimizer", "backend", "seed"),
    axes=("study", "model", "data", "data_params", "loss", "metric", "optimizer",

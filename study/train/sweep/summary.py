@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from datasets.user_file import is_file_name
 from study.names import short_names
 from study.paired import compare, typical
 from study.sweep.plugin import load_kind
@@ -33,7 +34,20 @@ def named(runs: pd.DataFrame) -> pd.DataFrame:
         return runs
     return runs.assign(model_full=runs["model"], data_full=runs["data"],
                        model=runs["model"].map(short_names(runs["model"])),
-                       data=runs["data"].map(short_names(runs["data"])))
+                       data=runs["data"].map(short_names(runs["data"])),
+                       optimizer=optimizer_labels(runs))
+
+
+def optimizer_labels(runs: pd.DataFrame) -> pd.Series:
+    """A file's optimizer (`/abs/path.py:Name`) as its library's names are, `<library>:<Name>`
+    (the regression study's label), unless two files would share it; others as they are."""
+    library = runs.get("optimizer_library", pd.Series(None, index=runs.index)).astype(object)
+    labels = {value: f"{lib}:{str(value).rpartition(':')[2]}"
+              for value, lib in zip(runs["optimizer"], library, strict=True)
+              if is_file_name(value) and isinstance(lib, str) and lib}
+    taken = pd.Series(list(labels.values())).value_counts()
+    return runs["optimizer"].map(lambda v: labels[v] if v in labels and taken[labels[v]] == 1
+                                 else v)
 
 
 def measured(runs: pd.DataFrame) -> pd.DataFrame:
