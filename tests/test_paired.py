@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from study.paired import common_instances, compare, interval
+from study.paired import common_instances, compare, interval, t_quantile
 from study.regression.summary import summarize
 
 INSTANCE = ["seed"]
@@ -108,6 +108,14 @@ def test_the_interval_covers_the_true_ratio_95_percent_of_the_time(instances, re
                        cost[k] * rng.lognormal(0, 0.2, repeats)] for k in range(instances)])
         covered += c.low <= true_ratio <= c.high
     assert 0.93 <= covered / trials <= 0.97, covered / trials
+
+
+@pytest.mark.parametrize("df", [1, 2, 2.5, 7, 30, 1e6, np.inf])
+def test_the_t_quantile_is_scipy_stats_own(df):
+    from scipy import stats  # the reference the interval used to call
+
+    for level in (0.8, 0.9, 0.95, 0.99):
+        assert t_quantile(0.5 + level / 2, df) == stats.t.ppf(0.5 + level / 2, df)
 
 
 def test_no_common_instance():

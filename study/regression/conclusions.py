@@ -8,7 +8,7 @@ import pandas as pd
 
 from study.conclusions import BUSY, Conclusion, paired
 from study.frameworks.registry import BACKENDS, FRAMEWORKS
-from study.regression.labels import algorithm_label, label_runs, original_data
+from study.regression.labels import algorithm_label, headline_data, label_runs, original_data
 from study.regression.logistic import is_logistic
 from study.regression.report import (
     _labelled_summary,
@@ -89,8 +89,6 @@ def to_target_conclusions(runs: pd.DataFrame, summary: pd.DataFrame, study: str,
     PyTorch) against NumPy's (each named, so what differs is said), then each algorithm
     (optimizer and hyperparameters) that ran on both, against itself: the pairs the headline
     figure shows. An algorithm only NumPy ran (GD's `diag` step) is never set against another."""
-    from study.regression.headline import headline_data  # heavy: matplotlib
-
     data = headline_data(runs)
     part = summary[summary["data"] == data]
     part = part.assign(algorithm=part.apply(algorithm_label, axis=1) if len(part) else "")

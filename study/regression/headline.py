@@ -5,8 +5,6 @@ time per epoch misleads."""
 
 from __future__ import annotations
 
-import json
-
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
@@ -14,19 +12,8 @@ import pandas as pd
 from study.figures import FAILED_MARKER, log_axis
 from study.paired import typical
 from study.regression import style
-from study.regression.labels import data_title, label_runs, original_data
+from study.regression.labels import data_title, headline_data, label_runs, original_data
 from study.regression.summary import INSTANCE_COLUMNS, median, time_to_target
-
-
-def headline_data(runs: pd.DataFrame) -> str | None:
-    """The original question's data set (raw eve) when the results hold it, else the first."""
-    ran = runs[runs["status"] != "skipped"]
-    if ran.empty:
-        return None
-    labelled = label_runs(ran)
-    raw_eve = labelled[(labelled["dataset"] == "eve") & ~labelled["dataset_params"].map(
-        lambda p: json.loads(p).get("standardize", False) if isinstance(p, str) else False)]
-    return (raw_eve if len(raw_eve) else labelled)["data"].sort_values().iloc[0]
 
 
 def best_choices(labelled: pd.DataFrame,

@@ -165,3 +165,14 @@ def label_runs(runs: pd.DataFrame) -> pd.DataFrame:
     runs["config"] = distinct_labels(runs["method"] + " " + runs["engine"] + " " + runs["dtype"],
                                      runs["config_key"], runs["data"])
     return runs
+
+
+def headline_data(runs: pd.DataFrame) -> str | None:
+    """The original question's data set (raw eve) when the results hold it, else the first."""
+    ran = runs[runs["status"] != "skipped"]
+    if ran.empty:
+        return None
+    labelled = label_runs(ran)
+    raw_eve = labelled[(labelled["dataset"] == "eve") & ~labelled["dataset_params"].map(
+        lambda p: json.loads(p).get("standardize", False) if isinstance(p, str) else False)]
+    return (raw_eve if len(raw_eve) else labelled)["data"].sort_values().iloc[0]
