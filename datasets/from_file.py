@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import inspect
 from functools import lru_cache
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -139,8 +138,3 @@ def describe(value) -> str:
     if isinstance(value, tuple):
         return f"a tuple of {len(value)} ({', '.join(type(v).__name__ for v in value)})"
     return f"a {type(value).__name__}"
-
-
-def loader_file(name: str) -> str:
-    """The function's file, by absolute path (its rows' fingerprints read it)."""
-    return str(Path(split(name)[0]).resolve())
