@@ -1,27 +1,16 @@
 """How many BLAS threads a NumPy run uses, chosen per run from the size of the matrix its loop
-multiplies, and why.
+multiplies.
 
-On a small problem a multi-threaded BLAS wakes its threads for every product and waits for
-them: on a 2-core machine a 20000 x 6 least-squares gd step took 3.42 ms with OpenBLAS's two
-threads against 0.35 ms with one. On a large one the threads share the memory traffic and win.
-Where the two cross depends on the machine and the library, so it is measured, once per machine
-(and BLAS library and default thread count): a short calibration times X @ w and X.T @ r at a
-handful of sizes with one thread and with the library's default, interleaved, and keeps the
-smallest size at which the default is faster and at no larger size slower (the crossover). It is
-written to a small JSON file in the user's cache folder ($CONVERGENCE_STUDY_CACHE, else
-$XDG_CACHE_HOME/convergence-study, else ~/.cache/convergence-study) and read from there ever
-after (a calibration made while other processes kept the CPUs busy is made again, up to
-three times, keeping each size's fastest timing); delete the file to measure again. A run then
-uses one thread below the crossover and the library's default from it up.
+On a small problem a multi-threaded BLAS wakes its threads for every product and waits for them
+(a 20000 x 6 gd step: 3.42 ms on two OpenBLAS threads, 0.35 ms on one); on a large one the
+threads win. The crossover depends on the machine and the library, so it is measured once per
+machine (`calibrate`) and cached in $CONVERGENCE_STUDY_CACHE, else
+$XDG_CACHE_HOME/convergence-study, else ~/.cache/convergence-study (delete the file to measure
+again). A run uses one thread below the crossover and the library's default from it up.
 
-An explicit choice wins: a count given for the run (`regress --blas-threads N`) is used as
-given, once it is known to be possible: a count above the CPUs this process may use (its
-affinity mask) or above what the BLAS library accepts (OpenBLAS silently caps a request at its
-build's maximum, 64 on a common build) is refused, and the count recorded is the one the library
-reports back under the limit, never the request. Otherwise a BLAS thread variable set in the
-environment (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, MKL_NUM_THREADS) is left alone. The
-calibration runs before the run's clocks start, and its cost is recorded apart
-(`blas_calibration_seconds`).
+A count given for the run (`regress --blas-threads N`) wins once it is known to be possible
+(`check`); a BLAS thread variable set in the environment is left alone. The calibration runs
+before the run's clocks start; its cost is recorded apart (`blas_calibration_seconds`).
 """
 
 from __future__ import annotations
@@ -54,22 +43,18 @@ COLUMNS = 8
 REPEATS = 5
 WORK_BYTES = 2**22  # products per timing: enough to read about 4 MiB (one for the largest)
 FASTER = 0.9  # the default counts as faster where it takes under this fraction of one thread's
-# A calibration while other processes used more than QUIET_CORES of the CPUs is measured again
-# in the next process that needs it, up to ATTEMPTS in all, keeping each size's fastest time
-# over the attempts (another process's load only ever slows a timing down).
+# A calibration while other processes used more than QUIET_CORES of the CPUs is measured again,
+# up to ATTEMPTS in all, keeping each size's fastest time (load only ever slows a timing down).
 QUIET_CORES = 0.3
 ATTEMPTS = 3
 
 _MEMO: dict[str, dict] = {}  # machine key -> crossover entry, once per process
 
-# OpenBLAS's worker threads spin for 2**28 cycles (about 0.1 s) after they are made or last
-# worked, then sleep. A sweep's run is forked from a warm process, where OpenBLAS has no threads
-# yet, and setting its thread count (threadpoolctl, even to one) makes them: on 2 cores their
-# spinning took the CPU from the run's first 0.1 s (an L-BFGS run of 1 ms to the target took
-# 8 ms in a sweep, 100 one-thread GD steps 142 ms against 80). Spinning 2**20 cycles (under
-# 1 ms) ends that and still keeps the threads awake between a loop's products (100k x 6 GD steps
-# on two threads 0.207 ms against 0.20-0.215 with the default). Read when OpenBLAS loads: set
-# before any run's process starts; a value in the environment is the user's and stays.
+# OpenBLAS's threads spin about 0.1 s after they last worked; a run forked from a warm process
+# makes them anew when its thread count is set, and on 2 cores their spinning took the CPU from
+# the run's first 0.1 s (a 1 ms L-BFGS run took 8 ms). Spinning 2**20 cycles (under 1 ms) ends
+# that and still keeps them awake between a loop's products. Read when OpenBLAS loads: set before
+# any run's process starts; a value in the environment is the user's and stays.
 SPIN_VARIABLE = "OPENBLAS_THREAD_TIMEOUT"
 SPIN_EXPONENT = "20"
 
@@ -91,8 +76,7 @@ class Choice:
     matrix_bytes: int | None = None
 
     def limits(self):
-        """A context holding the BLAS libraries at `threads` (nothing where the count is the
-        library's own: the environment's, or its default)."""
+        """A context holding the BLAS libraries at `threads` (nothing where it is their own)."""
         if self.source == "environment" or self.threads is None \
                 or self.threads == self.default_threads:
             return nullcontext()
@@ -129,9 +113,9 @@ def mebibytes(size: int | None) -> str:
 
 
 def check(where: str, value) -> str | int:
-    """'auto' or a thread count >= 1 (an integer, or its digits as given on a command line)
-    that this machine can run: no more than the CPUs this process may use, and no more than
-    the BLAS library takes (a count it would cap silently would be recorded but never run)."""
+    """'auto' or a thread count >= 1 (an int or its digits) that this machine can run: within
+    the CPUs this process may use and what the BLAS library takes (OpenBLAS caps a request
+    silently: a count it capped would be recorded but never run)."""
     if isinstance(value, str) and value.strip().isdigit():
         value = int(value)
     if value == AUTO:
@@ -159,9 +143,8 @@ def usable_cpus() -> int:
 
 
 def applied(threads: int) -> int | None:
-    """The thread count the BLAS libraries report while held at `threads` (the fewest, where
-    several are loaded), read back through threadpoolctl; None where no BLAS library is found.
-    The library is let go again before this returns."""
+    """The thread count the BLAS libraries report while held at `threads` (the fewest of
+    several), or None where none is loaded."""
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(limits=threads, user_api="blas"):
@@ -184,8 +167,7 @@ def blas_pools() -> list[dict]:
 
 
 def machine_key(pools: list[dict]) -> str:
-    """What the crossover depends on: the host and its CPUs, the BLAS libraries (kernel, default
-    threads) and NumPy."""
+    """What the crossover depends on: the host, its CPUs, the BLAS libraries and NumPy."""
     described = sorted(json.dumps({k: p.get(k) for k in ("internal_api", "version",
                                                          "architecture", "num_threads",
                                                          "threading_layer", "filepath")},
@@ -213,8 +195,7 @@ def _read(path: Path) -> dict:
 
 
 def _write(path: Path, key: str, entry: dict) -> None:
-    """Add the entry under its key, atomically (a reader sees the old file or the new one); a
-    cache that cannot be written only means measuring again in the next process."""
+    """Add the entry atomically; a cache that cannot be written only means measuring again."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         data = _read(path)
@@ -236,8 +217,8 @@ def _product_seconds(X, w, r, calls: int) -> float:
 
 
 def calibrate() -> dict:
-    """Seconds per product pair (X @ w, X.T @ r) at each size with one thread and with the
-    library's default, interleaved, the fastest of REPEATS each; and the crossover."""
+    """Seconds per product pair at each size, one thread and the default interleaved, the
+    fastest of REPEATS each; and the crossover."""
     from threadpoolctl import ThreadpoolController
 
     controller = ThreadpoolController()
@@ -261,18 +242,16 @@ def calibrate() -> dict:
 
 
 def others_cores(others: float, seconds: float) -> float | None:
-    """Other processes' mean load in cores over a window; None where it cannot be known. The
-    busy time of /proc/stat less our own rounds to clock ticks, so a small negative is zero; a
-    large one means /proc/stat does not count this process (some sandboxes and containers
-    report the host or nothing), and then the others' load is unknown, not negative."""
+    """Other processes' mean load in cores over a window; None where it cannot be known. A
+    small negative is clock-tick rounding (zero); a large one means /proc/stat does not count
+    this process (some containers), and then the load is unknown."""
     if not (seconds > 0 and math.isfinite(others)) or others < -max(0.05, 0.1 * seconds):
         return None
     return max(others, 0.0) / seconds
 
 
 def calibration_entry(sizes, one, default, seconds: float, others_cores: float | None) -> dict:
-    """What the cache keeps of a calibration: its timings, crossover, cost and how busy the
-    other processes kept the machine meanwhile (None: not known here)."""
+    """What the cache keeps of a calibration: timings, crossover, cost and the others' load."""
     return {"sizes": list(sizes), "one_thread_seconds": list(one),
             "default_seconds": list(default), "crossover_bytes": crossover(sizes, one, default),
             "calibration_seconds": seconds, "others_cpu_cores": others_cores,
@@ -281,8 +260,8 @@ def calibration_entry(sizes, one, default, seconds: float, others_cores: float |
 
 
 def _others_cpu_seconds() -> float:
-    """CPU seconds the machine's processors spent busy since boot (/proc/stat: all but idle
-    and I/O wait) less this process's own; NaN where /proc/stat cannot be read."""
+    """CPU seconds busy since boot (/proc/stat less idle and I/O wait) less this process's own;
+    NaN where /proc/stat cannot be read."""
     try:
         ticks = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
     except (OSError, ValueError):
@@ -292,14 +271,11 @@ def _others_cpu_seconds() -> float:
 
 
 def merged(old: dict, new: dict) -> dict:
-    """Two calibrations of one machine as one: each size's fastest times, the crossover of
-    those, the attempts counted, quiet if the new one was."""
+    """Two calibrations of one machine as one: each size's fastest times and their crossover."""
     if old.get("sizes") != new["sizes"]:
         return new
-    one = [min(a, b) for a, b in zip(old["one_thread_seconds"], new["one_thread_seconds"],
-                                     strict=True)]
-    default = [min(a, b) for a, b in zip(old["default_seconds"], new["default_seconds"],
-                                         strict=True)]
+    one, default = ([min(a, b) for a, b in zip(old[key], new[key], strict=True)]
+                    for key in ("one_thread_seconds", "default_seconds"))
     return {**new, "one_thread_seconds": one, "default_seconds": default,
             "crossover_bytes": crossover(new["sizes"], one, default),
             "attempts": old.get("attempts", 1) + 1}
@@ -307,9 +283,8 @@ def merged(old: dict, new: dict) -> dict:
 
 def crossover(sizes, one, default) -> int | None:
     """The smallest size at which the default is clearly faster (under FASTER of one thread's
-    time) and at no larger size clearly slower (over 1 / FASTER of it): one thread below it,
-    where more threads buy nothing when the machine is quiet and cost many times over when
-    another process holds a core. None where the default is faster nowhere."""
+    time) and at no larger size clearly slower; None where it is faster nowhere. Below it more
+    threads buy nothing on a quiet machine and cost many times over on a busy one."""
     found = None
     for size, a, b in reversed(list(zip(sizes, one, default, strict=True))):
         if b > a / FASTER:
@@ -348,8 +323,8 @@ def matrix_bytes(n: int, d: int, dtype, formulation: str = "data") -> int:
 
 
 def choose(size: int, requested: str | int = AUTO) -> Choice:
-    """The thread count for a run whose loop multiplies a matrix of `size` bytes. Call it before
-    any clock starts: the first call on a machine calibrates."""
+    """The thread count for a run whose loop multiplies a matrix of `size` bytes (before any
+    clock: the first call on a machine calibrates)."""
     requested = check("blas_threads", requested)
     pools = blas_pools()
     default = max((p["num_threads"] for p in pools), default=None)
@@ -367,8 +342,8 @@ def choose(size: int, requested: str | int = AUTO) -> Choice:
 
 
 def report_sentence(runs) -> str | None:
-    """The BLAS threads of a results table's NumPy runs in one sentence, for the report (None
-    where no row records them, e.g. results measured before the choice existed)."""
+    """The BLAS threads of a results table's NumPy runs in one sentence, or None (no row
+    records them)."""
     if "blas_threads" not in runs:
         return None
     rows = runs[runs["blas_threads"].notna()]
