@@ -51,8 +51,18 @@ def _count(name: str, value) -> int:
     return values.integer(1).check(f"stopping rule: {name}", value)
 
 
+class Rule:
+    """What every rule shares: no memory unless it keeps one, and its message from `reason`."""
+
+    def init_state(self, ops):
+        return ()
+
+    def message(self, iteration: int) -> str:
+        return f"{self.reason()} at iteration {iteration}"
+
+
 @dataclass(frozen=True)
-class Suboptimality:
+class Suboptimality(Rule):
     """(f - f*) / f* <= tol: the common target every backend is timed to."""
 
     tol: float
@@ -63,16 +73,12 @@ class Suboptimality:
 
     def reason(self) -> str:
         return f"suboptimality reached tol {self.tol:g}"
-
-    def init_state(self, ops):
-        return ()
-
     def check(self, ops, ctx, state):
         return ctx.suboptimality <= self.tol, state
 
 
 @dataclass(frozen=True)
-class GradientNorm:
+class GradientNorm(Rule):
     """||g|| <= tol: a small gradient, which says nothing of the suboptimality target."""
 
     tol: float
@@ -83,25 +89,18 @@ class GradientNorm:
 
     def reason(self) -> str:
         return f"the gradient norm fell to grad_tol {self.tol:g}"
-
-    def init_state(self, ops):
-        return ()
-
     def check(self, ops, ctx, state):
         return ctx.grad_norm <= self.tol, state
 
 
 @dataclass(frozen=True)
-class RelativeImprovement:
+class RelativeImprovement(Rule):
     """No new best loss for `patience` iterations: the run has stalled.
 
-    As Keras's EarlyStopping (min_delta relative here): the best loss moves only when a loss
-    beats it by more than tol relative, and the count is of iterations since it last moved, so
-    small improvements add up, and a floor's rounding noise (a fall by more than tol every other
-    step) cannot keep resetting the count as it did when each loss was compared with the
-    previous one (the rule up to issue 27). A bump counts until the loss is back below its best:
-    a method whose loss rises and falls declares a longer patience (optimizers.base.Settling),
-    and `why` says so in the message."""
+    As Keras's EarlyStopping (min_delta relative here): the count is of iterations since a loss
+    last beat the best by more than tol relative, so small improvements add up and a floor's
+    rounding noise cannot keep resetting it. A method whose loss rises and falls declares a
+    longer patience (optimizers.base.Settling), and `why` says so in the message."""
 
     tol: float
     patience: int = 10
@@ -118,7 +117,6 @@ class RelativeImprovement:
                 f"{f' ({self.why})' if self.why else ''}")
 
     def message(self, iteration: int) -> str:
-        """The count restarts when the best moves, so the best is `patience` iterations old."""
         best_at = f" (reached at iteration {iteration - self.patience})"
         return f"{self.reason(best_at)} at iteration {iteration}"
 
@@ -135,23 +133,19 @@ class RelativeImprovement:
 
 
 @dataclass(frozen=True)
-class ExactRepeat:
+class ExactRepeat(Rule):
     """The original program's rule: stop when the RMSE equals the previous one exactly."""
 
     status = "stalled"
 
     def reason(self) -> str:
         return "the RMSE repeated exactly (the original program's rule)"
-
-    def init_state(self, ops):
-        return ()
-
     def check(self, ops, ctx, state):
         return ops.sqrt(ctx.f) == ops.sqrt(ctx.f_prev), state
 
 
 @dataclass(frozen=True)
-class MaxIter:
+class MaxIter(Rule):
     max_iter: int
     status = "max_iter"
 
@@ -160,16 +154,12 @@ class MaxIter:
 
     def reason(self) -> str:
         return f"the iteration budget max_iter {self.max_iter} ran out"
-
-    def init_state(self, ops):
-        return ()
-
     def check(self, ops, ctx, state):
         return ctx.iteration >= self.max_iter, state
 
 
 @dataclass(frozen=True)
-class TimeBudget:
+class TimeBudget(Rule):
     seconds: float
     status = "timeout"
 
@@ -178,17 +168,11 @@ class TimeBudget:
 
     def reason(self) -> str:
         return f"the time budget of {self.seconds:g} s ran out"
-
-    def init_state(self, ops):
-        return ()
-
     def check(self, ops, ctx, state):
         return ctx.elapsed >= self.seconds, state
 
 
-# The divergence rule, in one place for every study (the regression loops' Divergence, and
-# `diverged` for a loop that checks on the host, such as the train study's): a loss that is not
-# finite, or has grown past DIVERGENCE_FACTOR times its start.
+# The divergence rule for every study: a loss not finite, or grown past this times its start.
 DIVERGENCE_FACTOR = 1e5
 
 
@@ -198,7 +182,7 @@ def diverged(loss: float, start: float, factor: float = DIVERGENCE_FACTOR) -> bo
 
 
 @dataclass(frozen=True)
-class Divergence:
+class Divergence(Rule):
     """Loss not finite, or grown past `factor` times its start: recorded, never raised."""
 
     factor: float = DIVERGENCE_FACTOR
@@ -206,58 +190,32 @@ class Divergence:
 
     def reason(self) -> str:
         return f"the loss became non-finite or grew past {self.factor:g} times its start"
-
-    def init_state(self, ops):
-        return ()
-
     def check(self, ops, ctx, state):
         return ops.logical_or(ops.logical_not(ops.isfinite(ctx.f)),
                               ctx.f > self.factor * ctx.f0), state
 
     def past(self, f: float, f0: float) -> bool:
-        """This rule on host floats, for loops that read their losses (the train study's): a
-        start at or below 0 (a loss that can go negative) has no growth to measure."""
+        """This rule on host floats (the train study's loop): a start at or below 0 (a loss that
+        can go negative) has no growth to measure."""
         start = f0 if f0 > 0 else float("inf")
         ctx = Context(0, 0.0, f, start, float("nan"), float("nan"), float("nan"))
         return bool(self.check(HOST_OPS, ctx, ())[0])
 
 
-def _host_where(condition, x, y):
-    return x if condition else y
-
-
-def _host_logical_or(a, b):
-    return bool(a or b)
-
-
-def _host_logical_not(a):
-    return not a
-
-
-def _host_sqrt(x):
-    return math.sqrt(x) if x >= 0 else math.nan  # np.sqrt's NaN below 0 (and at NaN)
-
-
-def _host_maximum(a, b):
-    return a if a >= b or a != a else b  # NaN-propagating, as np.maximum
-
-
 class HostOps:
-    """The operations rules use, on host float64 scalars: what the host loop checks them with
-    (a compiled loop passes its framework's ops instead). Plain Python on Python floats: the
-    same IEEE double arithmetic NumPy's functions do on them, without a 0-d array per call
-    (NumPy's took 14 us an iteration with the stall rule, on a loop step of 60 us; a NumPy
-    bool or'ed with a Python one alone costs 0.6 us)."""
+    """The operations rules use, on host float64 scalars (a compiled loop passes its framework's
+    ops instead): plain Python, the same IEEE arithmetic as NumPy's functions without a 0-d array
+    per call (NumPy's took 14 us an iteration with the stall rule, on a step of 60 us)."""
 
     tiny = float(np.finfo(np.float64).tiny)
     scalar = float
-    maximum = staticmethod(_host_maximum)
+    maximum = staticmethod(lambda a, b: a if a >= b or a != a else b)  # NaN first, as np's
     abs = abs
-    where = staticmethod(_host_where)
+    where = staticmethod(lambda condition, x, y: x if condition else y)
     isfinite = staticmethod(math.isfinite)
-    logical_or = staticmethod(_host_logical_or)
-    logical_not = staticmethod(_host_logical_not)
-    sqrt = staticmethod(_host_sqrt)
+    logical_or = staticmethod(lambda a, b: bool(a or b))
+    logical_not = staticmethod(lambda a: not a)
+    sqrt = staticmethod(lambda x: math.sqrt(x) if x >= 0 else math.nan)  # NaN below 0, as np's
 
 
 HOST_OPS = HostOps()
@@ -295,15 +253,11 @@ class StoppingRules:
         return fired, tuple(new_states)
 
     def first(self, fired) -> int:
-        """Host side: index of the first rule that fired, or -1."""
         return next((i for i, hit in enumerate(fired) if bool(hit)), -1)
 
     def ending(self, index: int, iteration: int) -> Ending:
-        """The Ending of a run that the rule at `index` stopped at `iteration`."""
         rule = self.rules[index]
-        if hasattr(rule, "message"):
-            return Ending(rule.status, rule.message(iteration), rule)
-        return Ending(rule.status, f"{rule.reason()} at iteration {iteration}", rule)
+        return Ending(rule.status, rule.message(iteration), rule)
 
     def waiting(self, patience: int, why: str) -> StoppingRules:
         """A copy whose stall rule waits at least `patience` iterations, saying why (a method
@@ -321,16 +275,17 @@ class StoppingRules:
                      if isinstance(rule, RelativeImprovement)), None)
 
 
+def _numeric_fields(rule) -> list[str]:
+    return [field.name for field in dataclasses.fields(rule)
+            if isinstance(getattr(rule, field.name), (int, float))
+            and not isinstance(getattr(rule, field.name), bool)]
+
+
 def rule_values(rules: StoppingRules) -> tuple:
     """Every numeric field of every rule, in order: what enters a compiled loop as arguments
     (so that a tolerance is an input of the compiled program, not a constant baked into it)."""
-    values = []
-    for rule in rules.rules:
-        for field in dataclasses.fields(rule):
-            value = getattr(rule, field.name)
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                values.append(float(value))
-    return tuple(values)
+    return tuple(float(getattr(rule, name)) for rule in rules.rules
+                 for name in _numeric_fields(rule))
 
 
 def rules_on_tensors(rules: StoppingRules, values) -> StoppingRules:
@@ -341,10 +296,8 @@ def rules_on_tensors(rules: StoppingRules, values) -> StoppingRules:
     clone.rules = []
     for rule in rules.rules:
         rule = copy.copy(rule)
-        for field in dataclasses.fields(rule):
-            value = getattr(rule, field.name)
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                object.__setattr__(rule, field.name, values.pop(0))
+        for name in _numeric_fields(rule):
+            object.__setattr__(rule, name, values.pop(0))
         clone.rules.append(rule)
     return clone
 
