@@ -44,9 +44,6 @@ class Adadelta(Optimizer):
         positive("epsilon", self.epsilon, optimizer="adadelta")
         fraction("rho", self.rho, optimizer="adadelta")
 
-    def hyperparameters(self) -> dict:
-        return {"learning_rate": self.learning_rate, "rho": self.rho, "epsilon": self.epsilon}
-
     def setup(self, problem, objective, ops) -> AdadeltaParams:
         return AdadeltaParams(ops.scalar(self.learning_rate), ops.scalar(self.rho),
                               ops.scalar(self.epsilon))

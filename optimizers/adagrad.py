@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from datasets import values
-from optimizers.base import Optimizer, epsilon_convention, hyperparameter, positive
+from optimizers.base import Optimizer, hyperparameter, positive
 
 EPSILONS = {"keras3": 1e-7, "tf1": 0.0}
 
@@ -38,18 +38,13 @@ class Adagrad(Optimizer):
     name: str = "adagrad"
     straight_line = True
     evaluations = {"nfev": 1, "ngev": 1, "nhvp": 0}
+    epsilons = EPSILONS
 
     def __post_init__(self):
         positive("learning_rate", self.learning_rate, optimizer=self.name)
         positive("initial_accumulator_value", self.initial_accumulator_value,
                  optimizer=self.name)
         hyperparameter(self.name, "epsilon", self.epsilon, values.number(0))
-
-    def hyperparameters(self) -> dict:
-        return {"learning_rate": self.learning_rate,
-                "initial_accumulator_value": self.initial_accumulator_value,
-                "epsilon": self.epsilon,
-                "epsilon_convention": epsilon_convention(self.epsilon, EPSILONS)}
 
     def setup(self, problem, objective, ops) -> AdagradParams:
         return AdagradParams(ops.scalar(self.learning_rate), ops.scalar(self.epsilon))

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from optimizers.base import Optimizer, epsilon_convention, flag, fraction, positive
+from optimizers.base import Optimizer, flag, fraction, positive
 
 EPSILONS = {"keras3": 1e-7, "tf1": 1e-8}
 
@@ -44,6 +44,7 @@ class Adam(Optimizer):
     name: str = "adam"
     straight_line = True
     evaluations = {"nfev": 1, "ngev": 1, "nhvp": 0}
+    epsilons = EPSILONS
 
     def __post_init__(self):
         positive("learning_rate", self.learning_rate, optimizer=self.name)
@@ -51,12 +52,6 @@ class Adam(Optimizer):
         fraction("beta_1", self.beta_1, optimizer=self.name, closed_low=True)
         fraction("beta_2", self.beta_2, optimizer=self.name, closed_low=True)
         flag("bias_correction", self.bias_correction, optimizer=self.name)
-
-    def hyperparameters(self) -> dict:
-        return {"learning_rate": self.learning_rate, "beta_1": self.beta_1,
-                "beta_2": self.beta_2, "epsilon": self.epsilon,
-                "bias_correction": self.bias_correction,
-                "epsilon_convention": epsilon_convention(self.epsilon, EPSILONS)}
 
     def setup(self, problem, objective, ops) -> AdamParams:
         return AdamParams(*(ops.scalar(v) for v in (self.learning_rate, self.beta_1,

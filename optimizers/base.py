@@ -39,6 +39,19 @@ class Optimizer:
     # FAMILIES: "gd", "nesterov", "heavy-ball", "krylov", "quasi-newton"), or None: no bound;
     # shipped methods are matched by their name and step (optimizers.bounds.predict)
     family: str | None = None
+    # the libraries' default epsilons by whose they are ({"keras3": 1e-7, ...}), or None: where
+    # they differ, the record says whose default the run's epsilon is (`epsilon_convention`)
+    epsilons: dict | None = None
+
+    def hyperparameters(self) -> dict:
+        """The values a row records: its dataclass fields but `name` (a user's own optimizer
+        defines this itself, optimizers.from_file)."""
+        found = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
+                 if f.name != "name"}
+        if self.epsilons:
+            found["epsilon_convention"] = next(
+                (who for who, value in self.epsilons.items() if value == self.epsilon), "custom")
+        return found
 
     def for_problem(self, problem) -> Optimizer:
         """Itself as it runs on `problem` (e.g. L-BFGS's line search made explicit)."""
@@ -206,11 +219,6 @@ class MomentumMethod(Optimizer):
 
     def settling(self, problem) -> Settling:
         return self.chosen(problem).settling(self.name)
-
-
-def epsilon_convention(epsilon: float, defaults: dict) -> str:
-    """Whose default an epsilon is ('keras3', 'tf1'), or 'custom': the libraries differ."""
-    return next((who for who, value in defaults.items() if value == epsilon), "custom")
 
 
 def unsupported(optimizer, problem) -> str | None:

@@ -30,9 +30,6 @@ class ClosedForm(Optimizer):
             raise InputError(f"closed-form: unknown solver '{self.solver}'; allowed: "
                              f"{', '.join(CLOSED_FORM_SOLVERS)}")
 
-    def hyperparameters(self) -> dict:
-        return {"solver": self.solver}
-
     def minimize(self, problem, rules, backend, w0) -> Outcome:
         self.refuse_backend(backend.name)
         setup_clock = Stopwatch()

@@ -55,7 +55,8 @@ def optimizer_class(name: str, shipped=()) -> type:
     if not dataclasses.is_dataclass(cls):
         raise InputError(f"{where} is not a dataclass: declare its hyperparameters as fields "
                          "with @dataclass(frozen=True), as optimizers/gd.py does")
-    missing = [m for m in ITERATIVE if not callable(getattr(cls, m, None))]
+    missing = [m for m in ITERATIVE if not callable(getattr(cls, m, None))
+               or getattr(cls, m) is getattr(Optimizer, m, None)]
     if missing:
         raise InputError(f"{where} is not an iterative optimizer: it defines no "
                          f"{', '.join(missing)} (see optimizers/base.py)")

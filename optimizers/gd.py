@@ -68,9 +68,6 @@ class GradientDescent(Optimizer):
         return ("its Armijo step backtracks in a loop on the loss" if self.step == "armijo"
                 else None)
 
-    def hyperparameters(self) -> dict:
-        return {"step": self.step, "learning_rate": self.learning_rate}
-
     def setup(self, problem, objective, ops) -> GDParams:
         if self.step == "fixed":
             return GDParams(ops.scalar(self.learning_rate))

@@ -56,9 +56,6 @@ class LBFGS(Optimizer):
         """As it runs (`for_problem` makes the line search explicit)."""
         return "its Wolfe line search loops on the loss" if self.line_search == "wolfe" else None
 
-    def hyperparameters(self) -> dict:
-        return {"history": self.history, "line_search": self.line_search}
-
     def for_problem(self, problem) -> LBFGS:
         """The line search made explicit for this problem (so the record says which ran)."""
         quadratic = problem.objective == "least-squares"

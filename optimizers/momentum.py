@@ -54,9 +54,6 @@ class Momentum(MomentumMethod):
     def __post_init__(self):
         check_momentum_step(self.name, self.step, self.learning_rate, self.momentum)
 
-    def hyperparameters(self) -> dict:
-        return {"step": self.step, "learning_rate": self.learning_rate, "momentum": self.momentum}
-
     def textbook(self, mu: float, L: float) -> tuple[float, float]:
         """The optimal constant learning rate and beta (see the module's docstring)."""
         root_L, root_mu = math.sqrt(L), math.sqrt(mu)

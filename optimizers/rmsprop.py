@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from optimizers.base import Optimizer, epsilon_convention, fraction, positive
+from optimizers.base import Optimizer, fraction, positive
 
 EPSILONS = {"keras3": 1e-7, "tf1": 1e-10}
 
@@ -38,15 +38,12 @@ class RMSprop(Optimizer):
     name: str = "rmsprop"
     straight_line = True
     evaluations = {"nfev": 1, "ngev": 1, "nhvp": 0}
+    epsilons = EPSILONS
 
     def __post_init__(self):
         positive("learning_rate", self.learning_rate, optimizer=self.name)
         positive("epsilon", self.epsilon, optimizer=self.name)
         fraction("rho", self.rho, optimizer=self.name)
-
-    def hyperparameters(self) -> dict:
-        return {"learning_rate": self.learning_rate, "rho": self.rho, "epsilon": self.epsilon,
-                "epsilon_convention": epsilon_convention(self.epsilon, EPSILONS)}
 
     def setup(self, problem, objective, ops) -> RMSpropParams:
         return RMSpropParams(ops.scalar(self.learning_rate), ops.scalar(self.rho),

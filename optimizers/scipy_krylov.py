@@ -64,9 +64,6 @@ class _ScipyKrylov(Optimizer):
     solves = "plain least-squares"  # X w = y in the least-squares sense, no penalty
     only_on = "numpy"
 
-    def hyperparameters(self) -> dict:
-        return {}
-
     def _solve(self, A, y, w0, k):
         """k iterations from w0 for each label column: (w, SciPy's iterations, its istop)."""
         solve, limit = SOLVERS[self.name], LIMIT[self.name]

@@ -26,9 +26,6 @@ class ScipyLBFGS(Optimizer):
     def __post_init__(self):
         count("history", self.history, optimizer="scipy-lbfgs")
 
-    def hyperparameters(self) -> dict:
-        return {"history": self.history}
-
     def minimize(self, problem, rules, backend, w0) -> Outcome:
         self.refuse_backend(backend.name)
         setup_clock = Stopwatch()
