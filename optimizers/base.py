@@ -22,11 +22,10 @@ from datasets import values
 
 
 class Optimizer:
-    """The base of every optimizer (benchopt's BaseSolver): the optional hooks have declared
-    defaults here, so the driver, the backends and the CLI call them and never ask hasattr.
-    Shipped optimizers are frozen dataclasses deriving from it; a user's own derives from it
-    too. An iterative one provides name, evaluations, hyperparameters(), setup, init, update;
-    a self-driven one (SciPy, closed form) overrides `minimize` instead."""
+    """The base of every optimizer, shipped or a user's (benchopt's BaseSolver): the optional
+    hooks have declared defaults here, so callers never ask hasattr. An iterative one provides
+    name, evaluations, setup, init, update; a self-driven one (SciPy, closed form) overrides
+    `minimize` instead."""
 
     # what it can solve: "any", "least-squares" (built on linear least squares) or
     # "plain least-squares" (ignores a ridge term too); see `unsupported`
@@ -35,12 +34,10 @@ class Optimizer:
     only_on: str | None = None
     # its step is straight-line code (no branch on the data): a CUDA graph can capture it
     straight_line = False
-    # the classical bound that speaks for a user's own method (a key of optimizers.bounds.
-    # FAMILIES: "gd", "nesterov", "heavy-ball", "krylov", "quasi-newton"), or None: no bound;
+    # the classical bound of a user's own method (a key of optimizers.bounds.FAMILIES), or None;
     # shipped methods are matched by their name and step (optimizers.bounds.predict)
     family: str | None = None
-    # the libraries' default epsilons by whose they are ({"keras3": 1e-7, ...}), or None: where
-    # they differ, the record says whose default the run's epsilon is (`epsilon_convention`)
+    # the libraries' default epsilons ({"keras3": 1e-7, ...}): the record says whose the run's is
     epsilons: dict | None = None
 
     def hyperparameters(self) -> dict:
@@ -66,8 +63,8 @@ class Optimizer:
         return None
 
     def state_record(self, state) -> dict | None:
-        """Counts only it knows (nfev, ngev, nhvp and any columns of its own) from its final
-        state; None keeps the fixed per-iteration counts (optimizers.driver.counts)."""
+        """Counts only it knows (nfev, ngev, nhvp, columns of its own) from its final state;
+        None keeps the fixed per-iteration counts (optimizers.driver.counts)."""
         return None
 
     def branches(self) -> str | None:
@@ -80,14 +77,12 @@ class Optimizer:
             raise InputError(f"{self.name} runs on the {self.only_on} backend only, not '{name}'")
 
     def minimize(self, problem, rules, backend, w0):
-        """The run: an iterative method is driven by the backend's loop; a self-driven one
-        overrides this."""
+        """The run: an iterative method is driven by the backend's loop."""
         return backend.minimize(problem, self, rules, w0)
 
 
 def construct(cls, name: str, hyperparameters: dict):
-    """An optimizer dataclass built from its hyperparameters, a key it does not declare
-    refused in one line that lists the ones it has (its own checks run in __post_init__)."""
+    """An optimizer dataclass built from its hyperparameters; an unknown key lists the known."""
     allowed = [f.name for f in dataclasses.fields(cls) if f.name != "name"]
     for key in hyperparameters:
         if key not in allowed:
@@ -97,8 +92,7 @@ def construct(cls, name: str, hyperparameters: dict):
 
 
 def hyperparameter(optimizer: str, name: str, value, spec: values.Value):
-    """A hyperparameter checked by the one validation layer (datasets.values), its message
-    naming the optimizer and the hyperparameter: `adam: beta_1 must be ..., got ...`."""
+    """A hyperparameter checked by datasets.values: `adam: beta_1 must be ..., got ...`."""
     return spec.check(f"{optimizer}: {name}", value)
 
 
@@ -140,12 +134,10 @@ def check_momentum_step(optimizer: str, step, learning_rate, momentum) -> None:
 
 
 def hessian_bounds(problem, optimizer: str) -> tuple[float, float]:
-    """(mu, L): bounds of the Hessian's eigenvalues (exact for least squares: 2/n X^T X + lam I,
-    X as given, the matrix the methods iterate on: its condition number is kappa_raw, not the
-    column-equilibrated kappa), from one pass to form X^T X (timed as setup). The textbook step
-    and momentum need mu > 0. X^T X's eigenvalues cannot resolve mu below about 1e-16 L (past
-    kappa 1e16 it came out of rounding, even negative): for least squares mu is L / kappa_raw,
-    which the reference's QR resolves, 0 where that found X rank deficient."""
+    """(mu, L) of the Hessian as the methods iterate on it (X as given: kappa_raw), one pass to
+    form X^T X (timed as setup); the textbook step needs mu > 0. X^T X cannot resolve mu below
+    about 1e-16 L, so for least squares mu is L / kappa_raw from the reference's QR (0 where
+    that found X rank deficient)."""
     mu, L = problem.curvature_bounds()
     if problem.objective == "least-squares":
         reference = problem.reference  # cached: solved before any clock
@@ -157,8 +149,8 @@ def hessian_bounds(problem, optimizer: str) -> tuple[float, float]:
 
 
 class Settling(NamedTuple):
-    """What a method whose loss is not monotone tells the driver: the stall rule waits at least
-    `patience` iterations (`why` joins the stall message), and `record` joins the run's row."""
+    """A method whose loss is not monotone: the stall rule waits `patience` iterations (`why`
+    joins its message), and `record` joins the run's row."""
 
     patience: int
     why: str
@@ -167,29 +159,24 @@ class Settling(NamedTuple):
 
 # The stall rule waits this many time constants of a momentum method (MomentumStep.settling).
 SETTLING_TIME_CONSTANTS = 10
-# A wait that never ends (beta 1 in float64: the momentum never decays), as a count that every
-# backend's loop holds exactly (2**53, float64's integers).
+# A wait that never ends (beta 1: the momentum never decays), exact in every loop's float64.
 MAX_PATIENCE = 2**53
 
 
 class MomentumStep(NamedTuple):
-    """The learning rate and momentum beta a momentum method runs with, and where they came
-    from: given (step='fixed'), or the textbook choice from the Hessian's mu and L."""
+    """The learning rate and beta a momentum method runs with, and where they came from."""
 
     learning_rate: float
     beta: float
     source: str
 
     def settling(self, optimizer: str) -> Settling:
-        """A momentum method's loss is not monotone. On a quadratic, each eigenmode's error
-        follows a two-term recurrence whose roots multiply to beta (heavy ball) or beta (1 - lr
-        lambda) (Nesterov), so the error shrinks by at best about sqrt(beta) per iteration: the
-        time constant is T = 1 / (1 - sqrt(beta)), and within a few T the loss may rise far above
-        its best and come back. On eve (kappa 1.5e5 raw, 2e2 standardized) the longest wait for a
-        new best loss on the way to suboptimality 1e-8 is 7.4 T for textbook heavy ball (its
-        stiff mode's error grows like (1 + 2k) sqrt(beta)^k before it decays: the loss climbs to
-        3e4 times f* and is back below its start only after about 1450 iterations) and 0.2 to
-        1.2 T for Nesterov. The stall rule waits SETTLING_TIME_CONSTANTS T."""
+        """On a quadratic each eigenmode's error shrinks by at best about sqrt(beta) per
+        iteration (the roots of its two-term recurrence multiply to beta, or beta (1 - lr lambda)
+        for Nesterov): time constant T = 1 / (1 - sqrt(beta)), within a few of which the loss may
+        rise far above its best and come back. On eve the longest wait for a new best was 7.4 T
+        (textbook heavy ball) and 0.2 to 1.2 T (Nesterov); the stall rule waits
+        SETTLING_TIME_CONSTANTS T."""
         gap = 1.0 - math.sqrt(self.beta)  # 0 where a textbook beta rounds to 1 (kappa > 1e32)
         patience = (min(math.ceil(SETTLING_TIME_CONSTANTS / gap), MAX_PATIENCE) if gap > 0
                     else MAX_PATIENCE)
@@ -201,12 +188,10 @@ class MomentumStep(NamedTuple):
 
 
 class MomentumMethod(Optimizer):
-    """What momentum and nesterov share (their fields step, learning_rate, momentum, name and a
-    `textbook(mu, L) -> (learning_rate, beta)`): the values a run uses and how long it settles."""
+    """What momentum and nesterov share (given `textbook(mu, L) -> (learning_rate, beta)`)."""
 
     def chosen(self, problem) -> MomentumStep:
-        """The learning rate and beta of a run on `problem`, on the host (setup makes them
-        backend scalars; the driver records them)."""
+        """The learning rate and beta of a run on `problem`, on the host."""
         if self.step == "fixed":
             return MomentumStep(self.learning_rate, self.momentum, "given (step 'fixed')")
         mu, L = hessian_bounds(problem, self.name)
@@ -222,9 +207,7 @@ class MomentumMethod(Optimizer):
 
 
 def unsupported(optimizer, problem) -> str | None:
-    """Why `optimizer` cannot solve `problem` (its `solves` attribute: "least-squares" for
-    methods built on linear least squares, "plain least-squares" for those that also ignore a
-    ridge term), or None."""
+    """Why `optimizer` cannot solve `problem` (its `solves`), or None."""
     solves = optimizer.solves
     if solves == "any":
         return None

@@ -1,10 +1,9 @@
-"""The iterations a method's classical convergence bound allows: a prediction set beside every
-run, from the problem's conditioning (datasets.reference: kappa, mu, L) alone, before any clock.
+"""The iterations a method's classical convergence bound allows, from the problem's
+conditioning alone (datasets.reference), set beside every run before any clock.
 
-Every bound is read as: relative suboptimality eps after k iterations, from eps0 = (f(w0) - f*)
-/ f* at the start, so k is the smallest count for which the bound's right side is <= eps. They
-are upper bounds in exact arithmetic (momentum's is asymptotic): a run that needs more than
-SLOWER_FACTOR times its bound is a finding (a bug, a bad step, rounding), flagged in its row.
+k is the smallest count for which the bound takes the relative suboptimality from eps0 at the
+start to the target eps. The bounds hold in exact arithmetic (momentum's is asymptotic): a run
+that needs more than SLOWER_FACTOR times its bound is a finding, flagged in its row.
 """
 
 from __future__ import annotations
@@ -14,14 +13,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-# A run is "slower than its bound" only past this many times the bound. Each bound is a worst
-# case in exact arithmetic and a correct run stays below it; the factor 2 leaves room for what
-# the bound does not model: rounding (CG's lost conjugacy, the stopping check in the run's own
-# dtype), the iteration sweep's schedule (scipy-lsqr/lsmr, within 2.5%) and the (1 + 2k)
-# transient in front of heavy ball's asymptotic rate.
+# Room for what the bounds do not model: rounding (CG's lost conjugacy, the run's own dtype), the
+# iteration sweep's schedule (scipy-lsqr/lsmr, within 2.5%), heavy ball's (1 + 2k) transient.
 SLOWER_FACTOR = 2.0
-# What float32 resolves: a loss in float32 moves by about its eps relative to itself, so a
-# relative suboptimality target below this cannot be seen by a float32 run's own checks.
+# A relative suboptimality target below this cannot be seen by a float32 run's own checks.
 FLOAT32_FLOOR = float(np.finfo(np.float32).eps)
 
 
@@ -34,15 +29,13 @@ class Prediction(NamedTuple):
 
 
 def _log_ratio(eps0: float, eps: float, constant: float = 1.0) -> float:
-    """ln(constant eps0 / eps), at least 0: a start already at the target (eps0 <= 0 included:
-    a start at f*, or below it by rounding) needs no iteration."""
+    """ln(constant eps0 / eps), at least 0: a start at the target (or below f*) needs none."""
     ratio = constant * eps0 / eps
     return math.log(ratio) if ratio > 1 else 0.0
 
 
 def _unusable(kappa, eps0: float, eps: float) -> str | None:
-    """Why no bound can be read at this kappa and start ("no bound: <why>"), or None: the
-    bounds are total, so that no input (0, inf, NaN, an overflowed kappa) raises."""
+    """Why no bound can be read at this kappa and start, or None: no input ever raises."""
     if kappa is None or not kappa == kappa:
         return ("no bound: kappa unknown (the Hessian's mu is not known: an optimum that is not "
                 "finite, or a data cache written before it was stored)")
@@ -57,9 +50,8 @@ def _unusable(kappa, eps0: float, eps: float) -> str | None:
 
 
 def _count(log: float, rate: float, bound: str, leading: float) -> Prediction:
-    """The smallest k with k rate >= log: `rate` is -ln of the bound's factor per iteration,
-    computed with log1p so that it stays > 0 however large kappa is (ln of a factor that
-    rounds to 1 is 0, and the count was a division by zero past kappa 1e32)."""
+    """The smallest k with k rate >= log, `rate` -ln of the bound's factor per iteration (with
+    log1p, so that it stays > 0 however large kappa is)."""
     if log == 0:
         return Prediction(0.0, bound, 0.0)
     k = log / rate if rate > 0 else math.inf
@@ -133,10 +125,9 @@ def conjugate_gradient(kappa: float, eps0: float, eps: float) -> Prediction:
 
 
 def lbfgs_first_phase(kappa: float, eps0: float, eps: float) -> Prediction:
-    """L-BFGS has no global rate better than linear with an unknown constant (Liu and Nocedal
-    1989, Thm 7.1: R-linear); near the optimum it is fast in practice but no bound says how
-    fast. The only number a bound gives is GD's (its first step is a scaled gradient step):
-    kappa ln(eps0/eps), a loose ceiling, named as such and never flagged."""
+    """L-BFGS has no global rate better than R-linear with an unknown constant (Liu and Nocedal
+    1989, Thm 7.1): GD's bound (its first step is a scaled gradient step) as a loose ceiling,
+    named as such and never flagged."""
     k = gradient_descent(kappa, eps0, eps)
     if k.iterations is None:
         return k
@@ -157,9 +148,8 @@ QUASI_NEWTON = ("lbfgs", "scipy-lbfgs", "lbfgs-tfp", "optax-lbfgs")
 def predict(optimizer: str, hyperparameters: dict, conditioning: dict, eps0: float,
             eps: float | None, objective: str = "least-squares",
             family: str | None = None) -> Prediction:
-    """The prediction of one run. `conditioning` holds kappa_gd (L/mu of the Hessian as run:
-    the L the 1/L step uses), kappa_diag_step, and kappa_raw; eps is the target tol (None: no
-    target, nothing to predict). Krylov bounds are for least squares only."""
+    """The prediction of one run: `conditioning` holds kappa_gd, kappa_diag_step and kappa_raw,
+    eps is the target tol (None: nothing to predict)."""
     if eps is None or not eps > 0:
         return Prediction(None, "no target")
     step = hyperparameters.get("step")
@@ -209,16 +199,14 @@ READS = {diagonal_step: "kappa_diag_step", conjugate_gradient: "kappa_raw"}
 
 
 def named(bound):
-    """The bound whose name a row's `bound` column holds, or None (no bound): the report reads
-    the row's bound rather than choosing one again from hyperparameters a config left out."""
+    """The bound whose name a row's `bound` column holds, or None: the report reads the row's
+    bound rather than choosing one again."""
     return next((method for method in BOUNDS if method(10.0, 1.0, 0.1).bound == bound), None)
 
 
 def verdict(prediction: Prediction, iterations: int, reached: bool | None, dtype: str,
             eps: float | None) -> tuple[bool, str]:
-    """(slower_than_bound, what the row says about the run against its bound). Slower only past
-    SLOWER_FACTOR times the bound; a float32 run whose target is below what float32 resolves is
-    said so instead; L-BFGS's ceiling is never a finding."""
+    """(slower_than_bound, what the row says of the run against its bound)."""
     if prediction.iterations is None:
         return False, prediction.bound
     past = iterations > SLOWER_FACTOR * max(prediction.iterations, 1)
@@ -239,9 +227,7 @@ def verdict(prediction: Prediction, iterations: int, reached: bool | None, dtype
 
 
 def count(iterations: float) -> str:
-    """A bound's iterations, one way everywhere (regress, the report's sentences and table): in
-    full below 10,000, else three significant digits (2.95e+06 in each place, not 2.9e+06 in
-    one and 3e+06 in another)."""
+    """A bound's iterations, one way everywhere: in full below 10,000, else 3 digits."""
     return f"{iterations:.0f}" if iterations < 1e4 else f"{iterations:.3g}"
 
 
@@ -263,9 +249,9 @@ def no_bound(prediction: Prediction) -> str:
 def explain(name: str, prediction: Prediction, eps0: float, eps: float, *,
             kappa_standardized: float = float("nan"), kappa_diag_step: float = float("nan"),
             standardized: bool = False, seconds_per_iteration: float | None = None) -> str:
-    """One sentence: the bound's iterations at the run's kappa, the time they take at the
-    measured seconds per iteration, and what standardizing the columns (or GD's diagonal step)
-    would make of them where it brings kappa down more than 10x. A prediction, said so."""
+    """One sentence: the bound's iterations at the run's kappa, their time at the measured
+    seconds per iteration, and what standardizing (or GD's diagonal step) would make of them
+    where it brings kappa down more than 10x."""
     name = f"{name}: " if name else ""
     if prediction.iterations is None:
         return f"{name}{no_bound(prediction)}."
