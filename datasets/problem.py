@@ -1,13 +1,10 @@
 """The problem every optimizer solves, with its certified reference solution.
 
-Least squares (objective "least-squares", the default): loss(w) = (1/n) ||X w - y||_F^2
-+ (lam/2) ||w||^2 (lam = 0 unless ridge is asked for), Hessian 2/n X^T X + lam I.
-Logistic regression (objective "logistic", datasets.logistic): labels in {-1, +1}, loss
-(1/n) sum log(1 + exp(-y x^T w)) + (lam/2) ||w||^2, lam 1/n unless given.
-The objective and lam live in `params`, so they are recorded with every run and survive a
-sweep's data cache.
-The reference optimum w*, f* (datasets.reference) is always computed on the host from the
-float64 data, whatever dtype a run uses, so every backend is judged against the same target.
+Least squares (the default): loss(w) = (1/n) ||X w - y||_F^2 + (lam/2) ||w||^2 (lam 0 unless
+ridge is asked for); logistic regression (datasets.logistic): labels in {-1, +1}, lam 1/n unless
+given. The objective and lam live in `params`, so they are recorded with every run and survive
+a sweep's data cache. The reference w*, f* is computed on the host from the float64 data,
+whatever dtype a run uses, so every backend is judged against the same target.
 """
 
 from __future__ import annotations
@@ -63,9 +60,8 @@ class Problem:
         objective: str = "least-squares",
         lam: float | None = None,
     ) -> Problem:
-        """Validate, optionally z-score the features, prepend an intercept column of ones.
-        Logistic labels must be binary ({-1, +1} or {0, 1}, mapped to {-1, +1}); lam defaults
-        to 1/n for logistic regression and to 0 (no ridge) for least squares."""
+        """Validate, optionally z-score the features, prepend an intercept column of ones;
+        logistic labels must be binary ({-1, +1} or {0, 1}, mapped to {-1, +1})."""
         X = _as_matrix(features, "feature")
         y = _as_matrix(labels, "label")
         feature_names = tuple(feature_names or (f"x{j}" for j in range(X.shape[1])))
@@ -149,9 +145,7 @@ class Problem:
         return loss_extended(self.X, self.y, w) + float(self.lam / 2 * np.sum(w_ext * w_ext))
 
     def curvature_bounds(self) -> tuple[float, float]:
-        """(mu, L): bounds of the Hessian's eigenvalues valid at every w (one pass to form
-        X^T X). Exact for least squares; for logistic regression lam and (1/4n) lambda_max(X^T X)
-        + lam."""
+        """(mu, L): bounds of the Hessian's eigenvalues valid at every w (one pass over X)."""
         if self.objective == "logistic":
             return logistic.curvature_bounds(self.X, self.lam)
         eigenvalues = np.linalg.eigvalsh(gram_matrix(self.X))
@@ -167,9 +161,8 @@ class Problem:
         return replace(ref, **self.conditioning(ref))
 
     def conditioning(self, ref: Reference) -> dict:
-        """What the iteration bounds read (datasets.reference.conditioning), off every clock.
-        Logistic regression: mu is the Hessian's smallest eigenvalue at w* and L the global
-        bound the 1/L step uses (their ratio is GD's local rate); no standardized kappa."""
+        """What the iteration bounds read (datasets.reference.conditioning). Logistic
+        regression: mu is the Hessian's at w*, L the global bound the 1/L step uses."""
         if self.objective == "logistic":
             H = logistic.hessian(self.X, self.y, ref.w, self.lam)
             mu = float(np.linalg.eigvalsh(H)[0]) if np.all(np.isfinite(H)) else float("nan")
@@ -177,8 +170,7 @@ class Problem:
         return conditioning(self.X, self.lam, ref.kappa_raw)
 
     def with_reference(self, ref: Reference, column_peaks=None) -> Problem:
-        """The same problem with a reference solved earlier (a sweep's data cache), and the
-        column peaks found then."""
+        """The same problem with a reference and column peaks found earlier (a data cache)."""
         problem = replace(self)
         problem.__dict__["reference"] = ref
         if column_peaks is not None:
@@ -196,28 +188,24 @@ class Problem:
 
     @cached_property
     def spectrum(self) -> Spectrum:
-        """L from an eigen-solve of X^T X (its largest eigenvalue is accurate); mu from the
-        reference's kappa (singular values of the scaled QR), which X^T X cannot resolve."""
-        if self.objective == "logistic":  # global bounds; the reference's kappa is at w*
-            mu, L = self.curvature_bounds()
-            return Spectrum(L=L, mu=mu)
-        L = float(np.linalg.eigvalsh(gram_matrix(self.X))[-1]) + self.lam
-        return Spectrum(L=L, mu=L / self.reference.kappa_raw)
+        """The global bounds; for least squares mu from the reference's kappa (the scaled QR's
+        singular values), which X^T X cannot resolve (the logistic reference's is at w*)."""
+        mu, L = self.curvature_bounds()
+        if self.objective == "least-squares":
+            mu = L / self.reference.kappa_raw
+        return Spectrum(L=L, mu=mu)
 
     @cached_property
     def column_peaks(self) -> tuple[np.ndarray, np.ndarray]:
-        """The largest |value| of each column of X and of y (a sweep's data cache stores them:
-        at 1M x 5 the pass over X costs 50 ms of every run)."""
+        """The largest |value| of each column of X and of y (cached: at 1M x 5 the pass over X
+        costs 50 ms of every run)."""
         return np.abs(self.X).max(axis=0), np.abs(self.y).max(axis=0)
 
     def check_dtype_range(self, dtype, start=None) -> None:
         """Reject data whose arithmetic overflows `dtype`, before any run: the squares of a
-        column (the loss sums squared residuals), and what the first iterations form from the
-        start point (zeros unless given): the squared gradient norm that every stopping check
-        reads and the curvature along the gradient (g^T H g: line searches, CG). Data near 1e150
-        pass the first test, but their gradient norm squared is near 1e600: without this, runs
-        "diverge" at iteration 1. The ridge term's share is left out: lam ||w|| is never the
-        one that overflows first."""
+        column, and what the first iterations form from the start point (the squared gradient
+        norm every stopping check reads, the curvature g^T H g of line searches and CG): data
+        near 1e150 pass the first test, but their gradient norm squared is near 1e600."""
         dtype = np.dtype(dtype)
         start = np.zeros((self.d, self.k)) if start is None else np.asarray(start, np.float64)
         start_peak = float(np.max(np.abs(start), initial=0.0))
@@ -233,8 +221,8 @@ class Problem:
         log_max = math.log10(np.finfo(dtype).max)
         if max(self.iteration_magnitudes(start_peak).values()) <= log_max:
             return  # the cheap bound from the column peaks settles it (the usual case)
-        # The bound can be loose by decades (heavy tails): judge by the values themselves at
-        # the start point, with two decades of room for the growth of the first iterations.
+        # The bound can be loose by decades (heavy tails): judge the values at the start point,
+        # with two decades of room for the first iterations' growth.
         what, log_size = max(self.start_magnitudes(start).items(), key=lambda kv: kv[1])
         if log_size > log_max - 2:
             x_peaks, y_peaks = self.column_peaks
@@ -249,8 +237,7 @@ class Problem:
 
     def start_magnitudes(self, w0) -> dict[str, float]:
         """log10 of the squared gradient norm and of the curvature along the gradient at w0,
-        computed with X and y scaled by powers of two so that nothing overflows here (two
-        passes over X: only when the bounds of `iteration_magnitudes` are not enough)."""
+        with X and y scaled by powers of two so that nothing overflows here."""
         w0 = np.asarray(w0, dtype=np.float64).reshape(self.d, -1)
         sx = _power_of_two(np.max(self.column_peaks[0]))
         X = self.X / sx
@@ -277,11 +264,10 @@ class Problem:
                 "curvature along the gradient": log_c + math.log10(max(float(curvature), tiny))}
 
     def iteration_magnitudes(self, start_peak: float = 0.0) -> dict[str, float]:
-        """log10 of upper bounds, from the column peaks, of the squared gradient norm and of the
-        curvature along the gradient at a start point whose largest |entry| is `start_peak`.
-        Least squares: residuals |r| <= R = max|y| + d max|x| start_peak, ||g||^2 <=
-        d (2 max|x| R)^2, the Hessian's norm L <= 2 d max|x|^2 + lam; logistic regression:
-        sigmoid(.) <= 1, so ||g||^2 <= d max|x|^2 and L <= d max|x|^2 / 4 + lam."""
+        """log10 of upper bounds, from the column peaks, of what `start_magnitudes` computes, at
+        a start whose largest |entry| is `start_peak`. Least squares: |r| <= R = max|y| + d
+        max|x| start_peak, ||g||^2 <= d (2 max|x| R)^2, L <= 2 d max|x|^2 + lam; logistic:
+        ||g||^2 <= d max|x|^2 and L <= d max|x|^2 / 4 + lam."""
         x_peak = max(float(np.max(self.column_peaks[0])), np.finfo(np.float64).tiny)
         log_d, log_x = math.log10(self.d), math.log10(x_peak)
         if self.objective == "logistic":
@@ -299,8 +285,8 @@ class Problem:
                 "curvature along the gradient": log_hessian + log_grad}
 
     def suboptimality(self, f: float) -> float:
-        """(f - f*) / max(f*, floor), floor = eps * f(0): relative to f*, except that an exact
-        fit (f* ~ 0, rounding noise) is judged against the smallest loss float64 resolves."""
+        """(f - f*) / max(f*, floor), floor = eps * f(0): an exact fit (f* ~ 0) is judged against
+        the smallest loss float64 resolves."""
         return (f - self.f_star) / self.reference.scale
 
 

@@ -29,11 +29,9 @@ def initial_point(problem, init: str, seed: int) -> np.ndarray:
 
 
 class RuleMonitor:
-    """The stopping rules and the trace of one run, checked at each iterate on the host.
-
-    Its clock starts when it is made and pauses while a trace row is written. The host loop and
-    the self-driven methods (SciPy's callback) share it; `iteration` is advanced by the caller.
-    """
+    """The stopping rules and the trace of one run, checked at each iterate on the host (the
+    host loop's and SciPy's callback). Its clock starts when it is made and pauses while a trace
+    row is written; the caller advances `iteration`."""
 
     def __init__(self, problem, rules):
         self.problem, self.rules, self.ops = problem, rules, HOST_OPS
@@ -60,8 +58,7 @@ class RuleMonitor:
         return self.fired >= 0
 
     def finish(self) -> float:
-        """Seconds of the run; the last checked iterate joins the trace if the schedule left
-        it out."""
+        """Seconds of the run; the last iterate joins the trace if the schedule left it out."""
         seconds = self.clock.elapsed()
         if self.trace["iteration"][-1] != self.iteration:
             self._append(seconds)
@@ -78,9 +75,7 @@ class RuleMonitor:
 
 def host_loop(problem, rules, *, init, step, observe):
     """Iterate `step` from `init()` until a rule fires; `observe(state)` -> host (f, grad_norm).
-
-    Returns (state, iterations, seconds, ending, trace); `ending` is a `stopping.Ending`.
-    """
+    Returns (state, iterations, seconds, ending, trace)."""
     monitor = RuleMonitor(problem, rules)
     state = init()
     while not monitor.check(*observe(state)):
@@ -91,9 +86,8 @@ def host_loop(problem, rules, *, init, step, observe):
 
 
 def step_functions(ops, optimizer, formulation: str, kind: str, stats):
-    """The pure init and step a compiled backend compiles: from the data arrays, the
-    optimizer's constants and a start point (or state), the new state and `stats(state)` (the
-    loss and gradient norm it reads back); the objective is built inside, which costs nothing."""
+    """The pure init and step a compiled backend compiles, each returning the state and
+    `stats(state)` (what it reads back); the objective is built inside, which costs nothing."""
 
     def init(data, params, w0):
         objective = make_objective(ops, data, formulation, kind)
@@ -115,9 +109,8 @@ def counts(optimizer, iterations: int) -> dict:
 
 
 def for_problem(optimizer, problem):
-    """The optimizer as it runs on this problem, or InputError saying why it cannot. Reads only
-    the problem's objective and lam, so a config can be checked with `datasets.ProblemKind`
-    before any data exists."""
+    """The optimizer as it runs on this problem, or InputError saying why it cannot (reads only
+    its objective and lam: a config is checked with `datasets.ProblemKind` before any data)."""
     reason = unsupported(optimizer, problem)
     if reason is not None:
         raise InputError(reason)
@@ -183,8 +176,7 @@ def run(problem, optimizer, rules, *, backend, init: str = "zeros", seed: int = 
 
 
 def predicted(problem, optimizer, tol, w0):
-    """(the run's prediction (optimizers.bounds), eps0): from the cached conditioning and one
-    loss evaluation at w0, before any clock (`regress` prints it before the run starts)."""
+    """(the run's prediction (optimizers.bounds), eps0), before any clock."""
     reference, eps0 = problem.reference, initial_suboptimality(problem, w0)
     return predict(optimizer.name, optimizer.hyperparameters(), {
         "kappa_gd": reference.kappa_gd, "kappa_diag_step": reference.kappa_diag_step,
@@ -193,8 +185,7 @@ def predicted(problem, optimizer, tol, w0):
 
 
 def initial_suboptimality(problem, w0) -> float:
-    """(f(w0) - f*) / f* as the study measures it: what a bound's log(eps0 / eps) starts from
-    (one loss evaluation, before any clock)."""
+    """(f(w0) - f*) / f*: where a bound's log(eps0 / eps) starts."""
     return float(problem.suboptimality(problem.loss(w0)))
 
 
@@ -209,9 +200,8 @@ def prediction_columns(prediction, iterations: int, reached, dtype: str, tol,
 
 
 def judge_status(outcome: Outcome, tol, target_reached, suboptimality: float) -> None:
-    """`converged` only where the target was reached, as the float64 check of the final iterate
-    confirms; a run that any other rule (or the method itself) stopped says that the target
-    was missed, so that no status or message reads as success where it was not."""
+    """`converged` only where the float64 check of the final iterate confirms the target; any
+    other ending says the target was missed, so that nothing reads as success where it was not."""
     if outcome.status == "converged" and not target_reached:
         # the run's own dtype claimed the target but could not resolve it
         outcome.status = "stalled"
@@ -223,8 +213,8 @@ def judge_status(outcome: Outcome, tol, target_reached, suboptimality: float) ->
 
 
 def below_reference(problem, w, final_loss: float) -> bool:
-    """A loss below f* by more than f*'s accuracy: f* is wrong. The float64 loss screens; the
-    extended-precision loss confirms, so float64 rounding of the loss never raises the alarm."""
+    """A loss below f* by more than f*'s accuracy: f* is wrong. The float64 loss screens, the
+    extended-precision loss confirms (rounding never raises the alarm)."""
     ref = problem.reference
     margin = ref.accuracy * ref.scale
     return final_loss < ref.f - margin and problem.loss_extended(w) < ref.f - margin
