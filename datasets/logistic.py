@@ -1,20 +1,13 @@
 """L2-regularized logistic regression on the host, and its certified reference optimum.
 
-loss(w) = (1/n) sum_i log(1 + exp(-y_i x_i^T w)) + (lam/2) ||w||^2, labels y_i in {-1, +1}.
-log(1 + exp(-m)) is evaluated as softplus(-m) = max(-m, 0) + log1p(exp(-|m|)) (np.logaddexp),
-which never overflows, however large the margin m. The gradient is
--(1/n) X^T (y * sigmoid(-m)) + lam w, the Hessian (1/n) X^T diag(s (1 - s)) X + lam I with
-s = sigmoid(m).
+loss(w) = (1/n) sum_i log(1 + exp(-y_i x_i^T w)) + (lam/2) ||w||^2, labels y_i in {-1, +1};
+log(1 + exp(-m)) as np.logaddexp, which never overflows, however large the margin m.
 
-There is no closed form, so the reference is Newton's method in float64 (d is small: each step
-is one pass over X for the gradient, one for the d x d Hessian and a Cholesky solve) with an
-Armijo backtracking step, run until the Newton decrement lambda^2 = g^T H^-1 g stops shrinking
-at machine level. The loss and gradient at the final w are then evaluated in extended
-precision; since f(w) - f* <= lambda^2 near the optimum, the accuracy estimate is
-lambda^2 (from the extended-precision gradient) plus a bound on the rounding of the evaluation
-of f, relative to max(f*, floor). A problem Newton cannot certify (the Hessian is singular in
-float64, e.g. separable classes with lam = 0, or the iteration limit is reached) gets accuracy
-inf, and every run on it is refused with the reason.
+There is no closed form: the reference is Newton's method in float64 with an Armijo step, until
+the Newton decrement lambda^2 = g^T H^-1 g stops shrinking at machine level. Since f(w) - f* <=
+lambda^2 near the optimum, the accuracy is lambda^2 (from the gradient in extended precision)
+plus a bound on the rounding of f. A problem Newton cannot certify (a Hessian singular in
+float64, e.g. separable classes with lam = 0, or too many steps) gets accuracy inf: refused.
 """
 
 from __future__ import annotations
@@ -31,8 +24,7 @@ ARMIJO = 1e-4
 
 
 def binary_labels(y: np.ndarray, name: str) -> np.ndarray:
-    """Labels mapped to {-1, +1}: {-1, +1} as given, {0, 1} with 0 -> -1; anything else is an
-    InputError naming the column and the values found."""
+    """Labels {-1, +1} or {0, 1} as {-1, +1}; anything else is refused naming the values."""
     if y.shape[1] != 1:
         raise InputError(f"logistic regression takes one label column, got {y.shape[1]}")
     values = np.unique(y)
@@ -84,8 +76,7 @@ def curvature_bounds(X, lam: float) -> tuple[float, float]:
 
 
 def _newton_step(H, g):
-    """-H^-1 g from a Cholesky factor of the equilibrated Hessian; None if H is not positive
-    definite in float64."""
+    """-H^-1 g from a Cholesky factor of the equilibrated Hessian; None if that fails."""
     scale = np.sqrt(np.diag(H))
     if not np.all(scale > 0):
         return None

@@ -1,19 +1,16 @@
 """The certified reference optimum w*, f* of a least-squares problem, with its accuracy.
 
 Every reported figure is a distance to f*, so f* must be vouched for. The solve:
-1. equilibrate: divide each column of X by a power of two near its norm (exact in float64), so
-   the cut-off and kappa describe the problem and not the units of the columns;
-2. one Householder QR of the scaled X; the singular values of R (d x d) are those of the scaled
-   X, which reveal its rank (cut-off d * eps) and give kappa scaled and raw;
-3. refine the augmented system [I X; X^T 0][r; z] = [y; 0] (Bjorck), y - r - X z computed
-   with error-free products and sums (twice float64's precision) and X^T r in np.longdouble,
-   corrections from the float64 QR, until the correction stops shrinking. Plain refinement of
-   w alone would stall at the float64 error of Q when the residual is large; refining r too
-   does not. (A longdouble residual alone left Filip's f* at 11.9 digits: its cancellation
-   is 1e10 deep.)
-Then f* is evaluated the same way at the float64 w*, and its accuracy estimated from the last
-correction and the optimality residual X^T r. Cost: one QR plus a few passes over X.
-A numerically rank-deficient scaled X gets the minimum-norm solution and accuracy inf (refused).
+1. divide each column of X by a power of two near its norm (exact), so that the rank cut-off
+   and kappa describe the problem, not the columns' units;
+2. one Householder QR of the scaled X; R's singular values give its rank and kappa;
+3. refine the augmented system [I X; X^T 0][r; z] = [y; 0] (Bjorck), y - r - X z with
+   error-free products and sums and X^T r in np.longdouble, until the correction stops
+   shrinking. Refining w alone stalls at Q's float64 error when the residual is large (a
+   longdouble residual alone left Filip's f* at 11.9 digits).
+f* is evaluated the same way at the float64 w*, its accuracy estimated from the last correction
+and the optimality residual X^T r. A numerically rank-deficient X gets the minimum-norm
+solution and accuracy inf (refused).
 """
 
 from __future__ import annotations
@@ -41,8 +38,8 @@ KAPPA_NAMES = ("kappa is the Hessian's condition number L/mu: 'as run' of X as g
 
 @dataclass(frozen=True, eq=False)
 class Reference:
-    """w*, f* and what they are worth. kappa is the Hessian's (sigma_max / sigma_min)^2 of the
-    scaled X (kappa) and of X as given (kappa_raw); accuracies are relative estimates."""
+    """w*, f* and what they are worth: kappa of the scaled X and of X as given (kappa_raw);
+    accuracies are relative estimates."""
 
     w: np.ndarray = field(repr=False)
     f: float
@@ -55,9 +52,7 @@ class Reference:
     rank: int
     steps: int
     method: str = "qr"  # "qr": least squares (augmented for ridge); "newton": logistic
-    # the conditioning the bounds read (optimizers.bounds; datasets.problem adds them, NaN in a
-    # cache written before they existed): the Hessian's extreme eigenvalues as run, kappa with
-    # the columns standardized, and the L/mu that the diag step of GD sees
+    # the conditioning the bounds read (datasets.problem adds it; NaN in an older cache)
     mu: float = float("nan")
     L: float = float("nan")
     kappa_standardized: float = float("nan")
@@ -69,8 +64,7 @@ class Reference:
         return max(self.f, self.floor) or 1.0  # all-zero labels: absolute
 
     def refusal(self, tol: float | None) -> str | None:
-        """Why f* cannot judge a run to `tol` (one line naming the conditioning and what to do),
-        or None when it can."""
+        """Why f* cannot judge a run to `tol` (one line saying what to do), or None."""
         if tol is None or self.accuracy * MARGIN <= tol:
             return None
         where = (f"kappa {self.kappa:.3g} after column scaling, {self.kappa_raw:.3g} raw")
@@ -90,8 +84,7 @@ class Reference:
 
     @property
     def kappa_gd(self) -> float:
-        """L/mu: the kappa that GD's 1/L step converges at (for logistic regression the global
-        L over mu at the optimum)."""
+        """L/mu: the kappa that GD's 1/L step converges at."""
         if not (self.mu >= 0 and self.L >= 0):
             return float("nan")  # a cache written before the conditioning existed
         return self.L / self.mu if self.mu > 0 else float("inf")
@@ -120,8 +113,8 @@ def _split(a):
 
 
 def residual(X: np.ndarray, y: np.ndarray, w) -> np.ndarray:
-    """y - X w as accurately as twice float64's precision (error-free products and sums, as in
-    Ogita, Rump and Oishi's Dot2), returned in extended precision; w may be extended."""
+    """y - X w to twice float64's precision (Ogita, Rump and Oishi's Dot2), in extended
+    precision; w may be extended."""
     w = np.asarray(w, dtype=EXT)
     w_hi = np.asarray(w, dtype=np.float64)
     w_lo = np.asarray(w - w_hi, dtype=np.float64)
@@ -162,9 +155,8 @@ def _norm(a) -> float:
 
 
 def solve(X: np.ndarray, y: np.ndarray, ridge: float = 0.0) -> Reference:
-    """The certified least-squares optimum of float64 X (n x d), y (n x k); with ridge > 0 of
-    (1/n)||X w - y||^2 + (ridge/2)||w||^2, i.e. of the augmented rows [X; sqrt(n ridge/2) I],
-    [y; 0] (the same f, since those rows add (ridge/2)||w||^2 times n)."""
+    """The certified least-squares optimum of float64 X (n x d), y (n x k); a ridge term as the
+    augmented rows [X; sqrt(n ridge/2) I], [y; 0] (they add n (ridge/2)||w||^2)."""
     n, d = X.shape
     if ridge > 0:
         X = np.vstack([X, np.sqrt(n * ridge / 2) * np.eye(d)])
@@ -233,13 +225,10 @@ def solve(X: np.ndarray, y: np.ndarray, ridge: float = 0.0) -> Reference:
 
 def conditioning(X: np.ndarray, lam: float, kappa_raw: float) -> dict:
     """mu, L, kappa_standardized and kappa_diag_step of least squares on X (Hessian 2/n X^T X
-    + lam I), from d x d matrices (one pass over X each for the Gram and the centred Gram).
-    L is the Gram's largest eigenvalue; mu = L / kappa_raw, since the QR's singular values
-    resolve the smallest eigenvalue and the Gram's cannot. Standardized: the features (the
-    non-constant columns) z-scored, then an intercept column, as `Problem.from_arrays` does
-    with standardize = true: Hessian 2 [[1, 0], [0, C]] + lam I, C the correlation matrix.
-    The diag step 1/(d diag H) is GD with step 1/d on D^-1/2 H D^-1/2 (unit diagonal, largest
-    eigenvalue <= d): it converges as GD at kappa d / lambda_min of that matrix."""
+    + lam I). mu = L / kappa_raw: the QR resolves the smallest eigenvalue, the Gram cannot.
+    Standardized as `Problem.from_arrays` does it: Hessian 2 [[1, 0], [0, C]] + lam I, C the
+    correlation matrix. The diag step is GD with step 1/d on D^-1/2 H D^-1/2 (largest
+    eigenvalue <= d): GD at kappa d / lambda_min of that matrix."""
     n, d = X.shape
     gram = (2.0 / n) * (X.T @ X) + lam * np.eye(d)
     L = float(np.linalg.eigvalsh(gram)[-1])
