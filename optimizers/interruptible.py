@@ -1,19 +1,12 @@
-"""A long compiled call (a fused TensorFlow loop: tracing, compilation and the whole run) made
-so that Ctrl-C and SIGTERM stay prompt.
+"""A long compiled call (a fused TensorFlow loop) made so that Ctrl-C and SIGTERM stay prompt.
 
-Python runs signal handlers in the main thread only, between bytecodes: a main thread inside
-one C++ call (`tf.while_loop` to convergence) hears nothing until the call returns, which with
-no time budget may be never. So the call runs on a worker thread while the main thread waits in
-short waits, after each of which its handlers run: an interrupt ends the wait within
-`WAKE_SECONDS` and propagates as usual. Nothing is added to what is timed: the clocks run inside
-the call, on the worker, and the waiting thread only wakes a few times a second. The worker is
-one thread for the whole process, not one per call: TensorFlow keeps state per thread, and a
-fresh thread per run made the setup (tracing) about 30% slower than in the main thread, where a
-kept one matches it (measured with scripts/interrupt_cost.py, see README "What is measured").
-
-The worker is a daemon: a command that was interrupted ends with its process
-(`study.__main__.run` exits at once). A library caller that catches the interrupt and goes on
-leaves the abandoned loop running to its end on the worker, ahead of its next call.
+Python runs signal handlers in the main thread only, between bytecodes: inside one C++ call it
+hears nothing until the call returns. So the call runs on a worker thread while the main thread
+waits in short waits, its handlers running after each. The clocks run inside the call, so
+nothing is added to what is timed. The worker is one daemon thread for the whole process:
+TensorFlow keeps state per thread, and a fresh thread per run made tracing about 30% slower
+(scripts/interrupt_cost.py). A caller that catches the interrupt and goes on leaves the
+abandoned loop running on the worker, ahead of its next call.
 """
 
 from __future__ import annotations

@@ -2,16 +2,13 @@
 optional ridge term) or L2-regularized logistic regression. Optimizers see only
 `value_and_grad`, `hessian_product`, `curvature` and `hessian_diagonal`, never which one.
 
-"data": every evaluation reads X (n x d): two passes per loss-and-gradient.
-"gram": one pass in setup forms X^T X (d x d), X^T y and y^T y; afterwards every evaluation
-costs O(d^2), independent of n. The loss is then (w^T A w - 2 w^T b + c) / n, which cancels
-digits when f* is much smaller than y^T y / n: float32 gram runs cannot resolve small
-suboptimalities, and the float64 check of every run's final iterate shows it.
+"data": every evaluation reads X (n x d), in the backend's own layout (`ops.data_matrix`).
+"gram": one pass in setup forms X^T X, X^T y and y^T y; then each evaluation costs O(d^2). Its
+loss (w^T A w - 2 w^T b + c) / n cancels digits when f* is much smaller than y^T y / n: float32
+gram runs cannot resolve small suboptimalities (the final float64 check shows it).
 
-`prepare_data` puts what a formulation needs on the backend once (setup, timed apart);
-`make_objective` wraps those arrays and costs nothing, so compiled steps can take the arrays as
-arguments and build the objective inside. The data matrix is stored in the backend's own layout
-(`ops.data_matrix`), and only the backend's `data_*` products touch it.
+`prepare_data` puts the arrays on the backend once (setup); `make_objective` wraps them and
+costs nothing, so compiled steps take the arrays as arguments and build the objective inside.
 """
 
 from __future__ import annotations
@@ -61,7 +58,7 @@ class LeastSquaresObjective:
 
 class Ridge:
     """The term (lam/2)||w||^2 added to a loss, its gradient and Hessian; lam None: no term and
-    no operations at all (plain least squares runs exactly as before)."""
+    no operations at all."""
 
     def __init__(self, ops, lam):
         self.ops, self.lam = ops, lam
@@ -82,10 +79,8 @@ class Ridge:
 
 
 class LogisticObjective:
-    """f(w) = (1/n) sum softplus(-y x^T w) + (lam/2)||w||^2 on backend `ops` (labels +-1).
-
-    softplus and sigmoid are the backends' stable forms (no overflow for any margin). The
-    curvature depends on w, so `curvature` and `hessian_product` take it."""
+    """f(w) = (1/n) sum softplus(-y x^T w) + (lam/2)||w||^2 on backend `ops` (labels +-1), with
+    the backends' stable softplus and sigmoid; the curvature depends on w."""
 
     formulation = "data"
 
@@ -126,8 +121,7 @@ class LogisticObjective:
 
 
 class GramObjective:
-    """The same f, gradient and curvature from the sufficient statistics A = X^T X, b = X^T y,
-    c = sum(y^2): formed in one pass (setup), then O(d^2) per evaluation."""
+    """The same f, gradient and curvature from A = X^T X, b = X^T y, c = sum(y^2)."""
 
     formulation = "gram"
 
@@ -164,9 +158,8 @@ def check_formulation(objective: str, formulation: str) -> None:
 
 def prepare_data(ops, X, y, formulation: str = "data", objective: str = "least-squares",
                  lam: float = 0.0) -> tuple:
-    """The backend arrays a formulation works from, made once from host X (n x d) and y; lam
-    joins them as a backend scalar when there is a penalty (so it is an input, not a constant
-    baked into a compiled step)."""
+    """The backend arrays a formulation works from, made once from host X and y; lam joins them
+    as a backend scalar (an input, not a constant baked into a compiled step)."""
     check_formulation(objective, formulation)
     penalty = (ops.scalar(lam),) if lam or objective == "logistic" else ()
     Xd, yd = ops.data_matrix(X), ops.asarray(y)

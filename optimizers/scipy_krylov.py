@@ -1,14 +1,11 @@
 """SciPy's LSQR and LSMR (scipy.sparse.linalg) as references on the same record.
 
-Neither takes a callback, so the run's stopping rules are applied by a bounded iteration sweep
-(`stopping_via = "iteration sweep"`): the solver is run afresh from w0 with iteration limit k,
-for k on the trace schedule (every k below 100, about 90 per decade above), its iterate is
-checked by the rules, and the first k where one fires ends the run. Iterations are exact below
-100 and within one schedule step (under 2.5%) above. The timed seconds are those of the final
-solve alone (k iterations from w0), which is what a user who knew k would wait; the sweep's
-other solves and the rule checks are outside the clock. SciPy's own tests are switched off
-(atol = btol = 0, no condition limit); when it still stops by itself (a machine-precision test)
-the run is recorded as stalled unless a rule fires. `matvecs` counts products with X and X^T.
+Neither takes a callback, so the stopping rules are applied by an iteration sweep
+(`stopping_via = "iteration sweep"`): the solver runs afresh from w0 with limit k, for k on the
+trace schedule, and the first k where a rule fires ends the run (exact below 100 iterations,
+within 2.5% above). The timed seconds are the final solve's alone: what a user who knew k would
+wait. SciPy's own tests are off (atol = btol = 0, no condition limit); where it still stops by
+itself the run is stalled unless a rule fires. `matvecs` counts products with X and X^T.
 """
 
 from __future__ import annotations
