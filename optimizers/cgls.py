@@ -1,16 +1,12 @@
 """Conjugate gradient on the normal equations (CGLS): the method of choice for least squares.
 
-CG on H w = b with H = 2/n X^T X, written on the objective's Hessian product (two passes over X
-per iteration, as Bjorck's CGLS; X^T X is never formed). The loss and gradient are carried by
-recurrence, as CG does, from the exact step along p:
+CG on H w = b with H = 2/n X^T X, on the objective's Hessian product (two passes over X per
+iteration; X^T X is never formed). The loss and gradient are carried by recurrence:
   alpha = -g.p / p^T H p,  w = w + alpha p,  f = f + alpha g.p / 2,  g = g + alpha H p,
-  beta = |g_new|^2 / |g|^2 (Fletcher-Reeves, which is CG's on a quadratic),  p = -g_new + beta p.
-Restart rule (`restart`): every `restart` iterations ("d", the default: the problem's number of
-coefficients, after which exact CG has terminated; or "never") the direction restarts from
-steepest descent and the loss and gradient are recomputed from X (residual replacement: bounds
-the drift of the recurrence under rounding). Recomputations are not counted in nfev/ngev.
-Bjorck's CGLS recurs the n-vector residual instead of the gradient; on the gram formulation the
-same code runs on X^T X.
+  beta = |g_new|^2 / |g|^2 (Fletcher-Reeves),  p = -g_new + beta p.
+Every `restart` iterations ("d", the default, after which exact CG has terminated; or "never")
+the direction restarts from -g and the loss and gradient are recomputed from X (residual
+replacement bounds the recurrence's drift; not counted in nfev/ngev).
 """
 
 from __future__ import annotations

@@ -1,16 +1,14 @@
 """L-BFGS with a fixed-size history, and the exact line search of a quadratic or a strong-Wolfe
-line search (optimizers.linesearch: Nocedal-Wright 3.5/3.6, c1 = 1e-4, c2 = 0.9).
+line search (optimizers.linesearch).
 
-`line_search` "exact" (the default for least squares) or "wolfe" (the default, and the only
-choice, for logistic regression); the record's hp_line_search says which one ran. The Wolfe
-search tries the unit step (1/||g|| on the first iteration, when there is no curvature pair
-yet); its loss-and-gradient evaluations are counted in the state (nfev, ngev).
+`line_search` "exact" (the default for least squares: alpha = -g.p / p^T H p, one extra pass
+over X) or "wolfe" (the only choice for logistic regression; it tries the unit step, 1/||g||
+before the first curvature pair, and its evaluations are counted in the state).
 
-The history is a fixed-shape queue (m x d x k arrays, oldest first) so the same code runs in a
-TensorFlow while_loop. Empty slots hold s = y = 0 and rho = 0, which makes their terms in the
-search direction vanish without branching. On least squares the exact minimiser along a
-direction p is alpha = -g.p / p^T H p, one extra pass over X; it guarantees descent. A direction
-that is not a descent direction (rounding) falls back to -g; a pair with s.y <= 0 is not stored.
+The history is a fixed-shape queue (m x d x k, oldest first) so the same code runs in a
+compiled loop; empty slots hold s = y = 0 and rho = 0, so their terms vanish without branching.
+A direction that is not a descent direction (rounding) falls back to -g; a pair with s.y <= 0
+is not stored.
 """
 
 from __future__ import annotations
@@ -91,11 +89,9 @@ class LBFGS(Optimizer):
         from its compact representation (Byrd, Nocedal and Schnabel 1994):
             H g = gamma g + S^T t - gamma Y^T u,   u = R^-1 S g,
             t = R^-T ((D + gamma Y Y^T) u - gamma Y g),
-        S and Y holding the pairs as rows, R the upper triangle of S Y^T, D its diagonal. It is
-        the vector the two-loop recursion gives, in a dozen whole-array operations instead of
-        about 8 per stored pair: fewer operations for a traced graph to build and run, and for
-        a Python loop to dispatch. The diagonal comes from the stored 1/rho (as the two-loop
-        recursion uses rho); an empty slot gets R_jj = 1, D_jj = 0, and its terms vanish."""
+        S, Y the pairs as rows, R the upper triangle of S Y^T, D its diagonal (from the stored
+        1/rho). The two-loop recursion's vector in a dozen whole-array operations instead of
+        about 8 per pair; an empty slot gets R_jj = 1, D_jj = 0, and its terms vanish."""
         m = self.history
         S = ops.reshape(state.S, (m, -1))
         Y = ops.reshape(state.Y, (m, -1))

@@ -1,20 +1,15 @@
-"""Line searches written against backend ops, so they run in a host loop, a compiled step and
-inside the fused `tf.while_loop` alike (each is one `ops.while_loop` over a tuple of scalars
-and the gradient).
+"""Line searches written against backend ops (each one `ops.while_loop`), so they run in a
+host loop, a compiled step and the fused `tf.while_loop` alike.
 
-`strong_wolfe`: Nocedal and Wright's Algorithm 3.5 (bracketing: extrapolate by 2 until a step
-violates sufficient decrease, stops decreasing, or has a non-negative slope) and Algorithm 3.6
-(zoom: cubic interpolation of the bracket's ends, eq. 3.59, safeguarded to the middle 80% of
-the bracket, else bisection), accepting a step with
-    f(w + a p) <= f(w) + c1 a g.p   and   |g(w + a p).p| <= c2 |g.p|,
-c1 = 1e-4, c2 = 0.9 (their recommendation for quasi-Newton methods). After `max_evals`
-evaluations, or a bracket narrower than rounding, it returns the best point with sufficient
-decrease it has seen, or no step at all.
+`strong_wolfe`: Nocedal and Wright's Algorithm 3.5 (bracketing, extrapolating by 2) and 3.6
+(zoom: cubic interpolation, eq. 3.59, safeguarded to the bracket's middle 80%, else bisection),
+accepting f(w + a p) <= f(w) + c1 a g.p and |g(w + a p).p| <= c2 |g.p| (c1 = 1e-4, c2 = 0.9).
+After `max_evals` evaluations, or a bracket narrower than rounding, it returns the best point
+with sufficient decrease it has seen, or no step at all.
+`armijo`: backtracking by halves until sufficient decrease.
 
-`armijo`: backtracking by halves until sufficient decrease (c1 = 1e-4).
-
-Both return (alpha, f, g, evaluations): the accepted step, the loss and gradient there (so the
-caller evaluates nothing again) and how many loss-and-gradient evaluations the search made.
+Both return (alpha, f, g, evaluations): the step, the loss and gradient there (evaluated once)
+and how many loss-and-gradient evaluations the search made.
 """
 
 from __future__ import annotations
@@ -49,8 +44,7 @@ def _cubic_step(ops, a_lo, f_lo, d_lo, a_hi, f_hi, d_hi):
 
 
 def strong_wolfe(objective, ops, w, f0, g0, p, alpha0, *, c1=C1, c2=C2, max_evals=MAX_EVALS):
-    """A step along descent direction p from (w, f0, g0) satisfying the strong Wolfe
-    conditions (see the module's docstring)."""
+    """A step along descent direction p from (w, f0, g0) with the strong Wolfe conditions."""
     d0 = ops.vdot(g0, p)
     zero = d0 * 0
     eps = ops.scalar(np.finfo(ops.dtype).eps)

@@ -1,23 +1,16 @@
 """Momentum, heavy-ball (Polyak) or Nesterov's, in Keras's SGD(momentum, nesterov) form: one
-update with a flag, as Keras writes it.
+update with a flag.
 
-Heavy ball:
-  v = beta * v - lr * g(w)
-  w = w + v
-Nesterov (the form Keras's SGD(nesterov=True) and TF1's Momentum optimizer use, Sutskever et al.
-2013): the stored iterate is the look-ahead point y_k = x_k + beta (x_k - x_{k-1}), so one gradient
-per iteration, taken at the iterate whose loss the stopping rules see:
-  v = beta * v - lr * g(y)
-  y = y + beta * v - lr * g(y)
-step="fixed" takes learning_rate and momentum; step="textbook" takes the optimal constants for a
-mu-strongly convex, L-smooth quadratic from the Hessian's extreme eigenvalues (setup, one pass
-over X):
-  heavy ball: lr = 4 / (sqrt(L) + sqrt(mu))^2,
-              beta = ((sqrt(L) - sqrt(mu)) / (sqrt(L) + sqrt(mu)))^2,
-              converging like ((sqrt(kappa) - 1) / (sqrt(kappa) + 1))^k;
+Heavy ball:  v = beta * v - lr * g(w);  w = w + v
+Nesterov (Keras's and TF1's form, Sutskever et al. 2013): the stored iterate is the look-ahead
+point y, so one gradient per iteration, at the iterate whose loss the stopping rules see:
+             v = beta * v - lr * g(y);  y = y + beta * v - lr * g(y)
+step="fixed" takes learning_rate and momentum; step="textbook" the optimal constants for a
+quadratic from the Hessian's mu and L (one pass over X in setup):
+  heavy ball: lr = 4 / (sqrt(L) + sqrt(mu))^2, beta = ((sqrt(L) - sqrt(mu)) / (sqrt(L) +
+              sqrt(mu)))^2, converging like ((sqrt(kappa) - 1) / (sqrt(kappa) + 1))^k;
   Nesterov:   lr = 1 / L, beta = (sqrt(L) - sqrt(mu)) / (sqrt(L) + sqrt(mu)),
-              converging like (1 - 1/sqrt(kappa))^k;
-against (1 - 1/kappa)^k for GD 1/L.
+              converging like (1 - 1/sqrt(kappa))^k, against (1 - 1/kappa)^k for GD 1/L.
 """
 
 from __future__ import annotations
