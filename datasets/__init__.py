@@ -5,12 +5,12 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from convergence_study.errors import InputError
-from datasets import eve, from_file, synthetic, synthetic_logistic, tabular
+from datasets import eve, from_file, synthetic, tabular
 from datasets.declaration import Dataset
 from datasets.problem import Problem, Spectrum
 from datasets.user_file import is_file_name
 
-DATASETS = {d.name: d for d in (eve.DATASET, synthetic.DATASET, synthetic_logistic.DATASET,
+DATASETS = {d.name: d for d in (eve.DATASET, synthetic.DATASET, synthetic.LOGISTIC,
                                  tabular.DATASET)}
 
 

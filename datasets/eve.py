@@ -27,8 +27,7 @@ BINARY_LABEL = "late_week"
 OBJECTIVES = ("least-squares", "logistic")
 
 
-def validate_params(rows: int = 1_000_000, seed: int = 0, standardize: bool = False,
-                    objective: str = "least-squares", lam: float | None = None) -> None:
+def validate_params(rows: int = 1_000_000, **_) -> None:
     """The memory the data set needs (the types and ranges: DATASET's parameters)."""
     # at its peak: the frame's columns and temporaries, X with its intercept, the reference's
     # scaled copy and factors, about 16 float64 values a row
@@ -54,8 +53,6 @@ def eve_frame(rows: int = 1_000_000, seed: int = 0) -> pd.DataFrame:
 
 def load(rows: int = 1_000_000, seed: int = 0, standardize: bool = False,
          objective: str = "least-squares", lam: float | None = None) -> Problem:
-    DATASET.validate({"rows": rows, "seed": seed, "standardize": standardize,
-                      "objective": objective, "lam": lam})
     frame = eve_frame(rows, seed)
     labels, name = frame[LABEL].to_numpy(np.float64), LABEL
     if objective == "logistic":
