@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from convergence_study.errors import InputError
+from convergence_study.errors import InputError, first_line
 from datasets.declaration import Dataset
 from datasets.files import check_input_file
 from datasets.problem import OBJECTIVES, Problem
@@ -40,8 +40,7 @@ def read_table(path) -> pd.DataFrame:
     except pd.errors.EmptyDataError:
         raise InputError(f"tabular: file '{path}' is empty") from None
     except Exception as exc:  # a parser's own message names the broken spot
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise InputError(f"tabular: cannot read '{path}': {first_line}") from None
+        raise InputError(f"tabular: cannot read '{path}': {first_line(exc)}") from None
     check_unique_columns(header(path) if reader is pd.read_csv else frame, f"'{path}'")
     return frame
 
@@ -82,19 +81,21 @@ def check_named_once(columns: list, role: str) -> None:
                          "once")
 
 
+def as_list(columns) -> list:
+    """Column names as a list: one name may stand alone."""
+    return [columns] if isinstance(columns, str) else list(columns or [])
+
+
 def check_disjoint(features, labels, where: str = "tabular") -> None:
-    """A label that is also a feature is its own answer: the fit is trivial and any target is
-    "reached". Checked on the names, before the file is read (regress, the regression and train
-    studies' configs and the train command share it)."""
-    labels = [labels] if isinstance(labels, str) else list(labels or [])
-    both = [c for c in ([features] if isinstance(features, str) else list(features or []))
-            if c in labels]
+    """A label that is also a feature is its own answer: any target is "reached". Checked on
+    the names, before the file is read (regress and the studies' configs share it)."""
+    both = [c for c in as_list(features) if c in as_list(labels)]
     if both:
         raise InputError(f"{where}: column '{both[0]}' is both a feature and a label")
 
 
 def select_columns(frame: pd.DataFrame, columns, role: str, source: str) -> pd.DataFrame:
-    columns = [columns] if isinstance(columns, str) else list(columns or [])
+    columns = as_list(columns)
     if not columns:
         raise InputError(f"tabular: no {role} columns chosen; pass {role}=[...]")
     check_named_once(columns, role)
@@ -152,7 +153,7 @@ def validate_params(path, features, labels, standardize: bool = False,
         raise InputError(f"tabular: cannot read the columns of '{path}' "
                          f"({type(exc).__name__})") from None
     for role, chosen in (("feature", features), ("label", labels)):
-        names = [chosen] if isinstance(chosen, str) else chosen
+        names = as_list(chosen)
         check_named_once(names, role)
         missing = [c for c in names if c not in present]
         if missing:
@@ -168,8 +169,7 @@ def load(path, features, labels, standardize: bool = False, intercept: bool = Tr
     frame = read_table(path)
     if frame.empty:
         raise InputError(f"tabular: file '{path}' has zero rows")
-    params = {"path": str(path), "features": list(features) if not isinstance(features, str)
-              else [features], "labels": list(labels) if not isinstance(labels, str) else [labels]}
+    params = {"path": str(path), "features": as_list(features), "labels": as_list(labels)}
     return from_frame(frame, features, labels, standardize=standardize, intercept=intercept,
                       source=f"'{path}'", params=params, objective=objective, lam=lam)
 
