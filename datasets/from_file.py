@@ -1,15 +1,11 @@
 """A user's own data set from a file: `--dataset path/to/load.py:load`, or `name =
 "path/to/load.py:load"` in a study's [[datasets]].
 
-The function returns the arrays `X, y`, or a pandas DataFrame with the feature and the label
-column names, `frame, features, labels`; either is checked as a CSV is (datasets/tabular.py and
-Problem.from_arrays: the shapes, NaN and infinities, constant columns, a label that is also a
-feature), with an intercept column unless `intercept = false`, then solved for its certified f*
-like every data set. Its parameters are the function's own keyword parameters (`--data-param`,
-a config's keys; a default's type is the parameter's type), beside the ones every file data set
-takes: standardize, intercept, objective and lam, as the tabular data set's. It is seeded when
-the function takes a `seed`, and a `path` parameter is an input file (hashed into the rows'
-fingerprints as the function's file is)."""
+The function returns `X, y`, or `frame, features, labels` (a DataFrame and column names),
+checked as a CSV is (datasets/tabular.py). Its parameters are its own keyword parameters (a
+default's type is the parameter's type) beside the tabular data set's standardize, intercept,
+objective and lam. It is seeded when it takes a `seed`, and a `path` parameter is an input file
+(hashed into the rows' fingerprints)."""
 
 from __future__ import annotations
 
@@ -85,8 +81,7 @@ def typed(default):
 
 
 def problem_from(name: str, function, parameters: dict, params: dict) -> Problem:
-    """Call the function with its own parameters, then check what it returned as a CSV's
-    columns are checked."""
+    """Call the function with its own parameters, then check what it returned."""
     file, attribute = split(name)
     where = f"{file}: {attribute}"
     own = {k: params.get(k, OWN_DEFAULTS[k]) for k in OWN if k not in parameters}
@@ -116,8 +111,7 @@ def problem_from(name: str, function, parameters: dict, params: dict) -> Problem
 
 
 def check_arrays(X, y) -> None:
-    """Numbers in a matrix (or one column), labels beside them; no label column also a
-    feature column (its own answer: any target would be reached)."""
+    """Numbers in a matrix (or one column), labels beside them; no label also a feature."""
     for what, array in (("X", X), ("y", y)):
         if not np.issubdtype(array.dtype, np.number) or np.issubdtype(array.dtype, np.bool_):
             raise InputError(f"{what} is not numeric (dtype {array.dtype})")

@@ -1,11 +1,7 @@
 """A user's own code in a file, named `path/to/file.py:Name` (an optimizer class, a data set's
-loader): the name parsed, the path made absolute (against the working directory, as a data
-file's `path` is) so that a run's fresh process finds the same file, the module imported from it
-and the name read from it, each failure one line naming the file. Running a file is running its
-code: a config naming someone else's file runs their code.
-
-A module is imported once per content: an edited file is imported again (a long-lived process,
-the tests), and its content hash is what a row records and its fingerprint reads."""
+loader): the name parsed, the path made absolute so that a run's fresh process finds the same
+file, the module imported once per content (an edited file again), each failure one line
+naming the file. Running a file is running its code."""
 
 from __future__ import annotations
 
@@ -37,8 +33,7 @@ def split(name: str) -> tuple[Path, str]:
 
 
 def absolute(name: str) -> str:
-    """`path.py:Name` with the path resolved against the working directory, checked to exist:
-    what a config or the command line gives is made absolute once, before any run starts."""
+    """`path.py:Name` with the path resolved against the working directory, checked to exist."""
     path, attribute = split(name)
     path = path.expanduser().resolve()
     if not path.is_file():
@@ -55,8 +50,7 @@ _MODULES: dict[tuple[str, str], object] = {}  # (path, content hash) -> its modu
 
 
 def module(path: Path):
-    """The module the file defines, imported once per content; its import failing (a syntax
-    error, an exception it raises, a missing import) is one line naming the file."""
+    """The module the file defines, imported once per content; a failing import is one line."""
     path = Path(path).resolve()
     if not path.is_file():
         raise InputError(f"{path}: no such file")
@@ -79,8 +73,7 @@ def module(path: Path):
 
 
 def load(name: str, what: str):
-    """The object `path.py:Name` names; `what` says what it should be, in the message where the
-    file lacks the name."""
+    """The object `path.py:Name` names; `what` it should be, for the message where it lacks it."""
     path, attribute = split(name)
     found = getattr(module(path), attribute, None)
     if found is None:
@@ -90,8 +83,8 @@ def load(name: str, what: str):
 
 
 def imported(path) -> set[str]:
-    """The top-level packages a file imports (read, not run: which library's optimizer it holds
-    is known before any framework starts); a file that does not parse is one line."""
+    """The top-level packages a file imports, read, not run (which library's optimizer it holds
+    is known before any framework starts)."""
     path = Path(path).resolve()
     if not path.is_file():
         raise InputError(f"{path}: no such file")

@@ -1,18 +1,10 @@
 """A user's own optimizer from a file: `--optimizer path/to/my_method.py:MyMethod`, or
-`name = "path/to/my_method.py:MyMethod"` in a study's [[optimizers]].
+`name = "path/to/my_method.py:MyMethod"` in a study's [[optimizers]] (docs/your-optimizer.md).
 
-The file defines it as the shipped ones are defined (optimizers/gd.py): a dataclass deriving
-from optimizers.base.Optimizer, its hyperparameters its fields (checked in __post_init__ through
-optimizers.base's helpers, datasets/values.py), a `name` (its label in the rows, figures and
-report), `evaluations`, and setup / init / update against the ops and the objective; optionally
-`family`, the classical bound that speaks for it (optimizers.bounds.FAMILIES), else it has none.
-It then runs wherever the shipped first-order methods run, compiled loops included.
-
-Before it is used it is checked once per content and hyperparameters (`checked`): the class's
-kind, its name, then one step on a small well-conditioned problem on NumPy (its state a
-NamedTuple with at least w, f, g that keeps its fields and shapes, a finite first step). Each
-failure is one line naming the file and what is wrong (convergence_study.errors.InputError:
-exit 2)."""
+It is written as the shipped ones are (optimizers/gd.py) and runs wherever they run, compiled
+loops included. Before it is used it is checked once per content and hyperparameters
+(`checked`): the class's kind and name, then one step on a small well-conditioned problem on
+NumPy. Each failure is one line naming the file and what is wrong (an InputError: exit 2)."""
 
 from __future__ import annotations
 
@@ -36,9 +28,9 @@ STATE_FIELDS = ("w", "f", "g")
 EVALUATION_KEYS = ("nfev", "ngev", "nhvp")
 # the probe: small, well conditioned, the kind of problem every first-order method solves
 PROBE = {"n": 64, "d": 4, "kappa": 10.0, "noise": 0.1, "seed": 0}
-# a file's object that a library's harness runs (a torch.optim subclass, an optax factory):
-# prefix -> (found(name) -> the object or None, build(name, found, hyperparameters) -> optimizer),
-# and the NumPy ops the probe steps on: both set by the framework folders (study/frameworks)
+# set by the framework folders (study/frameworks): a file's object that a library's harness runs
+# (a torch.optim subclass, an optax factory), prefix -> (found(name) -> the object or None,
+# build(name, found, hyperparameters) -> optimizer); and the NumPy ops the probe steps on
 FILE_LIBRARIES: dict[str, tuple] = {}
 PROBE_OPS: list = []  # [make(dtype) -> ArrayOps]
 
@@ -82,8 +74,8 @@ def describe(value) -> str:
 
 
 def declared_name(name: str) -> str:
-    """The label of `path.py:Name` (its class's `name`); the class's own name where the file
-    cannot be read any more (a results folder outlives the file)."""
+    """The label of `path.py:Name` (its class's `name`), or the class's own name where the file
+    cannot be read any more."""
     try:
         for prefix, (found, _) in FILE_LIBRARIES.items():
             library = found(name)
@@ -95,8 +87,7 @@ def declared_name(name: str) -> str:
 
 
 def checked(name: str, hyperparameters: dict, shipped=()) -> Optimizer:
-    """The user's optimizer built from its hyperparameters and probed (once per file content
-    and hyperparameters in a process)."""
+    """The user's optimizer built and probed, once per file content and hyperparameters."""
     path, _ = split(name)
     key = json.dumps(hyperparameters, sort_keys=True, default=str)
     return _checked(name, content_hash(path.resolve()) if path.is_file() else "", key,
@@ -118,8 +109,8 @@ def _checked(name: str, _content: str, key: str, shipped: tuple) -> Optimizer:
 
 
 def probe(optimizer, where: str) -> None:
-    """One setup, init and update on a small well-conditioned least-squares problem on NumPy:
-    a broken file is refused here, in one line, before any data set is made or run started."""
+    """One setup, init and update on a small problem on NumPy: a broken file is refused in one
+    line before any data set is made."""
     problem = make_problem("synthetic", **PROBE)
     ops = PROBE_OPS[0]("float64")
     objective = make_objective(ops, problem_data(ops, problem, "data"), "data", problem.objective)
@@ -147,8 +138,8 @@ def call(where: str, what: str, method, *args):
 
 
 def check_state(where: str, what: str, state, before, shape) -> None:
-    """A NamedTuple with w, f and g at least (the loss and gradient at its iterate, which the
-    stopping rules read), the same fields as init's, w and g of w0's shape, f a scalar."""
+    """A NamedTuple with w, f and g at least (the stopping rules read them), of init's type,
+    w and g of w0's shape, f a scalar."""
     fields = getattr(state, "_fields", None)
     if not isinstance(state, tuple) or fields is None or not set(STATE_FIELDS) <= set(fields):
         raise InputError(f"{where}: {what} must return a NamedTuple with at least the fields "
