@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
@@ -94,16 +95,15 @@ class Value:
                     and (value > self.high or (self.high_open and value == self.high)))
 
 
-def integer(low: float | None = None, high: float | None = None, **kw) -> Value:
-    return Value("integer", low, high, **kw)
-
-
-def number(low: float | None = None, high: float | None = None, **kw) -> Value:
-    return Value("number", low, high, **kw)
-
-
-def positive(**kw) -> Value:
-    return Value("number", 0.0, low_open=True, **kw)
+# the kinds by name: integer(low, high), number(low, high), positive(), boolean(), names(),
+# path(), anything(), each also taking optional=True
+integer = partial(Value, "integer")
+number = partial(Value, "number")
+positive = partial(Value, "number", 0.0, low_open=True)
+boolean = partial(Value, "boolean")
+names = partial(Value, "names")
+path = partial(Value, "path")
+anything = partial(Value, "any")
 
 
 def fraction(closed_low: bool = True, **kw) -> Value:
@@ -111,24 +111,8 @@ def fraction(closed_low: bool = True, **kw) -> Value:
     return Value("number", 0.0, 1.0, low_open=not closed_low, high_open=True, **kw)
 
 
-def boolean(**kw) -> Value:
-    return Value("boolean", **kw)
-
-
 def choice(*choices, **kw) -> Value:
     return Value("choice", choices=tuple(choices), **kw)
-
-
-def names(**kw) -> Value:
-    return Value("names", **kw)
-
-
-def path(**kw) -> Value:
-    return Value("path", **kw)
-
-
-def anything(**kw) -> Value:
-    return Value("any", **kw)
 
 
 def check_values(where: str, values: dict, declared: dict[str, Value]) -> dict:
