@@ -1,12 +1,10 @@
 """The installed `convergence-study` command, and the only package the toolkit installs.
 
-The toolkit's own packages have common names (`datasets` is also Hugging Face's, in most ML
-environments), so they never go to the top of site-packages, where they would overwrite or
-shadow another project's packages or be shadowed by them: a regular install puts them inside
-this package (`convergence_study/_lib/study`, ..., mapped in setup.py), an editable one maps
-those names to the repository. The command puts that folder first on its own sys.path; the
-processes it starts get it first on PYTHONPATH (`study.sweep.interpreter`). In a checkout,
-`python -m study` needs none of this: the working directory comes first.
+The toolkit's own packages have common names (`datasets` is also Hugging Face's), so they never
+go to the top of site-packages: a regular install puts them inside this package
+(`convergence_study/_lib/study`, ..., mapped in setup.py), an editable one maps those names to
+the repository. The command puts that folder first on its own sys.path, and on PYTHONPATH for
+the processes it starts (`study.sweep.interpreter`).
 """
 
 from __future__ import annotations

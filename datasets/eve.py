@@ -1,14 +1,10 @@
 """A deterministic stand-in for the 1M-row EVE Online activity data of the original question.
 
-Four non-negative, heavy-tailed, mutually correlated count columns on very different scales,
-driven by one latent log-normal "activity" of a solar system, and the target hour_of_week
-(0..167) with a weak linear relation to them plus a lot of noise. Raw, the columns make a badly
-conditioned least-squares problem, as the original data did; standardized, a well-conditioned one.
-
-objective="logistic" derives a binary label from the same target: late_week = hour_of_week >= 84
-(the second half of the week), +1 or -1. It is the noisy linear target thresholded at the middle
-of its range, so the counts predict it weakly and the classes overlap heavily (not separable),
-as a logistic regression's classes should; lam defaults to 1/n.
+Four heavy-tailed, correlated count columns on very different scales, driven by one latent
+log-normal "activity", and the target hour_of_week (0..167) weakly linear in them plus much
+noise: raw, a badly conditioned least-squares problem, as the original data was; standardized,
+a well-conditioned one. objective="logistic" thresholds the target at the middle of the week
+(late_week, +1 or -1): weakly predicted, the classes overlap heavily; lam defaults to 1/n.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """Typed values checked at the edge, the one layer every check of a config value, data set
-parameter or hyperparameter goes through, with the same one-line messages everywhere:
-`<where>: <name> must be <what it may be>, got <the value>` (an InputError: exit 2).
-
-Our own small module rather than pydantic or attrs: those coerce ("1e4" becomes 1e4, 1 becomes
-True) where a study must refuse, their messages run to several lines, and what we need is a
-handful of kinds with ranges. A `Value` says what a value may be; `check` returns it (as a
-plain Python value) or raises.
+parameter or hyperparameter goes through: `<where>: <name> must be <what it may be>, got <the
+value>` (an InputError: exit 2). Not pydantic or attrs: they coerce ("1e4" becomes 1e4, 1
+becomes True) where a study must refuse, and their messages run to several lines.
 """
 
 from __future__ import annotations

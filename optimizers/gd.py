@@ -1,14 +1,11 @@
 """Full-batch gradient descent: a fixed step, the 1/L step, the original diagonal step, or a
 backtracking (Armijo) step.
 
-step="armijo" halves a trial step until f(w - a g) <= f(w) - 1e-4 a ||g||^2
-(optimizers.linesearch.armijo); the trial is twice the last accepted step (the first:
-learning_rate, 1 if not given), so the step can grow back. Its evaluations are counted.
-
-step="diag" is the original NumPy program's update `betas -= (gradient / gradient_two) / len(betas)`
-with gradient_two = 2 * sum(x^2): a Jacobi-preconditioned step damped by 1/d, which always
-converges on least squares. Its constant diagonal is formed once in setup rather than every step,
-which leaves the iterates unchanged.
+step="armijo" halves a trial step until sufficient decrease (optimizers.linesearch.armijo),
+trying twice the last accepted step (first learning_rate, else 1) so that it can grow back.
+step="diag" is the original NumPy program's `betas -= (gradient / gradient_two) / len(betas)`,
+gradient_two = 2 * sum(x^2): a Jacobi-preconditioned step damped by 1/d, which always converges
+on least squares; its constant diagonal is formed once in setup.
 """
 
 from __future__ import annotations
