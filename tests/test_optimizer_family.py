@@ -11,7 +11,7 @@ from test_optimizers import iterates
 from datasets import InputError, make_problem
 from datasets.problem import Problem
 from optimizers import build_rules, make_optimizer, run
-from optimizers.base import hessian_bounds
+from optimizers.momentum import hessian_bounds
 from optimizers.objective import make_objective, prepare_data, problem_data
 
 pytestmark = pytest.mark.numerical

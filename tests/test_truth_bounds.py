@@ -66,7 +66,7 @@ def test_an_overflowed_kappa_is_not_called_singular():
 
 
 def test_a_textbook_beta_that_rounds_to_one_waits_without_dividing_by_zero():
-    from optimizers.base import MAX_PATIENCE, MomentumStep
+    from optimizers.momentum import MAX_PATIENCE, MomentumStep
 
     assert MomentumStep(1e-3, 1.0, "textbook").settling("momentum").patience == MAX_PATIENCE
 
