@@ -1,8 +1,6 @@
-"""A Dask cluster's scheduler and workers import the toolkit's own packages (the runner sends
-them functions of `study.sweep.dask`): a sweep registers these plugins, which put the packages
-first on the path of the scheduler and of every worker (those that join later too), so a plain
-`dask scheduler` and `dask worker ADDRESS ...` in an environment where the toolkit is installed
-serve it."""
+"""Plugins a sweep registers on a Dask cluster to put the toolkit's packages first on the path
+of the scheduler and of every worker (later ones too), so that a plain `dask scheduler` and
+`dask worker ADDRESS` where the toolkit is installed serve it."""
 
 from __future__ import annotations
 

@@ -1,13 +1,9 @@
 """Array backends: the small set of operations the algorithms are written against.
 
-`ArrayOps` lists them. NumPy's, TensorFlow's, JAX's and PyTorch's ops provide every member
-(tests/test_structure.py checks, so a missing op fails a test, not a sweep). Most are the Array
-API standard's functions under NumPy's names (sqrt, abs, where, isfinite, maximum, minimum, the
-logical functions, matmul, reshape, transpose, sum, zeros, zeros_like, eye); the rest are ours
-because the standard has no equivalent or the layout matters: the data products (`data_*`, in
-the backend's own layout of X), `softplus`/`sigmoid` (stable forms), `solve_triangular`,
-`while_loop`/`cond` (compiled control flow), `push`, `strict_upper`, `diag_part`, `vdot`, and
-placement (`asarray`, `scalar`, `to_host`).
+`ArrayOps` lists them; every framework's ops provide each (tests/test_structure.py checks).
+Most are the Array API standard's functions under NumPy's names; the rest are ours where the
+standard has none or the layout matters: the data products (`data_*`, in the backend's own
+layout of X), stable `softplus`/`sigmoid`, compiled control flow and placement.
 """
 
 from __future__ import annotations
