@@ -48,21 +48,16 @@ def _declaration(name: str, _content: str) -> Dataset:
     if not callable(function) or isinstance(function, type):
         raise InputError(f"{where} is not a function returning X, y (or a DataFrame and its "
                          f"feature and label column names)")
-    parameters = {}
-    for parameter in inspect.signature(function).parameters.values():
-        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
-            continue
-        parameters[parameter.name] = typed(parameter.default)
-    declared = {**OWN, **parameters}
+    named = [p for p in inspect.signature(function).parameters.values()
+             if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    parameters = {p.name: typed(p.default) for p in named}
 
     def make(**params) -> Problem:
         return problem_from(name, function, parameters, params)
 
-    return Dataset(short_name(name), make, declared, seeded="seed" in parameters, objective=None,
-                   files=tuple(p for p in ("path",) if p in parameters),
-                   required=tuple(p.name for p in inspect.signature(function).parameters.values()
-                                  if p.default is p.empty and p.kind not in (
-                                      p.VAR_POSITIONAL, p.VAR_KEYWORD)))
+    return Dataset(short_name(name), make, {**OWN, **parameters}, seeded="seed" in parameters,
+                   objective=None, files=tuple(p for p in ("path",) if p in parameters),
+                   required=tuple(p.name for p in named if p.default is p.empty))
 
 
 def typed(default):
