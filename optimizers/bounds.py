@@ -262,19 +262,17 @@ def explain(name: str, prediction: Prediction, eps0: float, eps: float, *,
         text += (f", about {duration(prediction.iterations * seconds_per_iteration)} at the "
                  f"measured {seconds_per_iteration * 1e3:.3g} ms per iteration")
     what_ifs = []
-    if (not standardized and np.isfinite(kappa_standardized)
-            and kappa_standardized * 10 < prediction.kappa):
-        then = prediction.method(kappa_standardized, eps0, eps).iterations
+    for applies, method, kappa, what, how in (
+            (not standardized, prediction.method, kappa_standardized, "standardized columns",
+             "`--standardize`, `standardize = true`"),
+            (prediction.method is gradient_descent, diagonal_step, kappa_diag_step,
+             "GD's diagonal step", '`--step diag`, `step = "diag"`')):
+        if not (applies and np.isfinite(kappa) and kappa * 10 < prediction.kappa):
+            continue
+        then = method(kappa, eps0, eps).iterations
         if then is not None:
-            what_ifs.append(f"with standardized columns kappa = {kappa_standardized:.3g} and "
-                            f"about {count(then)} iterations (`--standardize`, "
-                            "`standardize = true`)")
-    if (prediction.method is gradient_descent and np.isfinite(kappa_diag_step)
-            and kappa_diag_step * 10 < prediction.kappa):
-        then = diagonal_step(kappa_diag_step, eps0, eps).iterations
-        if then is not None:
-            what_ifs.append(f"with GD's diagonal step kappa = {kappa_diag_step:.3g} and about "
-                            f"{count(then)} iterations (`--step diag`, `step = \"diag\"`)")
+            what_ifs.append(f"with {what} kappa = {kappa:.3g} and about {count(then)} "
+                            f"iterations ({how})")
     if what_ifs:
         text += "; " + "; ".join(what_ifs)
     return text + " (a prediction from the bound, not a measurement)."
