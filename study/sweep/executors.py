@@ -82,10 +82,16 @@ def gpu_visible(framework: str | None, python: str = sys.executable,
     return _GPU_ANSWERS[python, framework]
 
 
-def skip(job: Job, folder: ResultsFolder, reason: str) -> dict:
+def write_engine_row(job: Job, folder: ResultsFolder, status: str, message: str,
+                     **columns) -> None:
+    """The row of a run that measured nothing (skipped, or lost with its process)."""
     env = environment.collect()
-    folder.write_run({**base_row(job.request, job.spec), "status": "skipped", "message": reason,
-                      **env, "env_fingerprint": environment.fingerprint(env)})
+    folder.write_run({**base_row(job.request, job.spec), **columns, "status": status,
+                      "message": message, **env, "env_fingerprint": environment.fingerprint(env)})
+
+
+def skip(job: Job, folder: ResultsFolder, reason: str) -> dict:
+    write_engine_row(job, folder, "skipped", reason)
     return {"status": "skipped", "wall_seconds": 0.0}
 
 
@@ -123,15 +129,10 @@ class LocalExecutor:
         return folder.logs_dir / f"server-{framework or 'numpy'}.log"
 
     def server(self, job: Job, folder: ResultsFolder) -> ForkServer:
-        server = self.servers.get(job.preload)
-        if server is None or not server.alive:
-            if server is not None:
-                server.close()
-            server = ForkServer(job.preload, self.python,
-                                log=self.server_log(job.framework, folder))
-            server.start()
-            self.servers[job.preload] = server
-        return server
+        for server in self.launch([job], folder):
+            self.starting.remove(server)
+            server.wait_ready()
+        return self.servers[job.preload]
 
     def launch(self, jobs, folder: ResultsFolder) -> list[ForkServer]:
         """Start every warm process the jobs need that is not running, without waiting for
@@ -139,8 +140,11 @@ class LocalExecutor:
         helper), so that their imports overlap it."""
         launched = []
         for job in {job.preload: job for job in jobs}.values():
-            if job.preload in self.servers and self.servers[job.preload].alive:
+            old = self.servers.get(job.preload)
+            if old is not None and old.alive:
                 continue
+            if old is not None:
+                old.close()
             server = ForkServer(job.preload, self.python,
                                 log=self.server_log(job.framework, folder))
             server.launch()
@@ -190,10 +194,7 @@ class LocalExecutor:
                 broken = self.servers.pop(job.preload, None)
                 if broken is not None:
                     broken.close()
-                env = environment.collect()
-                folder.write_run({**base_row(job.request, job.spec), "status": "error",
-                                  "message": f"{exc}; see {folder.logs_dir}", **env,
-                                  "env_fingerprint": environment.fingerprint(env)})
+                write_engine_row(job, folder, "error", f"{exc}; see {folder.logs_dir}")
                 outcome = {"status": "error", "wall_seconds": None}
             yield job, outcome
 

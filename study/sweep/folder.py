@@ -20,6 +20,7 @@ import fcntl
 import json
 import os
 import shutil
+import sys
 import uuid
 from pathlib import Path
 
@@ -171,9 +172,10 @@ class ResultsFolder:
         self._rows[path] = (identity, frame)
         return frame
 
-    def scan(self, report=print) -> pd.DataFrame:
+    def scan(self, report=None) -> pd.DataFrame:
         """Every readable finished row; an unreadable file is moved to runs/damaged/ with one
-        line said about it, and its run counts as not done (it is measured again)."""
+        line said about it (on stderr by default), and its run is measured again."""
+        report = report or (lambda line: print(line, file=sys.stderr))
         frames = []
         for run_id, path in sorted(self.row_files().items()):
             try:
