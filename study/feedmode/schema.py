@@ -8,7 +8,7 @@ is already in host memory and the fetch is a conversion, near zero (often zero-c
 
 from __future__ import annotations
 
-from study.sweep.schema import ENGINE, Column, Schema
+from study.sweep.schema import ENGINE, Column, Schema, side_table
 
 RUN_COLUMNS = Schema("runs", (
     Column("mode", "str", "how the input reaches the network (see study.feedmode.model.MODES)"),
@@ -67,14 +67,14 @@ RUN_COLUMNS = Schema("runs", (
 
 SCHEMA = ENGINE + RUN_COLUMNS
 
-CALLS = Schema("calls", (
-    Column("run_id", "str", "the run"),
+CALLS = side_table(
+    "calls",
     Column("call", "int", "0 = the first call, then 1, 2, ..."),
     Column("kind", "str", "first or steady"),
     Column("seconds", "float", "the call, result on the host: compute_seconds + fetch_seconds"),
     Column("compute_seconds", "float", "the call with its output left on the device "
                                        "(synchronised)"),
     Column("fetch_seconds", "float", "the output's copy to the host as a NumPy array"),
-), required=("run_id", "call", "kind", "seconds"))
+    required=("call", "kind", "seconds"))
 
 SIDE_TABLES = {"calls": CALLS}
