@@ -80,12 +80,17 @@ def recovery(folder: Path) -> str:
             f"{folder / 'runs'}")
 
 
+def owner(folder: Path, key: str):
+    """A value of the folder's study.json (the config that owns it), None where unreadable."""
+    try:
+        return json.loads((folder / "study.json").read_text()).get(key)
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 def study_kind(folder: Path, expected: str | None = None) -> str:
     check_kind(folder / "study.json")  # a FIFO there would hold every reader forever
-    try:
-        kind = json.loads((folder / "study.json").read_text()).get("kind")
-    except (OSError, ValueError, AttributeError):
-        kind = None
+    kind = owner(folder, "kind")
     if kind is None and (folder / "runs.parquet").is_file():
         try:
             kinds = pd.read_parquet(folder / "runs.parquet", columns=["kind"])["kind"].dropna()
@@ -120,10 +125,7 @@ def load(folder, expected_kind: str | None = None) -> Results:
 def note_inputs(folder: Path, versions: dict) -> None:
     """No output of a command reading the folder may replace its config or the data and model
     files its rows hashed."""
-    try:
-        source = json.loads((folder / "study.json").read_text()).get("source")
-    except (OSError, ValueError, AttributeError):
-        source = None
+    source = owner(folder, "source")
     reading(folder, source if isinstance(source, str) else None,
             *(path for path in versions if Path(path).is_absolute()))
 
@@ -159,10 +161,7 @@ def check_times(table: pd.DataFrame, path, recover: str) -> None:
 def check_belongs(runs: pd.DataFrame, folder: Path) -> None:
     """Refuse a runs table that is not this folder's: rows of another study than study.json
     names, or rows with no run file of their own in runs/ (copied in from elsewhere)."""
-    try:
-        name = json.loads((folder / "study.json").read_text()).get("name")
-    except (OSError, ValueError, AttributeError):
-        name = None
+    name = owner(folder, "name")
     if name is not None and "study" in runs:
         others = sorted({str(s) for s in runs["study"].dropna()} - {name})
         if others:

@@ -1,10 +1,6 @@
-"""The feed-mode study's tables: one row per run and one row per timed call.
-
-Every call is timed in two parts (see study.feedmode.measure): *compute*, the call with its
-output left on the device it was computed on, the device synchronised; *fetch*, that output
-copied to the host as a NumPy array. A call's seconds are compute + fetch. On the CPU the output
-is already in host memory and the fetch is a conversion, near zero (often zero-copy).
-"""
+"""The feed-mode study's tables: one row per run and one row per timed call, each call timed as
+*compute* (output left on the device, synchronised) plus *fetch* (its copy to the host; on the
+CPU a conversion, near zero)."""
 
 from __future__ import annotations
 

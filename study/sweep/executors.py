@@ -54,13 +54,10 @@ class GpuProbe:
         try:
             out, _ = self.proc.communicate(timeout=GPU_PROBE_SECONDS)
             return self.proc.returncode == 0 and int(out.strip().splitlines()[-1]) > 0
-        except subprocess.TimeoutExpired:
-            print(f"the {self.framework} GPU count did not come within {GPU_PROBE_SECONDS} s; "
-                  "its GPU runs are taken as having no GPU", file=sys.stderr)
-            self.proc.kill()
-            self.proc.wait()
-            return False
-        except (subprocess.SubprocessError, ValueError, IndexError):
+        except (subprocess.SubprocessError, ValueError, IndexError) as exc:
+            if isinstance(exc, subprocess.TimeoutExpired):
+                print(f"the {self.framework} GPU count did not come within {GPU_PROBE_SECONDS} "
+                      "s; its GPU runs are taken as having no GPU", file=sys.stderr)
             self.proc.kill()
             self.proc.wait()
             return False

@@ -8,10 +8,8 @@ only judged on windows of half a second or more). A run is flagged `noisy` when
 
   - its calibration is more than CALIBRATION_LIMIT times the sweep's median, or
   - its threads waited for a CPU more than WAIT_LIMIT of the window while other processes used
-    at least OTHERS_WAITING cores (a multi-threaded run's threads also queue behind each other:
-    TensorFlow's gd on 2 cores waits 30-40% with nothing else running, which is not noise), or
+    at least OTHERS_WAITING cores (a multi-threaded run's threads also queue behind each other), or
   - other processes used more than OTHERS_LIMIT cores during a window of >= OTHERS_MIN_WINDOW s.
-
 A noisy run is kept (and said so); `study run --remeasure-noisy` measures it again.
 """
 
