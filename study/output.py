@@ -19,9 +19,7 @@ from datasets.files import kind_of
 from study import interrupts
 
 files_written = 0  # by this process: what an interrupted command says it leaves
-# Every file and folder the command reads (its model, data, config, --initial, results folders),
-# noted by `reading` where it is known: every output check and every write refuses to replace
-# one, whatever flag names the output.
+# Every file and folder the command reads, noted by `reading`: no output may replace one.
 inputs: list[Path] = []
 
 
@@ -35,9 +33,8 @@ class ResultsWriteError(OSError):
     """Results could not be written (disk full, read-only folder): what is done stays intact."""
 
 
-# What marks a study's results folder (study/sweep/folder.py): its study.json (`claim`) beside
-# its runs (a name as plain as study.json alone could be a project's own file). Only the sweep
-# that owns the folder writes there, so no output flag of any command may point into one.
+# What marks a study's results folder: its study.json beside its runs. Only the sweep that owns
+# the folder writes there, so no output flag of any command may point into one.
 RESULTS_MARKER = "study.json"
 RUNS_MARKERS = ("runs", "runs.parquet")
 

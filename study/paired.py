@@ -117,15 +117,12 @@ class Comparison:
             return (f"{a} over {b}: {quantity} ratio {_times(self.ratio)} ({where}), but "
                     f"measured on a busy machine ({self.noisy} of {self.measured} runs flagged "
                     "noisy), so no verdict; `--remeasure-noisy` measures them again")
+        if np.isinf(self.ratio):
+            how = f"95% interval of the ratio {self.ci()}" if self.has_interval else self.method
+            return f"{a} did not finish where {b} did on most of the {where} ({how})"
         if not self.has_interval:
-            if np.isinf(self.ratio):
-                return (f"{a} did not finish where {b} did on most of the {where} "
-                        f"({self.method})")
             return (f"{a} over {b}: {quantity} ratio {_times(self.ratio)} ({where}): "
                     f"{self.method}, so no verdict")
-        if np.isinf(self.ratio):
-            return (f"{a} did not finish where {b} did on most of the {where} "
-                    f"(95% interval of the ratio {self.ci()})")
         if not self.distinguishable:
             return (f"{a} and {b}: not distinguishable ({quantity} ratio {_times(self.ratio)}, "
                     f"95% interval {self.ci()}, {where})")

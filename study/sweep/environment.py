@@ -61,18 +61,15 @@ def _gpus() -> tuple[str | None, str | None]:
 def _blas() -> tuple[str, str | None]:
     """The BLAS libraries loaded and the kernel each chose for this CPU (OpenBLAS picks
     SkylakeX, Haswell, Zen ... at load time, several times faster with one than another)."""
-    try:
-        import scipy.linalg  # noqa: F401 -- load SciPy's BLAS too, so every process reads alike
-        from threadpoolctl import threadpool_info
+    import scipy.linalg  # noqa: F401 -- load SciPy's BLAS too, so every process reads alike
+    from threadpoolctl import threadpool_info
 
-        blas = [i for i in threadpool_info() if i.get("user_api") == "blas"]
-        libs = sorted({f"{i['internal_api']} {i.get('version') or ''} ({i['num_threads']} "
-                       f"threads)" for i in blas})
-        kernels = sorted({str(i["architecture"]) for i in blas if i.get("architecture")})
-        if libs:
-            return "; ".join(libs), "; ".join(kernels) or None
-    except ImportError:
-        pass
+    blas = [i for i in threadpool_info() if i.get("user_api") == "blas"]
+    libs = sorted({f"{i['internal_api']} {i.get('version') or ''} ({i['num_threads']} threads)"
+                   for i in blas})
+    kernels = sorted({str(i["architecture"]) for i in blas if i.get("architecture")})
+    if libs:
+        return "; ".join(libs), "; ".join(kernels) or None
     import numpy as np
 
     config = np.show_config(mode="dicts") or {}

@@ -118,10 +118,6 @@ class LocalExecutor:
     def env_fingerprints(self) -> set[str]:
         return {environment.fingerprint()}
 
-    @staticmethod
-    def server_log(framework: str | None, folder: ResultsFolder):
-        return folder.logs_dir / f"server-{framework or 'numpy'}.log"
-
     def server(self, job: Job, folder: ResultsFolder) -> ForkServer:
         for server in self.launch([job], folder):
             self.starting.remove(server)
@@ -139,7 +135,7 @@ class LocalExecutor:
             if old is not None:
                 old.close()
             server = ForkServer(job.preload, self.python,
-                                log=self.server_log(job.framework, folder))
+                                log=folder.logs_dir / f"server-{job.framework or 'numpy'}.log")
             server.launch()
             launched.append(server)
             self.servers[job.preload] = server

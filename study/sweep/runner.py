@@ -153,9 +153,8 @@ def run_study(study: Study, out_dir, *, only=None, retry_failed: bool = False,
         except OSError as exc:
             raise ResultsWriteError(f"cannot use results folder '{folder.root}': {exc}") \
                 from None
-        # The bar is for a person at a terminal; in a log file it would be a line per update.
-        # Its time left is ours (study.sweep.run_times), not tqdm's runs-per-second rate: runs
-        # of one sweep differ a hundredfold, and their order is shuffled.
+        # A bar at a terminal only; its time left is ours (study.sweep.run_times), not tqdm's
+        # rate: runs of one sweep differ a hundredfold, and their order is shuffled.
         bar = tqdm(total=0, disable=quiet or not sys.stderr.isatty(), unit="run",
                    dynamic_ncols=True, file=sys.stderr,
                    bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]")

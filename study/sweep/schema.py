@@ -123,20 +123,15 @@ class Schema:
                                  f"{str(exc).splitlines()[0]}{tail}") from None
 
 
+CONVERT = {"bool": bool, "int": int, "float": float}
+
+
 def _coerce(value, column: Column):
     if column.kind == "any" or value is None:
         return value
     if _missing(value):
         return None
-    if column.kind == "str":
-        return value
-    if column.kind == "bool":
-        return bool(value)
-    if column.kind == "int":
-        return int(value)
-    if column.kind == "float":
-        return float(value)
-    return value
+    return CONVERT[column.kind](value) if column.kind in CONVERT else value
 
 
 def _missing(value) -> bool:
