@@ -118,24 +118,30 @@ class LocalExecutor:
     def env_fingerprints(self) -> set[str]:
         return {environment.fingerprint()}
 
+    @staticmethod
+    def server_log(framework: str | None, folder: ResultsFolder):
+        return folder.logs_dir / f"server-{framework or 'numpy'}.log"
+
     def server(self, job: Job, folder: ResultsFolder) -> ForkServer:
-        for server in self.launch([job], folder):
-            self.starting.remove(server)
-            server.wait_ready()
-        return self.servers[job.preload]
+        server = self.servers.get(job.preload)
+        if server is None or not server.alive:
+            if server is not None:
+                server.close()
+            server = ForkServer(job.preload, self.python,
+                                log=self.server_log(job.framework, folder))
+            server.start()
+            self.servers[job.preload] = server
+        return server
 
     def launch(self, jobs, folder: ResultsFolder) -> list[ForkServer]:
         """Start every warm process the jobs need that is not running, without waiting for
         them: their imports overlap the sweep's preparation."""
         launched = []
         for job in {job.preload: job for job in jobs}.values():
-            old = self.servers.get(job.preload)
-            if old is not None and old.alive:
+            if job.preload in self.servers and self.servers[job.preload].alive:
                 continue
-            if old is not None:
-                old.close()
             server = ForkServer(job.preload, self.python,
-                                log=folder.logs_dir / f"server-{job.framework or 'numpy'}.log")
+                                log=self.server_log(job.framework, folder))
             server.launch()
             launched.append(server)
             self.servers[job.preload] = server
