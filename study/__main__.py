@@ -39,8 +39,7 @@ COMMANDS = {
 
 
 def check_integers(parser: argparse.ArgumentParser, values: dict) -> None:
-    """Every integer given is stored in a 64-bit column (seeds, sizes, budgets): one that does
-    not fit is a usage error, not a traceback after the run."""
+    """Every integer given is stored in a 64-bit column: one that does not fit is a usage error."""
     for name, value in values.items():
         for item in value if isinstance(value, list) else [value]:
             if isinstance(item, int) and not -2**63 <= item < 2**63:
@@ -49,8 +48,7 @@ def check_integers(parser: argparse.ArgumentParser, values: dict) -> None:
 
 
 class StoreOnce(argparse.Action):
-    """argparse's plain store, except that an option given twice is an error: argparse keeps
-    the last (`--features a --features b` ran on b alone, `--seed 1 --seed 2` on seed 2)."""
+    """argparse's plain store, except that an option given twice is an error (not the last)."""
 
     given = False
 
@@ -62,8 +60,7 @@ class StoreOnce(argparse.Action):
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line (and still exit status 2), and an option given
-    twice is one (see StoreOnce)."""
+    """argparse, but a usage error is one line (exit status 2), an option given twice one too."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -79,7 +76,7 @@ def chosen_command(argv) -> str | None:
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The parser, with the arguments of `command` only (its module is imported for them)."""
+    """The parser, with the arguments of `command` only (only its module is imported)."""
     parser = Parser(prog="convergence-study", description=__doc__.splitlines()[0])
     parser.add_argument("--verbose", action="store_true",
                         help="show TensorFlow's and Dask's own log messages on the terminal")
@@ -151,8 +148,7 @@ def _files_written() -> int:
 
 
 def _interrupt_behind(exc: BaseException) -> KeyboardInterrupt | None:
-    """The Ctrl-C (or SIGTERM) behind an exception: an extension module's import turns one
-    into "ImportError: initialization failed"."""
+    """The Ctrl-C (or SIGTERM) behind an exception (an import turns one into an ImportError)."""
     while exc is not None:
         if isinstance(exc, KeyboardInterrupt):
             return exc
@@ -161,12 +157,9 @@ def _interrupt_behind(exc: BaseException) -> KeyboardInterrupt | None:
 
 
 class ReaderMayLeave:
-    """stdout or stderr, except that once its reader has gone (`| head -1`, a pager quit) what
-    is printed goes to /dev/null and the command carries on: a BrokenPipeError raised by a
-    print would otherwise end it with a traceback before the files it was about to write (the
-    summary is printed before the --out files). The exit status stays the command's own, 0
-    when its work is done, rather than 141 (SIGPIPE): its files are complete, and a Makefile
-    line with `pipefail` that reads one line of it does not fail."""
+    """stdout or stderr, except that once its reader has gone (`| head -1`) what is printed goes
+    to /dev/null and the command carries on to write its files (the summary comes before the
+    --out files) and exits with its own status, not 141 (SIGPIPE)."""
 
     def __init__(self, stream):
         self._stream = stream
@@ -203,10 +196,8 @@ def run() -> None:
         code = _interrupted(chosen_command(sys.argv[1:]), exc, _files_written())
     interrupts.ignore_from_now()
     if code in (130, 143):
-        # Interrupted and cleaned up. CPython marks a KeyboardInterrupt that passed through
-        # certain C calls (an import, say) as unhandled even though it was caught here, and
-        # would end the process by SIGINT: leave with the status that was said instead. A
-        # worker thread still in a compiled loop (optimizers.interruptible) ends with it.
+        # CPython would end the process by SIGINT after a KeyboardInterrupt that passed through
+        # certain C calls (an import), caught or not: leave with the status that was said.
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)

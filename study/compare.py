@@ -2,11 +2,8 @@
 machines, two commits, two environments).
 
 First what differs between the two (fingerprints, machine, versions, commits); then each
-configuration's time in B over A, paired on the instances both ran, with its interval
-(study.paired), the changes the interval calls distinguishable marked; then each conclusion the
-report states (study.conclusions), derived in both: held (the same claim), changed (two claims,
-each backed by an interval, that differ) or cannot be told apart (they differ, and at least one
-side's interval holds 1, so the runs cannot say whether it changed).
+configuration's time in B over A, paired on the instances both ran (study.paired); then each
+conclusion the report states, derived in both: held, changed, or cannot be told apart.
 """
 
 from __future__ import annotations
@@ -44,9 +41,8 @@ class Change:
 # ---- pairing configurations -------------------------------------------------------------------
 
 def measurements(results: Results) -> tuple[pd.DataFrame, list[str], dict[str, str]]:
-    """The rows to pair, with a `config` label per row: (rows, instance columns, quantity
-    name -> column), from the study's plugin (`pairs`). A run that failed counts as infinite
-    time (study.paired)."""
+    """(rows with a `config` label, instance columns, quantity name -> column): the plugin's
+    `pairs`."""
     found = results.plugin.pairs(results.runs[results.runs["status"] != "skipped"])
     if found is None:
         raise InputError(f"'{results.folder}': a {results.kind} study has nothing to compare")
@@ -54,10 +50,8 @@ def measurements(results: Results) -> tuple[pd.DataFrame, list[str], dict[str, s
 
 
 def configuration_changes(a: Results, b: Results) -> tuple[list[Change], list[str], list[str]]:
-    """Each configuration both ran, B over A; and the configurations only A, only B ran. Where the
-    study's plugin says FIRST_REACHED (regression, train) the quantity is the time to the
-    target, or the time per iteration (step) where neither reached the target (so a slower step
-    still shows)."""
+    """Each configuration both ran, B over A; and the configurations only A, only B ran. With
+    the plugin's FIRST_REACHED, the time to the target, or per step where neither reached it."""
     rows_a, instance, quantities = measurements(a)
     rows_b, _, _ = measurements(b)
     groups_a = dict(tuple(rows_a.groupby("config", sort=True)))
@@ -106,9 +100,8 @@ def _values(runs: pd.DataFrame, column: str) -> str:
 
 
 def changed_files(a: Results, b: Results) -> tuple[str, str]:
-    """The source files whose content differs between the code that measured A and B (or
-    that only one used), as each side's short digests; 'the same' where none does."""
-
+    """The source files that differ between the code that measured A and B, with each side's
+    short digests."""
     files_a, files_b = code_versions(a.runs, a.folder), code_versions(b.runs, b.folder)
     if not files_a or not files_b:
         return "not recorded", "not recorded"
@@ -123,8 +116,7 @@ def changed_files(a: Results, b: Results) -> tuple[str, str]:
 
 
 def differences(a: Results, b: Results) -> tuple[list[tuple[str, str, str]], list[str]]:
-    """[(item, A's value, B's value)] for what differs, then the names of what is the same:
-    fingerprints, commit, and every env_* column (machine, BLAS, versions, threads)."""
+    """[(item, A's value, B's value)] for what differs, then the names of what is the same."""
     items = [("code fingerprint", a.code, b.code), ("code files", *changed_files(a, b))]
     items += [(name, _values(a.runs, column), _values(b.runs, column)) for name, column in
               (("environment fingerprint", "env_fingerprint"), ("git commit", "env_git_commit"))]
@@ -170,7 +162,6 @@ class FolderComparison:
 
 
 def compare_folders(folder_a, folder_b) -> FolderComparison:
-    """Two results folders of one study, checked (study.results.load), paired and concluded."""
     a, b = load(folder_a), load(folder_b)
     check_comparable(a, b)
     changes, only_a, only_b = configuration_changes(a, b)
@@ -307,8 +298,8 @@ def markdown_report(result: FolderComparison) -> str:
 
 
 def figure(result: FolderComparison):
-    """B over A per configuration with its interval, sorted, on a log axis: distinguishable
-    changes in colour; past FIGURE_ROWS, the changes closest to 1 are left out (and counted)."""
+    """B over A per configuration with its interval, on a log axis; past FIGURE_ROWS, the
+    changes closest to 1 are left out (and counted)."""
     import matplotlib.pyplot as plt
 
     from study.figures import log_axis  # heavy: matplotlib

@@ -1,11 +1,9 @@
 """The conclusions a report states, as data, derived from the results tables in one place.
 
 Each conclusion has an id that names the same question in any results folder of the study, a
-sentence in the paired wording ("not distinguishable" where the interval holds 1), the paired
-comparison behind it (ratio and interval, from study.paired), what it claims (a direction or a
-winner) and whether an interval backs the claim, and the report anchor of its evidence. The
-report opens with the ones marked `answer`; `study compare` derives them in two folders and says
-which held.
+sentence, the paired comparison behind it (study.paired), what it claims and whether an interval
+backs the claim, and the report anchor of its evidence. The report opens with the ones marked
+`answer`; `study compare` derives them in two folders and says which held.
 """
 
 from __future__ import annotations
@@ -38,16 +36,15 @@ class Conclusion:
 
 
 def conclusions(results) -> list[Conclusion]:
-    """The conclusions of one results folder (study.results.Results), each answer with its
-    sequential verdict. The study's plugin derives them (its `conclusions` hook)."""
+    """The study plugin's conclusions of one results folder, each answer with its sequential
+    verdict."""
     state = stop_reasons(results.folder)
     return [with_verdict(c, state.get("margin", MARGIN), state.get("stopped", {}))
-            for c in _conclusions(results)]
+            for c in results.plugin.conclusions(results.runs, results.folder.name)]
 
 
 def stop_reasons(folder) -> dict:
-    """The folder's adaptive.json (study.sweep.adaptive writes it): margin, max_instances and
-    why each undecided answer stopped; {} where there is none (a sweep from before it)."""
+    """The folder's adaptive.json (study.sweep.adaptive): why each undecided answer stopped."""
     try:
         found = json.loads((Path(folder) / ADAPTIVE_STATE).read_text())
     except (OSError, ValueError):
@@ -57,10 +54,8 @@ def stop_reasons(folder) -> dict:
 
 def with_verdict(c: Conclusion, margin: float = MARGIN, stopped: dict | None = None
                  ) -> Conclusion:
-    """An answer with a comparison, with the confidence sequence's verdict on it, said at the
-    end of its sentence with the instances it took and why it stopped there (`stopped`, from
-    the runner's adaptive.json: the instance cap, the time budget, ...; else the planned
-    design)."""
+    """An answer with the confidence sequence's verdict said at the end of its sentence, with
+    why it stopped there (`stopped`: the instance cap, the time budget, ...)."""
     if not c.answer or c.comparison is None:
         return c
     verdict = sequential_verdict(c.comparison, margin)
@@ -70,14 +65,9 @@ def with_verdict(c: Conclusion, margin: float = MARGIN, stopped: dict | None = N
     return replace(c, sentence=f"{c.sentence} Verdict: {verdict.text()}.", verdict=verdict)
 
 
-def _conclusions(results) -> list[Conclusion]:
-    """The study's own (its plugin's `conclusions`)."""
-    return results.plugin.conclusions(results.runs, results.folder.name)
-
 
 def direction(c: Comparison) -> tuple[str, bool]:
-    """(claim, firm) of a paired ratio A/B: A took less or more, or not distinguishable; no
-    verdict where most of its runs were measured on a busy machine (study.paired)."""
+    """(claim, firm) of a paired ratio A/B: less or more time, not distinguishable, or busy."""
     if c.busy:
         return BUSY, False
     if not c.distinguishable:

@@ -24,11 +24,9 @@ STYLE = {"style": "whitegrid", "context": "paper", "font_scale": 1.1}
 
 def log_axis(axis) -> None:
     """A log axis that stays legible at any span: over two decades or more, labels at the
-    decades only (minor labels crowd); over a shorter span, ticks at 1, 2 and 5 times the
-    decades labelled as plain numbers (0.2, 0.5, 1, 1000), so that it still has a few readable ones;
-    over a span too short for two of those (0.0137 to 0.0155), three round plain values.
-    Decided when drawn, from the axis's final limits. No minor ticks: the style draws neither
-    tick marks nor minor grid lines, and placing them cost most of a many-panel figure."""
+    decades only; over a shorter span, plain numbers at 1, 2 and 5 times the decades, or three
+    round values where fewer fit; decided when drawn. No minor ticks: the style draws none, and
+    placing them cost most of a many-panel figure."""
     from matplotlib.ticker import LogFormatterSciNotation, LogLocator, MaxNLocator, NullLocator
 
     def short(view) -> bool:
@@ -68,9 +66,8 @@ def log_axis(axis) -> None:
 
 
 def legend_outside(ax, below: bool = False, gap: float = 0.55, **kwargs):
-    """The panel's legend, made from its labelled artists (a seaborn legend's title kept),
-    outside the data: to the right of the panel or, `below`, `gap` inches under it (room for
-    the tick labels and the x label). tight_layout makes room for it."""
+    """The panel's legend outside the data: to the right of the panel or, `below`, `gap` inches
+    under it (room for the tick labels and the x label)."""
     from matplotlib.transforms import ScaledTranslation
 
     if below:
@@ -85,8 +82,7 @@ def legend_outside(ax, below: bool = False, gap: float = 0.55, **kwargs):
 
 
 def panel_title(text: str, width: int = 44) -> str:
-    """A data set's label (e.g. `synthetic(d=20,kappa=10000.0,n=50000)`) wrapped at its commas,
-    so that the titles of panels side by side do not run into each other."""
+    """A data set's label wrapped at its commas, so that panels' titles do not run together."""
     import textwrap
 
     return textwrap.fill(text.replace(",", ", "), width, break_long_words=False,
@@ -96,12 +92,9 @@ def panel_title(text: str, width: int = 44) -> str:
 def save(fig, folder: Path, name: str) -> list[Path]:
     """The figure as PNG and SVG, both written whole or neither, cropped to what is drawn.
 
-    Each layout pass of a many-panel figure takes seconds, so the crop is measured once for
-    both formats (bbox_inches="tight" measures it again in each savefig), and the inert layout
-    engine that `tight_layout` leaves behind is dropped (savefig lays the whole figure out
-    once more for any engine, even one that does nothing). The crop is measured at the PNG's
-    resolution: text is wider at 110 dpi than at the default 100, and a crop measured at 100
-    cut the first letters off the longest tick labels."""
+    A layout pass of a many-panel figure takes seconds, so the crop is measured once for both
+    formats, at the PNG's resolution (text is wider at 110 dpi than at 100), and the inert layout
+    engine `tight_layout` leaves is dropped (savefig would lay the figure out again for it)."""
     from matplotlib.layout_engine import PlaceHolderLayoutEngine
 
     paths = [folder / f"{name}.png", folder / f"{name}.svg"]

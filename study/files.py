@@ -1,14 +1,11 @@
 """`python -m study files CONFIG [--drawn | --report | --make]`: the project files a study
-config's results, figures or report are made from, one line, for the Makefile's prerequisites
-(so that it keeps no file list by hand). The config is expanded and its plugin asked for its
-`code_files`, and the drawing code is found by reading its imports (never importing them).
+config's results, figures or report are made from, one line, for the Makefile's prerequisites.
 
-- default: the union of the plugin's `code_files` over the config's runs (what measured them);
+- default: the union of the plugin's `code_files` over the config's runs;
 - `--drawn`: the project modules the figures command and the plugin's `FIGURES_MODULE` import,
   transitively (read with `ast`, never imported);
 - `--report`: the same for the report builder and the plugin's `REPORT_MODULE`;
-- `--make`: all three in one line for make, `NAME.measured=A,B NAME.drawn=... report=...` (NAME
-  the config file's stem, `report` over every config given), so one process answers them all.
+- `--make`: all three in one line, `NAME.measured=A,B NAME.drawn=... report=...`.
 """
 
 from __future__ import annotations
@@ -46,8 +43,7 @@ def module_file(name: str) -> str | None:
 
 
 def imported_files(modules) -> list[str]:
-    """The project files of `modules` and of every project module they import, at any depth
-    (imports inside functions included), with the packages above each."""
+    """The project files of `modules` and of every project module they import, at any depth."""
     seen: set[str] = set()
     todo = list(modules)
     while todo:

@@ -1,15 +1,12 @@
 """Ctrl-C, SIGTERM and SIGHUP in a command's own process: each raises where Python is, and is
 remembered.
 
-A library can swallow the exception a handler raises: one raised inside a destructor (tqdm's
-`__del__`, TensorFlow's cleanup of a function) or a garbage-collector callback (JAX's, while
-JAX is imported) is printed as "Exception ignored" and dropped, and the command would go on as
-if nothing had happened (a train run its whole budget). So a swallowed interrupt is delivered
-again at once (`_unraisable`): its handler runs at the next line of ordinary Python, wherever
-the command is (the next step of a loop), as if the signal had come a moment later. The signal
-is also recorded, and the command asks for it again (`check`) before it replaces an output file
-(`study.output`), between the runs of a bench or a sweep, and when it ends: an interrupted
-command never exits 0 and never replaces finished outputs, wherever the exception was lost.
+An exception raised inside a destructor (tqdm's `__del__`) or a garbage-collector callback
+(JAX's) is printed as "Exception ignored" and dropped, and the command would go on as if nothing
+had happened. So a swallowed interrupt is delivered again at once (`_unraisable`), as if the
+signal had come a moment later; and the signal is recorded and asked for again (`check`) before
+an output file is replaced, between runs, and at the end: an interrupted command never exits 0
+and never replaces finished outputs.
 """
 
 from __future__ import annotations
@@ -41,10 +38,9 @@ def install() -> None:
 
 
 def ignore_from_now() -> None:
-    """The command is over: a signal from here on arrives too late to stop anything, and is
-    ignored (by every thread, through the interpreter's exit: Python gives its own handlers
-    back to the system as it ends, and a SIGTERM then would kill the process). Only where
-    `install` was called: a test calling a command in its own process keeps its Ctrl-C."""
+    """The command is over: a later signal is ignored (Python gives its handlers back to the
+    system as it exits, and a SIGTERM then would kill the process). Only after `install`: a
+    test calling a command in its own process keeps its Ctrl-C."""
     if _installed:
         for sig in SIGNALS:
             signal.signal(sig, signal.SIG_IGN)
@@ -101,10 +97,8 @@ def finishing():
 
 
 def _unraisable(unraisable) -> None:
-    """An interrupt swallowed by a destructor or a gc callback is sent again to this process,
-    unless another one is already on its way up (the command is ending): its handler raises it
-    at the next line of ordinary Python, and if that is again in a callback, it comes back
-    here. Python's "Exception ignored in ..." report of it would only be noise."""
+    """An interrupt swallowed by a destructor or a gc callback is sent again, unless another is
+    already on its way up; Python's "Exception ignored in ..." report of it is dropped."""
     global _in_flight
     if isinstance(unraisable.exc_value, KeyboardInterrupt) and _received:
         _in_flight -= 1

@@ -1,10 +1,8 @@
 """Writing result files so that a reader never sees a partial one: temporary name, then rename.
 
-Every file the toolkit writes (records, traces, tables, CSVs, figures, reports, logs) goes
-through `write_atomic` or `write_files_atomic`: a failed write (disk full, read-only folder)
-leaves the old file or nothing, and says which file in one line. Once the command has been
-interrupted (`study.interrupts`), nothing more is written: a bench or a run cut short never
-replaces finished outputs, even where a library swallowed the interrupt.
+A failed write (disk full, read-only folder) leaves the old file or nothing, and says which file
+in one line. Once the command has been interrupted (`study.interrupts`), nothing more is
+written, even where a library swallowed the interrupt.
 """
 
 from __future__ import annotations
@@ -21,35 +19,29 @@ from datasets.files import kind_of
 from study import interrupts
 
 files_written = 0  # by this process: what an interrupted command says it leaves
-# Every file and folder the command reads (its model, data, config, --initial, results folders),
-# noted by `reading` where it is known: every output check and every write refuses to replace
-# one, whatever flag names the output.
+# Every file and folder the command reads, noted by `reading`: no output may replace one.
 inputs: list[Path] = []
 
 
 def reading(*paths) -> None:
-    """Note files or folders this command reads (None or a name not there is skipped): no
-    output may replace one."""
+    """Note files or folders this command reads (None or a name not there is skipped)."""
     inputs.extend(Path(os.path.abspath(p)) for p in paths  # a later chdir changes nothing
                   if p is not None and os.path.exists(p))
 
 
 class ResultsWriteError(OSError):
-    """Results could not be written (disk full, read-only folder): what is done stays intact.
-    An OSError, so that a sweep's own handling of failed writes sees it as one."""
+    """Results could not be written (disk full, read-only folder): what is done stays intact."""
 
 
-# What marks a study's results folder (study/sweep/folder.py): its study.json (`claim`) beside
-# its runs (a name as plain as study.json alone could be a project's own file). Only the sweep
-# that owns the folder writes there, so no output flag of any command may point into one.
+# What marks a study's results folder: its study.json beside its runs. Only the sweep that owns
+# the folder writes there, so no output flag of any command may point into one.
 RESULTS_MARKER = "study.json"
 RUNS_MARKERS = ("runs", "runs.parquet")
 
 
 def check_output_path(path, flag: str = "--out") -> Path:
-    """Fail before any work if `path` cannot become a regular file: a directory, a device or
-    FIFO, a path under a file, or a folder this process cannot write in; or if writing it
-    would replace a file the command reads (`inputs`) or lies inside a results folder."""
+    """Fail before any work if `path` cannot become a regular file, would replace a file the
+    command reads (`inputs`) or lies inside a results folder."""
     path = Path(path)
     if path.is_dir():
         raise InputError(f"{flag} '{path}' is a directory; give a file name")
@@ -63,9 +55,8 @@ def check_output_path(path, flag: str = "--out") -> Path:
 
 
 def check_output_folder(path, flag: str = "--out", writes=(), own_results: bool = False) -> Path:
-    """Fail before any work if `path` cannot become (or is not) a writable folder, if it is or
-    lies in a results folder (a sweep's own `--out`, `own_results`, may be one), or if one of
-    the files it `writes` (names inside it) is a file the command reads."""
+    """Fail before any work if `path` cannot become a writable folder, is or lies in a results
+    folder (unless `own_results`: a sweep's own), or one of the files it `writes` is an input."""
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise InputError(f"{flag} '{path}' is {_kind(path)}, not a folder")
@@ -80,10 +71,9 @@ def check_output_folder(path, flag: str = "--out", writes=(), own_results: bool 
 
 def check_not_kept(path, flag: str, start: int = 1, holds: bool = False) -> None:
     """The one check behind every output flag: writing `path` must replace neither a file the
-    command reads (every one noted in `inputs`: the same file by any name, a relative path, a
-    symlink, a hard link), nor anything in a folder it reads, nor anything inside a results
-    folder. `start=0` counts `path` itself as a possible results folder; `holds`: `path` is
-    written whole (a folder the command fills), so no input may lie in it."""
+    command reads (by any name or link), nor anything in a folder it reads or in a results
+    folder. `start=0` counts `path` itself as a possible results folder; `holds`: `path` is a
+    folder written whole, so no input may lie in it."""
     path = Path(path)
     for read in inputs:
         if read.is_dir() and _inside(path, read):
@@ -141,12 +131,9 @@ def _probe(folder: Path, path: Path, flag: str) -> None:
 
 
 def check_kind(path, folder: bool = False, follow: bool = False) -> Path:
-    """A name the toolkit opens by itself inside a folder (a lock, study.json, a cache entry, a
-    log) must be a regular file (or a folder, `folder`) or absent: a directory where a file
-    goes, a FIFO (an open would wait forever), a symlink (a shared or downloaded results folder
-    would have the toolkit write through it into any file the user can write; `follow` where the
-    user named the path) or one that cannot be read is one line naming it, exit 2, before it is
-    opened."""
+    """A name the toolkit opens by itself inside a folder must be a regular file (or a folder,
+    `folder`) or absent: a FIFO would hang the open, and a symlink in a downloaded results folder
+    would have the toolkit write through it (`follow` where the user named the path)."""
     path = Path(path)
     if not os.path.lexists(path):
         return path
@@ -174,11 +161,9 @@ def _kind(path: Path) -> str:
 
 
 def write_files_atomic(writes: dict) -> None:
-    """Write several files as one: `writes` maps each path to `write(tmp)`. Every file is
-    written to a temporary name beside its target first; only when all are complete are they
-    renamed into place, so a failure leaves the old files (or none), never a mix or a part.
-    A failure raises ResultsWriteError naming the file; an interrupt received before the
-    renames raises it again, and nothing is replaced."""
+    """Write several files as one (`writes`: path -> `write(tmp)`): all go to temporary names
+    first and are renamed only once all are complete, so a failure or an interrupt leaves the
+    old files, never a mix or a part."""
     global files_written
     interrupts.check_before_writing()
     targets = {Path(path): write for path, write in writes.items()}
@@ -218,8 +203,6 @@ def write_files_atomic(writes: dict) -> None:
 
 
 def write_atomic(path, write) -> None:
-    """Call `write(tmp)` on a temporary file beside `path`, then rename it into place: a failed
-    write leaves the old file or nothing, never a partial one."""
     write_files_atomic({path: write})
 
 
@@ -238,7 +221,6 @@ def _remove_empty(folder: Path) -> None:
 
 
 def parquet_writer(frame: pd.DataFrame):
-    """The `write(tmp)` of a table, for write_files_atomic."""
     return lambda tmp: frame.to_parquet(tmp, index=False)
 
 
@@ -261,6 +243,5 @@ def trace_path(out) -> str:
 
 
 def no_follow(path, flags: int) -> int:
-    """open()'s opener for a file the engine appends to in a results folder: never through a
-    symlink (check_kind refuses one before; this closes the gap until the open)."""
+    """open()'s opener that never follows a symlink (closing check_kind's gap until the open)."""
     return os.open(path, flags | os.O_NOFOLLOW, 0o666)

@@ -13,18 +13,14 @@ repeats (A's minus B's for a ratio A/B); then, over instances:
 - fewer instances, but repeats: the same mean with a Welch t interval from the repeats'
   spread (an interval for these instances only, and it says so);
 - a failure (infinite time) on some instance: the median over instances, with the
-  distribution-free interval of a median (order statistics), which exists from MIN_ORDER
-  instances on (three values cover a median with at most 75%);
+  distribution-free interval of a median (order statistics), from MIN_ORDER instances on;
 - otherwise: no interval, and no verdict.
 
-The previous method, a percentile bootstrap of the median over three instances, has ten
-distinct resamples: its "95%" interval was the range of three values, and two idle runs of the
-same study gave disjoint ones. A failure counts as infinite time, so a method that fails
-cannot look fast; where both sides failed the instance is a tie. Where the interval contains
-1 the two are "not distinguishable", and nothing is said to be faster. A time that is zero,
-negative or missing is no measurement (its log is not a number, and it was once read as a
-failure: a run that met its target after its first step, timed 0 s, was "not reached"): it
-is left out, and an instance left with none is not shared.
+(A percentile bootstrap over three instances has ten distinct resamples: its "95%" interval is
+the range of three values.) A failure counts as infinite time, so a method that fails cannot
+look fast; where both sides failed the instance is a tie. Where the interval contains 1 the two
+are "not distinguishable". A time that is zero, negative or missing is no measurement (not a
+failure): it is left out, and an instance left with none is not shared.
 """
 
 from __future__ import annotations
@@ -76,8 +72,8 @@ class Comparison:
 
     @property
     def busy(self) -> bool:
-        """Most of its measurements were taken while the machine was busy (study.sweep.noise):
-        its ratio says more about the other load than about A and B, so it gives no verdict."""
+        """Most of its measurements were flagged noisy: the ratio says more about the other load
+        than about A and B, so it gives no verdict."""
         return self.measured > 0 and 2 * self.noisy > self.measured
 
     @property
@@ -94,8 +90,7 @@ class Comparison:
         return f"[{_times(self.low)}, {_times(self.high)}]"
 
     def cell(self) -> str:
-        """The comparison in a table cell, with the verdict the report's sentence gives (a busy
-        machine's ratio is shown but flagged, as the report flags it)."""
+        """The comparison in a table cell, with the verdict the report's sentence gives."""
         if np.isinf(self.ratio):
             return "did not reach the target"
         if self.ratio == 0:
@@ -122,15 +117,12 @@ class Comparison:
             return (f"{a} over {b}: {quantity} ratio {_times(self.ratio)} ({where}), but "
                     f"measured on a busy machine ({self.noisy} of {self.measured} runs flagged "
                     "noisy), so no verdict; `--remeasure-noisy` measures them again")
+        if np.isinf(self.ratio):
+            how = f"95% interval of the ratio {self.ci()}" if self.has_interval else self.method
+            return f"{a} did not finish where {b} did on most of the {where} ({how})"
         if not self.has_interval:
-            if np.isinf(self.ratio):
-                return (f"{a} did not finish where {b} did on most of the {where} "
-                        f"({self.method})")
             return (f"{a} over {b}: {quantity} ratio {_times(self.ratio)} ({where}): "
                     f"{self.method}, so no verdict")
-        if np.isinf(self.ratio):
-            return (f"{a} did not finish where {b} did on most of the {where} "
-                    f"(95% interval of the ratio {self.ci()})")
         if not self.distinguishable:
             return (f"{a} and {b}: not distinguishable ({quantity} ratio {_times(self.ratio)}, "
                     f"95% interval {self.ci()}, {where})")
@@ -156,10 +148,9 @@ def _log(values: np.ndarray) -> np.ndarray:
 
 
 def _per_instance(samples: list[np.ndarray]) -> tuple[float, float, int]:
-    """One instance's log value (for a ratio, A's mean log repeat minus B's), the variance of
-    that value from the repeats' spread (NaN where a side has one measurement or a failure),
-    and its degrees of freedom. A side with a failure takes its median (infinite if half or
-    more of its repeats failed)."""
+    """One instance's log value (for a ratio, A's mean log repeat minus B's), its variance from
+    the repeats' spread (NaN where a side has one measurement or a failure) and degrees of
+    freedom. A side with a failure takes its median."""
     value, variance, df = 0.0, 0.0, 0
     for sign, sample in zip((1.0, -1.0), samples, strict=False):
         logs = _log(sample)
@@ -175,9 +166,8 @@ def _per_instance(samples: list[np.ndarray]) -> tuple[float, float, int]:
 
 def interval(samples_per_instance: list[list[np.ndarray]], level: float = LEVEL) -> Interval:
     """The typical value over instances with its interval (see the module docstring). Each
-    instance gives one sample (a configuration's times) or two (A's and B's, for A/B); values
-    are on the original scale, infinity for a failure, and both-infinite instances are ties
-    (the caller passes them as they are: a tie is a log ratio of 0)."""
+    instance gives one sample (a configuration's times) or two (A's and B's, for A/B), on the
+    original scale, infinity for a failure (both infinite: a tie)."""
     per = [_per_instance(samples) for samples in samples_per_instance]
     values = np.array([p[0] for p in per])
     values = np.where(np.isnan(values), 0.0, values)  # inf - inf: both failed, a tie
@@ -214,14 +204,12 @@ def interval(samples_per_instance: list[list[np.ndarray]], level: float = LEVEL)
 
 
 def t_quantile(p: float, df: float) -> float:
-    """Student's t quantile: scipy.stats.t.ppf's own function (the same values, infinite df
-    included), without importing scipy.stats (0.4-0.7 s of every sweep command's summary)."""
+    """scipy.stats.t.ppf's own function, without importing scipy.stats (0.4-0.7 s)."""
     return special.stdtrit(df, p)
 
 
 def _welch_df(per, k: int) -> float:
-    """Welch-Satterthwaite degrees of freedom of the sum of the instances' variances (each
-    instance's own df is the sum over its sides: a conservative simplification)."""
+    """Welch-Satterthwaite degrees of freedom of the sum of the instances' variances."""
     variances = np.array([p[1] for p in per]) / k**2
     dfs = np.array([p[2] for p in per], dtype=float)
     if variances.sum() == 0:  # repeats that agree exactly: a zero-width interval, any df
@@ -248,9 +236,8 @@ def _measured(values) -> np.ndarray:
 
 
 def _positions(runs: pd.DataFrame, columns: list[str]) -> dict:
-    """key (a tuple of the rows' `columns`, a missing value as None) -> the rows' positions,
-    keys sorted where they compare. A plain loop, not a groupby: a report groups thousands of
-    tables of a few rows each, where a groupby's set-up is most of its cost."""
+    """key (a tuple of the rows' `columns`, missing as None) -> the rows' positions. A plain
+    loop, not a groupby: on a report's thousands of tiny tables the set-up is most of its cost."""
     if not columns:
         return {(): list(range(len(runs)))}
     found: dict = {}
@@ -306,8 +293,7 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, instance: list[str], value: str, *
 
 def _replicate(a: pd.DataFrame, b: pd.DataFrame, instance: list[str]) -> list[str]:
     """What tells apart the runs a sequential verdict pairs within an instance: the seed where
-    it varies and is not the instance's (a file data set's seeds are its repeats), else the
-    repeat; repeats of one seed are averaged."""
+    it varies and is not the instance's, else the repeat."""
     for column in ("seed", "repeat"):
         if column in a and column in b and column not in instance and \
                 pd.concat([a[column], b[column]]).nunique() > 1:
@@ -320,9 +306,8 @@ def _ids(runs: pd.DataFrame) -> list:
 
 
 def _units(a: pd.DataFrame, b: pd.DataFrame, instance: list[str], value: str) -> tuple:
-    """The paired units of a sequential verdict: per instance and replicate (`_replicate`)
-    both sides measured, A's mean log value minus B's (infinite or NaN where a side failed),
-    ordered by replicate (as numbers where they are), so that the added ones come last."""
+    """Per instance and replicate both sides measured, A's mean log value minus B's, ordered by
+    replicate so that the ones the adaptive loop added come last."""
     keys = instance + _replicate(a, b, instance)
     a_groups, b_groups = _groups(a, keys, value), _groups(b, keys, value)
     common = [k for k in a_groups if k in b_groups]
@@ -339,8 +324,7 @@ def _units(a: pd.DataFrame, b: pd.DataFrame, instance: list[str], value: str) ->
 
 
 def _noise(runs: pd.DataFrame, instance: list[str], common: list) -> tuple[int, int]:
-    """(rows flagged noisy, rows) of `runs` on the common instances; (0, 0) without a noise
-    probe."""
+    """(rows flagged noisy, rows) of `runs` on the common instances."""
     if "noisy" not in runs or not common:
         return 0, 0
     wanted = set(common)
@@ -359,8 +343,7 @@ def typical(runs: pd.DataFrame, instance: list[str], value: str, *,
 
 
 def common_instances(runs: pd.DataFrame, config: list[str], instance: list[str]) -> pd.DataFrame:
-    """The rows on instances every configuration in `runs` ran: the set a table or figure of
-    medians may compare side by side."""
+    """The rows on instances every configuration in `runs` ran."""
     if runs.empty:
         return runs
     keys = runs[instance].map(str).agg("|".join, axis=1)

@@ -1,11 +1,9 @@
 """Reading a study's results folder for summaries, figures and reports.
 
-The tables are checked against the study's declared schema (a damaged, empty or foreign file is
-named in one line, with how to recover), and a comparison is only ever made within one code
-fingerprint and one environment fingerprint: a folder whose rows were measured by different code
-or in different environments (kept with `--keep-stale`) is refused until it is re-measured. A
-folder measured entirely by code that has changed since is read, with a note in its provenance
-line (summaries, figures and reports all print it) naming the files that differ now.
+The tables are checked against the study's schema, and a comparison is only ever made within
+one code fingerprint and one environment fingerprint: a folder mixing them (`--keep-stale`) is
+refused until re-measured. A folder measured by code that has changed since is read, with a
+note in its provenance line naming the files that differ now.
 """
 
 from __future__ import annotations
@@ -37,9 +35,7 @@ class Results:
 
     def table(self, name: str) -> pd.DataFrame:
         """A side table (traces, calls), checked like the runs table, and refused when it
-        holds runs the runs table does not (a table copied from another folder would be
-        drawn beside this one's). Where every run failed, it says so and where their logs are:
-        the table is empty, and "run again" alone would repeat the failure."""
+        holds runs the runs table does not (copied from another folder)."""
         path = self.folder / f"{name}.parquet"
         try:
             table = read_table(path, self.plugin.SIDE_TABLES[name],
@@ -84,12 +80,17 @@ def recovery(folder: Path) -> str:
             f"{folder / 'runs'}")
 
 
+def owner(folder: Path, key: str):
+    """A value of the folder's study.json (the config that owns it), None where unreadable."""
+    try:
+        return json.loads((folder / "study.json").read_text()).get(key)
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 def study_kind(folder: Path, expected: str | None = None) -> str:
     check_kind(folder / "study.json")  # a FIFO there would hold every reader forever
-    try:
-        kind = json.loads((folder / "study.json").read_text()).get("kind")
-    except (OSError, ValueError, AttributeError):
-        kind = None
+    kind = owner(folder, "kind")
     if kind is None and (folder / "runs.parquet").is_file():
         try:
             kinds = pd.read_parquet(folder / "runs.parquet", columns=["kind"])["kind"].dropna()
@@ -122,22 +123,15 @@ def load(folder, expected_kind: str | None = None) -> Results:
 
 
 def note_inputs(folder: Path, versions: dict) -> None:
-    """What a results folder stands on is read with it: no output of a command reading the
-    folder may replace its config (study.json's source) or the data and model files its rows
-    hashed (the absolute paths among the fingerprints' files)."""
-
-    try:
-        source = json.loads((folder / "study.json").read_text()).get("source")
-    except (OSError, ValueError, AttributeError):
-        source = None
+    """No output of a command reading the folder may replace its config or the data and model
+    files its rows hashed."""
+    source = owner(folder, "source")
     reading(folder, source if isinstance(source, str) else None,
             *(path for path in versions if Path(path).is_absolute()))
 
 
 def check_rows(runs: pd.DataFrame, plugin, path, recover: str) -> None:
-    """Refuse rows no sweep writes: a run id twice (one run counted twice moves every count
-    and ratio), a status the study does not have, or a negative time (no clock runs back)."""
-
+    """Refuse rows no sweep writes: a run id twice, an unknown status, a negative time."""
     twice = runs["run_id"][runs["run_id"].duplicated()].dropna()
     if len(twice):
         times = int(runs["run_id"].eq(twice.iloc[0]).sum())
@@ -153,8 +147,7 @@ def check_rows(runs: pd.DataFrame, plugin, path, recover: str) -> None:
 
 
 def check_times(table: pd.DataFrame, path, recover: str) -> None:
-    """Refuse a negative time in any column of seconds (seconds, setup_seconds,
-    seconds_to_target...): no clock runs back."""
+    """Refuse a negative time in any column of seconds: no clock runs back."""
     for column in table.columns:
         if "seconds" in str(column).split("_"):
             values = pd.to_numeric(table[column], errors="coerce")
@@ -166,13 +159,9 @@ def check_times(table: pd.DataFrame, path, recover: str) -> None:
 
 
 def check_belongs(runs: pd.DataFrame, folder: Path) -> None:
-    """Refuse a runs table that is not this folder's: rows of another study (the folder's
-    study.json names its own), or rows with no run file of their own in runs/ (the table is
-    assembled from those files, so a row without one was copied in from elsewhere)."""
-    try:
-        name = json.loads((folder / "study.json").read_text()).get("name")
-    except (OSError, ValueError, AttributeError):
-        name = None
+    """Refuse a runs table that is not this folder's: rows of another study than study.json
+    names, or rows with no run file of their own in runs/ (copied in from elsewhere)."""
+    name = owner(folder, "name")
     if name is not None and "study" in runs:
         others = sorted({str(s) for s in runs["study"].dropna()} - {name})
         if others:
@@ -190,9 +179,7 @@ def check_belongs(runs: pd.DataFrame, folder: Path) -> None:
 
 
 def code_versions(runs: pd.DataFrame, folder) -> dict[str, set]:
-    """Each source file behind the measured rows -> its digests (one, in a folder that can be
-    compared), from the file lists stored in fingerprints/ by code fingerprint."""
-
+    """Each source file behind the measured rows -> its digests (fingerprints/ lists them)."""
     measured = runs[runs["status"] != "skipped"]
     versions: dict[str, set] = {}
     for code in measured["code_fingerprint"].dropna().unique():
@@ -211,8 +198,7 @@ def code_versions(runs: pd.DataFrame, folder) -> dict[str, set]:
 
 
 def check_one_fingerprint(runs: pd.DataFrame, folder) -> str:
-    """Refuse a table that mixes versions of any source file (each row's code fingerprint
-    names the files behind it, stored in fingerprints/) or more than one environment."""
+    """Refuse a table that mixes versions of any source file, or environments."""
     measured = runs[runs["status"] != "skipped"]
     versions = code_versions(runs, folder)
     mixed = sorted(path for path, digests in versions.items() if len(digests) > 1)
@@ -231,8 +217,7 @@ def check_one_fingerprint(runs: pd.DataFrame, folder) -> str:
 
 
 def changed_since(versions: dict[str, set]) -> tuple[str, ...]:
-    """The files behind the rows whose content here differs from the one that measured them
-    (or that are gone)."""
+    """The files behind the rows that differ here now (or are gone)."""
     changed = []
     for path, digests in sorted(versions.items()):
         try:

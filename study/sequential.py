@@ -1,32 +1,27 @@
 """Verdicts that stay valid however often the results are looked at: a confidence sequence on
 the log time ratio of paired instances.
 
-A fixed-design 95% interval is valid at one planned count. Measuring a few more instances and
-looking again, until the interval excludes 1, makes a false "faster" far likelier than 5% (each
-look is another chance). A confidence sequence is a sequence of intervals that holds the true
-value at every count at once with probability 95%, so one may look after every instance, stop
-whenever it decides, resume later, or add instances by hand: the error rates hold.
+A fixed 95% interval is valid at one planned count: adding instances and looking again until it
+excludes 1 makes a false "faster" far likelier than 5%. A confidence sequence holds the true
+value at every count at once with probability 95%, so one may look after every instance, stop,
+resume or add instances by hand: the error rates hold.
 
 The one used here is Lai's (1976) for a normal mean with unknown variance, in the closed form
-of Wang and Ramdas ("Anytime-valid t-tests and confidence sequences for Gaussian means with
-unknown variance", 2023): the scale-invariant Bayes factor of the one-sample t test with a
+of Wang and Ramdas (2023): the scale-invariant Bayes factor of the one-sample t test with a
 N(0, g) prior on the standardized effect,
 
     BF_n(mu) = (1 + n g)^(-1/2) [(1 + t^2 / nu) / (1 + t^2 / (nu (1 + n g)))]^((nu + 1) / 2),
 
-t the t statistic of mu after n values, nu = n - 1, is a nonnegative martingale under mu (Lai;
-Perez-Ortiz, Lardy, de Heide and Grunwald 2022 on group invariance), so by Ville's inequality
-{mu : BF_n(mu) < 1 / alpha} misses mu at some n with probability at most alpha. BF grows with
-|t| alone: the set is mean +- t*_n s / sqrt(n), with t*_n in closed form (`critical`). With
-G = 4 it cannot decide below 4 instances (t* is infinite at 3), costs about 1.7x a fixed t
-interval's width at 12, and decides a true 1.3x within 12 instances in most cases where the
-per-instance log ratios spread by up to 0.2 (docs/measurement.md gives the simulated rates).
+t the t statistic of mu after n values, nu = n - 1, is a nonnegative martingale under mu, so by
+Ville's inequality {mu : BF_n(mu) < 1 / alpha} misses mu at some n with probability at most
+alpha: the set is mean +- t*_n s / sqrt(n) (`critical`). With G = 4 it cannot decide below 4
+instances and costs about 1.7x a fixed t interval's width at 12 (docs/measurement.md gives the
+simulated rates).
 
-Verdicts on A over B: "more time" or "less time" where the sequence excludes 1; "equivalent"
-where it lies within [1 / (1 + margin), 1 + margin] (then each of the two one-sided tests of
-equivalence holds at alpha); otherwise none yet. The values are the per-instance log ratios in
-the order the instances were measured (study.paired.Comparison.units); a failure (infinite
-time) on some instance gives no sequential verdict (the t statistic needs finite values).
+Verdicts on A over B (per-instance log ratios in measured order): "more time" or "less time"
+where the sequence excludes 1; "equivalent" where it lies within [1 / (1 + margin), 1 + margin];
+otherwise none yet. A failure (infinite time) gives no verdict (the t statistic needs finite
+values) unless every miss is by the side found slower.
 """
 
 from __future__ import annotations
@@ -82,8 +77,6 @@ class Verdict:
         return f"[{times(self.low)}, {times(self.high)}]"
 
     def text(self) -> str:
-        """'decided after 7 instances', 'equivalent within +-10% after 9', 'no verdict after
-        12: ...', with the anytime-valid interval."""
         n = self.count()
         where = f"anytime-valid 95% interval {self.bounds()}"
         if self.kind == EQUIVALENT:
@@ -96,10 +89,8 @@ class Verdict:
         return f"no verdict after {n}: {self.reason or 'undecided'}" + (
             f" ({where})" if math.isfinite(self.high) and self.low > 0 else "")
 
-
     def count(self) -> str:
-        """'7 instances', or '5 repeats of 1 instance' where the values are repeats (a file data
-        set from zeros: every seed the same instance), as the comparison counts them."""
+        """'5 repeats of 1 instance' where the values are repeats (a file data set from zeros)."""
         n = f"{self.instances} instance{'s' * (self.instances != 1)}"
         if self.shared is None or self.shared == self.instances:
             return n
@@ -107,7 +98,6 @@ class Verdict:
                 f"instance{'s' * (self.shared != 1)}")
 
     def why_open(self) -> str:
-        """Why it is not decided yet, for a progress line."""
         n = self.count()
         if math.isnan(self.low) or math.isinf(self.high):
             return f"{n}: too few for a finite anytime-valid interval"
@@ -147,9 +137,8 @@ def _missed_by(values: np.ndarray) -> float:
 
 
 def _with_misses(values: np.ndarray, margin: float, alpha: float, g: float) -> Verdict:
-    """A miss by the side the finite values already find slower only makes it slower: the
-    verdict the finite values reach stands (no finite time can exceed a miss), said with the
-    misses; a miss by the faster side, or by both, leaves it open, as before."""
+    """A miss by the side the finite values find slower only makes it slower: their verdict
+    stands, said with the misses; a miss by the faster side, or by both, leaves it open."""
     n, side = values.size, _missed_by(values)
     finite = values[np.isfinite(values)]
     found = decide(finite, margin, alpha, g) if not np.isnan(side) else None
@@ -160,8 +149,7 @@ def _with_misses(values: np.ndarray, margin: float, alpha: float, g: float) -> V
 
 
 def leans_to_misses(values) -> bool:
-    """Whether more instances may still decide a comparison with misses: every miss by one side,
-    the side the finite values find slower so far (study.sweep.adaptive goes on with it)."""
+    """More instances may still decide a comparison whose misses are all by the slower side."""
     values = np.asarray(values, dtype=float)
     finite = values[np.isfinite(values)]
     side = _missed_by(values)
@@ -175,12 +163,9 @@ PROJECT_FROM = 4
 
 def instances_needed(mean, spread, n, margin: float = MARGIN, limit: int = 1000,
                      alpha: float = ALPHA, g: float = G):
-    """The fewest instances (from n up to `limit`) at which the sequence would decide if the
-    instances to come kept the mean and spread (standard deviation) of the log ratios seen so
-    far; inf where none up to `limit` would. Works on arrays of mean and spread. A projection
-    for spending a budget, never a verdict: a comparison left undecided because its verdict is
-    out of reach makes no false verdict, so the error rates stand; what it costs is the
-    verdicts it would still have reached (docs/measurement.md gives both)."""
+    """The fewest instances (n to `limit`, else inf) at which the sequence would decide if the
+    instances to come kept the mean and spread seen so far (arrays work). A projection for
+    spending a budget, never a verdict: stopping on it makes no false verdict."""
     counts = np.arange(n, limit + 1, dtype=float)
     half = critical(counts, alpha, g)[:, None] * np.atleast_1d(spread)[None, :] \
         / np.sqrt(counts)[:, None]
@@ -191,12 +176,10 @@ def instances_needed(mean, spread, n, margin: float = MARGIN, limit: int = 1000,
 
 
 def projected(mean, spread, n, margin: float = MARGIN, g: float = G):
-    """The instances a verdict would take, projected generously from the n log ratios seen
-    (their mean and standard deviation): a difference as if the mean were one standard error
-    further from 0, an equivalence as if it were one nearer. Stopping where even that is out
-    of reach keeps nearly every verdict the loop would reach (docs/measurement.md: a true 1.3x
-    at spread 0.2 is found in 76.0% of the runs against 77.4% without the projection) and
-    halves the instances spent where none is reached."""
+    """The instances a verdict would take, projected generously: a difference as if the mean
+    were one standard error further from 0, an equivalence as if one nearer. Stopping where
+    even that is out of reach keeps nearly every verdict and halves the instances spent where
+    none is reached (docs/measurement.md)."""
     mean, spread = np.abs(mean), np.asarray(spread, dtype=float)
     error = spread / math.sqrt(n)
     return np.minimum(instances_needed(mean + error, spread, n, margin, g=g),
@@ -204,8 +187,8 @@ def projected(mean, spread, n, margin: float = MARGIN, g: float = G):
 
 
 def needed(values, margin: float = MARGIN) -> float | None:
-    """The instances a verdict would take (`projected`) from the log ratios seen; None where it
-    is too early to tell (fewer than PROJECT_FROM, or a failure among them)."""
+    """`projected` from the log ratios seen; None where too early to tell (fewer than
+    PROJECT_FROM, or a failure among them)."""
     values = np.asarray(values, dtype=float)
     if not np.isfinite(values).all() and leans_to_misses(values):
         values = values[np.isfinite(values)]  # a verdict is the finite values' (`decide`)
@@ -217,11 +200,9 @@ def needed(values, margin: float = MARGIN) -> float | None:
 def simulate(ratio: float, spread: float, *, first: int = 3, batch: int = 2,
              max_instances: int = MAX_INSTANCES, margin: float = MARGIN, runs: int = 2000,
              seed: int = 0, g: float = G, futility: bool = True) -> dict:
-    """The procedure on synthetic log ratios N(log ratio, spread^2): look after `first`
-    instances, then after every `batch` more, stop at a verdict, at `max_instances`, or (with
-    `futility`, as the sweep does) where a verdict is out of reach (`needed` past
-    `max_instances`). The share of runs that ended with each verdict, and the mean instances
-    taken."""
+    """The procedure on synthetic log ratios N(log ratio, spread^2), looking after `first`
+    instances then every `batch` (with `futility`, stopping where a verdict is out of reach, as
+    the sweep does): the share of runs ending with each verdict, and the mean instances taken."""
     rng = np.random.default_rng(seed)
     values = rng.normal(math.log(ratio), spread, (runs, max_instances))
     verdict = np.full(runs, NONE, dtype=object)
@@ -249,10 +230,8 @@ def simulate(ratio: float, spread: float, *, first: int = 3, batch: int = 2,
 
 
 def sequential_verdict(c, margin: float = MARGIN) -> Verdict:
-    """The confidence sequence's verdict on a comparison (study.paired.Comparison): the one the
-    report states and the adaptive loop acts on (one source, so adaptive.json and the report
-    never disagree), counted as the comparison counts its instances; none where most of its runs
-    were measured on a busy machine, whatever the values say."""
+    """The verdict on a study.paired.Comparison, the one source for the report and the adaptive
+    loop (so they never disagree); none where most of its runs were measured on a busy machine."""
     verdict = replace(decide(c.units, margin), shared=c.instances)
     if c.busy:
         verdict = replace(verdict, kind=NONE,

@@ -1,12 +1,9 @@
 """TensorFlow's start-up lines kept off a command's terminal (`--verbose` shows them).
 
-TensorFlow 2.21's C++ libraries write about seven lines to file descriptor 2 as they load and
-first look at the devices (oneDNN, "Could not find cuda drivers" twice, cuInit's failure), before
-TensorFlow reads TF_CPP_MIN_LOG_LEVEL, so that variable cannot hold them back
-(tensorflow/tensorflow#100442). They came before every one-line error on that backend. So the
-first `import tensorflow` of a command, wherever it happens, runs with descriptor 2 pointed at
-a temporary file that is then dropped, and looks at the devices while it is there; later
-messages obey TF_CPP_MIN_LOG_LEVEL (2 by default, see `study.__main__`).
+TensorFlow's C++ libraries write about seven lines to file descriptor 2 as they load and first
+look at the devices, before TensorFlow reads TF_CPP_MIN_LOG_LEVEL (tensorflow/tensorflow#100442).
+So the first `import tensorflow` of a command runs with descriptor 2 pointed at a temporary file
+that is then dropped, and looks at the devices while it is there.
 """
 
 from __future__ import annotations
@@ -79,10 +76,9 @@ HELD = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
 
 @contextlib.contextmanager
 def signals_held():
-    """A Ctrl-C or SIGTERM during TensorFlow's import is handled once the import is over: an
-    exception raised from the handler inside TensorFlow's C++ initialisation left a process
-    that aborted (SIGABRT, nothing printed) instead of ending in its one line. Only in the main
-    thread, where Python runs signal handlers."""
+    """A Ctrl-C or SIGTERM during TensorFlow's import is handled once the import is over: raised
+    inside its C++ initialisation it aborted the process (SIGABRT, nothing printed). Only in the
+    main thread, where Python runs signal handlers."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return

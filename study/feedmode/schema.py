@@ -1,14 +1,10 @@
-"""The feed-mode study's tables: one row per run and one row per timed call.
-
-Every call is timed in two parts (see study.feedmode.measure): *compute*, the call with its
-output left on the device it was computed on, the device synchronised; *fetch*, that output
-copied to the host as a NumPy array. A call's seconds are compute + fetch. On the CPU the output
-is already in host memory and the fetch is a conversion, near zero (often zero-copy).
-"""
+"""The feed-mode study's tables: one row per run and one row per timed call, each call timed as
+*compute* (output left on the device, synchronised) plus *fetch* (its copy to the host; on the
+CPU a conversion, near zero)."""
 
 from __future__ import annotations
 
-from study.sweep.schema import ENGINE, Column, Schema
+from study.sweep.schema import ENGINE, Column, Schema, side_table
 
 RUN_COLUMNS = Schema("runs", (
     Column("mode", "str", "how the input reaches the network (see study.feedmode.model.MODES)"),
@@ -67,14 +63,14 @@ RUN_COLUMNS = Schema("runs", (
 
 SCHEMA = ENGINE + RUN_COLUMNS
 
-CALLS = Schema("calls", (
-    Column("run_id", "str", "the run"),
+CALLS = side_table(
+    "calls",
     Column("call", "int", "0 = the first call, then 1, 2, ..."),
     Column("kind", "str", "first or steady"),
     Column("seconds", "float", "the call, result on the host: compute_seconds + fetch_seconds"),
     Column("compute_seconds", "float", "the call with its output left on the device "
                                        "(synchronised)"),
     Column("fetch_seconds", "float", "the output's copy to the host as a NumPy array"),
-), required=("run_id", "call", "kind", "seconds"))
+    required=("call", "kind", "seconds"))
 
 SIDE_TABLES = {"calls": CALLS}

@@ -3,7 +3,7 @@ run record) and its convergence trace. Declared here once; writers, readers and 
 
 from __future__ import annotations
 
-from study.sweep.schema import ENGINE, VARYING, Column, Schema
+from study.sweep.schema import ENGINE, VARYING, Column, Schema, side_table
 from study.sweep.tuning import tuning_columns
 
 TUNING = tuning_columns("iterations or seconds to the target; if none reached it, the lowest "
@@ -133,14 +133,14 @@ RUN_COLUMNS = Schema("runs", (
 
 SCHEMA = ENGINE + RUN_COLUMNS
 
-TRACES = Schema("traces", (
-    Column("run_id", "str", "the run"),
+TRACES = side_table(
+    "traces",
     Column("iteration", "int", "iterations done"),
     Column("seconds", "float", "timed loop seconds so far (bookkeeping excluded)"),
     Column("loss", "float", "loss at the iterate, in the run's dtype"),
     Column("suboptimality", "float", "relative suboptimality at the iterate"),
     Column("grad_norm", "float", "gradient norm at the iterate"),
-), required=("run_id", "iteration", "seconds", "suboptimality"))
+    required=("iteration", "seconds", "suboptimality"))
 
 SIDE_TABLES = {"traces": TRACES}
 

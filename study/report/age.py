@@ -1,11 +1,6 @@
 """How old a report's numbers are: when and at which commit each study's rows were measured, and
-which studies' code has changed since, i.e. what a re-run would measure again.
-
-The rows carry all of it: `started_at`, `env_git_commit`, and the code fingerprint of the files
-that measured each run (their list in the folder's fingerprints/). A row is stale as the runner
-judges it (study.sweep.runner.plan_runs): the files its spec runs through here and now hash to
-another fingerprint than the one it carries, new files included. Stated against the code that
-writes the report (its commit is named): a stored report says so as of its writing.
+which studies' code has changed since (what a re-run would measure again, as the runner judges
+it), stated against the code that writes the report.
 """
 
 from __future__ import annotations
@@ -36,8 +31,7 @@ def measured_when(runs: pd.DataFrame) -> str:
 
 
 def stale_rows(results) -> Counter:
-    """Why a re-run would measure rows again -> how many: the files that differ, or what keeps
-    the comparison from being made. Empty where every row stands."""
+    """Why a re-run would measure rows again -> how many (empty where every row stands)."""
     folder = results.folder / "fingerprints"
     manifests: dict[tuple, dict] = {}
     reasons: Counter = Counter()
@@ -70,8 +64,6 @@ def changed_line(results) -> str | None:
 
 
 def age_blocks(found) -> list[Block]:
-    """The section: each study's date and commit, then the studies whose code has changed
-    since, or 'none'."""
     now = short_commit(environment.collect()["env_git_commit"])
     changed = [line for results in found if (line := changed_line(results))]
     return [Block("h2", "How old these results are", anchor="age"),

@@ -24,8 +24,7 @@ class Block:
 
 
 def fmt_seconds(value: float) -> str:
-    """Seconds with a unit and three digits; '–' where the quantity does not apply, '∞' for
-    a target not reached."""
+    """Seconds with a unit and three digits; '–' where it does not apply, '∞' not reached."""
     if value is None or value != value:
         return "–"
     if not np.isfinite(value):

@@ -33,8 +33,7 @@ def environment_table(*frames: pd.DataFrame) -> pd.DataFrame:
 
 
 def noise_sentence(runs: pd.DataFrame) -> str:
-    """How many rows were measured while the machine was busy, and why (see study.sweep.noise);
-    `study run --remeasure-noisy` measures them again."""
+    """How many rows were measured while the machine was busy, and why."""
     if "noisy" not in runs or runs["noisy"].isna().all():
         return "No row carries a noise probe."
     noisy = runs[runs["noisy"].fillna(False).astype(bool)]
@@ -53,8 +52,7 @@ def noise_sentence(runs: pd.DataFrame) -> str:
 
 
 def ended_sentence(runs: pd.DataFrame) -> str | None:
-    """How many runs a timeout ended before they ran (the config's timeout_ends_configuration):
-    said once, since their configurations' rows show one seed where others show three."""
+    """How many runs a timeout ended before they ran (timeout_ends_configuration)."""
     if "message" not in runs or "status" not in runs:
         return None
     ended = runs[(runs["status"] == "skipped")
@@ -68,8 +66,7 @@ def ended_sentence(runs: pd.DataFrame) -> str | None:
 
 
 def env_values(frames, column: str) -> str | None:
-    """The distinct values of an env column over the measured (not skipped) rows of the
-    tables, 'a / b' where they differ; None where none is recorded."""
+    """The distinct values of an env column over the measured rows, 'a / b'; None for none."""
     values = set()
     for frame in frames:
         if column in frame:
@@ -94,8 +91,7 @@ VERSIONS = (("NumPy", "env_numpy"), ("SciPy", "env_scipy"),
 
 
 def machine_sentence(*frames: pd.DataFrame) -> str:
-    """The machine and software behind the numbers, in one line (the full list is the
-    Environment table at the end)."""
+    """The machine and software behind the numbers, in one line."""
     def value(column, form, missing):
         found = env_values(frames, column)
         return form.format(found) if found else missing
@@ -112,9 +108,7 @@ def machine_sentence(*frames: pd.DataFrame) -> str:
 
 
 def answer_blocks(found) -> list[Block]:
-    """The answers the report opens with: each study's conclusions marked as answers
-    (study.conclusions), grouped by question, each linked to its evidence below."""
-
+    """The answers the report opens with, grouped by question, each linked to its evidence."""
     questions: dict[str, list] = {}
     verdicts = []
     for results in found:
@@ -140,9 +134,7 @@ def answer_blocks(found) -> list[Block]:
 
 def report_title(found) -> str:
     """'Convergence study report', naming the original questions first where a study answers
-    them (the regression study on their data, the feed modes), then what each study names as
-    its subjects (the data of a regression study that is not theirs, so a report on your own CSV
-    says so in its title; the model and data of a train study): its plugin's `subjects`."""
+    them, then each study's plugin's `subjects` (so a report on your own CSV says so)."""
     subjects = []
     for results in found:
         runs = results.runs[results.runs["status"] != "skipped"]
@@ -159,16 +151,13 @@ def report_title(found) -> str:
 
 
 def names_sentence(found) -> str | None:
-    """What each short name of a file stands for (study.names), said once before the answers:
-    every sentence after it names the file by its stem (each plugin's `named_files`)."""
-
+    """What each short name of a file stands for (study.names), said once before the answers."""
     files = [f for results in found for f in results.plugin.named_files(results.runs)]
     return named_once(sorted(set(files)), "Files by their short names")
 
 
 def figures_sentence(figures_root: Path, results) -> str | None:
-    """Where a study's figures folder is missing, the report says so (and how to draw them)
-    instead of leaving them out without a word."""
+    """Where a study's figures folder is missing, how to draw them."""
     folder = figures_root / results.folder.name
     if folder.is_dir():
         return None

@@ -1,26 +1,18 @@
 """Adaptive replication: after the planned runs, measure the comparisons the report answers
 with until each is decided, or a stated budget is spent.
 
-One loop (`refine`): assemble the rows, derive the answers' comparisons (the study plugin's
+One loop (`refine`): assemble the rows, derive the answers' comparisons (the plugin's
 `refined`), and for each one the confidence sequence leaves undecided (study.sequential) add
-`batch` more instances of every configuration it names, those cheapest to decide first (their
-runs' typical wall time per instance, times the instances they are projected to need: the most
-verdicts the budget can buy); run them as ordinary runs (rows, fingerprints, resumable); look
-again. A comparison stops when it is decided, when its
-configurations have `max_instances` instances, or when the next batch would end past this
-invocation's `time_budget` seconds (its runs' typical wall time so far, and a look's). An
-instance is a new seed where the study varies seeds (a new draw of a seeded data set; on a file
-data set from zeros, a repeat of its one instance, as the report says), else a new repeat. Three
-kinds of undecided comparison get no more runs, and say so:
-- one measured on a busy machine (most of its runs flagged noisy, study.sweep.noise): more runs
-  would dilute the flag, not remove the load; `--remeasure-noisy` measures its runs again;
-- one with a failure (infinite time) on some instance: the sequential test needs finite times,
-  and more instances cannot remove the failure;
-- one whose verdict is out of reach within `max_instances` at the ratio and spread seen so far,
-  generously projected (study.sequential.needed; from 4 instances on): its runs would
-  spend the budget that decides others, and stopping makes no false verdict.
-Why each undecided comparison stopped is written to the folder's adaptive.json, which the report
-reads (study.conclusions.stop_reasons).
+`batch` more instances of every configuration it names, cheapest to decide first (the most
+verdicts the budget can buy), as ordinary runs; look again. A comparison stops when decided, at
+`max_instances`, or when the next batch would end past `time_budget` seconds. An instance is a
+new seed where the study varies seeds, else a new repeat. Three kinds of undecided comparison
+get no more runs, and say so:
+- one measured on a busy machine: more runs would dilute the noisy flag, not remove the load;
+- one with a failure (infinite time) by the faster side: more instances cannot remove it;
+- one whose verdict is out of reach within `max_instances`, generously projected
+  (study.sequential.needed): its runs would spend the budget that decides others.
+Why each stopped is written to the folder's adaptive.json, which the report reads.
 """
 
 from __future__ import annotations
@@ -50,8 +42,7 @@ def replicate_axis(specs) -> str:
 
 
 def extra_values(specs, count: int) -> list[int]:
-    """The replicate values the added instances take, in order: the smallest ones no spec of
-    the grid uses (a tuning round's seed included), so an added run is never a planned one."""
+    """The smallest replicate values no spec of the grid uses: an added run is never planned."""
     axis = replicate_axis(specs)
     used = {getattr(s, axis) for s in specs}
     out, value = [], 0
@@ -63,10 +54,9 @@ def extra_values(specs, count: int) -> list[int]:
 
 
 def with_candidates(study, runs=None, more: int = 0):
-    """The study with the instances the loop may have added, as ordinary specs of its grid (what
-    its tables are assembled from): each spec at each extra value some row of `runs` holds, and
-    at the next `more` extra values. Built from what ran and one batch, never from the whole
-    cap: a cap of 2**63 once built candidates for minutes, at 4 GB, deaf to Ctrl-C."""
+    """The study with the instances the loop may have added as specs of its grid: each spec at
+    each extra value some row of `runs` holds, and at the next `more`. Never the whole cap: a
+    cap of 2**63 would build candidates for minutes, deaf to Ctrl-C."""
     axis = replicate_axis(study.specs)
     held = set(runs[axis].dropna()) if runs is not None and axis in runs else set()
     values, fresh = [], 0
@@ -87,9 +77,6 @@ def with_candidates(study, runs=None, more: int = 0):
 
 
 def answer_comparisons(study, folder, runs) -> list[tuple[str, object]]:
-    """(id, Comparison) of each comparison the study's plugin has the loop refine (its
-    `refined` hook: its answers'; none for a study without answers)."""
-
     return [] if runs.empty else load_kind(study.kind).refined(runs, folder.root.name)
 
 
@@ -157,11 +144,8 @@ def refine(study, folder, plugin, table, measure, *, enabled: bool = True, say=p
                 stopped[id] = "its added runs could not run here (see above)"
             break
         before = len(rows)
-        # the next extra instances of each undecided comparison's configurations, the cheapest
-        # comparison first (as many decided as the budget allows: one costly comparison does not
-        # hold back cheap ones), as many as fit the time left (a batch that would end past the
-        # budget is not started: its runs' typical wall time so far, and this look's own time
-        # for the look after it); the others wait for the next look
+        # the cheapest comparisons first (one costly comparison does not hold back cheap ones),
+        # as many as fit the time left (runs' typical wall time, and a look's); the others wait
         walls = _walls(runs, base)
         now = time.monotonic()
         left = cfg.time_budget - (now - start) - (now - looked)
@@ -180,9 +164,7 @@ def refine(study, folder, plugin, table, measure, *, enabled: bool = True, say=p
             return sum(walls.get(c, walls.get(None, 0.0)) for c, _ in added)
 
         def cost_to_decide(comparison):
-            """Its next batch's cost per instance times the instances it still needs: a near
-            comparison goes before a far one that costs the same per run (eve's SGD against
-            Adam once took the batch the digits CNN's pair needed)."""
+            """Its next batch's cost per instance times the instances it still needs."""
             _, _, configs, still = comparison
             added = next_instances(configs)
             return cost_of(added) * len(configs) / max(len(added), 1) * still
@@ -235,8 +217,7 @@ def _walls(runs, base) -> dict:
 
 
 def _base_specs(plugin, specs, rows) -> dict:
-    """run_id of a spec as it runs -> the spec as the grid lists it (a tuned run's id is its
-    resolved spec's)."""
+    """run_id of a spec as it runs (a tuned run's: resolved) -> the spec as the grid lists it."""
     out = {}
     for spec in specs:
         ready, _ = resolved(plugin, [spec], rows)

@@ -1,10 +1,9 @@
-"""Things a sweep makes once and its runs reuse (data sets and their reference optima), in the
-results folder under a key of their parameters and the code that makes them.
+"""Things a sweep makes once and its runs reuse (data sets and their reference optima), under a
+key of their parameters and the code that makes them.
 
-An entry is a folder filled under a temporary name and renamed into place, so a reader sees
-a whole entry or none; two processes making the same entry at once both succeed (one keeps its
-copy). Entries are read into memory by the run (no memory-mapping: page faults on first touch
-would move reading the data into the timed loop).
+An entry is a folder filled under a temporary name and renamed into place, so a reader sees a
+whole entry or none. Entries are read into memory by the run (no memory-mapping: page faults on
+first touch would move reading the data into the timed loop).
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""What a run's own process does: measure the spec, add the engine's columns, write the row.
-
-It writes into the pending folder the runner made for it (side tables first, the row last, each
-atomically); the runner moves the files into place once this process has exited. A measurement
+"""What a run's own process does: measure the spec, add the engine's columns, write the row
+(side tables first, the row last) into the pending folder the runner made for it. A measurement
 that raises becomes an `error` row (its traceback is in the run's log).
 """
 
@@ -23,8 +21,7 @@ from study.sweep.plugin import RunContext, load_plugin
 
 
 def reset_peak_memory() -> int:
-    """Reset this process's peak resident size (VmHWM) to its current size and return that:
-    what it inherited from the warm process, to subtract from the peak."""
+    """Reset this process's peak resident size (VmHWM) and return what it inherited."""
     try:
         Path("/proc/self/clear_refs").write_text("5")
     except OSError:

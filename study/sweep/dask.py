@@ -3,25 +3,20 @@
 Timing integrity comes first, throughput second:
 - each task asks for one `timing_slot`, a resource every worker declares once
   (`dask worker ADDRESS --nthreads 1 --resources "timing_slot=1"`), so a worker runs one timed
-  run at a time; a run that asks for a GPU also asks for `gpu`, which only GPU workers declare
-  (`--resources "timing_slot=1,gpu=1"`); when no worker declares one, those runs are recorded
-  `skipped` with that reason and never submitted;
-- on the worker, the run still executes in a process of its own, forked by a warm server as in
-  a local sweep (`study.sweep.isolate.run_isolated`, with its time and memory budgets), in a
-  temporary folder; the server is started per task (and dies with it), so a worker keeps
-  nothing between runs; the row, the side tables and the log come back to the client;
-- the client makes each run durable in the study's results folder as it finishes, keyed by its
-  run id, exactly as a local sweep does, so resume, `--retry-failed` and the statuses mean the
-  same thing; a worker that dies mid-run leaves its run to be scheduled again on another worker,
-  and a task that raises is retried (`retries=`); a run that still fails is an `error` row;
-- a client that hears nothing for a while asks the scheduler how its runs stand: when the
-  scheduler is gone, or has finished runs the client was never told of (a closing scheduler can
-  end the client's stream without a word), the runs still pending become `error` rows saying so
-  instead of a sweep that waits forever; `--retry-failed` runs them again.
+  run at a time; a GPU run also asks for `gpu` (`--resources "timing_slot=1,gpu=1"`), and where
+  no worker declares one it is recorded `skipped`, never submitted;
+- on the worker the run executes in a process of its own, forked by a warm server started per
+  task (`study.sweep.isolate.run_isolated`, with its budgets), in a temporary folder; the row,
+  side tables and log come back to the client;
+- the client makes each run durable as it finishes, exactly as a local sweep does, so resume and
+  `--retry-failed` mean the same; a worker that dies leaves its run to another, a task that
+  raises is retried, and a run that still fails is an `error` row;
+- a client that hears nothing for a while asks the scheduler how its runs stand: when it is
+  gone, or finished runs the client was never told of, the pending runs become `error` rows
+  instead of a sweep that waits forever.
 
-Dask's nanny exports OMP_NUM_THREADS=1 (and MKL's and OpenBLAS's) to its worker by default, which
-every run would inherit; the local cluster started here leaves the thread settings of this
-process alone, and the env_* columns record what each run actually had.
+Dask's nanny exports OMP_NUM_THREADS=1 (and MKL's and OpenBLAS's) by default; the local cluster
+started here keeps this process's thread settings, and the env_* columns record what each run had.
 """
 
 from __future__ import annotations
@@ -41,9 +36,8 @@ from convergence_study.dask_plugins import SchedulerPath, WorkerPath
 from convergence_study.errors import InputError
 from study.output import write_text_atomic
 from study.sweep import environment
-from study.sweep.child import base_row
 from study.sweep.dask_cluster import NANNY_THREAD_VARIABLES, TIMING_SLOT, ClusterProcess
-from study.sweep.executors import Job, gpu_visible, no_gpu, skip
+from study.sweep.executors import Job, gpu_visible, no_gpu, skip, write_engine_row
 from study.sweep.folder import ResultsFolder
 from study.sweep.isolate import ForkServer, run_isolated
 from study.sweep.plugin import load_plugin
@@ -58,9 +52,8 @@ DASK_LOG = "dask-client.log"  # in the results folder's logs/
 
 
 def execute_on_worker(job: Job, timeout: float, memory_budget_gb: float | None) -> dict:
-    """The Dask task: one run in a process of its own on this worker; returns its row, side
-    tables and log. Timeout, oom and a crashed run give a row here too, so the task itself only
-    fails when the worker cannot run anything at all."""
+    """The Dask task: one run in a process of its own; its row, side tables and log. A timeout,
+    oom or crash gives a row too: the task fails only where the worker cannot run at all."""
     plugin = load_plugin(job.request["plugin"])
     run_id = job.spec.run_id
     with tempfile.TemporaryDirectory(prefix=f"study-{run_id}-") as tmp:
@@ -194,20 +187,17 @@ class DaskExecutor:
         return {}, f"no Dask worker declares a '{GPU}' resource"
 
     def launch(self, jobs, folder: ResultsFolder) -> list:
-        """Nothing to start ahead: a worker runs each job in a process of its own (the local
-        executor's warm processes are started here, before the plugin prepares)."""
+        """Nothing to start ahead: each task starts its own warm process."""
         return []
 
     def env_fingerprints(self) -> set[str]:
-        """The environment fingerprint of every worker: a row measured on any of them is
-        current."""
+        """Every worker's: a row measured on any of them is current."""
         return set(self.client.run(environment.fingerprint).values())
 
     def run(self, jobs, folder: ResultsFolder, *, timeout: float,
             memory_budget_gb: float | None, on_start=None, unless=None):
         """Submit every run, then yield (job, outcome) as each becomes durable in `folder`.
-        Every run is submitted at once, so `unless` (a reason not to start a run, known only
-        as earlier runs end) cannot apply: a Dask sweep runs every seed."""
+        All are submitted at once, so `unless` cannot apply: a Dask sweep runs every seed."""
         placements = {framework: self._gpu_placement(framework) for framework in
                       dict.fromkeys(job.framework for job in jobs if job.needs_gpu)}
         futures, skipped = {}, []
@@ -258,10 +248,10 @@ class DaskExecutor:
                     self.client.cancel(left)
 
     def _lost(self, pending: list, unheard: set) -> tuple[str | None, set]:
-        """Why the pending runs will never be reported to this client (None while they may
-        be), and the keys the scheduler has finished or forgotten but this client has not heard
-        of. A scheduler that closes can end the client's report stream without a word, and its
-        futures then wait forever; a run is given up once it stays unheard for a whole check."""
+        """Why the pending runs will never be reported (None while they may be), and the keys
+        the scheduler has finished or forgotten but this client has not heard of. A closing
+        scheduler can end the client's stream without a word; a run is given up once it stays
+        unheard for a whole check."""
         keys = [future.key for future in pending]
         try:
             states = self.client.run_on_scheduler(task_states, keys=keys)
@@ -277,10 +267,8 @@ class DaskExecutor:
 
 
 class DaskLog:
-    """Dask's own log lines in this process (a reconnect's traceback and alike) kept off the
-    terminal, where the sweep's progress and summary say what happened: dropped until the
-    results folder is known, then written to its logs/dask-client.log. `--verbose` leaves Dask's
-    logging as it is."""
+    """Dask's own log lines (a reconnect's traceback) kept off the terminal: dropped until the
+    results folder is known, then written to its logs/dask-client.log (not with `--verbose`)."""
 
     def __init__(self, enabled: bool = True):
         self.enabled = enabled
@@ -288,8 +276,7 @@ class DaskLog:
 
     @staticmethod
     def _dask_loggers() -> list[logging.Logger]:
-        """Dask's top logger, and those below it that its configuration gave a handler of their
-        own (the terminal); the others pass their records up to the top one."""
+        """Dask's top logger, and those below it with a handler of their own."""
         below = [logger for name, logger in logging.root.manager.loggerDict.items()
                  if name.startswith("distributed.") and isinstance(logger, logging.Logger)
                  and logger.handlers]
@@ -344,8 +331,5 @@ def record(future, job: Job, folder: ResultsFolder) -> dict:
 def record_error(job: Job, folder: ResultsFolder, message: str, log: str | None = None) -> dict:
     """An `error` row for a run the cluster did not give back (`--retry-failed` runs it again)."""
     write_text_atomic(log or message + "\n", folder.log_path(job.spec.run_id))
-    env = environment.collect()
-    folder.write_run({**base_row(job.request, job.spec), "worker_host": None, "status": "error",
-                      "message": message, **env,
-                      "env_fingerprint": environment.fingerprint(env)})
+    write_engine_row(job, folder, "error", message, worker_host=None)
     return {"status": "error", "wall_seconds": None}

@@ -1,12 +1,10 @@
 """The local Dask cluster of `study run --executor dask --workers N`, in a process of its own
 session (`python -m study.sweep.dask_cluster PARENT_PID N`).
 
-Ctrl-C at a terminal signals every process of the foreground group. Worker processes started by
-the sweep's own process would each take it, and print a traceback (30 lines, several times over)
-while they start or while the sweep closes them. In a session of their own they never see it:
-the sweep alone stops on Ctrl-C and closes the cluster. Protocol: this process prints the
-scheduler's address as one line once its workers are up, then keeps the cluster until its stdin
-closes; it dies with the sweep (parent-death signal), and its workers with it.
+Ctrl-C at a terminal signals every process of the foreground group: workers started by the
+sweep's own process would each print a traceback. In a session of their own they never see it.
+This process prints the scheduler's address once its workers are up, then keeps the cluster
+until its stdin closes; it dies with the sweep, and its workers with it.
 """
 
 from __future__ import annotations
@@ -34,11 +32,8 @@ NANNY_EXPORTS = ("MALLOC_TRIM_THRESHOLD_", "PYTHONHASHSEED")
 
 @contextmanager
 def local_cluster(n_workers: int = 1, resources: dict | None = None, **kwargs):
-    """A LocalCluster of single-threaded worker processes, each with one timing slot.
-
-    Its workers (and so the runs) keep this process's thread settings instead of the nanny's
-    OMP_NUM_THREADS=1; the variables the nanny exports into this process are put back after.
-    """
+    """A LocalCluster of single-threaded worker processes, each with one timing slot, keeping
+    this process's thread settings instead of the nanny's OMP_NUM_THREADS=1."""
     saved = {name: os.environ.get(name) for name in NANNY_THREAD_VARIABLES + NANNY_EXPORTS}
     unset = {f"distributed.nanny.pre-spawn-environ.{name}": None
              for name in NANNY_THREAD_VARIABLES}
@@ -83,8 +78,7 @@ class ClusterProcess:
         return address
 
     def close(self, graceful: bool = True) -> None:
-        """Stop the cluster: its workers close their tasks, or (not `graceful`: the sweep was
-        interrupted, its runs in flight are abandoned) the whole session is killed at once."""
+        """Stop the cluster, or (not `graceful`: the sweep was interrupted) kill its session."""
         if self.proc is None:
             return
         proc, self.proc = self.proc, None

@@ -1,9 +1,8 @@
 """`study run CONFIG --dry-run`: what the sweep would do, written nowhere.
 
-One line per configuration (its seeds and repeats counted, not listed: a grid of 358 runs is a
-page, not 358 lines of 400 characters), the axes every run shares said once, how many runs are
-done and why the others would run (the runner's own plan, computed without recording anything),
-and a time estimate for the runs that would run only.
+One line per configuration (its seeds and repeats counted, not listed), the axes every run
+shares said once, how many runs are done and why the others would run (the runner's own plan,
+recording nothing), and a time estimate for the runs that would run.
 """
 
 from __future__ import annotations
@@ -47,7 +46,7 @@ def dry_run(specs, study: Study, out, plan_runs, *, retry_failed=False, keep_sta
 
 
 def past_rows(out) -> pd.DataFrame:
-    """The assembled rows of the results folder, read only (a dry run moves nothing aside)."""
+    """The assembled rows of the results folder, read only (nothing is moved aside)."""
     try:
         rows = pd.read_parquet(os.path.join(out, "runs.parquet"))
     except Exception:  # noqa: BLE001 -- no folder, no table, an unreadable one: nothing done
@@ -57,7 +56,6 @@ def past_rows(out) -> pd.DataFrame:
 
 
 def configurations(specs, to_run: set) -> str:
-    """A table of configurations: runs, runs to run, the label without seed and repeat."""
     groups: dict[str, list] = {}
     for spec in specs:
         groups.setdefault(configuration(spec), []).append(spec)
@@ -83,9 +81,7 @@ def shared_axes(specs) -> dict:
 
 def told_apart(specs, label=lambda spec: spec.label()) -> dict[str, str]:
     """Each spec's run id -> its `label`, and where specs share one, the axes in which they
-    differ (short ones first; seed and repeat are in every label): a dry run's configurations
-    and a sweep's progress lines name every axis that tells runs apart (--standardize, a
-    stopping rule), not just the ones a study's label shows."""
+    differ (short ones first): every axis that tells runs apart, not just the label's."""
     groups: dict[str, list] = {}
     for spec in specs:
         groups.setdefault(label(spec), []).append(spec)
@@ -111,9 +107,8 @@ def cut(line: str) -> str:
 
 
 def estimate(specs, study: Study, out, past: pd.DataFrame) -> str:
-    """The time of the runs that would run, from this machine's own past runs in the results
-    folder (study.sweep.run_times: wall time of each run's process; set-up of warm processes not
-    included). With no past run here, the budgets the config sets are what bounds it."""
+    """The time of the runs that would run, from this machine's past runs in the folder (or,
+    with none, the budgets the config sets)."""
     times = RunTimes.from_rows(past, load_kind(study.kind))
     if not len(times):
         return budgets(specs, study, out)
@@ -124,8 +119,6 @@ def estimate(specs, study: Study, out, past: pd.DataFrame) -> str:
 
 
 def budgets(specs, study: Study, out) -> str:
-    """No past run to go by: the time budgets the runs train for, and the timeout bounding
-    each; the start-up of each process is not in them."""
     trained = time_budgets(specs)
     bound = len(specs) * study.run_timeout / 60
     lead = (f"at least {trained / 60:.3g} min of time budgets for {len(specs)} runs, plus each "

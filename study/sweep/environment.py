@@ -14,6 +14,7 @@ from pathlib import Path
 
 from optimizers.blas_threads import SPIN_VARIABLE, short_spin
 from study.frameworks.registry import FRAMEWORKS
+from study.sweep.fingerprint import ROOT
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                     "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "OPENBLAS_CORETYPE",
@@ -58,21 +59,17 @@ def _gpus() -> tuple[str | None, str | None]:
 
 
 def _blas() -> tuple[str, str | None]:
-    """The BLAS libraries loaded (name, version, threads) and the kernel each chose for this
-    CPU (threadpoolctl's `architecture`: OpenBLAS picks SkylakeX, Haswell, Zen ... at load
-    time, and the same library is several times faster with one than another)."""
-    try:
-        import scipy.linalg  # noqa: F401 -- load SciPy's BLAS too, so every process reads alike
-        from threadpoolctl import threadpool_info
+    """The BLAS libraries loaded and the kernel each chose for this CPU (OpenBLAS picks
+    SkylakeX, Haswell, Zen ... at load time, several times faster with one than another)."""
+    import scipy.linalg  # noqa: F401 -- load SciPy's BLAS too, so every process reads alike
+    from threadpoolctl import threadpool_info
 
-        blas = [i for i in threadpool_info() if i.get("user_api") == "blas"]
-        libs = sorted({f"{i['internal_api']} {i.get('version') or ''} ({i['num_threads']} "
-                       f"threads)" for i in blas})
-        kernels = sorted({str(i["architecture"]) for i in blas if i.get("architecture")})
-        if libs:
-            return "; ".join(libs), "; ".join(kernels) or None
-    except ImportError:
-        pass
+    blas = [i for i in threadpool_info() if i.get("user_api") == "blas"]
+    libs = sorted({f"{i['internal_api']} {i.get('version') or ''} ({i['num_threads']} threads)"
+                   for i in blas})
+    kernels = sorted({str(i["architecture"]) for i in blas if i.get("architecture")})
+    if libs:
+        return "; ".join(libs), "; ".join(kernels) or None
     import numpy as np
 
     config = np.show_config(mode="dicts") or {}
@@ -81,22 +78,18 @@ def _blas() -> tuple[str, str | None]:
 
 
 def _memory_gb() -> float | None:
-    """The machine's physical memory in GB (GiB), one decimal."""
     try:
         return round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
     except (ValueError, OSError, AttributeError):
         return None
 
 
-ROOT = Path(__file__).resolve().parents[2]  # the project's root (holds study/, optimizers/)
 UNKNOWN_COMMIT = "unknown"
 
 
 def _git_commit() -> str:
-    """The project's own commit (with "+dirty" for uncommitted changes to tracked files), or
-    "unknown". Only where the project root is itself the top of a git work tree: a tree
-    unpacked from an archive (no .git) inside another repository would otherwise record that
-    repository's commit, which says nothing of this code."""
+    """The project's own commit ("+dirty" for uncommitted changes), or "unknown". Only where the
+    project root is the top of a git work tree: not another repository it was unpacked in."""
     def git(*arguments):
         return subprocess.run(["git", "-C", str(ROOT), *arguments], capture_output=True,
                               text=True, timeout=10)
@@ -137,12 +130,10 @@ def collect() -> dict:
     return env
 
 
-# What decides whether a timing taken then still stands now: software, BLAS and the kernel it
-# chose (the same CPU model name can hide masked instruction sets in a virtual machine, so the
-# model does not settle it), thread settings and the processor. Not the host name or platform
-# string (the same machine image on another host measures alike), nor the memory size (the
-# studies fit in memory; a run that does not is recorded as oom, not slower), nor the GPU (a
-# device is compared explicitly, as its own column).
+# What decides whether a timing taken then still stands now: software, BLAS and its kernel (a
+# CPU model name can hide masked instruction sets in a virtual machine), thread settings and the
+# processor. Not the host name or platform (the same machine image measures alike), nor memory
+# (a run that does not fit is oom, not slower), nor the GPU (compared as its own column).
 TIMING_ENVIRONMENT = ("env_cpu", "env_cores", "env_python", "env_blas", "env_blas_kernel",
                       *(f"env_{p.replace('-', '_')}" for p in PACKAGES),
                       *(f"env_{v.lower()}" for v in THREAD_VARIABLES))

@@ -1,6 +1,5 @@
 """Where runs execute. `LocalExecutor`: here, one at a time, each in a child of a warm fork
-server (`study.sweep.isolate`); `study.sweep.dask.DaskExecutor`: on a Dask cluster. Either way
-the runner makes the rows durable in the study's results folder."""
+server (`study.sweep.isolate`); `study.sweep.dask.DaskExecutor`: on a Dask cluster."""
 
 from __future__ import annotations
 
@@ -36,8 +35,8 @@ GPU_PROBE_SECONDS = 300  # for a framework to count its GPUs; said when it is me
 
 
 class GpuProbe:
-    """How many GPUs a framework sees, asked in a subprocess (so that no warm process ever
-    initialises a device); started early, it runs while the warm processes import."""
+    """Whether a framework sees a GPU, asked in a subprocess (no warm process may initialise a
+    device); started early, it runs while the warm processes import."""
 
     def __init__(self, framework: str, python: str = sys.executable):
         self.framework = framework
@@ -55,13 +54,10 @@ class GpuProbe:
         try:
             out, _ = self.proc.communicate(timeout=GPU_PROBE_SECONDS)
             return self.proc.returncode == 0 and int(out.strip().splitlines()[-1]) > 0
-        except subprocess.TimeoutExpired:
-            print(f"the {self.framework} GPU count did not come within {GPU_PROBE_SECONDS} s; "
-                  "its GPU runs are taken as having no GPU", file=sys.stderr)
-            self.proc.kill()
-            self.proc.wait()
-            return False
-        except (subprocess.SubprocessError, ValueError, IndexError):
+        except (subprocess.SubprocessError, ValueError, IndexError) as exc:
+            if isinstance(exc, subprocess.TimeoutExpired):
+                print(f"the {self.framework} GPU count did not come within {GPU_PROBE_SECONDS} "
+                      "s; its GPU runs are taken as having no GPU", file=sys.stderr)
             self.proc.kill()
             self.proc.wait()
             return False
@@ -73,8 +69,7 @@ _GPU_ANSWERS: dict[tuple[str, str | None], bool] = {}
 def gpu_visible(framework: str | None, python: str = sys.executable,
                 probe: GpuProbe | None = None) -> bool:
     """Asked once per interpreter and framework (from `probe` when one was started early);
-    NumPy runs on no GPU. Without the device files its GPU needs, the answer is no without
-    importing the framework (a TensorFlow import costs seconds of a 2-core machine's time)."""
+    without the device files its GPU needs, no, without importing the framework."""
     if framework is None or not FRAMEWORKS[framework].gpu_nodes_present():
         return False
     if (python, framework) not in _GPU_ANSWERS:
@@ -82,10 +77,16 @@ def gpu_visible(framework: str | None, python: str = sys.executable,
     return _GPU_ANSWERS[python, framework]
 
 
-def skip(job: Job, folder: ResultsFolder, reason: str) -> dict:
+def write_engine_row(job: Job, folder: ResultsFolder, status: str, message: str,
+                     **columns) -> None:
+    """The row of a run that measured nothing (skipped, or lost with its process)."""
     env = environment.collect()
-    folder.write_run({**base_row(job.request, job.spec), "status": "skipped", "message": reason,
-                      **env, "env_fingerprint": environment.fingerprint(env)})
+    folder.write_run({**base_row(job.request, job.spec), **columns, "status": status,
+                      "message": message, **env, "env_fingerprint": environment.fingerprint(env)})
+
+
+def skip(job: Job, folder: ResultsFolder, reason: str) -> dict:
+    write_engine_row(job, folder, "skipped", reason)
     return {"status": "skipped", "wall_seconds": 0.0}
 
 
@@ -93,8 +94,7 @@ NOT_RUN = "not run"
 
 
 def not_run(reason: str) -> dict:
-    """A run this machine cannot make (a GPU run where none is visible): no row is written, so
-    a machine that can make it measures it later; the runner says how many and why, once."""
+    """A run this machine cannot make (no GPU visible): no row, so another machine measures it."""
     return {"status": NOT_RUN, "reason": reason, "wall_seconds": 0.0}
 
 
@@ -135,8 +135,7 @@ class LocalExecutor:
 
     def launch(self, jobs, folder: ResultsFolder) -> list[ForkServer]:
         """Start every warm process the jobs need that is not running, without waiting for
-        them: a sweep starts them before its preparation (the train study's initial-weights
-        helper), so that their imports overlap it."""
+        them: their imports overlap the sweep's preparation."""
         launched = []
         for job in {job.preload: job for job in jobs}.values():
             if job.preload in self.servers and self.servers[job.preload].alive:
@@ -150,8 +149,8 @@ class LocalExecutor:
         return launched
 
     def warm_up(self, jobs, folder: ResultsFolder) -> None:
-        """Start every warm process the jobs need, and the GPU questions, at once, and wait for
-        all of them before the first run: their imports overlap each other, never a run."""
+        """Start the warm processes and the GPU questions at once, and wait for all before the
+        first run: their imports overlap each other, never a run."""
         probes = {framework: GpuProbe(framework, self.python) for framework in
                   dict.fromkeys(job.framework for job in jobs if job.needs_gpu)
                   if framework is not None and (self.python, framework) not in _GPU_ANSWERS
@@ -169,8 +168,7 @@ class LocalExecutor:
     def run(self, jobs, folder: ResultsFolder, *, timeout: float,
             memory_budget_gb: float | None, on_start=None, unless=None):
         """Yield (job, outcome) as each run becomes durable in `folder`; `unless(job)` may give
-        a reason not to start a run (asked just before it would start), which is recorded as
-        its skipped row."""
+        a reason not to start a run, recorded as its skipped row."""
         jobs = list(jobs)
         self.warm_up(jobs, folder)
         for job in jobs:
@@ -190,17 +188,13 @@ class LocalExecutor:
                 broken = self.servers.pop(job.preload, None)
                 if broken is not None:
                     broken.close()
-                env = environment.collect()
-                folder.write_run({**base_row(job.request, job.spec), "status": "error",
-                                  "message": f"{exc}; see {folder.logs_dir}", **env,
-                                  "env_fingerprint": environment.fingerprint(env)})
+                write_engine_row(job, folder, "error", f"{exc}; see {folder.logs_dir}")
                 outcome = {"status": "error", "wall_seconds": None}
             yield job, outcome
 
 
 def preload_for(framework: str | None, plugin) -> tuple[str, ...]:
     """The warm process's imports: the NumPy stack, the study's plugin and measuring module, and
-    for a framework's runs the framework and the study's modules for it (imported, never
-    initialised there: see study.sweep.forkserver). A warm process serves one framework."""
+    the framework and the study's modules for it (one framework per warm process)."""
     extra = (*FRAMEWORKS[framework].preload, *plugin.preload(framework)) if framework else ()
     return (*NUMPY_STACK, *extra, plugin.MEASURE_MODULE, type(plugin).__module__)

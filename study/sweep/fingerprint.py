@@ -1,10 +1,7 @@
-"""Which code measured a row: a hash of the contents of the source files a spec ran through
-(and of the input data files it read, by absolute path).
-
-The study says which files measured a spec (`code_files`): its shared measuring code plus the
-modules of the very optimizer, data set and backend it used, so that editing `optimizers/gd.py`
-makes the GD rows stale and leaves the L-BFGS rows alone. A folder keeps the file list behind
-each fingerprint (`fingerprints/<hash>.json`), so a stale row can be explained file by file.
+"""Which code measured a row: a hash of the contents of the source (and input data) files a spec
+ran through, as the study's `code_files` lists them, so that editing `optimizers/gd.py` makes
+the GD rows stale and leaves the L-BFGS rows alone. A folder keeps the file list behind each
+fingerprint (`fingerprints/<hash>.json`), so a stale row can be explained file by file.
 """
 
 from __future__ import annotations
@@ -49,7 +46,7 @@ def fingerprint_of(files: dict[str, str]) -> str:
 
 
 def save(folder: Path, files: dict[str, str]) -> str:
-    """Store the file list behind a fingerprint in the results folder; returns the hash."""
+    """Store the file list behind a fingerprint; returns the hash."""
     fingerprint = fingerprint_of(files)
     path = folder / f"{fingerprint}.json"
     if not path.exists():

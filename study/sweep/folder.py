@@ -20,6 +20,7 @@ import fcntl
 import json
 import os
 import shutil
+import sys
 import uuid
 from pathlib import Path
 
@@ -85,7 +86,7 @@ class ResultsFolder:
             handle.close()  # releases the lock
 
     def claim(self, study) -> None:
-        """The folder belongs to one config: a different config with the same name is refused."""
+        """The folder belongs to one config: another config of the same name is refused."""
         path = check_kind(self.root / "study.json")
         mine = {"kind": study.kind, "name": study.name, "source": _resolved(study.source)}
         if path.is_file():
@@ -125,7 +126,6 @@ class ResultsFolder:
         return self.logs_dir / f"{run_id}.log"
 
     def new_pending(self, run_id: str) -> Path:
-        """A fresh folder for one run's process to write into; only its files are accepted."""
         path = self.pending_dir / f"{run_id}.{uuid.uuid4().hex[:12]}"
         path.mkdir(parents=True)
         return path
@@ -157,8 +157,8 @@ class ResultsFolder:
                 if "." not in p.name[: -len(".parquet")]}
 
     def read_row(self, run_id: str) -> pd.DataFrame:
-        """A finished run's row. Each file is read once per runner (a sweep reads every row
-        again to assemble its tables: 15 ms a row): kept while its size, time and inode stay."""
+        """A finished run's row, read once per runner while its size, time and inode stay (a
+        sweep reads every row again to assemble its tables: 15 ms a row)."""
         path = check_kind(self.row_path(run_id))  # a FIFO or link there: set aside, not read
         stat = path.stat()
         identity = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
@@ -171,9 +171,10 @@ class ResultsFolder:
         self._rows[path] = (identity, frame)
         return frame
 
-    def scan(self, report=print) -> pd.DataFrame:
+    def scan(self, report=None) -> pd.DataFrame:
         """Every readable finished row; an unreadable file is moved to runs/damaged/ with one
-        line said about it, and its run counts as not done (it is measured again)."""
+        line said about it (on stderr by default), and its run is measured again."""
+        report = report or (lambda line: print(line, file=sys.stderr))
         frames = []
         for run_id, path in sorted(self.row_files().items()):
             try:
@@ -198,8 +199,7 @@ class ResultsFolder:
     # ---- the assembled tables -----------------------------------------------------------------
 
     def assemble(self, runs: pd.DataFrame) -> None:
-        """Write runs.parquet and the side tables for these rows; nothing when there are none,
-        so that no empty or schema-less table is ever left for a reader."""
+        """Write runs.parquet and the side tables for these rows (nothing for no rows)."""
         if runs.empty:
             return
         tables = {}

@@ -1,16 +1,14 @@
 """A warm process that forks one fresh child per run (`python -m study.sweep.forkserver PID MOD..`).
 
-Starting a Python interpreter and importing NumPy, SciPy and pandas (and TensorFlow: 3-6 s)
-for every run cost more than most runs measure. This process imports them once, then forks a
-child for each run, so every run still has a process of its own (its own TensorFlow context,
-graphs and caches: TensorFlow is imported here but never initialised, which keeps forking safe)
-without paying for the interpreter. Nothing a run's timing must include is done here: tracing,
-compilation, device placement and data transfer all happen in the child.
+Starting an interpreter and importing NumPy, SciPy and pandas (and TensorFlow: 3-6 s) for every
+run cost more than most runs measure. This process imports them once (a framework is imported,
+never initialised, which keeps forking safe), then forks a child per run. Nothing a run's
+timing must include is done here.
 
-Protocol, one JSON object per line: the server says {"ready": pid}; each request line is a run
-(see `study.sweep.child.execute`); the server answers {"started": pid, "inherited_rss": bytes}
-and, when the child has exited, {"exited": pid, "status": wait status, "maxrss_kb": n}.
-It dies with the runner that started it (parent-death signal), and its children die with it.
+Protocol, one JSON object per line: {"ready": pid}; each request line is a run
+(`study.sweep.child.execute`), answered {"started": pid, "inherited_rss": bytes}, then
+{"exited": pid, "status": wait status, "maxrss_kb": n}. It dies with its runner, its children
+with it.
 """
 
 from __future__ import annotations
@@ -58,8 +56,7 @@ def serve(preload) -> None:
 
     collect()  # once here; every child inherits it (the git and nvidia-smi calls included)
     calibration_buffer()
-    # What this process made stays alive in every child: out of the collector's sight, a
-    # child's collections neither walk it (tens of ms per run) nor copy its pages.
+    # out of the collector's sight, a child's collections neither walk nor copy what is here
     gc.collect()
     gc.freeze()
     say({"ready": os.getpid()})
@@ -80,7 +77,6 @@ def serve(preload) -> None:
 
 
 def _child(request: dict, server: int) -> None:
-    """In the forked child: its own process group, dies with the server, output to its log."""
     code = 1
     try:
         os.setsid()  # a process group of its own: the runner kills it (and what it started)

@@ -1,15 +1,13 @@
 """A study config (TOML) -> the list of specs to run.
 
-The engine reads the keys every study has (kind, name, description, repeats, run_timeout,
-memory_budget_gb, [[exclude]]); the study's plugin expands its own sections into specs. A list
-value is an axis: blocks expand to the Cartesian product of their axes. `[[exclude]]` tables and
-`--only KEY=VALUE` select by the specs' axis values (`spec.axes()`), where a parameter may be
-named bare (`step` for `hp_step`, `kappa` for `data_kappa`). Every key, name and value is
-checked before anything runs; an error names the file, the key and what is allowed.
+The engine reads the keys every study has (COMMON_KEYS); the study's plugin expands its own
+sections into specs. A list value is an axis: blocks expand to the Cartesian product of their
+axes. `[[exclude]]` tables and `--only KEY=VALUE` select by the specs' axis values, where a
+parameter may be named bare (`step` for `hp_step`). Everything is checked before anything runs;
+an error names the file, the key and what is allowed.
 
-A spec may wait for other runs (a plugin's `prerequisites`, e.g. the grid of a tuned learning
-rate): those runs join the grid just before it, and it is run as the plugin's `resolve` makes
-it from their rows.
+A spec may wait for other runs (a plugin's `prerequisites`): they join the grid just before it,
+and it runs as the plugin's `resolve` makes it from their rows.
 """
 
 from __future__ import annotations
@@ -61,10 +59,7 @@ class Study:
 
 @dataclass(frozen=True)
 class Adaptive:
-    """[adaptive]: after the planned runs, the answers' undecided comparisons get `batch` more
-    instances of each configuration they name at a time (study.sweep.adaptive), until each is
-    decided (study.sequential), has `max_instances`, or the next batch would end past
-    `time_budget` seconds of this invocation's added runs and looks."""
+    """[adaptive]: the settings of study.sweep.adaptive's loop."""
 
     margin: float = 0.1  # equivalent: the ratio within [1 / (1 + margin), 1 + margin]
     max_instances: int = 12  # replicates (seeds, or repeats) per configuration, in all
@@ -72,15 +67,12 @@ class Adaptive:
     time_budget: float = 15.0
 
 
-# [adaptive]'s largest values: the sequential verdict's projection looks no further than 1000
-# instances (study.sequential.instances_needed), and a batch is that many runs per
-# configuration at each look
+# [adaptive]'s largest values: the sequential projection looks no further than 1000 instances
 MAX_INSTANCES = 1000
 MAX_BATCH = 100
 
 
 def parse_adaptive(table, source: str) -> Adaptive:
-    """The [adaptive] table, checked (a one-line error naming the key)."""
     if table is None:
         return Adaptive()
     if not isinstance(table, dict):
@@ -120,10 +112,8 @@ def read_config(path) -> dict:
 
 
 INT64 = (-2**63, 2**63 - 1)
-# Runs one config may hold. A results folder keeps two files per run and reads every row to
-# assemble its tables (about 15 ms a row: 25 minutes at this size, at the end of every
-# invocation), and each run is a process of its own: beyond this, split the study into several
-# configs (folders). Counted before the grid is made, so a huge one is refused at once.
+# Runs one config may hold: a folder reads every row to assemble its tables (about 15 ms a row,
+# 25 minutes at this size). Counted before the grid is made, so a huge one is refused at once.
 MAX_RUNS = 100_000
 
 
@@ -136,8 +126,7 @@ def check_size(runs: int, source: str) -> None:
 
 
 def check_integers(value, where: str) -> None:
-    """TOML integers are 64-bit (its specification: an integer that does not fit is an error),
-    as every integer column of a results table is; Python's reader takes any size."""
+    """TOML integers are 64-bit, as every integer column is; Python's reader takes any size."""
     if isinstance(value, dict):
         for key, item in value.items():
             check_integers(item, f"{where}: {key}")
@@ -236,10 +225,8 @@ def _configuration_of(spec_from_json, text: str) -> str | None:
 
 
 def configurations(runs, plugin):
-    """Each row's configuration (`configuration` of its spec: every axis and every optimizer
-    parameter, not seed or repeat), the one key summaries, reports, figures, compare and the
-    adaptive loop group runs by, so that two configurations are never pooled into one. A row
-    without a readable spec (a table made by hand) by the axis columns its schema declares."""
+    """Each row's `configuration`, the one key every reader groups runs by, so that two
+    configurations are never pooled; a row without a readable spec, by its schema's axes."""
     import pandas as pd
 
     axes = plugin.SCHEMA.axes
@@ -264,10 +251,9 @@ _FLAT = {"hyperparameters": "hp_", "stopping": "stop_", "dataset_params": "data_
 
 
 def distinct_labels(labels, keys, scope=None):
-    """Labels (a Series), one per configuration (`keys`, from `configurations`): where one label
-    names several configurations (within one `scope`, e.g. a data set), each gets the axes that
-    tell them apart ('optax:adamw on jax (batch 32) [learning_rate=0.005]'), so that no table,
-    figure or sentence pools two configurations under one name."""
+    """Labels (a Series), one per configuration (`keys`): where one label names several
+    configurations within a `scope`, each gets the axes that tell them apart ('... [lr=0.005]'),
+    so that nothing pools two configurations under one name."""
     import pandas as pd
 
     scope = [""] * len(labels) if scope is None else scope
@@ -299,15 +285,13 @@ def _bare(axis: str) -> str:
 
 
 def default_memory_budget_gb() -> float:
-    """80% of the machine's memory: a run above it is stopped before the machine swaps or the
-    kernel's OOM killer picks a process of its own choosing."""
+    """80% of the machine's memory: a run is stopped before the kernel's OOM killer chooses."""
     return round(0.8 * psutil.virtual_memory().total / 2**30, 1)
 
 
 # ---- blocks and axes --------------------------------------------------------------------------
 
 def blocks(raw: dict, key: str, source: str) -> list[dict]:
-    """The [[key]] tables of a config; at least one is required."""
     found = raw.get(key)
     if not found:
         raise ConfigError(f"{source}: {key}: at least one [[{key}]] table is required")
@@ -368,8 +352,8 @@ def with_prerequisites(plugin, specs) -> list:
 
 
 def resolved(plugin, specs, rows) -> tuple[list, int]:
-    """The specs as they run: one that waits for others is made from their rows (a DataFrame or
-    dicts by run_id), or left out while any has none. Returns (specs, how many were left out)."""
+    """(the specs as they run, how many wait): one that waits for others is made from their
+    rows (a DataFrame or dicts by run_id), or left out while any has none."""
     if not isinstance(rows, dict):  # a runs table
         rows = {r["run_id"]: r for r in rows.to_dict("records")}
     out, waiting = [], 0
@@ -405,9 +389,8 @@ def matches(axes: dict, rule: dict) -> bool:
 
 
 def unmatched(rule: dict, axes: list[dict]) -> str | None:
-    """Why an [[exclude]] table, or one of its values, matches no run (a typo, most likely: an
-    exclusion that excludes nothing leaves in the runs it was written to leave out); None when
-    every value is on its axis and the table matches a run."""
+    """Why an [[exclude]] table, or one of its values, matches no run (a typo, most likely);
+    None when it matches."""
     text = "{" + ", ".join(f"{key} = {value!r}" for key, value in rule.items()) + "}"
     for key, wanted in rule.items():
         present = {lookup_axis(values, key) for values in axes}
@@ -439,8 +422,7 @@ def axis_text(value) -> str:
 
 
 def select(specs, only: dict) -> list:
-    """The specs whose axis values match every --only key (any of its values); matching
-    nothing is an error, so a typo never runs (or writes) nothing quietly."""
+    """The specs matching every --only key; matching nothing is an error (a typo, most likely)."""
     if not only:
         return list(specs)
     known = {key for spec in specs for key in spec.axes()}

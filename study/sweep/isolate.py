@@ -1,12 +1,10 @@
 """One run in its own process, forked from a warm server, under a watchdog.
 
-The runner starts one fork server per kind of process (the NumPy stack; TensorFlow), asks it to
-fork a child for each run, and watches the child: past `run_timeout` seconds or past the memory
-budget (resident memory the child added to what it inherited) its process group is killed and
-the run recorded `timeout` / `oom`. The child writes into a pending folder made for it, and only
-those files are accepted, so a process left by a dead runner can never overwrite a row. Every
-process dies with its parent (servers with the runner, children with their server), and the
-runner kills what it started on Ctrl-C, SIGTERM and SIGHUP.
+The runner starts one fork server per framework, asks it to fork a child for each run, and
+watches the child: past `run_timeout` seconds or the memory budget (resident memory it added to
+what it inherited) its process group is killed and the run recorded `timeout` / `oom`. The child
+writes into a pending folder made for it, and only those files are accepted, so a process left
+by a dead runner can never overwrite a row. Every process dies with its parent.
 """
 
 from __future__ import annotations
@@ -14,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -54,7 +53,7 @@ class ForkServer:
         self.wait_ready()
 
     def launch(self) -> None:
-        """Start the process without waiting for its imports (see `wait_ready`)."""
+        """Start the process without waiting for its imports."""
         argv, env = python_command("-m", "study.sweep.forkserver", str(os.getpid()),
                                    *self.preload, python=self.python)
         stderr = open(self.log, "a", opener=no_follow) if self.log \
@@ -118,8 +117,7 @@ class ForkServer:
 
 
 def kill_group(pid: int) -> None:
-    """Kill a run's process group (and the process itself, should it not have made its group
-    yet)."""
+    """Kill a run's process group (and the process, should it not have made its group yet)."""
     for kill in (os.killpg, os.kill):
         try:
             kill(pid, signal.SIGKILL)
@@ -128,9 +126,8 @@ def kill_group(pid: int) -> None:
 
 
 def tree_rss(pid: int) -> int:
-    """Resident memory of a run's process and its descendants. Read from the process's own
-    /proc entries: psutil's `children(recursive=True)` scans every process on the machine
-    (2.5 ms of CPU per call, taken from the run being measured)."""
+    """Resident memory of a run's process and its descendants, from its own /proc entries
+    (psutil's `children(recursive=True)` scans every process: 2.5 ms of the run's CPU)."""
     page, total, stack = os.sysconf("SC_PAGE_SIZE"), 0, [pid]
     while stack:
         current = stack.pop()
@@ -161,10 +158,8 @@ def _psutil_tree_rss(pid: int) -> int:
 
 def run_isolated(server: ForkServer, job, folder: ResultsFolder, *, timeout: float,
                  memory_budget_gb: float | None) -> dict:
-    """Run one job in a child of `server`; its row is in `folder` when this returns.
-
-    Returns the runner's view of the run: {"status", "wall_seconds"}.
-    """
+    """Run one job in a child of `server`; its row is in `folder` when this returns
+    {"status", "wall_seconds"}."""
     spec = job.spec
     pending = folder.new_pending(spec.run_id)
     log = folder.log_path(spec.run_id)
@@ -210,13 +205,12 @@ def run_isolated(server: ForkServer, job, folder: ResultsFolder, *, timeout: flo
            **collect(), "env_fingerprint": job.request.get("env_fingerprint"),
            "wall_seconds": wall}
     folder.write_run(row)
-    _remove(pending)
+    shutil.rmtree(pending, ignore_errors=True)
     return {"status": killed[0], "wall_seconds": wall}
 
 
 def _status_of(folder: ResultsFolder, run_id: str) -> str:
-    """The accepted row's status; a row that cannot be read counts as an error here (the
-    folder's scan then sets the file aside, and the run is measured again)."""
+    """The accepted row's status; an unreadable row is an error (the scan sets it aside)."""
     try:
         return str(folder.read_row(run_id)["status"].iloc[0])
     except Exception:  # noqa: BLE001 -- pyarrow raises several types for damaged files
@@ -229,12 +223,6 @@ def _partial(pending: Path) -> dict:
     except (OSError, ValueError):
         return {}
     return record if isinstance(record, dict) else {}
-
-
-def _remove(pending: Path) -> None:
-    import shutil
-
-    shutil.rmtree(pending, ignore_errors=True)
 
 
 def last_line(path) -> str:

@@ -1,18 +1,15 @@
 """Machine noise, measured around every run in the run's own process, and the noisy flag.
 
-Just before and just after the timed part (`with ctx.probe:`) the probe times a fixed read pass
-over 32 MiB (the same work in every run of every study, so one sweep-wide median describes the
-quiet machine). Between the two it records how long the run's threads waited for a CPU
-(`/proc/self/task/*/schedstat`, nanoseconds: a busy machine makes them queue) and how much CPU
-time other processes used (`/proc/stat` minus this process, in cores; 10 ms resolution, so only
-judged on windows of half a second or more). A run is flagged `noisy` when
+Just before and after the timed part (`with ctx.probe:`) the probe times a fixed read pass over
+32 MiB (the same work in every run, so one sweep-wide median describes the quiet machine).
+Between the two it records how long the run's threads waited for a CPU (schedstat) and how much
+CPU time other processes used (`/proc/stat` minus this process, in cores; 10 ms resolution, so
+only judged on windows of half a second or more). A run is flagged `noisy` when
 
   - its calibration is more than CALIBRATION_LIMIT times the sweep's median, or
   - its threads waited for a CPU more than WAIT_LIMIT of the window while other processes used
-    at least OTHERS_WAITING cores (a multi-threaded run's threads also queue behind each other:
-    TensorFlow's gd on 2 cores waits 30-40% with nothing else running, which is not noise), or
+    at least OTHERS_WAITING cores (a multi-threaded run's threads also queue behind each other), or
   - other processes used more than OTHERS_LIMIT cores during a window of >= OTHERS_MIN_WINDOW s.
-
 A noisy run is kept (and said so); `study run --remeasure-noisy` measures it again.
 """
 
@@ -71,8 +68,7 @@ def _own_cpu_seconds() -> float:
 
 @functools.cache
 def calibration_buffer() -> np.ndarray:
-    """The calibration's 32 MiB, made and touched once per process: a warm process makes it
-    before forking, so every run reads the same pages without paying to allocate them."""
+    """The calibration's 32 MiB, made once in the warm process before it forks."""
     buffer = np.ones(CALIBRATION_BYTES // 8)
     buffer.flags.writeable = False
     return buffer
@@ -119,8 +115,7 @@ class NoiseProbe:
 
 
 def flag(runs: pd.DataFrame) -> pd.DataFrame:
-    """Set `noisy` and `noisy_reason` on every row that carries a probe, against the median
-    calibration of all of them (the sweep)."""
+    """Set `noisy` and `noisy_reason` on every row that carries a probe."""
     runs = runs.copy()
     calibration = runs[["calibration_before_seconds", "calibration_after_seconds"]].max(axis=1)
     median = calibration.median()

@@ -2,17 +2,14 @@
 
 A spec is a frozen dataclass with `run_id` (a stable hash of its content), `repeat`,
 `to_json()`, `axes()` (flat values that excludes, --only and the results' columns use) and
-`label()` (a short name for progress lines). A study's plugin module defines `PLUGIN`, one
-instance of a `StudyPlugin` subclass: it states its required members and overrides only the
-hooks whose declared default does not fit (benchopt's BaseSolver: measured by the package's
-`measure` module, figures and report beside it, no prerequisite runs, no grid check, nothing
-to preload or prepare, a GPU run when `spec.device == "gpu"`, a sweep failed only by `error`
-rows, no side tables, no answers, nothing to pair in `compare`). The engine (sweep, report,
-compare, results, conclusions) reaches a study only through these hooks and never by its name.
+`label()` (a short name for progress lines). A study's plugin module defines `PLUGIN`, an
+instance of a `StudyPlugin` subclass that states the required members and overrides only the
+hooks whose default does not fit (benchopt's BaseSolver). The engine reaches a study only
+through these hooks, never by its name.
 
-Studies are found, not listed: every package under study/ with a `plugin` module is one, and so
-is every package named in CONVERGENCE_STUDY_STUDIES (os.pathsep-separated; a study kept in the
-user's own folder, on PYTHONPATH): its kind is its folder's name, which its plugin's KIND says.
+Studies are found, not listed: every package under study/ with a `plugin` module, and every
+package named in CONVERGENCE_STUDY_STUDIES (os.pathsep-separated, on PYTHONPATH); its kind is
+its folder's name.
 """
 
 from __future__ import annotations
@@ -68,7 +65,6 @@ class StudyPlugin:
 
     @property
     def MEASURE_MODULE(self) -> str:
-        """The module that measures (a warm process imports it): the package's `measure`."""
         return self._sibling("measure")
 
     @property
@@ -113,12 +109,10 @@ class StudyPlugin:
         return ()
 
     def needs_gpu(self, spec) -> bool:
-        """Only where a GPU is (else recorded skipped)."""
         return getattr(spec, "device", None) == "gpu"
 
     def input_files(self, spec) -> list[str]:
-        """The user's files the spec reads (data, model, initial values), by absolute path: no
-        output of the sweep may replace one (study.output.inputs)."""
+        """The user's files the spec reads, by absolute path: no output may replace one."""
         return []
 
     def check_grid(self, specs) -> str | None:
@@ -135,9 +129,8 @@ class StudyPlugin:
         return spec
 
     def prepare(self, specs, cache_dir: Path, python: str, timeout: float) -> None:
-        """Inputs the runs share, made once in the sweep's process before they start (outside
-        every clock); what fails is left for its run to meet and record. A process it starts
-        is bound by `timeout`, the study's run_timeout."""
+        """Inputs the runs share, made once before they start (outside every clock); what
+        fails is left for its run to meet and record. `timeout` bounds a process it starts."""
         return None
 
     # ---- answers (defaults: none) ---------------------------------------------------------
@@ -147,8 +140,7 @@ class StudyPlugin:
         return []
 
     def refined(self, runs, study: str) -> list:
-        """(id, Comparison) of each comparison the adaptive loop measures until decided: the
-        answers' with a comparison."""
+        """(id, Comparison) of each comparison the adaptive loop measures until decided."""
         return [(c.id, c.comparison) for c in self.conclusions(runs, study)
                 if c.answer and c.comparison is not None]
 
@@ -182,15 +174,13 @@ def _scan() -> dict[str, str]:
 
 
 def _registered(value: str | None = None) -> dict[str, str]:
-    """The study packages named in CONVERGENCE_STUDY_STUDIES, by their last name (nothing is
-    imported before a study of that kind is asked for)."""
+    """The study packages named in CONVERGENCE_STUDY_STUDIES, by their last name."""
     value = os.environ.get(PLUGINS, "") if value is None else value
     return {name.rpartition(".")[2]: f"{name}.plugin"
             for name in filter(None, value.split(os.pathsep))}
 
 
 def load_kind(kind: str) -> StudyPlugin:
-    """The plugin of a study kind (its folder's name, and its KIND)."""
     plugin = load_plugin(STUDIES[kind])
     if plugin.KIND != kind:
         raise TypeError(f"study plugin {STUDIES[kind]} says KIND = {plugin.KIND!r}, not {kind!r}")

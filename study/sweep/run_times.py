@@ -1,10 +1,8 @@
 """How long runs not made yet will take: from the wall time of this machine's runs made so far.
 
-One estimator for the dry run's time estimate and the sweep's progress line ("est. 12 min
-left"): a run's own past time where it has one (a stale row measured again), else the median
-of its configuration's runs (the same axes but seed and repeat), else the median of every run.
-It is an estimate, and said to be one: a configuration not measured yet may cost ten times the
-median. The budgets a config sets bound it where nothing has been measured yet (`budgets`).
+One estimator for the dry run and the sweep's progress line: a run's own past time where it has
+one, else the median of its configuration's runs, else the median of every run. It is said to be
+an estimate: a configuration not measured yet may cost ten times the median.
 """
 
 from __future__ import annotations
@@ -36,8 +34,7 @@ class RunTimes:
         return self.keys[spec.run_id]
 
     def add(self, spec, seconds: float, run_id: str | None = None) -> None:
-        """A run's time; `spec` None: one whose spec the code here no longer reads (it counts
-        in the overall median and for its own run id only)."""
+        """A run's time; `spec` None: one whose spec the code here no longer reads."""
         self.every.append(float(seconds))
         self.own[run_id or spec.run_id] = float(seconds)
         if spec is not None:
@@ -45,8 +42,7 @@ class RunTimes:
 
     @classmethod
     def from_rows(cls, rows: pd.DataFrame, plugin) -> RunTimes:
-        """The rows this host measured (`worker_host`, `wall_seconds`); a row whose spec the
-        code here no longer reads counts in the overall median only."""
+        """The rows this host measured."""
         times = cls()
         if "wall_seconds" not in rows or "worker_host" not in rows or "spec" not in rows:
             return times
@@ -61,8 +57,7 @@ class RunTimes:
         return times
 
     def total(self, specs) -> tuple[float, int]:
-        """(seconds for `specs`, how many matched by run or configuration); every spec counts
-        at the overall median where it matches neither. Asked with no time known, (nan, 0)."""
+        """(seconds for `specs`, how many matched by run or configuration)."""
         if not len(self):
             return math.nan, 0
         overall = self.median()
@@ -80,8 +75,7 @@ class RunTimes:
 
 
 def time_budgets(specs) -> float:
-    """The seconds the specs' time budgets (`stop_time_budget`) add up to: a lower bound on
-    the time they take, start-up of each process aside."""
+    """The seconds the specs' time budgets add up to: a lower bound on their time."""
     budgets = (float(spec.axes().get("stop_time_budget") or 0) for spec in specs)
     return sum(b for b in budgets if math.isfinite(b))
 
@@ -98,8 +92,7 @@ def duration(seconds: float) -> str:
 
 
 def left(times: RunTimes, pending, run_timeout: float) -> str:
-    """The progress line's words for the time the pending runs will take, said as an estimate;
-    before any run was measured, the time budgets as a lower bound (or nothing to go by)."""
+    """The progress line's words for the time the pending runs will take."""
     if not pending:
         return "no planned run left"
     if len(times):

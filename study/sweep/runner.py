@@ -1,19 +1,13 @@
 """`python -m study run CONFIG`: measure what is missing, stale or asked for, in an order that
 spreads repeats across the sweep, and assemble the study's tables.
 
-A run is *done* when its row exists and was measured by the current code (code fingerprint)
-in the current environment (environment fingerprint); otherwise it is measured again (saying
-how many and why), unless `--keep-stale`. `--retry-failed` re-measures `error` rows,
-`--remeasure-noisy` the rows flagged noisy. Runs are shuffled with a recorded seed, blocked by
-repeat (every configuration's first repeat, then every second one, ...), so that a burst of
-background load lands on different configurations, not on all repeats of one. A sweep in which
-any run ended in `error` exits with status 1 (after saying how many and where their logs are).
-Runs that wait for others (a tuned learning rate waits for its grid's runs) are planned in a
-second round, made from the rows the first round left. Then the answers' comparisons that are
-still undecided get more instances, a few at a time, until decided or out of budget
-(study.sweep.adaptive; `--no-adaptive` keeps the planned design). The progress (one updating
-line at a terminal, a line per run otherwise) says the time the planned runs have left, as an
-estimate from the runs measured so far (study.sweep.run_times).
+A run is *done* when its row exists and was measured by the current code and environment
+(fingerprints); otherwise it is measured again, saying why, unless `--keep-stale`. Runs are
+shuffled with a recorded seed, blocked by repeat, so that a burst of background load lands on
+different configurations, not on all repeats of one. Runs that wait for others (a tuned
+learning rate waits for its grid's runs) are planned in a second round from the first round's
+rows; then the answers' undecided comparisons get more instances (study.sweep.adaptive). A
+sweep in which any run ended in `error` exits with status 1.
 """
 
 from __future__ import annotations
@@ -132,10 +126,8 @@ def run_study(study: Study, out_dir, *, only=None, retry_failed: bool = False,
     """Run every pending spec of the study; returns the statuses of this invocation.
 
     The executor is entered before anything is written, so a cluster that cannot run anything
-    fails with the results folder untouched. After the planned rounds, `adaptive` (the
-    command's default, not this function's: a caller asks for it) measures the answers'
-    undecided comparisons further (study.sweep.adaptive; not with --only, which asks for some
-    runs, not for answers).
+    fails with the results folder untouched. `adaptive` (not with --only, which asks for runs,
+    not answers) measures the answers' undecided comparisons further.
     """
     from tqdm import tqdm
 
@@ -157,13 +149,12 @@ def run_study(study: Study, out_dir, *, only=None, retry_failed: bool = False,
         try:
             folder.claim(study)
             folder.prepare()
-            existing = folder.scan(report=lambda line: print(line, file=sys.stderr))
+            existing = folder.scan()
         except OSError as exc:
             raise ResultsWriteError(f"cannot use results folder '{folder.root}': {exc}") \
                 from None
-        # The bar is for a person at a terminal; in a log file it would be a line per update.
-        # Its time left is ours (study.sweep.run_times), not tqdm's runs-per-second rate: runs
-        # of one sweep differ a hundredfold, and their order is shuffled.
+        # A bar at a terminal only; its time left is ours (study.sweep.run_times), not tqdm's
+        # rate: runs of one sweep differ a hundredfold, and their order is shuffled.
         bar = tqdm(total=0, disable=quiet or not sys.stderr.isatty(), unit="run",
                    dynamic_ncols=True, file=sys.stderr,
                    bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]")
@@ -178,8 +169,8 @@ def run_study(study: Study, out_dir, *, only=None, retry_failed: bool = False,
             return left(times, list(pending.values()), study.run_timeout)
 
         def run_round(todo, what):
-            """Plan and run specs as one round of this sweep (the order seed and sweep id of
-            its first round)."""
+            """Plan and run specs as one round of this sweep (with its first round's order seed
+            and sweep id)."""
             nonlocal first
             plan = plan_runs(study, todo, folder, existing, executor.env_fingerprints(),
                              retry_failed=retry_failed, keep_stale=keep_stale,
@@ -223,7 +214,7 @@ def run_study(study: Study, out_dir, *, only=None, retry_failed: bool = False,
         def run_added(todo, what):
             """Instances the adaptive loop adds: a round, then the runs that wait for rows."""
             nonlocal existing
-            existing = folder.scan(report=lambda line: print(line, file=sys.stderr))
+            existing = folder.scan()
             todo, _ = resolved(plugin, todo, existing)
             run_round(todo, what)
 
@@ -232,7 +223,7 @@ def run_study(study: Study, out_dir, *, only=None, retry_failed: bool = False,
                 if not todo:
                     continue
                 if waited:  # made from the rows the first round left
-                    existing = folder.scan(report=lambda line: print(line, file=sys.stderr))
+                    existing = folder.scan()
                     todo, waiting = resolved(plugin, todo, existing)
                     if waiting:
                         print(f"{study.name}: {waiting} runs still wait for runs that have no "
@@ -269,8 +260,7 @@ def selected(study: Study, only) -> list:
 
 
 def assemble(study: Study, folder: ResultsFolder) -> pd.DataFrame:
-    """The config's rows (every finished run of its grid, and the instances the adaptive loop
-    added to it, in the grid's order, not the shuffled order they ran in) with noise flags,
+    """The config's rows (its grid's and the adaptive loop's, in grid order) with noise flags,
     written as tables."""
     runs = grid_rows(study, folder)
     folder.assemble(runs)
@@ -279,7 +269,7 @@ def assemble(study: Study, folder: ResultsFolder) -> pd.DataFrame:
 
 def grid_rows(study: Study, folder: ResultsFolder) -> pd.DataFrame:
     """The rows `assemble` writes, without writing them (what the adaptive loop looks at)."""
-    existing = folder.scan(report=lambda line: print(line, file=sys.stderr))
+    existing = folder.scan()
     specs, _ = resolved(load_kind(study.kind), with_candidates(study, existing).specs, existing)
     grid_order = {s.run_id: i for i, s in enumerate(specs)}
     runs = existing[existing["run_id"].isin(grid_order)]
@@ -307,8 +297,7 @@ def add_arguments(parser) -> None:
 
 
 def check_gpu(study: Study, specs) -> None:
-    """--require-gpu: an InputError naming why, unless some GPU run's framework sees a GPU (the
-    others' runs are then not run, as in any sweep). Asked in subprocesses: no import here."""
+    """--require-gpu: an InputError naming why, unless some GPU run's framework sees a GPU."""
     plugin = load_kind(study.kind)
     frameworks = list(dict.fromkeys(plugin.framework(s) for s in specs if plugin.needs_gpu(s)))
     if not frameworks:
@@ -320,10 +309,8 @@ def check_gpu(study: Study, specs) -> None:
 
 def add_sweep_arguments(parser, out_help: str = "results folder (default results/<study name>)",
                         *, grid: bool = True, executors: bool = True) -> None:
-    """The flags every sweep command shares (`study run`, `study feedmode`), added the one way:
-    where the results go, what is measured again, the run order and the progress lines; with
-    `grid`, --only and --dry-run; with `executors`, --executor, --scheduler and --workers (a
-    command without them runs its whole grid here, one run at a time)."""
+    """The flags every sweep command shares (`study run`, `study feedmode`); with `grid`, --only
+    and --dry-run; with `executors`, --executor, --scheduler and --workers."""
     parser.add_argument("--out", help=out_help)
     if grid:
         parser.add_argument("--only", nargs="+", action="append", metavar="KEY=VALUE",
@@ -386,8 +373,7 @@ OWN_NAMES = ("study.json", LOCK_NAME, "runs.parquet", ADAPTIVE_STATE, "runs", "l
 
 
 def execute(study: Study, args) -> int:
-    """Run a validated study as the command line asks (the flags of `add_sweep_arguments`); the
-    exit status of the command."""
+    """Run a validated study as the command line asks; the command's exit status."""
     only = flatten_only(args.only)
     specs = selected(study, only)
     out = args.out or os.path.join("results", study.name)

@@ -1,10 +1,9 @@
 """Declared, typed columns: the one place a results table's shape is written down.
 
-Every row a study writes goes through `Schema.row` (an undeclared column is a programming error,
-caught in tests), every table through `Schema.frame` (declared order and dtypes), and every
-reader through `read_table` (a damaged, empty or foreign file is named in one line). Families of
-columns whose names depend on the configuration (hyperparameters `hp_*`, data set parameters
-`data_*`, stopping rules `stop_*`, environment `env_*`) are declared by their prefix.
+Every row a study writes goes through `Schema.row` (an undeclared column is a programming error),
+every table through `Schema.frame` (declared order and dtypes), and every reader through
+`read_table` (a damaged, empty or foreign file is named in one line). Families of columns whose
+names depend on the configuration (`hp_*`, `data_*`, `stop_*`, `env_*`) are declared by prefix.
 """
 
 from __future__ import annotations
@@ -99,8 +98,7 @@ class Schema:
         return pd.DataFrame(data, index=frame.index)
 
     def _from_rows(self, rows: list[dict]) -> pd.DataFrame:
-        """Rows already made complete and coerced by `row`: each column built once with its
-        dtype (a run's one-row table took 0.06 s through a generic frame and casts)."""
+        """Rows made by `row`: each column built once with its dtype (0.06 s saved a run)."""
         data = {}
         for column in self.columns:
             values = [r[column.name] for r in rows]
@@ -125,20 +123,15 @@ class Schema:
                                  f"{str(exc).splitlines()[0]}{tail}") from None
 
 
+CONVERT = {"bool": bool, "int": int, "float": float}
+
+
 def _coerce(value, column: Column):
     if column.kind == "any" or value is None:
         return value
     if _missing(value):
         return None
-    if column.kind == "str":
-        return value
-    if column.kind == "bool":
-        return bool(value)
-    if column.kind == "int":
-        return int(value)
-    if column.kind == "float":
-        return float(value)
-    return value
+    return CONVERT[column.kind](value) if column.kind in CONVERT else value
 
 
 def _missing(value) -> bool:
@@ -171,6 +164,12 @@ def _cast(series: pd.Series, column: Column) -> pd.Series:
     if column.kind == "bool":
         return series.astype("boolean")
     return series
+
+
+def side_table(name: str, *columns: Column, required: tuple[str, ...] = ()) -> Schema:
+    """A per-run side table (traces, calls): the run's id, then its own columns."""
+    return Schema(name, (Column("run_id", "str", "the run"), *columns),
+                  required=("run_id", *required))
 
 
 def read_table(path, schema: Schema, *, recover: str) -> pd.DataFrame:

@@ -2,29 +2,17 @@
 by the studies (a spec is any frozen dataclass with the fields `hyperparameters`, `seed`,
 `repeat`, `stopping` and `tuning`).
 
-A method block asks for it with `learning_rate = "tuned"` and a `[tuning]` table (the study's,
-overridden key by key by the block's own `tuning = {...}`):
-
-  grid       the rates tried, log-spaced, e.g. [1e-4, 1e-3, 1e-2, 1e-1, 1.0]
-  seed       the held-apart seed the grid runs on; never one of the measured seeds
-  stopping   the short budget, over the block's rules (e.g. {max_iter = 300, time_budget = 0.3})
-  criterion  "iterations" (the default) or "seconds": what "fastest to the target" counts
-
-For each configuration (method point, data set point, engine point, dtype, init: everything but
-the seed and the repeat) every grid rate is run once on the held-apart seed with the short
-budget. Those tuning runs are ordinary runs of the sweep (own rows, `tuning = "tuning"`), so
-they are isolated, fingerprinted and resumed like any other. The rate chosen is the one that
-reached the target fastest by the criterion; if none reached it, the lowest final
-suboptimality; ties go to the smaller rate. A rate whose run diverged, failed or has no finite
-suboptimality is never chosen. The measured seeds then run at the chosen rate: their rows say
-`tuning = "tuned"` with the grid, seed, budget, criterion and the `tuned_value`. If no rate is
-usable, the measured runs are recorded as skipped, saying so. (A data set that fixes its own
-seed gives the grid the same data as the measured runs; the held-apart seed then changes only a
-random init.)
+A method block asks for it with `learning_rate = "tuned"` and a `[tuning]` table (`grid`,
+`seed`, `stopping`, `criterion`; docs/studies.md). For each configuration every grid rate runs
+once on the held-apart seed with the short budget, as ordinary runs of the sweep (`tuning =
+"tuning"`: isolated, fingerprinted, resumed). The rate chosen reached the target fastest by the
+criterion, else has the lowest final suboptimality; ties go to the smaller rate; a rate that
+diverged or failed is never chosen. The measured seeds then run at that rate (`tuning =
+"tuned"`); with no usable rate they are recorded skipped.
 
 Iterations are the default criterion because, for one method on one engine, each iteration
-costs the same whatever the rate, so the fewest iterations is the fastest time without the
-timer's noise in a choice made from single short runs.
+costs the same whatever the rate: the fewest iterations is the fastest time without the timer's
+noise in a choice made from single short runs.
 """
 
 from __future__ import annotations
@@ -50,8 +38,8 @@ def is_tuned(spec) -> bool:
 
 
 def tuning_runs(spec) -> list:
-    """The grid's runs a tuned spec waits for: its configuration at each rate, on the held-apart
-    seed, with the short budget. The grid is not part of them, so a grown grid reuses them."""
+    """The grid's runs a tuned spec waits for (the grid is not part of them, so a grown grid
+    reuses them)."""
     if not is_tuned(spec):
         return []
     tuning = spec.tuning
@@ -76,9 +64,8 @@ def resolve(spec, rows: dict, runs=tuning_runs, pick=None):
 
 def choose(rates, rows, criterion: str = "iterations", *, usable_statuses=USABLE,
            reached_status: str = "converged", quality: str = "suboptimality"):
-    """The protocol's pick among the grid's runs (rows as dicts, one per rate), or None: the
-    fastest by `criterion` of those that reached the target, else the best `quality` (lower is
-    better); ties go to the smaller rate. Another study names its own statuses and quality."""
+    """The protocol's pick among the grid's rows (one per rate), or None; another study names
+    its own statuses and quality (lower is better)."""
     usable = [(rate, row) for rate, row in zip(rates, rows, strict=True)
               if row.get("status") in usable_statuses and finite(row.get(quality))]
     reached = [(rate, row) for rate, row in usable
@@ -92,10 +79,9 @@ def choose(rates, rows, criterion: str = "iterations", *, usable_statuses=USABLE
 
 
 def tuning_axes(tuning: dict, holdout=None) -> dict:
-    """A spec's tuning columns: none for an ordinary run, `tuning` alone for a grid run, and for
-    a measured tuned run its chosen value, grid, seed, budget and criterion (where the study's
-    protocol has one); `holdout()`, where the study says what the held-apart seed holds apart,
-    adds `tuning_holdout`."""
+    """A spec's tuning columns: none for an ordinary run, `tuning` alone for a grid run, the
+    protocol's settings and chosen value for a measured tuned run (`holdout()`: what the
+    held-apart seed holds apart)."""
     if not tuning:
         return {}
     if tuning["role"] != TUNED:
@@ -108,9 +94,7 @@ def tuning_axes(tuning: dict, holdout=None) -> dict:
 
 
 def tuning_columns(criterion: str, holdout: bool = False) -> tuple[Column, ...]:
-    """The columns `tuning_axes` writes, declared once for every study's schema: `criterion`
-    says how the study's grid chose its rate; `holdout`, whether the study records what the
-    held-apart seed holds apart."""
+    """The columns `tuning_axes` writes, declared once for every study's schema."""
     return (
         Column("tuning", "str", "'tuning': a grid run on the held-apart seed (left out of every "
                                 "comparison); 'tuned': a measured run at the rate the grid chose"),

@@ -4,7 +4,7 @@ framework's own columns (its optimizer library's version) are declared in its ad
 
 from __future__ import annotations
 
-from study.sweep.schema import ENGINE, VARYING, Column, Schema
+from study.sweep.schema import ENGINE, VARYING, Column, Schema, side_table
 from study.sweep.tuning import tuning_columns
 from study.train.frameworks import native_adapters
 
@@ -106,14 +106,14 @@ RUN_COLUMNS = Schema("runs", (
 
 SCHEMA = ENGINE + RUN_COLUMNS
 
-TRACES = Schema("traces", (
-    Column("run_id", "str", "the run"),
+TRACES = side_table(
+    "traces",
     Column("step", "int", "steps done (0: the initial weights)"),
     Column("seconds", "float", "training seconds so far (setup and evaluation excluded)"),
     Column("train_loss", "float", "training loss of the last step"),
     Column("val_loss", "float", "validation loss"),
     Column("val_metric", "float", "validation metric"),
-), required=("run_id", "step", "seconds"))
+    required=("step", "seconds"))
 
 SIDE_TABLES = {"traces": TRACES}
 
