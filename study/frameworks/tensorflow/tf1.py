@@ -96,11 +96,7 @@ def minimize_tf1(backend, problem, optimizer, rules, w0) -> Outcome:
         run_step()  # warm-up: graph pruning and the executor are built here, as setup
         session.run(initialize)  # back to the start point, optimizer slots zeroed
         setup_seconds = setup_clock.elapsed()
-        state, iterations, seconds, ending, trace = host_loop(
-            problem, rules, init=run_step, step=lambda state: run_step(),
-            observe=lambda state: state[:2])
-    device_name = weights.device
-    return Outcome(np.asarray(state[2]), iterations, seconds, setup_seconds, ending.status,
-                   ending.message, trace, rule=ending.rule,
-                   device=backend.short_device(device_name),
-                   extra={**backend.options(), "device_name": device_name})
+        state, *loop = host_loop(problem, rules, init=run_step, step=lambda state: run_step(),
+                                 observe=lambda state: state[:2])
+    return backend.outcome(np.asarray(state[2]), loop, setup_seconds,
+                           backend.short_device(weights.device), device_name=weights.device)

@@ -1,37 +1,27 @@
-"""PyTorch backend: the same algorithm code on torch tensors, on a CPU or GPU, fed in one of three
+"""PyTorch backend: the same algorithm code on torch tensors, on a CPU or GPU, fed in one of four
 ways.
 
 Feed modes (`feed=`):
   feed      the data stays on the host (NumPy) and every step starts with
-            `torch.from_numpy(x).to(device)`, as training code that converts its batch each
-            step does: a host-to-device copy on a GPU; on the CPU `from_numpy` shares the
-            array's memory, so the conversion is all it costs (a finding, not a shortcut);
+            `torch.from_numpy(x).to(device)`, as training code that converts its batch each step
+            (on the CPU `from_numpy` shares memory: the conversion is all it costs);
   resident  tensors on the device once; an eager step called from the host loop
             (`optimizers.driver.host_loop`), which reads the loss and gradient norm every
             iteration;
-  compiled  the step under `torch.compile` (default mode), called from the host loop; its
-            compilation is done by warm-up calls and timed as setup. The data-dependent
-            branches of the line searches (`ops.cond`, `ops.while_loop`) break the graph there,
-            as they would in any user's compiled step;
+  compiled  the step under `torch.compile`, called from the host loop, compiled by warm-up calls
+            timed as setup; the line searches' data-dependent branches break the graph there, as
+            they would in any user's compiled step;
   graphed   GPU only: chunks of 1, 2, 4, ... GRAPH_CHUNK iterations, each captured once as a
-            CUDA graph (`torch.cuda.graph`, after a warm-up on a side stream; capture timed as
-            setup) and replayed; every iteration writes its stats and iterate into fixed device
-            buffers, read once per chunk, and the host checks the rules on them in order, as
-            JAX's fused loop reads once per chunk. A replay cannot stop early: a rule that fires
-            inside a chunk leaves the rest of it computed but unused (`graphed_overrun`). Only
-            straight-line steps can be captured (`graph_refusal`).
-`torch.compile` has no whole-loop mode: the loop primitives that would hold a whole run
-(`torch._higher_order_ops.while_loop`) are private and experimental in PyTorch 2.x.
+            CUDA graph (capture timed as setup) and replayed; every iteration writes its stats
+            and iterate into fixed device buffers, read once per chunk, the rules checked on the
+            host row by row. A replay cannot stop early (`graphed_overrun` counts the unused
+            iterations), and only straight-line steps can be captured (`graph_refusal`).
+`torch.compile` has no whole-loop mode: `torch._higher_order_ops.while_loop` is private and
+experimental in PyTorch 2.x.
 
-Every mode reads the stopping statistics (loss and gradient norm) as one small float64 tensor,
-once per iteration (once per chunk in `graphed`): on a GPU that read is the one synchronization.
 Python numbers become tensors once per run (`TorchOps.constant`): on a GPU each conversion is a
-host-to-device copy that waits for the device. The intra-op thread count is PyTorch's (one per
-core by default) and is recorded.
-Which ops are ours: the data-layout products, the stable softplus (`logaddexp`, not
-`F.softplus`, which switches to x above 20 and is off by 2e-9 there), `solve_triangular`,
-`while_loop`/`cond` (plain Python: eager), `push` and placement; the rest are torch's
-array-API-like functions, with Python scalars made tensors where torch requires one.
+copy that waits for the device. The softplus is `logaddexp`, not `F.softplus`, which switches to
+x above 20 and is off by 2e-9 there.
 """
 
 from __future__ import annotations
@@ -40,8 +30,7 @@ import numpy as np
 
 from convergence_study.errors import InputError
 from optimizers.driver import RuleMonitor, host_loop, step_functions
-from optimizers.objective import make_objective, problem_data
-from optimizers.result import Outcome, Stopwatch, interpolated_seconds
+from optimizers.result import Stopwatch, interpolated_seconds
 from optimizers.stopping import MaxIter
 from study.frameworks.base import BaseBackend
 
@@ -322,31 +311,21 @@ class TorchBackend(BaseBackend):
         torch = _torch()
         ops = self.ops
         setup_clock = Stopwatch()
-        data = problem_data(ops, problem, self.formulation)
-        params = optimizer.setup(
-            problem, make_objective(ops, data, self.formulation, problem.objective), ops)
-        start = ops.asarray(w0)
+        data, params, start, _ = self.prepare(problem, optimizer, w0)
         # each returns (state, stats): the statistics are computed with the step (compiled
         # with it in `compiled`, captured with it in `graphed`)
         init, step = step_functions(ops, optimizer, self.formulation, problem.objective,
                                     self._stats)
         with torch.no_grad():
-            if self.feed == "graphed":
-                state, w, iterations, seconds, ending, trace, extra = self._graphed(
-                    problem, optimizer.name, rules, init, step, data, params, start,
-                    setup_clock)
-            else:
-                state, w, iterations, seconds, ending, trace, extra = self._stepped(
-                    problem, rules, init, step, data, params, start, setup_clock)
-        setup_seconds, w_host = extra.pop("setup_seconds"), extra.pop("w_host")
-        outcome = Outcome(w_host, iterations, seconds, setup_seconds, ending.status,
-                          ending.message, trace, rule=ending.rule,
-                          device=("GPU:" if w.is_cuda else "CPU:") + str(w.device.index or 0),
-                          extra={**self.options(), "device_name": str(w.device), **extra,
-                                 "intra_op_threads": torch.get_num_threads()})
+            run = self._graphed if self.feed == "graphed" else self._stepped
+            state, w, w_host, loop, setup_seconds, extra = run(
+                problem, optimizer.name, rules, init, step, data, params, start, setup_clock)
+        device = ("GPU:" if w.is_cuda else "CPU:") + str(w.device.index or 0)
+        outcome = self.outcome(w_host, loop, setup_seconds, device, device_name=str(w.device),
+                               **extra, intra_op_threads=torch.get_num_threads())
         return outcome, _to_cpu(state)
 
-    def _stepped(self, problem, rules, init, step, data, params, start, setup_clock):
+    def _stepped(self, problem, name, rules, init, step, data, params, start, setup_clock):
         """feed, resident, compiled: a step called from the host loop, one read an iteration."""
         torch = _torch()
         ops = self.ops
@@ -374,19 +353,16 @@ class TorchBackend(BaseBackend):
         setup_seconds = setup_clock.elapsed()
 
         def observe(result):
-            f, grad_norm = result[1].tolist()  # the one host read (on a GPU, the sync)
-            return f, grad_norm
+            return result[1].tolist()  # (f, grad_norm): the one host read (on a GPU, the sync)
 
-        result, iterations, seconds, ending, trace = host_loop(
+        result, *loop = host_loop(
             problem, rules,
             init=lambda: init(fetch(), params, start),
             step=lambda result: step(fetch(), params, result[0]),
             observe=observe,
         )
         state = result[0]
-        extra = {"trace_clock": "host", "setup_seconds": setup_seconds,
-                 "w_host": ops.to_host(state.w)}
-        return state, state.w, iterations, seconds, ending, trace, extra
+        return state, state.w, ops.to_host(state.w), loop, setup_seconds, {"trace_clock": "host"}
 
     def _graphed(self, problem, name, rules, init, step, data, params, start, setup_clock):
         """Chunks of 1, 2, ... GRAPH_CHUNK steps captured as CUDA graphs and replayed (see the
@@ -455,6 +431,6 @@ class TorchBackend(BaseBackend):
         trace = monitor.trace
         trace["seconds"] = interpolated_seconds(trace["iteration"], chunks)
         extra = {"trace_clock": "interpolated within graph replays",
-                 "graphed_chunks": len(chunks), "graphed_overrun": overrun,
-                 "setup_seconds": setup_seconds, "w_host": w_host}
-        return static, w, monitor.iteration, seconds, monitor.ending(), trace, extra
+                 "graphed_chunks": len(chunks), "graphed_overrun": overrun}
+        loop = (monitor.iteration, seconds, monitor.ending(), trace)
+        return static, w, w_host, loop, setup_seconds, extra
