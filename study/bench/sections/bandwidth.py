@@ -22,8 +22,8 @@ import pandas as pd
 
 from datasets import make_problem
 from study.bench.plan import PASSES, Plan
-from study.bench.runs import Unavailable, failed_row, progress, shown
-from study.bench.sections.harness import engine_label, engines, ours
+from study.bench.runs import Unavailable, failed_row, progress, run_once, shown
+from study.bench.sections.harness import engine_label, engines
 from study.bench.timing import median, ratio, samples, time_calls
 from study.bench.twins import twin, twin_of
 from study.frameworks.registry import BACKENDS
@@ -55,8 +55,8 @@ def mode_row(problem, name: str, feed: str, dtype: str, optimizer: str, device: 
         return failed_row(row, copy)
     row["copy_gb_per_s"] = copy / 1e9
     try:
-        timed = [ours(problem, name, feed, dtype, device, optimizer, iterations)
-                 for _ in range(repeats)]
+        timed = [run_once(problem, optimizer, row["backend"], dtype, "data", device=device,
+                          max_iter=iterations) for _ in range(repeats)]
     except Exception as exc:  # noqa: BLE001 -- recorded on the row; the bench goes on
         return failed_row(row, exc)
     seconds = median([r.seconds_per_iteration for r in timed])

@@ -15,14 +15,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from convergence_study.errors import InputError, failure_line
 from datasets import make_problem
-from optimizers import build_rules, make_optimizer, run
 from study.bench.plan import LOOP_GOAL, Plan
-from study.bench.runs import Unavailable, failed_row, progress, shown
+from study.bench.runs import failed_row, progress, run_once, shown
 from study.bench.timing import median, ratio, samples
 from study.bench.twins import WHOLE_LOOP, twin
-from study.frameworks.registry import BACKENDS, FRAMEWORKS, make_backend
+from study.frameworks.registry import BACKENDS, FRAMEWORKS
 
 
 def engines(device: str, only: tuple = ()) -> list[tuple[str, str]]:
@@ -46,30 +44,11 @@ def engine_label(name: str, feed: str) -> str:
     return BACKENDS[name].label({"feed": feed} if feed else {})
 
 
-def ours(problem, name: str, feed: str, dtype: str, device: str, optimizer: str,
-         iterations: int):
-    """One run of our harness (`optimizers.run`, a fixed number of iterations, no tolerance);
-    a mode this machine cannot run -> Unavailable."""
-
-    options = {"feed": feed, "device": device} if feed else {}
-    try:
-        backend = make_backend(name, dtype, **options)
-        result = run(problem, make_optimizer(optimizer), build_rules(max_iter=iterations),
-                     backend=backend)
-    except InputError as exc:
-        raise Unavailable(failure_line(exc)) from None
-    if result.status == "skipped":
-        raise Unavailable(result.message)
-    return result
-
-
 def hand_loop(problem, name: str, feed: str, dtype: str, device: str, iterations: int) -> float:
     """Seconds per iteration of the backend's hand-written GD loop in this mode (the twin its
     registry entry names, study.bench.twins); none -> Unavailable saying so."""
     return twin(name, "hand_loop")(problem, feed, dtype, device, iterations)
 
-
-# --- the section --------------------------------------------------------------------------------
 
 def measure_loop(problem, name: str, feed: str, dtype: str, device: str, *, iterations: int,
                  repeats: int) -> dict:
@@ -84,8 +63,8 @@ def measure_loop(problem, name: str, feed: str, dtype: str, device: str, *, iter
         for repeat in range(repeats):  # alternating which goes first
             if repeat % 2:
                 hand.append(hand_loop(problem, name, feed, dtype, device, iterations))
-            mine.append(ours(problem, name, feed, dtype, device, "gd",
-                             iterations).seconds_per_iteration)
+            mine.append(run_once(problem, "gd", engine_label(name, feed), dtype, "data",
+                                 device=device, max_iter=iterations).seconds_per_iteration)
             if not repeat % 2:
                 hand.append(hand_loop(problem, name, feed, dtype, device, iterations))
     except Exception as exc:  # noqa: BLE001 -- recorded on the row; the bench goes on
