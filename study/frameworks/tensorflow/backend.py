@@ -97,27 +97,13 @@ class TensorflowOps:
         columns = self.layout == "columns"
         return tf.linalg.matmul(X, X, transpose_a=not columns, transpose_b=columns)
 
-    diag_part = staticmethod(tf.linalg.diag_part)
-
     def to_host(self, value) -> np.ndarray:
         return np.asarray(value)
-
-    @staticmethod
-    def matmul(a, b):
-        return tf.linalg.matmul(a, b)
-
-    @staticmethod
-    def cond(predicate, true_fn, false_fn):
-        """One of two computations, chosen by a scalar predicate (only the chosen one runs)."""
-        return tf.cond(predicate, true_fn, false_fn)
 
     @staticmethod
     def matmul_t(a, b):
         """a^T @ b without materialising the transpose."""
         return tf.linalg.matmul(a, b, transpose_a=True)
-
-    reshape = staticmethod(tf.reshape)
-    transpose = staticmethod(tf.transpose)
 
     @staticmethod
     def strict_upper(a):
@@ -129,9 +115,39 @@ class TensorflowOps:
         return tf.eye(n, dtype=like.dtype)
 
     @staticmethod
-    def solve_triangular(a, b, lower: bool):
-        return tf.linalg.triangular_solve(a, b, lower=lower)
+    def zeros(shape, like):
+        return tf.zeros(shape, dtype=like.dtype)
 
+    @staticmethod
+    def vdot(a, b):
+        return tf.reduce_sum(a * b)
+
+    @staticmethod
+    def while_loop(condition, body, loop_vars: tuple) -> tuple:
+        """A loop inside the graph (nested in the fused loop, compiled by XLA)."""
+        return tuple(tf.while_loop(condition, body, loop_vars))
+
+    @staticmethod
+    def push(history, item):
+        """Drop the oldest entry of a fixed-size history (axis 0) and append `item` last."""
+        return tf.concat([history[1:], item[None]], axis=0)
+
+    def where(self, condition, x, y):
+        """Elementwise choice; a Python number in either branch takes the other branch's dtype."""
+        like = x if tf.is_tensor(x) else y if tf.is_tensor(y) else None
+        dtype = like.dtype if like is not None else self.tf_dtype
+        x = x if tf.is_tensor(x) else tf.constant(x, dtype=dtype)
+        y = y if tf.is_tensor(y) else tf.constant(y, dtype=dtype)
+        return tf.where(condition, x, y)
+
+    # TensorFlow's own functions under the names the algorithms use
+    matmul = staticmethod(tf.linalg.matmul)
+    cond = staticmethod(tf.cond)  # only the chosen branch runs
+    solve_triangular = staticmethod(tf.linalg.triangular_solve)
+    sum = staticmethod(tf.reduce_sum)
+    diag_part = staticmethod(tf.linalg.diag_part)
+    reshape = staticmethod(tf.reshape)
+    transpose = staticmethod(tf.transpose)
     sqrt = staticmethod(tf.math.sqrt)
     abs = staticmethod(tf.math.abs)
     isfinite = staticmethod(tf.math.is_finite)
@@ -143,36 +159,6 @@ class TensorflowOps:
     logical_not = staticmethod(tf.math.logical_not)
     softplus = staticmethod(tf.math.softplus)
     sigmoid = staticmethod(tf.math.sigmoid)
-
-    @staticmethod
-    def while_loop(condition, body, loop_vars: tuple) -> tuple:
-        """A loop inside the graph (nested in the fused loop, compiled by XLA)."""
-        return tuple(tf.while_loop(condition, body, loop_vars))
-
-    def where(self, condition, x, y):
-        """Elementwise choice; a Python number in either branch takes the other branch's dtype."""
-        like = x if tf.is_tensor(x) else y if tf.is_tensor(y) else None
-        dtype = like.dtype if like is not None else self.tf_dtype
-        x = x if tf.is_tensor(x) else tf.constant(x, dtype=dtype)
-        y = y if tf.is_tensor(y) else tf.constant(y, dtype=dtype)
-        return tf.where(condition, x, y)
-
-    @staticmethod
-    def sum(x, axis=None):
-        return tf.reduce_sum(x, axis=axis)
-
-    @staticmethod
-    def vdot(a, b):
-        return tf.reduce_sum(a * b)
-
-    @staticmethod
-    def zeros(shape, like):
-        return tf.zeros(shape, dtype=like.dtype)
-
-    @staticmethod
-    def push(history, item):
-        """Drop the oldest entry of a fixed-size history (axis 0) and append `item` last."""
-        return tf.concat([history[1:], item[None]], axis=0)
 
 
 def gpu_available() -> bool:

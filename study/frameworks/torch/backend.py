@@ -68,6 +68,11 @@ class TorchOps:
         self.tiny = float(np.finfo(self.dtype).tiny)
         self.straight_line = False  # True while a CUDA graph is warmed up or captured
         self._constants = {}
+        # torch's own functions under the names the algorithms use
+        for name in ("zeros_like", "sigmoid", "reshape"):
+            setattr(self, name, getattr(torch, name))
+        for name in ("sqrt", "abs", "isfinite", "logical_and", "logical_or", "logical_not"):
+            setattr(self, name, self._on_tensors(getattr(torch, name)))
 
     def constant(self, value, dtype, device):
         """A number as a tensor; a Python int or float is made once per run and reused (tensors
@@ -131,19 +136,14 @@ class TorchOps:
     def matmul_t(self, a, b):
         return a.T @ b
 
-    def sqrt(self, x):
-        return self.torch.sqrt(self._tensor(x))
-
-    def abs(self, x):
-        return self.torch.abs(self._tensor(x))
+    def _on_tensors(self, function):
+        """torch's `function` with any Python number among its arguments made a tensor."""
+        return lambda *args: function(*[self._tensor(a) for a in args])
 
     def where(self, condition, x, y):
         like = x if isinstance(x, self.torch.Tensor) else y if isinstance(
             y, self.torch.Tensor) else None
         return self.torch.where(condition, self._tensor(x, like), self._tensor(y, like))
-
-    def isfinite(self, x):
-        return self.torch.isfinite(self._tensor(x))
 
     def maximum(self, a, b):
         like = a if isinstance(a, self.torch.Tensor) else b
@@ -152,21 +152,6 @@ class TorchOps:
     def minimum(self, a, b):
         like = a if isinstance(a, self.torch.Tensor) else b
         return self.torch.minimum(self._tensor(a, like), self._tensor(b, like))
-
-    def zeros_like(self, x):
-        return self.torch.zeros_like(x)
-
-    def logical_and(self, a, b):
-        return self.torch.logical_and(self._tensor(a), self._tensor(b))
-
-    def logical_or(self, a, b):
-        return self.torch.logical_or(self._tensor(a), self._tensor(b))
-
-    def logical_not(self, a):
-        return self.torch.logical_not(self._tensor(a))
-
-    def sigmoid(self, x):
-        return self.torch.sigmoid(x)
 
     def softplus(self, x):
         """log(1 + exp(x)) without overflow for any x, exactly as NumPy's logaddexp(0, x)."""
@@ -183,9 +168,6 @@ class TorchOps:
         if self.straight_line:
             raise DataDependentBranch("cond")
         return true_fn() if bool(predicate) else false_fn()
-
-    def reshape(self, x, shape):
-        return self.torch.reshape(x, shape)
 
     @staticmethod
     def transpose(x):
