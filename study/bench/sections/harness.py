@@ -1,14 +1,11 @@
 """Section `harness`: our harness against a hand-written loop, every installed framework, every
 feed mode its backend declares, on one device (issue 32, item 1; goal <= 1.3x).
 
-Both sides run GD (1/L) on the same `eve` data, on the same device, in the same layout of X
-as our backend stores it, and make the same host reads: the loss read to the host once per
-iteration in the modes stepped from the host (feed, resident, compiled, tf1), once per chunk
-in the whole-loop modes (`WHOLE_LOOP`: the run here is one chunk). The two are timed side by
-side, alternating which goes first. The modes are read from the backend registry when the
-bench runs, so a mode another change declares (PyTorch's `graphed`) or a backend registered
-later appears by itself; one with no hand-written loop yet is a row saying so. The hand-written
-loops are the twins its registry entry names (`Backend.twin`, study/bench/twins).
+Both sides run GD (1/L) on the same `eve` data, device and layout of X, and make the same host
+reads: the loss once per iteration in the modes stepped from the host, once per chunk in the
+whole-loop modes (`WHOLE_LOOP`: the run here is one chunk), timed side by side. The modes are
+read from the registry when the bench runs, so a new mode or backend appears by itself; one
+without a hand-written loop (its twin, `Backend.twin`) is a row saying so.
 """
 
 from __future__ import annotations
@@ -18,7 +15,7 @@ import pandas as pd
 from datasets import make_problem
 from study.bench.plan import LOOP_GOAL, Plan
 from study.bench.runs import failed_row, progress, run_once, shown
-from study.bench.timing import median, ratio, samples
+from study.bench.timing import alternated, compared, median, samples
 from study.bench.twins import WHOLE_LOOP, twin
 from study.frameworks.registry import BACKENDS, FRAMEWORKS
 
@@ -57,23 +54,17 @@ def measure_loop(problem, name: str, feed: str, dtype: str, device: str, *, iter
            "device": device, "dtype": dtype, "n": problem.n, "d": problem.d,
            "iterations": iterations, "goal": LOOP_GOAL,
            "host_reads": "per chunk" if feed in WHOLE_LOOP else "per iteration"}
-    mine, hand = [], []
     try:
         twin(name, "hand_loop")  # a backend without one is a row saying so, before any run
-        for repeat in range(repeats):  # alternating which goes first
-            if repeat % 2:
-                hand.append(hand_loop(problem, name, feed, dtype, device, iterations))
-            mine.append(run_once(problem, "gd", engine_label(name, feed), dtype, "data",
-                                 device=device, max_iter=iterations).seconds_per_iteration)
-            if not repeat % 2:
-                hand.append(hand_loop(problem, name, feed, dtype, device, iterations))
+        mine, hand = alternated(
+            repeats,
+            lambda: run_once(problem, "gd", engine_label(name, feed), dtype, "data",
+                             device=device, max_iter=iterations).seconds_per_iteration,
+            lambda: hand_loop(problem, name, feed, dtype, device, iterations))
     except Exception as exc:  # noqa: BLE001 -- recorded on the row; the bench goes on
         return failed_row(row, exc)
-    value = ratio(median(mine), median(hand))
     return {**row, "status": "ok", "message": "", "seconds": median(mine),
-            "hand_seconds": median(hand), "ratio": value, "ratio_best": ratio(min(mine),
-                                                                              min(hand)),
-            "meets_goal": bool(value <= LOOP_GOAL) if value == value else None,
+            "hand_seconds": median(hand), **compared(mine, hand, LOOP_GOAL),
             "seconds_samples": samples(mine), "hand_samples": samples(hand)}
 
 
