@@ -100,11 +100,6 @@ def ours(problem, optimizer: str, iterations: int, tol: float | None) -> tuple[f
     return result.seconds, result.iterations
 
 
-def hand_gd(problem, iterations: int) -> tuple[float, int]:
-    hand = twin_of("numpy").hand_numpy_gd  # the NumPy twin (study/frameworks/numpy/twin.py)
-    return hand(problem, "float64", "data", iterations) * iterations, iterations
-
-
 def pair_row(base: dict, check: str, goal: float, mine, theirs, repeats: int,
              per_iteration: bool) -> dict:
     """Our figure over the peer's, timed side by side `repeats` times, alternating."""
@@ -122,31 +117,30 @@ def pair_row(base: dict, check: str, goal: float, mine, theirs, repeats: int,
 
 
 def measure_problem(plan: Plan, objective: str, n: int, d: int) -> list[dict]:
+    from threadpoolctl import threadpool_limits
+
     problem = peer_problem(objective, n, d, plan.peer_kappa)
     problem.reference  # noqa: B018 -- f* in float64, before any clock
     base = {"objective": objective, "n": n, "d": d, "kappa": plan.peer_kappa,
             "blas_threads": plan.peer_blas_threads}
     budget, repeats = plan.peer_iterations, plan.peer_repeats
-    from threadpoolctl import threadpool_limits
-
+    hand = twin_of("numpy").hand_numpy_gd  # the NumPy twin (study/frameworks/numpy/twin.py)
     with threadpool_limits(limits=plan.peer_blas_threads, user_api="blas"):
-        return pairs(problem, base, plan, budget, repeats)
-
-
-def pairs(problem, base: dict, plan: Plan, budget: int, repeats: int) -> list[dict]:
-    return [
-        pair_row({**base, "method": "lbfgs", "peer": "scipy L-BFGS-B"}, "per iteration",
-                 PEER_GOALS["lbfgs per iteration"],
-                 lambda: ours(problem, "lbfgs", budget, None),
-                 lambda: scipy_lbfgs(problem, budget, None), repeats, True),
-        pair_row({**base, "method": "lbfgs", "peer": "scipy L-BFGS-B"}, f"to {TARGET_TOL:g}",
-                 PEER_GOALS["lbfgs to target"],
-                 lambda: ours(problem, "lbfgs", plan.peer_max_iter, TARGET_TOL),
-                 lambda: scipy_lbfgs(problem, plan.peer_max_iter, TARGET_TOL), repeats, False),
-    ] + ([pair_row({**base, "method": "gd", "peer": "hand loop"}, "per iteration",
-                   PEER_GOALS["gd per iteration"], lambda: ours(problem, "gd", budget, None),
-                   lambda: hand_gd(problem, budget), repeats, True)]
-         if problem.objective == "least-squares" else [])  # the hand loop's is least squares
+        return [
+            pair_row({**base, "method": "lbfgs", "peer": "scipy L-BFGS-B"}, "per iteration",
+                     PEER_GOALS["lbfgs per iteration"],
+                     lambda: ours(problem, "lbfgs", budget, None),
+                     lambda: scipy_lbfgs(problem, budget, None), repeats, True),
+            pair_row({**base, "method": "lbfgs", "peer": "scipy L-BFGS-B"},
+                     f"to {TARGET_TOL:g}", PEER_GOALS["lbfgs to target"],
+                     lambda: ours(problem, "lbfgs", plan.peer_max_iter, TARGET_TOL),
+                     lambda: scipy_lbfgs(problem, plan.peer_max_iter, TARGET_TOL), repeats,
+                     False),
+        ] + ([pair_row({**base, "method": "gd", "peer": "hand loop"}, "per iteration",
+                       PEER_GOALS["gd per iteration"], lambda: ours(problem, "gd", budget, None),
+                       lambda: (hand(problem, "float64", "data", budget) * budget, budget),
+                       repeats, True)]
+             if problem.objective == "least-squares" else [])  # the hand loop's: least squares
 
 
 def measure_sweep(runs: int) -> dict:

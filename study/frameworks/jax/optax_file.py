@@ -84,22 +84,18 @@ def checked_transform(name: str, optimizer):
     """An optax transformation from a file, updated once from zeros with a unit gradient (on
     JAX, eagerly): an update that raises (one that needs more arguments, as optax.lbfgs's
     value_fn) or is not finite is one line naming the file."""
+    import jax
     import jax.numpy as jnp
 
     where = f"{split(name)[0]}: {split(name)[1]}"
-    w = jnp.zeros((4, 1), dtype=jnp.float64 if _x64() else jnp.float32)
+    x64 = jax.config.read("jax_enable_x64")
+    w = jnp.zeros((4, 1), dtype=jnp.float64 if x64 else jnp.float32)
     tx = optimizer.tx
     state = call(where, "init", tx.init, w)
     updates, _ = call(where, "update", tx.update, jnp.ones_like(w), state, w)
     if not bool(jnp.isfinite(updates).all()):
         raise InputError(f"{where}: the first update is not finite (a unit gradient from zeros)")
     return optimizer
-
-
-def _x64() -> bool:
-    import jax
-
-    return bool(jax.config.read("jax_enable_x64"))
 
 
 def build(name: str, factory, hyperparameters: dict):

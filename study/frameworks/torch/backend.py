@@ -261,10 +261,6 @@ def _capture(chunk, sizes) -> dict:
     return replays
 
 
-def _largest_power_of_two(limit: int) -> int:
-    return 1 << (limit.bit_length() - 1)
-
-
 class TorchBackend(BaseBackend):
     """Runs an optimizer on PyTorch: `minimize(problem, optimizer, rules, w0) -> Outcome`."""
 
@@ -394,7 +390,7 @@ class TorchBackend(BaseBackend):
         fired = monitor.check(*first_stats.tolist())  # one read: iteration 0
         while not fired:
             room = GRAPH_CHUNK if max_iter is None else max_iter - monitor.iteration
-            run = _largest_power_of_two(min(size, room))
+            run = 1 << (min(size, room).bit_length() - 1)  # the largest power of two in it
             first, began = monitor.iteration, monitor.clock.elapsed()
             replays[run]()
             rows = stats_rows[:run].tolist()  # one read per chunk (the sync)

@@ -190,22 +190,18 @@ def torch_class(name: str):
     return found
 
 
-def checked_library(name: str, build):
-    """A library's optimizer class from a file (`build()` makes the harness's object), stepped
-    once on a small parameter with a unit gradient: a step that raises or is not finite is one
-    line naming the file."""
+def build(name: str, library, hyperparameters: dict):
+    """torch.optim's harness running a file's subclass (optimizers.from_file), stepped once on a
+    small parameter with a unit gradient: a step that raises or is not finite is one line naming
+    the file."""
     torch = sys.modules["torch"]
     where = f"{split(name)[0]}: {split(name)[1]}"
-    optimizer = call(where, "building it", build)
+    optimizer = call(where, "building it",
+                     lambda: TorchOptimizer(name, library, **hyperparameters))
     param = torch.zeros((4, 1), dtype=torch.float64)
-    library = optimizer._build(param)
+    built = optimizer._build(param)
     param.grad = torch.ones_like(param)
-    call(where, "step", library.step)
+    call(where, "step", built.step)
     if not bool(torch.isfinite(param).all()):
         raise InputError(f"{where}: the first step is not finite (a unit gradient from zeros)")
     return optimizer
-
-
-def build(name: str, library, hyperparameters: dict):
-    """torch.optim's harness running a file's subclass, stepped once (optimizers.from_file)."""
-    return checked_library(name, lambda: TorchOptimizer(name, library, **hyperparameters))
