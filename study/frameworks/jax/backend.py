@@ -38,6 +38,7 @@ from study.frameworks.base import (
     STRIDES,
     TRACE_CAPACITY,
     BaseBackend,
+    TransposedOps,
     fused_ending,
     fused_trace,
 )
@@ -67,10 +68,10 @@ def gpu_available() -> bool:
     return bool(devices("gpu"))
 
 
-class JaxOps:
+class JaxOps(TransposedOps):
     """The array operations of `study.frameworks.numpy.backend.NumpyBackend`, on JAX arrays, inside
-    and outside `jit`. X is stored transposed (d x n): XLA's CPU emitters stream it fastest, as
-    TensorFlow's XLA measurements found (`study.frameworks.tensorflow.backend.data_layout`)."""
+    and outside `jit`, X stored transposed (XLA's CPU emitters stream it fastest, as TensorFlow's
+    XLA measurements found: `study.frameworks.tensorflow.backend.data_layout`)."""
 
     name = "jax"
     # the ops that are jax.numpy's own functions: our name -> jax.numpy's
@@ -85,7 +86,8 @@ class JaxOps:
         from jax import lax
         from jax.scipy.linalg import solve_triangular
 
-        self.jnp, self.lax, self._solve = jnp, lax, solve_triangular
+        self.jnp = self.xp = jnp
+        self.lax, self._solve = lax, solve_triangular
         self.dtype = np.dtype(dtype)
         self.device = device if device is not None else jax.devices("cpu")[0]
         self.tiny = self.dtype.type(np.finfo(self.dtype).tiny)
@@ -102,24 +104,8 @@ class JaxOps:
     def data_matrix(self, X):
         return self._put(np.ascontiguousarray(np.asarray(X, dtype=self.dtype).T), self.device)
 
-    def data_matvec(self, X, w):
-        return self.jnp.matmul(X.T, w)
-
-    def data_rmatvec(self, X, r):
-        return self.jnp.matmul(X, r)
-
-    def data_column_squares(self, X):
-        return self.jnp.sum(X * X, axis=1)
-
-    def data_gram(self, X):
-        return self.jnp.matmul(X, X.T)
-
     def to_host(self, value) -> np.ndarray:
         return np.asarray(value)
-
-    def matmul_t(self, a, b):
-        """a^T @ b (XLA folds the transpose into the product)."""
-        return self.jnp.matmul(a.T, b)
 
     def softplus(self, x):
         """log(1 + exp(x)) without overflow for any x."""
@@ -133,24 +119,14 @@ class JaxOps:
     def cond(self, predicate, true_fn, false_fn):
         return self.lax.cond(predicate, true_fn, false_fn)
 
-    def strict_upper(self, a):
-        return self.jnp.triu(a, 1)
-
     def eye(self, n, like):
         return self.jnp.eye(n, dtype=like.dtype)
 
     def solve_triangular(self, a, b, lower: bool):
         return self._solve(a, b, lower=lower)
 
-    def vdot(self, a, b):
-        return self.jnp.sum(a * b)
-
     def zeros(self, shape, like):
         return self.jnp.zeros(shape, dtype=like.dtype)
-
-    def push(self, history, item):
-        """Drop the oldest entry of a fixed-size history (axis 0) and append `item` last."""
-        return self.jnp.concatenate([history[1:], item[None]], axis=0)
 
 
 def on_trace_schedule_traced(jnp, iteration):
