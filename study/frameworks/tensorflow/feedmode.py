@@ -104,23 +104,18 @@ def build(spec: Spec, x: np.ndarray, kernel: np.ndarray, clock: Clock) -> Prepar
             data = _to_device(x, device)
         function = tf.function(fn, input_signature=[tf.TensorSpec(x.shape, dtype)],
                                jit_compile=mode.xla)
-
-        def call():
-            return _synchronized(function(data), placed)
+        arguments = (data,)
     elif mode.feed == "captured-tensor":
         with clock.phase("data"):
             data = _to_device(x, device)
-        function = tf.function(lambda: fn(data), jit_compile=mode.xla)
-
-        def call():
-            return _synchronized(function(), placed)
+        function, arguments = tf.function(lambda: fn(data), jit_compile=mode.xla), ()
     elif mode.feed == "numpy":
-        function = tf.function(lambda: fn(x), jit_compile=mode.xla)
-
-        def call():
-            return _synchronized(function(), placed)
+        function, arguments = tf.function(lambda: fn(x), jit_compile=mode.xla), ()
     else:
         raise ValueError(f"unknown feed '{mode.feed}'")
+
+    def call():
+        return _synchronized(function(*arguments), placed)
 
     def sizes():
         graph = function.get_concrete_function().graph

@@ -95,23 +95,18 @@ def build(spec: Spec, x: np.ndarray, kernel: np.ndarray, clock: Clock) -> Prepar
         def compute():
             return _synchronized(network(data, weight), placed)
         return Prepared(compute, _to_host, lambda: {"executable_bytes": None}, placed=placed)
-
+    if mode.feed not in ("argument", "captured-tensor"):
+        raise ValueError(f"unknown feed '{mode.feed}'")
     cache = FreshCache()
     quiet_compiler()
     torch._dynamo.reset()
     if mode.feed == "argument":
-        compiled = torch.compile(lambda inputs: network(inputs, weight))
-
-        def compute():
-            return _synchronized(compiled(data), placed)
-    elif mode.feed == "captured-tensor":
-        captured = torch.compile(lambda: network(data, weight))
-
-        def compute():
-            return _synchronized(captured(), placed)
+        function, arguments = torch.compile(lambda inputs: network(inputs, weight)), (data,)
     else:
-        cache.close()
-        raise ValueError(f"unknown feed '{mode.feed}'")
+        function, arguments = torch.compile(lambda: network(data, weight)), ()
+
+    def compute():
+        return _synchronized(function(*arguments), placed)
     return Prepared(compute, _to_host, lambda: {"executable_bytes": cache.size()}, cache.close,
                     placed)
 
