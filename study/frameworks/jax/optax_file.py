@@ -1,13 +1,9 @@
 """An optax optimizer of your own from a file: `path/to/file.py:factory`, a function that returns
 an `optax.GradientTransformation` (as `optax.adam` does), its keyword arguments the
-hyperparameters (`--opt-param`, config keys), on the jax backend.
-
-It is an optimizer like ours (init/update on a NamedTuple state, the transformation's state a
-field), so the JAX backend runs it in each of its modes, the fused `lax.while_loop` included: an
+hyperparameters, on the jax backend, in each of its modes (the fused loop included): an
 iteration is `tx.update(g, opt_state, w)`, `optax.apply_updates`, then the objective at the new
-iterate (one loss and gradient, as for every first-order method). A transformation that needs the
-loss function or more arguments in its update (optax.lbfgs's `value_fn`) fails the probe: it is
-refused in one line, as optax's L-BFGS runs as `optax-lbfgs`."""
+iterate. A transformation whose update needs more arguments (optax.lbfgs's `value_fn`) fails the
+probe, refused in one line: optax's L-BFGS runs as `optax-lbfgs`."""
 
 from __future__ import annotations
 
