@@ -1,25 +1,19 @@
 """Do the paired intervals hold on the next run? Measured on K results folders of the same study
 (the same config swept K times on one idle machine).
 
-For a fixed list of comparisons (per data set, its fastest configuration in the first folder
-against every other configuration, on time to the target; and every engine against NumPy float64
-on seconds per iteration for GD and Adadelta), each folder gives a ratio and a 95% interval, by
-the current method (study/paired.py) and by the one it replaced (a percentile bootstrap of the
-median over instances). Reported, per method:
-- replication: how often another run's ratio falls inside a run's interval (all ordered pairs);
-- coverage of the pooled value: how often a run's interval holds the geometric mean of the
-  other runs' ratios (the best estimate of the true ratio the data give without that run);
-- verdict flips: comparisons whose verdict (faster, slower, not distinguishable) differs
-  between two runs, over all pairs of runs.
+For each comparison (per data set, its fastest configuration in the first folder against every
+other, on time to the target; every engine against NumPy float64 on seconds per iteration for GD
+and Adadelta), each folder gives a ratio and a 95% interval, by the current method
+(study/paired.py) and by the one it replaced (a percentile bootstrap of the median). Reported
+per method: replication (how often another run's ratio falls in a run's interval), coverage of
+the pooled value (the other runs' geometric mean) and verdict flips between runs.
 
     python scripts/interval_coverage.py results/cov1/regression results/cov2/regression ...
 
 `--simulate` checks the sequential verdicts (study/sequential.py) instead, on synthetic log
-ratios (no folders, no timing): the procedure as the sweep runs it (a look after the planned 3
-instances, then after every 2 more, up to 12), under no true difference, a true 1.3x and a
-ratio at the equivalence margin (1.1), at several spreads of the per-instance log ratio;
-beside it, a fixed 95% t interval looked at as often (what the sequence is for). The rates in
-docs/measurement.md come from
+ratios: under no true difference, a true 1.3x and the equivalence margin (1.1), at several
+spreads, beside a fixed 95% t interval looked at as often. The rates in docs/measurement.md come
+from
 
     python scripts/interval_coverage.py --simulate --runs 20000
 """

@@ -70,22 +70,19 @@ def run_bench(plan: Plan, sections=SECTIONS, device: str = "cpu") -> dict[str, p
     if any(s in sections for s in ("iterations", "overhead", "target")):
         problem = make_problem("eve", rows=plan.rows)
         problem.reference  # noqa: B018 -- f* in float64, before any clock
-    if "iterations" in sections:
-        tables["iterations"] = iterations.bench_iterations(plan, problem)
-    if "overhead" in sections:
-        tables["overhead"] = overhead.bench_overhead(plan, problem)
-    if "scaling" in sections:
-        tables["scaling"], tables["slopes"] = scaling.bench_scaling(plan)
-    if "feedmode" in sections:
-        tables["feedmode"] = feedmode.bench_feedmode(plan)
-    if "target" in sections:
-        tables["target"] = target.bench_target(plan, problem)
-    if "harness" in sections:
-        tables["harness"] = harness.bench_harness(plan, device)
-    if "bandwidth" in sections:
-        tables["bandwidth"] = bandwidth.bench_bandwidth(plan, device)
-    if "peer" in sections:
-        tables["peer"] = peer.bench_peer(plan)
+    measure = {"iterations": lambda: iterations.bench_iterations(plan, problem),
+               "overhead": lambda: overhead.bench_overhead(plan, problem),
+               "scaling": lambda: scaling.bench_scaling(plan),
+               "feedmode": lambda: feedmode.bench_feedmode(plan),
+               "target": lambda: target.bench_target(plan, problem),
+               "harness": lambda: harness.bench_harness(plan, device),
+               "bandwidth": lambda: bandwidth.bench_bandwidth(plan, device),
+               "peer": lambda: peer.bench_peer(plan)}
+    for name in (s for s in SECTIONS if s in sections):  # in the plan's order
+        if name == "scaling":  # its fitted slopes beside it
+            tables["scaling"], tables["slopes"] = measure[name]()
+        else:
+            tables[name] = measure[name]()
     environment = collect()
     return {name: frame.assign(**environment) if len(frame) else frame
             for name, frame in tables.items()}

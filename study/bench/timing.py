@@ -23,6 +23,25 @@ def ratio(numerator: float, denominator: float) -> float:
     return numerator / denominator
 
 
+def compared(ours: list, theirs: list, goal: float) -> dict:
+    """The ratio of two lists' medians, the fastest's beside it, and whether it meets `goal`."""
+    value = ratio(median(ours), median(theirs))
+    return {"ratio": value, "ratio_best": ratio(min(ours), min(theirs)),
+            "meets_goal": bool(value <= goal) if value == value else None}
+
+
+def alternated(repeats: int, mine, theirs) -> tuple[list, list]:
+    """`repeats` results of each of two calls, alternating which goes first."""
+    ours, other = [], []
+    for repeat in range(repeats):
+        if repeat % 2:
+            other.append(theirs())
+        ours.append(mine())
+        if not repeat % 2:
+            other.append(theirs())
+    return ours, other
+
+
 def time_calls(function, repeats: int) -> list[float]:
     """Wall-clock seconds of `repeats` calls of `function()`."""
     times = []

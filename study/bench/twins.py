@@ -1,15 +1,14 @@
 """The bench's hand-written twins: for each backend whose registry entry names a module
 (`Backend.twin`), the minimal loops our harness is divided by and the copy its bandwidth is
-divided by, written directly in that framework. The sections look a twin up here by backend
-name and never name a framework, so a backend registered without one is a row saying so.
+divided by, written directly in that framework; a missing one is a row saying so.
 
-A twin module provides any of (a missing one is a row saying "no ... for <backend>"):
-  hand_loop(problem, feed, dtype, device, iterations) -> seconds per iteration of GD (1/L),
-      the loss read to the host as the feed mode reads it (section `harness`);
-  minimal_loop(options, formulation) -> (what, loop(problem, dtype, iterations) -> seconds per
-      iteration), or None where it has none (section `overhead`);
-  copy_call(shape, device) -> a call computing y = x * s over a float64 array of `shape` on
-      the device, synchronised (section `bandwidth`'s denominator);
+A twin module provides any of:
+  hand_loop(problem, feed, dtype, device, iterations) -> seconds per iteration of GD (1/L), the
+      loss read to the host as the feed mode reads it (section `harness`);
+  minimal_loop(options, formulation) -> (what, loop(problem, dtype, iterations)) or None
+      (section `overhead`);
+  copy_call(shape, device) -> a synchronised call computing y = x * s over a float64 array
+      (section `bandwidth`'s denominator);
   probes(problem, name, device, copy, plan) -> rows of its own measurements (`bandwidth`).
 """
 

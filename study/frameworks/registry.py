@@ -1,20 +1,14 @@
 """The tables every framework and backend is declared into, without importing any framework.
 
-A `Framework` is everything a study needs to know of one: how to find it (its import name, the
-distributions whose versions a row records, the pip extra that installs it, what a warm process
-may import), how it probes and names a GPU (the device files its GPU needs, Python code printing
-how many GPUs it sees, its title), its feed-mode study modes and the module that builds them, and
-its train-study adapter (its Keras steps, flat value_and_grad, devices, native models and
-optimizers).
-A `Backend` says what a regression run can ask of it (options and their allowed values, defaults),
-where its code is (module, backend class, ops class, source files a run's fingerprint covers),
-how its engines read in a label and how figures draw them (line style and marker, in declaration
-order), and the bench's module of hand-written twins on it (`twin`). The declarations themselves
-are in each framework's folder (study/frameworks/<name>/__init__.py); the studies, the bench, the
-Makefile, figures, reports and tests read these tables and never name a framework. A backend kept
-outside the project registers from its own module, file or folder, named in
-CONVERGENCE_STUDY_BACKENDS, so that a run's own process, which inherits the environment, knows it
-too.
+A `Framework` is what a study needs to know of one (its import name and distributions, its pip
+extra, its GPU probe, its feed-mode study modes, its train-study adapter and native models); a
+`Backend` what a regression run can ask of it (options, allowed values and defaults), where its
+code is, how figures label and draw its engines and the bench's module of hand-written twins.
+The declarations are in each framework's folder (study/frameworks/<name>/__init__.py); studies,
+the bench, the Makefile, figures, reports and tests read these tables and never name a
+framework. A backend kept outside the project registers from a module, file or folder named in
+CONVERGENCE_STUDY_BACKENDS, so that a run's own process, which inherits the environment, knows
+it too.
 """
 
 from __future__ import annotations
@@ -174,17 +168,16 @@ class Backend:
                 *(f"{e}+gram" for e in plain if "gram" in self.allowed("formulation"))]
         return list(dict.fromkeys([*self.styles, *made]))
 
-    def load(self):
-        """The backend's class, its framework checked first (one line naming the extra)."""
+    def load(self, attribute: str = ""):
+        """The backend's class (or another of its module's names), its framework checked first
+        (one line naming the extra)."""
         if self.framework is not None:
             FRAMEWORKS[self.framework].require()
-        return getattr(importlib.import_module(self.module), self.cls)
+        return getattr(importlib.import_module(self.module), attribute or self.cls)
 
     def load_ops(self):
         """The class providing its ArrayOps (made with a dtype)."""
-        if self.framework is not None:
-            FRAMEWORKS[self.framework].require()
-        return getattr(importlib.import_module(self.module), self.ops or self.cls)
+        return self.load(self.ops)
 
 
 FRAMEWORKS: dict[str, Framework] = {}

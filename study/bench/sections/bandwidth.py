@@ -1,18 +1,12 @@
 """Section `bandwidth`: each mode's fraction of the device's copy bandwidth (issue 32, items 1
 and 4), and the measurements that would show why float32 is slower than float64 on JAX.
 
-The denominator is a device-to-device copy of an array of X's size (the largest n of the plan,
-float64): y = x * s reads and writes it once, so its bandwidth is 2 * bytes / seconds, measured
-once per framework in that framework (NumPy's for the NumPy engine). The numerator is the bytes
-of X an iteration must read (X's size times the passes the algorithm makes, `PASSES`) over our
-harness's seconds per iteration, for GD and L-BFGS, every installed engine on the device.
-
-A backend's twin may add measurements of its own (`probes`). JAX's are the float32 probes
-(GD, study.frameworks.jax.twin): our fused loop in both dtypes with JAX's default matmul
-precision and with 'highest', and a hand-written fused loop whose gradient reduction is laid out
-three ways (X as given: X.T @ r and an explicit jnp.sum(X * r, axis=0); X stored transposed as
-our backend does: Xt @ r), each as the same fraction. Slow float32 under 'default' but not
-'highest' would name the precision setting; a layout far from the others, the reduction.
+The denominator is a copy of an X-sized float64 array on the device (y = x * s reads and writes
+it once: 2 * bytes / seconds), measured once per framework in that framework. The numerator is
+the bytes of X an iteration must read (`PASSES`) over our harness's seconds per iteration, for
+GD and L-BFGS, every installed engine on the device. A backend's twin may add measurements of
+its own (`probes`: JAX's float32 probes of matmul precision and reduction layout, whose slow
+rows would name the cause).
 """
 
 from __future__ import annotations
@@ -22,8 +16,8 @@ import pandas as pd
 
 from datasets import make_problem
 from study.bench.plan import PASSES, Plan
-from study.bench.runs import Unavailable, failed_row, progress, shown
-from study.bench.sections.harness import engine_label, engines, ours
+from study.bench.runs import Unavailable, failed_row, progress, run_once, shown
+from study.bench.sections.harness import engine_label, engines
 from study.bench.timing import median, ratio, samples, time_calls
 from study.bench.twins import twin, twin_of
 from study.frameworks.registry import BACKENDS
@@ -55,8 +49,8 @@ def mode_row(problem, name: str, feed: str, dtype: str, optimizer: str, device: 
         return failed_row(row, copy)
     row["copy_gb_per_s"] = copy / 1e9
     try:
-        timed = [ours(problem, name, feed, dtype, device, optimizer, iterations)
-                 for _ in range(repeats)]
+        timed = [run_once(problem, optimizer, row["backend"], dtype, "data", device=device,
+                          max_iter=iterations) for _ in range(repeats)]
     except Exception as exc:  # noqa: BLE001 -- recorded on the row; the bench goes on
         return failed_row(row, exc)
     seconds = median([r.seconds_per_iteration for r in timed])

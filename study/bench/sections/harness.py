@@ -1,28 +1,23 @@
 """Section `harness`: our harness against a hand-written loop, every installed framework, every
 feed mode its backend declares, on one device (issue 32, item 1; goal <= 1.3x).
 
-Both sides run GD (1/L) on the same `eve` data, on the same device, in the same layout of X
-as our backend stores it, and make the same host reads: the loss read to the host once per
-iteration in the modes stepped from the host (feed, resident, compiled, tf1), once per chunk
-in the whole-loop modes (`WHOLE_LOOP`: the run here is one chunk). The two are timed side by
-side, alternating which goes first. The modes are read from the backend registry when the
-bench runs, so a mode another change declares (PyTorch's `graphed`) or a backend registered
-later appears by itself; one with no hand-written loop yet is a row saying so. The hand-written
-loops are the twins its registry entry names (`Backend.twin`, study/bench/twins).
+Both sides run GD (1/L) on the same `eve` data, device and layout of X, and make the same host
+reads: the loss once per iteration in the modes stepped from the host, once per chunk in the
+whole-loop modes (`WHOLE_LOOP`: the run here is one chunk), timed side by side. The modes are
+read from the registry when the bench runs, so a new mode or backend appears by itself; one
+without a hand-written loop (its twin, `Backend.twin`) is a row saying so.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
-from convergence_study.errors import InputError, failure_line
 from datasets import make_problem
-from optimizers import build_rules, make_optimizer, run
 from study.bench.plan import LOOP_GOAL, Plan
-from study.bench.runs import Unavailable, failed_row, progress, shown
-from study.bench.timing import median, ratio, samples
+from study.bench.runs import failed_row, progress, run_once, shown
+from study.bench.timing import alternated, compared, median, samples
 from study.bench.twins import WHOLE_LOOP, twin
-from study.frameworks.registry import BACKENDS, FRAMEWORKS, make_backend
+from study.frameworks.registry import BACKENDS, FRAMEWORKS
 
 
 def engines(device: str, only: tuple = ()) -> list[tuple[str, str]]:
@@ -46,30 +41,11 @@ def engine_label(name: str, feed: str) -> str:
     return BACKENDS[name].label({"feed": feed} if feed else {})
 
 
-def ours(problem, name: str, feed: str, dtype: str, device: str, optimizer: str,
-         iterations: int):
-    """One run of our harness (`optimizers.run`, a fixed number of iterations, no tolerance);
-    a mode this machine cannot run -> Unavailable."""
-
-    options = {"feed": feed, "device": device} if feed else {}
-    try:
-        backend = make_backend(name, dtype, **options)
-        result = run(problem, make_optimizer(optimizer), build_rules(max_iter=iterations),
-                     backend=backend)
-    except InputError as exc:
-        raise Unavailable(failure_line(exc)) from None
-    if result.status == "skipped":
-        raise Unavailable(result.message)
-    return result
-
-
 def hand_loop(problem, name: str, feed: str, dtype: str, device: str, iterations: int) -> float:
     """Seconds per iteration of the backend's hand-written GD loop in this mode (the twin its
     registry entry names, study.bench.twins); none -> Unavailable saying so."""
     return twin(name, "hand_loop")(problem, feed, dtype, device, iterations)
 
-
-# --- the section --------------------------------------------------------------------------------
 
 def measure_loop(problem, name: str, feed: str, dtype: str, device: str, *, iterations: int,
                  repeats: int) -> dict:
@@ -78,23 +54,17 @@ def measure_loop(problem, name: str, feed: str, dtype: str, device: str, *, iter
            "device": device, "dtype": dtype, "n": problem.n, "d": problem.d,
            "iterations": iterations, "goal": LOOP_GOAL,
            "host_reads": "per chunk" if feed in WHOLE_LOOP else "per iteration"}
-    mine, hand = [], []
     try:
         twin(name, "hand_loop")  # a backend without one is a row saying so, before any run
-        for repeat in range(repeats):  # alternating which goes first
-            if repeat % 2:
-                hand.append(hand_loop(problem, name, feed, dtype, device, iterations))
-            mine.append(ours(problem, name, feed, dtype, device, "gd",
-                             iterations).seconds_per_iteration)
-            if not repeat % 2:
-                hand.append(hand_loop(problem, name, feed, dtype, device, iterations))
+        mine, hand = alternated(
+            repeats,
+            lambda: run_once(problem, "gd", engine_label(name, feed), dtype, "data",
+                             device=device, max_iter=iterations).seconds_per_iteration,
+            lambda: hand_loop(problem, name, feed, dtype, device, iterations))
     except Exception as exc:  # noqa: BLE001 -- recorded on the row; the bench goes on
         return failed_row(row, exc)
-    value = ratio(median(mine), median(hand))
     return {**row, "status": "ok", "message": "", "seconds": median(mine),
-            "hand_seconds": median(hand), "ratio": value, "ratio_best": ratio(min(mine),
-                                                                              min(hand)),
-            "meets_goal": bool(value <= LOOP_GOAL) if value == value else None,
+            "hand_seconds": median(hand), **compared(mine, hand, LOOP_GOAL),
             "seconds_samples": samples(mine), "hand_samples": samples(hand)}
 
 

@@ -1,12 +1,8 @@
-"""Section `iterations`: seconds per iteration of GD (1/L), Adadelta and L-BFGS for every backend
-and feed mode (numpy, also with its BLAS held to one thread; tensorflow feed, resident, fused,
-fused+XLA, tf1; jax feed, resident, fused; torch feed, resident, compiled), formulation and dtype,
-on the `eve` set, divided by one read pass over X (`X.sum()` on the same array and dtype, the
-definition of `study.regression.measure.read_pass_seconds`, on one thread): "passes per
-iteration"; and by the same read pass split across every core (the floor of an engine that
-reads X in parallel). Every measurement runs a
-fixed number of iterations (max_iter, no tolerance), several times. `measure_iterations` is also
-what the `scaling` section measures with."""
+"""Section `iterations`: seconds per iteration of GD (1/L), Adadelta and L-BFGS for every engine,
+formulation and dtype on the `eve` set, divided by one read pass over X (`X.sum()`, the
+definition of `study.regression.measure.read_pass_seconds`, one thread): "passes per iteration";
+and by the read pass split across every core (the floor of an engine reading X in parallel).
+Each run makes a fixed number of iterations. The `scaling` section measures with it too."""
 
 from __future__ import annotations
 

@@ -23,20 +23,17 @@ from study.bench.runs import (
     run_once,
     shown,
 )
-from study.bench.timing import median, ratio, samples
+from study.bench.timing import alternated, compared, median, samples
 from study.bench.twins import twin
 from study.frameworks.registry import BACKENDS
 
 
 def overhead_row(check: str, label: str, formulation: str, dtype: str, problem, goal: float,
                  ours: list, baseline: list, what: str, **extra) -> dict:
-    measured, reference = median(ours), median(baseline)
-    value = ratio(measured, reference)
     return {"check": check, **describe(label), "formulation": formulation, "dtype": dtype,
             "n": problem.n, "d": problem.d, "status": "ok", "message": "", "what": what,
-            "seconds": measured, "baseline_seconds": reference, "ratio": value,
-            "ratio_best": ratio(min(ours), min(baseline)), "goal": goal,
-            "meets_goal": bool(value <= goal) if value == value else None,
+            "seconds": median(ours), "baseline_seconds": median(baseline),
+            **compared(ours, baseline, goal), "goal": goal,
             "seconds_samples": samples(ours), "baseline_samples": samples(baseline), **extra}
 
 
@@ -44,7 +41,6 @@ def measure_harness(problem, label: str, formulation: str, dtype: str, *, iterat
                     repeats: int) -> dict:
     """Our driver's seconds per iteration of GD (1/L) over a hand-written loop's, interleaved;
     the loop is the backend's twin's `minimal_loop` (study.bench.twins)."""
-    ours, hand = [], []
     what = "driver vs hand-written loop"
     try:
         name, options = engine(label)
@@ -57,13 +53,11 @@ def measure_harness(problem, label: str, formulation: str, dtype: str, *, iterat
             with blas_threads(label):
                 return hand_loop(problem, dtype, iterations)
 
-        for repeat in range(repeats):  # alternating which goes first
-            if repeat % 2:
-                hand.append(baseline())
-            result = run_once(problem, "gd", label, dtype, formulation, max_iter=iterations)
-            ours.append(result.seconds_per_iteration)
-            if not repeat % 2:
-                hand.append(baseline())
+        ours, hand = alternated(
+            repeats,
+            lambda: run_once(problem, "gd", label, dtype, formulation,
+                             max_iter=iterations).seconds_per_iteration,
+            baseline)
     except Exception as exc:  # noqa: BLE001
         return failed_row({"check": "harness", **describe(label), "formulation": formulation,
                            "dtype": dtype, "n": problem.n, "d": problem.d, "what": what,

@@ -1,23 +1,18 @@
 """Section `peer` (issue 53): the NumPy L-BFGS and GD against what a user would reach for
 instead, on problems from 569 rows to 1M, and what a sweep spends on each run beyond it.
 
-- L-BFGS: ours (`optimizers.run`, NumPy, float64) over SciPy's L-BFGS-B called directly on the
-  same objective (the NumPy backend's own products, history 10), per iteration (a fixed
-  budget of iterations, no target) and to relative suboptimality 1e-8 (SciPy stopped by a
-  callback at the same target); the iterations of each are on the row, since L-BFGS with the
-  exact line search on least squares needs fewer of them. Ours is the run's timed loop (its
-  first evaluation included, the data conversion apart as setup); SciPy's the whole call.
-- GD (1/L), least squares: ours per iteration over the NumPy backend's hand-written loop (its
-  twin, study.bench.twins, a least-squares loop), the loss and gradient at every iterate either
-  side.
-- sweep: `convergence-study run` of `plan.peer_sweep_runs` trivial runs (one lstsq on 50 x 3)
-  in a fresh command: its wall per run, and per run beyond the runs' own measured time (what the
-  start-up, the process per run, the noise probe and the results folder cost). Zero: no row.
+- L-BFGS: ours (NumPy, float64) over SciPy's L-BFGS-B on the same objective (history 10), per
+  iteration (a fixed budget) and to relative suboptimality 1e-8 (SciPy stopped by a callback at
+  the same target), the iterations of each on the row. Ours is the run's timed loop; SciPy's
+  the whole call.
+- GD (1/L), least squares: ours per iteration over the NumPy backend's hand-written loop.
+- sweep: `convergence-study run` of `plan.peer_sweep_runs` trivial runs in a fresh command: its
+  wall per run beyond the runs' own measured time (start-up, the process per run, the noise
+  probe and the results folder). Zero: no row.
 
-Each pair is timed side by side in this process, alternating which goes first; the figure is
-the median's ratio, "fastest" the fastest's. Both sides run with BLAS held to
-`plan.peer_blas_threads` threads (1: on a shared 2-core machine a BLAS call waiting for a
-descheduled second thread made single timings of a 500 x 30 problem 10x slower, either side).
+Each pair is timed side by side, alternating which goes first. Both sides run with BLAS held to
+`plan.peer_blas_threads` threads (on a shared 2-core machine a BLAS call waiting for a
+descheduled second thread made single timings of a 500 x 30 problem 10x slower).
 """
 
 from __future__ import annotations
@@ -36,7 +31,7 @@ from optimizers import build_rules, make_optimizer, run
 from optimizers.objective import make_objective, problem_data
 from study.bench.plan import PEER_GOALS, TARGET_TOL, Plan
 from study.bench.runs import failed_row, progress, shown
-from study.bench.timing import median, ratio, samples
+from study.bench.timing import alternated, compared, median, samples
 from study.bench.twins import twin_of
 from study.frameworks.registry import make_backend
 
@@ -105,64 +100,47 @@ def ours(problem, optimizer: str, iterations: int, tol: float | None) -> tuple[f
     return result.seconds, result.iterations
 
 
-def hand_gd(problem, iterations: int) -> tuple[float, int]:
-    hand = twin_of("numpy").hand_numpy_gd  # the NumPy twin (study/frameworks/numpy/twin.py)
-    return hand(problem, "float64", "data", iterations) * iterations, iterations
-
-
 def pair_row(base: dict, check: str, goal: float, mine, theirs, repeats: int,
              per_iteration: bool) -> dict:
     """Our figure over the peer's, timed side by side `repeats` times, alternating."""
     row = {**base, "check": check, "goal": goal}
-    times, peer_times, iterations, peer_iterations = [], [], 0, 0
     try:
-        for repeat in range(repeats):
-            for side in ((theirs, mine) if repeat % 2 else (mine, theirs)):
-                seconds, count = side()
-                figure = seconds / max(count, 1) if per_iteration else seconds
-                if side is mine:
-                    times.append(figure)
-                    iterations = count
-                else:
-                    peer_times.append(figure)
-                    peer_iterations = count
+        runs, peer_runs = alternated(repeats, mine, theirs)  # each (seconds, iterations)
     except Exception as exc:  # noqa: BLE001 -- recorded on the row; the bench goes on
         return failed_row(row, exc)
-    value = ratio(median(times), median(peer_times))
-    return {**row, "status": "ok", "message": "", "ratio": value,
-            "ratio_best": ratio(min(times), min(peer_times)),
-            "meets_goal": bool(value <= goal) if value == value else None,
+    times, peer_times = ([seconds / max(count, 1) if per_iteration else seconds
+                          for seconds, count in side] for side in (runs, peer_runs))
+    return {**row, "status": "ok", "message": "", **compared(times, peer_times, goal),
             "seconds": median(times), "peer_seconds": median(peer_times),
-            "iterations": iterations, "peer_iterations": peer_iterations,
+            "iterations": runs[-1][1], "peer_iterations": peer_runs[-1][1],
             "seconds_samples": samples(times), "peer_samples": samples(peer_times)}
 
 
 def measure_problem(plan: Plan, objective: str, n: int, d: int) -> list[dict]:
+    from threadpoolctl import threadpool_limits
+
     problem = peer_problem(objective, n, d, plan.peer_kappa)
     problem.reference  # noqa: B018 -- f* in float64, before any clock
     base = {"objective": objective, "n": n, "d": d, "kappa": plan.peer_kappa,
             "blas_threads": plan.peer_blas_threads}
     budget, repeats = plan.peer_iterations, plan.peer_repeats
-    from threadpoolctl import threadpool_limits
-
+    hand = twin_of("numpy").hand_numpy_gd  # the NumPy twin (study/frameworks/numpy/twin.py)
     with threadpool_limits(limits=plan.peer_blas_threads, user_api="blas"):
-        return pairs(problem, base, plan, budget, repeats)
-
-
-def pairs(problem, base: dict, plan: Plan, budget: int, repeats: int) -> list[dict]:
-    return [
-        pair_row({**base, "method": "lbfgs", "peer": "scipy L-BFGS-B"}, "per iteration",
-                 PEER_GOALS["lbfgs per iteration"],
-                 lambda: ours(problem, "lbfgs", budget, None),
-                 lambda: scipy_lbfgs(problem, budget, None), repeats, True),
-        pair_row({**base, "method": "lbfgs", "peer": "scipy L-BFGS-B"}, f"to {TARGET_TOL:g}",
-                 PEER_GOALS["lbfgs to target"],
-                 lambda: ours(problem, "lbfgs", plan.peer_max_iter, TARGET_TOL),
-                 lambda: scipy_lbfgs(problem, plan.peer_max_iter, TARGET_TOL), repeats, False),
-    ] + ([pair_row({**base, "method": "gd", "peer": "hand loop"}, "per iteration",
-                   PEER_GOALS["gd per iteration"], lambda: ours(problem, "gd", budget, None),
-                   lambda: hand_gd(problem, budget), repeats, True)]
-         if problem.objective == "least-squares" else [])  # the hand loop's is least squares
+        return [
+            pair_row({**base, "method": "lbfgs", "peer": "scipy L-BFGS-B"}, "per iteration",
+                     PEER_GOALS["lbfgs per iteration"],
+                     lambda: ours(problem, "lbfgs", budget, None),
+                     lambda: scipy_lbfgs(problem, budget, None), repeats, True),
+            pair_row({**base, "method": "lbfgs", "peer": "scipy L-BFGS-B"},
+                     f"to {TARGET_TOL:g}", PEER_GOALS["lbfgs to target"],
+                     lambda: ours(problem, "lbfgs", plan.peer_max_iter, TARGET_TOL),
+                     lambda: scipy_lbfgs(problem, plan.peer_max_iter, TARGET_TOL), repeats,
+                     False),
+        ] + ([pair_row({**base, "method": "gd", "peer": "hand loop"}, "per iteration",
+                       PEER_GOALS["gd per iteration"], lambda: ours(problem, "gd", budget, None),
+                       lambda: (hand(problem, "float64", "data", budget) * budget, budget),
+                       repeats, True)]
+             if problem.objective == "least-squares" else [])  # the hand loop's: least squares
 
 
 def measure_sweep(runs: int) -> dict:

@@ -1,5 +1,5 @@
-"""CuPy, NumPy's API on the GPU (GPU only): `backend.py` (the NumPy loop on CuPy arrays) and
-`feedmode.py` (the CNN with the data copied per call or resident)."""
+"""CuPy, NumPy's API on the GPU (GPU only): the NumPy backend and the feed-mode CNN on CuPy
+arrays."""
 
 from __future__ import annotations
 

@@ -1,20 +1,12 @@
 """CuPy backend: NumPy's program on an NVIDIA GPU (`--backend cupy`, GPU only, the `cupy` extra).
 
-The original question's missing row: the very NumPy backend (`NumpyBackend`, every op NumPy's
-function) run on CuPy arrays. NumPy hands a CuPy array to CuPy (`__array_ufunc__`,
-`__array_function__`), so `np.sqrt(x)`, `X @ w` or `np.einsum` run on the GPU unchanged; only
-what creates arrays or leaves NumPy's dispatch is ours: placement (`asarray`, `data_matrix`,
-`to_host`, `eye`, `zeros`), the sigmoid (SciPy's `expit` does not dispatch: `cupyx.scipy.special`)
-and `solve_triangular` (LAPACK's trtrs on the host: `cupyx.scipy.linalg`).
-
-Feed mode `resident` (the only one): the data is copied to the GPU once (timed as setup, the
-device synchronised), and the step is called from the host loop, which reads the loss and the
-gradient norm as one small array once per iteration (the one synchronisation). A branch of a
-line search (`ops.cond`, `ops.while_loop`) reads its predicate: a host read, as in PyTorch's
-eager mode. No fused mode: CuPy's CUDA graphs (`Stream.begin_capture`) need every temporary in
-a stream-ordered pool (`MemoryAsyncPool`) to be replayed safely, and no GPU was at hand to
-verify that a replay matches the eager step; a raw kernel per iteration would be a second
-program, not NumPy's.
+The very NumPy backend run on CuPy arrays: NumPy hands a CuPy array to CuPy
+(`__array_ufunc__`, `__array_function__`), so only what creates arrays or leaves NumPy's
+dispatch is ours: placement, the sigmoid (`cupyx.scipy.special`) and `solve_triangular`
+(`cupyx.scipy.linalg`). Feed mode `resident` only: the data copied once (setup), the step called
+from the host loop, the loss and gradient norm read as one small array per iteration (the one
+synchronisation). No fused mode: CuPy's CUDA graphs need every temporary in a stream-ordered
+pool to replay safely, and no GPU was at hand to verify a replay against the eager step.
 
 The CUDA modules are reached through `_cuda()` only, so that the tests run this whole backend on
 the CPU with NumPy in CuPy's place (tests/test_cupy.py).
@@ -27,8 +19,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from optimizers.driver import host_loop
-from optimizers.objective import make_objective, problem_data
-from optimizers.result import Outcome, Stopwatch
+from optimizers.result import Stopwatch
 from study.frameworks.base import BaseBackend
 from study.frameworks.numpy.backend import NumpyBackend
 
@@ -108,28 +99,21 @@ class CupyBackend(BaseBackend):
     def run(self, problem, optimizer, rules, w0):
         ops = self.ops
         setup_clock = Stopwatch()
-        data = problem_data(ops, problem, self.formulation)
-        objective = make_objective(ops, data, self.formulation, problem.objective)
-        params = optimizer.setup(problem, objective, ops)
-        start = ops.asarray(w0)
+        _, params, start, objective = self.prepare(problem, optimizer, w0)
         ops.cuda.synchronize()  # the copies are setup, not the first iteration
         setup_seconds = setup_clock.elapsed()
 
         def observe(state):
-            f, grad_norm = ops.to_host(ops.stats(state)).tolist()  # the sync
-            return f, grad_norm
+            return ops.to_host(ops.stats(state)).tolist()  # (f, grad_norm): the sync
 
-        state, iterations, seconds, ending, trace = host_loop(
+        state, *loop = host_loop(
             problem, rules,
             init=lambda: optimizer.init(objective, ops, params, start),
             step=lambda state: optimizer.update(objective, ops, params, state),
             observe=observe)
         if not isinstance(state.w, ops.cuda.array):
             raise RuntimeError(f"asked for the GPU but the result is a {type(state.w).__name__}")
-        outcome = Outcome(ops.to_host(state.w), iterations, seconds, setup_seconds,
-                          ending.status, ending.message, trace, rule=ending.rule,
-                          device="GPU:0", extra={**self.options(), "device_name": ops.cuda.name(),
-                                                 "trace_clock": "host"})
         host = type(state)(*(ops.to_host(v) if isinstance(v, ops.cuda.array) else v
                              for v in state))
-        return outcome, host
+        return self.outcome(host.w, loop, setup_seconds, "GPU:0",
+                            device_name=ops.cuda.name(), trace_clock="host"), host

@@ -40,24 +40,25 @@ def build(spec: Spec, x: np.ndarray, kernel: np.ndarray, clock: Clock) -> Prepar
     with clock.phase("session"):
         weight = xp.asarray(kernel)
         cuda.synchronize()
-    placed = {"device": cuda.name()}
     if mode.feed == "numpy":
-        def compute():
-            y = network(xp, xp.asarray(x), weight)
-            cuda.synchronize()
-            return y
+        def source():
+            return xp.asarray(x)
     elif mode.feed == "resident":
         with clock.phase("data"):
             data = xp.asarray(x)
             cuda.synchronize()
 
-        def compute():
-            y = network(xp, data, weight)
-            cuda.synchronize()
-            return y
+        def source():
+            return data
     else:
         raise ValueError(f"unknown feed '{mode.feed}'")
-    return Prepared(compute, cuda.to_host, lambda: {"executable_bytes": None}, placed=placed)
+
+    def compute():
+        y = network(xp, source(), weight)
+        cuda.synchronize()
+        return y
+    return Prepared(compute, cuda.to_host, lambda: {"executable_bytes": None},
+                    placed={"device": cuda.name()})
 
 
 def out_of_memory(exc: BaseException) -> bool:

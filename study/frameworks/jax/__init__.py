@@ -1,8 +1,5 @@
-"""JAX: `backend.py` (jit-compiled steps and the fused lax.while_loop), `optimizers.py` (optax's
-L-BFGS), `optax_file.py` (an optax factory of yours from a file, `path.py:factory`),
-`feedmode.py` (jit with the data as argument, resident or constant), `train.py` (the train study
-on Keras's JAX backend, native flax/equinox/plain-JAX models and optax), `examples.py` (its
-shipped native models), `twin.py` (the bench's hand loop and probes)."""
+"""JAX: its own optimizers are optax's L-BFGS (`optax-lbfgs`) and an optax factory of yours from
+a file (`path.py:factory`, optax_file.py)."""
 
 from __future__ import annotations
 

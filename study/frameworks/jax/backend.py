@@ -10,27 +10,18 @@ Feed modes (`feed=`), with TensorFlow's meanings:
             stopping rules (the same rule objects, on traced values), the trace written into a
             fixed device buffer.
 
-XLA has no clock op, so the fused loop cannot time itself as TensorFlow's does with
-`tf.timestamp`: it runs in chunks. Each call of the compiled loop runs until a rule fires or an
-iteration limit, then hands back control (one read of a few scalars); the host checks the time
-budget and a pending signal, and calls again with a larger limit, sized so a chunk takes about
-CHUNK_SECONDS (and no more than the budget left). A run shorter than the first chunk
-(FIRST_CHUNK iterations) makes no extra round trip; a longer one makes one per chunk (at most
-one per CHUNK_SECONDS: under 0.1% of the loop). The trace's seconds within a chunk are
-interpolated linearly between the chunk's measured start and end (`trace_clock` says so).
+XLA has no clock op, so the fused loop cannot time itself as TensorFlow's does: it runs in
+chunks. Each call of the compiled loop runs until a rule fires or an iteration limit, then hands
+back one read of a few scalars; the host checks the time budget and a pending signal and calls
+again, the limit sized so a chunk takes about CHUNK_SECONDS (a run shorter than FIRST_CHUNK
+iterations makes no extra round trip). The trace's seconds within a chunk are interpolated
+between the chunk's measured start and end (`trace_clock` says so).
 
-Compilation is done ahead of time and timed as setup: `jax.jit(f).lower(*args).compile()` on
-the real inputs; every clock read waits for the device (`block_until_ready`, or a host read).
-The timed loops read one small array at a time with `.tolist()` (`jax.device_get` walks a
-pytree first: about 9 us more per read on a CPU, half again a 1000-row step; `np.asarray`
-would be cheaper still on a CPU, through the buffer protocol, but no test could count those
-reads): once per iteration (feed, resident) or once per chunk (fused), as
-tests/test_host_reads.py counts.
-x64 is switched on in the run's own process when the backend is made (float64 data and the
-rules' float64 scalars need it); a float32 run keeps its arrays float32 by explicit dtypes.
-Which ops are ours: the data-layout products, the stable softplus/sigmoid, `solve_triangular`,
-`while_loop`/`cond` (lax), `push` and placement (`asarray`, `scalar`); the rest are
-`jax.numpy`'s array-API functions under the names the algorithms use.
+Compilation is done ahead of time on the real inputs and timed as setup. The timed loops read
+one small array with `.tolist()` (`jax.device_get` walks a pytree first: about 9 us more per
+read on a CPU), once per iteration (feed, resident) or once per chunk (fused), as
+tests/test_host_reads.py counts. x64 is switched on in the run's own process; a float32 run
+keeps its arrays float32 by explicit dtypes.
 """
 
 from __future__ import annotations
@@ -39,21 +30,21 @@ import numpy as np
 
 from optimizers.driver import host_loop, step_functions
 from optimizers.interruptible import call_interruptibly
-from optimizers.objective import make_objective, problem_data
-from optimizers.result import (
-    TRACE_COLUMNS,
-    Outcome,
-    Stopwatch,
-    interpolated_seconds,
-    on_trace_schedule,
+from optimizers.result import TRACE_COLUMNS, Stopwatch, interpolated_seconds, on_trace_schedule
+from optimizers.stopping import Context, TimeBudget, rule_values, rules_on_tensors
+from study.frameworks.base import (
+    CAP,
+    DECADES,
+    STRIDES,
+    TRACE_CAPACITY,
+    BaseBackend,
+    TransposedOps,
+    fused_ending,
+    fused_trace,
 )
-from optimizers.stopping import Context, Ending, TimeBudget, rule_values, rules_on_tensors
-from study.frameworks.base import BaseBackend
 
-TRACE_CAPACITY = 1024  # > the ~745 iterations the trace schedule keeps below 2**31
 FIRST_CHUNK = 64  # iterations of the fused loop's first call
 CHUNK_SECONDS = 0.1  # what later calls aim for
-_CAP = 2**31 - 1
 
 
 def _jax():
@@ -77,12 +68,17 @@ def gpu_available() -> bool:
     return bool(devices("gpu"))
 
 
-class JaxOps:
+class JaxOps(TransposedOps):
     """The array operations of `study.frameworks.numpy.backend.NumpyBackend`, on JAX arrays, inside
-    and outside `jit`. X is stored transposed (d x n): XLA's CPU emitters stream it fastest, as
-    TensorFlow's XLA measurements found (`study.frameworks.tensorflow.backend.data_layout`)."""
+    and outside `jit`, X stored transposed (XLA's CPU emitters stream it fastest, as TensorFlow's
+    XLA measurements found: `study.frameworks.tensorflow.backend.data_layout`)."""
 
     name = "jax"
+    # the ops that are jax.numpy's own functions: our name -> jax.numpy's
+    NUMPY_NAMED = {**{name: name for name in ("matmul", "sqrt", "abs", "where", "isfinite",
+                                              "maximum", "minimum", "zeros_like", "logical_and",
+                                              "logical_or", "logical_not", "reshape",
+                                              "transpose", "sum")}, "diag_part": "diagonal"}
 
     def __init__(self, dtype: str = "float64", device=None):
         jax = _jax()
@@ -90,77 +86,26 @@ class JaxOps:
         from jax import lax
         from jax.scipy.linalg import solve_triangular
 
-        self.jnp, self.lax, self._solve = jnp, lax, solve_triangular
+        self.jnp = self.xp = jnp
+        self.lax, self._solve = lax, solve_triangular
         self.dtype = np.dtype(dtype)
         self.device = device if device is not None else jax.devices("cpu")[0]
         self.tiny = self.dtype.type(np.finfo(self.dtype).tiny)
         self._put = jax.device_put
+        for name, function in self.NUMPY_NAMED.items():
+            setattr(self, name, getattr(jnp, function))
+        self.sigmoid = jax.nn.sigmoid
 
     def asarray(self, value):
         return self.jnp.asarray(value, dtype=self.dtype)
 
-    def scalar(self, value):
-        return self.jnp.asarray(value, dtype=self.dtype)
+    scalar = asarray
 
     def data_matrix(self, X):
         return self._put(np.ascontiguousarray(np.asarray(X, dtype=self.dtype).T), self.device)
 
-    def data_matvec(self, X, w):
-        return self.jnp.matmul(X.T, w)
-
-    def data_rmatvec(self, X, r):
-        return self.jnp.matmul(X, r)
-
-    def data_column_squares(self, X):
-        return self.jnp.sum(X * X, axis=1)
-
-    def data_gram(self, X):
-        return self.jnp.matmul(X, X.T)
-
     def to_host(self, value) -> np.ndarray:
         return np.asarray(value)
-
-    def matmul(self, a, b):
-        return self.jnp.matmul(a, b)
-
-    def matmul_t(self, a, b):
-        """a^T @ b (XLA folds the transpose into the product)."""
-        return self.jnp.matmul(a.T, b)
-
-    def sqrt(self, x):
-        return self.jnp.sqrt(x)
-
-    def abs(self, x):
-        return self.jnp.abs(x)
-
-    def where(self, condition, x, y):
-        return self.jnp.where(condition, x, y)
-
-    def isfinite(self, x):
-        return self.jnp.isfinite(x)
-
-    def maximum(self, a, b):
-        return self.jnp.maximum(a, b)
-
-    def minimum(self, a, b):
-        return self.jnp.minimum(a, b)
-
-    def zeros_like(self, x):
-        return self.jnp.zeros_like(x)
-
-    def logical_and(self, a, b):
-        return self.jnp.logical_and(a, b)
-
-    def logical_or(self, a, b):
-        return self.jnp.logical_or(a, b)
-
-    def logical_not(self, a):
-        return self.jnp.logical_not(a)
-
-    def sigmoid(self, x):
-        import jax
-
-        return jax.nn.sigmoid(x)
 
     def softplus(self, x):
         """log(1 + exp(x)) without overflow for any x."""
@@ -174,47 +119,21 @@ class JaxOps:
     def cond(self, predicate, true_fn, false_fn):
         return self.lax.cond(predicate, true_fn, false_fn)
 
-    def reshape(self, x, shape):
-        return self.jnp.reshape(x, shape)
-
-    def transpose(self, x):
-        return self.jnp.transpose(x)
-
-    def strict_upper(self, a):
-        return self.jnp.triu(a, 1)
-
     def eye(self, n, like):
         return self.jnp.eye(n, dtype=like.dtype)
 
     def solve_triangular(self, a, b, lower: bool):
         return self._solve(a, b, lower=lower)
 
-    def sum(self, x, axis=None):
-        return self.jnp.sum(x, axis=axis)
-
-    def diag_part(self, a):
-        return self.jnp.diagonal(a)
-
-    def vdot(self, a, b):
-        return self.jnp.sum(a * b)
-
     def zeros(self, shape, like):
         return self.jnp.zeros(shape, dtype=like.dtype)
-
-    def push(self, history, item):
-        """Drop the oldest entry of a fixed-size history (axis 0) and append `item` last."""
-        return self.jnp.concatenate([history[1:], item[None]], axis=0)
-
-
-_DECADES = np.array([10**power for power in range(2, 19)], dtype=np.int64)
-_STRIDES = np.array([1] + [10**power for power in range(1, 18)], dtype=np.int64)
 
 
 def on_trace_schedule_traced(jnp, iteration):
     """`optimizers.result.on_trace_schedule` on a traced integer."""
     i = iteration.astype(jnp.int64)
-    decade = jnp.sum(i >= jnp.asarray(_DECADES))
-    return i % jnp.asarray(_STRIDES)[decade] == 0
+    decade = jnp.sum(i >= jnp.asarray(DECADES, jnp.int64))
+    return i % jnp.asarray(STRIDES, jnp.int64)[decade] == 0
 
 
 class JaxBackend(BaseBackend):
@@ -240,30 +159,26 @@ class JaxBackend(BaseBackend):
             run = self._fused if self.feed == "fused" else self._stepped
             return run(problem, optimizer, rules, w0)
 
-    # helpers shared by the modes
-
     def _stats(self, state):
         """Loss and gradient norm of a state as one float64 vector (one read to the host)."""
         jnp, ops = self.ops.jnp, self.ops
         grad_norm = ops.sqrt(ops.vdot(state.g, state.g))
         return jnp.stack([state.f, grad_norm]).astype(jnp.float64)
 
-    def _step_functions(self, optimizer, kind: str):
-        return step_functions(self.ops, optimizer, self.formulation, kind, self._stats)
-
     def _setup(self, problem, optimizer, w0):
-        """Data and start point on the device, and the optimizer's constants."""
+        """`prepare`'s data, constants and start point, placed on the device; the pure init
+        and step a compiled loop is made of."""
         ops = self.ops
-        data = tuple(ops._put(a, ops.device) for a in problem_data(ops, problem,
-                                                                    self.formulation))
-        params = optimizer.setup(
-            problem, make_objective(ops, data, self.formulation, problem.objective), ops)
-        return data, params, ops._put(ops.asarray(w0), ops.device)
+        data, params, start, _ = self.prepare(problem, optimizer, w0)
+        data = tuple(ops._put(array, ops.device) for array in data)
+        steps = step_functions(ops, optimizer, self.formulation, problem.objective, self._stats)
+        return data, params, ops._put(start, ops.device), steps
 
-    def _extra(self, array) -> tuple[str, dict]:
-        device = next(iter(array.devices()))
-        name = f"{device.platform.upper()}:{device.id}"
-        return name, {**self.options(), "device_name": str(device)}
+    def _outcome(self, w, w_host, loop, setup_seconds, **extra):
+        device = next(iter(w.devices()))
+        return self.outcome(w_host, loop, setup_seconds,
+                            f"{device.platform.upper()}:{device.id}",
+                            device_name=str(device), **extra)
 
     @staticmethod
     def _compile(function, *arguments):
@@ -278,10 +193,9 @@ class JaxBackend(BaseBackend):
         import jax
 
         setup_clock = Stopwatch()
-        data, params, start = self._setup(problem, optimizer, w0)
+        data, params, start, (init, step) = self._setup(problem, optimizer, w0)
         if self.feed == "feed":  # the host keeps the data; every call copies it over
             data = tuple(host_array(array) for array in data)
-        init, step = self._step_functions(optimizer, problem.objective)
         init_fn = self._compile(init, data, params, start)
         warm = init_fn(data, params, start)
         step_fn = self._compile(step, data, params, warm[0])
@@ -291,26 +205,22 @@ class JaxBackend(BaseBackend):
         def observe(result):
             return result[1].tolist()  # (f, grad_norm) as floats: the one read (the sync)
 
-        state, iterations, seconds, ending, trace = host_loop(
+        state, *loop = host_loop(
             problem, rules,
             init=lambda: init_fn(data, params, start),
             step=lambda result: step_fn(data, params, result[0]),
             observe=observe,
         )
         w = state[0].w
-        device, extra = self._extra(w)
-        return Outcome(np.asarray(w), iterations, seconds, setup_seconds, ending.status,
-                       ending.message, trace, rule=ending.rule, device=device,
-                       extra={**extra, "trace_clock": "host"}), state[0]
+        return self._outcome(w, np.asarray(w), loop, setup_seconds, trace_clock="host"), state[0]
 
     # fused: the loop compiled, run in chunks (see the module docstring)
 
-    def _fused_functions(self, problem, optimizer, rules):
+    def _fused_functions(self, rules, init_step, update_step):
         import jax.numpy as jnp
         from jax import lax
 
         ops = self.ops
-        init_step, update_step = self._step_functions(optimizer, problem.objective)
         no_clock = jnp.asarray(0.0, jnp.float64)  # the budget is checked between chunks
 
         def check(tensor_rules, f_star, f_scale, i, stats, f0, f_prev, rule_states, buffer,
@@ -361,11 +271,11 @@ class JaxBackend(BaseBackend):
         import jax.numpy as jnp
 
         setup_clock = Stopwatch()
-        data, params, start_point = self._setup(problem, optimizer, w0)
+        data, params, start_point, steps = self._setup(problem, optimizer, w0)
         values = jnp.asarray(rule_values(rules), jnp.float64)
         f_star = jnp.asarray(problem.f_star, jnp.float64)
         f_scale = jnp.asarray(problem.reference.scale, jnp.float64)
-        start, chunk = self._fused_functions(problem, optimizer, rules)
+        start, chunk = self._fused_functions(rules, *steps)
         start_fn = self._compile(start, data, params, start_point, values, f_star, f_scale)
         carry = start_fn(data, params, start_point, values, f_star, f_scale)
         limit = jnp.asarray(1, jnp.int64)
@@ -380,13 +290,13 @@ class JaxBackend(BaseBackend):
         while True:
             began, first = clock.elapsed(), i
             carry, summary = chunk_fn(data, params, carry, values, f_star, f_scale,
-                                      jnp.asarray(min(first + size, _CAP), jnp.int64))
+                                      jnp.asarray(min(first + size, CAP), jnp.int64))
             summary = summary.tolist()  # the one read of the chunk (the sync)
             i, fired = int(summary[0]), summary[1:]
             ended = clock.elapsed()
             chunks.append((first, i, began, ended))
             index = rules.first(fired)
-            if index >= 0 or i >= _CAP:
+            if index >= 0 or i >= CAP:
                 break
             if budget is not None and ended >= budget.seconds:
                 index = rules.rules.index(budget)
@@ -397,17 +307,12 @@ class JaxBackend(BaseBackend):
         w = carry[1].w
         w_host = jax.device_get(w)  # the clock stops once the result is on the host
         seconds = clock.elapsed()
-        ending = (rules.ending(index, i) if index >= 0 else
-                  Ending("max_iter", f"the loop's own limit of {_CAP} iterations"))
-        table = np.asarray(carry[6])[: int(carry[7]) + 1 - int(_on_schedule(i))]
-        trace = {c: table[:, j].tolist() for j, c in enumerate(TRACE_COLUMNS)}
-        trace["iteration"] = [int(v) for v in trace["iteration"]]
+        trace = fused_trace(np.asarray(carry[6])[: int(carry[7]) + 1 - on_trace_schedule(i)])
         trace["seconds"] = interpolated_seconds(trace["iteration"], chunks)
-        device, extra = self._extra(w)
-        return Outcome(w_host, i, seconds, setup_seconds, ending.status, ending.message, trace,
-                       rule=ending.rule, device=device,
-                       extra={**extra, "trace_clock": "interpolated within compiled chunks",
-                              "fused_chunks": len(chunks)}), carry[1]
+        loop = (i, seconds, fused_ending(rules, index, i), trace)
+        return self._outcome(w, w_host, loop, setup_seconds,
+                             trace_clock="interpolated within compiled chunks",
+                             fused_chunks=len(chunks)), carry[1]
 
 
 def host_array(array) -> np.ndarray:
@@ -421,7 +326,3 @@ def host_array(array) -> np.ndarray:
     placed = raw[start:start + array.nbytes].view(array.dtype).reshape(array.shape)
     placed[...] = array
     return placed
-
-
-def _on_schedule(iteration: int) -> bool:
-    return on_trace_schedule(iteration)

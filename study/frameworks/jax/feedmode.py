@@ -1,27 +1,17 @@
 """The JAX modes of the feed-mode study (imported only for their runs: it imports JAX).
 
-`jax-numpy` passes the NumPy array to the compiled network at every call (a host-to-device copy
-each call on a GPU), `jax-resident` passes an array put on the device once (`jax.device_put`,
-timed as `data`), `jax-constant` compiles a function that closes over the NumPy array, which
-JAX embeds in the program as a constant. `session` times the creation of JAX's runtime
-(`jax.devices`). The first call is what a user's first `jax.jit(f)(...)` does, done ahead of
-time so that its parts are known: trace and lower (`jit(f).lower`), compile, then run; the
-first two are recorded as `compile_seconds`, inside `first_compute_seconds`. Later calls run the
-compiled program. A call's compute ends with `block_until_ready()` on the output (JAX
-dispatches asynchronously: without it the clock would stop before the device finished); its
-fetch is `np.asarray` of that output, the copy to the host on a GPU. On the CPU the output
-already lies in host memory and `np.asarray` is a conversion (zero-copy where aligned), so the
-fetch is near zero and compute is the call.
+`jax-numpy` passes the NumPy array to the compiled network at every call, `jax-resident` an
+array put on the device once (timed as `data`), `jax-constant` compiles a function closing over
+the NumPy array, which JAX embeds in the program as a constant. `session` times the creation of
+JAX's runtime. The first call is done ahead of time so that its parts are known: trace and lower,
+then compile (`compile_seconds`), then run. A call's compute ends with `block_until_ready()`
+(JAX dispatches asynchronously); its fetch is `np.asarray` of the output (on the CPU a
+conversion, near zero).
 
-After the calls, outside every clock: `program_bytes`, the lowered program as serialized
-StableHLO (MLIR bytecode, where an embedded array is stored as raw bytes);
-`executable_bytes`, the compiled executable as serialized by
-`jax.experimental.serialize_executable` (what XLA produced, constants included); and
-`output_folded`, whether the compiled program's result is a constant, i.e. XLA evaluated the
-network at compile time (its HloConstantFolding does so for ops of up to 45 million elements).
-
-x64 is switched on here, in the run's own process, before any JAX array is made (float64 needs
-it; every array has an explicit dtype, so float32 runs stay float32).
+After the calls, outside every clock: `program_bytes` (the lowered StableHLO, where an embedded
+array is stored as raw bytes), `executable_bytes` (the serialized executable, constants included)
+and `output_folded`, whether XLA evaluated the network at compile time (its constant folding
+does so for ops of up to 45 million elements). x64 is switched on here, in the run's own process.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """An optax optimizer of your own from a file: `path/to/file.py:factory`, a function that returns
 an `optax.GradientTransformation` (as `optax.adam` does), its keyword arguments the
-hyperparameters (`--opt-param`, config keys), on the jax backend.
-
-It is an optimizer like ours (init/update on a NamedTuple state, the transformation's state a
-field), so the JAX backend runs it in each of its modes, the fused `lax.while_loop` included: an
+hyperparameters, on the jax backend, in each of its modes (the fused loop included): an
 iteration is `tx.update(g, opt_state, w)`, `optax.apply_updates`, then the objective at the new
-iterate (one loss and gradient, as for every first-order method). A transformation that needs the
-loss function or more arguments in its update (optax.lbfgs's `value_fn`) fails the probe: it is
-refused in one line, as optax's L-BFGS runs as `optax-lbfgs`."""
+iterate. A transformation whose update needs more arguments (optax.lbfgs's `value_fn`) fails the
+probe, refused in one line: optax's L-BFGS runs as `optax-lbfgs`."""
 
 from __future__ import annotations
 
@@ -84,22 +80,18 @@ def checked_transform(name: str, optimizer):
     """An optax transformation from a file, updated once from zeros with a unit gradient (on
     JAX, eagerly): an update that raises (one that needs more arguments, as optax.lbfgs's
     value_fn) or is not finite is one line naming the file."""
+    import jax
     import jax.numpy as jnp
 
     where = f"{split(name)[0]}: {split(name)[1]}"
-    w = jnp.zeros((4, 1), dtype=jnp.float64 if _x64() else jnp.float32)
+    x64 = jax.config.read("jax_enable_x64")
+    w = jnp.zeros((4, 1), dtype=jnp.float64 if x64 else jnp.float32)
     tx = optimizer.tx
     state = call(where, "init", tx.init, w)
     updates, _ = call(where, "update", tx.update, jnp.ones_like(w), state, w)
     if not bool(jnp.isfinite(updates).all()):
         raise InputError(f"{where}: the first update is not finite (a unit gradient from zeros)")
     return optimizer
-
-
-def _x64() -> bool:
-    import jax
-
-    return bool(jax.config.read("jax_enable_x64"))
 
 
 def build(name: str, factory, hyperparameters: dict):

@@ -1,19 +1,13 @@
 """optax's L-BFGS with its own zoom line search (`optax-lbfgs`), a library reference on the jax
 backend.
 
-It is an optimizer like ours (init/update on a NamedTuple state), so the JAX backend runs it in
-each of its modes: one jitted optax update per iteration, compiled ahead of time and timed as
-setup, with the run's rules checked on the host after each (feed, resident; the host loop's
-`RuleMonitor`), or the whole loop one `lax.while_loop` with the rules inside (fused). An update
-is `optax.lbfgs().update(g, opt_state, w, value=f, grad=g, value_fn=loss)` and
-`optax.apply_updates`. The loss and gradient at the new iterate are those its line search stored
-in the state (what `optax.value_and_grad_from_state` fetches), so none is evaluated twice:
-nfev = 1 + the line-search steps, summed from optax's own `num_linesearch_steps`.
-
-optax differentiates `value_fn` itself (`jax.value_and_grad`); the loss is given the objective's
-analytic gradient as its derivative (`jax.custom_jvp`), so each line-search step is one
-evaluation of the objective, as for every method. optax's defaults stand (memory 10, at most 20
-line-search steps, a first trial step of 1); it has no convergence test of its own.
+An optimizer like ours (init/update on a NamedTuple state), so every JAX mode runs it, the fused
+loop included. An update is `optax.lbfgs().update(g, opt_state, w, value=f, grad=g,
+value_fn=loss)` and `optax.apply_updates`; the loss and gradient at the new iterate are those its
+line search stored in the state, so none is evaluated twice (nfev = 1 + optax's
+`num_linesearch_steps`). The loss is given our analytic gradient as its derivative
+(`jax.custom_jvp`), so each line-search step is one evaluation of the objective. optax's
+defaults stand; it has no convergence test of its own.
 """
 
 from __future__ import annotations

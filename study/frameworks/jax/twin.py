@@ -24,6 +24,8 @@ def hand_loop(problem, feed: str, dtype: str, device: str, iterations: int) -> f
     jitted `lax.fori_loop` of the whole run, read once. Compiled ahead of time, off the clock."""
     if feed not in FEEDS:
         raise no_loop("jax", feed)
+    if feed in WHOLE_LOOP:
+        return hand_reduction(problem, dtype, device, REDUCTIONS[2], iterations)
     import jax
 
     jax.config.update("jax_enable_x64", True)
@@ -47,16 +49,6 @@ def hand_loop(problem, feed: str, dtype: str, device: str, iterations: int) -> f
         return w, g, f
 
     with jax.default_device(target):
-        if feed in WHOLE_LOOP:
-            def loop(Xt, y, w):
-                f, g = evaluate(Xt, y, w)
-                return jax.lax.fori_loop(0, iterations,
-                                         lambda _, c: update(Xt, y, c[0], c[1]), (w, g, f))
-            compiled = jax.jit(loop).lower(Xt, y, w0).compile()
-            float(compiled(Xt, y, w0)[2])  # a first call, as the backend's warm-up
-            start = time.perf_counter()
-            float(compiled(Xt, y, w0)[2])
-            return (time.perf_counter() - start) / iterations
         first = jax.jit(evaluate).lower(Xt, y, w0).compile()
         f, g = first(Xt, y, w0)
         stepped = jax.jit(update).lower(Xt, y, w0, g).compile()
@@ -71,44 +63,12 @@ def hand_loop(problem, feed: str, dtype: str, device: str, iterations: int) -> f
         return (time.perf_counter() - start) / iterations
 
 
-def hand_jax_gd(problem, dtype: str, iterations: int) -> float:
-    """Seconds per iteration of a minimal GD `lax.fori_loop` under `jax.jit`, X transposed on the
-    device as the JAX backend stores it, compiled ahead of time outside the clock; the clock
-    stops after the result is on the host."""
-    import jax
-
-    jax.config.update("jax_enable_x64", True)
-    import jax.numpy as jnp
-
-    X = jax.device_put(np.ascontiguousarray(np.asarray(problem.X, dtype=dtype).T))
-    y = jax.device_put(np.asarray(problem.y, dtype=dtype))
-    w0 = jnp.zeros((problem.d, problem.y.shape[1]), dtype=dtype)
-    step = jnp.asarray(gd_step(problem), dtype=dtype)
-
-    def evaluate(w):
-        r = X.T @ w - y
-        return jnp.sum(r * r) / y.shape[0], (2.0 / y.shape[0]) * (X @ r)
-
-    def loop(w, count):
-        def body(_, carry):
-            w, _, g = carry
-            w = w - step * g
-            return (w, *evaluate(w))
-
-        return jax.lax.fori_loop(0, count, body, (w, *evaluate(w)))
-
-    compiled = jax.jit(loop).lower(w0, iterations).compile()
-    start = time.perf_counter()
-    np.asarray(compiled(w0, iterations)[1])
-    return (time.perf_counter() - start) / iterations
-
-
 def minimal_loop(options: dict, formulation: str):
     if options.get("feed") != "fused" or formulation != "data":
         return None
 
     def loop(problem, dtype, iterations):
-        return hand_jax_gd(problem, dtype, iterations)
+        return hand_loop(problem, "fused", dtype, "cpu", iterations)
 
     return "driver vs hand-written lax.fori_loop under jit", loop
 

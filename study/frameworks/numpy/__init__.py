@@ -1,7 +1,5 @@
-"""NumPy, the stack every install has: `backend.py` runs the regression study's loop on the
-host (the reference the other backends are checked against), `twin.py` is the bench's
-hand-written loop; its ops are what a file's optimizer is probed on. NumPy has no feed modes,
-train adapter or optimizers of its own."""
+"""NumPy, the stack every install has: the reference backend, and the ops a file's optimizer is
+probed on. It has no feed modes, train adapter or optimizers of its own."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""NumPy backend: the algorithms' array operations on host arrays of one dtype.
-
-An algorithm only uses Python arithmetic operators on arrays plus the methods below, so the
-TensorFlow backend can run the very same algorithm code by providing the same methods.
-"""
+"""NumPy backend: the algorithms' array operations on host arrays of one dtype, and the host
+loop over them (the reference every other backend is checked against)."""
 
 from __future__ import annotations
 
@@ -11,7 +8,6 @@ import scipy.linalg
 import scipy.special
 
 from optimizers.driver import host_loop
-from optimizers.objective import make_objective, problem_data
 from optimizers.result import Outcome, Stopwatch
 from study.frameworks.base import BaseBackend
 from study.frameworks.numpy.host_arrays import (
@@ -153,13 +149,8 @@ class NumpyBackend(BaseBackend):
         return np.concatenate([history[1:], item[None]], axis=0)
 
     def run(self, problem, optimizer, rules, w0):
-        """Setup (dtype conversion, the optimizer's constants) timed apart, then the host loop."""
-
         setup_clock = Stopwatch()
-        data = problem_data(self, problem, self.formulation)
-        objective = make_objective(self, data, self.formulation, problem.objective)
-        params = optimizer.setup(problem, objective, self)
-        start = self.asarray(w0)
+        _, params, start, objective = self.prepare(problem, optimizer, w0)
         setup_seconds = setup_clock.elapsed()
 
         def observe(state):

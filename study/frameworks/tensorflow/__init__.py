@@ -1,7 +1,5 @@
-"""TensorFlow: `backend.py` (eager-compiled steps, the fused while_loop, XLA), `tf1.py` (the
-TF1 graph and feed_dict of the original question), `optimizers.py` (TensorFlow Probability's
-L-BFGS), `feedmode.py` (the CNN's eleven feed modes), `train.py` (the train study on Keras's
-TensorFlow backend), `twin.py` (the bench's hand loop and copy probe)."""
+"""TensorFlow: the original question's TF1 program (tf1.py) beside TF2's modes; its own
+optimizer is TensorFlow Probability's L-BFGS (`lbfgs-tfp`)."""
 
 from __future__ import annotations
 

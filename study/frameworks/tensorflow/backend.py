@@ -2,26 +2,20 @@
 
 Feed modes (`feed=`):
   feed      the data stays on the host (NumPy) and is handed to a compiled step every iteration,
-            which copies it to the device each time: TF2's equivalent of the original program's
-            `sess.run(..., feed_dict={features: df[cols], labels: df[label]})`;
+            which copies it to the device each time (TF2's `feed_dict`);
   resident  the data is copied to the device once; a compiled step is called from the host loop
             (`optimizers.driver.host_loop`), which checks the stopping rules: one sync per step;
-  fused     the whole run is one `tf.function` holding a `tf.while_loop`; the stopping rules are
-            the same rule objects evaluated on tensors, the trace goes into a fixed device buffer
-            and everything is read back once at the end;
-  tf1       the original TensorFlow 1 program (graph, placeholders, feed_dict, the TF1 optimizer
-            classes), see `study.frameworks.tensorflow.tf1`.
-`xla=True` compiles the optimizer's step (its init and update, with the loss and gradient norm)
-with `jit_compile=True`. In `fused` mode the loop control (rules, clock, trace) stays outside XLA:
-XLA has no clock op on the CPU, and the time budget and the trace's seconds need one.
+  fused     the whole run is one `tf.function` holding a `tf.while_loop`, the stopping rules
+            evaluated on tensors, the trace in a fixed device buffer read back once at the end;
+  tf1       the original TensorFlow 1 program, see `study.frameworks.tensorflow.tf1`.
+`xla=True` compiles the optimizer's step with `jit_compile=True`. In `fused` mode the loop
+control (rules, clock, trace) stays outside XLA: XLA has no clock op on the CPU.
 
-Setup (the host->device copy, the optimizer's constants, tracing and compilation, done by one
-warm-up call of each compiled function on the real inputs, whose results are thrown away because
-the functions are pure) is timed apart from the loop, whose clock stops only after a `.numpy()`.
-Hyperparameters, tolerances and f* enter the compiled functions as tensors. Nothing here touches
-TensorFlow's global configuration. Every function is traced with `autograph=False`: the
-algorithms state their control flow explicitly (`ops.cond`, `tf.while_loop`), so AutoGraph's
-source conversion would only add tracing time (seconds, for L-BFGS's fused loop).
+Setup (the copy to the device, the optimizer's constants, tracing and compilation by one
+warm-up call of each pure compiled function) is timed apart from the loop, whose clock stops
+only after a `.numpy()`. Nothing here touches TensorFlow's global configuration. Every function
+is traced with `autograph=False`: the algorithms state their control flow explicitly, so
+AutoGraph would only add tracing time (seconds, for L-BFGS's fused loop).
 """
 
 from __future__ import annotations
@@ -32,19 +26,22 @@ import tensorflow as tf
 from convergence_study.errors import InputError
 from optimizers.driver import host_loop, step_functions
 from optimizers.interruptible import call_interruptibly
-from optimizers.objective import make_objective, problem_data
-from optimizers.result import TRACE_COLUMNS, Outcome, Stopwatch
-from optimizers.stopping import Context, Ending, rule_values, rules_on_tensors
-from study.frameworks.base import BaseBackend
+from optimizers.result import TRACE_COLUMNS, Stopwatch
+from optimizers.stopping import Context, rule_values, rules_on_tensors
+from study.frameworks.base import (
+    CAP,
+    DECADES,
+    STRIDES,
+    TRACE_CAPACITY,
+    BaseBackend,
+    fused_ending,
+    fused_trace,
+)
 from study.frameworks.registry import framework
 from study.frameworks.tensorflow.tf1 import minimize_tf1
 
 DEVICES = {"cpu": "/CPU:0", "gpu": "/GPU:0"}
 NO_GPU = framework("tensorflow").no_gpu()  # what a GPU asked for and absent is told
-TRACE_CAPACITY = 1024  # > the ~745 iterations the trace schedule keeps below 2**31
-_CAP = 2**31 - 1  # the fused loop's own iteration limit (the warm-up call uses 1)
-
-
 LAYOUTS = ("columns", "rows")
 
 
@@ -58,11 +55,8 @@ def data_layout(dtype, xla: bool) -> str:
 
 
 class TensorflowOps:
-    """The array operations of `study.frameworks.numpy.backend.NumpyBackend`, on TensorFlow tensors.
-
-    They work eagerly and inside `tf.function`; `dtype` is the NumPy dtype (as the record has it),
-    `tf_dtype` TensorFlow's.
-    """
+    """The array operations of `study.frameworks.numpy.backend.NumpyBackend`, on TensorFlow
+    tensors, eagerly and inside `tf.function` (`dtype` NumPy's, `tf_dtype` TensorFlow's)."""
 
     name = "tensorflow"
 
@@ -103,27 +97,13 @@ class TensorflowOps:
         columns = self.layout == "columns"
         return tf.linalg.matmul(X, X, transpose_a=not columns, transpose_b=columns)
 
-    diag_part = staticmethod(tf.linalg.diag_part)
-
     def to_host(self, value) -> np.ndarray:
         return np.asarray(value)
-
-    @staticmethod
-    def matmul(a, b):
-        return tf.linalg.matmul(a, b)
-
-    @staticmethod
-    def cond(predicate, true_fn, false_fn):
-        """One of two computations, chosen by a scalar predicate (only the chosen one runs)."""
-        return tf.cond(predicate, true_fn, false_fn)
 
     @staticmethod
     def matmul_t(a, b):
         """a^T @ b without materialising the transpose."""
         return tf.linalg.matmul(a, b, transpose_a=True)
-
-    reshape = staticmethod(tf.reshape)
-    transpose = staticmethod(tf.transpose)
 
     @staticmethod
     def strict_upper(a):
@@ -135,9 +115,39 @@ class TensorflowOps:
         return tf.eye(n, dtype=like.dtype)
 
     @staticmethod
-    def solve_triangular(a, b, lower: bool):
-        return tf.linalg.triangular_solve(a, b, lower=lower)
+    def zeros(shape, like):
+        return tf.zeros(shape, dtype=like.dtype)
 
+    @staticmethod
+    def vdot(a, b):
+        return tf.reduce_sum(a * b)
+
+    @staticmethod
+    def while_loop(condition, body, loop_vars: tuple) -> tuple:
+        """A loop inside the graph (nested in the fused loop, compiled by XLA)."""
+        return tuple(tf.while_loop(condition, body, loop_vars))
+
+    @staticmethod
+    def push(history, item):
+        """Drop the oldest entry of a fixed-size history (axis 0) and append `item` last."""
+        return tf.concat([history[1:], item[None]], axis=0)
+
+    def where(self, condition, x, y):
+        """Elementwise choice; a Python number in either branch takes the other branch's dtype."""
+        like = x if tf.is_tensor(x) else y if tf.is_tensor(y) else None
+        dtype = like.dtype if like is not None else self.tf_dtype
+        x = x if tf.is_tensor(x) else tf.constant(x, dtype=dtype)
+        y = y if tf.is_tensor(y) else tf.constant(y, dtype=dtype)
+        return tf.where(condition, x, y)
+
+    # TensorFlow's own functions under the names the algorithms use
+    matmul = staticmethod(tf.linalg.matmul)
+    cond = staticmethod(tf.cond)  # only the chosen branch runs
+    solve_triangular = staticmethod(tf.linalg.triangular_solve)
+    sum = staticmethod(tf.reduce_sum)
+    diag_part = staticmethod(tf.linalg.diag_part)
+    reshape = staticmethod(tf.reshape)
+    transpose = staticmethod(tf.transpose)
     sqrt = staticmethod(tf.math.sqrt)
     abs = staticmethod(tf.math.abs)
     isfinite = staticmethod(tf.math.is_finite)
@@ -150,36 +160,6 @@ class TensorflowOps:
     softplus = staticmethod(tf.math.softplus)
     sigmoid = staticmethod(tf.math.sigmoid)
 
-    @staticmethod
-    def while_loop(condition, body, loop_vars: tuple) -> tuple:
-        """A loop inside the graph (nested in the fused loop, compiled by XLA)."""
-        return tuple(tf.while_loop(condition, body, loop_vars))
-
-    def where(self, condition, x, y):
-        """Elementwise choice; a Python number in either branch takes the other branch's dtype."""
-        like = x if tf.is_tensor(x) else y if tf.is_tensor(y) else None
-        dtype = like.dtype if like is not None else self.tf_dtype
-        x = x if tf.is_tensor(x) else tf.constant(x, dtype=dtype)
-        y = y if tf.is_tensor(y) else tf.constant(y, dtype=dtype)
-        return tf.where(condition, x, y)
-
-    @staticmethod
-    def sum(x, axis=None):
-        return tf.reduce_sum(x, axis=axis)
-
-    @staticmethod
-    def vdot(a, b):
-        return tf.reduce_sum(a * b)
-
-    @staticmethod
-    def zeros(shape, like):
-        return tf.zeros(shape, dtype=like.dtype)
-
-    @staticmethod
-    def push(history, item):
-        """Drop the oldest entry of a fixed-size history (axis 0) and append `item` last."""
-        return tf.concat([history[1:], item[None]], axis=0)
-
 
 def gpu_available() -> bool:
     return bool(tf.config.list_physical_devices("GPU"))
@@ -190,16 +170,12 @@ def short_device(name: str) -> str:
     return name.rsplit("device:", 1)[-1] if name else "unknown"
 
 
-_DECADES = [10**power for power in range(2, 19)]  # iteration >= 10**p: stride 10**(p - 1)
-_STRIDES = [1] + [10**power for power in range(1, 18)]
-
-
 def on_trace_schedule_tensor(iteration):
     """`optimizers.result.on_trace_schedule` as a predicate on an integer tensor: the stride is
     looked up by decade (a handful of ops; it runs every iteration of the fused loop)."""
     i = tf.cast(iteration, tf.int64)
-    decade = tf.reduce_sum(tf.cast(i >= tf.constant(_DECADES, tf.int64), tf.int32))
-    return tf.equal(i % tf.gather(tf.constant(_STRIDES, tf.int64), decade), 0)
+    decade = tf.reduce_sum(tf.cast(i >= tf.constant(DECADES, tf.int64), tf.int32))
+    return tf.equal(i % tf.gather(tf.constant(STRIDES, tf.int64), decade), 0)
 
 
 class TensorflowBackend(BaseBackend):
@@ -243,30 +219,26 @@ class TensorflowBackend(BaseBackend):
         grad_norm = ops.sqrt(ops.vdot(state.g, state.g))
         return tf.cast(tf.stack([state.f, grad_norm]), tf.float64)
 
-    def _step_functions(self, optimizer, kind: str):
-        return step_functions(self.ops, optimizer, self.formulation, kind, self._stats)
-
     def _setup(self, problem, optimizer, w0):
-        """Data and start point on the device, and the optimizer's constants."""
-        ops = self.ops
-        data = problem_data(ops, problem, self.formulation)
-        params = optimizer.setup(
-            problem, make_objective(ops, data, self.formulation, problem.objective), ops)
-        return data, params, ops.asarray(w0)
+        """`prepare`'s data, constants and start point; the pure init and step of a loop."""
+        data, params, start, _ = self.prepare(problem, optimizer, w0)
+        steps = step_functions(self.ops, optimizer, self.formulation, problem.objective,
+                               self._stats)
+        return data, params, start, steps
 
-    def _extra(self, tensor) -> tuple[str, dict]:
-        return short_device(tensor.device), {**self.options(), "device_name": tensor.device}
+    def _outcome(self, w, w_host, loop, setup_seconds):
+        return self.outcome(w_host, loop, setup_seconds, short_device(w.device),
+                            device_name=w.device)
 
     # feed and resident: compiled steps called from the host loop
 
-    def _stepped(self, problem, optimizer, rules, w0) -> Outcome:
+    def _stepped(self, problem, optimizer, rules, w0):
         setup_clock = Stopwatch()
         with tf.device(DEVICES[self.device]):
-            data, params, start = self._setup(problem, optimizer, w0)
+            data, params, start, steps = self._setup(problem, optimizer, w0)
             if self.feed == "feed":  # the host keeps the data; every call copies it over
                 data = tuple(np.asarray(array) for array in data)
-            init_fn, step_fn = (self._compile(f) for f in
-                                 self._step_functions(optimizer, problem.objective))
+            init_fn, step_fn = (self._compile(f) for f in steps)
             warm, _ = init_fn(data, params, start)  # trace and compile; pure, so thrown away
             step_fn(data, params, warm)[1].numpy()
             setup_seconds = setup_clock.elapsed()
@@ -275,23 +247,19 @@ class TensorflowBackend(BaseBackend):
                 f, grad_norm = state[1].numpy()
                 return float(f), float(grad_norm)
 
-            state, iterations, seconds, ending, trace = host_loop(
+            state, *loop = host_loop(
                 problem, rules,
                 init=lambda: init_fn(data, params, start),
                 step=lambda state: step_fn(data, params, state[0]),
                 observe=observe,
             )
         w = state[0].w
-        device, extra = self._extra(w)
-        return Outcome(w.numpy(), iterations, seconds, setup_seconds, ending.status,
-                       ending.message, trace, rule=ending.rule, device=device,
-                       extra=extra), state[0]
+        return self._outcome(w, w.numpy(), loop, setup_seconds), state[0]
 
     # fused: one tf.function, one while_loop, rules as tensor predicates
 
-    def _fused_function(self, problem, optimizer, rules):
+    def _fused_function(self, rules, init_step, update_step):
         rops = self.rule_ops
-        init_step, update_step = self._step_functions(optimizer, problem.objective)
         if self.xla:
             init_step = tf.function(init_step, jit_compile=True, autograph=False)
             update_step = tf.function(update_step, jit_compile=True, autograph=False)
@@ -338,16 +306,16 @@ class TensorflowBackend(BaseBackend):
 
         return tf.function(loop, autograph=False)
 
-    def _fused(self, problem, optimizer, rules, w0) -> Outcome:
+    def _fused(self, problem, optimizer, rules, w0):
         setup_clock = Stopwatch()
         with tf.device(DEVICES[self.device]):
-            data, params, start = self._setup(problem, optimizer, w0)
+            data, params, start, steps = self._setup(problem, optimizer, w0)
             arguments = (data, params, start, tf.constant(rule_values(rules), tf.float64),
                          tf.constant(problem.f_star, tf.float64),
                          tf.constant(problem.reference.scale, tf.float64))
-            loop = self._fused_function(problem, optimizer, rules)
+            loop = self._fused_function(rules, *steps)
             loop(*arguments, tf.constant(1))[1].numpy()  # trace and compile: one iteration
-            cap = tf.constant(_CAP)
+            cap = tf.constant(CAP)
             setup_seconds = setup_clock.elapsed()
 
             clock = Stopwatch()
@@ -356,12 +324,7 @@ class TensorflowBackend(BaseBackend):
             w_host = w.numpy()  # the clock stops once the result is on the host
             seconds = clock.elapsed()
         iterations = int(iterations.numpy())  # bookkeeping reads, outside the clock
-        index = rules.first(fired.numpy())
-        ending = (rules.ending(index, iterations) if index >= 0 else
-                  Ending("max_iter", f"the loop's own limit of {_CAP} iterations"))
-        table = buffer.numpy()[: int(rows.numpy())]
-        trace = {c: table[:, j].tolist() for j, c in enumerate(TRACE_COLUMNS)}
-        trace["iteration"] = [int(v) for v in trace["iteration"]]
-        device, extra = self._extra(w)
-        return Outcome(w_host, iterations, seconds, setup_seconds, ending.status, ending.message,
-                       trace, rule=ending.rule, device=device, extra=extra), state
+        ending = fused_ending(rules, rules.first(fired.numpy()), iterations)
+        trace = fused_trace(buffer.numpy()[: int(rows.numpy())])
+        return self._outcome(w, w_host, (iterations, seconds, ending, trace),
+                             setup_seconds), state

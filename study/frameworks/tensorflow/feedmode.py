@@ -1,21 +1,14 @@
 """The TensorFlow modes of the feed-mode study (imported only for their runs: it imports
 TensorFlow). `build` returns a mode's callable; `study.feedmode.measure` times it.
 
-TF1 modes build a graph (timed as `build`) and a Session (`session`); a variable is initialised
-from a placeholder (`data`). TF2 modes time the runtime's initialisation as `session`; a tensor
-made once is `data`; a tf.function traces (and, with XLA, compiles) in its first call. After the
-calls, the serialized GraphDef's size.
-
-Each call is timed as compute, its output left on the device, then fetch, the output on the host
-(see study.feedmode.measure). TF2: compute is the eager op or tf.function call followed by
-`tf.test.experimental.sync_devices()` (GPU kernels run asynchronously; on the CPU it waits for
-nothing and costs about 10 us), fetch is `.numpy()` (on the CPU a copy in host memory, not a
-transfer). TF1: a `Session.run` fetches NumPy arrays, so compute runs the graph up to a session
-handle of the output (`get_session_handle`: the tensor stays in the session, on its device;
-`Session.run` returns once the run is done) and fetch reads it with `TensorHandle.eval()` (a
-second, small run); the handle is deleted outside both clocks. A TF1 call is thus two session
-runs where it was one: the second's fixed cost, tens of microseconds, is in the fetch.
-`graphdef_bytes` leaves the handle's few ops out, so it is the network's GraphDef, as before.
+TF1 modes build a graph (`build`) and a Session (`session`); a variable is initialised from a
+placeholder (`data`). TF2 modes time the runtime's initialisation as `session` and a tensor made
+once as `data`; a tf.function traces (and with XLA compiles) in its first call. TF2's compute is
+the call followed by `tf.test.experimental.sync_devices()`, its fetch `.numpy()`. A TF1
+`Session.run` fetches NumPy arrays, so compute runs the graph up to a session handle of the
+output (the tensor stays on its device) and fetch reads it with a second, small run (its fixed
+cost, tens of microseconds, is in the fetch); the handle is deleted outside both clocks.
+`graphdef_bytes` is the network's GraphDef, without the handle's ops.
 """
 
 from __future__ import annotations
@@ -111,23 +104,18 @@ def build(spec: Spec, x: np.ndarray, kernel: np.ndarray, clock: Clock) -> Prepar
             data = _to_device(x, device)
         function = tf.function(fn, input_signature=[tf.TensorSpec(x.shape, dtype)],
                                jit_compile=mode.xla)
-
-        def call():
-            return _synchronized(function(data), placed)
+        arguments = (data,)
     elif mode.feed == "captured-tensor":
         with clock.phase("data"):
             data = _to_device(x, device)
-        function = tf.function(lambda: fn(data), jit_compile=mode.xla)
-
-        def call():
-            return _synchronized(function(), placed)
+        function, arguments = tf.function(lambda: fn(data), jit_compile=mode.xla), ()
     elif mode.feed == "numpy":
-        function = tf.function(lambda: fn(x), jit_compile=mode.xla)
-
-        def call():
-            return _synchronized(function(), placed)
+        function, arguments = tf.function(lambda: fn(x), jit_compile=mode.xla), ()
     else:
         raise ValueError(f"unknown feed '{mode.feed}'")
+
+    def call():
+        return _synchronized(function(*arguments), placed)
 
     def sizes():
         graph = function.get_concrete_function().graph

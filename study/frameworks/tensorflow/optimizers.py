@@ -1,14 +1,12 @@
 """L-BFGS from TensorFlow Probability, as one more labelled variant (`lbfgs-tfp`) on the TF backend.
 
-It is an optimizer like the others (init/update on a NamedTuple state), so it runs in every feed
-mode: `update` is one more iteration of `tfp.optimizer.lbfgs_minimize`, resumed from the previous
-results (`previous_optimizer_results`, `max_iterations = done + 1`). TFP's own convergence tests
-are switched off (all tolerances 0) so that the run's stopping rules decide, as for every method;
-when TFP stops by itself (its line search failed, or nothing changed any more) further updates
-leave the state as it is until a rule fires, and the record says so (`tfp_iterations`,
-`tfp_converged`, `tfp_failed`). Function evaluations are TFP's own count (its Hager-Zhang line
-search takes a varying number). Needs `tensorflow-probability` and `tf-keras` (the `tfp` extra);
-without them the variant reports itself unavailable and a run is recorded as skipped.
+An optimizer like the others (init/update on a NamedTuple state), so every feed mode runs it:
+`update` is one more iteration of `tfp.optimizer.lbfgs_minimize`, resumed from the previous
+results. TFP's own convergence tests are off (tolerances 0) so that the run's rules decide; when
+TFP stops by itself (a failed line search) further updates leave the state as it is until a rule
+fires, and the record says so (`tfp_iterations`, `tfp_converged`, `tfp_failed`). Evaluations are
+TFP's own count. Without `tensorflow-probability` and `tf-keras` (the `tfp` extra) a run is
+recorded as skipped.
 """
 
 from __future__ import annotations

@@ -1,17 +1,12 @@
 """The original TensorFlow 1 program's shape, through `tf.compat.v1`, on the common run record.
 
 A graph of its own with two placeholders, the weights in a variable, the loss and a TF1 optimizer
-class (`AdadeltaOptimizer(learning_rate, rho, epsilon)`, or `GradientDescentOptimizer` with the
-step the GD optimizer's setup resolves); every iteration is one `sess.run` that feeds the
-columns of a pandas frame (`feed_dict={features: frame[feature_cols], labels: frame[label_cols]}`),
-converting them to the run's dtype each time, as the original did. The original used float32 and a
-random normal start: `--dtype float32 --init normal` reproduces that; the start point comes from
-the run like every other backend's, so the record's init column stays true.
-
-One `sess.run` evaluates the loss and gradient at the current weights and applies the update, so
-it returns the loss, gradient norm and weights of the iterate *before* its update. The host loop
-therefore sees iterate k from the (k+1)-th call, and the update that call also applies is simply
-not observed when a rule fires. The graph and session are local to a run; nothing global changes.
+class (`AdadeltaOptimizer`, or `GradientDescentOptimizer` with the step the GD optimizer's setup
+resolves); every iteration is one `sess.run` feeding the columns of a pandas frame, converted to
+the run's dtype each time, as the original did (`--dtype float32 --init normal` reproduces its
+float32 and random start). One `sess.run` evaluates the loss and gradient at the current weights
+and applies the update, so the host loop sees iterate k from the (k+1)-th call, and the update
+that call also applies is not observed when a rule fires. Nothing global changes.
 """
 
 from __future__ import annotations
@@ -96,11 +91,7 @@ def minimize_tf1(backend, problem, optimizer, rules, w0) -> Outcome:
         run_step()  # warm-up: graph pruning and the executor are built here, as setup
         session.run(initialize)  # back to the start point, optimizer slots zeroed
         setup_seconds = setup_clock.elapsed()
-        state, iterations, seconds, ending, trace = host_loop(
-            problem, rules, init=run_step, step=lambda state: run_step(),
-            observe=lambda state: state[:2])
-    device_name = weights.device
-    return Outcome(np.asarray(state[2]), iterations, seconds, setup_seconds, ending.status,
-                   ending.message, trace, rule=ending.rule,
-                   device=backend.short_device(device_name),
-                   extra={**backend.options(), "device_name": device_name})
+        state, *loop = host_loop(problem, rules, init=run_step, step=lambda state: run_step(),
+                                 observe=lambda state: state[:2])
+    return backend.outcome(np.asarray(state[2]), loop, setup_seconds,
+                           backend.short_device(weights.device), device_name=weights.device)

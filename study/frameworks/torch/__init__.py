@@ -1,8 +1,5 @@
-"""PyTorch: `backend.py` (eager, compiled and CUDA-graphed loops), `optimizers.py` (any
-torch.optim optimizer as `torch:<Class>`, or a file's torch.optim subclass, `path.py:Class`),
-`feedmode.py` (eager and torch.compile feeds), `train.py` (the train study on Keras's torch
-backend, native nn.Modules and torch.optim), `examples.py` (its shipped native models), `twin.py`
-(the bench's hand loop)."""
+"""PyTorch: its own optimizers are torch.optim's (`torch:<Class>`) and a file's torch.optim
+subclass (`path.py:Class`)."""
 
 from __future__ import annotations
 

@@ -1,37 +1,27 @@
-"""PyTorch backend: the same algorithm code on torch tensors, on a CPU or GPU, fed in one of three
+"""PyTorch backend: the same algorithm code on torch tensors, on a CPU or GPU, fed in one of four
 ways.
 
 Feed modes (`feed=`):
   feed      the data stays on the host (NumPy) and every step starts with
-            `torch.from_numpy(x).to(device)`, as training code that converts its batch each
-            step does: a host-to-device copy on a GPU; on the CPU `from_numpy` shares the
-            array's memory, so the conversion is all it costs (a finding, not a shortcut);
+            `torch.from_numpy(x).to(device)`, as training code that converts its batch each step
+            (on the CPU `from_numpy` shares memory: the conversion is all it costs);
   resident  tensors on the device once; an eager step called from the host loop
             (`optimizers.driver.host_loop`), which reads the loss and gradient norm every
             iteration;
-  compiled  the step under `torch.compile` (default mode), called from the host loop; its
-            compilation is done by warm-up calls and timed as setup. The data-dependent
-            branches of the line searches (`ops.cond`, `ops.while_loop`) break the graph there,
-            as they would in any user's compiled step;
+  compiled  the step under `torch.compile`, called from the host loop, compiled by warm-up calls
+            timed as setup; the line searches' data-dependent branches break the graph there, as
+            they would in any user's compiled step;
   graphed   GPU only: chunks of 1, 2, 4, ... GRAPH_CHUNK iterations, each captured once as a
-            CUDA graph (`torch.cuda.graph`, after a warm-up on a side stream; capture timed as
-            setup) and replayed; every iteration writes its stats and iterate into fixed device
-            buffers, read once per chunk, and the host checks the rules on them in order, as
-            JAX's fused loop reads once per chunk. A replay cannot stop early: a rule that fires
-            inside a chunk leaves the rest of it computed but unused (`graphed_overrun`). Only
-            straight-line steps can be captured (`graph_refusal`).
-`torch.compile` has no whole-loop mode: the loop primitives that would hold a whole run
-(`torch._higher_order_ops.while_loop`) are private and experimental in PyTorch 2.x.
+            CUDA graph (capture timed as setup) and replayed; every iteration writes its stats
+            and iterate into fixed device buffers, read once per chunk, the rules checked on the
+            host row by row. A replay cannot stop early (`graphed_overrun` counts the unused
+            iterations), and only straight-line steps can be captured (`graph_refusal`).
+`torch.compile` has no whole-loop mode: `torch._higher_order_ops.while_loop` is private and
+experimental in PyTorch 2.x.
 
-Every mode reads the stopping statistics (loss and gradient norm) as one small float64 tensor,
-once per iteration (once per chunk in `graphed`): on a GPU that read is the one synchronization.
 Python numbers become tensors once per run (`TorchOps.constant`): on a GPU each conversion is a
-host-to-device copy that waits for the device. The intra-op thread count is PyTorch's (one per
-core by default) and is recorded.
-Which ops are ours: the data-layout products, the stable softplus (`logaddexp`, not
-`F.softplus`, which switches to x above 20 and is off by 2e-9 there), `solve_triangular`,
-`while_loop`/`cond` (plain Python: eager), `push` and placement; the rest are torch's
-array-API-like functions, with Python scalars made tensors where torch requires one.
+copy that waits for the device. The softplus is `logaddexp`, not `F.softplus`, which switches to
+x above 20 and is off by 2e-9 there.
 """
 
 from __future__ import annotations
@@ -40,10 +30,9 @@ import numpy as np
 
 from convergence_study.errors import InputError
 from optimizers.driver import RuleMonitor, host_loop, step_functions
-from optimizers.objective import make_objective, problem_data
-from optimizers.result import Outcome, Stopwatch, interpolated_seconds
+from optimizers.result import Stopwatch, interpolated_seconds
 from optimizers.stopping import MaxIter
-from study.frameworks.base import BaseBackend
+from study.frameworks.base import BaseBackend, TransposedOps
 
 GRAPH_CHUNK = 64  # the longest chunk captured as one CUDA graph (then 32, 16, ... 1)
 WARM_UP_STEPS = 3  # eager steps on a side stream before capture, as torch.cuda.graphs asks
@@ -64,21 +53,25 @@ def gpu_available() -> bool:
     return bool(_torch().cuda.is_available())
 
 
-class TorchOps:
-    """The array operations of NumpyBackend, on torch tensors of one
-    dtype on one device. X is stored transposed (`data_matrix`)."""
+class TorchOps(TransposedOps):
+    """The array operations of NumpyBackend, on torch tensors of one dtype on one device."""
 
     name = "torch"
 
     def __init__(self, dtype: str = "float64", device: str = "cpu"):
         torch = _torch()
-        self.torch = torch
+        self.torch = self.xp = torch
         self.dtype = np.dtype(dtype)
         self.torch_dtype = getattr(torch, self.dtype.name)
         self.device = torch.device("cuda" if device == "gpu" else "cpu")
         self.tiny = float(np.finfo(self.dtype).tiny)
         self.straight_line = False  # True while a CUDA graph is warmed up or captured
         self._constants = {}
+        # torch's own functions under the names the algorithms use
+        for name in ("zeros_like", "sigmoid", "reshape"):
+            setattr(self, name, getattr(torch, name))
+        for name in ("sqrt", "abs", "isfinite", "logical_and", "logical_or", "logical_not"):
+            setattr(self, name, self._on_tensors(getattr(torch, name)))
 
     def constant(self, value, dtype, device):
         """A number as a tensor; a Python int or float is made once per run and reused (tensors
@@ -114,47 +107,22 @@ class TorchOps:
         return self.constant(value, self.torch_dtype, self.device)
 
     def data_matrix(self, X):
-        """X transposed (d x n, contiguous): with d << n, X^T r then runs as a row-major GEMV
-        (measured on 1e5 x 5, one thread: 0.14 ms against 0.62 for X.T @ r on X as given) and
-        X w costs about the same either way (0.44 against 0.74 ms)."""
+        """X transposed (d x n, contiguous; X w costs about the same either way)."""
         return self.asarray(np.ascontiguousarray(np.asarray(X).T))
-
-    def data_matvec(self, X, w):
-        return X.T @ w
-
-    def data_rmatvec(self, X, r):
-        return X @ r
-
-    def data_column_squares(self, X):
-        return self.torch.sum(X * X, dim=1)
-
-    def data_gram(self, X):
-        return X @ X.T
 
     def to_host(self, value) -> np.ndarray:
         if isinstance(value, self.torch.Tensor):
             return value.detach().cpu().numpy()
         return np.asarray(value)
 
-    def matmul(self, a, b):
-        return a @ b
-
-    def matmul_t(self, a, b):
-        return a.T @ b
-
-    def sqrt(self, x):
-        return self.torch.sqrt(self._tensor(x))
-
-    def abs(self, x):
-        return self.torch.abs(self._tensor(x))
+    def _on_tensors(self, function):
+        """torch's `function` with any Python number among its arguments made a tensor."""
+        return lambda *args: function(*[self._tensor(a) for a in args])
 
     def where(self, condition, x, y):
         like = x if isinstance(x, self.torch.Tensor) else y if isinstance(
             y, self.torch.Tensor) else None
         return self.torch.where(condition, self._tensor(x, like), self._tensor(y, like))
-
-    def isfinite(self, x):
-        return self.torch.isfinite(self._tensor(x))
 
     def maximum(self, a, b):
         like = a if isinstance(a, self.torch.Tensor) else b
@@ -163,21 +131,6 @@ class TorchOps:
     def minimum(self, a, b):
         like = a if isinstance(a, self.torch.Tensor) else b
         return self.torch.minimum(self._tensor(a, like), self._tensor(b, like))
-
-    def zeros_like(self, x):
-        return self.torch.zeros_like(x)
-
-    def logical_and(self, a, b):
-        return self.torch.logical_and(self._tensor(a), self._tensor(b))
-
-    def logical_or(self, a, b):
-        return self.torch.logical_or(self._tensor(a), self._tensor(b))
-
-    def logical_not(self, a):
-        return self.torch.logical_not(self._tensor(a))
-
-    def sigmoid(self, x):
-        return self.torch.sigmoid(x)
 
     def softplus(self, x):
         """log(1 + exp(x)) without overflow for any x, exactly as NumPy's logaddexp(0, x)."""
@@ -195,16 +148,6 @@ class TorchOps:
             raise DataDependentBranch("cond")
         return true_fn() if bool(predicate) else false_fn()
 
-    def reshape(self, x, shape):
-        return self.torch.reshape(x, shape)
-
-    @staticmethod
-    def transpose(x):
-        return x.T
-
-    def strict_upper(self, a):
-        return self.torch.triu(a, 1)
-
     def eye(self, n, like):
         return self.torch.eye(n, dtype=like.dtype, device=like.device)
 
@@ -217,15 +160,8 @@ class TorchOps:
     def diag_part(self, a):
         return self.torch.diagonal(a).clone()
 
-    def vdot(self, a, b):
-        return self.torch.sum(a * b)
-
     def zeros(self, shape, like):
         return self.torch.zeros(shape, dtype=like.dtype, device=like.device)
-
-    def push(self, history, item):
-        """Drop the oldest entry of a fixed-size history (axis 0) and append `item` last."""
-        return self.torch.cat([history[1:], item[None]], dim=0)
 
 
 def quiet_compiler() -> None:
@@ -290,10 +226,6 @@ def _capture(chunk, sizes) -> dict:
     return replays
 
 
-def _largest_power_of_two(limit: int) -> int:
-    return 1 << (limit.bit_length() - 1)
-
-
 class TorchBackend(BaseBackend):
     """Runs an optimizer on PyTorch: `minimize(problem, optimizer, rules, w0) -> Outcome`."""
 
@@ -322,31 +254,21 @@ class TorchBackend(BaseBackend):
         torch = _torch()
         ops = self.ops
         setup_clock = Stopwatch()
-        data = problem_data(ops, problem, self.formulation)
-        params = optimizer.setup(
-            problem, make_objective(ops, data, self.formulation, problem.objective), ops)
-        start = ops.asarray(w0)
+        data, params, start, _ = self.prepare(problem, optimizer, w0)
         # each returns (state, stats): the statistics are computed with the step (compiled
         # with it in `compiled`, captured with it in `graphed`)
         init, step = step_functions(ops, optimizer, self.formulation, problem.objective,
                                     self._stats)
         with torch.no_grad():
-            if self.feed == "graphed":
-                state, w, iterations, seconds, ending, trace, extra = self._graphed(
-                    problem, optimizer.name, rules, init, step, data, params, start,
-                    setup_clock)
-            else:
-                state, w, iterations, seconds, ending, trace, extra = self._stepped(
-                    problem, rules, init, step, data, params, start, setup_clock)
-        setup_seconds, w_host = extra.pop("setup_seconds"), extra.pop("w_host")
-        outcome = Outcome(w_host, iterations, seconds, setup_seconds, ending.status,
-                          ending.message, trace, rule=ending.rule,
-                          device=("GPU:" if w.is_cuda else "CPU:") + str(w.device.index or 0),
-                          extra={**self.options(), "device_name": str(w.device), **extra,
-                                 "intra_op_threads": torch.get_num_threads()})
+            run = self._graphed if self.feed == "graphed" else self._stepped
+            state, w, w_host, loop, setup_seconds, extra = run(
+                problem, optimizer.name, rules, init, step, data, params, start, setup_clock)
+        device = ("GPU:" if w.is_cuda else "CPU:") + str(w.device.index or 0)
+        outcome = self.outcome(w_host, loop, setup_seconds, device, device_name=str(w.device),
+                               **extra, intra_op_threads=torch.get_num_threads())
         return outcome, _to_cpu(state)
 
-    def _stepped(self, problem, rules, init, step, data, params, start, setup_clock):
+    def _stepped(self, problem, name, rules, init, step, data, params, start, setup_clock):
         """feed, resident, compiled: a step called from the host loop, one read an iteration."""
         torch = _torch()
         ops = self.ops
@@ -374,19 +296,16 @@ class TorchBackend(BaseBackend):
         setup_seconds = setup_clock.elapsed()
 
         def observe(result):
-            f, grad_norm = result[1].tolist()  # the one host read (on a GPU, the sync)
-            return f, grad_norm
+            return result[1].tolist()  # (f, grad_norm): the one host read (on a GPU, the sync)
 
-        result, iterations, seconds, ending, trace = host_loop(
+        result, *loop = host_loop(
             problem, rules,
             init=lambda: init(fetch(), params, start),
             step=lambda result: step(fetch(), params, result[0]),
             observe=observe,
         )
         state = result[0]
-        extra = {"trace_clock": "host", "setup_seconds": setup_seconds,
-                 "w_host": ops.to_host(state.w)}
-        return state, state.w, iterations, seconds, ending, trace, extra
+        return state, state.w, ops.to_host(state.w), loop, setup_seconds, {"trace_clock": "host"}
 
     def _graphed(self, problem, name, rules, init, step, data, params, start, setup_clock):
         """Chunks of 1, 2, ... GRAPH_CHUNK steps captured as CUDA graphs and replayed (see the
@@ -436,7 +355,7 @@ class TorchBackend(BaseBackend):
         fired = monitor.check(*first_stats.tolist())  # one read: iteration 0
         while not fired:
             room = GRAPH_CHUNK if max_iter is None else max_iter - monitor.iteration
-            run = _largest_power_of_two(min(size, room))
+            run = 1 << (min(size, room).bit_length() - 1)  # the largest power of two in it
             first, began = monitor.iteration, monitor.clock.elapsed()
             replays[run]()
             rows = stats_rows[:run].tolist()  # one read per chunk (the sync)
@@ -455,6 +374,6 @@ class TorchBackend(BaseBackend):
         trace = monitor.trace
         trace["seconds"] = interpolated_seconds(trace["iteration"], chunks)
         extra = {"trace_clock": "interpolated within graph replays",
-                 "graphed_chunks": len(chunks), "graphed_overrun": overrun,
-                 "setup_seconds": setup_seconds, "w_host": w_host}
-        return static, w, monitor.iteration, seconds, monitor.ending(), trace, extra
+                 "graphed_chunks": len(chunks), "graphed_overrun": overrun}
+        loop = (monitor.iteration, seconds, monitor.ending(), trace)
+        return static, w, w_host, loop, setup_seconds, extra

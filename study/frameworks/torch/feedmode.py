@@ -1,24 +1,16 @@
 """The PyTorch modes of the feed-mode study (imported only for their runs: it imports torch).
 
-`torch-numpy` starts every call with `torch.from_numpy(x).to(device)` (on the CPU `from_numpy`
-shares the array's memory, so the conversion is all it costs; on a GPU it is a copy each call),
-`torch-resident` makes a tensor on the device once (a copy, timed as `data`),
-`torch-compile-arg` calls `torch.compile` of the network with that tensor as its argument and
-`torch-compile-captured` `torch.compile` of a function closing over it. `session` times the
-first tensor made on the device (the runtime's initialisation). The compiled modes compile in
-their first call (TorchDynamo's capture, Inductor's code generation and the C++ or Triton
-compilation of its kernels), as a user's first call does.
+`torch-numpy` starts every call with `torch.from_numpy(x).to(device)`, `torch-resident` uses a
+tensor made once on the device (timed as `data`), `torch-compile-arg` calls `torch.compile` of
+the network with that tensor as its argument and `torch-compile-captured` of a function closing
+over it. `session` times the first tensor made on the device. The compiled modes compile in
+their first call, as a user's first call does.
 
-Each compiled run starts cold: a fresh Inductor cache directory (TORCHINDUCTOR_CACHE_DIR, in
-this process only, removed at the end) and `torch._dynamo.reset()`, since Inductor otherwise
-reuses kernels that an earlier process wrote to disk, and the first call would depend on which
-run came first. After the calls, `executable_bytes` is the size of what torch.compile wrote
-there (generated code and compiled kernels). A call's compute ends with
-`torch.cuda.synchronize()` where the output is on a CUDA device (kernels run asynchronously
-there; CPU ops have finished when they return, so there is nothing to wait for); its fetch is
-`.cpu().numpy()`, the copy to the host on a GPU. On the CPU `.cpu()` returns the tensor itself
-and `.numpy()` shares its memory: the fetch is near zero and compute is the call. The output is
-NCHW and handed back as an NHWC view, which moves no data.
+Each compiled run starts cold: a fresh Inductor cache directory (TORCHINDUCTOR_CACHE_DIR, this
+process only) and `torch._dynamo.reset()`, since Inductor otherwise reuses kernels an earlier
+process wrote and the first call would depend on which run came first; `executable_bytes` is
+what torch.compile wrote there. A call's compute ends with `torch.cuda.synchronize()` on a CUDA
+device; its fetch is `.cpu().numpy()` (on the CPU, shared memory: near zero), as an NHWC view.
 """
 
 from __future__ import annotations
@@ -103,23 +95,18 @@ def build(spec: Spec, x: np.ndarray, kernel: np.ndarray, clock: Clock) -> Prepar
         def compute():
             return _synchronized(network(data, weight), placed)
         return Prepared(compute, _to_host, lambda: {"executable_bytes": None}, placed=placed)
-
+    if mode.feed not in ("argument", "captured-tensor"):
+        raise ValueError(f"unknown feed '{mode.feed}'")
     cache = FreshCache()
     quiet_compiler()
     torch._dynamo.reset()
     if mode.feed == "argument":
-        compiled = torch.compile(lambda inputs: network(inputs, weight))
-
-        def compute():
-            return _synchronized(compiled(data), placed)
-    elif mode.feed == "captured-tensor":
-        captured = torch.compile(lambda: network(data, weight))
-
-        def compute():
-            return _synchronized(captured(), placed)
+        function, arguments = torch.compile(lambda inputs: network(inputs, weight)), (data,)
     else:
-        cache.close()
-        raise ValueError(f"unknown feed '{mode.feed}'")
+        function, arguments = torch.compile(lambda: network(data, weight)), ()
+
+    def compute():
+        return _synchronized(function(*arguments), placed)
     return Prepared(compute, _to_host, lambda: {"executable_bytes": cache.size()}, cache.close,
                     placed)
 

@@ -1,28 +1,17 @@
 """torch.optim's own optimizers by name (`torch:LBFGS`, `torch:Adam`, ...) on the torch backend.
 
-The library's optimizer object updates a parameter tensor whose `.grad` we set from the
-objective's analytic gradient: the parameter does not require grad and no autograd graph is
-built, so what runs is the library's update rule on the gradient every method sees. An iteration
-of SGD, Adam, RMSprop, Adagrad or Adadelta is `param.grad = g; optimizer.step()`, then the
-objective at the new iterate (the next step's gradient): one evaluation per iteration.
+The library's optimizer updates a parameter tensor whose `.grad` we set from the objective's
+analytic gradient (no autograd graph), so what runs is the library's update rule on the gradient
+every method sees: `param.grad = g; optimizer.step()`, then the objective at the new iterate.
+LBFGS runs with `line_search_fn="strong_wolfe"`, one `step(closure)` per iteration and every
+tolerance 0, so that the run's rules decide; nfev counts every closure call (LBFGS re-evaluates
+at each step's start, which our `lbfgs` does not), and the state at the accepted point is the
+line search's own evaluation there.
 
-LBFGS runs with `line_search_fn="strong_wolfe"`, one `step(closure)` per iteration
-(`max_iter=1`) and every tolerance 0, so that it never stops itself: the run's rules decide. The
-closure sets `.grad` and returns the loss, and nfev counts every call. Each step re-evaluates the
-loss and gradient at its start (LBFGS keeps neither between calls), which our `lbfgs` does not:
-one evaluation per iteration more than the line search needs. The loss and gradient at the
-accepted point are the line search's own evaluation there, so the rules cost no evaluation.
-
-Every mode of the torch backend runs them. In `compiled` the library's step stays out of the
-compiled graph (`torch.compiler.disable`): the harness compiles the objective's evaluation around
-it, and the step runs eagerly as torch.optim ships it (compiling torch.optim's step is a feature
-of its own, and LBFGS's closure-driven step would break the graph at every branch of its line
-search; its whole iteration is eager, closure included).
-
-Hyperparameters are the class's own, by name (`lr`, `betas`, `momentum`, ...), checked before
-anything runs (optimizers.ranges); those the harness fixes (LBFGS's loop, tolerances and line
-search, and `maximize`) are refused. The record holds the class, its `defaults` and the torch
-version.
+In `compiled` the library's step stays out of the compiled graph (`torch.compiler.disable`): it
+runs eagerly as torch.optim ships it, and LBFGS's closure-driven line search would break the
+graph at every branch. Hyperparameters are the class's own, checked before anything runs; those
+the harness fixes (LBFGS's loop, tolerances and line search, `maximize`) are refused.
 """
 
 from __future__ import annotations
@@ -201,22 +190,18 @@ def torch_class(name: str):
     return found
 
 
-def checked_library(name: str, build):
-    """A library's optimizer class from a file (`build()` makes the harness's object), stepped
-    once on a small parameter with a unit gradient: a step that raises or is not finite is one
-    line naming the file."""
+def build(name: str, library, hyperparameters: dict):
+    """torch.optim's harness running a file's subclass (optimizers.from_file), stepped once on a
+    small parameter with a unit gradient: a step that raises or is not finite is one line naming
+    the file."""
     torch = sys.modules["torch"]
     where = f"{split(name)[0]}: {split(name)[1]}"
-    optimizer = call(where, "building it", build)
+    optimizer = call(where, "building it",
+                     lambda: TorchOptimizer(name, library, **hyperparameters))
     param = torch.zeros((4, 1), dtype=torch.float64)
-    library = optimizer._build(param)
+    built = optimizer._build(param)
     param.grad = torch.ones_like(param)
-    call(where, "step", library.step)
+    call(where, "step", built.step)
     if not bool(torch.isfinite(param).all()):
         raise InputError(f"{where}: the first step is not finite (a unit gradient from zeros)")
     return optimizer
-
-
-def build(name: str, library, hyperparameters: dict):
-    """torch.optim's harness running a file's subclass, stepped once (optimizers.from_file)."""
-    return checked_library(name, lambda: TorchOptimizer(name, library, **hyperparameters))

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import time
 
-import numpy as np
-
 from study.bench.runs import Unavailable
-from study.bench.twins import gd_step, host_arrays, no_loop
+from study.bench.twins import host_arrays, no_loop
 
 FEEDS = ("feed", "resident", "compiled", "graphed")  # those with a hand-written loop here
 
@@ -94,33 +92,12 @@ def graphed_torch(evaluate, update, Xt, y, w0, iterations: int) -> float:
     return (time.perf_counter() - start) / iterations
 
 
-def hand_torch_gd(problem, dtype: str, iterations: int) -> float:
-    """Seconds per iteration of a minimal eager PyTorch GD loop on tensors made once (no
-    autograd: the analytic gradient, as our backend computes it)."""
-    import torch
-
-    X = torch.as_tensor(np.ascontiguousarray(problem.X, dtype=dtype))
-    y = torch.as_tensor(np.ascontiguousarray(problem.y, dtype=dtype))
-    w = torch.zeros((problem.d, problem.y.shape[1]), dtype=X.dtype)
-    step, inv_n = gd_step(problem), 1.0 / X.shape[0]
-    with torch.no_grad():
-        start = time.perf_counter()
-        r = X @ w - y
-        f, g = torch.sum(r * r) * inv_n, (2 * inv_n) * (X.T @ r)
-        for _ in range(iterations):
-            w = w - step * g
-            r = X @ w - y
-            f, g = torch.sum(r * r) * inv_n, (2 * inv_n) * (X.T @ r)
-        float(f)
-        return (time.perf_counter() - start) / iterations
-
-
 def minimal_loop(options: dict, formulation: str):
     if options.get("feed") != "resident" or formulation != "data":
         return None
 
     def loop(problem, dtype, iterations):
-        return hand_torch_gd(problem, dtype, iterations)
+        return hand_torch(problem, "resident", dtype, "cpu", iterations)
 
     return "driver vs hand-written eager PyTorch loop", loop
 
