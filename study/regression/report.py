@@ -120,11 +120,16 @@ def regression_findings(runs: pd.DataFrame, table: pd.DataFrame | None = None) -
     return out
 
 
-def per_iteration_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """Median seconds per iteration and passes over X per engine, for GD and Adadelta."""
-    runs = label_runs(runs[runs["optimizer"].isin(["gd", "adadelta"])
+def _gd_and_adadelta(runs: pd.DataFrame) -> pd.DataFrame:
+    """The GD and Adadelta runs that iterated: what per-iteration costs are read from."""
+    return label_runs(runs[runs["optimizer"].isin(["gd", "adadelta"])
                            & ~runs["status"].isin(["skipped", "error", "oom"])
                            & (runs["iterations"] > 0)])
+
+
+def per_iteration_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Median seconds per iteration and passes over X per engine, for GD and Adadelta."""
+    runs = _gd_and_adadelta(runs)
     if runs.empty:
         return pd.DataFrame()
     runs = runs.assign(passes=runs["seconds_per_iteration"] / runs["read_pass_seconds"])
@@ -147,9 +152,7 @@ def paired_time(runs: pd.DataFrame, a: str, b: str, data: str):
 def paired_per_iteration(runs: pd.DataFrame, a: tuple[str, str], b: tuple[str, str]):
     """Seconds per iteration of engine/dtype `a` over `b`, pairing each instance and algorithm
     (optimizer and its hyperparameters) with itself."""
-    runs = label_runs(runs[runs["optimizer"].isin(["gd", "adadelta"])
-                           & ~runs["status"].isin(["skipped", "error", "oom"])
-                           & (runs["iterations"] > 0)])
+    runs = _gd_and_adadelta(runs)
 
     def side(engine, dtype):
         return runs[(runs["engine"] == engine) & (runs["dtype"] == dtype)]
@@ -211,13 +214,6 @@ PAIRED_NOT_QUOTIENT = (
     "their quotient need not equal the ratio ({:.3g}/{:.3g} = {:.3g} against {:.3g}).")
 
 
-def _quotient_and_ratio(pair) -> tuple[float, float, float, float]:
-    """The medians, their quotient and the paired ratio of one per-iteration answer."""
-    _, row, numpy64, c = pair
-    a, b = row["ms_per_iteration"], numpy64["ms_per_iteration"]
-    return a, b, a / b if b > 0 else float("nan"), c.ratio
-
-
 def original_regression_answer(runs: pd.DataFrame,
                                summary: pd.DataFrame | None = None) -> list[str]:
     """Why NumPy looked 3x faster than TensorFlow: the numbers behind each flaw."""
@@ -244,8 +240,10 @@ def original_regression_answer(runs: pd.DataFrame,
             out.append(f"{title}'s fastest engine per iteration ({engine}, float64) took "
                        f"{row['ms_per_iteration']:.3g} ms ({row['passes_over_X']:.2g} passes "
                        "over X): " + c.phrase(engine, "NumPy", "time per iteration") + ".")
-    if out:
-        out.append(PAIRED_NOT_QUOTIENT.format(*_quotient_and_ratio(pairs[0])))
+    if out:  # the first answer's medians, their quotient and its paired ratio
+        _, row, numpy64, c = pairs[0]
+        a, b = row["ms_per_iteration"], numpy64["ms_per_iteration"]
+        out.append(PAIRED_NOT_QUOTIENT.format(a, b, a / b if b > 0 else float("nan"), c.ratio))
     summary = _labelled_summary(runs) if summary is None else summary
     on_data = summary[summary["data"] == data]
     original = on_data[(on_data["optimizer"] == "adadelta")
