@@ -27,21 +27,18 @@ def main_size(runs: pd.DataFrame) -> int:
 
 SIZES = {"graphdef_bytes": "GraphDef", "program_bytes": "StableHLO (JAX)",
          "executable_bytes": "executable / compiled code"}
-
-
-# the parts of each call column (result on the host): compute, output left on the device, and
-# the fetch of the output to the host (see study.feedmode.measure)
-SPLIT = {"first_compute_seconds": "first_call_seconds",
-         "first_fetch_seconds": "first_call_seconds",
-         "steady_compute_median_seconds": "steady_median_seconds",
-         "steady_fetch_median_seconds": "steady_median_seconds"}
-SMALL_FETCH = 0.05   # below this share of every call, the two views are said to coincide
+# each call column (the result on the host) -> its compute-only part (the output left on the
+# device) and its fetch to the host (study.feedmode.measure)
+COMPUTE = {"first_call_seconds": "first_compute_seconds",
+           "steady_median_seconds": "steady_compute_median_seconds"}
+FETCH = {"first_call_seconds": "first_fetch_seconds",
+         "steady_median_seconds": "steady_fetch_median_seconds"}
+SMALL_FETCH = 0.05  # a fetch at most this share of every call: compute only is the same
 
 
 def fetch_note(part: pd.DataFrame) -> str:
     """How much of a call the fetch to the host took over these runs (medians per mode)."""
-    shares = pd.concat([part["first_fetch_seconds"] / part["first_call_seconds"],
-                        part["steady_fetch_median_seconds"] / part["steady_median_seconds"]])
+    shares = pd.concat([part[FETCH[call]] / part[call] for call in FETCH])
     if shares.isna().all():
         return "no compute/fetch split in these results"
     share = shares.max()
@@ -57,8 +54,8 @@ def fmt_bytes(size: float) -> str:
 def with_columns(runs: pd.DataFrame) -> pd.DataFrame:
     """The runs with every column the figures read (results from before a column existed lack
     it: no value there)."""
-    missing = [c for c in (*SIZES, *SPLIT, "compile_seconds", "output_folded")
-               if c not in runs]
+    missing = [c for c in (*SIZES, *COMPUTE.values(), *FETCH.values(), "compile_seconds",
+                           "output_folded") if c not in runs]
     return runs.assign(**dict.fromkeys(missing, np.nan)) if missing else runs
 
 

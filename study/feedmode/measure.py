@@ -1,33 +1,20 @@
 """One feed-mode run, measured in its own process (forked by the sweep engine for each run).
 
-This module imports no framework: each framework's modes are built by its own module
-(its registry entry's `feedmode`, e.g. `study.frameworks.jax.feedmode`), imported only for its
-runs, so that a JAX or PyTorch run never imports TensorFlow (nor the other way round).
+This module imports no framework: a mode is built by its framework's module (its registry
+entry's `feedmode`), imported only for its runs, so a JAX run never imports TensorFlow. The
+record is saved (`ctx.save_partial`) at every phase, so that a run killed for time or memory
+still tells how far it got.
 
-The record is saved (`ctx.save_partial`) at every phase, so that a run killed for time or
-memory still tells how far it got; the tests call `measure_record` directly.
-
-What is timed, in order (each phase outside the others' clocks):
-- build: graph construction (TF1 modes; the constant modes embed the whole input here);
-- session: `tf.compat.v1.Session(...)` (TF1) or the runtime's initialisation (TF2 eager, JAX's
-  devices, PyTorch's device);
-- data: placing the input once where a mode keeps it (variable initialiser, tf.constant,
-  jax.device_put, a torch tensor on the device);
-- first call, then `calls` further calls, each timed in two parts (design: "a call that
-  returns data to the host times two things, the computation and the copy: record them
-  apart"): *compute*, the call with its output left where it was computed and the device
-  synchronised (JAX `block_until_ready`, `torch.cuda.synchronize`, TensorFlow's
-  `sync_devices`, a TF1 session handle), then *fetch*, that output copied to the host as a
-  NumPy array. A call's seconds are defined as compute + fetch, so the call columns keep
-  their meaning (the result on the host) and the parts add up to them exactly. On the CPU
-  the output is already in host memory: the fetch is a conversion (often zero-copy), near
-  zero, and compute is the call. The first call includes what a user's first call pays:
-  tf.function's tracing (and XLA compilation), JAX's tracing, lowering and XLA compilation
-  (timed inside its compute as `compile_seconds`), torch.compile's compilation.
-The noise probe (`ctx.probe`) wraps the calls. Then, outside every clock: the sizes of what the
-mode built (GraphDef, JAX's StableHLO and executable, torch.compile's generated code), and the
-check of the first `check_n` rows of the first call's output against the NumPy reference.
-Peak memory is the engine's (net of what the process inherited).
+Timed apart, in order: build (TF1 graph construction; a constant mode embeds the input here),
+session (or the runtime's initialisation), data (placing the input where the mode keeps it),
+then the first call and `calls` more, inside the noise probe. Each call is timed in two parts
+(the design: "record the computation and the copy apart"): *compute*, the output left where it
+was computed and the device synchronised, then *fetch*, the output copied to the host as a
+NumPy array; a call's seconds are their sum, so the call columns keep their meaning (the
+result on the host). The first call includes what a user's first call pays (tracing, XLA or
+torch.compile compilation; JAX's inside its compute as `compile_seconds`). Then, outside every
+clock: the sizes of what the mode built and the check of the first `check_n` rows against the
+NumPy reference. Peak memory is the engine's (net of what the process inherited).
 """
 
 from __future__ import annotations

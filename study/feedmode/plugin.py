@@ -27,8 +27,6 @@ MEASURING_FILES = ("study/feedmode/measure.py", "study/feedmode/model.py",
 
 __all__ = ["CONFIG_KEYS", "SCHEMA", "SIDE_TABLES", "expand"]  # imported: the plugin's own
 
-spec_from_json = Spec.from_json
-
 
 def check_grid(specs) -> str | None:
     """A mode whose framework is not installed here (one line naming the extra)."""
@@ -56,10 +54,6 @@ def code_files(spec: Spec) -> list[str]:
     return sorted({*ENGINE_FILES, *MEASURING_FILES, relative(module)})
 
 
-def summary(runs) -> str:
-    return summary_table(runs)
-
-
 def pairs(runs):
     """What `compare` pairs: each mode, graph options, dtype, N and device, by its first call and
     its later calls."""
@@ -77,18 +71,14 @@ def pairs(runs):
     return rows, INSTANCE_COLUMNS, {"first call": "first", "later calls": "later"}
 
 
-def study_conclusions(runs, study: str) -> list:
-    return feedmode_conclusions(runs, study)
-
-
 class Feedmode(StudyPlugin):
     KIND, CONFIG_KEYS, SCHEMA, SIDE_TABLES = KIND, CONFIG_KEYS, SCHEMA, SIDE_TABLES
     MEASURE_STATUSES, FAILED_STATUSES = MEASURE_STATUSES, FAILED_STATUSES
-    expand, spec_from_json = staticmethod(expand), staticmethod(spec_from_json)
+    expand, spec_from_json = staticmethod(expand), staticmethod(Spec.from_json)
     framework, preload = staticmethod(framework), staticmethod(preload)
     code_files, check_grid = staticmethod(code_files), staticmethod(check_grid)
-    summary = staticmethod(summary)
-    conclusions, pairs = staticmethod(study_conclusions), staticmethod(pairs)
+    summary = staticmethod(summary_table)
+    conclusions, pairs = staticmethod(feedmode_conclusions), staticmethod(pairs)
 
     def subjects(self, runs) -> list[str]:
         """The feed modes answer an original question (Q2)."""

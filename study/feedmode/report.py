@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from study.feedmode.figures import fmt_bytes, main_size, with_columns
+from study.feedmode.figures import COMPUTE, FETCH, SMALL_FETCH, fmt_bytes, main_size, with_columns
 from study.feedmode.model import IMAGE, MODES, modes_of
 from study.frameworks.registry import FRAMEWORKS
 from study.paired import compare
@@ -48,15 +48,6 @@ def mode_comparison(runs, a: str, b: str, dtype: str, n: int, value: str):
 
 def mode_phrase(runs, a: str, b: str, dtype: str, n: int, value: str, quantity: str) -> str:
     return mode_comparison(runs, a, b, dtype, n, value).phrase(a, b, quantity)
-
-
-# each call column (result on the host) -> its compute-only part and its fetch part
-COMPUTE = {"first_call_seconds": "first_compute_seconds",
-           "steady_median_seconds": "steady_compute_median_seconds"}
-FETCH = {"first_call_seconds": "first_fetch_seconds",
-         "steady_median_seconds": "steady_fetch_median_seconds"}
-# a fetch at most this share of every call compared: compute only gives the same answer
-SMALL_FETCH = 0.05
 
 
 def fetch_share(rows) -> float:
@@ -240,40 +231,36 @@ def jax_constant_answer(runs: pd.DataFrame) -> list[str]:
     return out
 
 
+def _size(size) -> str:
+    return "–" if pd.isna(size) or not size else fmt_bytes(size)
+
+
+# the table of every run: column -> (its heading, how a value is written; None: as it is)
+TABLE = {
+    "mode": ("mode", None), "grappler": ("grappler", None), "dtype": ("dtype", None),
+    "n": ("n", None), "status": ("status", None),
+    "build_seconds": ("graph build", fmt_seconds), "session_seconds": ("session", fmt_seconds),
+    "first_call_seconds": ("first call", fmt_seconds),
+    "first_compute_seconds": ("first call, compute only", fmt_seconds),
+    "compile_seconds": ("of which compilation (JAX)", fmt_seconds),
+    "steady_median_seconds": ("later calls (median)", fmt_seconds),
+    "steady_compute_median_seconds": ("later calls, compute only", fmt_seconds),
+    "steady_fetch_median_seconds": ("later calls, fetch to host", fmt_seconds),
+    "total_calls_seconds": ("all calls", fmt_seconds),
+    "graphdef_bytes": ("GraphDef", _size), "program_bytes": ("StableHLO (JAX)", _size),
+    "executable_bytes": ("compiled code", _size),
+    "peak_memory_mb": ("peak memory (net)", lambda m: "–" if pd.isna(m) else
+                       f"{m:.0f} MB" if m < 1024 else f"{m / 1024:.3g} GB"),
+    "check_max_abs_error": ("max error vs NumPy", lambda e: "–" if pd.isna(e) else f"{e:.1e}"),
+}
+
+
 def feedmode_table(runs: pd.DataFrame) -> pd.DataFrame:
-    columns = ["mode", "grappler", "dtype", "n", "status", "build_seconds", "session_seconds",
-               "first_call_seconds", "first_compute_seconds", "compile_seconds",
-               "steady_median_seconds", "steady_compute_median_seconds",
-               "steady_fetch_median_seconds", "total_calls_seconds", "graphdef_bytes",
-               "program_bytes", "executable_bytes",
-               "peak_memory_mb", "check_max_abs_error"]
-    table = runs[[c for c in columns if c in runs]].sort_values(["n", "dtype", "mode",
-                                                                 "grappler"])
-    for column in ("build_seconds", "session_seconds", "first_call_seconds",
-                   "first_compute_seconds", "compile_seconds", "steady_median_seconds",
-                   "steady_compute_median_seconds", "steady_fetch_median_seconds",
-                   "total_calls_seconds"):
-        if column in table:
-            table[column] = table[column].map(fmt_seconds)
-    for column in ("graphdef_bytes", "program_bytes", "executable_bytes"):
-        if column in table:
-            table[column] = table[column].map(lambda b: "–" if pd.isna(b) or not b else
-                                              fmt_bytes(b))
-    if "peak_memory_mb" in table:
-        table["peak_memory_mb"] = table["peak_memory_mb"].map(
-            lambda m: "–" if pd.isna(m) else f"{m:.0f} MB" if m < 1024 else f"{m / 1024:.3g} GB")
-    if "check_max_abs_error" in table:
-        table["check_max_abs_error"] = table["check_max_abs_error"].map(
-            lambda e: "–" if pd.isna(e) else f"{e:.1e}")
-    return table.rename(columns={
-        "build_seconds": "graph build", "session_seconds": "session", "first_call_seconds":
-        "first call", "first_compute_seconds": "first call, compute only",
-        "compile_seconds": "of which compilation (JAX)", "steady_median_seconds":
-        "later calls (median)", "steady_compute_median_seconds": "later calls, compute only",
-        "steady_fetch_median_seconds": "later calls, fetch to host", "total_calls_seconds":
-        "all calls", "graphdef_bytes": "GraphDef",
-        "program_bytes": "StableHLO (JAX)", "executable_bytes": "compiled code",
-        "peak_memory_mb": "peak memory (net)", "check_max_abs_error": "max error vs NumPy"})
+    table = runs[[c for c in TABLE if c in runs]].sort_values(["n", "dtype", "mode", "grappler"])
+    for column in table.columns:
+        if TABLE[column][1] is not None:
+            table[column] = table[column].map(TABLE[column][1])
+    return table.rename(columns={column: TABLE[column][0] for column in table.columns})
 
 
 def section(results, figures: Path) -> list[Block]:

@@ -31,10 +31,9 @@ def study_conclusions(runs: pd.DataFrame, study: str) -> list[Conclusion]:
 
     if is_logistic(runs):
         return fastest_conclusions(runs, study, LOGISTIC, answer=True)
-    if not original_data(_measured(runs)):  # the user's data: the user's question
-
-        return regression_conclusions(runs, study, own_question(_measured(runs)))
-    return regression_conclusions(runs, study)
+    measured = _measured(runs)
+    return regression_conclusions(runs, study, Q1 if original_data(measured) else
+                                  own_question(measured))
 
 
 def _measured(runs: pd.DataFrame) -> pd.DataFrame:

@@ -143,6 +143,15 @@ def check_tuning(table, source: str, where: str, rules: dict, seeds: list) -> di
             "criterion": criterion}
 
 
+def own_file(name: str, source: str, section: str) -> str:
+    """A user's own `path.py:Name`, its file made absolute (against the working directory) for
+    the runs, each in its own process."""
+    try:
+        return absolute(name)
+    except InputError as exc:
+        fail(source, section, str(exc))
+
+
 def check_point(source: str, section: str, block_name: str, point: dict) -> None:
     """One point of a block through its section's own check (the data set's, the optimizer's
     constructor, the backend's declaration)."""
@@ -161,10 +170,7 @@ def section_points(raw: dict, section: str, source: str) -> list[tuple[str, dict
     for block in blocks(raw, section, source):
         block_name = block.get("name")
         if section == "datasets" and is_file_name(block_name):  # a user's own loader
-            try:
-                block_name = absolute(block_name)
-            except InputError as exc:
-                fail(source, section, str(exc))
+            block_name = own_file(block_name, source, section)
         elif not isinstance(block_name, str) or block_name not in names:
             fail(source, section, f"unknown name {block_name!r}; allowed: {', '.join(names)}")
         params = {k: v for k, v in block.items() if k not in ("name", "stopping")}
@@ -178,21 +184,16 @@ def optimizer_points(raw: dict, source: str, stopping: dict, study_tuning: dict,
                      seeds: list) -> tuple[list, list]:
     """The [[optimizers]] blocks' points, each checked: (name, hyperparameters, the block's own
     stopping rules or None, its tuning protocol or None), and the Keras points left to check.
-    A user's own `path.py:Name` (optimizers.from_file) is checked as ours are, its path made
-    absolute (against the working directory). A block may bring its own rules (e.g. the
-    original program's: tol "off", exact_repeat = true), over the study's [stopping]; a
-    library's class by name (keras:Adam, torch:LBFGS) is checked by its own object: torch's
-    here, Keras's all at once in a child process, once the backends are checked (see
-    check_keras_optimizers)."""
+    A block may bring its own rules (the original program's: tol "off", exact_repeat = true)
+    over the study's [stopping]. A user's own `path.py:Name` is checked as ours are; a library's
+    class (keras:Adam, torch:LBFGS) by its own object: torch's here, Keras's all at once in a
+    child process once the backends are checked (check_keras_optimizers)."""
     points, keras_points = [], []
     for block in blocks(raw, "optimizers", source):
         block_name = block.get("name")
         library = isinstance(block_name, str) and block_name.startswith(tuple(PREFIXES))
-        if is_file_name(block_name):  # a user's own: its file made absolute for the runs
-            try:
-                block_name = absolute(block_name)
-            except InputError as exc:
-                fail(source, "optimizers", str(exc))
+        if is_file_name(block_name):  # a user's own optimizer
+            block_name = own_file(block_name, source, "optimizers")
         elif not isinstance(block_name, str) or (block_name not in OPTIMIZERS and not library):
             allowed = [*OPTIMIZERS, *(f"{p}<Class>" for p in PREFIXES), "path/to/file.py:Name"]
             fail(source, "optimizers", f"unknown name {block_name!r}; allowed: "

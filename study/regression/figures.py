@@ -56,20 +56,21 @@ def _median_band(curves: list[np.ndarray]):
 def _step_on_grid(x, y, grid):
     """The last recorded value at or before each grid point (NaN before the first point)."""
     index = np.searchsorted(x, grid, side="right") - 1
-    out = np.where(index >= 0, y[np.clip(index, 0, None)], np.nan)
-    return out
+    return np.where(index >= 0, y[np.clip(index, 0, None)], np.nan)
 
 
 def _best_configs(runs: pd.DataFrame,
                   per: tuple[str, ...] = ("data", "family", "engine")) -> pd.DataFrame:
-    """Per data set, the rows of the best configuration of each optimizer family on each engine
-    (as the headline picks them; `per` = ("data", "family"): over every engine), so that no
-    panel carries more than one line per engine (or per family)."""
+    """Per data set, the measured rows of the best configuration of each optimizer family on
+    each engine (as the headline picks them; `per` = ("data", "family"): over every engine),
+    labelled, with their family: no panel carries more than one line per engine (or family)."""
+    runs = runs[runs["status"] != "skipped"]
     labelled = label_runs(runs)
     keep = set(best_choices(labelled, per)[["data", "config"]].itertuples(index=False,
                                                                           name=None))
     mask = [(d, c) in keep for d, c in zip(labelled["data"], labelled["config"], strict=True)]
-    return runs[mask]
+    best = label_runs(runs[mask])
+    return best.assign(family=style.families(best))
 
 
 def families_first(labelled: pd.DataFrame) -> list[str]:
@@ -82,26 +83,40 @@ def families_first(labelled: pd.DataFrame) -> list[str]:
     return sorted(score.index, key=lambda f: (-score.loc[f, "reached"], score.loc[f, "time"], f))
 
 
-def grid_columns(count: int) -> int:
-    return 2 if count == 4 else min(count, 3)
-
-
-def panel_grid(count: int, width: float, height: float, header: float):
+def panels_under_legends(groups: list[list], count: int, width: float, height: float):
     """`count` panels of `width` x `height` inches wrapped into at most three columns (two for
-    four, a square), `header` inches above them; the panels left over are hidden."""
-    columns = grid_columns(count)
+    four, a square) under a two-line title and a legend per group of handles; the panels left
+    over are hidden. Returns the figure, its axes, each legend's columns and the header's
+    inches (for place_header)."""
+    columns = 2 if count == 4 else min(count, 3)
+    figure_width = width * columns + 0.8
+    legends = [legend_columns([h.get_label() for h in group], figure_width - 0.4)
+               for group in groups]
+    lines = sum(-(-len(group) // c) for group, c in zip(groups, legends, strict=True))
+    header = 0.42 + 0.17 * lines + 0.08 * (len(groups) - 1) + 0.25
     rows = -(-count // columns)
     fig, axes = plt.subplots(rows, columns, squeeze=False,
-                             figsize=(width * columns + 0.8, height * rows + header + 0.5))
+                             figsize=(figure_width, height * rows + header + 0.5))
     for ax in axes.flat[count:]:
         ax.set_visible(False)
-    return fig, axes
+    return fig, axes, legends, header
 
 
-def row_major(items: list, columns: int) -> list:
-    """`items` reordered so that a legend of `columns` columns (filled column by column, the
-    longer columns first) reads them row by row."""
-    return [item for column in range(columns) for item in items[column::columns]]
+def legend_groups(families: list[str], engines: list[str], family_look: dict, engine_look,
+                  failed: dict) -> list[list]:
+    """The two legends above the panels: the families by colour, then the engines (drawn by
+    `engine_look(engine)`) and how a failure is marked."""
+    return [[plt.Line2D([], [], color=style.color(f), label=f, **family_look) for f in families],
+            [*(plt.Line2D([], [], color="#333333", label=e, **engine_look(e)) for e in engines),
+             plt.Line2D([], [], color="#333333", ls="none", **failed)]]
+
+
+def axis_labels(ax, panel: int, axes, count: int, ylabel: str, xlabel: str) -> None:
+    """The y label on the left column only, the x label under the lowest panel of each column."""
+    if panel % axes.shape[1] == 0:
+        ax.set_ylabel(ylabel, fontsize=8)
+    if panel + axes.shape[1] >= count:
+        ax.set_xlabel(xlabel, fontsize=8)
 
 
 def legend_columns(labels, width: float, fontsize: float = 8) -> int:
@@ -110,23 +125,17 @@ def legend_columns(labels, width: float, fontsize: float = 8) -> int:
     return max(1, min(len(labels), int(width // entry)))
 
 
-def header_layout(groups: list[list], width: float) -> tuple[list[int], float]:
-    """Columns of each legend (one per group of handles) across `width` inches, and the inches
-    that a two-line title and those legends take above the panels."""
-    columns = [legend_columns([h.get_label() for h in group], width - 0.4) for group in groups]
-    rows = sum(-(-len(group) // c) for group, c in zip(groups, columns, strict=True))
-    return columns, 0.42 + 0.17 * rows + 0.08 * (len(groups) - 1) + 0.25
-
-
 def place_header(fig, title: str, groups: list[list], columns: list[int], header: float):
-    """The title, then each group's legend (read row by row), placed in inches from the top so
-    that a tall figure gets no more room than a short one; then the panels laid out under
-    them. The title is kept out of tight_layout, which would make room for it a second time."""
+    """The title, then each group's legend, placed in inches from the top so that a tall figure
+    gets no more room than a short one; then the panels laid out under them. A legend fills
+    column by column: its handles are reordered to read row by row. The title is kept out of
+    tight_layout, which would make room for it a second time."""
     height = fig.get_size_inches()[1]
     suptitle = fig.suptitle(title, fontsize=9, y=1 - 0.06 / height, in_layout=False)
     top = 0.42
     for group, ncol in zip(groups, columns, strict=True):
-        fig.legend(handles=row_major(group, ncol), loc="upper center", ncol=ncol, fontsize=8,
+        row_major = [handle for column in range(ncol) for handle in group[column::ncol]]
+        fig.legend(handles=row_major, loc="upper center", ncol=ncol, fontsize=8,
                    frameon=False, bbox_to_anchor=(0.5, 1 - top / height))
         top += 0.17 * -(-len(group) // ncol) + 0.08
     fig.tight_layout(rect=(0, 0, 1, 1 - header / height))
@@ -160,14 +169,10 @@ def skipped_caption(fig, runs: pd.DataFrame) -> None:
 
 def figure_convergence(runs: pd.DataFrame, traces: pd.DataFrame, *, x: str = "seconds"):
     """Suboptimality (log) against time (setup added as an offset) or iterations: a panel per
-    data set, a line per optimizer family in its colour, drawn for its best configuration over
-    every engine (the engine as the line style); the median over seeds with an interquartile
-    band. Panels wrap into at most three columns, so the figure stays readable at full size
-    however many families and data sets ran; time to target per engine is figure
-    time_to_target's."""
+    data set, a line per optimizer family at its best configuration over every engine (the
+    engine as the line style), the median over seeds with an interquartile band."""
     order = families_first(label_runs(runs[runs["status"] != "skipped"]))
-    ran = label_runs(_best_configs(runs[runs["status"] != "skipped"], ("data", "family")))
-    ran = ran.assign(family=style.families(ran))
+    ran = _best_configs(runs, ("data", "family"))
     traces = traces.merge(ran[["run_id", "config", "data", "family", "engine", "setup_seconds",
                                "status"]], on="run_id")
     if x == "seconds":
@@ -180,13 +185,10 @@ def figure_convergence(runs: pd.DataFrame, traces: pd.DataFrame, *, x: str = "se
     data_sets = sorted(traces["data"].unique()) or ["(no runs)"]
     families = [f for f in order if f in set(traces["family"])]
     engines = sorted(traces["engine"].map(style.engine_key).unique(), key=style.engine_rank)
-    groups = [[plt.Line2D([], [], color=style.color(f), lw=2, label=f) for f in families],
-              [*(plt.Line2D([], [], color="#333333", ls=style.line_style(e), lw=1.3, label=e)
-                 for e in engines),
-               plt.Line2D([], [], color="#333333", marker=FAILED_MARKER, ls="none",
-                          label="run did not converge")]]
-    columns, header = header_layout(groups, 4.0 * grid_columns(len(data_sets)) + 0.8)
-    fig, axes = panel_grid(len(data_sets), 4.0, 3.0, header)
+    groups = legend_groups(families, engines, {"lw": 2},
+                           lambda e: {"ls": style.line_style(e), "lw": 1.3},
+                           {"marker": FAILED_MARKER, "label": "run did not converge"})
+    fig, axes, columns, header = panels_under_legends(groups, len(data_sets), 4.0, 3.0)
     panels = dict(list(traces.groupby("data")))
     for panel, (ax, data) in enumerate(zip(axes.flat, data_sets, strict=False)):
         lines = panels.get(data, traces[:0]).groupby(["family", "engine", "config"])
@@ -218,10 +220,7 @@ def figure_convergence(runs: pd.DataFrame, traces: pd.DataFrame, *, x: str = "se
             ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.0f}"))
             ax.xaxis.set_minor_locator(NullLocator())
         ax.set_title(panel_title(data), fontsize=8)
-        if panel % axes.shape[1] == 0:
-            ax.set_ylabel("(f - f*) / f*", fontsize=8)
-        if panel + axes.shape[1] >= len(data_sets):  # the lowest panel of its column
-            ax.set_xlabel(xlabel, fontsize=8)
+        axis_labels(ax, panel, axes, len(data_sets), "(f - f*) / f*", xlabel)
         ax.tick_params(labelsize=7)
     one_y_range(axes)
     skipped_caption(fig, runs)
@@ -235,8 +234,7 @@ def figure_convergence(runs: pd.DataFrame, traces: pd.DataFrame, *, x: str = "se
 def figure_time_to_target(runs: pd.DataFrame):
     """Setup and iteration seconds to the target for the best configuration of each family
     on each engine, per data set; what did not get there is marked and named."""
-    ran = label_runs(_best_configs(runs[runs["status"] != "skipped"]))
-    ran = ran.assign(family=style.families(ran))
+    ran = _best_configs(runs)
     rows = []
     for (data, fam, engine, config), group in ran.groupby(["data", "family", "engine",
                                                            "config"]):
@@ -304,23 +302,18 @@ def figure_cost_tradeoff(runs: pd.DataFrame):
     """Seconds per iteration against iterations to target (log-log), with lines of equal total
     time: cheap iterations that need many against expensive ones that need few. Colour: the
     optimizer family; marker: the engine; a panel per data set."""
-    ran = label_runs(_best_configs(runs[runs["status"] != "skipped"]))
+    ran = _best_configs(runs)
     ran = ran[ran["iterations"] > 0]
-    ran = ran.assign(family=style.families(ran))
     agg = ran.groupby(["data", "family", "engine", "config"]).agg(
         iterations=("iterations", "median"), per_iteration=("seconds_per_iteration", "median"),
         converged=("status", lambda s: (s == "converged").mean())).reset_index()
     data_sets = sorted(agg["data"].unique()) or ["(no runs)"]
     families = [f for f in families_first(ran) if f in set(agg["family"])]
     engines = sorted(agg["engine"].map(style.engine_key).unique(), key=style.engine_rank)
-    groups = [[plt.Line2D([], [], color=style.color(f), marker="o", ls="none", label=f)
-               for f in families],
-              [*(plt.Line2D([], [], color="#333333", marker=style.marker(e), ls="none", label=e)
-                 for e in engines),
-               plt.Line2D([], [], color="#333333", marker="o", mfc="none", ls="none",
-                          label="open: did not converge")]]
-    columns, header = header_layout(groups, 4.2 * grid_columns(len(data_sets)) + 0.8)
-    fig, axes = panel_grid(len(data_sets), 4.2, 3.4, header)
+    groups = legend_groups(families, engines, {"marker": "o", "ls": "none"},
+                           lambda e: {"marker": style.marker(e), "ls": "none"},
+                           {"marker": "o", "mfc": "none", "label": "open: did not converge"})
+    fig, axes, columns, header = panels_under_legends(groups, len(data_sets), 4.2, 3.4)
     for panel, (ax, data) in enumerate(zip(axes.flat, data_sets, strict=False)):
         part = agg[agg["data"] == data]
         for r in part.itertuples():
@@ -341,10 +334,8 @@ def figure_cost_tradeoff(runs: pd.DataFrame):
             ax.set_ylim(y_low, y_high)
         ax.set_title(panel_title(data), fontsize=8)
         ax.tick_params(labelsize=7)
-        if panel % axes.shape[1] == 0:
-            ax.set_ylabel("seconds per iteration (median)", fontsize=8)
-        if panel + axes.shape[1] >= len(data_sets):  # the lowest panel of its column
-            ax.set_xlabel("iterations (median; to target when converged)", fontsize=8)
+        axis_labels(ax, panel, axes, len(data_sets), "seconds per iteration (median)",
+                    "iterations (median; to target when converged)")
     place_header(fig, "Cost per iteration against iterations (dotted: equal total time)\n"
                  "(colour: optimizer, fastest first; marker: engine; each at its best "
                  "configuration)", groups, columns, header)
@@ -364,20 +355,15 @@ def performance_profile(runs: pd.DataFrame, taus: np.ndarray, *, resamples: int 
     solvable = np.isfinite(best)
     ratios = times[solvable].div(best[solvable], axis=0).to_numpy()
     rng = np.random.default_rng(seed)
-    rows = []
+    parts = []
     for j, config in enumerate(times.columns):
         r = ratios[:, j]
-        profile = (r[None, :] <= taus[:, None]).mean(axis=1)
-        boot = []
-        for _ in range(resamples):
-            sample = r[rng.integers(0, len(r), len(r))]
-            boot.append((sample[None, :] <= taus[:, None]).mean(axis=1))
-        boot = np.array(boot)
-        for k, tau in enumerate(taus):
-            rows.append({"config": config, "tau": tau, "share": profile[k],
-                         "low": np.percentile(boot[:, k], 5),
-                         "high": np.percentile(boot[:, k], 95)})
-    return pd.DataFrame(rows)
+        samples = r[rng.integers(0, len(r), (resamples, len(r)))]  # one resample a row
+        boot = (samples[:, None, :] <= taus[None, :, None]).mean(axis=2)
+        parts.append(pd.DataFrame({
+            "config": config, "tau": taus, "share": (r[None, :] <= taus[:, None]).mean(axis=1),
+            "low": np.percentile(boot, 5, axis=0), "high": np.percentile(boot, 95, axis=0)}))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
 def best_of_family(runs: pd.DataFrame) -> pd.DataFrame:

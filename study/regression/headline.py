@@ -80,8 +80,8 @@ def best_per_family_and_engine(runs: pd.DataFrame, data: str) -> pd.DataFrame:
             "runs": len(chosen),
             "time": center.value, "low": center.low, "high": center.high,
             "per_iteration": median(per_iter),
-            "per_iteration_low": float(per_iter.quantile(0.25)) if len(per_iter) else np.nan,
-            "per_iteration_high": float(per_iter.quantile(0.75)) if len(per_iter) else np.nan,
+            "per_iteration_low": float(per_iter.quantile(0.25)),  # NaN without values
+            "per_iteration_high": float(per_iter.quantile(0.75)),
             "iterations": median(chosen["iterations"]),
             "statuses": ", ".join(f"{s} {n}" for s, n in chosen["status"].value_counts().items()),
             "closest": median(chosen["suboptimality"]),

@@ -15,32 +15,30 @@ from study.sweep.grid import configurations, distinct_labels
 from study.sweep.plugin import load_kind
 
 
-def method_label(row) -> str:
-    """optimizer(hyperparameters) as a short legend entry; a run under the original program's
-    own rule (no target, stop when the RMSE repeats) says so, as does a tuned learning rate."""
-    return _optimizer_label(row, lambda value: f"{value} tuned")
+def json_column(row, column: str) -> dict:
+    """A JSON column's value of a row ({} where it has none)."""
+    value = row.get(column)
+    return json.loads(value) if isinstance(value, str) else {}
 
 
-def algorithm_label(row) -> str:
-    """The algorithm a run ran, whatever the engine: optimizer and hyperparameters (a tuned
-    learning rate as `tuned`: each engine's configuration tunes its own by one protocol), and
-    the original program's rule. Two engines compared under one label ran this same thing."""
-    return _optimizer_label(row, lambda value: "tuned")
-
-
-def _optimizer_label(row, tuned_rate) -> str:
-    """optimizer(key=value,...) with a tuned learning rate shown by `tuned_rate(value)`, and
-    ' [original rule]' for the original program's stopping rule."""
-    hp = json.loads(row["hyperparameters"]) if isinstance(row["hyperparameters"], str) else {}
+def method_label(row, tuned_rate: str = "{} tuned") -> str:
+    """optimizer(key=value,...) as a short legend entry, a tuned learning rate written by
+    `tuned_rate`, and ' [original rule]' for a run under the original program's own rule (no
+    target, stop when the RMSE repeats)."""
     tuned = row.get("tuning") == "tuned"
-    inner = ",".join(f"{k}={tuned_rate(v) if tuned and k == 'learning_rate' else v}"
-                     for k, v in hp.items() if v is not None)
+    inner = ",".join(f"{k}={tuned_rate.format(v) if tuned and k == 'learning_rate' else v}"
+                     for k, v in json_column(row, "hyperparameters").items() if v is not None)
     label = f"{row['optimizer']}({inner})" if inner else row["optimizer"]
-    stopping = row.get("stopping")
-    rules = json.loads(stopping) if isinstance(stopping, str) else {}
+    rules = json_column(row, "stopping")
     if rules.get("exact_repeat") and rules.get("tol") is None:
         label += " [original rule]"
     return label
+
+
+def algorithm_label(row) -> str:
+    """The algorithm a run ran, whatever the engine (a tuned rate as `tuned`: each engine's
+    configuration tunes its own by one protocol): two engines under one label ran the same."""
+    return method_label(row, "tuned")
 
 
 def engine_label(row) -> str:
@@ -57,7 +55,7 @@ def engine_label(row) -> str:
 def dataset_label(row) -> str:
     """A data set as every sentence and table names it: a file by its stem (the path, columns
     and all, said once: study.names), a generated one with its parameters."""
-    params = json.loads(row["dataset_params"]) if isinstance(row["dataset_params"], str) else {}
+    params = json_column(row, "dataset_params")
     if "path" in params:
         return short_name(str(params["path"])) + (" (standardized)" if params.get("standardize")
                                                    else "")
@@ -65,7 +63,7 @@ def dataset_label(row) -> str:
 
 
 def full_dataset_label(row) -> str:
-    params = json.loads(row["dataset_params"]) if isinstance(row["dataset_params"], str) else {}
+    params = json_column(row, "dataset_params")
     inner = ",".join(f"{k}={v}" for k, v in params.items())
     return f"{row['dataset']}({inner})" if inner else row["dataset"]
 
@@ -73,7 +71,7 @@ def full_dataset_label(row) -> str:
 def data_title(row) -> str:
     """A data set as a heading names it: a file by its name and columns ('sales.csv: price
     from area, rooms'), the others by their label."""
-    params = json.loads(row["dataset_params"]) if isinstance(row["dataset_params"], str) else {}
+    params = json_column(row, "dataset_params")
     if "path" not in params:
         return dataset_label(row)
     labels, features = params.get("labels") or [], params.get("features") or []
@@ -104,8 +102,7 @@ def seed_matters(runs: pd.DataFrame) -> pd.Series:
     zeros every seed is the same problem from the same point: its runs are repeats."""
 
     def matters(row) -> bool:
-        params = json.loads(row["dataset_params"]) if isinstance(row["dataset_params"], str) \
-            else {}
+        params = json_column(row, "dataset_params")
         declared = DATASETS.get(row["dataset"])
         seeded = declared is None or (declared.seeded and "seed" not in params)
         return bool(seeded or row.get("init") != "zeros")

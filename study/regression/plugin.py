@@ -76,11 +76,6 @@ def check_grid(specs) -> str | None:
     return None
 
 
-prerequisites = tuning_runs  # a tuned spec waits for its learning-rate grid's runs
-resolve = resolve_tuned
-spec_from_json = RunSpec.from_json
-
-
 def framework(spec: RunSpec) -> str | None:
     return BACKENDS[spec.backend].framework
 
@@ -176,10 +171,6 @@ def named_files(runs) -> list[str]:
     return files
 
 
-def summary_table(runs):
-    return summarize(runs)
-
-
 def study_conclusions(runs, study: str) -> list:
     from study.regression.conclusions import study_conclusions  # heavy: matplotlib
 
@@ -190,15 +181,16 @@ class Regression(StudyPlugin):
     KIND, CONFIG_KEYS, SCHEMA, SIDE_TABLES = KIND, CONFIG_KEYS, SCHEMA, SIDE_TABLES
     MEASURE_STATUSES, FAILED_STATUSES = MEASURE_STATUSES, FAILED_STATUSES
     FIRST_REACHED = True
-    expand, spec_from_json = staticmethod(expand), staticmethod(spec_from_json)
+    expand, spec_from_json = staticmethod(expand), staticmethod(RunSpec.from_json)
     framework, preload, needs_gpu = staticmethod(framework), staticmethod(preload), \
         staticmethod(needs_gpu)
     code_files, input_files = staticmethod(code_files), staticmethod(input_files)
     check_grid, summary = staticmethod(check_grid), staticmethod(summary)
-    prerequisites, resolve = staticmethod(prerequisites), staticmethod(resolve)
+    # a tuned spec waits for its learning-rate grid's runs
+    prerequisites, resolve = staticmethod(tuning_runs), staticmethod(resolve_tuned)
     conclusions, pairs = staticmethod(study_conclusions), staticmethod(pairs)
     title, subjects = staticmethod(title), staticmethod(subjects)
-    named_files, summary_table = staticmethod(named_files), staticmethod(summary_table)
+    named_files, summary_table = staticmethod(named_files), staticmethod(summarize)
 
 
 PLUGIN = Regression()

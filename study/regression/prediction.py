@@ -5,14 +5,12 @@ those columns existed get none and still report."""
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pandas as pd
 
 from datasets.reference import KAPPA_NAMES
 from optimizers import bounds
-from study.regression.labels import label_runs
+from study.regression.labels import json_column, label_runs
 from study.regression.summary import converged, median
 from study.sweep.tuning import measured_runs
 
@@ -32,11 +30,6 @@ def has_predictions(runs: pd.DataFrame) -> bool:
 
 def _median(group: pd.DataFrame, column: str) -> float:
     return median(group[column]) if column in group else float("nan")
-
-
-def _standardized(group: pd.DataFrame) -> bool:
-    params = group["dataset_params"].iloc[0]
-    return bool(json.loads(params).get("standardize")) if isinstance(params, str) else False
 
 
 def missed_target_sentences(runs: pd.DataFrame) -> list[str]:
@@ -71,7 +64,7 @@ def missed_target_sentences(runs: pd.DataFrame) -> list[str]:
             "", prediction, _median(group, "initial_suboptimality"), tol,
             kappa_standardized=_median(group, "kappa_standardized"),
             kappa_diag_step=_median(group, "kappa_diag_step"),
-            standardized=_standardized(group),
+            standardized=bool(json_column(group.iloc[0], "dataset_params").get("standardize")),
             seconds_per_iteration=_median(group, "seconds_per_iteration")))
     return out
 
@@ -127,11 +120,6 @@ def _read(group: pd.DataFrame) -> bounds.Prediction:
                              method=method)
 
 
-def _hyperparameters(row) -> dict:
-    hp = row.get("hyperparameters")
-    return json.loads(hp) if isinstance(hp, str) else {}
-
-
 def iterations_against_kappa(runs: pd.DataFrame) -> pd.DataFrame:
     """The figure's points: per data set and configuration with a kappa and a target, the
     median iterations, whether the target was reached in the median, and the median eps0;
@@ -148,7 +136,7 @@ def iterations_against_kappa(runs: pd.DataFrame) -> pd.DataFrame:
         kappa = _kappa(group, "kappa_gd")
         if not np.isfinite(kappa):
             continue
-        step = _hyperparameters(group.iloc[0]).get("step")
+        step = json_column(group.iloc[0], "hyperparameters").get("step")
         rows.append({"data": data, "config": config, "optimizer": group["optimizer"].iloc[0],
                      "line": group["optimizer"].iloc[0] + (f" step {step}" if step else ""),
                      "method": group["method"].iloc[0], "kappa": kappa,

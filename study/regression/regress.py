@@ -274,8 +274,7 @@ def bound_line(problem, optimizer, rules, backend, args) -> str:
     dtype), from the reference's cached conditioning."""
     optimizer = for_problem(optimizer, problem)
     w0 = initial_point(problem, args.init, args.seed)
-    problem.check_dtype_range(backend.dtype,
-                              w0)
+    problem.check_dtype_range(backend.dtype, w0)
     ref, tol = problem.reference, rules.spec.get("tol")
     prediction, eps0 = predicted(problem, optimizer, tol, w0)
     standardized = bool(problem.params.get("standardize"))

@@ -21,8 +21,8 @@ from study.sweep.tuning import TUNED, finite, measured_runs, tuning_runs
 
 
 def _labelled_summary(runs: pd.DataFrame) -> pd.DataFrame:
-    """The summary of the measured (not skipped) runs with label columns. A section reads it
-    several times; it is made once (seconds each time) and handed on."""
+    """The summary of the measured (not skipped) runs with label columns: made once (seconds)
+    and handed on to whatever reads it."""
     table = summarize(runs[runs["status"] != "skipped"])
     labels = label_runs(table.assign(status="converged"))
     return table.assign(config=labels["config"].to_numpy(), data=labels["data"].to_numpy())
@@ -35,10 +35,9 @@ def target_text(runs: pd.DataFrame) -> str:
 
 
 def fastest_to_target(runs: pd.DataFrame, part: pd.DataFrame, target: str):
-    """The fastest iterative configuration on one data set, from its rows `part` of
-    `_labelled_summary`, and the paired comparison with the next: (sentence, the fastest
-    configuration or None where none reached the target in the median, Comparison or None
-    where no other reached it). The report's finding and the conclusion (study.conclusions)."""
+    """The fastest iterative configuration on one data set (its rows `part` of
+    `_labelled_summary`) and the paired comparison with the next: (sentence, the fastest or None
+    where none reached the target in the median, Comparison or None where no other did)."""
     data = part["data"].iloc[0]
     iterative = part[part["optimizer"] != "closed-form"]
     solved = iterative[np.isfinite(iterative["typical_seconds"])].sort_values(
@@ -88,7 +87,7 @@ def repeats_sentence(runs: pd.DataFrame) -> str | None:
 
 def regression_findings(runs: pd.DataFrame, table: pd.DataFrame | None = None) -> list[str]:
     """Per data set: the fastest configuration to the target and what GD and the original
-    Adadelta did, each number read from the summary of `runs` (`_labelled_summary`)."""
+    Adadelta did, each number read from the summary of `runs`."""
     table = _labelled_summary(runs) if table is None else table
     runs = runs[runs["status"] != "skipped"]
     target = target_text(runs)
@@ -120,11 +119,16 @@ def regression_findings(runs: pd.DataFrame, table: pd.DataFrame | None = None) -
     return out
 
 
-def per_iteration_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """Median seconds per iteration and passes over X per engine, for GD and Adadelta."""
-    runs = label_runs(runs[runs["optimizer"].isin(["gd", "adadelta"])
+def _gd_and_adadelta(runs: pd.DataFrame) -> pd.DataFrame:
+    """The GD and Adadelta runs that iterated: what per-iteration costs are read from."""
+    return label_runs(runs[runs["optimizer"].isin(["gd", "adadelta"])
                            & ~runs["status"].isin(["skipped", "error", "oom"])
                            & (runs["iterations"] > 0)])
+
+
+def per_iteration_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Median seconds per iteration and passes over X per engine, for GD and Adadelta."""
+    runs = _gd_and_adadelta(runs)
     if runs.empty:
         return pd.DataFrame()
     runs = runs.assign(passes=runs["seconds_per_iteration"] / runs["read_pass_seconds"])
@@ -135,9 +139,8 @@ def per_iteration_table(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def paired_time(runs: pd.DataFrame, a: str, b: str, data: str):
-    """Configuration a's time to target against b's on data set `data`, paired on instances
-    (`runs` labelled by label_runs, or labelled here)."""
-    labelled = runs if {"config", "data"} <= set(runs.columns) else label_runs(runs)
+    """Configuration a's time to target against b's on data set `data`, paired on instances."""
+    labelled = label_runs(runs)  # rows labelled already keep their labels
     labelled = labelled.assign(time_to_target=time_to_target(labelled))
     on = labelled[labelled["data"] == data]
     return compare(on[on["config"] == a], on[on["config"] == b], INSTANCE_COLUMNS,
@@ -147,9 +150,7 @@ def paired_time(runs: pd.DataFrame, a: str, b: str, data: str):
 def paired_per_iteration(runs: pd.DataFrame, a: tuple[str, str], b: tuple[str, str]):
     """Seconds per iteration of engine/dtype `a` over `b`, pairing each instance and algorithm
     (optimizer and its hyperparameters) with itself."""
-    runs = label_runs(runs[runs["optimizer"].isin(["gd", "adadelta"])
-                           & ~runs["status"].isin(["skipped", "error", "oom"])
-                           & (runs["iterations"] > 0)])
+    runs = _gd_and_adadelta(runs)
 
     def side(engine, dtype):
         return runs[(runs["engine"] == engine) & (runs["dtype"] == dtype)]
@@ -169,10 +170,10 @@ def framework_title(engine: str) -> str:
 
 
 def per_iteration_answers(runs: pd.DataFrame):
-    """The original question's per-iteration comparisons, on raw eve (else the first data set
-    with GD or Adadelta runs): the original TF1 program, then TensorFlow's compiled loop, each
-    against NumPy float64, paired on data, seed and algorithm. (data or None, [(engine, its
-    per_iteration_table row, NumPy's row, Comparison)])."""
+    """The original question's per-iteration comparisons on raw eve (else the first data set
+    with GD or Adadelta runs): the original TF1 program, TensorFlow's compiled loop and each
+    other framework's fastest engine against NumPy float64, paired on data, seed and
+    algorithm. (data or None, [(engine, its per_iteration_table row, NumPy's, Comparison)])."""
     table = per_iteration_table(runs)
     if table.empty:
         return None, []
@@ -190,9 +191,7 @@ def per_iteration_answers(runs: pd.DataFrame):
     fused = cost("tf-fused/cpu", "float64") if fused is None else fused
     if numpy64 is None:
         return data, []
-    # each other framework's fastest engine per iteration on the CPU, in float64 (TensorFlow's
-    # is the original question's own comparison, above)
-    others = []
+    others = []  # each other framework's fastest on the CPU in float64
     for backend in [b for b in BACKENDS if b not in ("numpy", "tensorflow")]:
         own = focus[(focus["backend"] == backend) & focus["engine"].str.endswith("/cpu")
                     & (focus["dtype"] == "float64")]
@@ -209,13 +208,6 @@ PAIRED_NOT_QUOTIENT = (
     "The ratios above are paired: the geometric mean of each instance's ratio (same data, "
     "seed and algorithm); the ms beside them are each engine's median over all its runs, so "
     "their quotient need not equal the ratio ({:.3g}/{:.3g} = {:.3g} against {:.3g}).")
-
-
-def _quotient_and_ratio(pair) -> tuple[float, float, float, float]:
-    """The medians, their quotient and the paired ratio of one per-iteration answer."""
-    _, row, numpy64, c = pair
-    a, b = row["ms_per_iteration"], numpy64["ms_per_iteration"]
-    return a, b, a / b if b > 0 else float("nan"), c.ratio
 
 
 def original_regression_answer(runs: pd.DataFrame,
@@ -244,8 +236,10 @@ def original_regression_answer(runs: pd.DataFrame,
             out.append(f"{title}'s fastest engine per iteration ({engine}, float64) took "
                        f"{row['ms_per_iteration']:.3g} ms ({row['passes_over_X']:.2g} passes "
                        "over X): " + c.phrase(engine, "NumPy", "time per iteration") + ".")
-    if out:
-        out.append(PAIRED_NOT_QUOTIENT.format(*_quotient_and_ratio(pairs[0])))
+    if out:  # the first answer's medians, their quotient and its paired ratio
+        _, row, numpy64, c = pairs[0]
+        a, b = row["ms_per_iteration"], numpy64["ms_per_iteration"]
+        out.append(PAIRED_NOT_QUOTIENT.format(a, b, a / b if b > 0 else float("nan"), c.ratio))
     summary = _labelled_summary(runs) if summary is None else summary
     on_data = summary[summary["data"] == data]
     original = on_data[(on_data["optimizer"] == "adadelta")

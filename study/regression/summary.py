@@ -149,9 +149,9 @@ def _format_table(table: pd.DataFrame) -> str:
     def seconds(x):
         return "inf" if np.isinf(x) else ("-" if np.isnan(x) else f"{x:.3g}")
 
+    labels = label_runs(table)
     view = pd.DataFrame({
-        "dataset": label_runs(table)["data"],
-        "method": label_runs(table)["method"],
+        "dataset": labels["data"], "method": labels["method"],
         "backend": table["backend"] + "/" + table["device"].astype(object).fillna("cpu")
         + table["feed"].map(lambda f: f"/{f}" if isinstance(f, str) else "")
         + table["xla"].map(lambda x: "+xla" if x is True else "")
@@ -185,6 +185,5 @@ def main(args) -> int:
     table = summarize(pd.read_parquet(path))
     print(format_summary(table))
     if args.csv:
-
         write_text_atomic(table.to_csv(index=False), args.csv)
     return 0
