@@ -37,6 +37,7 @@ from optimizers.from_file import provenance as file_record
 from optimizers.ranges import FRACTION, NONNEGATIVE, RATE, check_ranges
 from study.frameworks.jax.optax_file import checked_transform, optax_factory
 from study.sweep.schema import Column
+from study.train.frameworks import Adapter
 from study.train.models.input_rows import input_mismatch
 from study.train.models.model import check_trainable
 from study.train.models.model_checks import RANDOM_PASS
@@ -54,41 +55,11 @@ from study.train.models.workload import (
     loss_failure,
     run_loss,
 )
-from study.train.run.warm import prepare
 
-KERAS = True
-DEFAULT = True  # the one-run command's framework for a Keras model given no --backend
-STYLE = ("--", "s")
-LIBRARY = "optax"  # optax:<name>
-CODE_FILES = ("study/frameworks/jax/optax_file.py",)  # a file's optax factory checked
-OPTIMIZER_KIND = "an optax (JAX) optimizer"
-MODULES = "an Equinox or Flax NNX module"
-PAIR = "jax-pair"  # (init_params, apply[, loss])
-COLUMNS = (Column("optax_version", "str", "optax: optimizers: optax's version"),)
-LINE_SEARCH = ("lbfgs",)  # its optimizers whose line search compares the loss at several points
 OPTAX_ALIAS_MODULE = "optax._src.alias"  # where optax defines its optimizers (its docs' list)
 
 
 # ---- Keras models on JAX ------------------------------------------------------------------------
-
-def warm() -> None:
-    prepare("jax")
-
-
-def gpu_seen() -> bool:
-    import jax
-
-    try:
-        return bool(jax.devices("gpu"))
-    except RuntimeError:
-        return False
-
-
-def scope(device: str):
-    import keras
-
-    return keras.device(device)
-
 
 def placed(value) -> str:
     device = next(iter(value.devices()))
@@ -156,9 +127,6 @@ class KerasStepper:
         self.state = self.jax.device_put(tuple([v.value for v in group] for group in (
             model.trainable_variables, model.non_trainable_variables, model.optimizer.variables)),
             self.device)
-
-
-keras_stepper = KerasStepper
 
 
 # ---- the flat objective (our L-BFGS) ----------------------------------------------------------
@@ -401,9 +369,7 @@ class JaxWorkload(Workload):
         return int(sum(leaf.size for leaf in self.jax.tree_util.tree_leaves(self.initial)))
 
     def placed(self) -> str:
-        leaf = self.jax.tree_util.tree_leaves(self.initial)[0]
-        device = next(iter(leaf.devices()))
-        return f"{device.platform}:{device.id}"
+        return placed(self.jax.tree_util.tree_leaves(self.initial)[0])
 
 
 def _optax_ranges() -> dict:
@@ -553,17 +519,6 @@ class OptaxSubmission(Submission):
                                                default=str)}
 
 
-def workload(native, arrays: dict, loss, metric: str, device: str = "cpu", initial=None,
-             seed: int = 0) -> JaxWorkload:
-    return JaxWorkload(native, arrays, loss, metric, device, initial, seed)
-
-
-def submission(name: str, hyperparameters: dict) -> OptaxSubmission:
-    if not is_file_name(name):
-        check_optimizer(name)
-    return OptaxSubmission(name, hyperparameters)
-
-
 def optax_aliases() -> tuple[str, ...]:
     """optax's optimizers, as optax itself lists them: the functions of its alias module (adam,
     sgd, lbfgs, ...), by the names optax exports. Not every function that returns a
@@ -593,3 +548,40 @@ def check_optimizer(name: str) -> None:
            f"optax:{name} is not one of optax's optimizers (a building block: its updates are "
            "not a descent step by themselves)")
     raise InputError(f"{why}; optax's optimizers: {', '.join(aliases)}")
+
+
+class JaxAdapter(Adapter):
+    KERAS = True
+    DEFAULT = True  # the one-run command's framework for a Keras model given no --backend
+    STYLE = ("--", "s")
+    LIBRARY = "optax"  # optax:<name>
+    CODE_FILES = ("study/frameworks/jax/optax_file.py",)  # a file's optax factory checked
+    OPTIMIZER_KIND = "an optax (JAX) optimizer"
+    MODULES = "an Equinox or Flax NNX module"
+    PAIR = "jax-pair"  # (init_params, apply[, loss])
+    COLUMNS = (Column("optax_version", "str", "optax: optimizers: optax's version"),)
+    LINE_SEARCH = ("lbfgs",)  # its optimizers whose line search compares the loss at points
+    keras_stepper = KerasStepper
+    workload = JaxWorkload
+    flat_value_and_grad = staticmethod(flat_value_and_grad)
+    placed = staticmethod(placed)
+    module_kind = staticmethod(module_kind)
+    stochastic_layers = staticmethod(stochastic_layers)
+    check_optimizer = staticmethod(check_optimizer)
+
+    def gpu_seen(self) -> bool:
+        import jax
+
+        try:
+            return bool(jax.devices("gpu"))
+        except RuntimeError:
+            return False
+
+    def submission(self, name: str, hyperparameters: dict) -> OptaxSubmission:
+        if not is_file_name(name):
+            check_optimizer(name)
+        return OptaxSubmission(name, hyperparameters)
+
+
+ADAPTER = JaxAdapter()
+warm = ADAPTER.warm  # the warm process's preload (study.train.plugin.preload)

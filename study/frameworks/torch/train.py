@@ -30,6 +30,7 @@ from optimizers.from_file import provenance as file_record
 from optimizers.ranges import check_ranges
 from study.frameworks.torch.optimizers import COUNTS, TORCH_RANGES, torch_class
 from study.sweep.schema import Column
+from study.train.frameworks import Adapter, model_library
 from study.train.models.input_rows import input_mismatch
 from study.train.models.model import (
     LOG_PROBABILITIES,
@@ -52,18 +53,7 @@ from study.train.models.workload import (
     run_loss,
 )
 from study.train.run.flat import layout, pieces
-from study.train.run.trainers import rewound
-from study.train.run.warm import prepare
 
-KERAS = True
-STYLE = (":", "^")
-LIBRARY = "torch"  # torch:<Class>
-OPTIMIZER_FORM = "<Class>"
-MODULES = "a torch.nn.Module"
-RATE = "lr"
-CODE_FILES = ("study/frameworks/torch/optimizers.py",)  # torch:<Class>'s ranges
-COLUMNS = (Column("torch_version", "str", "torch: optimizers: PyTorch's version"),)
-LINE_SEARCH = ("LBFGS",)  # its optimizers whose line search compares the loss at several points
 # losses returned with a model whose meaning is known: (what the model must output, the family
 # of labels: sparse = class indices, binary = 0/1 floats); others are checked for shape
 KNOWN_LOSSES = {
@@ -80,26 +70,6 @@ KNOWN_LOSSES = {
 
 # ---- Keras models on PyTorch --------------------------------------------------------------------
 
-def warm() -> None:
-    prepare("torch")
-
-
-def gpu_seen() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
-
-
-def scope(device: str):
-    import keras
-
-    return keras.device(device)
-
-
-def placed(value) -> str:
-    return str(value.device)
-
-
 class KerasStepper:
     def __init__(self, model, loss, x, y, rows):
         import torch
@@ -114,7 +84,7 @@ class KerasStepper:
                 for i in range(first, first + count)]
 
     def warm(self, prepared) -> None:
-        rewound(self.model, lambda: self.read(self.run(prepared[:1])))
+        model_library().rewound(self.model, lambda: self.read(self.run(prepared[:1])))
 
     def run(self, prepared):
         torch, model = self.torch, self.model
@@ -138,9 +108,6 @@ class KerasStepper:
 
     def reload(self) -> None:
         pass
-
-
-keras_stepper = KerasStepper
 
 
 # ---- the flat objective (our L-BFGS) ----------------------------------------------------------
@@ -167,29 +134,6 @@ def flat_value_and_grad(weights, loss_at, data, device=None):
 
 
 # ---- native PyTorch models --------------------------------------------------------------------
-
-def module_kind(value) -> str | None:
-    """A torch.nn.Module (recognised through the modules already imported)."""
-    return "torch.nn.Module" if loaded(value, "torch.nn", "Module") else None
-
-
-def reseeded(seed: int, build):
-    """A module drawn without a seed, drawn again after `torch.manual_seed(seed)` (its
-    initializers use torch's global generator), so a seed gives the same instance."""
-    import torch
-
-    torch.manual_seed(seed)
-    return build()
-
-
-def stochastic_layers(native) -> list[str]:
-    """Dropout and batch normalization, by torch's own types."""
-    import torch
-
-    kinds = (torch.nn.modules.dropout._DropoutNd, torch.nn.modules.batchnorm._BatchNorm)
-    return [type(m).__name__ for m in native.obj.modules()
-            if isinstance(m, kinds) and getattr(m, "p", 1.0) > 0]
-
 
 def torch_device(device: str):
     import torch
@@ -235,7 +179,7 @@ class TorchWorkload(Workload):
     framework = "torch"
 
     def __init__(self, native, arrays: dict, loss, metric: str, device: str = "cpu",
-                 initial=None):
+                 initial=None, seed: int = 0):
         import torch
 
         self.torch, self.what, self.kind = torch, native.what, native.kind
@@ -493,10 +437,46 @@ class TorchSubmission(Submission):
                                                default=str)}
 
 
-def workload(native, arrays: dict, loss, metric: str, device: str = "cpu", initial=None,
-             seed: int = 0) -> TorchWorkload:
-    return TorchWorkload(native, arrays, loss, metric, device, initial)
+class TorchAdapter(Adapter):
+    KERAS = True
+    STYLE = (":", "^")
+    LIBRARY = "torch"  # torch:<Class>
+    OPTIMIZER_FORM = "<Class>"
+    MODULES = "a torch.nn.Module"
+    RATE = "lr"
+    CODE_FILES = ("study/frameworks/torch/optimizers.py",)  # torch:<Class>'s ranges
+    COLUMNS = (Column("torch_version", "str", "torch: optimizers: PyTorch's version"),)
+    LINE_SEARCH = ("LBFGS",)  # its optimizers whose line search compares the loss at several points
+    keras_stepper = KerasStepper
+    workload = TorchWorkload
+    submission = TorchSubmission
+    flat_value_and_grad = staticmethod(flat_value_and_grad)
+
+    def gpu_seen(self) -> bool:
+        import torch
+
+        return torch.cuda.is_available()
+
+    def module_kind(self, value) -> str | None:
+        """A torch.nn.Module (recognised through the modules already imported)."""
+        return "torch.nn.Module" if loaded(value, "torch.nn", "Module") else None
+
+    def reseeded(self, seed: int, build):
+        """A module drawn without a seed, drawn again after `torch.manual_seed(seed)` (its
+        initializers use torch's global generator), so a seed gives the same instance."""
+        import torch
+
+        torch.manual_seed(seed)
+        return build()
+
+    def stochastic_layers(self, native) -> list[str]:
+        """Dropout and batch normalization, by torch's own types."""
+        import torch
+
+        kinds = (torch.nn.modules.dropout._DropoutNd, torch.nn.modules.batchnorm._BatchNorm)
+        return [type(m).__name__ for m in native.obj.modules()
+                if isinstance(m, kinds) and getattr(m, "p", 1.0) > 0]
 
 
-def submission(name: str, hyperparameters: dict) -> TorchSubmission:
-    return TorchSubmission(name, hyperparameters)
+ADAPTER = TorchAdapter()
+warm = ADAPTER.warm  # the warm process's preload (study.train.plugin.preload)

@@ -33,8 +33,9 @@ from study.output import check_kind
 from study.sweep import cache
 from study.sweep.fingerprint import manifest, python_files
 from study.sweep.interpreter import QUIET_LOGS, python_command
+from study.train.frameworks import model_library
 from study.train.models.data import load_data
-from study.train.models.model import build, check_outputs, loss_object, model_file, outputs_for
+from study.train.models.model import model_file
 from study.train.models.native_examples import NATIVE_MODELS
 from study.train.run.native_optimizers import library_of
 from study.train.sweep.spec import Spec
@@ -205,49 +206,15 @@ def read_initial(folder: Path) -> tuple[list[np.ndarray], dict]:
     return weights, meta
 
 
-def validation_loss(model, loss, x_val, y_val) -> float:
-    """The mean loss over the validation rows, in one call (any backend)."""
-    import keras
-
-    return float(keras.ops.convert_to_numpy(loss(y_val, model(x_val, training=False))))
-
-
 def agrees(value: float, reference: float) -> bool:
     return abs(value - reference) <= RTOL * max(abs(reference), 1.0)
-
-
-def _helper(request: dict) -> None:
-    """In the helper process (KERAS_BACKEND=numpy): build, seed, draw, evaluate, save."""
-    import keras
-
-    assert keras.backend.backend() == "numpy", keras.backend.backend()
-    arrays = read_arrays(Path(request["data"]))
-    loss = loss_object(request["loss"])
-    outputs = outputs_for(request["loss"], arrays["y_train"], arrays["y_val"], "data")
-    input_shape = arrays["x_train"].shape[1:]
-    keras.utils.set_random_seed(request["seed"])
-    model = build(request["model"], input_shape, outputs)
-    if model_file(request["model"]) is not None and request["model"].endswith(".keras"):
-        model = keras.models.clone_model(model)  # fresh weights from its initializers
-        model.build((None, *input_shape))
-    weights = model.get_weights()
-    out = Path(request["out"])
-    np.savez(out / "weights.npz", **{f"w{i}": w for i, w in enumerate(weights)})
-    check_outputs(request["loss"], keras.ops.convert_to_numpy(model(arrays["x_val"][:256],
-                                                                    training=False)),
-                  f"model '{request['model']}'")
-    reference = validation_loss(model, loss, arrays["x_val"], arrays["y_val"])
-    (out / "meta.json").write_text(json.dumps({
-        "reference_val_loss": reference, "outputs": outputs, "input_shape": list(input_shape),
-        "n_weights": len(weights), "parameters": int(sum(w.size for w in weights)),
-        "keras_version": keras.__version__}))
 
 
 def main() -> None:
     answers = []
     for one in json.loads(sys.argv[1]):
         try:
-            _helper(one)
+            model_library().draw_initial(one, read_arrays(Path(one["data"])))
             answers.append({"ok": True})
         except InputError as exc:
             answers.append({"error": str(exc)})

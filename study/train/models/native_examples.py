@@ -1,4 +1,4 @@
-"""The shipped examples as native models, beside the Keras ones (study.train.models.examples):
+"""The shipped examples as native models, beside the Keras ones (study/frameworks/keras/):
 the same architectures, written in PyTorch, as a pure-JAX pair and as an Equinox module (each in
 its framework's folder, study/frameworks/<name>/examples.py), with their parameters in Keras's
 layout and order (a conv kernel HWIO, a dense kernel (in, out), kernel then bias per layer), so
@@ -13,17 +13,16 @@ Each function takes (input_shape, outputs, seed=0), as a user's `file.py:functio
 
 `mnist-net-torch` is the other way round: PyTorch's MNIST example as written upstream
 (channels-first rows, its own parameters), and its Keras twin
-(study.train.models.examples.mnist_net) is written with PyTorch's layout, so the twin's draw
+(mnist-net) is written with PyTorch's layout, so the twin's draw
 loads into it all the same.
 """
 
 from __future__ import annotations
 
-import importlib
 import math
-from collections.abc import Mapping
 
 from study.frameworks.registry import FRAMEWORKS
+from study.train.models.examples import Examples
 
 # --- digits-cnn: conv 3x3x1x6 VALID -> avg_pool 2x2 -> relu -> flatten (h, w, c) -> dense softmax
 
@@ -45,26 +44,7 @@ def _mlp_shapes(input_shape, outputs):
     return [(features, 32), (32,), (32, 32), (32,), (32, outputs), (outputs,)]
 
 
-class _Examples(Mapping):
-    """Example name -> its function, imported from its framework's folder only when asked for
-    (the names are the registry's, `Framework.examples`)."""
-
-    def __init__(self):
-        self._where = {name: where for f in FRAMEWORKS.values()
-                       for name, where in f.examples.items()}
-
-    def __getitem__(self, name: str):
-        module, function = self._where[name].split(":")
-        return getattr(importlib.import_module(module), function)
-
-    def __iter__(self):
-        return iter(self._where)
-
-    def __len__(self) -> int:
-        return len(self._where)
-
-
-NATIVE_MODELS = _Examples()
+NATIVE_MODELS = Examples(native=True)
 # each shipped native example's framework (the command and config can pick the backend from the
 # name, before anything is imported)
-FRAMEWORK_OF = {name: f.name for f in FRAMEWORKS.values() for name in f.examples}
+FRAMEWORK_OF = {name: f.name for f in FRAMEWORKS.values() if f.train for name in f.examples}
