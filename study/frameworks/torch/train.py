@@ -54,20 +54,6 @@ from study.train.models.workload import (
 )
 from study.train.run.flat import layout, pieces
 
-# losses returned with a model whose meaning is known: (what the model must output, the family
-# of labels: sparse = class indices, binary = 0/1 floats); others are checked for shape
-KNOWN_LOSSES = {
-    "torch.nn.functional.nll_loss": (LOG_PROBABILITIES, "sparse"),
-    "torch.nn.modules.loss.NLLLoss": (LOG_PROBABILITIES, "sparse"),
-    "torch.nn.functional.cross_entropy": (LOGIT_OUTPUTS, "sparse"),
-    "torch.nn.modules.loss.CrossEntropyLoss": (LOGIT_OUTPUTS, "sparse"),
-    "torch.nn.functional.binary_cross_entropy": (PROBABILITIES, "binary"),
-    "torch.nn.modules.loss.BCELoss": (PROBABILITIES, "binary"),
-    "torch.nn.functional.binary_cross_entropy_with_logits": (LOGIT_OUTPUTS, "binary"),
-    "torch.nn.modules.loss.BCEWithLogitsLoss": (LOGIT_OUTPUTS, "binary"),
-}
-
-
 # ---- Keras models on PyTorch --------------------------------------------------------------------
 
 class KerasStepper:
@@ -446,7 +432,19 @@ class TorchAdapter(Adapter):
     RATE = "lr"
     CODE_FILES = ("study/frameworks/torch/optimizers.py",)  # torch:<Class>'s ranges
     COLUMNS = (Column("torch_version", "str", "torch: optimizers: PyTorch's version"),)
-    LINE_SEARCH = ("LBFGS",)  # its optimizers whose line search compares the loss at several points
+    LINE_SEARCH = ("LBFGS",)  # its optimizers whose line search compares the loss at points
+    # losses returned with a model whose meaning is known: (what the model must output, the family
+    # of labels: sparse = class indices, binary = 0/1 floats); others are checked for shape
+    KNOWN_LOSSES = {
+        "torch.nn.functional.nll_loss": (LOG_PROBABILITIES, "sparse"),
+        "torch.nn.modules.loss.NLLLoss": (LOG_PROBABILITIES, "sparse"),
+        "torch.nn.functional.cross_entropy": (LOGIT_OUTPUTS, "sparse"),
+        "torch.nn.modules.loss.CrossEntropyLoss": (LOGIT_OUTPUTS, "sparse"),
+        "torch.nn.functional.binary_cross_entropy": (PROBABILITIES, "binary"),
+        "torch.nn.modules.loss.BCELoss": (PROBABILITIES, "binary"),
+        "torch.nn.functional.binary_cross_entropy_with_logits": (LOGIT_OUTPUTS, "binary"),
+        "torch.nn.modules.loss.BCEWithLogitsLoss": (LOGIT_OUTPUTS, "binary"),
+    }
     keras_stepper = KerasStepper
     workload = TorchWorkload
     submission = TorchSubmission

@@ -7,8 +7,9 @@ seed by Keras's NumPy backend: study.train.models.initial), building and compili
 the check that the loaded weights give the reference validation loss (a run whose weights disagree
 is refused, never trained). Then the loop (study.train.run.loop) inside the noise probe.
 `loop = "fit"` times `model.fit` over the same batches instead, for the loop's overhead.
-All of it runs inside the spec's device (study.train.run.device): a GPU run where the framework
-sees none is skipped, and the weights' device is checked after the run."""
+All of it runs inside the spec's device: a GPU run where the framework sees none is skipped (never
+moved to the CPU), and the weights' device is checked after the run (TensorFlow places ops
+softly: it would fall back to the CPU without a word)."""
 
 from __future__ import annotations
 
@@ -21,9 +22,10 @@ import pandas as pd
 from convergence_study.errors import InputError
 from datasets.user_file import is_file_name
 from optimizers.from_file import provenance
+from study.frameworks.registry import FRAMEWORKS
 from study.sweep.plugin import Measurement, RunContext
 from study.sweep.tuning import NO_RATE, is_tuned
-from study.train.frameworks import check_keras, model_library, native_titles, of_library
+from study.train.frameworks import adapter, check_keras, model_library, native_titles, of_library
 from study.train.models.initial import (
     RTOL,
     agrees,
@@ -36,7 +38,6 @@ from study.train.models.initial import (
 from study.train.models.model import outputs_for
 from study.train.models.native_examples import NATIVE_MODELS
 from study.train.models.native_load import check_backend, load
-from study.train.run.device import check_placed, gpu_seen, no_gpu
 from study.train.run.loop import Target, epoch_batches, run_loop
 from study.train.run.native_optimizers import KERAS_LIBRARY, check_family, library_of
 from study.train.run.native_run import prepare
@@ -73,8 +74,8 @@ def measure(spec: Spec, ctx: RunContext) -> Measurement:
     initial = initial_folder(spec, ctx.cache_dir)  # a model that cannot be built is refused
     keras = model_library()
     keras.check_backend(spec.backend)  # here, before Keras starts its framework (seconds)
-    if spec.device == "gpu" and not gpu_seen(spec.backend):
-        return Measurement({"status": "skipped", "message": no_gpu(spec.backend)})
+    if no_gpu(spec):
+        return no_gpu(spec)
     with keras.scope(spec.device):
         return measure_on_device(spec, ctx, initial)
 
@@ -189,8 +190,8 @@ def measure_native(spec: Spec, ctx: RunContext, native, arrays: dict) -> Measure
     if spec.loop != "steps":
         raise InputError(f"loop '{spec.loop}' times Keras's model.fit; {native.what} is a native "
                          "model: use loop = 'steps'")
-    if spec.device == "gpu" and not gpu_seen(spec.backend):
-        return Measurement({"status": "skipped", "message": no_gpu(spec.backend)})
+    if no_gpu(spec):
+        return no_gpu(spec)
     initial, reference = spec.initial, None
     if initial is None and spec.model in NATIVE_MODELS:
         folder = initial_folder(keras_instance(spec), ctx.cache_dir)
@@ -226,6 +227,18 @@ def measure_native(spec: Spec, ctx: RunContext, native, arrays: dict) -> Measure
                            "train_loss": t["train_loss"], "val_loss": t["val_loss"],
                            "val_metric": t.get(f"val_{spec.metric}")} for t in trace])
     return Measurement(record, {"traces": table})
+
+
+def no_gpu(spec: Spec) -> Measurement | None:
+    """A GPU run where the framework (in this process) sees none: skipped."""
+    if spec.device == "gpu" and not adapter(spec.backend).gpu_seen():
+        return Measurement({"status": "skipped", "message": FRAMEWORKS[spec.backend].no_gpu()})
+    return None
+
+
+def check_placed(device: str, name: str) -> None:
+    if name.lower().startswith(("gpu", "cuda")) != (device == "gpu"):
+        raise RuntimeError(f"asked for the {device.upper()} but the weights lie on {name}")
 
 
 def device_record(spec: Spec, model) -> dict:

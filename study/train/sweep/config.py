@@ -17,6 +17,7 @@ from dataclasses import replace
 from convergence_study.errors import InputError
 from datasets import values
 from datasets.user_file import absolute, is_file_name
+from study.frameworks.registry import DEVICES
 from study.frameworks.registry import FRAMEWORKS as REGISTRY
 from study.sweep import tuning as protocol
 from study.sweep.grid import ConfigError, as_list, blocks, check_size, expand, matches, unknown
@@ -41,7 +42,6 @@ from study.train.models.model import (
 )
 from study.train.models.native_examples import FRAMEWORK_OF
 from study.train.models.workload import METRICS, check_metric
-from study.train.run.device import DEVICES
 from study.train.run.native_optimizers import (
     KERAS_LIBRARY,
     file_kinds,
