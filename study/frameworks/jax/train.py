@@ -1,28 +1,17 @@
-"""The train study on JAX: Keras models (Keras 3's JAX backend) and native JAX models with optax's
-optimizers (`optax:<name>`), one module (its adapter: study.train.frameworks).
+"""The train study on JAX: Keras models on Keras 3's JAX backend, and native JAX models with
+optax's optimizers (`optax:<name>`).
 
 Keras models: one `jax.jit` of a stateless step (`model.stateless_call`, `jax.value_and_grad`,
-`optimizer.stateless_apply`) with the state (trainable, non-trainable and optimizer values)
-donated, as `fit` compiles it (keras/src/backend/jax/trainer.py); the state lives in the step's
-buffers and is written into the model's variables before an evaluation and read back after it
-(the evaluation's own compiled step donates and replaces them). Setup runs one step on a copy of
-the state, thrown away. Placement is Keras's own `keras.device` (`jax.default_device`).
-
-The flat objective (our L-BFGS): `jax.value_and_grad` of the loss at the unflattened w, jitted,
-the data passed as arguments (a closed-over array would be embedded in the program as a
-constant); host float64 values back.
+`optimizer.stateless_apply`) with the state donated, as `fit` compiles it
+(keras/src/backend/jax/trainer.py); the state lives in the step's buffers and is written into
+the model's variables before an evaluation and read back after it.
 
 A native JAX model is its parameters (a pytree of float arrays) and a pure `apply(params, x)`:
-  - a pair (init_params(key) -> pytree, apply(params, x) -> outputs), called on a batch;
-  - an Equinox module: its inexact arrays are the parameters (`eqx.partition`), the rest is
-    static, and it is applied per example under `jax.vmap` (Equinox's convention: its layers
-    take one example);
-  - a Flax NNX module: `nnx.split(module, nnx.Param, ...)`, applied on a batch after
-    `nnx.merge` (only what is an `nnx.Param` trains; other state is held fixed).
-Stateless models only: no batch-norm statistics or other state updated by the forward pass.
-Its step is one `jax.jit` of a pure function with the state (parameters, optimizer state)
-donated, the training arrays on the device passed as arguments, the batch gathered by index
-inside the step: no host read in a segment (the loop reads the last loss once).
+a pair (init_params(key), apply); an Equinox module (its inexact arrays are the parameters,
+applied per example under `jax.vmap`, Equinox's convention); a Flax NNX module (`nnx.split`:
+only `nnx.Param` trains). Stateless models only: no batch statistics updated by the forward
+pass. Its step is one `jax.jit` of a pure function, the state donated, the batch gathered by
+index inside the step: no host read in a segment.
 """
 
 from __future__ import annotations
@@ -96,12 +85,8 @@ class KerasStepper:
                                     for i in range(first, first + count)], self.device)
 
     def warm(self, prepared) -> None:
-        """One step on a copy of the state (of the same types and placement: no new compile),
-        thrown away: the step is pure, so the state is kept. Compiled ahead of time instead,
-        step 1 still paid its first call's costs (~80 ms against ~0.2 ms for step 2)."""
-        jax = self.jax
-        copy = jax.tree.map(lambda a: jax.numpy.array(a, copy=True), self.state)
-        jax.block_until_ready(self.step(copy, self.x, self.y, prepared[0]))
+        """One step on a copy of the state, thrown away (as OptaxSubmission.warm)."""
+        self.jax.block_until_ready(self.step(copied(self.state), self.x, self.y, prepared[0]))
 
     def run(self, prepared):
         for index in prepared:

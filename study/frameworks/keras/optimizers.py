@@ -71,6 +71,24 @@ def keras_classes() -> list[str]:
                   if isinstance(value, type) and issubclass(value, base) and value is not base)
 
 
+def keras_optimizer(name: str, config: dict):
+    """The Keras optimizer `keras:<Class>` or a file's class (`path.py:Name`) built with
+    `config`, checked first (the class, the ranges, Keras's own checks): one line each."""
+    import keras
+
+    if is_file_name(name):
+        return file_optimizer(name, config)
+    class_name = name[len(PREFIX):]
+    if class_name not in keras_classes():
+        raise InputError(f"unknown Keras optimizer '{class_name}'; allowed: "
+                         f"{', '.join(keras_classes())}")
+    check_config(class_name, config)
+    try:
+        return getattr(keras.optimizers, class_name)(**config)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{name}: {first_line(exc)}") from None
+
+
 class KerasOptimizer(Optimizer):
     only_on = "tensorflow"
     evaluations = {"nfev": 1, "ngev": 1, "nhvp": 0}
@@ -83,19 +101,8 @@ class KerasOptimizer(Optimizer):
         self._build()  # refuses a bad class or parameter before any data is made
 
     def _build(self):
-        import keras
-
-        if self.library_class is not None:
-            return file_optimizer(self.class_name, self.config)
-        if self.class_name not in keras_classes():
-            raise InputError(f"unknown Keras optimizer '{self.class_name}'; allowed: "
-                             f"{', '.join(keras_classes())}")
-        check_config(self.class_name, self.config)
-        try:
-            return getattr(keras.optimizers, self.class_name)(**self.config)
-        except (TypeError, ValueError) as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise InputError(f"{self.name}: {first}") from None
+        return keras_optimizer(self.class_name if self.library_class else
+                               PREFIX + self.class_name, self.config)
 
     def hyperparameters(self) -> dict:
         return dict(self.config)
@@ -253,10 +260,7 @@ def _check_main() -> None:
     errors = []
     for name, config in json.loads(sys.stdin.read()):
         try:
-            if is_file_name(name):
-                file_optimizer(name, config)
-            else:
-                KerasOptimizer(name[len(PREFIX):], **config)
+            keras_optimizer(name, config)
             errors.append(None)
         except InputError as exc:
             errors.append(str(exc))

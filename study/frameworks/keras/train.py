@@ -26,13 +26,9 @@ from pathlib import Path
 import numpy as np
 
 from convergence_study.errors import InputError
-from datasets.user_file import is_file_name
 from study.frameworks.keras.optimizers import (  # noqa: F401 - check_optimizers: for configs
-    KERAS_PREFIX,
-    check_config,
     check_optimizers,
-    file_optimizer,
-    keras_classes,
+    keras_optimizer,
 )
 from study.train.frameworks import adapter
 from study.train.models.examples import MODELS
@@ -44,10 +40,10 @@ from study.train.models.model import (
     NLL,
     SPARSE,
     _call,
-    _first,
     check_model_name,
     check_outputs,
     check_trainable,
+    describe,
     loss_name,
     model_file,
     outputs_for,
@@ -117,7 +113,7 @@ def build(model: str, input_shape: tuple, outputs: int):
         try:
             built = keras.saving.load_model(path, compile=False)
         except Exception as exc:  # a zip that is no model, a model of unknown layers
-            raise InputError(f"{what} is not a Keras model: {_first(exc)}") from None
+            raise InputError(f"{what} is not a Keras model: {describe(exc)}") from None
     else:
         function, what = model.rsplit(":", 1)[1], f"model '{model}'"
         built = _call(path, function, input_shape, outputs, what)
@@ -313,22 +309,6 @@ STOCHASTIC_LAYERS = ("Dropout", "SpatialDropout1D", "SpatialDropout2D", "Spatial
                      "GaussianDropout", "GaussianNoise", "AlphaDropout", "BatchNormalization",
                      "RandomFlip", "RandomRotation", "RandomZoom", "RandomTranslation",
                      "RandomContrast", "RandomCrop")
-
-
-def keras_optimizer(name: str, hyperparameters: dict):
-    import keras
-
-    if is_file_name(name):  # a file's Keras optimizer class
-        return file_optimizer(name, hyperparameters)
-    class_name = name[len(KERAS_PREFIX):]
-    if class_name not in keras_classes():
-        raise InputError(f"unknown Keras optimizer '{class_name}'; allowed: "
-                         f"{', '.join(keras_classes())}")
-    check_config(class_name, hyperparameters)
-    try:
-        return getattr(keras.optimizers, class_name)(**hyperparameters)
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"{name}: {str(exc).splitlines()[0]}") from None
 
 
 class Evaluation:

@@ -1,20 +1,13 @@
-"""The train study on PyTorch: Keras models (Keras 3's torch backend) and native `torch.nn.Module`s
-with torch.optim's optimizers (`torch:<Class>`), one module (its adapter: study.train.frameworks).
+"""The train study on PyTorch: Keras models on Keras 3's torch backend, and native
+`torch.nn.Module`s with torch.optim's optimizers (`torch:<Class>`).
 
-Keras models: an eager step, as `fit`'s is on torch; setup runs one step and puts every variable
-of the model and its optimizer back. Placement is Keras's own `keras.device` (not "cpu:0":
-Keras moves each new parameter `.to(...)` that name, and to "cpu:0" torch copies a CPU parameter
-into a tensor that no longer collects gradients).
+Keras models: an eager step, as `fit`'s is on torch. Placement is Keras's own `keras.device`
+(to "cpu:0" torch copies a CPU parameter into a tensor that no longer collects gradients).
 
-The flat objective (our L-BFGS): w copied into the tensors, then `torch.autograd.grad`; host
-float64 values back.
-
-A native module keeps its parameters (updated in place, as torch.optim does), so `params` is the
-list of its trainable parameters; a step is plain torch: the batch gathered by index from the
-training tensors on the device, forward, the loss, `backward`, `optimizer.step()`, the loss
-returned detached (no `.item()`: the loop reads it once per segment). The module is in
-`train()` mode while stepping and `eval()` (no grad) while evaluating. torch.optim.LBFGS gets
-the closure it needs (its own line search reads the host: it is that algorithm's nature).
+A native module keeps its parameters (updated in place, as torch.optim does): a step is plain
+torch, the loss returned detached (the loop reads it once per segment); `train()` mode while
+stepping, `eval()` while evaluating. torch.optim.LBFGS gets the closure it needs (its own line
+search reads the host: it is that algorithm's nature).
 """
 
 from __future__ import annotations

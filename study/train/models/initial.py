@@ -1,17 +1,12 @@
-"""The same instance everywhere: per model, data and seed, the initial weights are made once,
-by Keras's NumPy backend in a helper process, and every framework and optimizer loads them.
+"""The same instance everywhere: per model, data and seed, the initial weights are drawn once by
+Keras's NumPy backend in a helper process (NumPy's own generator: the weights do not depend on
+the framework that runs), with their validation loss, the reference every run checks its loaded
+model against before it trains. Both are cached in the results folder (study.sweep.cache), the
+split data arrays beside them.
 
-Keras's NumPy backend draws its initializers with NumPy's own generator, so the weights do not
-depend on which framework runs; the helper also computes the validation loss of those weights
-(the reference every run checks its loaded model against, to float32 rounding, before it
-trains). Both are cached in the results folder (study.sweep.cache), keyed by the model (and its
-file's content), the data, the loss and the seed; the data arrays are cached beside them, so
-every run of a sweep reads the same arrays, split once.
-
-`python -P -m study.train.models.initial REQUESTS` is the helper (KERAS_BACKEND=numpy): it draws
-each request of a JSON list and answers one JSON line, a list of {"ok": true}, {"error": "one line"}
-(bad input) or {"failed": "one line"}. A sweep asks for all its seeds at once
-(`prepare_initial`), a single run for its own.
+`python -P -m study.train.models.initial REQUESTS` is the helper (KERAS_BACKEND=numpy): one JSON
+line answers each request, {"ok": true}, {"error": "one line"} (bad input) or {"failed": ...}.
+A sweep asks for all its seeds at once (`prepare_initial`), a single run for its own.
 """
 
 from __future__ import annotations

@@ -120,7 +120,7 @@ def import_file(path: Path, what: str):
             module = importlib.util.module_from_spec(loaded)
             loaded.loader.exec_module(module)
         except (Exception, SystemExit) as exc:
-            raise InputError(f"{what}: importing '{path}' failed: {_first(exc)}") from None
+            raise InputError(f"{what}: importing '{path}' failed: {describe(exc)}") from None
     return module
 
 
@@ -367,6 +367,7 @@ def outputs_for(loss: str, y_train: np.ndarray, y_val: np.ndarray, source: str) 
     return y.shape[1]
 
 
-def _first(exc: BaseException) -> str:
+def describe(exc: BaseException) -> str:
+    """An exception as one line: its type and its message's first line (300 characters)."""
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0][:300]}" if text else type(exc).__name__

@@ -1,20 +1,11 @@
-"""The shipped examples as native models, beside the Keras ones (study/frameworks/keras/):
-the same architectures, written in PyTorch, as a pure-JAX pair and as an Equinox module (each in
-its framework's folder, study/frameworks/<name>/examples.py), with their parameters in Keras's
-layout and order (a conv kernel HWIO, a dense kernel (in, out), kernel then bias per layer), so
-that one `.npz` of w0, w1, ... (Keras's get_weights order, the train study's weights.npz) gives all
-of them the same initial weights and the same outputs, and the Keras, PyTorch and JAX runs can be
-compared on one instance. Here: the shapes they share and the table of them by name.
-
-Without an .npz each initializes as Keras does by default (Glorot-uniform kernels, zero
-biases), drawn by its own framework's generator under the run's seed.
-
-Each function takes (input_shape, outputs, seed=0), as a user's `file.py:function` does.
-
-`mnist-net-torch` is the other way round: PyTorch's MNIST example as written upstream
-(channels-first rows, its own parameters), and its Keras twin
-(mnist-net) is written with PyTorch's layout, so the twin's draw
-loads into it all the same.
+"""The shipped examples as native models, beside the Keras ones (study/frameworks/keras/): the
+same architectures in PyTorch, as a pure-JAX pair and as an Equinox module (each in its
+framework's folder, study/frameworks/<name>/examples.py), their parameters in Keras's layout and
+order, so that one `.npz` of w0, w1, ... (the train study's weights.npz) gives all of them the
+same initial weights and the Keras, PyTorch and JAX runs compare on one instance. Without an
+.npz each initializes as Keras does by default (Glorot-uniform kernels, zero biases), under the
+run's seed. `mnist-net-torch` is the other way round: PyTorch's MNIST example as written
+upstream, its Keras twin (mnist-net) written in PyTorch's layout.
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
-"""One train run in its own process, whose Keras runs on the spec's framework (KERAS_BACKEND
-was set before Keras was imported: the adapter's `warm` for a sweep's warm process, the command
-for one run). Keras is reached through `model_library()` (study.train.frameworks).
-
-Outside every clock: the data and the initial weights (from the sweep's cache, made once per
-seed by Keras's NumPy backend: study.train.models.initial), building and compiling the model, and
-the check that the loaded weights give the reference validation loss (a run whose weights disagree
-is refused, never trained). Then the loop (study.train.run.loop) inside the noise probe.
-`loop = "fit"` times `model.fit` over the same batches instead, for the loop's overhead.
-All of it runs inside the spec's device: a GPU run where the framework sees none is skipped (never
-moved to the CPU), and the weights' device is checked after the run (TensorFlow places ops
-softly: it would fall back to the CPU without a word)."""
+"""One train run in its own process, Keras on the spec's framework (KERAS_BACKEND set before its
+import) and reached through `model_library()`. Outside every clock: the data and the initial
+weights (the sweep's cache: study.train.models.initial), building and compiling the model, and
+the check that the loaded weights give the reference validation loss (else refused, never
+trained); then the loop (study.train.run.loop) inside the noise probe. `loop = "fit"` times
+`model.fit` over the same batches instead. A GPU run where the framework sees none is skipped
+(never moved to the CPU), and the weights' device is checked after the run (TensorFlow places
+ops softly: it would fall back to the CPU without a word)."""
 
 from __future__ import annotations
 
