@@ -29,6 +29,7 @@ from convergence_study.errors import InputError
 from study.frameworks.keras.optimizers import (  # noqa: F401 - check_optimizers: for configs
     check_optimizers,
     keras_optimizer,
+    numpy_child,
 )
 from study.train.frameworks import adapter
 from study.train.models.examples import MODELS
@@ -254,13 +255,8 @@ def check_names(loss: str | None, metric: str) -> str | None:
     of a child on Keras's NumPy backend (a sweep's process must not import Keras)."""
     import subprocess
 
-    root = str(Path(__file__).resolve().parents[3])
-    env = {**os.environ, "KERAS_BACKEND": "numpy", "CUDA_VISIBLE_DEVICES": "-1",
-           "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
     try:
-        done = subprocess.run([sys.executable, "-P", "-c", KERAS_NAMES], text=True, env=env,
-                              input=json.dumps([loss, metric]), capture_output=True,
-                              timeout=600)
+        done = numpy_child(["-c", KERAS_NAMES], [loss, metric], 600)
         return json.loads(done.stdout.strip().splitlines()[-1])
     except (OSError, subprocess.SubprocessError, ValueError, IndexError):
         return None  # no child: each run checks the names itself, as before
