@@ -75,7 +75,7 @@ def initial_key(spec, data: Path) -> dict:
     path = model_file(spec.model)
     return {"model": spec.model, "model_file": file_digest(path) if path else None,
             "data": data.name, "loss": spec.loss, "seed": spec.seed,
-            "code": manifest(python_files("study/train"))}
+            "code": manifest(python_files("study/train") + python_files("study/frameworks/keras"))}
 
 
 def initial_folder(spec, cache_dir: Path, python: str = sys.executable,
