@@ -183,9 +183,7 @@ KERAS_PROBE = textwrap.dedent('''
     import numpy as np
     import keras
     from study.train.run.loop import Target, epoch_batches, run_loop
-    from study.train.models.model import loss_object
-    from study.train.run.trainers import make_stepper
-    from study.train.run.flat import value_and_grad
+    from study.frameworks.keras.train import loss_object, make_stepper, value_and_grad
     from test_compiles_after_setup import CountedStepper
 
     backend = keras.backend.backend()

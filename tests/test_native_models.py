@@ -183,7 +183,7 @@ KERAS_WEIGHTS = textwrap.dedent('''
     import keras
     from study.train.models.data import load_data
     from study.train.models.examples import MODELS
-    from study.train.models.model import loss_object
+    from study.frameworks.keras.train import loss_object
     arrays = load_data({"name": "digits"})
     keras.utils.set_random_seed(0)
     model = MODELS["digits-cnn"]((8, 8, 1), 10)

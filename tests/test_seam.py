@@ -232,7 +232,7 @@ def test_the_toy_backend_is_unknown_without_its_folder(tmp_path):
 def test_an_unknown_framework_is_one_line_everywhere(tmp_path, monkeypatch):
     from study.feedmode.model import modes_of
 
-    message = "unknown framework 'nope'; allowed: tensorflow, jax, torch, cupy"
+    message = "unknown framework 'nope'; allowed: tensorflow, keras, jax, torch, cupy"
     with pytest.raises(InputError, match=message):
         registry.framework("nope")
     with pytest.raises(InputError, match=message):

@@ -329,8 +329,8 @@ def test_bad_data_names_the_array(tmp_path):
 
 
 def test_bad_models_losses_metrics_and_optimizers(tmp_path):
-    from study.train.models.model import build, loss_object, metric_object, outputs_for
-    from study.train.run.trainers import keras_optimizer
+    from study.frameworks.keras.train import build, keras_optimizer, loss_object, metric_object
+    from study.train.models.model import outputs_for
 
     (tmp_path / "not_a_model.keras").write_text("hello")
     with pytest.raises(InputError, match="is not a Keras model"):

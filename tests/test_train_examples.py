@@ -243,7 +243,7 @@ def test_an_equinox_model_of_channels_first_says_so_in_its_words_and_runs_with_t
 
 def test_a_keras_model_of_channels_last_given_channels_first_rows_says_to_leave_the_layout_out(
         tmp_path):
-    from study.train.models.model import build
+    from study.frameworks.keras.train import build
 
     (tmp_path / "m.py").write_text(PAIR)
     with pytest.raises(InputError) as caught:
@@ -264,8 +264,8 @@ def test_a_keras_model_of_channels_last_given_channels_first_rows_says_to_leave_
 def test_the_torch_net_takes_its_keras_twins_weights_and_gives_its_outputs():
     """mnist-net (Keras, PyTorch's layout) draws the weights mnist-net-torch starts from; both
     give the same outputs from them, so a run's first evaluation matches the twin's."""
+    from study.frameworks.keras.examples import mnist_net
     from study.frameworks.torch.examples import mnist_net_torch
-    from study.train.models.examples import mnist_net
 
     x = load_data({"name": "digits28", "layout": "channels_first"})["x_val"][:64]
     twin = mnist_net(x.shape[1:], 10)

@@ -205,7 +205,7 @@ def test_a_framework_is_named_in_its_adapter_only():
     with pytest.raises(InputError, match="lbfgs's flat objective has no code for the framework "
                                          "'cupy'"):
         flat.framework_value_and_grad("cupy")
-    trainers = (train / "run" / "trainers.py").read_text()
+    trainers = (folders / "keras" / "train.py").read_text()
     assert "study.frameworks.numpy.backend" not in trainers  # through the registry
 
 
@@ -218,10 +218,9 @@ def test_lbfgs_is_one_submission_over_one_flat_objective_for_every_model():
 
     import keras
 
-    from study.train.models.model import loss_object
+    from study.frameworks.keras.train import loss_object, make_trainer
     from study.train.models.workload import LbfgsSubmission, WorkloadStepper
     from study.train.run.loop import Target, epoch_batches, run_loop
-    from study.train.run.trainers import make_trainer
 
     train = ROOT / "study" / "train"
     sources = {str(p.relative_to(train)): p.read_text() for p in train.rglob("*.py")}

@@ -26,8 +26,7 @@ PROBE = textwrap.dedent('''
     import numpy as np
     import keras
     from study.train.run.loop import Target, epoch_batches, run_loop
-    from study.train.models.model import loss_object
-    from study.train.run.trainers import make_stepper
+    from study.frameworks.keras.train import loss_object, make_stepper
 
     backend = keras.backend.backend()
     reads = {"run": 0, "read": 0, "compiles": 0}

@@ -66,6 +66,9 @@ class Framework:
     devices: tuple[str, ...] = DEVICES  # where it runs
     # its shipped native models for the train study: name -> "module:function"
     examples: dict = field(default_factory=dict)
+    # a model library on the others' backends (Keras 3): its train-study module, which the
+    # train study reaches it by (its `examples` are its shipped models)
+    models: str | None = None
 
     def installed(self) -> bool:
         """Its distribution is installed (asked of the package metadata, not the import system,

@@ -17,9 +17,8 @@ from optimizers import LIBRARIES, OPTIMIZERS, library_of, make_optimizer
 from optimizers.driver import for_problem
 from optimizers.objective import check_formulation
 from optimizers.stopping import STOPPING_STATUSES
-from study.frameworks.keras.optimizers import KERAS_PREFIX
 from study.frameworks.registry import BACKENDS, framework_of
-from study.regression.config import CONFIG_KEYS
+from study.regression.config import CONFIG_KEYS, KERAS_PREFIX
 from study.regression.config import expand_specs as expand
 from study.regression.labels import data_titles, label_runs, original_data
 from study.regression.logistic import is_logistic

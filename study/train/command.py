@@ -14,6 +14,7 @@ from contextlib import nullcontext
 from convergence_study.errors import InputError, failure_line
 from datasets.user_file import absolute, is_file_name
 from study.cli import key_values
+from study.frameworks.registry import DEVICES
 from study.frameworks.registry import FRAMEWORKS as REGISTRY
 from study.output import (
     check_output_folder,
@@ -37,7 +38,6 @@ from study.train.models.examples import DATA, MODELS
 from study.train.models.model import SHIPPED, check_initial_file, check_model_name, model_file
 from study.train.models.native_examples import FRAMEWORK_OF
 from study.train.plugin import input_files
-from study.train.run.device import DEVICES
 from study.train.run.measure import measure, one_line
 from study.train.run.native_optimizers import (
     check_library_name,

@@ -1,108 +1,117 @@
 """The train study's frameworks and the one way its code reaches one. Each framework's part of the
-study is its adapter, one module in its folder (study/frameworks/<name>/train.py) named by its
-registry entry (`Framework.train`, declared in study/frameworks/<name>/__init__.py), as Keras 3
-keeps one folder per backend. The rest of the study reads a framework only through
-`adapter(name)` and the lists below, so no train module names a framework, and a new one is its
-registry entry plus its adapter (plus its shipped examples, if any, in
-study/frameworks/<name>/examples.py, named by `Framework.examples`).
-
-What an adapter module provides (`Adapter`; a member it leaves out takes its `DEFAULTS` value, as
-a study plugin does): where Keras 3 runs on it, the Keras path's pieces (the warm-up of a sweep's
-process, the GPU probe, device scope and placement, the segmented loop's stepper); for L-BFGS its
-flat value_and_grad; where it has native models, how to recognise them, what is random in them
-in training, its workload and its optimizers by name (the prefix, e.g. `torch:`)."""
+study is its adapter, `ADAPTER` of one module in its folder (study/frameworks/<name>/train.py)
+named by its registry entry (`Framework.train`), as Keras 3 keeps one folder per backend: an
+`Adapter` subclass overriding what differs. The rest of the study reads a framework only through
+`adapter(name)` and the lists below, and Keras's models only through `model_library()` (the module
+the model library's registry entry names), so no train module names a framework."""
 
 from __future__ import annotations
 
 import functools
 import importlib
-from types import SimpleNamespace
-from typing import Any, Protocol
 
 from convergence_study.errors import InputError
 from study.frameworks.registry import FRAMEWORKS as REGISTRY
 
 
-class Adapter(Protocol):
-    """One framework's train knowledge (the members of its module, defaults filled in)."""
+class Adapter:
+    """One framework's train knowledge, its optional hooks' defaults declared here: where Keras 3
+    runs on it, the Keras path's pieces (the warm process, the GPU probe, placement, the stepper);
+    for L-BFGS its flat value_and_grad; where it has native models, how to recognise them, what
+    is random in them in training, its workload and its optimizers by name (`LIBRARY:<name>`)."""
 
-    NAME: str  # the registry's name of the framework (KERAS_BACKEND where KERAS)
-    KERAS: bool  # Keras 3 has a backend of this name: Keras models run on it
-    DEFAULT: bool  # the one-run command's backend when none is given (one adapter says so)
-    STYLE: tuple[str, str]  # line style and marker of its runs in the train figures
-    # its native models and its library's optimizers (LIBRARY None: it has none)
-    LIBRARY: str | None  # the prefix of its optimizers by name: `torch` in torch:<Class>
-    OPTIMIZER_FORM: str  # what follows the prefix, in messages: <Class>, <name>
-    OPTIMIZER_KIND: str  # how a message names one of its optimizers ("a PyTorch optimizer")
-    MODELS: str  # how a message names one of its models ("a PyTorch model")
-    MODULES: str  # how a message names the modules it recognises ("a torch.nn.Module")
-    RATE: str  # its optimizers' learning-rate argument (the tuning protocol sets learning_rate)
-    PAIR: str | None  # the kind of a pair of functions (init_params, apply), where it takes one
-    KNOWN_LOSSES: dict  # a loss callable's qualified name -> (its outputs, its labels' family)
-    CODE_FILES: tuple[str, ...]  # the files checking its optimizers (a run's fingerprint)
-    COLUMNS: tuple  # its own columns of the runs table (study.sweep.schema.Column)
-    LINE_SEARCH: tuple[str, ...]  # its optimizers with a line search (no noisy objective)
+    KERAS = False  # Keras 3 has a backend of this name: Keras models run on it
+    DEFAULT = False  # the one-run command's backend when none is given (one adapter says so)
+    STYLE = ("-", "o")  # line style and marker of its runs in the train figures
+    LIBRARY: str | None = None  # its optimizers' prefix (torch in torch:<Class>); None: none
+    OPTIMIZER_FORM = "<name>"  # what follows the prefix, in messages
+    RATE = "learning_rate"  # its optimizers' learning-rate argument
+    PAIR: str | None = None  # the kind of a pair of functions (init_params, apply) it takes
+    KNOWN_LOSSES: dict = {}  # a loss callable's qualified name -> (its outputs, labels' family)
+    CODE_FILES: tuple[str, ...] = ()  # the files checking its optimizers (a run's fingerprint)
+    COLUMNS: tuple = ()  # its own columns of the runs table (study.sweep.schema.Column)
+    LINE_SEARCH: tuple[str, ...] = ()  # its optimizers with a line search (no noisy objective)
+
+    @functools.cached_property
+    def entry(self):
+        """Its registry entry: the one naming this module as its adapter."""
+        return next(f for f in REGISTRY.values() if f.train == type(self).__module__)
+
+    # NAME, TITLE and how messages name its optimizers, models and modules: from its entry
+    @property
+    def NAME(self) -> str:
+        return self.entry.name
+
+    @property
+    def TITLE(self) -> str:
+        return self.entry.title
+
+    @property
+    def OPTIMIZER_KIND(self) -> str:
+        return f"a {self.TITLE} optimizer"
+
+    @property
+    def MODELS(self) -> str:
+        return f"a {self.TITLE} model"
+
+    @property
+    def MODULES(self) -> str:
+        return f"a {self.TITLE} module"
 
     def warm(self) -> None:
-        """In a sweep's warm process: Keras imported on it (study.train.run.warm)."""
+        """In a sweep's warm process (the plugin's preload): Keras imported on it."""
+        model_library().prepare(self.NAME)
 
     def gpu_seen(self) -> bool:
         """Whether it sees a GPU in this process."""
+        return False
 
-    def scope(self, device: str) -> Any:
-        """A Keras model's placement on its first device of that kind (cpu, gpu)."""
+    def scope(self, device: str):
+        """A Keras model's placement on its first device of that kind; None: Keras's own."""
+        return None
 
     def placed(self, value) -> str:
         """Where a Keras weight's value lies, in its own words (cpu:0, cuda:0, GPU:0...)."""
+        return str(value.device)
 
-    def keras_stepper(self, model, loss, x, y, rows) -> Any:
+    def keras_stepper(self, model, loss, x, y, rows):
         """The segmented loop's stepper of a compiled Keras model (study.train.run.loop)."""
+        raise NotImplementedError
 
-    def flat_value_and_grad(self, weights, loss_at, data, device) -> Any:
+    def flat_value_and_grad(self, weights, loss_at, data, device=None):
         """f(w) -> (float, float64 gradient) at a flat vector (study.train.run.flat)."""
+        raise NotImplementedError
 
     def module_kind(self, value) -> str | None:
         """The kind of its native model `value` is (torch.nn.Module...), None if not its own."""
+        return None
 
     def stochastic_layers(self, native) -> list[str]:
         """The layers of its native model that are random or batch-dependent in training."""
+        return []
 
-    def reseeded(self, seed: int, build) -> Any:
+    def reseeded(self, seed: int, build):
         """Its model function's result drawn again under `seed`, where the function takes no
-        seed and its initializers draw from a global generator (`build()` calls it); None
-        where a seed needs no second draw."""
+        seed and its initializers draw from a global generator; None where none is needed."""
+        return None
 
-    def workload(self, native, arrays, loss, metric, device, initial, seed) -> Any:
+    def workload(self, native, arrays, loss, metric, device="cpu", initial=None, seed=0):
         """Its workload (study.train.models.workload) for a native model."""
+        raise NotImplementedError
 
-    def submission(self, name: str, hyperparameters: dict) -> Any:
+    def submission(self, name: str, hyperparameters: dict):
         """The submission of its optimizer `name` (after the prefix)."""
+        raise NotImplementedError
 
     def check_optimizer(self, name: str) -> None:
         """Its optimizer's name, where that is known before any framework starts."""
 
 
-def _title_default(member: str):
-    return lambda entry: {"OPTIMIZER_KIND": f"a {entry.title} optimizer",
-                          "MODELS": f"a {entry.title} model",
-                          "MODULES": f"a {entry.title} module"}[member]
-
-
-# member -> its default, made from the registry entry
-DEFAULTS = {
-    "KERAS": lambda entry: False, "DEFAULT": lambda entry: False,
-    "STYLE": lambda entry: ("-", "o"), "LIBRARY": lambda entry: None,
-    "OPTIMIZER_FORM": lambda entry: "<name>", "OPTIMIZER_KIND": _title_default("OPTIMIZER_KIND"),
-    "MODELS": _title_default("MODELS"), "MODULES": _title_default("MODULES"),
-    "RATE": lambda entry: "learning_rate",
-    "PAIR": lambda entry: None, "KNOWN_LOSSES": lambda entry: {},
-    "CODE_FILES": lambda entry: (), "COLUMNS": lambda entry: (),
-    "LINE_SEARCH": lambda entry: (),
-    "module_kind": lambda entry: lambda value: None,
-    "stochastic_layers": lambda entry: lambda native: [],
-    "reseeded": lambda entry: lambda seed, build: None,
-    "check_optimizer": lambda entry: lambda name: None,
-}
+@functools.cache
+def model_library():
+    """The train module of the model library running on the frameworks' backends (Keras 3),
+    the one its registry entry names (`Framework.models`)."""
+    return importlib.import_module(next(f.models for f in REGISTRY.values() if f.models))
 
 
 @functools.cache
@@ -113,12 +122,7 @@ def adapter(framework: str) -> Adapter:
     if entry is None:
         raise InputError(f"unknown framework {framework!r}; allowed: {', '.join(trainable())}")
     entry.trainable()
-    module = importlib.import_module(entry.train)
-    members = {name: make(entry) for name, make in DEFAULTS.items()}
-    members.update({name: value for name, value in vars(module).items()
-                    if name.isupper() or callable(value)})
-    members.update(NAME=entry.name, TITLE=entry.title, module=entry.train)
-    return SimpleNamespace(**members)
+    return importlib.import_module(entry.train).ADAPTER
 
 
 def trainable() -> tuple[str, ...]:
@@ -155,7 +159,7 @@ def check_framework(name, where: str = "backend") -> str:
     """The name, if the train study can run it; else one line saying why and what is allowed."""
     if name in trainable():
         return name
-    if isinstance(name, str) and name in REGISTRY:
+    if isinstance(name, str) and name in REGISTRY and not REGISTRY[name].models:
         try:
             REGISTRY[name].trainable()
         except InputError as exc:

@@ -48,12 +48,12 @@ def preload(framework: str) -> tuple[str, ...]:
 
 
 def code_files(spec: Spec) -> list[str]:
-    """The train study's code (its adapters included), the engine's, L-BFGS's for its runs, the
-    Keras optimizer's checks (a native library's, such as torch's ranges, for its optimizers),
-    the data code, and the user's model, data and initial files (their content)."""
+    """The train study's code, Keras's (its train code and optimizer checks), the engine's,
+    L-BFGS's for its runs, a native library's optimizer checks (torch's ranges) for its
+    optimizers, the data code, and the user's model, data and initial files (their content)."""
     own = [f for f in python_files("study/train") if "figures" not in f and "report" not in f
            and "command" not in f and "summary" not in f]
-    files = [*own, *ENGINE_FILES, "study/frameworks/keras/optimizers.py", "optimizers/ranges.py",
+    files = [*own, *ENGINE_FILES, *python_files("study/frameworks/keras"), "optimizers/ranges.py",
              "study/sweep/tuning.py", *python_files("datasets")]
     if spec.optimizer == LBFGS:
         files += LBFGS_FILES

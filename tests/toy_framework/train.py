@@ -1,4 +1,4 @@
-"""The toy's train-study adapter (study.train.frameworks reads its members): Keras has no toy
+"""The toy's train-study adapter (`ADAPTER`, a study.train.frameworks.Adapter): Keras has no toy
 backend, so it runs native toy models only (`ToyModel`: a linear layer and a sigmoid on NumPy
 arrays; `linear` builds one, `--model tests/toy_framework/train.py:linear`), with its library's
 `toy:sgd` and our lbfgs; a gradient is central finite differences (a toy has no autodiff)."""
@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from convergence_study.errors import InputError
+from study.train.frameworks import Adapter
 from study.train.models.workload import (
     Submission,
     Workload,
@@ -20,13 +21,6 @@ from study.train.models.workload import (
     run_loss,
 )
 from study.train.run.flat import flatten, layout, pieces
-
-LIBRARY = "toy"  # toy:sgd
-STYLE = ((0, (1, 1, 5, 1)), "*")  # as its regression engine is drawn (BACKEND.styles)
-
-
-def gpu_seen() -> bool:
-    return False
 
 
 class ToyModel:
@@ -48,10 +42,6 @@ def linear(input_shape, outputs, seed: int = 0) -> ToyModel:
     from toy_framework.train import ToyModel as Registered
 
     return Registered(int(np.prod(input_shape)), outputs, seed)
-
-
-def module_kind(value) -> str | None:
-    return "toy-linear" if isinstance(value, ToyModel) else None
 
 
 def _ops():
@@ -87,7 +77,8 @@ def flat_value_and_grad(weights, loss_at, data, device=None):
 class ToyWorkload(Workload):
     framework = "toy"
 
-    def __init__(self, native, arrays: dict, loss, metric: str, device: str):
+    def __init__(self, native, arrays: dict, loss, metric: str, device: str = "cpu",
+                 initial=None, seed: int = 0):
         self.what, self.kind, self.device = native.what, native.kind, device
         self.metric = check_metric(metric)
         self.loss_used, self.loss_fn, self.loss_label, _ = run_loss(native, loss, _ops())
@@ -139,11 +130,6 @@ class ToyWorkload(Workload):
         return "cpu:0"
 
 
-def workload(native, arrays: dict, loss, metric: str, device: str = "cpu", initial=None,
-             seed: int = 0) -> ToyWorkload:
-    return ToyWorkload(native, arrays, loss, metric, device)
-
-
 class ToySgd(Submission):
     """toy:sgd: plain gradient steps on the batch."""
 
@@ -170,10 +156,22 @@ class ToySgd(Submission):
                 "optimizer_config": json.dumps({"learning_rate": self.rate})}
 
 
-def submission(name: str, hyperparameters: dict) -> ToySgd:
-    """toy:sgd, learning_rate only."""
-    if name != "sgd":
-        raise InputError(f"unknown toy optimizer '{name}'; allowed: sgd")
-    if set(hyperparameters) - {"learning_rate"}:
-        raise InputError(f"toy:sgd takes learning_rate only, got {sorted(hyperparameters)}")
-    return ToySgd(float(hyperparameters.get("learning_rate", 0.1)))
+class ToyAdapter(Adapter):
+    LIBRARY = "toy"  # toy:sgd
+    STYLE = ((0, (1, 1, 5, 1)), "*")  # as its regression engine is drawn (BACKEND.styles)
+    workload = ToyWorkload
+    flat_value_and_grad = staticmethod(flat_value_and_grad)
+
+    def module_kind(self, value) -> str | None:
+        return "toy-linear" if isinstance(value, ToyModel) else None
+
+    def submission(self, name: str, hyperparameters: dict) -> ToySgd:
+        """toy:sgd, learning_rate only."""
+        if name != "sgd":
+            raise InputError(f"unknown toy optimizer '{name}'; allowed: sgd")
+        if set(hyperparameters) - {"learning_rate"}:
+            raise InputError(f"toy:sgd takes learning_rate only, got {sorted(hyperparameters)}")
+        return ToySgd(float(hyperparameters.get("learning_rate", 0.1)))
+
+
+ADAPTER = ToyAdapter()

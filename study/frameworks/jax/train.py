@@ -1,28 +1,17 @@
-"""The train study on JAX: Keras models (Keras 3's JAX backend) and native JAX models with optax's
-optimizers (`optax:<name>`), one module (its adapter: study.train.frameworks).
+"""The train study on JAX: Keras models on Keras 3's JAX backend, and native JAX models with
+optax's optimizers (`optax:<name>`).
 
 Keras models: one `jax.jit` of a stateless step (`model.stateless_call`, `jax.value_and_grad`,
-`optimizer.stateless_apply`) with the state (trainable, non-trainable and optimizer values)
-donated, as `fit` compiles it (keras/src/backend/jax/trainer.py); the state lives in the step's
-buffers and is written into the model's variables before an evaluation and read back after it
-(the evaluation's own compiled step donates and replaces them). Setup runs one step on a copy of
-the state, thrown away. Placement is Keras's own `keras.device` (`jax.default_device`).
-
-The flat objective (our L-BFGS): `jax.value_and_grad` of the loss at the unflattened w, jitted,
-the data passed as arguments (a closed-over array would be embedded in the program as a
-constant); host float64 values back.
+`optimizer.stateless_apply`) with the state donated, as `fit` compiles it
+(keras/src/backend/jax/trainer.py); the state lives in the step's buffers and is written into
+the model's variables before an evaluation and read back after it.
 
 A native JAX model is its parameters (a pytree of float arrays) and a pure `apply(params, x)`:
-  - a pair (init_params(key) -> pytree, apply(params, x) -> outputs), called on a batch;
-  - an Equinox module: its inexact arrays are the parameters (`eqx.partition`), the rest is
-    static, and it is applied per example under `jax.vmap` (Equinox's convention: its layers
-    take one example);
-  - a Flax NNX module: `nnx.split(module, nnx.Param, ...)`, applied on a batch after
-    `nnx.merge` (only what is an `nnx.Param` trains; other state is held fixed).
-Stateless models only: no batch-norm statistics or other state updated by the forward pass.
-Its step is one `jax.jit` of a pure function with the state (parameters, optimizer state)
-donated, the training arrays on the device passed as arguments, the batch gathered by index
-inside the step: no host read in a segment (the loop reads the last loss once).
+a pair (init_params(key), apply); an Equinox module (its inexact arrays are the parameters,
+applied per example under `jax.vmap`, Equinox's convention); a Flax NNX module (`nnx.split`:
+only `nnx.Param` trains). Stateless models only: no batch statistics updated by the forward
+pass. Its step is one `jax.jit` of a pure function, the state donated, the batch gathered by
+index inside the step: no host read in a segment.
 """
 
 from __future__ import annotations
@@ -37,6 +26,7 @@ from optimizers.from_file import provenance as file_record
 from optimizers.ranges import FRACTION, NONNEGATIVE, RATE, check_ranges
 from study.frameworks.jax.optax_file import checked_transform, optax_factory
 from study.sweep.schema import Column
+from study.train.frameworks import Adapter
 from study.train.models.input_rows import input_mismatch
 from study.train.models.model import check_trainable
 from study.train.models.model_checks import RANDOM_PASS
@@ -54,41 +44,11 @@ from study.train.models.workload import (
     loss_failure,
     run_loss,
 )
-from study.train.run.warm import prepare
 
-KERAS = True
-DEFAULT = True  # the one-run command's framework for a Keras model given no --backend
-STYLE = ("--", "s")
-LIBRARY = "optax"  # optax:<name>
-CODE_FILES = ("study/frameworks/jax/optax_file.py",)  # a file's optax factory checked
-OPTIMIZER_KIND = "an optax (JAX) optimizer"
-MODULES = "an Equinox or Flax NNX module"
-PAIR = "jax-pair"  # (init_params, apply[, loss])
-COLUMNS = (Column("optax_version", "str", "optax: optimizers: optax's version"),)
-LINE_SEARCH = ("lbfgs",)  # its optimizers whose line search compares the loss at several points
 OPTAX_ALIAS_MODULE = "optax._src.alias"  # where optax defines its optimizers (its docs' list)
 
 
 # ---- Keras models on JAX ------------------------------------------------------------------------
-
-def warm() -> None:
-    prepare("jax")
-
-
-def gpu_seen() -> bool:
-    import jax
-
-    try:
-        return bool(jax.devices("gpu"))
-    except RuntimeError:
-        return False
-
-
-def scope(device: str):
-    import keras
-
-    return keras.device(device)
-
 
 def placed(value) -> str:
     device = next(iter(value.devices()))
@@ -125,12 +85,8 @@ class KerasStepper:
                                     for i in range(first, first + count)], self.device)
 
     def warm(self, prepared) -> None:
-        """One step on a copy of the state (of the same types and placement: no new compile),
-        thrown away: the step is pure, so the state is kept. Compiled ahead of time instead,
-        step 1 still paid its first call's costs (~80 ms against ~0.2 ms for step 2)."""
-        jax = self.jax
-        copy = jax.tree.map(lambda a: jax.numpy.array(a, copy=True), self.state)
-        jax.block_until_ready(self.step(copy, self.x, self.y, prepared[0]))
+        """One step on a copy of the state, thrown away (as OptaxSubmission.warm)."""
+        self.jax.block_until_ready(self.step(copied(self.state), self.x, self.y, prepared[0]))
 
     def run(self, prepared):
         for index in prepared:
@@ -156,9 +112,6 @@ class KerasStepper:
         self.state = self.jax.device_put(tuple([v.value for v in group] for group in (
             model.trainable_variables, model.non_trainable_variables, model.optimizer.variables)),
             self.device)
-
-
-keras_stepper = KerasStepper
 
 
 # ---- the flat objective (our L-BFGS) ----------------------------------------------------------
@@ -401,9 +354,7 @@ class JaxWorkload(Workload):
         return int(sum(leaf.size for leaf in self.jax.tree_util.tree_leaves(self.initial)))
 
     def placed(self) -> str:
-        leaf = self.jax.tree_util.tree_leaves(self.initial)[0]
-        device = next(iter(leaf.devices()))
-        return f"{device.platform}:{device.id}"
+        return placed(self.jax.tree_util.tree_leaves(self.initial)[0])
 
 
 def _optax_ranges() -> dict:
@@ -553,17 +504,6 @@ class OptaxSubmission(Submission):
                                                default=str)}
 
 
-def workload(native, arrays: dict, loss, metric: str, device: str = "cpu", initial=None,
-             seed: int = 0) -> JaxWorkload:
-    return JaxWorkload(native, arrays, loss, metric, device, initial, seed)
-
-
-def submission(name: str, hyperparameters: dict) -> OptaxSubmission:
-    if not is_file_name(name):
-        check_optimizer(name)
-    return OptaxSubmission(name, hyperparameters)
-
-
 def optax_aliases() -> tuple[str, ...]:
     """optax's optimizers, as optax itself lists them: the functions of its alias module (adam,
     sgd, lbfgs, ...), by the names optax exports. Not every function that returns a
@@ -593,3 +533,40 @@ def check_optimizer(name: str) -> None:
            f"optax:{name} is not one of optax's optimizers (a building block: its updates are "
            "not a descent step by themselves)")
     raise InputError(f"{why}; optax's optimizers: {', '.join(aliases)}")
+
+
+class JaxAdapter(Adapter):
+    KERAS = True
+    DEFAULT = True  # the one-run command's framework for a Keras model given no --backend
+    STYLE = ("--", "s")
+    LIBRARY = "optax"  # optax:<name>
+    CODE_FILES = ("study/frameworks/jax/optax_file.py",)  # a file's optax factory checked
+    OPTIMIZER_KIND = "an optax (JAX) optimizer"
+    MODULES = "an Equinox or Flax NNX module"
+    PAIR = "jax-pair"  # (init_params, apply[, loss])
+    COLUMNS = (Column("optax_version", "str", "optax: optimizers: optax's version"),)
+    LINE_SEARCH = ("lbfgs",)  # its optimizers whose line search compares the loss at points
+    keras_stepper = KerasStepper
+    workload = JaxWorkload
+    flat_value_and_grad = staticmethod(flat_value_and_grad)
+    placed = staticmethod(placed)
+    module_kind = staticmethod(module_kind)
+    stochastic_layers = staticmethod(stochastic_layers)
+    check_optimizer = staticmethod(check_optimizer)
+
+    def gpu_seen(self) -> bool:
+        import jax
+
+        try:
+            return bool(jax.devices("gpu"))
+        except RuntimeError:
+            return False
+
+    def submission(self, name: str, hyperparameters: dict) -> OptaxSubmission:
+        if not is_file_name(name):
+            check_optimizer(name)
+        return OptaxSubmission(name, hyperparameters)
+
+
+ADAPTER = JaxAdapter()
+warm = ADAPTER.warm  # the warm process's preload (study.train.plugin.preload)

@@ -71,6 +71,24 @@ def keras_classes() -> list[str]:
                   if isinstance(value, type) and issubclass(value, base) and value is not base)
 
 
+def keras_optimizer(name: str, config: dict):
+    """The Keras optimizer `keras:<Class>` or a file's class (`path.py:Name`) built with
+    `config`, checked first (the class, the ranges, Keras's own checks): one line each."""
+    import keras
+
+    if is_file_name(name):
+        return file_optimizer(name, config)
+    class_name = name[len(PREFIX):]
+    if class_name not in keras_classes():
+        raise InputError(f"unknown Keras optimizer '{class_name}'; allowed: "
+                         f"{', '.join(keras_classes())}")
+    check_config(class_name, config)
+    try:
+        return getattr(keras.optimizers, class_name)(**config)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{name}: {first_line(exc)}") from None
+
+
 class KerasOptimizer(Optimizer):
     only_on = "tensorflow"
     evaluations = {"nfev": 1, "ngev": 1, "nhvp": 0}
@@ -83,19 +101,8 @@ class KerasOptimizer(Optimizer):
         self._build()  # refuses a bad class or parameter before any data is made
 
     def _build(self):
-        import keras
-
-        if self.library_class is not None:
-            return file_optimizer(self.class_name, self.config)
-        if self.class_name not in keras_classes():
-            raise InputError(f"unknown Keras optimizer '{self.class_name}'; allowed: "
-                             f"{', '.join(keras_classes())}")
-        check_config(self.class_name, self.config)
-        try:
-            return getattr(keras.optimizers, self.class_name)(**self.config)
-        except (TypeError, ValueError) as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise InputError(f"{self.name}: {first}") from None
+        return keras_optimizer(self.class_name if self.library_class else
+                               PREFIX + self.class_name, self.config)
 
     def hyperparameters(self) -> dict:
         return dict(self.config)
@@ -146,16 +153,10 @@ class KerasOptimizer(Optimizer):
 
 def check_optimizers(points: list[tuple[str, dict]], timeout: float | None = None) \
         -> list[str | None]:
-    """Build each (`keras:Class`, parameters) in a child process and return, for each, None or
-    the one-line error. A config is checked in the process that then runs the sweep; building a
-    Keras optimizer there would import TensorFlow into it (start-up logs on the terminal) and
-    make a variable (on a GPU machine, TensorFlow then holds the device's memory beside the
-    runs). The child builds them on Keras's NumPy backend, sees no GPU and keeps its logs to
-    itself. A point checked once is
-    not checked again in this process (the answer depends only on it and the installed Keras),
-    so a process that reads several configs starts the child once per new point. The child
-    has the study's run_timeout (`timeout`; None: its default, 600 s), one run's time for a
-    Keras import and a few constructor calls, and a child that does not finish in it is said."""
+    """For each (`keras:Class`, parameters), None or its one-line error, built in a child on
+    Keras's NumPy backend (`numpy_child`): built in the sweep's own process, TensorFlow would
+    start there (its logs on the terminal, a GPU's memory held beside the runs). A point is
+    checked once per process. The child has the study's run_timeout (None: 600 s)."""
     keys = [json.dumps([name, config], sort_keys=True) for name, config in points]
     new = list(dict.fromkeys(key for key in keys if key not in _CHECKED))
     if new:
@@ -168,24 +169,27 @@ def check_optimizers(points: list[tuple[str, dict]], timeout: float | None = Non
 _CHECKED: dict[str, str | None] = {}  # a checked point (its JSON) -> None or its error
 
 
-def _check_in_a_child(points: list, timeout: float) -> list[str | None]:
+def numpy_child(args: list[str], payload, timeout: float):
+    """`python -P args` (-P: the working directory does not shadow our packages) on Keras's
+    NumPy backend, `payload` as JSON on its stdin: Keras's own checks, the same on every
+    backend, with no framework starting up (3.2 s a check here, against 6.7 with TensorFlow)."""
     import os
     import subprocess
-    import sys
     from pathlib import Path
 
     root = str(Path(__file__).resolve().parents[3])  # the checkout
-    # Keras's NumPy backend: the constructor's checks are Keras's own, the same on every
-    # backend, and no framework starts up (3.2 s a check here, against 6.7 with TensorFlow)
     env = {**os.environ, "KERAS_BACKEND": "numpy", "CUDA_VISIBLE_DEVICES": "-1",
            "TF_CPP_MIN_LOG_LEVEL": "3",
            "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
-    request = json.dumps(points)
+    return subprocess.run([sys.executable, "-P", *args], input=json.dumps(payload),
+                          capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def _check_in_a_child(points: list, timeout: float) -> list[str | None]:
+    import subprocess
+
     try:
-        # -P: `-m` would put the working directory (packages of these names there?) first
-        done = subprocess.run([sys.executable, "-P", "-m", "study.frameworks.keras.optimizers"],
-                              input=request, capture_output=True, text=True, env=env,
-                              timeout=timeout)
+        done = numpy_child(["-m", "study.frameworks.keras.optimizers"], points, timeout)
     except subprocess.TimeoutExpired:
         raise InputError("could not check the Keras optimizers in a child process: it did not "
                          f"finish within run_timeout = {timeout:g} s") from None
@@ -253,10 +257,7 @@ def _check_main() -> None:
     errors = []
     for name, config in json.loads(sys.stdin.read()):
         try:
-            if is_file_name(name):
-                file_optimizer(name, config)
-            else:
-                KerasOptimizer(name[len(PREFIX):], **config)
+            keras_optimizer(name, config)
             errors.append(None)
         except InputError as exc:
             errors.append(str(exc))

@@ -1,7 +1,7 @@
 """The train study on TensorFlow: Keras models only (no native TensorFlow models or optimizers).
 
 Device: `tf.device`, since Keras's own scope on TensorFlow is that; TensorFlow places ops softly,
-so after a run the weights' device is read back (study.train.run.device). Steps: a `tf.function`
+so after a run the weights' device is read back (study.train.run.measure). Steps: a `tf.function`
 of the step updating the variables in place, XLA as the model's `jit_compile` says (what `fit`
 uses). Flat objective: w assigned into the variables, then `tf.GradientTape` in a
 `tf.function`, host float64 values back."""
@@ -10,32 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from study.train.frameworks import Adapter, model_library
 from study.train.run.flat import layout, pieces
-from study.train.run.trainers import rewound
-from study.train.run.warm import prepare
-
-KERAS = True
-STYLE = ("-", "o")
-
-
-def warm() -> None:
-    prepare("tensorflow")
-
-
-def gpu_seen() -> bool:
-    import tensorflow as tf
-
-    return bool(tf.config.list_physical_devices("GPU"))
-
-
-def scope(device: str):
-    import tensorflow as tf
-
-    return tf.device(f"/{device.upper()}:0")
-
-
-def placed(value) -> str:
-    return value.device.rsplit("device:", 1)[-1]
 
 
 class KerasStepper:
@@ -66,7 +42,7 @@ class KerasStepper:
                 for i in range(first, first + count)]
 
     def warm(self, prepared) -> None:
-        rewound(self.model, lambda: self.read(self.run(prepared[:1])))
+        model_library().rewound(self.model, lambda: self.read(self.run(prepared[:1])))
 
     def run(self, prepared):
         for index in prepared:
@@ -81,9 +57,6 @@ class KerasStepper:
 
     def reload(self) -> None:
         pass
-
-
-keras_stepper = KerasStepper
 
 
 def flat_value_and_grad(weights, loss_at, data, device=None):
@@ -107,3 +80,26 @@ def flat_value_and_grad(weights, loss_at, data, device=None):
         return float(value.numpy()), grad.numpy().astype(np.float64)
 
     return call
+
+
+class TensorflowAdapter(Adapter):
+    KERAS = True
+    keras_stepper = KerasStepper
+    flat_value_and_grad = staticmethod(flat_value_and_grad)
+
+    def gpu_seen(self) -> bool:
+        import tensorflow as tf
+
+        return bool(tf.config.list_physical_devices("GPU"))
+
+    def scope(self, device: str):
+        import tensorflow as tf
+
+        return tf.device(f"/{device.upper()}:0")
+
+    def placed(self, value) -> str:
+        return value.device.rsplit("device:", 1)[-1]
+
+
+ADAPTER = TensorflowAdapter()
+warm = ADAPTER.warm  # the warm process's preload (study.train.plugin.preload)

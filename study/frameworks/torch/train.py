@@ -1,20 +1,13 @@
-"""The train study on PyTorch: Keras models (Keras 3's torch backend) and native `torch.nn.Module`s
-with torch.optim's optimizers (`torch:<Class>`), one module (its adapter: study.train.frameworks).
+"""The train study on PyTorch: Keras models on Keras 3's torch backend, and native
+`torch.nn.Module`s with torch.optim's optimizers (`torch:<Class>`).
 
-Keras models: an eager step, as `fit`'s is on torch; setup runs one step and puts every variable
-of the model and its optimizer back. Placement is Keras's own `keras.device` (not "cpu:0":
-Keras moves each new parameter `.to(...)` that name, and to "cpu:0" torch copies a CPU parameter
-into a tensor that no longer collects gradients).
+Keras models: an eager step, as `fit`'s is on torch. Placement is Keras's own `keras.device`
+(to "cpu:0" torch copies a CPU parameter into a tensor that no longer collects gradients).
 
-The flat objective (our L-BFGS): w copied into the tensors, then `torch.autograd.grad`; host
-float64 values back.
-
-A native module keeps its parameters (updated in place, as torch.optim does), so `params` is the
-list of its trainable parameters; a step is plain torch: the batch gathered by index from the
-training tensors on the device, forward, the loss, `backward`, `optimizer.step()`, the loss
-returned detached (no `.item()`: the loop reads it once per segment). The module is in
-`train()` mode while stepping and `eval()` (no grad) while evaluating. torch.optim.LBFGS gets
-the closure it needs (its own line search reads the host: it is that algorithm's nature).
+A native module keeps its parameters (updated in place, as torch.optim does): a step is plain
+torch, the loss returned detached (the loop reads it once per segment); `train()` mode while
+stepping, `eval()` while evaluating. torch.optim.LBFGS gets the closure it needs (its own line
+search reads the host: it is that algorithm's nature).
 """
 
 from __future__ import annotations
@@ -30,6 +23,7 @@ from optimizers.from_file import provenance as file_record
 from optimizers.ranges import check_ranges
 from study.frameworks.torch.optimizers import COUNTS, TORCH_RANGES, torch_class
 from study.sweep.schema import Column
+from study.train.frameworks import Adapter, model_library
 from study.train.models.input_rows import input_mismatch
 from study.train.models.model import (
     LOG_PROBABILITIES,
@@ -52,53 +46,8 @@ from study.train.models.workload import (
     run_loss,
 )
 from study.train.run.flat import layout, pieces
-from study.train.run.trainers import rewound
-from study.train.run.warm import prepare
-
-KERAS = True
-STYLE = (":", "^")
-LIBRARY = "torch"  # torch:<Class>
-OPTIMIZER_FORM = "<Class>"
-MODULES = "a torch.nn.Module"
-RATE = "lr"
-CODE_FILES = ("study/frameworks/torch/optimizers.py",)  # torch:<Class>'s ranges
-COLUMNS = (Column("torch_version", "str", "torch: optimizers: PyTorch's version"),)
-LINE_SEARCH = ("LBFGS",)  # its optimizers whose line search compares the loss at several points
-# losses returned with a model whose meaning is known: (what the model must output, the family
-# of labels: sparse = class indices, binary = 0/1 floats); others are checked for shape
-KNOWN_LOSSES = {
-    "torch.nn.functional.nll_loss": (LOG_PROBABILITIES, "sparse"),
-    "torch.nn.modules.loss.NLLLoss": (LOG_PROBABILITIES, "sparse"),
-    "torch.nn.functional.cross_entropy": (LOGIT_OUTPUTS, "sparse"),
-    "torch.nn.modules.loss.CrossEntropyLoss": (LOGIT_OUTPUTS, "sparse"),
-    "torch.nn.functional.binary_cross_entropy": (PROBABILITIES, "binary"),
-    "torch.nn.modules.loss.BCELoss": (PROBABILITIES, "binary"),
-    "torch.nn.functional.binary_cross_entropy_with_logits": (LOGIT_OUTPUTS, "binary"),
-    "torch.nn.modules.loss.BCEWithLogitsLoss": (LOGIT_OUTPUTS, "binary"),
-}
-
 
 # ---- Keras models on PyTorch --------------------------------------------------------------------
-
-def warm() -> None:
-    prepare("torch")
-
-
-def gpu_seen() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
-
-
-def scope(device: str):
-    import keras
-
-    return keras.device(device)
-
-
-def placed(value) -> str:
-    return str(value.device)
-
 
 class KerasStepper:
     def __init__(self, model, loss, x, y, rows):
@@ -114,7 +63,7 @@ class KerasStepper:
                 for i in range(first, first + count)]
 
     def warm(self, prepared) -> None:
-        rewound(self.model, lambda: self.read(self.run(prepared[:1])))
+        model_library().rewound(self.model, lambda: self.read(self.run(prepared[:1])))
 
     def run(self, prepared):
         torch, model = self.torch, self.model
@@ -138,9 +87,6 @@ class KerasStepper:
 
     def reload(self) -> None:
         pass
-
-
-keras_stepper = KerasStepper
 
 
 # ---- the flat objective (our L-BFGS) ----------------------------------------------------------
@@ -167,29 +113,6 @@ def flat_value_and_grad(weights, loss_at, data, device=None):
 
 
 # ---- native PyTorch models --------------------------------------------------------------------
-
-def module_kind(value) -> str | None:
-    """A torch.nn.Module (recognised through the modules already imported)."""
-    return "torch.nn.Module" if loaded(value, "torch.nn", "Module") else None
-
-
-def reseeded(seed: int, build):
-    """A module drawn without a seed, drawn again after `torch.manual_seed(seed)` (its
-    initializers use torch's global generator), so a seed gives the same instance."""
-    import torch
-
-    torch.manual_seed(seed)
-    return build()
-
-
-def stochastic_layers(native) -> list[str]:
-    """Dropout and batch normalization, by torch's own types."""
-    import torch
-
-    kinds = (torch.nn.modules.dropout._DropoutNd, torch.nn.modules.batchnorm._BatchNorm)
-    return [type(m).__name__ for m in native.obj.modules()
-            if isinstance(m, kinds) and getattr(m, "p", 1.0) > 0]
-
 
 def torch_device(device: str):
     import torch
@@ -235,7 +158,7 @@ class TorchWorkload(Workload):
     framework = "torch"
 
     def __init__(self, native, arrays: dict, loss, metric: str, device: str = "cpu",
-                 initial=None):
+                 initial=None, seed: int = 0):
         import torch
 
         self.torch, self.what, self.kind = torch, native.what, native.kind
@@ -493,10 +416,58 @@ class TorchSubmission(Submission):
                                                default=str)}
 
 
-def workload(native, arrays: dict, loss, metric: str, device: str = "cpu", initial=None,
-             seed: int = 0) -> TorchWorkload:
-    return TorchWorkload(native, arrays, loss, metric, device, initial)
+class TorchAdapter(Adapter):
+    KERAS = True
+    STYLE = (":", "^")
+    LIBRARY = "torch"  # torch:<Class>
+    OPTIMIZER_FORM = "<Class>"
+    MODULES = "a torch.nn.Module"
+    RATE = "lr"
+    CODE_FILES = ("study/frameworks/torch/optimizers.py",)  # torch:<Class>'s ranges
+    COLUMNS = (Column("torch_version", "str", "torch: optimizers: PyTorch's version"),)
+    LINE_SEARCH = ("LBFGS",)  # its optimizers whose line search compares the loss at points
+    # losses returned with a model whose meaning is known: (what the model must output, the family
+    # of labels: sparse = class indices, binary = 0/1 floats); others are checked for shape
+    KNOWN_LOSSES = {
+        "torch.nn.functional.nll_loss": (LOG_PROBABILITIES, "sparse"),
+        "torch.nn.modules.loss.NLLLoss": (LOG_PROBABILITIES, "sparse"),
+        "torch.nn.functional.cross_entropy": (LOGIT_OUTPUTS, "sparse"),
+        "torch.nn.modules.loss.CrossEntropyLoss": (LOGIT_OUTPUTS, "sparse"),
+        "torch.nn.functional.binary_cross_entropy": (PROBABILITIES, "binary"),
+        "torch.nn.modules.loss.BCELoss": (PROBABILITIES, "binary"),
+        "torch.nn.functional.binary_cross_entropy_with_logits": (LOGIT_OUTPUTS, "binary"),
+        "torch.nn.modules.loss.BCEWithLogitsLoss": (LOGIT_OUTPUTS, "binary"),
+    }
+    keras_stepper = KerasStepper
+    workload = TorchWorkload
+    submission = TorchSubmission
+    flat_value_and_grad = staticmethod(flat_value_and_grad)
+
+    def gpu_seen(self) -> bool:
+        import torch
+
+        return torch.cuda.is_available()
+
+    def module_kind(self, value) -> str | None:
+        """A torch.nn.Module (recognised through the modules already imported)."""
+        return "torch.nn.Module" if loaded(value, "torch.nn", "Module") else None
+
+    def reseeded(self, seed: int, build):
+        """A module drawn without a seed, drawn again after `torch.manual_seed(seed)` (its
+        initializers use torch's global generator), so a seed gives the same instance."""
+        import torch
+
+        torch.manual_seed(seed)
+        return build()
+
+    def stochastic_layers(self, native) -> list[str]:
+        """Dropout and batch normalization, by torch's own types."""
+        import torch
+
+        kinds = (torch.nn.modules.dropout._DropoutNd, torch.nn.modules.batchnorm._BatchNorm)
+        return [type(m).__name__ for m in native.obj.modules()
+                if isinstance(m, kinds) and getattr(m, "p", 1.0) > 0]
 
 
-def submission(name: str, hyperparameters: dict) -> TorchSubmission:
-    return TorchSubmission(name, hyperparameters)
+ADAPTER = TorchAdapter()
+warm = ADAPTER.warm  # the warm process's preload (study.train.plugin.preload)

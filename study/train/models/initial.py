@@ -1,17 +1,12 @@
-"""The same instance everywhere: per model, data and seed, the initial weights are made once,
-by Keras's NumPy backend in a helper process, and every framework and optimizer loads them.
+"""The same instance everywhere: per model, data and seed, the initial weights are drawn once by
+Keras's NumPy backend in a helper process (NumPy's own generator: the weights do not depend on
+the framework that runs), with their validation loss, the reference every run checks its loaded
+model against before it trains. Both are cached in the results folder (study.sweep.cache), the
+split data arrays beside them.
 
-Keras's NumPy backend draws its initializers with NumPy's own generator, so the weights do not
-depend on which framework runs; the helper also computes the validation loss of those weights
-(the reference every run checks its loaded model against, to float32 rounding, before it
-trains). Both are cached in the results folder (study.sweep.cache), keyed by the model (and its
-file's content), the data, the loss and the seed; the data arrays are cached beside them, so
-every run of a sweep reads the same arrays, split once.
-
-`python -P -m study.train.models.initial REQUESTS` is the helper (KERAS_BACKEND=numpy): it draws
-each request of a JSON list and answers one JSON line, a list of {"ok": true}, {"error": "one line"}
-(bad input) or {"failed": "one line"}. A sweep asks for all its seeds at once
-(`prepare_initial`), a single run for its own.
+`python -P -m study.train.models.initial REQUESTS` is the helper (KERAS_BACKEND=numpy): one JSON
+line answers each request, {"ok": true}, {"error": "one line"} (bad input) or {"failed": ...}.
+A sweep asks for all its seeds at once (`prepare_initial`), a single run for its own.
 """
 
 from __future__ import annotations
@@ -33,8 +28,9 @@ from study.output import check_kind
 from study.sweep import cache
 from study.sweep.fingerprint import manifest, python_files
 from study.sweep.interpreter import QUIET_LOGS, python_command
+from study.train.frameworks import model_library
 from study.train.models.data import load_data
-from study.train.models.model import build, check_outputs, loss_object, model_file, outputs_for
+from study.train.models.model import model_file
 from study.train.models.native_examples import NATIVE_MODELS
 from study.train.run.native_optimizers import library_of
 from study.train.sweep.spec import Spec
@@ -79,7 +75,7 @@ def initial_key(spec, data: Path) -> dict:
     path = model_file(spec.model)
     return {"model": spec.model, "model_file": file_digest(path) if path else None,
             "data": data.name, "loss": spec.loss, "seed": spec.seed,
-            "code": manifest(python_files("study/train"))}
+            "code": manifest(python_files("study/train") + python_files("study/frameworks/keras"))}
 
 
 def initial_folder(spec, cache_dir: Path, python: str = sys.executable,
@@ -205,49 +201,15 @@ def read_initial(folder: Path) -> tuple[list[np.ndarray], dict]:
     return weights, meta
 
 
-def validation_loss(model, loss, x_val, y_val) -> float:
-    """The mean loss over the validation rows, in one call (any backend)."""
-    import keras
-
-    return float(keras.ops.convert_to_numpy(loss(y_val, model(x_val, training=False))))
-
-
 def agrees(value: float, reference: float) -> bool:
     return abs(value - reference) <= RTOL * max(abs(reference), 1.0)
-
-
-def _helper(request: dict) -> None:
-    """In the helper process (KERAS_BACKEND=numpy): build, seed, draw, evaluate, save."""
-    import keras
-
-    assert keras.backend.backend() == "numpy", keras.backend.backend()
-    arrays = read_arrays(Path(request["data"]))
-    loss = loss_object(request["loss"])
-    outputs = outputs_for(request["loss"], arrays["y_train"], arrays["y_val"], "data")
-    input_shape = arrays["x_train"].shape[1:]
-    keras.utils.set_random_seed(request["seed"])
-    model = build(request["model"], input_shape, outputs)
-    if model_file(request["model"]) is not None and request["model"].endswith(".keras"):
-        model = keras.models.clone_model(model)  # fresh weights from its initializers
-        model.build((None, *input_shape))
-    weights = model.get_weights()
-    out = Path(request["out"])
-    np.savez(out / "weights.npz", **{f"w{i}": w for i, w in enumerate(weights)})
-    check_outputs(request["loss"], keras.ops.convert_to_numpy(model(arrays["x_val"][:256],
-                                                                    training=False)),
-                  f"model '{request['model']}'")
-    reference = validation_loss(model, loss, arrays["x_val"], arrays["y_val"])
-    (out / "meta.json").write_text(json.dumps({
-        "reference_val_loss": reference, "outputs": outputs, "input_shape": list(input_shape),
-        "n_weights": len(weights), "parameters": int(sum(w.size for w in weights)),
-        "keras_version": keras.__version__}))
 
 
 def main() -> None:
     answers = []
     for one in json.loads(sys.argv[1]):
         try:
-            _helper(one)
+            model_library().draw_initial(one, read_arrays(Path(one["data"])))
             answers.append({"ok": True})
         except InputError as exc:
             answers.append({"error": str(exc)})

@@ -18,7 +18,7 @@ from convergence_study.errors import InputError
 from datasets.files import check_input_file
 from study.train.frameworks import native_adapters, native_titles
 from study.train.models.examples import MODELS
-from study.train.models.input_rows import build_failure, input_mismatch
+from study.train.models.input_rows import build_failure
 from study.train.models.native_examples import NATIVE_MODELS
 
 SHIPPED = (*MODELS, *NATIVE_MODELS)  # the Keras examples and their native twins, by name
@@ -87,56 +87,6 @@ def check_initial_file(path, model: str, where: str = "initial") -> None:
     check_input_file(Path(path), where)
 
 
-def build(model: str, input_shape: tuple, outputs: int):
-    """The uncompiled Keras model, checked to take `input_shape` rows and give `outputs`."""
-    import keras
-
-    check_model_name(model)
-    path = model_file(model)
-    if path is None:
-        what = f"model '{model}'"
-        try:  # a shipped example is built for the rows it is given: what fails is their shape
-            built = MODELS[model](input_shape, outputs)
-        except Exception as exc:
-
-            raise input_mismatch(what, input_shape, None, exc) from None
-    elif path.suffix == ".keras":
-        what = f"model file '{path}'"
-        try:
-            built = keras.saving.load_model(path, compile=False)
-        except Exception as exc:  # a zip that is no model, a model of unknown layers
-            raise InputError(f"{what} is not a Keras model: {_first(exc)}") from None
-    else:
-        function, what = model.rsplit(":", 1)[1], f"model '{model}'"
-        built = _call(path, function, input_shape, outputs, what)
-    if not isinstance(built, keras.Model):
-        raise InputError(f"{what} did not give a Keras model (got {type(built).__name__})")
-    try:
-        if not built.built:
-            built.build((None, *input_shape))
-        out = built.compute_output_spec(keras.KerasTensor((2, *input_shape))).shape
-    except Exception as exc:
-
-        raise input_mismatch(what, input_shape, _input_rows(built), exc) from None
-    if tuple(out[1:]) not in ((outputs,), () if outputs == 1 else (outputs,)):
-        raise InputError(f"{what} gives outputs of shape {tuple(out[1:])}, the data needs "
-                         f"({outputs},)")
-    check_trainable(sum(int(np.prod(v.shape)) for v in built.trainable_weights), what)
-    return built
-
-
-def _input_rows(model) -> tuple | None:
-    """The rows a Keras model takes (its input_shape without the batch axis), None where it has
-    none or several inputs."""
-    try:
-        shape = model.input_shape
-    except Exception:  # noqa: BLE001 - not built, or not one input
-        return None
-    if not isinstance(shape, tuple) or not shape or isinstance(shape[0], tuple):
-        return None
-    return tuple("?" if d is None else d for d in shape[1:])
-
-
 def _call(path: Path, function: str, input_shape, outputs, what: str):
     with beside(path):
         module = import_file(path, what)
@@ -170,7 +120,7 @@ def import_file(path: Path, what: str):
             module = importlib.util.module_from_spec(loaded)
             loaded.loader.exec_module(module)
         except (Exception, SystemExit) as exc:
-            raise InputError(f"{what}: importing '{path}' failed: {_first(exc)}") from None
+            raise InputError(f"{what}: importing '{path}' failed: {describe(exc)}") from None
     return module
 
 
@@ -356,84 +306,6 @@ def named_loss(loss: str, ops):
     return lambda out, y: -mean(ops.pick(log_probabilities(out), y))
 
 
-def loss_function(loss: str, where: str = "loss"):
-    """Keras's loss function by name, with from_logits=True bound for `name:from_logits`, and
-    the log-probability losses (nll, categorical_nll), which Keras does not name."""
-    import functools
-    import inspect
-
-    import keras
-
-    if loss is None:
-        raise InputError(f"{where}: none given; a Keras model takes its loss by name (e.g. "
-                         f"sparse_categorical_crossentropy, binary_crossentropy, mse, nll)")
-    name, logits = loss_name(loss)
-    if name in NLL:
-        if logits:
-            fit = FITS["sparse" if name in SPARSE else "categorical"][LOGIT_OUTPUTS]
-            raise InputError(f"{where}: {name} takes log-probabilities; for logits give {fit}")
-        return _keras_nll(name)
-    try:
-        function = keras.losses.get(name)
-    except Exception:
-        function = None
-    if function is None or not isinstance(loss, str):
-        raise InputError(f"{where}: unknown Keras loss '{loss}' (e.g. "
-                         "sparse_categorical_crossentropy, binary_crossentropy, mse, nll; "
-                         f"NAME{LOGITS} for a model giving logits)")
-    if not logits:
-        return function
-    if "from_logits" not in inspect.signature(function).parameters:
-        raise InputError(f"{where}: the Keras loss '{name}' takes no from_logits")
-
-    @functools.wraps(function)
-    def on_logits(y_true, y_pred):
-        return function(y_true, y_pred, from_logits=True)
-
-    return on_logits
-
-
-def _keras_nll(name: str):
-    """The negative log-likelihood of log-probability outputs, per row (Keras has no name for
-    it): nll takes class indices (as PyTorch's F.nll_loss), categorical_nll one-hot labels."""
-    import keras
-
-    def nll(y_true, y_pred):
-        index = keras.ops.cast(keras.ops.reshape(y_true, (-1, 1)), "int32")
-        return -keras.ops.take_along_axis(y_pred, index, axis=-1)[:, 0]
-
-    def categorical_nll(y_true, y_pred):
-        return -keras.ops.sum(keras.ops.cast(y_true, y_pred.dtype) * y_pred, axis=-1)
-
-    return nll if name == "nll" else categorical_nll
-
-
-def compile_loss(loss: str):
-    """What `model.compile(loss=...)` is given: the name, or the function with from_logits
-    bound or the NLL (compile wraps a function as it wraps a name's)."""
-    name, logits = loss_name(loss)
-    return loss_function(loss) if logits or name in NLL or loss is None else name
-
-
-def loss_object(loss: str, where: str = "loss"):
-    """loss(y_true, y_pred) -> the mean over the rows, as `model.compile(loss=name)` computes it
-    (whose wrapper gives 1-D labels the model's trailing axis of 1; the plain Keras function
-    would broadcast (n,) against (n, 1) into an n x n matrix)."""
-    import keras
-
-    function = loss_function(loss, where)
-    name, _ = loss_name(loss)
-
-    def mean_loss(y_true, y_pred):
-        y_pred = keras.ops.convert_to_tensor(y_pred)
-        y_true = keras.ops.convert_to_tensor(y_true)
-        if name not in SPARSE and len(y_true.shape) == len(y_pred.shape) - 1:
-            y_true = keras.ops.expand_dims(y_true, -1)
-        return keras.ops.mean(function(y_true, y_pred))
-
-    return mean_loss
-
-
 def check_target_value(metric: str, value: float, mode: str, loss: str | None) -> None:
     """A given target the metric can reach, in the direction it improves: a val_loss target
     below 0 (or an accuracy above 1) runs to the budget, and mode = "max" on a loss is
@@ -461,16 +333,6 @@ def check_target_value(metric: str, value: float, mode: str, loss: str | None) -
     elif "r2" in name and value > 1:  # r2_score is at most 1
         raise InputError(f"{metric} {value:g} is above 1, which {name} never goes: the run "
                          "could only time out")
-
-
-def metric_object(name: str, where: str = "metric"):
-    import keras
-
-    try:
-        return keras.metrics.get(name)
-    except Exception:
-        raise InputError(f"{where}: unknown Keras metric '{name}' (e.g. accuracy, "
-                         "binary_accuracy, mae)") from None
 
 
 def mode_of(metric: str) -> str:
@@ -505,6 +367,7 @@ def outputs_for(loss: str, y_train: np.ndarray, y_val: np.ndarray, source: str) 
     return y.shape[1]
 
 
-def _first(exc: BaseException) -> str:
+def describe(exc: BaseException) -> str:
+    """An exception as one line: its type and its message's first line (300 characters)."""
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0][:300]}" if text else type(exc).__name__

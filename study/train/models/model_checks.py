@@ -1,22 +1,11 @@
-"""The checks every model kind goes through before any clock (a Keras model on each framework, a
-torch.nn.Module, a JAX pair, an Equinox or Flax NNX module), each written once:
+"""The checks every model kind goes through before any clock, each written once: finite outputs
+of the kind the loss takes (study.train.models.model.check_outputs, on a probe batch at the
+initial weights), a finite loss there (else `diverged` after one step, the label of an optimizer
+that blew up), and no line-search optimizer (ours, or an adapter's LINE_SEARCH) on a model whose
+training objective draws noise or depends on the batch (`refuse_stochastic`).
 
-  - finite outputs of the kind the loss takes (probabilities, logits, log-probabilities), read
-    off a probe batch at the initial weights: study.train.models.model.check_outputs (the Keras path
-    calls it in its initial-weights helper, native models here);
-  - a finite loss there: an initial NaN or inf would be recorded `diverged` after one step, the
-    label of an optimizer that blew up;
-  - no L-BFGS (ours, or a library's: its adapter's LINE_SEARCH) on a model whose training
-    objective draws noise or depends on the batch: the same one line for every kind
-    (`refuse_stochastic`), from the layers each framework's adapter finds and, where a workload
-    can tell (torch), two training passes that differ;
-  - rows that fit the model's input: the data's arrays reach the model as they are, so a
-    mismatch is one line naming both shapes and what to change (study.train.models.input_rows, a
-    module of its own: the Keras model builder needs it, and this module needs the builder's
-    output check).
-
-Why here: these were the Keras path's alone, and native models that broke them trained garbage
-silently (a log_softmax model under a probability loss was even recorded `reached`)."""
+Why: native models that broke these trained garbage silently (a log_softmax model under a
+probability loss was even recorded `reached`)."""
 
 from __future__ import annotations
 

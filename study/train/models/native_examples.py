@@ -1,29 +1,19 @@
-"""The shipped examples as native models, beside the Keras ones (study.train.models.examples):
-the same architectures, written in PyTorch, as a pure-JAX pair and as an Equinox module (each in
-its framework's folder, study/frameworks/<name>/examples.py), with their parameters in Keras's
-layout and order (a conv kernel HWIO, a dense kernel (in, out), kernel then bias per layer), so
-that one `.npz` of w0, w1, ... (Keras's get_weights order, the train study's weights.npz) gives all
-of them the same initial weights and the same outputs, and the Keras, PyTorch and JAX runs can be
-compared on one instance. Here: the shapes they share and the table of them by name.
-
-Without an .npz each initializes as Keras does by default (Glorot-uniform kernels, zero
-biases), drawn by its own framework's generator under the run's seed.
-
-Each function takes (input_shape, outputs, seed=0), as a user's `file.py:function` does.
-
-`mnist-net-torch` is the other way round: PyTorch's MNIST example as written upstream
-(channels-first rows, its own parameters), and its Keras twin
-(study.train.models.examples.mnist_net) is written with PyTorch's layout, so the twin's draw
-loads into it all the same.
+"""The shipped examples as native models, beside the Keras ones (study/frameworks/keras/): the
+same architectures in PyTorch, as a pure-JAX pair and as an Equinox module (each in its
+framework's folder, study/frameworks/<name>/examples.py), their parameters in Keras's layout and
+order, so that one `.npz` of w0, w1, ... (the train study's weights.npz) gives all of them the
+same initial weights and the Keras, PyTorch and JAX runs compare on one instance. Without an
+.npz each initializes as Keras does by default (Glorot-uniform kernels, zero biases), under the
+run's seed. `mnist-net-torch` is the other way round: PyTorch's MNIST example as written
+upstream, its Keras twin (mnist-net) written in PyTorch's layout.
 """
 
 from __future__ import annotations
 
-import importlib
 import math
-from collections.abc import Mapping
 
 from study.frameworks.registry import FRAMEWORKS
+from study.train.models.examples import Examples
 
 # --- digits-cnn: conv 3x3x1x6 VALID -> avg_pool 2x2 -> relu -> flatten (h, w, c) -> dense softmax
 
@@ -45,26 +35,7 @@ def _mlp_shapes(input_shape, outputs):
     return [(features, 32), (32,), (32, 32), (32,), (32, outputs), (outputs,)]
 
 
-class _Examples(Mapping):
-    """Example name -> its function, imported from its framework's folder only when asked for
-    (the names are the registry's, `Framework.examples`)."""
-
-    def __init__(self):
-        self._where = {name: where for f in FRAMEWORKS.values()
-                       for name, where in f.examples.items()}
-
-    def __getitem__(self, name: str):
-        module, function = self._where[name].split(":")
-        return getattr(importlib.import_module(module), function)
-
-    def __iter__(self):
-        return iter(self._where)
-
-    def __len__(self) -> int:
-        return len(self._where)
-
-
-NATIVE_MODELS = _Examples()
+NATIVE_MODELS = Examples(native=True)
 # each shipped native example's framework (the command and config can pick the backend from the
 # name, before anything is imported)
-FRAMEWORK_OF = {name: f.name for f in FRAMEWORKS.values() for name in f.examples}
+FRAMEWORK_OF = {name: f.name for f in FRAMEWORKS.values() if f.train for name in f.examples}

@@ -1,37 +1,16 @@
-"""The small interface behind native models (PyTorch modules, JAX models), modelled on AlgoPerf's
-workload / submission split: the workload is the model and its data (what is trained), the
-submission the optimizer (how). Each framework is an adapter of both halves
-(study/frameworks/<name>/train.py: a torch.nn.Module's, a JAX model's); our L-BFGS is one
-submission for all of them and for Keras models, on the flattened parameters. `WorkloadStepper`
-joins the two into the shape of stepper the segmented loop (study.train.run.loop) times, so
-native runs are timed by the same code as Keras runs.
+"""The small interface behind native models, modelled on AlgoPerf's workload / submission split:
+the workload is the model and its data (what is trained: initial parameters, the loss on a
+batch, evaluation, flat vectors), the submission the optimizer (how: state, update). Each
+framework's adapter (study/frameworks/<name>/train.py) implements both; our L-BFGS is one
+submission for every model, Keras's included, on the flattened parameters. `WorkloadStepper`
+joins the two into the stepper the segmented loop (study.train.run.loop) times, so native runs
+are timed by the same code as Keras runs.
 
-Why this split: the loop must dispatch K steps and then read the host once (a host read is a
-synchronization), so `Workload.loss` and `Submission.update` return device values and never read
-them; `Workload.evaluate` runs off the clock and returns host floats; everything the algorithm
-of L-BFGS needs on the host goes through `Workload.flat_value_and_grad` (float64, full batch):
-the framework's one flat value_and_grad (study.train.run.flat), which a Keras model's L-BFGS runs
-through this same submission (study.train.run.trainers.KerasWeights).
-
-  Workload (one per model, data and device)
-    data                         the training arrays on the device (x, y), passed to `loss`
-                                 as an argument (a JAX program would embed a closed-over array)
-    init_parameters() -> params  the initial parameters, framework-native (a pytree on JAX; the
-                                 module's own parameters, reset to the initial values, on torch)
-    loss(params, data, index)    the mean training loss on rows `index`: a device scalar, pure
-                                 (traceable) on JAX, tracked by autograd on torch
-    indices(rows) -> [index]     the segment's row indices put on the device (off the clock)
-    evaluate(params) -> dict     {"val_loss": float, "val_<metric>": float}: host values
-    to_flat(params) / from_flat(w)   float64 host vector <-> parameters
-    flat_value_and_grad() -> f   f(w) -> (float, float64 gradient): the full-batch loss
-    read(value) -> float         the one host read of a segment (waits for the device)
-  Submission (one per optimizer)
-    init(workload, params) -> state
-    warm(workload, state, index)                      setup: what a step's first call costs
-                                                      (tracing, compiling), the state unmoved
-    update(workload, state, index) -> (state, loss)   one step, no host read (L-BFGS: one
-                                                      iteration, whose algebra is on the host)
-    parameters(workload, state) -> params             what `evaluate` is given
+Why this split: the loop dispatches K steps and then reads the host once (a host read is a
+synchronization), so `Workload.loss` and `Submission.update` return device values and never
+read them; `Workload.evaluate` runs off the clock and returns host floats; what L-BFGS needs on
+the host goes through `Workload.flat_value_and_grad` (float64, full batch). The training arrays
+are passed to `loss` as an argument: a JAX program would embed a closed-over array.
 """
 
 from __future__ import annotations
@@ -46,6 +25,7 @@ from study.frameworks.registry import make_backend
 from study.train.models.model import (
     LOGIT_OUTPUTS,
     check_native_loss,
+    describe,
     labels_are_indices,
     loss_label,
     loss_meaning,
@@ -326,12 +306,6 @@ def initial_arrays(path, names: list[str], shapes: list[tuple], what: str) -> li
                              "range (about 3.4e38), which become inf in the model's float32")
         out.append(value)
     return out
-
-
-def describe(exc: BaseException) -> str:
-    """An exception as one line: its type and its message's first line (300 characters)."""
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0][:300]}" if text else type(exc).__name__
 
 
 def loss_failure(what: str, loss_fn, outputs, labels, exc: BaseException, call) -> InputError:

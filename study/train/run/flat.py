@@ -1,17 +1,12 @@
-"""The loss and its gradient at a flat weight vector: what our L-BFGS (optimizers/lbfgs.py, one
-submission for every model: study.train.models.workload.LbfgsSubmission) needs of a model.
-Written once per framework, in its adapter (study/frameworks/<name>/train.py:
-`flat_value_and_grad`), and called alike for a Keras model (`value_and_grad` below) and a native
-one (its workload):
+"""The loss and its gradient at a flat weight vector: what our L-BFGS needs of a model. Written
+once per framework (its adapter's `flat_value_and_grad`), called alike for a Keras model and a
+native one:
 
     make(weights, loss_at, data, device) -> f(w) -> (float loss, float64 gradient)
 
-`weights` are the framework's trainable arrays in the flat vector's order (JAX: a pytree, whose
-structure unflattens w; TensorFlow: tf.Variables; PyTorch: tensors that require grad),
-`loss_at(weights, data)` the mean loss at them, `data` the full batch (x, y), `device` where
-the vector goes (None: where the framework puts it, as the run's device scope says). Each
-returns host float64 values, so every call ends with the device done. The pieces below split
-and join flat vectors for all of them."""
+`weights` are the framework's trainable arrays in the flat vector's order, `data` the full batch
+(x, y), `device` where the vector goes (None: the run's device scope). Host float64 values come
+back, so every call ends with the device done. The pieces below split and join flat vectors."""
 
 from __future__ import annotations
 
@@ -19,23 +14,6 @@ import numpy as np
 
 from convergence_study.errors import InputError
 from study.train.frameworks import adapter, trainable
-
-
-def value_and_grad(model, loss, x: np.ndarray, y: np.ndarray):
-    """f(w) -> (loss, gradient) for the flat float64 vector w of a Keras model's trainable
-    weights; `loss` is the mean loss (study.train.models.model.loss_object). The loss at given
-    weights is `model.stateless_call` on every framework (JAX cannot assign a traced value)."""
-    import keras
-
-    frozen = [v.value for v in model.non_trainable_variables]
-
-    def loss_at(weights, data):
-        xs, ys = data
-        y_pred, _ = model.stateless_call(weights, frozen, xs, training=True)
-        return loss(ys, y_pred)
-
-    make = framework_value_and_grad(keras.backend.backend())
-    return make([v.value for v in model.trainable_variables], loss_at, (x, y), None)
 
 
 def framework_value_and_grad(framework: str):

@@ -1,37 +1,20 @@
-"""The timed loop of a train run: segments of steps with no host read inside, written against
-a small stepper so that its bookkeeping can be tested without a framework or a real clock.
-
-  stepper.prepare(first, count) -> the segment's batches (row indices put on the device), made
-                                   outside the clock
-  stepper.warm(prepared)        -> setup: trace and compile a step on the first batch (or run
-                                   one and put the state back), leaving the state unmoved
-  stepper.run(prepared)         -> the segment's steps, dispatched without reading anything
-                                   back (JAX queues them, the state donated from step to step)
-  stepper.read(value)           -> the one host read of a segment: the last step's training
-                                   loss as a float, which waits for the device to finish
-  evaluate()                    -> {"val_loss": ..., "val_<metric>": ...}, host values
+"""The timed loop of a train run: segments of steps with no host read inside, written against a
+small stepper (prepare a segment's batches off the clock, `warm` for setup, `run` the steps, `read`
+the last loss once; `evaluate` off the clock) so that its bookkeeping is tested without a
+framework or a real clock.
 
 Why segments: a host read is a synchronization, and reading the loss after every step (as
 `train_on_batch` does) timed the harness instead of the framework on JAX (2.6x to 4.3x a warm
-`fit`). So a segment runs K steps, then synchronizes once and reads the clock; the divergence
-check (optimizers.stopping.Divergence, the regression study's rule: a non-finite loss or one
-grown 1e5 times the initial val_loss) is looked at segment ends. A segment ends at every
-evaluation step (every `eval_every` steps and the last), so evaluations fall on the same steps
-as a per-step loop's. A time budget is a wall-clock limit: with one, a segment runs no more
-steps than the budget's rest fits at the time per step seen so far (the first: one step), the
-run stops with an evaluation where the next step would not fit, and a segment that ends past
-the budget is evaluated no more (`timeout`: a target met past the budget is not met); evaluation
-runs off the clock after the state is written back into the model (`evaluate` does that).
+`fit`). A segment runs K steps, then synchronizes once and reads the clock; divergence
+(optimizers.stopping.Divergence) is looked at segment ends. Segments end at every evaluation
+step, so evaluations fall where a per-step loop's would. With a time budget, a segment runs no
+more steps than the budget's rest fits at the time per step seen so far, and a segment ending
+past the budget is evaluated no more (`timeout`: a target met past the budget is not met).
 
-Setup is `warm`, timed apart as `setup_seconds`: one step for what a first call costs
-(tracing, compiling, allocating) that moves nothing (JAX: on a copy of the state, thrown away;
-TensorFlow, PyTorch: every variable put back), so no step compiles inside the clock and step 1
-is a training step like the others. (It used to be the first step itself, timed as setup: a
-run that met its target after step 1 had a time to target of 0 s and no time per step.)
-`seconds` is training time up to where the run stopped, over all its steps
-(`seconds_per_step` is their mean), `seconds_to_target` training time up to the first
-evaluation at or past the target, never 0 for a run that trained, and
-`seconds_to_target_with_setup` the same plus the setup, as AlgoPerf counts it.
+Setup (`warm`, timed apart as `setup_seconds`) runs one step for what a first call costs and
+moves nothing, so no step compiles inside the clock and step 1 is a training step like the
+others. `seconds_to_target` is training time up to the first evaluation at or past the target;
+`seconds_to_target_with_setup` adds the setup, as AlgoPerf counts it.
 """
 
 from __future__ import annotations

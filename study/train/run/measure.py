@@ -1,14 +1,11 @@
-"""One train run in its own process, whose Keras runs on the spec's framework (KERAS_BACKEND
-was set before Keras was imported: study.train.run.warm for a sweep's warm process, the command for
-one run).
-
-Outside every clock: the data and the initial weights (from the sweep's cache, made once per
-seed by Keras's NumPy backend: study.train.models.initial), building and compiling the model, and
-the check that the loaded weights give the reference validation loss (a run whose weights disagree
-is refused, never trained). Then the loop (study.train.run.loop) inside the noise probe.
-`loop = "fit"` times `model.fit` over the same batches instead, for the loop's overhead.
-All of it runs inside the spec's device (study.train.run.device): a GPU run where the framework
-sees none is skipped, and the weights' device is checked after the run."""
+"""One train run in its own process, Keras on the spec's framework (KERAS_BACKEND set before its
+import) and reached through `model_library()`. Outside every clock: the data and the initial
+weights (the sweep's cache: study.train.models.initial), building and compiling the model, and
+the check that the loaded weights give the reference validation loss (else refused, never
+trained); then the loop (study.train.run.loop) inside the noise probe. `loop = "fit"` times
+`model.fit` over the same batches instead. A GPU run where the framework sees none is skipped
+(never moved to the CPU), and the weights' device is checked after the run (TensorFlow places
+ops softly: it would fall back to the CPU without a word)."""
 
 from __future__ import annotations
 
@@ -21,9 +18,10 @@ import pandas as pd
 from convergence_study.errors import InputError
 from datasets.user_file import is_file_name
 from optimizers.from_file import provenance
+from study.frameworks.registry import FRAMEWORKS
 from study.sweep.plugin import Measurement, RunContext
 from study.sweep.tuning import NO_RATE, is_tuned
-from study.train.frameworks import check_keras, native_titles, of_library
+from study.train.frameworks import adapter, check_keras, model_library, native_titles, of_library
 from study.train.models.initial import (
     RTOL,
     agrees,
@@ -33,14 +31,12 @@ from study.train.models.initial import (
     read_arrays,
     read_initial,
 )
-from study.train.models.model import build, loss_object, metric_object, outputs_for
+from study.train.models.model import outputs_for
 from study.train.models.native_examples import NATIVE_MODELS
 from study.train.models.native_load import check_backend, load
-from study.train.run.device import check_placed, gpu_seen, no_gpu, placed, scope
 from study.train.run.loop import Target, epoch_batches, run_loop
 from study.train.run.native_optimizers import KERAS_LIBRARY, check_family, library_of
 from study.train.run.native_run import prepare
-from study.train.run.trainers import Evaluation, make_trainer
 from study.train.sweep.spec import Spec
 
 FIT_GATHERED_BYTES = 2**31  # the most the fit baseline gathers in memory before its clock
@@ -72,30 +68,28 @@ def measure(spec: Spec, ctx: RunContext) -> Measurement:
                          "Keras model's initial weights are drawn per seed (the same on every "
                          "framework)")
     initial = initial_folder(spec, ctx.cache_dir)  # a model that cannot be built is refused
-    import keras  # here, before Keras starts its framework (seconds)
-
-    if keras.backend.backend() != spec.backend:
-        raise RuntimeError(f"Keras runs on {keras.backend.backend()} in this process, the spec "
-                           f"asks for {spec.backend} (KERAS_BACKEND is set too late)")
-    if spec.device == "gpu" and not gpu_seen(spec.backend):
-        return Measurement({"status": "skipped", "message": no_gpu(spec.backend)})
-    with scope(spec.device):
+    keras = model_library()
+    keras.check_backend(spec.backend)  # here, before Keras starts its framework (seconds)
+    if no_gpu(spec):
+        return no_gpu(spec)
+    with keras.scope(spec.device):
         return measure_on_device(spec, ctx, initial)
 
 
 def measure_on_device(spec: Spec, ctx: RunContext, initial) -> Measurement:
     arrays = read_arrays(data_folder(spec.data, ctx.cache_dir))
     weights, meta = read_initial(initial)
-    loss = loss_object(spec.loss)
-    metric_object(spec.metric)  # an unknown name is refused here, before the model is built
-    model = build(spec.model, tuple(meta["input_shape"]), meta["outputs"])
+    keras = model_library()
+    loss = keras.loss_object(spec.loss)
+    keras.metric_object(spec.metric)  # an unknown name is refused here, before the model is built
+    model = keras.build(spec.model, tuple(meta["input_shape"]), meta["outputs"])
     model.set_weights(weights)
     if spec.batch_size > len(arrays["x_train"]):
         raise InputError(f"batch_size {spec.batch_size} is more than the "
                          f"{len(arrays['x_train'])} training rows; give at most that, or 0 for "
                          "full batch")
-    trainer = make_trainer(model, spec, loss, spec.metric, arrays)
-    evaluation = Evaluation(model, arrays, spec.metric)
+    trainer = keras.make_trainer(model, spec, loss, spec.metric, arrays)
+    evaluation = keras.Evaluation(model, arrays, spec.metric)
     rows, per_epoch = epoch_batches(len(arrays["x_train"]), spec.batch_size, spec.seed)
     x, y = arrays["x_train"], arrays["y_train"]
     reference = meta["reference_val_loss"]
@@ -192,8 +186,8 @@ def measure_native(spec: Spec, ctx: RunContext, native, arrays: dict) -> Measure
     if spec.loop != "steps":
         raise InputError(f"loop '{spec.loop}' times Keras's model.fit; {native.what} is a native "
                          "model: use loop = 'steps'")
-    if spec.device == "gpu" and not gpu_seen(spec.backend):
-        return Measurement({"status": "skipped", "message": no_gpu(spec.backend)})
+    if no_gpu(spec):
+        return no_gpu(spec)
     initial, reference = spec.initial, None
     if initial is None and spec.model in NATIVE_MODELS:
         folder = initial_folder(keras_instance(spec), ctx.cache_dir)
@@ -231,9 +225,21 @@ def measure_native(spec: Spec, ctx: RunContext, native, arrays: dict) -> Measure
     return Measurement(record, {"traces": table})
 
 
+def no_gpu(spec: Spec) -> Measurement | None:
+    """A GPU run where the framework (in this process) sees none: skipped."""
+    if spec.device == "gpu" and not adapter(spec.backend).gpu_seen():
+        return Measurement({"status": "skipped", "message": FRAMEWORKS[spec.backend].no_gpu()})
+    return None
+
+
+def check_placed(device: str, name: str) -> None:
+    if name.lower().startswith(("gpu", "cuda")) != (device == "gpu"):
+        raise RuntimeError(f"asked for the {device.upper()} but the weights lie on {name}")
+
+
 def device_record(spec: Spec, model) -> dict:
     """Where the weights lay after the run, checked against the device asked for."""
-    name = placed(model)
+    name = model_library().placed(model)
     check_placed(spec.device, name)
     return {"device_name": name}
 

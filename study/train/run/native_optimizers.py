@@ -12,7 +12,7 @@ from datasets.user_file import absolute, imported, is_file_name, split
 from study.train.frameworks import adapter, native_adapters, of_library
 from study.train.models.workload import LBFGS_NAME, LbfgsSubmission, Submission
 
-KERAS_LIBRARY = "keras"  # keras:<Class>, for Keras models (study.frameworks.keras.optimizers)
+KERAS_LIBRARY = "keras"  # keras:<Class>, for Keras models (study/frameworks/keras/optimizers.py)
 
 
 def allowed(framework: str) -> str:

@@ -1,12 +1,9 @@
-"""One native-model run: the model loaded (study.train.models.native_load), its framework's workload
-and the optimizer's submission built and checked (every bad input one line before anything is
-timed), then the train study's own segmented loop (study.train.run.loop.run_loop) over a
-`WorkloadStepper`: the same clock, segments, statuses and setup rule as Keras runs.
-
-`prepare` does everything before the clock and `NativeRun.loop` the timed part (so a sweep
-can wrap only that in its noise probe); `train` is both. `train` returns the loop's record
-(status, steps, seconds, seconds_to_target, setup_seconds, ...) with the final validation
-values and what ran, plus the trace (one row per evaluation) under "trace"; it writes nothing."""
+"""One native-model run: the model loaded (study.train.models.native_load), its workload and the
+optimizer's submission built and checked (every bad input one line before anything is timed),
+then the segmented loop over a `WorkloadStepper`: the same clock, statuses and setup rule as
+Keras runs. `prepare` does everything before the clock and `NativeRun.loop` the timed part (a
+sweep wraps only that in its noise probe); `train` is both and returns the loop's record, the
+trace under "trace"; it writes nothing."""
 
 from __future__ import annotations
 

@@ -17,12 +17,17 @@ from dataclasses import replace
 from convergence_study.errors import InputError
 from datasets import values
 from datasets.user_file import absolute, is_file_name
-from study.frameworks.keras.optimizers import KERAS_PREFIX
-from study.frameworks.keras.optimizers import check_optimizers as check_keras_optimizers
+from study.frameworks.registry import DEVICES
 from study.frameworks.registry import FRAMEWORKS as REGISTRY
 from study.sweep import tuning as protocol
 from study.sweep.grid import ConfigError, as_list, blocks, check_size, expand, matches, unknown
-from study.train.frameworks import adapter, check_framework, keras_frameworks, native_adapters
+from study.train.frameworks import (
+    adapter,
+    check_framework,
+    keras_frameworks,
+    model_library,
+    native_adapters,
+)
 from study.train.models.data import check_data, load_data
 from study.train.models.model import (
     NATIVE_LOSSES,
@@ -37,8 +42,8 @@ from study.train.models.model import (
 )
 from study.train.models.native_examples import FRAMEWORK_OF
 from study.train.models.workload import METRICS, check_metric
-from study.train.run.device import DEVICES
 from study.train.run.native_optimizers import (
+    KERAS_LIBRARY,
     file_kinds,
     file_library,
     library_of,
@@ -183,11 +188,11 @@ def optimizer_points(raw: dict, source: str, seeds) -> list[tuple]:
                 raise ConfigError(f"{where}: {exc}") from None
         native = native_framework(block_name)
         if not isinstance(block_name, str) or not (
-                block_name == LBFGS or native or block_name.startswith(KERAS_PREFIX)
+                block_name == LBFGS or native or block_name.startswith(f"{KERAS_LIBRARY}:")
                 or is_file_name(block_name)):
             forms = ", ".join(f"{a.LIBRARY}:{a.OPTIMIZER_FORM}" for a in native_adapters())
             raise ConfigError(f"{source}: optimizers: unknown name {block_name!r}; allowed: "
-                              f"{KERAS_PREFIX}<Class> (any Keras optimizer), {forms} (native "
+                              f"{KERAS_LIBRARY}:<Class> (any Keras optimizer), {forms} (native "
                               f"models), {LBFGS}, path/to/file.py:Name ({file_kinds()})")
         params = {k: v for k, v in block.items() if k not in ("name", "tuning")}
         rate = adapter(native).RATE if native else protocol.PARAMETER
@@ -212,7 +217,7 @@ def optimizer_points(raw: dict, source: str, seeds) -> list[tuple]:
                     keras_points.append((block_name, candidate))
             points.append((block_name, point, tuning))
     check_distinct(points, source)
-    for error in check_keras_optimizers(keras_points, raw.get("run_timeout")):
+    for error in model_library().check_optimizers(keras_points, raw.get("run_timeout")):
         if error:
             raise ConfigError(f"{source}: optimizers: {error}")
     return points
@@ -330,7 +335,7 @@ def check_names(block: dict, own: str | None, where: str) -> None:
             if loss is not None:
                 check_native_loss(loss, f"model '{block['model']}'")
             return
-        error = None if familiar(loss, metric) else keras_names(loss, metric)
+        error = None if familiar(loss, metric) else model_library().check_names(loss, metric)
     except InputError as exc:
         raise ConfigError(f"{where}: {exc}") from None
     if error:
@@ -343,40 +348,6 @@ def familiar(loss: str | None, metric: str) -> bool:
     name, logits = loss_name(loss) if loss is not None else (None, False)
     known = loss is None or (name in NATIVE_LOSSES and (not logits or "entropy" in name))
     return known and metric in METRICS
-
-
-KERAS_NAMES = """
-import json, sys
-from convergence_study.errors import InputError
-from study.train.models.model import loss_function, metric_object
-loss, metric = json.loads(sys.stdin.read())
-try:
-    if loss is not None:
-        loss_function(loss)
-    metric_object(metric)
-    print(json.dumps(None))
-except InputError as exc:
-    print(json.dumps(str(exc)))
-"""
-
-
-@functools.cache
-def keras_names(loss: str | None, metric: str) -> str | None:
-    """None, or the one line Keras's own lookup gives for an unknown loss or metric name."""
-    import os
-    import subprocess
-    from pathlib import Path
-
-    root = str(Path(__file__).resolve().parents[3])
-    env = {**os.environ, "KERAS_BACKEND": "numpy", "CUDA_VISIBLE_DEVICES": "-1",
-           "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
-    try:
-        done = subprocess.run([sys.executable, "-P", "-c", KERAS_NAMES], text=True, env=env,
-                              input=json.dumps([loss, metric]), capture_output=True,
-                              timeout=600)
-        return json.loads(done.stdout.strip().splitlines()[-1])
-    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
-        return None  # no child: each run checks the names itself, as before
 
 
 def native_framework(optimizer) -> str | None:

@@ -36,7 +36,7 @@ class Spec:
     stopping: dict = field(default_factory=dict)  # max_steps, time_budget (training seconds)
     tuning: dict = field(default_factory=dict)  # study.sweep.tuning's protocol
     loop: str = "steps"  # steps: our timed loop; fit: model.fit over the same steps (overhead)
-    device: str = "cpu"  # cpu or gpu: where the framework runs it (study.train.run.device)
+    device: str = "cpu"  # cpu or gpu: where the framework runs it (study.train.run.measure)
     initial: str | None = None  # a native model's .npz of initial parameters (None: the seed's)
     problem: str | None = None  # the [[problems]] block's name: what the report calls it
 
