@@ -40,8 +40,6 @@ OPTIMIZERS = {
 # folders (study/frameworks/<name>/), which add their libraries' optimizers when study.frameworks
 # is imported: the algorithms' layer never imports a framework's.
 PREFIXES: dict[str, type] = {}
-# the harnesses a library's optimizer runs through, by prefix (a file's optax factory included)
-LIBRARIES: dict[str, type] = {}
 
 
 def prefix_of(name: str) -> str | None:
@@ -50,9 +48,9 @@ def prefix_of(name: str) -> str | None:
 
 
 def library_of(name: str) -> str | None:
-    """The library whose harness runs a name (a key of LIBRARIES): its prefix, `torch:` for a
-    file's torch.optim.Optimizer subclass, `optax:` for a file's optax factory; None for ours
-    and a user's own Optimizer."""
+    """The library whose harness runs a name (a key of PREFIXES or FILE_LIBRARIES): its prefix,
+    `torch:` for a file's torch.optim.Optimizer subclass, `optax:` for a file's optax factory;
+    None for ours and a user's own Optimizer."""
     if is_file_name(name):
         return next((prefix for prefix, (found, _) in FILE_LIBRARIES.items()
                      if found(name) is not None), None)
@@ -80,5 +78,5 @@ def make_optimizer(name: str, **hyperparameters):
     return construct(cls, name, hyperparameters)
 
 
-__all__ = ["INITS", "LIBRARIES", "OPTIMIZERS", "PREFIXES", "build_rules", "library_of",
+__all__ = ["INITS", "OPTIMIZERS", "PREFIXES", "build_rules", "library_of",
            "make_optimizer", "prefix_of", "run"]

@@ -38,6 +38,10 @@ class Optimizer:
     family: str | None = None
     # the libraries' default epsilons ({"keras3": 1e-7, ...}): the record says whose the run's is
     epsilons: dict | None = None
+    # a library whose classes a config checks all at once, apart, instead of building each one
+    # here (Keras: building one would start TensorFlow in the sweep's process):
+    # check_apart(points, timeout) gives each (name, parameters) point's None or one-line error
+    check_apart = None
 
     def hyperparameters(self) -> dict:
         """The values a row records: its dataclass fields but `name` (a user's own optimizer

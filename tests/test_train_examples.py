@@ -7,6 +7,10 @@ shapes and what to change; `layout = "channels_first"` moves the channel axis on
 cached arrays, before any clock."""
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -18,6 +22,7 @@ from study.train.models.data import load_data
 from study.train.models.examples import digits, digits28
 
 torch = pytest.importorskip("torch")
+ROOT = Path(__file__).resolve().parent.parent
 
 NET_RECIPE = ["--loss", "nll", "--optimizer", "torch:Adadelta", "--opt-param", "lr=1.0"]
 
@@ -261,24 +266,30 @@ def test_a_keras_model_of_channels_last_given_channels_first_rows_says_to_leave_
 
 # ---- the shipped clients ---------------------------------------------------------------------
 
-def test_the_torch_net_takes_its_keras_twins_weights_and_gives_its_outputs():
+def test_the_torch_net_takes_its_keras_twins_weights_and_gives_its_outputs(tmp_path):
     """mnist-net (Keras, PyTorch's layout) draws the weights mnist-net-torch starts from; both
-    give the same outputs from them, so a run's first evaluation matches the twin's."""
-    from study.frameworks.keras.examples import mnist_net
+    give the same outputs from them, so a run's first evaluation matches the twin's. The Keras
+    twin runs in a child on Keras's PyTorch backend: this process's Keras may have started on
+    TensorFlow, whose CPU convolution refuses the channels-first layout."""
     from study.frameworks.torch.examples import mnist_net_torch
 
     x = load_data({"name": "digits28", "layout": "channels_first"})["x_val"][:64]
-    twin = mnist_net(x.shape[1:], 10)
-    weights = twin.get_weights()
+    np.save(tmp_path / "x.npy", x)
+    child = ("import sys, numpy as np, keras; "
+             "from study.frameworks.keras.examples import mnist_net; "
+             "x = np.load(sys.argv[1] + '/x.npy'); twin = mnist_net(x.shape[1:], 10); "
+             "out = keras.ops.convert_to_numpy(twin(x, training=False)); "
+             "np.savez(sys.argv[1] + '/twin.npz', out, *twin.get_weights())")
+    subprocess.run([sys.executable, "-c", child, str(tmp_path)], check=True, cwd=ROOT,
+                   env={**os.environ, "KERAS_BACKEND": "torch", "PYTHONPATH": str(ROOT)})
+    saved = np.load(tmp_path / "twin.npz")
+    expected, *weights = (saved[f"arr_{i}"] for i in range(len(saved.files)))
     net = mnist_net_torch(x.shape[1:], 10)
     assert [w.shape for w in weights] == [tuple(p.shape) for p in net.parameters()]
     with torch.no_grad():
         for parameter, value in zip(net.parameters(), weights, strict=True):
             parameter.copy_(torch.as_tensor(value))
     net.eval()
-    import keras
-
-    expected = keras.ops.convert_to_numpy(twin(x, training=False))
     got = net(torch.as_tensor(x)).detach().numpy()
     np.testing.assert_allclose(got, expected, atol=1e-5)
     # drawn as PyTorch's default draws: uniform within 1/sqrt(fan_in)

@@ -9,10 +9,8 @@ import itertools
 
 from convergence_study.errors import InputError
 from datasets import DATASETS, validate_dataset, values
-from optimizers import INITS, OPTIMIZERS, PREFIXES, build_rules, make_optimizer
+from optimizers import INITS, OPTIMIZERS, PREFIXES, build_rules, make_optimizer, prefix_of
 from optimizers.from_file import absolute, declared_name, is_file_name
-from study.frameworks.keras.optimizers import KERAS_PREFIX
-from study.frameworks.keras.optimizers import check_optimizers as check_keras_optimizers
 from study.frameworks.registry import BACKENDS, backend
 from study.regression.spec import RunSpec
 from study.sweep import tuning as protocol
@@ -44,11 +42,12 @@ def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[RunSpe
                               "[stopping]")
     study_tuning = table_of(raw, "tuning", "", source)
     datasets = section_points(raw, "datasets", source)
-    optimizers, keras_points = optimizer_points(raw, source, stopping, study_tuning, seeds)
+    optimizers, apart = optimizer_points(raw, source, stopping, study_tuning, seeds)
     backends = section_points(raw, "backends", source)
-    for error in check_keras_optimizers(keras_points, raw.get("run_timeout")):
-        if error:
-            fail(source, "optimizers", error)
+    for prefix, points in apart.items():
+        for error in PREFIXES[prefix].check_apart(points, raw.get("run_timeout")):
+            if error:
+                fail(source, "optimizers", error)
     check_size(len(datasets) * len(optimizers) * len(backends) * len(inits) * len(seeds)
                * repeats, source)
     specs = []
@@ -181,17 +180,17 @@ def section_points(raw: dict, section: str, source: str) -> list[tuple[str, dict
 
 
 def optimizer_points(raw: dict, source: str, stopping: dict, study_tuning: dict,
-                     seeds: list) -> tuple[list, list]:
+                     seeds: list) -> tuple[list, dict]:
     """The [[optimizers]] blocks' points, each checked: (name, hyperparameters, the block's own
-    stopping rules or None, its tuning protocol or None), and the Keras points left to check.
+    stopping rules or None, its tuning protocol or None), and the points left to check apart.
     A block may bring its own rules (the original program's: tol "off", exact_repeat = true)
     over the study's [stopping]. A user's own `path.py:Name` is checked as ours are; a library's
     class (keras:Adam, torch:LBFGS) by its own object: torch's here, Keras's all at once in a
-    child process once the backends are checked (check_keras_optimizers)."""
-    points, keras_points = [], []
+    child process once the backends are checked (its class's `check_apart`), by prefix."""
+    points, apart = [], {}
     for block in blocks(raw, "optimizers", source):
         block_name = block.get("name")
-        library = isinstance(block_name, str) and block_name.startswith(tuple(PREFIXES))
+        library = prefix_of(block_name) if isinstance(block_name, str) else None
         if is_file_name(block_name):  # a user's own optimizer
             block_name = own_file(block_name, source, "optimizers")
         elif not isinstance(block_name, str) or (block_name not in OPTIMIZERS and not library):
@@ -213,13 +212,13 @@ def optimizer_points(raw: dict, source: str, stopping: dict, study_tuning: dict,
             asks = tuning is not None and point.get(protocol.PARAMETER) == protocol.TUNED
             for candidate in ([{**point, protocol.PARAMETER: rate} for rate in tuning["grid"]]
                               if asks else [point]):
-                if library and block_name.startswith(KERAS_PREFIX):
-                    keras_points.append((block_name, candidate))
+                if library and PREFIXES[library].check_apart:
+                    apart.setdefault(library, []).append((block_name, candidate))
                 else:
                     check_point(source, "optimizers", block_name, candidate)
             points.append((block_name, point, own, tuning if asks else None))
     check_labels([name for name, *_ in points], source)
-    return points, keras_points
+    return points, apart
 
 
 def check_labels(names: list[str], source: str) -> None:

@@ -13,12 +13,13 @@ from datasets import DATASETS, InputError, problem_kind
 from datasets import dataset as declared
 from datasets.user_file import is_file_name
 from datasets.user_file import split as split_file
-from optimizers import LIBRARIES, OPTIMIZERS, library_of, make_optimizer
+from optimizers import OPTIMIZERS, PREFIXES, library_of, make_optimizer, prefix_of
 from optimizers.driver import for_problem
+from optimizers.from_file import FILE_LIBRARIES
 from optimizers.objective import check_formulation
 from optimizers.stopping import STOPPING_STATUSES
 from study.frameworks.registry import BACKENDS, framework_of
-from study.regression.config import CONFIG_KEYS, KERAS_PREFIX
+from study.regression.config import CONFIG_KEYS
 from study.regression.config import expand_specs as expand
 from study.regression.labels import data_titles, label_runs, original_data
 from study.regression.logistic import is_logistic
@@ -62,7 +63,8 @@ def check_grid(specs) -> str | None:
         kind = problem_kind(spec.dataset, spec.dataset_params)
         try:
             check_formulation(kind.objective, spec.backend_options.get("formulation", "data"))
-            if not spec.optimizer.startswith(KERAS_PREFIX):  # Keras's solve any objective
+            prefix = prefix_of(spec.optimizer)
+            if not (prefix and PREFIXES[prefix].check_apart):  # checked apart; Keras's solve any
                 rate = spec.tuning.get("grid", [None])[0]  # a tuned rate: any grid value
                 for_problem(make_optimizer(spec.optimizer, **{
                     k: rate if v == TUNED else v for k, v in spec.hyperparameters.items()}),
@@ -90,9 +92,11 @@ def needs_gpu(spec: RunSpec) -> bool:
 
 def _selectable() -> tuple[set[str], dict, dict]:
     # every keras:<Class> runs through study/frameworks/keras/optimizers.py, every torch:<Class>
-    # study/frameworks/torch/optimizers.py, a file's optax factory jax/optax_file.py
-    optimizers = {name: relative(inspect.getsourcefile(cls))
-                  for name, cls in {**OPTIMIZERS, **LIBRARIES}.items()}
+    # study/frameworks/torch/optimizers.py, a file's optax factory jax/optax_file.py (the module
+    # of each library's builder in FILE_LIBRARIES)
+    harnesses = {**OPTIMIZERS, **PREFIXES,
+                 **{prefix: build for prefix, (_, build) in FILE_LIBRARIES.items()}}
+    optimizers = {name: relative(inspect.getsourcefile(code)) for name, code in harnesses.items()}
     datasets = {name: relative(inspect.getsourcefile(d.load)) for name, d in DATASETS.items()}
     chosen = set(optimizers.values()) | set(datasets.values())
     return chosen, optimizers, datasets

@@ -3,9 +3,9 @@ a file (`path.py:factory`, optax_file.py)."""
 
 from __future__ import annotations
 
-from optimizers import LIBRARIES, OPTIMIZERS
+from optimizers import OPTIMIZERS
 from optimizers.from_file import FILE_LIBRARIES
-from study.frameworks.jax.optax_file import OPTAX_PREFIX, OptaxTransform, build, optax_factory
+from study.frameworks.jax.optax_file import OPTAX_PREFIX, build, optax_factory
 from study.frameworks.jax.optimizers import OptaxLBFGS
 from study.frameworks.registry import (
     DEVICES,
@@ -49,5 +49,4 @@ register(Backend(
 
 OPTIMIZERS["optax-lbfgs"] = OptaxLBFGS  # optax's, with its zoom line search, on the jax backend
 # a file's function returning an optax GradientTransformation (optax_file.py)
-LIBRARIES[OPTAX_PREFIX] = OptaxTransform
 FILE_LIBRARIES[OPTAX_PREFIX] = (optax_factory, build)

@@ -7,7 +7,7 @@ only: a process picks its backend (KERAS_BACKEND) before the import."""
 
 from __future__ import annotations
 
-from optimizers import LIBRARIES, PREFIXES
+from optimizers import PREFIXES
 from optimizers.from_file import FILE_LIBRARIES
 from study.frameworks.keras.optimizers import KERAS_PREFIX, KerasOptimizer, build, keras_class
 from study.frameworks.registry import Framework, register
@@ -17,5 +17,5 @@ register(None, Framework(
     examples={name: f"{__name__}.examples:{name.replace('-', '_')}"
               for name in ("digits-cnn", "eve-mlp", "mnist-convnet", "mnist-net")}))
 
-PREFIXES[KERAS_PREFIX] = LIBRARIES[KERAS_PREFIX] = KerasOptimizer
+PREFIXES[KERAS_PREFIX] = KerasOptimizer
 FILE_LIBRARIES[KERAS_PREFIX] = (keras_class, build)  # a file's Keras optimizer class

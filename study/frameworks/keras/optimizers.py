@@ -93,6 +93,11 @@ class KerasOptimizer(Optimizer):
     only_on = "tensorflow"
     evaluations = {"nfev": 1, "ngev": 1, "nhvp": 0}
 
+    @staticmethod
+    def check_apart(points, timeout):
+        """All of a config's points at once, in a child on Keras's NumPy backend."""
+        return check_optimizers(points, timeout)
+
     def __init__(self, class_name: str, library_class=None, **config):
         # library_class: a user's own Keras optimizer class (class_name its path.py:Name)
         self.class_name, self.config, self.library_class = class_name, dict(config), library_class

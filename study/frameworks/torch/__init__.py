@@ -3,7 +3,7 @@ subclass (`path.py:Class`)."""
 
 from __future__ import annotations
 
-from optimizers import LIBRARIES, PREFIXES
+from optimizers import PREFIXES
 from optimizers.from_file import FILE_LIBRARIES
 from study.frameworks.registry import (
     DEVICES,
@@ -48,6 +48,6 @@ register(Backend(
             "torch-compiled": ((0, (9, 2)), "8"), "torch-graphed": ((0, (3, 1, 3, 3)), "+")},
     twin=f"{__name__}.twin"))
 
-PREFIXES[TORCH_PREFIX] = LIBRARIES[TORCH_PREFIX] = TorchOptimizer  # torch.optim's: `torch:LBFGS`
+PREFIXES[TORCH_PREFIX] = TorchOptimizer  # torch.optim's: `torch:LBFGS`
 # a file's torch.optim.Optimizer subclass, run by the same harness
 FILE_LIBRARIES[TORCH_PREFIX] = (torch_class, build)
