@@ -63,13 +63,14 @@ def test_sections_points():
         config.section_points(raw(datasets=[{"name": "nope"}]), "datasets", "c.toml")
     block = {"name": "gd", "step": "fixed", "learning_rate": ["tuned", 0.1],
              "stopping": {"tol": "off"}}
-    points, keras = config.optimizer_points(raw(optimizers=[block, {"name": "keras:Adam"}]),
+    points, apart = config.optimizer_points(raw(optimizers=[block, {"name": "keras:Adam"}]),
                                             "c.toml", config.DEFAULT_STOPPING, TUNING, [0])
     (_, tuned, own, tuning), (_, plain, _, untuned), (name, *_) = points
     assert tuned["learning_rate"] == "tuned" and tuning["grid"] == [0.01, 0.1]
     assert own == {"tol": None, "max_iter": 100_000}
     assert plain["learning_rate"] == 0.1 and untuned is None
-    assert name == "keras:Adam" and keras == [("keras:Adam", {})]  # checked after the backends
+    # checked apart (Keras's: in a child), after the backends
+    assert name == "keras:Adam" and apart == {"keras:": [("keras:Adam", {})]}
 
 
 @pytest.mark.parametrize(("changes", "first"), [
