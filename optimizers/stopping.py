@@ -73,6 +73,7 @@ class Suboptimality(Rule):
 
     def reason(self) -> str:
         return f"suboptimality reached tol {self.tol:g}"
+
     def check(self, ops, ctx, state):
         return ctx.suboptimality <= self.tol, state
 
@@ -89,6 +90,7 @@ class GradientNorm(Rule):
 
     def reason(self) -> str:
         return f"the gradient norm fell to grad_tol {self.tol:g}"
+
     def check(self, ops, ctx, state):
         return ctx.grad_norm <= self.tol, state
 
@@ -140,6 +142,7 @@ class ExactRepeat(Rule):
 
     def reason(self) -> str:
         return "the RMSE repeated exactly (the original program's rule)"
+
     def check(self, ops, ctx, state):
         return ops.sqrt(ctx.f) == ops.sqrt(ctx.f_prev), state
 
@@ -154,6 +157,7 @@ class MaxIter(Rule):
 
     def reason(self) -> str:
         return f"the iteration budget max_iter {self.max_iter} ran out"
+
     def check(self, ops, ctx, state):
         return ctx.iteration >= self.max_iter, state
 
@@ -168,6 +172,7 @@ class TimeBudget(Rule):
 
     def reason(self) -> str:
         return f"the time budget of {self.seconds:g} s ran out"
+
     def check(self, ops, ctx, state):
         return ctx.elapsed >= self.seconds, state
 
@@ -190,6 +195,7 @@ class Divergence(Rule):
 
     def reason(self) -> str:
         return f"the loss became non-finite or grew past {self.factor:g} times its start"
+
     def check(self, ops, ctx, state):
         return ops.logical_or(ops.logical_not(ops.isfinite(ctx.f)),
                               ctx.f > self.factor * ctx.f0), state
