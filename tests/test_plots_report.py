@@ -631,3 +631,12 @@ def test_no_instance_every_configuration_ran_draws_nothing_and_says_so(tmp_path,
     assert written == [] and not (tmp_path / "headline.png").exists()
     assert "no data set has an instance (seed) that each of its configurations ran" in \
         capsys.readouterr().err
+
+
+def test_the_machine_sentence_names_each_distribution_once():
+    """keras is recorded by two frameworks (TensorFlow's and Keras's own entry): one column, so
+    the sentence names its version once."""
+    frame = pd.DataFrame({"env_keras": ["3.15.1"], "env_tensorflow": ["2.21.0"],
+                          "env_numpy": ["2.4.6"]})
+    sentence = build.machine_sentence(frame)
+    assert sentence.lower().count("keras 3.15.1") == 1 and "TensorFlow 2.21.0" in sentence

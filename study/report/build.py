@@ -81,13 +81,17 @@ def _text(value) -> str:
     return str(value)
 
 
-# the NumPy stack, then every registered framework (its own distribution by its title, the
-# others it records, such as keras or optax, by their distribution names), then Python
+# every registered framework's distributions: its own by its title, the others it records (such
+# as keras or optax) by their distribution names; one that two frameworks record (keras:
+# TensorFlow's, and Keras's own) once, as the first names it
+_NAMED: dict[str, str] = {}
+for _framework in FRAMEWORKS.values():
+    for _package in _framework.packages:
+        _NAMED.setdefault(f"env_{_package.replace('-', '_')}", _framework.title
+                          if _package == _framework.packages[0] else _package)
+# the NumPy stack, then the frameworks, then Python
 VERSIONS = (("NumPy", "env_numpy"), ("SciPy", "env_scipy"),
-            *((framework.title if package == framework.packages[0] else package,
-               f"env_{package.replace('-', '_')}")
-              for framework in FRAMEWORKS.values() for package in framework.packages),
-            ("Python", "env_python"))
+            *((title, column) for column, title in _NAMED.items()), ("Python", "env_python"))
 
 
 def machine_sentence(*frames: pd.DataFrame) -> str:
