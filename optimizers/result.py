@@ -54,7 +54,11 @@ class Stopwatch:
         try:
             yield
         finally:
-            self._paused += time.perf_counter() - t
+            self.exclude_since(t)
+
+    def exclude_since(self, t: float) -> None:
+        """Take the time since `t` (a perf_counter reading) out of the elapsed time."""
+        self._paused += time.perf_counter() - t
 
 
 @dataclass

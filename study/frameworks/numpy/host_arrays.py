@@ -14,7 +14,7 @@ from functools import lru_cache
 import numpy as np
 
 _SCALARS = (np.float64, np.float32)
-_CHOOSABLE = (np.ndarray, np.bool_, *_SCALARS)
+_SAME_WHEN_SAME_TYPE = (np.bool_, *_SCALARS)  # one type: one shape () and one dtype
 _BOOLS = (bool, np.bool_)
 _NUMBERS = (int, float)  # Python numbers: NumPy takes them at the other operand's dtype
 
@@ -24,10 +24,12 @@ def host_where(condition, x, y):
     scalars of one type, shape and dtype (or a NumPy scalar and a Python number) returns the
     chosen one."""
     if type(condition) in _BOOLS:
-        if (type(x) is type(y) and type(x) in _CHOOSABLE
-                and x.shape == y.shape and x.dtype == y.dtype):
-            return x if condition else y
-        if type(x) in _SCALARS and type(y) in _NUMBERS:
+        kind = type(x)
+        if kind is type(y):
+            if kind in _SAME_WHEN_SAME_TYPE or (
+                    kind is np.ndarray and x.shape == y.shape and x.dtype == y.dtype):
+                return x if condition else y
+        elif kind in _SCALARS and type(y) in _NUMBERS:
             return x if condition else x.dtype.type(y)
     return np.where(condition, x, y)
 
