@@ -175,3 +175,67 @@ def test_host_rules_decide_as_with_numpys_functions(f, f0, f_prev):
             fired_np, new_np = rule.check(NumpyHostOps(), ctx, state)
             assert bool(fired) == bool(fired_np), (rule, ctx)
             assert all(same(float(a), float(b)) for a, b in zip(new, new_np, strict=True))
+
+
+SMALL_CONFIG = """name = "same-rows"
+seeds = [0, 1]
+
+[stopping]
+tol = 1e-8
+max_iter = 400
+rel_tol = 1e-12
+patience = 50
+
+[[datasets]]
+name = "synthetic"
+n = 300
+d = 12
+kappa = [100.0, 1e4]
+
+[[datasets]]
+name = "synthetic-logistic"
+n = 300
+d = 6
+kappa = 100.0
+
+[[optimizers]]
+name = "lbfgs"
+
+[[optimizers]]
+name = "gd"
+step = "1/L"
+
+[[optimizers]]
+name = "nesterov"
+
+[[backends]]
+name = "numpy"
+dtype = ["float64", "float32"]
+
+[[exclude]]
+dataset = "synthetic-logistic"
+optimizer = "nesterov"
+"""
+
+
+def test_a_small_regression_config_gives_the_same_rows(tmp_path, monkeypatch):
+    """Issue 53's check on the study's own path: every spec of a small config (the study's
+    stopping rules, no time budget), measured as a sweep's run measures it (`run_spec` on the
+    cached problem), gives the rows and trace checkpoints it gave with NumPy's own functions."""
+    from study.regression.measure import load_problem, run_spec
+    from study.sweep.grid import load_study
+
+    config = tmp_path / "same-rows.toml"
+    config.write_text(SMALL_CONFIG)
+    specs = load_study(config).specs
+    assert len(specs) == 32  # 3 problems x 3 methods x 2 dtypes x 2 seeds, less nesterov logistic
+    for spec in specs:
+        problem = load_problem(spec, tmp_path / "cache")
+        fast, _ = run_spec(spec, problem, threads=1)
+        with monkeypatch.context() as patch:
+            for name in ("abs", "where", "maximum", "minimum", "logical_and", "logical_or",
+                         "logical_not", "strict_upper", "eye", "reshape", "transpose", "sum"):
+                patch.setattr(NumpyBackend, name, NumpyFunctions.__dict__[name])
+            patch.setattr(driver, "HOST_OPS", NumpyHostOps())
+            before, _ = run_spec(spec, problem, threads=1)
+        assert comparable(fast) == comparable(before), spec.run_id
