@@ -50,19 +50,6 @@ ATTEMPTS = 3
 
 _MEMO: dict[str, dict] = {}  # machine key -> crossover entry, once per process
 
-# OpenBLAS's threads spin about 0.1 s after they last worked; a run forked from a warm process
-# makes them anew when its thread count is set, and on 2 cores their spinning took the CPU from
-# the run's first 0.1 s (a 1 ms L-BFGS run took 8 ms). Spinning 2**20 cycles (under 1 ms) ends
-# that and still keeps them awake between a loop's products. Read when OpenBLAS loads: set before
-# any run's process starts; a value in the environment is the user's and stays.
-SPIN_VARIABLE = "OPENBLAS_THREAD_TIMEOUT"
-SPIN_EXPONENT = "20"
-
-
-def short_spin() -> None:
-    """Have the OpenBLAS of every process started from here on spin briefly (SPIN_VARIABLE)."""
-    os.environ.setdefault(SPIN_VARIABLE, SPIN_EXPONENT)
-
 
 @dataclass(frozen=True)
 class Choice:

@@ -104,6 +104,10 @@ def main(argv=None) -> int:
             from study import tensorflow_logs  # start-up: after the variable
 
             tensorflow_logs.hold_back()  # the lines that variable cannot hold back
+        if command in RESUMABLE and not {"-h", "--help", "--dry-run"} & set(argv):
+            from study.sweep import head_start  # start-up: a sweep command's only
+
+            head_start.start()  # the warm process's imports overlap this command's
         parser = build_parser(command if command in COMMANDS else None)
         args = parser.parse_args(argv)
         check_integers(parser, vars(args))
@@ -126,6 +130,9 @@ def main(argv=None) -> int:
         if interrupt is None:
             raise
         return _interrupted(command, interrupt, _files_written() - written)
+    finally:
+        if "study.sweep.head_start" in sys.modules:
+            sys.modules["study.sweep.head_start"].close()  # unless the command's runs took it
 
 
 def _interrupted(command: str | None, interrupt: KeyboardInterrupt, written: int) -> int:

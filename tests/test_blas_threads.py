@@ -11,6 +11,7 @@ import pytest
 from convergence_study.errors import InputError
 from optimizers import blas_threads
 from study.__main__ import main
+from study.sweep import interpreter
 
 MIB = 2**20
 
@@ -391,7 +392,7 @@ os.waitpid(pid, 0)
 def test_a_forked_runs_idle_blas_threads_take_no_cpu_from_it():
     """OpenBLAS makes its threads when a forked run sets its count, and by default they spin for
     about 0.1 s: on 2 cores that is taken from the run (an L-BFGS run of 1 ms measured 8 ms in a
-    sweep). Every process a sweep starts has a short spin (blas_threads.SPIN_VARIABLE), set when
+    sweep). Every process a sweep starts has a short spin (interpreter.SPIN_VARIABLE), set when
     the sweep's environment is loaded; the idle threads' CPU time is counted, not timed."""
     import os
     import subprocess
@@ -401,7 +402,7 @@ def test_a_forked_runs_idle_blas_threads_take_no_cpu_from_it():
 
     if not os.path.isdir("/proc/self/task"):
         pytest.skip("no /proc here to count threads' CPU time")
-    assert os.environ[blas_threads.SPIN_VARIABLE] == blas_threads.SPIN_EXPONENT
+    assert os.environ[interpreter.SPIN_VARIABLE] == interpreter.SPIN_EXPONENT
     done = subprocess.run([sys.executable, "-c", IDLE_THREADS], capture_output=True, text=True,
                           timeout=120, check=True)
     if done.stdout.startswith("no multi-threaded"):
@@ -410,6 +411,6 @@ def test_a_forked_runs_idle_blas_threads_take_no_cpu_from_it():
 
 
 def test_a_spin_setting_of_the_users_own_stays(monkeypatch):
-    monkeypatch.setenv(blas_threads.SPIN_VARIABLE, "28")
-    blas_threads.short_spin()
-    assert os.environ[blas_threads.SPIN_VARIABLE] == "28"
+    monkeypatch.setenv(interpreter.SPIN_VARIABLE, "28")
+    interpreter.short_spin()
+    assert os.environ[interpreter.SPIN_VARIABLE] == "28"

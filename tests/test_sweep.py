@@ -604,3 +604,50 @@ def test_warm_processes_launched_before_the_preparation_are_waited_for_once(tmp_
         assert waited == launched and executor.starting == [] and launched[0].alive
         executor.warm_up(jobs, folder)  # a later round: nothing to wait for
         assert waited == launched
+
+
+# ---- the head start ----------------------------------------------------------------------------
+def test_a_sweep_takes_the_warm_process_started_before_its_imports(tmp_path, probe,
+                                                                   monkeypatch):
+    """`run` starts the NumPy stack's warm process before importing the runner; the runner
+    takes it for its runs (sending it the rest of its imports), and none is left behind."""
+    from study.sweep import head_start
+
+    taken, take = [], head_start.take
+    monkeypatch.setattr(head_start, "take",
+                        lambda *args: (taken.append(take(*args)), taken[-1])[1])
+    out, path = tmp_path / "res", config(tmp_path, 'actions = ["ok"]\nseeds = [0, 1]\n')
+    assert main(["run", str(path), "--out", str(out), "--quiet"]) == 0
+    assert len(taken) == 1 and taken[0] is not None and taken[0].poll() is not None
+    assert set(rows(out)["status"]) == {"ok"} and head_start._started is None
+
+
+def test_a_head_start_is_taken_only_into_the_environment_it_was_started_in(monkeypatch):
+    """A variable set since (a library reads its own when it loads) or another interpreter:
+    the process is ended, not taken; a warm process is then started as usual."""
+    from study.sweep import head_start
+    from study.sweep.forkserver import NUMPY_STACK
+
+    for change in ("environment", "python"):
+        head_start.start()
+        process = head_start._started[0]
+        with monkeypatch.context() as patch:
+            if change == "environment":
+                patch.setenv("KERAS_BACKEND", "torch")
+            assert head_start.take((*NUMPY_STACK, "json"),
+                                   sys.executable if change == "environment" else "python3") \
+                is None
+        assert process.poll() is not None and head_start._started is None
+
+
+def test_a_taken_head_start_whose_imports_fail_says_so_in_its_log(tmp_path):
+    from study.sweep import head_start
+    from study.sweep.forkserver import NUMPY_STACK
+    from study.sweep.isolate import ForkServer, ServerDied
+
+    head_start.start()
+    log = tmp_path / "server.log"
+    server = ForkServer((*NUMPY_STACK, "no_such_module_here"), log=log)
+    with pytest.raises(ServerDied, match="did not start.*see"):
+        server.start()
+    assert server.adopted is not None and "no_such_module_here" in log.read_text()

@@ -7,6 +7,7 @@ engine owns the rest:
   folder.py       the results folder: atomic per-run files, the lock, damaged files, assembly
   fingerprint.py  which code and which environment measured a row (stale rows are re-measured)
   forkserver.py   warm processes that fork one fresh child per run; child.py is what it does
+  head_start.py   the NumPy stack's warm process, started before a sweep command's own imports
   isolate.py      one run in a forked child: watchdog (time, memory), parent-death, accepting
                   the row only from the child this runner started
   noise.py        calibration and CPU contention measured around each run; noisy flags

@@ -12,9 +12,8 @@ from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
-from optimizers.blas_threads import SPIN_VARIABLE, short_spin
 from study.frameworks.registry import FRAMEWORKS
-from study.sweep.fingerprint import ROOT
+from study.sweep.interpreter import ROOT, SPIN_VARIABLE, short_spin
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                     "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "OPENBLAS_CORETYPE",

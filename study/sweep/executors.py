@@ -11,8 +11,9 @@ from study.frameworks.registry import FRAMEWORKS
 from study.sweep import environment
 from study.sweep.child import base_row
 from study.sweep.folder import ResultsFolder
+from study.sweep.forkserver import NUMPY_STACK
 from study.sweep.interpreter import python_command
-from study.sweep.isolate import NUMPY_STACK, ForkServer, ServerDied, run_isolated
+from study.sweep.isolate import ForkServer, ServerDied, run_isolated
 
 
 @dataclass

@@ -12,8 +12,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from study.output import check_kind, write_text_atomic
+from study.sweep.interpreter import ROOT
 
-ROOT = Path(__file__).resolve().parents[2]  # the folder holding datasets/, optimizers/, study/
 # The engine's own files that take part in a measurement (the rest only schedules and stores).
 ENGINE_FILES = ("study/sweep/child.py", "study/sweep/noise.py", "study/sweep/forkserver.py",
                 "study/sweep/cache.py")

@@ -7,8 +7,10 @@ timing must include is done here.
 
 Protocol, one JSON object per line: {"ready": pid}; each request line is a run
 (`study.sweep.child.execute`), answered {"started": pid, "inherited_rss": bytes}, then
-{"exited": pid, "status": wait status, "maxrss_kb": n}. It dies with its runner, its children
-with it.
+{"exited": pid, "status": wait status, "maxrss_kb": n}; or {"import": [MOD..], "log": path}
+(a process started ahead with the NumPy stack alone: study.sweep.head_start), answered
+{"imported": n} once they are imported and its stderr goes to the log. It dies with its
+runner, its children with it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ import signal
 import sys
 
 PR_SET_PDEATHSIG = 1
+# what every warm process imports first (then its framework's and its study's modules)
+NUMPY_STACK = ("numpy", "scipy.linalg", "scipy.optimize", "pandas", "pyarrow.parquet",
+               "threadpoolctl", "study.sweep.child", "study.sweep.noise")
 
 
 def die_with_parent(expected_parent: int | None = None) -> None:
@@ -44,13 +49,17 @@ def say(message: dict) -> None:
     sys.stdout.flush()
 
 
-def serve(preload) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the runner's to handle
+def import_all(preload) -> None:
     for item in preload:  # a module, or module:function to call once imported
         module, _, call = item.partition(":")
         imported = importlib.import_module(module)
         if call:
             getattr(imported, call)()
+
+
+def serve(preload) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the runner's to handle
+    import_all(preload)
     from study.sweep.environment import collect  # heavy: after the fork
     from study.sweep.noise import calibration_buffer
 
@@ -65,6 +74,15 @@ def serve(preload) -> None:
         if not line.strip():
             continue
         request = json.loads(line)
+        if "import" in request:
+            if request.get("log"):
+                os.dup2(os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND
+                                | os.O_NOFOLLOW, 0o644), 2)
+            import_all(request["import"])
+            gc.collect()
+            gc.freeze()
+            say({"imported": len(request["import"])})
+            continue
         inherited = resident_bytes()
         sys.stdout.flush()
         sys.stderr.flush()

@@ -22,17 +22,17 @@ from pathlib import Path
 import psutil
 
 from study.output import no_follow
+from study.sweep import head_start
 from study.sweep.child import base_row
 from study.sweep.environment import collect
 from study.sweep.folder import ResultsFolder
+from study.sweep.forkserver import NUMPY_STACK
 from study.sweep.interpreter import python_command
 
 # How often the watchdog checks a run's time and memory (its exit is seen at once): each check
 # takes CPU from the run it watches.
 POLL_SECONDS = 0.25
 START_TIMEOUT = 300.0
-NUMPY_STACK = ("numpy", "scipy.linalg", "scipy.optimize", "pandas", "pyarrow.parquet",
-               "threadpoolctl", "study.sweep.child", "study.sweep.noise")
 
 
 class ServerDied(RuntimeError):
@@ -46,14 +46,27 @@ class ForkServer:
                  log: Path | None = None):
         self.preload, self.python, self.log = tuple(preload), python, log
         self.proc: subprocess.Popen | None = None
+        self.adopted: subprocess.Popen | None = None  # the head start's process, if taken
         self._buffer = b""
 
     def start(self) -> None:
         self.launch()
         self.wait_ready()
 
-    def launch(self) -> None:
-        """Start the process without waiting for its imports."""
+    def launch(self, ahead: bool = True) -> None:
+        """Start the process without waiting for its imports (or, `ahead`, take the one
+        `head_start` started and send it the rest of them)."""
+        self._buffer = b""
+        self.adopted = head_start.take(self.preload, self.python) if ahead else None
+        if self.adopted is not None:
+            self.proc = self.adopted
+            try:
+                self.send({"import": list(self.preload[len(NUMPY_STACK):]),
+                           "log": str(self.log) if self.log else None})
+                return
+            except ServerDied:  # it died since it was taken: start one as usual
+                self.close()
+                self.adopted = None
         argv, env = python_command("-m", "study.sweep.forkserver", str(os.getpid()),
                                    *self.preload, python=self.python)
         stderr = open(self.log, "a", opener=no_follow) if self.log \
@@ -66,16 +79,23 @@ class ForkServer:
                 stderr.close()
 
     def wait_ready(self) -> None:
-        try:
-            message = self.receive(START_TIMEOUT)
-        except ServerDied:
-            message = None
-        if message is None or "ready" not in message:
-            code = self.proc.poll()
-            self.close()
-            how = "" if code is None else f" (exit status {code})"
-            raise ServerDied(f"the warm process ({' '.join(self.preload)}) did not start{how}"
-                             + (f"; see {self.log}" if self.log else ""))
+        for answer in ("ready", "imported") if self.adopted else ("ready",):
+            try:
+                message = self.receive(START_TIMEOUT)
+            except ServerDied:
+                message = None
+            if message is None or answer not in message:
+                break
+        else:
+            return
+        code = self.proc.poll()
+        self.close()
+        if self.adopted and answer == "ready":  # its NumPy stack failed, and it had no log:
+            self.launch(ahead=False)  # one that has says why
+            return self.wait_ready()
+        how = "" if code is None else f" (exit status {code})"
+        raise ServerDied(f"the warm process ({' '.join(self.preload)}) did not start{how}"
+                         + (f"; see {self.log}" if self.log else ""))
 
     @property
     def alive(self) -> bool:
