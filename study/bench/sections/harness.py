@@ -41,12 +41,6 @@ def engine_label(name: str, feed: str) -> str:
     return BACKENDS[name].label({"feed": feed} if feed else {})
 
 
-def hand_loop(problem, name: str, feed: str, dtype: str, device: str, iterations: int) -> float:
-    """Seconds per iteration of the backend's hand-written GD loop in this mode (the twin its
-    registry entry names, study.bench.twins); none -> Unavailable saying so."""
-    return twin(name, "hand_loop")(problem, feed, dtype, device, iterations)
-
-
 def measure_loop(problem, name: str, feed: str, dtype: str, device: str, *, iterations: int,
                  repeats: int) -> dict:
     """Our GD seconds per iteration over the hand-written loop's, timed side by side."""
@@ -55,12 +49,12 @@ def measure_loop(problem, name: str, feed: str, dtype: str, device: str, *, iter
            "iterations": iterations, "goal": LOOP_GOAL,
            "host_reads": "per chunk" if feed in WHOLE_LOOP else "per iteration"}
     try:
-        twin(name, "hand_loop")  # a backend without one is a row saying so, before any run
+        hand_loop = twin(name, "hand_loop")  # none: a row saying so, before any run
         mine, hand = alternated(
             repeats,
             lambda: run_once(problem, "gd", engine_label(name, feed), dtype, "data",
                              device=device, max_iter=iterations).seconds_per_iteration,
-            lambda: hand_loop(problem, name, feed, dtype, device, iterations))
+            lambda: hand_loop(problem, feed, dtype, device, iterations))
     except Exception as exc:  # noqa: BLE001 -- recorded on the row; the bench goes on
         return failed_row(row, exc)
     return {**row, "status": "ok", "message": "", "seconds": median(mine),
