@@ -70,7 +70,8 @@ class TorchOps(TransposedOps):
         # torch's own functions under the names the algorithms use
         for name in ("zeros_like", "sigmoid", "reshape"):
             setattr(self, name, getattr(torch, name))
-        for name in ("sqrt", "abs", "isfinite", "logical_and", "logical_or", "logical_not"):
+        for name in ("sqrt", "abs", "isfinite", "logical_and", "logical_or", "logical_not",
+                     "where", "maximum", "minimum"):
             setattr(self, name, self._on_tensors(getattr(torch, name)))
 
     def constant(self, value, dtype, device):
@@ -116,21 +117,16 @@ class TorchOps(TransposedOps):
         return np.asarray(value)
 
     def _on_tensors(self, function):
-        """torch's `function` with any Python number among its arguments made a tensor."""
-        return lambda *args: function(*[self._tensor(a) for a in args])
+        """torch's `function` with any Python number among its arguments made a tensor like
+        its first floating-point tensor argument (else of our dtype)."""
+        tensor = self.torch.Tensor
 
-    def where(self, condition, x, y):
-        like = x if isinstance(x, self.torch.Tensor) else y if isinstance(
-            y, self.torch.Tensor) else None
-        return self.torch.where(condition, self._tensor(x, like), self._tensor(y, like))
+        def on_tensors(*args):
+            like = next((a for a in args if isinstance(a, tensor) and a.is_floating_point()),
+                        None)
+            return function(*[self._tensor(a, like) for a in args])
 
-    def maximum(self, a, b):
-        like = a if isinstance(a, self.torch.Tensor) else b
-        return self.torch.maximum(self._tensor(a, like), self._tensor(b, like))
-
-    def minimum(self, a, b):
-        like = a if isinstance(a, self.torch.Tensor) else b
-        return self.torch.minimum(self._tensor(a, like), self._tensor(b, like))
+        return on_tensors
 
     def softplus(self, x):
         """log(1 + exp(x)) without overflow for any x, exactly as NumPy's logaddexp(0, x)."""
