@@ -1,23 +1,11 @@
-"""PyTorch backend: the same algorithm code on torch tensors, on a CPU or GPU, fed in one of four
-ways.
+"""PyTorch backend: the same algorithm code on torch tensors, on a CPU or GPU, fed `feed`,
+`resident`, `compiled` or `graphed` (docs/backends.md and docs/gpu.md say what each means).
 
-Feed modes (`feed=`):
-  feed      the data stays on the host (NumPy) and every step starts with
-            `torch.from_numpy(x).to(device)`, as training code that converts its batch each step
-            (on the CPU `from_numpy` shares memory: the conversion is all it costs);
-  resident  tensors on the device once; an eager step called from the host loop
-            (`optimizers.driver.host_loop`), which reads the loss and gradient norm every
-            iteration;
-  compiled  the step under `torch.compile`, called from the host loop, compiled by warm-up calls
-            timed as setup; the line searches' data-dependent branches break the graph there, as
-            they would in any user's compiled step;
-  graphed   GPU only: chunks of 1, 2, 4, ... GRAPH_CHUNK iterations, each captured once as a
-            CUDA graph (capture timed as setup) and replayed; every iteration writes its stats
-            and iterate into fixed device buffers, read once per chunk, the rules checked on the
-            host row by row. A replay cannot stop early (`graphed_overrun` counts the unused
-            iterations), and only straight-line steps can be captured (`graph_refusal`).
-`torch.compile` has no whole-loop mode: `torch._higher_order_ops.while_loop` is private and
-experimental in PyTorch 2.x.
+`graphed` (GPU only) replays chunks of 1, 2, 4, ... GRAPH_CHUNK iterations, each captured once
+as a CUDA graph; every iteration writes its stats and iterate into fixed device buffers, read
+once per chunk, the rules checked on the host row by row. A replay cannot stop early
+(`graphed_overrun` counts the unused iterations), and only straight-line steps can be captured
+(`graph_refusal`).
 
 Python numbers become tensors once per run (`TorchOps.constant`): on a GPU each conversion is a
 copy that waits for the device. The softplus is `logaddexp`, not `F.softplus`, which switches to
