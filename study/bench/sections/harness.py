@@ -1,11 +1,9 @@
-"""Section `harness`: our harness against a hand-written loop, every installed framework, every
-feed mode its backend declares, on one device (issue 32, item 1; goal <= 1.3x).
+"""Section `harness` (docs/bench.md): our harness against a hand-written loop, every installed
+framework, every feed mode its backend declares, on one device (goal <= 1.3x).
 
-Both sides run GD (1/L) on the same `eve` data, device and layout of X, and make the same host
-reads: the loss once per iteration in the modes stepped from the host, once per chunk in the
-whole-loop modes (`WHOLE_LOOP`: the run here is one chunk), timed side by side. The modes are
-read from the registry when the bench runs, so a new mode or backend appears by itself; one
-without a hand-written loop (its twin, `Backend.twin`) is a row saying so.
+Both sides make the same host reads: the loss once per iteration in the modes stepped from the
+host, once per chunk in the whole-loop modes (`WHOLE_LOOP`: the run here is one chunk). The
+modes are read from the registry when the bench runs, so a new mode or backend appears by itself.
 """
 
 from __future__ import annotations
