@@ -83,13 +83,12 @@ def build(spec: Spec, x: np.ndarray, kernel: np.ndarray, clock: Clock) -> Prepar
     with clock.phase("session"):   # what a Session does for TF1: set up the runtime and devices
         tf.config.list_logical_devices()
     placed: dict = {}
+    if mode.feed == "numpy":
+        data = x
+    else:
+        with clock.phase("data"):
+            data = _to_device(x, device)
     if mode.api == "eager":
-        if mode.feed == "numpy":
-            data = x
-        else:
-            with clock.phase("data"):
-                data = _to_device(x, device)
-
         def eager_call():
             with tf.device(device):
                 return _synchronized(network(mode.model, data, kernel), placed)
@@ -100,17 +99,11 @@ def build(spec: Spec, x: np.ndarray, kernel: np.ndarray, clock: Clock) -> Prepar
             return network(mode.model, inputs, kernel)
 
     if mode.feed == "argument":
-        with clock.phase("data"):
-            data = _to_device(x, device)
         function = tf.function(fn, input_signature=[tf.TensorSpec(x.shape, dtype)],
                                jit_compile=mode.xla)
         arguments = (data,)
-    elif mode.feed == "captured-tensor":
-        with clock.phase("data"):
-            data = _to_device(x, device)
+    elif mode.feed in ("captured-tensor", "numpy"):  # closing over the tensor or the array
         function, arguments = tf.function(lambda: fn(data), jit_compile=mode.xla), ()
-    elif mode.feed == "numpy":
-        function, arguments = tf.function(lambda: fn(x), jit_compile=mode.xla), ()
     else:
         raise ValueError(f"unknown feed '{mode.feed}'")
 
