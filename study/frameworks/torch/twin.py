@@ -11,7 +11,7 @@ from study.bench.twins import gd_functions, host_arrays, no_loop, timed_steps
 FEEDS = ("feed", "resident", "compiled", "graphed")  # those with a hand-written loop here
 
 
-def hand_torch(problem, feed: str, dtype: str, device: str, iterations: int) -> float:
+def hand_loop(problem, feed: str, dtype: str, device: str, iterations: int) -> float:
     """PyTorch, no autograd (the analytic gradient, as our backend): an eager step with
     `float(f)` every iteration (feed: `torch.from_numpy(X).to(device)` every step; compiled:
     the step under `torch.compile`, compiled by two calls off the clock); graphed: the whole
@@ -43,9 +43,6 @@ def hand_torch(problem, feed: str, dtype: str, device: str, iterations: int) -> 
             for _ in range(2):
                 float(update(Xt, y, w0, g)[2])
         return timed_steps(evaluate, update, data, w0, iterations)
-
-
-hand_loop = hand_torch
 
 
 def graphed_torch(evaluate, update, Xt, y, w0, iterations: int) -> float:
@@ -83,7 +80,7 @@ def minimal_loop(options: dict, formulation: str):
         return None
 
     def loop(problem, dtype, iterations):
-        return hand_torch(problem, "resident", dtype, "cpu", iterations)
+        return hand_loop(problem, "resident", dtype, "cpu", iterations)
 
     return "driver vs hand-written eager PyTorch loop", loop
 
