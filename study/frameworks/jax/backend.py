@@ -128,13 +128,11 @@ class JaxBackend(BaseBackend):
     """Runs an optimizer on JAX: `minimize(problem, optimizer, rules, w0) -> Outcome`."""
 
     name = "jax"
+    gpu_available = staticmethod(gpu_available)
 
     def make_ops(self) -> JaxOps:
         found = devices(self.device)
         return JaxOps(self.dtype.name, found[0] if found else None)
-
-    def gpu_available(self) -> bool:
-        return gpu_available()
 
     def run(self, problem, optimizer, rules, w0):
         # ahead-of-time compiles and a fused chunk are single C++ calls: run on the kept worker

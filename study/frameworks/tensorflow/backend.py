@@ -172,6 +172,7 @@ class TensorflowBackend(BaseBackend):
     """Runs an optimizer on TensorFlow: `minimize(problem, optimizer, rules, w0) -> Outcome`."""
 
     name = "tensorflow"
+    gpu_available = staticmethod(gpu_available)
 
     def __init__(self, dtype: str = "float64", formulation: str = "data", **options):
         super().__init__(dtype, formulation, **options)
@@ -187,9 +188,6 @@ class TensorflowBackend(BaseBackend):
 
     def make_ops(self):
         return TensorflowOps(self.dtype.name, self.device, data_layout(self.dtype, self.xla))
-
-    def gpu_available(self) -> bool:
-        return gpu_available()
 
     def run(self, problem, optimizer, rules, w0):
         if self.feed == "tf1":

@@ -214,12 +214,10 @@ class TorchBackend(BaseBackend):
     """Runs an optimizer on PyTorch: `minimize(problem, optimizer, rules, w0) -> Outcome`."""
 
     name = "torch"
+    gpu_available = staticmethod(gpu_available)
 
     def make_ops(self) -> TorchOps:
         return TorchOps(self.dtype.name, self.device)
-
-    def gpu_available(self) -> bool:
-        return gpu_available()
 
     def synchronize(self) -> None:
         if self.device == "gpu":
