@@ -1,13 +1,10 @@
 """The TensorFlow modes of the feed-mode study (imported only for their runs: it imports
-TensorFlow). `build` returns a mode's callable; `study.feedmode.measure` times it.
+TensorFlow; the modes are described in docs/feedmode.md). `build` returns a mode's callable;
+`study.feedmode.measure` times it.
 
-TF1 modes build a graph (`build`) and a Session (`session`); a variable is initialised from a
-placeholder (`data`). TF2 modes time the runtime's initialisation as `session` and a tensor made
-once as `data`; a tf.function traces (and with XLA compiles) in its first call. TF2's compute is
-the call followed by `tf.test.experimental.sync_devices()`, its fetch `.numpy()`. A TF1
-`Session.run` fetches NumPy arrays, so compute runs the graph up to a session handle of the
-output (the tensor stays on its device) and fetch reads it with a second, small run (its fixed
-cost, tens of microseconds, is in the fetch); the handle is deleted outside both clocks.
+A TF1 `Session.run` fetches NumPy arrays, so compute runs the graph up to a session handle of
+the output (the tensor stays on its device) and fetch reads it with a second, small run (its
+fixed cost, tens of microseconds, is in the fetch); the handle is deleted outside both clocks.
 `graphdef_bytes` is the network's GraphDef, without the handle's ops.
 """
 
