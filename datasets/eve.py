@@ -14,13 +14,12 @@ import pandas as pd
 
 from datasets.declaration import Dataset
 from datasets.memory import require_memory
-from datasets.problem import Problem
+from datasets.problem import OBJECTIVES, Problem
 from datasets.values import boolean, choice, integer, number
 
 FEATURES = ("ship_jumps", "npc_kills", "ship_kills", "pod_kills")
 LABEL = "hour_of_week"
 BINARY_LABEL = "late_week"
-OBJECTIVES = ("least-squares", "logistic")
 
 
 def validate_params(rows: int = 1_000_000, **_) -> None:

@@ -60,19 +60,14 @@ def _declaration(name: str, _content: str) -> Dataset:
                    required=tuple(p.name for p in named if p.default is p.empty))
 
 
+# a parameter's type from its default's, in this order (a bool is an int); text is any text (a
+# file name, a choice the function checks itself)
+TYPES = ((bool, boolean), (int, integer), (float, number), (str, path), (list | tuple, names))
+
+
 def typed(default):
     """A parameter's type, from its default: what the function would be called with."""
-    if isinstance(default, bool):
-        return boolean()
-    if isinstance(default, int):
-        return integer()
-    if isinstance(default, float):
-        return number()
-    if isinstance(default, str):
-        return path()  # any text (a file name, a choice the function checks itself)
-    if isinstance(default, list | tuple):
-        return names()
-    return anything()
+    return next((kind() for cls, kind in TYPES if isinstance(default, cls)), anything())
 
 
 def problem_from(name: str, function, parameters: dict, params: dict) -> Problem:

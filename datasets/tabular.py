@@ -72,13 +72,17 @@ def check_unique_columns(frame_or_names, source: str) -> None:
         raise InputError(f"tabular: {source} has duplicate column names {sorted(repeated)}")
 
 
-def check_named_once(columns: list, role: str) -> None:
-    """A column chosen twice would be a duplicated column of X (or a frame where pandas
-    expects a column)."""
+def check_chosen(columns: list, present: list, role: str, source: str) -> None:
+    """Each chosen column is there, and named once: a column chosen twice would be a duplicated
+    column of X (or a frame where pandas expects a column)."""
     twice = next((c for i, c in enumerate(columns) if c in columns[:i]), None)
     if twice is not None:
         raise InputError(f"tabular: {role} column '{twice}' is named twice; name each column "
                          "once")
+    missing = [c for c in columns if c not in present]
+    if missing:
+        raise InputError(f"tabular: {role} column '{missing[0]}' is not in {source}; "
+                         f"columns present: {present}")
 
 
 def as_list(columns) -> list:
@@ -98,11 +102,7 @@ def select_columns(frame: pd.DataFrame, columns, role: str, source: str) -> pd.D
     columns = as_list(columns)
     if not columns:
         raise InputError(f"tabular: no {role} columns chosen; pass {role}=[...]")
-    check_named_once(columns, role)
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise InputError(f"tabular: {role} column '{missing[0]}' is not in {source}; "
-                         f"columns present: {list(frame.columns)}")
+    check_chosen(columns, list(frame.columns), role, source)
     chosen = frame[columns]
     for column in columns:
         dtype = chosen[column].dtype
@@ -153,12 +153,7 @@ def validate_params(path, features, labels, standardize: bool = False,
         raise InputError(f"tabular: cannot read the columns of '{path}' "
                          f"({type(exc).__name__})") from None
     for role, chosen in (("feature", features), ("label", labels)):
-        names = as_list(chosen)
-        check_named_once(names, role)
-        missing = [c for c in names if c not in present]
-        if missing:
-            raise InputError(f"tabular: {role} column '{missing[0]}' is not in '{path}'; "
-                             f"columns present: {present}")
+        check_chosen(as_list(chosen), present, role, f"'{path}'")
     check_disjoint(features, labels)
 
 

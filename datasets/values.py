@@ -16,6 +16,9 @@ import numpy as np
 from convergence_study.errors import InputError
 
 INT64 = 2**63 - 1
+# how a message says what a value of these kinds may be
+WORDS = {"boolean": "true or false", "names": "a list of column names", "path": "a file name",
+         "any": "any value"}
 
 
 @dataclass(frozen=True)
@@ -31,16 +34,10 @@ class Value:
 
     def describe(self) -> str:
         """What the value may be, as the message says it."""
-        if self.kind == "boolean":
-            return "true or false"
+        if self.kind in WORDS:
+            return WORDS[self.kind]
         if self.kind == "choice":
             return f"one of: {', '.join(map(str, self.choices))}"
-        if self.kind == "names":
-            return "a list of column names"
-        if self.kind == "path":
-            return "a file name"
-        if self.kind == "any":
-            return "any value"
         noun = "an integer" if self.kind == "integer" else "a finite number"
         if self.low is not None and self.high is not None:
             return (f"{'an integer ' if self.kind == 'integer' else ''}in "

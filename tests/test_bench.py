@@ -24,6 +24,7 @@ from study.__main__ import main
 from study.bench import plan, runs, timing
 from study.bench.sections import bandwidth, harness, iterations, overhead, peer
 from study.bench.sections.scaling import SLOPE_METRICS
+from study.bench.twins import twin
 from study.frameworks.jax import twin as twin_jax
 from study.frameworks.numpy import twin as twin_numpy
 from study.frameworks.tensorflow import twin as twin_tensorflow
@@ -315,7 +316,7 @@ def test_a_mode_declared_later_appears_as_a_row_saying_why(monkeypatch, well_con
                                         ("tensorflow", "feed"), ("tensorflow", "resident"),
                                         ("tensorflow", "fused"), ("tensorflow", "tf1")])
 def test_the_other_hand_written_loops_run(well_conditioned, name, feed):
-    assert harness.hand_loop(well_conditioned, name, feed, "float32", "cpu", 3) > 0
+    assert twin(name, "hand_loop")(well_conditioned, feed, "float32", "cpu", 3) > 0
 
 
 # --- the engines and their twins come from the backend registry -------------------------------

@@ -210,7 +210,7 @@ def test_torch_resident_gd_dispatches_the_hand_loops_ops_and_the_stats_only(prob
 
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from study.frameworks.torch.twin import hand_torch
+    from study.frameworks.torch.twin import hand_loop
 
     class Dispatched(TorchDispatchMode):
         def __init__(self):
@@ -233,7 +233,7 @@ def test_torch_resident_gd_dispatches_the_hand_loops_ops_and_the_stats_only(prob
     ours = per_iteration(lambda i: run(problem, make_optimizer("gd"), build_rules(max_iter=i),
                                        backend=make_backend("torch", "float64",
                                                             feed="resident")))
-    hand = per_iteration(lambda i: hand_torch(problem, "resident", "float64", "cpu", i))
+    hand = per_iteration(lambda i: hand_loop(problem, "resident", "float64", "cpu", i))
     stats = Counter({"aten.linalg_vector_norm.default": 1, "aten.stack.default": 1})
     read = Counter({"aten._local_scalar_dense.default": 1})
     assert ours == hand - read + stats, (ours, hand)

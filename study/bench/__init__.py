@@ -3,17 +3,12 @@
 Every figure is a ratio of two timings taken in this process, interleaved, because the machines
 are shared and noisy: an absolute millisecond means little, a ratio to a pass over the same data
 measured a moment before means a lot. Each section is a table, `<out>/<section>.parquet`, and a
-block of `<out>/bench.txt`. `plan.py` says what is measured (sections, engines read from the
-backend registry, goals, the FULL and QUICK plans), `timing.py` how (medians, ratios, read
-passes), `runs.py` one run through `optimizers.run` or a row saying why not, `sections/` one
-module per section, `twins.py` the lookup of each backend's hand-written loops (its framework
-folder's `twin.py`), `render.py` the outputs and `command.py` the CLI.
+block of `<out>/bench.txt`.
 
 A new section is a module in `sections/` with a `bench_<name>(plan, ...)` returning its table,
 its name in `plan.SECTIONS`, a line in `command.run_bench` and its block in `render.render`.
 Imports go one way: plan and timing import nothing of the bench, runs imports plan, twins
-imports runs, the sections import those, and command imports the sections only when the bench
-runs (building the parser needs just plan).
+imports runs, the sections import those.
 
 The driver's `seconds` (first evaluation to the stopping iteration, setup excluded) is the
 numerator wherever a run is timed; setup is reported beside it. Beside each median ratio,

@@ -15,6 +15,7 @@ A twin module provides any of:
 from __future__ import annotations
 
 import importlib
+import time
 
 import numpy as np
 
@@ -57,3 +58,34 @@ def host_arrays(problem, dtype: str):
     Xt = np.ascontiguousarray(np.asarray(problem.X, dtype=dtype).T)
     y = np.ascontiguousarray(np.asarray(problem.y, dtype=dtype))
     return Xt, y, gd_step(problem), 1.0 / problem.n
+
+
+def gd_functions(total, step, inv_n):
+    """GD (1/L) on X stored transposed, in the framework whose sum is `total`:
+    evaluate(Xt, y, w) -> (f, g) and update(Xt, y, w, g) -> (w, g, f)."""
+
+    def evaluate(Xt, y, w):
+        r = Xt.T @ w - y
+        return total(r * r) * inv_n, (2 * inv_n) * (Xt @ r)
+
+    def update(Xt, y, w, g):
+        w = w - step * g
+        f, g = evaluate(Xt, y, w)
+        return w, g, f
+
+    return evaluate, update
+
+
+def timed_steps(first, update, data, w0, iterations: int, read=float) -> float:
+    """Seconds per iteration of a loop stepped from the host: `first(*data(), w0)`, then
+    `iterations` calls of `update`, the data from `data()` at every call and the loss read to
+    the host with `read` after each (the sync)."""
+    start = time.perf_counter()
+    f, g = first(*data(), w0)
+    read(f)
+    w = w0
+    for _ in range(iterations):
+        w, g, f = update(*data(), w, g)
+        read(f)
+    return (time.perf_counter() - start) / iterations
+

@@ -1,12 +1,6 @@
-"""The tables every framework and backend is declared into, without importing any framework.
-
-A `Framework` is what a study needs to know of one (its import name and distributions, its pip
-extra, its GPU probe, its feed-mode study modes, its train-study adapter and native models); a
-`Backend` what a regression run can ask of it (options, allowed values and defaults), where its
-code is, how figures label and draw its engines and the bench's module of hand-written twins.
-The declarations are in each framework's folder (study/frameworks/<name>/__init__.py); studies,
-the bench, the Makefile, figures, reports and tests read these tables and never name a
-framework. A backend kept outside the project registers from a module, file or folder named in
+"""The tables every framework and backend is declared into (from its folder's __init__.py),
+without importing any framework: studies, the bench, figures and tests read these and never name
+a framework. A backend kept outside the project registers from a module, file or folder named in
 CONVERGENCE_STUDY_BACKENDS, so that a run's own process, which inherits the environment, knows
 it too.
 """
@@ -90,9 +84,8 @@ class Framework:
                              f"installed: {how}")
 
     def gpu_nodes_present(self) -> bool:
-        """Whether its GPU's device files are there at all, and not hidden by
-        CUDA_VISIBLE_DEVICES: a check made before the framework (and CUDA's start-up logs) is
-        imported; the framework itself is asked later (`gpu_count`)."""
+        """A check made before the framework (and CUDA's start-up logs) is imported; the
+        framework itself is asked later (`gpu_count`)."""
         return gpu_nodes_present(self.gpu_nodes)
 
     def no_gpu(self) -> str:

@@ -1,12 +1,7 @@
-"""Section `bandwidth`: each mode's fraction of the device's copy bandwidth (issue 32, items 1
-and 4), and the measurements that would show why float32 is slower than float64 on JAX.
-
-The denominator is a copy of an X-sized float64 array on the device (y = x * s reads and writes
-it once: 2 * bytes / seconds), measured once per framework in that framework. The numerator is
-the bytes of X an iteration must read (`PASSES`) over our harness's seconds per iteration, for
-GD and L-BFGS, every installed engine on the device. A backend's twin may add measurements of
-its own (`probes`: JAX's float32 probes of matmul precision and reduction layout, whose slow
-rows would name the cause).
+"""Section `bandwidth` (docs/bench.md): each mode's fraction of the device's copy bandwidth, and
+a twin's own measurements (`probes`: JAX's float32 probes of matmul precision and reduction
+layout, whose slow rows would name the cause). The copy is measured once per framework, in that
+framework: y = x * s over an X-sized float64 array reads and writes it once (2 * bytes / s).
 """
 
 from __future__ import annotations

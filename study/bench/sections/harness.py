@@ -1,11 +1,9 @@
-"""Section `harness`: our harness against a hand-written loop, every installed framework, every
-feed mode its backend declares, on one device (issue 32, item 1; goal <= 1.3x).
+"""Section `harness` (docs/bench.md): our harness against a hand-written loop, every installed
+framework, every feed mode its backend declares, on one device (goal <= 1.3x).
 
-Both sides run GD (1/L) on the same `eve` data, device and layout of X, and make the same host
-reads: the loss once per iteration in the modes stepped from the host, once per chunk in the
-whole-loop modes (`WHOLE_LOOP`: the run here is one chunk), timed side by side. The modes are
-read from the registry when the bench runs, so a new mode or backend appears by itself; one
-without a hand-written loop (its twin, `Backend.twin`) is a row saying so.
+Both sides make the same host reads: the loss once per iteration in the modes stepped from the
+host, once per chunk in the whole-loop modes (`WHOLE_LOOP`: the run here is one chunk). The
+modes are read from the registry when the bench runs, so a new mode or backend appears by itself.
 """
 
 from __future__ import annotations
@@ -41,12 +39,6 @@ def engine_label(name: str, feed: str) -> str:
     return BACKENDS[name].label({"feed": feed} if feed else {})
 
 
-def hand_loop(problem, name: str, feed: str, dtype: str, device: str, iterations: int) -> float:
-    """Seconds per iteration of the backend's hand-written GD loop in this mode (the twin its
-    registry entry names, study.bench.twins); none -> Unavailable saying so."""
-    return twin(name, "hand_loop")(problem, feed, dtype, device, iterations)
-
-
 def measure_loop(problem, name: str, feed: str, dtype: str, device: str, *, iterations: int,
                  repeats: int) -> dict:
     """Our GD seconds per iteration over the hand-written loop's, timed side by side."""
@@ -55,12 +47,12 @@ def measure_loop(problem, name: str, feed: str, dtype: str, device: str, *, iter
            "iterations": iterations, "goal": LOOP_GOAL,
            "host_reads": "per chunk" if feed in WHOLE_LOOP else "per iteration"}
     try:
-        twin(name, "hand_loop")  # a backend without one is a row saying so, before any run
+        hand_loop = twin(name, "hand_loop")  # none: a row saying so, before any run
         mine, hand = alternated(
             repeats,
             lambda: run_once(problem, "gd", engine_label(name, feed), dtype, "data",
                              device=device, max_iter=iterations).seconds_per_iteration,
-            lambda: hand_loop(problem, name, feed, dtype, device, iterations))
+            lambda: hand_loop(problem, feed, dtype, device, iterations))
     except Exception as exc:  # noqa: BLE001 -- recorded on the row; the bench goes on
         return failed_row(row, exc)
     return {**row, "status": "ok", "message": "", "seconds": median(mine),

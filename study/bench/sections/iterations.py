@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from study.bench.plan import TF1_OPTIMIZERS, Plan
-from study.bench.runs import describe, failed_row, progress, run_once
+from study.bench.runs import describe, failed_row, progress, run_once, shown
 from study.bench.timing import median, ratio, read_passes, read_passes_all_cores, samples
 
 
@@ -65,8 +65,6 @@ def bench_iterations(plan: Plan, problem) -> pd.DataFrame:
                                  read=lambda X=X: read_passes(X, plan.read_repeats),
                                  read_all=lambda X=X: read_passes_all_cores(X, plan.read_repeats))
         rows.append(row)
-        shown = (f"{row['passes_per_iteration']:.3g} passes/iter" if row["status"] == "ok"
-                 else f"{row['status']}: {row['message']}")
         progress(f"[iterations {number}/{len(grid)}] {optimizer} {label} {formulation} {dtype}: "
-                 f"{shown}")
+                 f"{shown(row, 'passes_per_iteration', ' passes/iter')}")
     return pd.DataFrame(rows)

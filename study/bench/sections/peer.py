@@ -1,18 +1,10 @@
-"""Section `peer` (issue 53): the NumPy L-BFGS and GD against what a user would reach for
-instead, on problems from 569 rows to 1M, and what a sweep spends on each run beyond it.
+"""Section `peer` (issue 53, docs/bench.md): the NumPy L-BFGS and GD against SciPy's L-BFGS-B
+and the hand-written loop, and what a sweep spends on each run beyond the runs' own time.
 
-- L-BFGS: ours (NumPy, float64) over SciPy's L-BFGS-B on the same objective (history 10), per
-  iteration (a fixed budget) and to relative suboptimality 1e-8 (SciPy stopped by a callback at
-  the same target), the iterations of each on the row. Ours is the run's timed loop; SciPy's
-  the whole call.
-- GD (1/L), least squares: ours per iteration over the NumPy backend's hand-written loop.
-- sweep: `convergence-study run` of `plan.peer_sweep_runs` trivial runs in a fresh command: its
-  wall per run beyond the runs' own measured time (start-up, the process per run, the noise
-  probe and the results folder). Zero: no row.
-
-Each pair is timed side by side, alternating which goes first. Both sides run with BLAS held to
-`plan.peer_blas_threads` threads (on a shared 2-core machine a BLAS call waiting for a
-descheduled second thread made single timings of a 500 x 30 problem 10x slower).
+Ours is the run's timed loop; SciPy's the whole call. Each pair is timed side by side,
+alternating which goes first, with BLAS held to `plan.peer_blas_threads` threads on both sides
+(on a shared 2-core machine a BLAS call waiting for a descheduled second thread made single
+timings of a 500 x 30 problem 10x slower).
 """
 
 from __future__ import annotations

@@ -23,8 +23,8 @@ def median_total(seconds: list[float], setup: list[float]) -> float:
 def bench_target(plan: Plan, problem) -> pd.DataFrame:
     """Every candidate and the normal-equations solve, interleaved run by run (float64)."""
 
-    def reference():
-        return run(problem, make_optimizer("closed-form", solver="normal"),
+    def closed_form(solver: str):
+        return run(problem, make_optimizer("closed-form", solver=solver),
                    build_rules(tol=TARGET_TOL, max_iter=1), backend=make_backend("numpy"))
 
     candidates = list(plan.target_candidates) + [("closed-form-lstsq", "numpy", "data")]
@@ -33,7 +33,7 @@ def bench_target(plan: Plan, problem) -> pd.DataFrame:
     failures: dict = {}
     ref = {"seconds": [], "setup": []}
     for _ in range(plan.target_repeats):
-        result = reference()
+        result = closed_form("normal")
         interrupts.check()
         ref["seconds"].append(result.seconds)
         ref["setup"].append(result.setup_seconds)
@@ -43,9 +43,7 @@ def bench_target(plan: Plan, problem) -> pd.DataFrame:
             optimizer, label, formulation = candidate
             try:
                 if optimizer == "closed-form-lstsq":
-                    result = run(problem, make_optimizer("closed-form", solver="lstsq"),
-                                 build_rules(tol=TARGET_TOL, max_iter=1),
-                                 backend=make_backend("numpy"))
+                    result = closed_form("lstsq")
                 else:
                     result = run_once(problem, optimizer, label, "float64", formulation,
                                       tol=TARGET_TOL, max_iter=10_000)

@@ -1,15 +1,11 @@
-"""CuPy backend: NumPy's program on an NVIDIA GPU (`--backend cupy`, GPU only, the `cupy` extra).
+"""CuPy backend: NumPy's program on an NVIDIA GPU, feed mode `resident` only (docs/backends.md
+says why there is no fused mode).
 
 The very NumPy backend run on CuPy arrays: NumPy hands a CuPy array to CuPy
 (`__array_ufunc__`, `__array_function__`), so only what creates arrays or leaves NumPy's
-dispatch is ours: placement, the sigmoid (`cupyx.scipy.special`) and `solve_triangular`
-(`cupyx.scipy.linalg`). Feed mode `resident` only: the data copied once (setup), the step called
-from the host loop, the loss and gradient norm read as one small array per iteration (the one
-synchronisation). No fused mode: CuPy's CUDA graphs need every temporary in a stream-ordered
-pool to replay safely, and no GPU was at hand to verify a replay against the eager step.
-
-The CUDA modules are reached through `_cuda()` only, so that the tests run this whole backend on
-the CPU with NumPy in CuPy's place (tests/test_cupy.py).
+dispatch is ours: placement, the sigmoid and `solve_triangular`. The CUDA modules are reached
+through `_cuda()` only, so that the tests run this whole backend on the CPU with NumPy in CuPy's
+place (tests/test_cupy.py).
 """
 
 from __future__ import annotations

@@ -2,9 +2,7 @@
 
 The network written once in NumPy's API (nine shifted products for the 3x3 convolution, a
 reshape-mean for the pool, a maximum), run on CuPy arrays on the GPU: `cupy-numpy` copies the
-NumPy array to the GPU at every call (`cupy.asarray`), `cupy-resident` computes on an array
-copied once (timed as `data`). `session` times CuPy's start on the device (the kernel copied
-there). A call's compute ends with the device synchronised; its fetch is `cupy.asnumpy`. CuPy
+NumPy array to the GPU at every call, `cupy-resident` computes on an array copied once. CuPy
 compiles each elementwise kernel on its first use (cached on disk afterwards): that is in the
 first call. The CUDA modules come through `study.frameworks.cupy.backend._cuda`, which the tests
 replace with NumPy to run these modes on the CPU.

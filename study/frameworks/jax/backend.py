@@ -1,14 +1,5 @@
-"""JAX backend: the same algorithm code under `jax.jit`, on a CPU or GPU, fed in one of three ways.
-
-Feed modes (`feed=`), with TensorFlow's meanings:
-  feed      the data stays on the host (NumPy) and is passed to a compiled step at every
-            iteration, which copies it to the device each time (`feed_dict`'s twin; on a CPU
-            too: the host arrays sit where JAX cannot alias them, see `host_array`);
-  resident  the data is put on the device once (`jax.device_put`); a compiled step is called
-            from the host loop (`optimizers.driver.host_loop`): one device read per iteration;
-  fused     the loop itself is compiled: a `lax.while_loop` under `jit` holding the step and the
-            stopping rules (the same rule objects, on traced values), the trace written into a
-            fixed device buffer.
+"""JAX backend: the same algorithm code under `jax.jit`, on a CPU or GPU, fed `feed`, `resident`
+or `fused` (docs/backends.md says what each means; `host_array` why a feed copies on a CPU).
 
 XLA has no clock op, so the fused loop cannot time itself as TensorFlow's does: it runs in
 chunks. Each call of the compiled loop runs until a rule fires or an iteration limit, then hands
@@ -17,11 +8,8 @@ again, the limit sized so a chunk takes about CHUNK_SECONDS (a run shorter than 
 iterations makes no extra round trip). The trace's seconds within a chunk are interpolated
 between the chunk's measured start and end (`trace_clock` says so).
 
-Compilation is done ahead of time on the real inputs and timed as setup. The timed loops read
-one small array with `.tolist()` (`jax.device_get` walks a pytree first: about 9 us more per
-read on a CPU), once per iteration (feed, resident) or once per chunk (fused), as
-tests/test_host_reads.py counts. x64 is switched on in the run's own process; a float32 run
-keeps its arrays float32 by explicit dtypes.
+The timed loops read one small array with `.tolist()` (`jax.device_get` walks a pytree first:
+about 9 us more per read on a CPU), as tests/test_host_reads.py counts.
 """
 
 from __future__ import annotations
@@ -140,13 +128,11 @@ class JaxBackend(BaseBackend):
     """Runs an optimizer on JAX: `minimize(problem, optimizer, rules, w0) -> Outcome`."""
 
     name = "jax"
+    gpu_available = staticmethod(gpu_available)
 
     def make_ops(self) -> JaxOps:
         found = devices(self.device)
         return JaxOps(self.dtype.name, found[0] if found else None)
-
-    def gpu_available(self) -> bool:
-        return gpu_available()
 
     def run(self, problem, optimizer, rules, w0):
         # ahead-of-time compiles and a fused chunk are single C++ calls: run on the kept worker

@@ -1,17 +1,11 @@
-"""The JAX modes of the feed-mode study (imported only for their runs: it imports JAX).
+"""The JAX modes of the feed-mode study (imported only for their runs: it imports JAX; the modes
+are described in docs/feedmode.md).
 
-`jax-numpy` passes the NumPy array to the compiled network at every call, `jax-resident` an
-array put on the device once (timed as `data`), `jax-constant` compiles a function closing over
-the NumPy array, which JAX embeds in the program as a constant. `session` times the creation of
-JAX's runtime. The first call is done ahead of time so that its parts are known: trace and lower,
-then compile (`compile_seconds`), then run. A call's compute ends with `block_until_ready()`
-(JAX dispatches asynchronously); its fetch is `np.asarray` of the output (on the CPU a
-conversion, near zero).
-
-After the calls, outside every clock: `program_bytes` (the lowered StableHLO, where an embedded
-array is stored as raw bytes), `executable_bytes` (the serialized executable, constants included)
-and `output_folded`, whether XLA evaluated the network at compile time (its constant folding
-does so for ops of up to 45 million elements). x64 is switched on here, in the run's own process.
+The first call is done ahead of time so that its parts are known: trace and lower, then compile
+(`compile_seconds`), then run. After the calls, outside every clock: `program_bytes` (the
+lowered StableHLO, where an embedded array is stored as raw bytes), `executable_bytes` and
+`output_folded`, whether XLA evaluated the network at compile time (its constant folding does so
+for ops of up to 45 million elements).
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
-"""optax's L-BFGS with its own zoom line search (`optax-lbfgs`), a library reference on the jax
-backend.
+"""optax's L-BFGS with its own zoom line search (`optax-lbfgs`, docs/regress.md), a library
+reference on the jax backend, in every JAX mode.
 
-An optimizer like ours (init/update on a NamedTuple state), so every JAX mode runs it, the fused
-loop included. An update is `optax.lbfgs().update(g, opt_state, w, value=f, grad=g,
-value_fn=loss)` and `optax.apply_updates`; the loss and gradient at the new iterate are those its
-line search stored in the state, so none is evaluated twice (nfev = 1 + optax's
-`num_linesearch_steps`). The loss is given our analytic gradient as its derivative
-(`jax.custom_jvp`), so each line-search step is one evaluation of the objective. optax's
-defaults stand; it has no convergence test of its own.
+The loss and gradient at the new iterate are those its line search stored in the state, so none
+is evaluated twice (nfev = 1 + optax's `num_linesearch_steps`). The loss is given our analytic
+gradient as its derivative (`jax.custom_jvp`), so each line-search step is one evaluation of the
+objective. optax's defaults stand; it has no convergence test of its own.
 """
 
 from __future__ import annotations

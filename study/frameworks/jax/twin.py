@@ -12,8 +12,15 @@ import numpy as np
 from study.bench.runs import failed_row, progress, shown
 from study.bench.sections.bandwidth import fraction, mode_row
 from study.bench.timing import median, samples
-from study.bench.twins import WHOLE_LOOP, gd_step, host_arrays, no_loop
-from study.frameworks.jax.backend import host_array
+from study.bench.twins import (
+    WHOLE_LOOP,
+    gd_functions,
+    gd_step,
+    host_arrays,
+    no_loop,
+    timed_steps,
+)
+from study.frameworks.jax.backend import _jax, host_array
 
 FEEDS = ("feed", "resident", "fused")  # the feed modes with a hand-written loop here
 
@@ -26,9 +33,7 @@ def hand_loop(problem, feed: str, dtype: str, device: str, iterations: int) -> f
         raise no_loop("jax", feed)
     if feed in WHOLE_LOOP:
         return hand_reduction(problem, dtype, device, REDUCTIONS[2], iterations)
-    import jax
-
-    jax.config.update("jax_enable_x64", True)
+    jax = _jax()
     import jax.numpy as jnp
 
     Xt_host, y_host, step, inv_n = host_arrays(problem, dtype)
@@ -37,30 +42,13 @@ def hand_loop(problem, feed: str, dtype: str, device: str, iterations: int) -> f
     put = (lambda a: a) if feed == "feed" else (lambda a: jax.device_put(a, target))
     Xt, y = put(Xt_host), put(y_host)
     w0 = jax.device_put(np.zeros((problem.d, y_host.shape[1]), dtype=dtype), target)
-    step, inv_n = np.asarray(step, dtype), np.asarray(inv_n, dtype)
-
-    def evaluate(Xt, y, w):
-        r = Xt.T @ w - y
-        return jnp.sum(r * r) * inv_n, (2 * inv_n) * (Xt @ r)
-
-    def update(Xt, y, w, g):
-        w = w - step * g
-        f, g = evaluate(Xt, y, w)
-        return w, g, f
-
+    evaluate, update = gd_functions(jnp.sum, np.asarray(step, dtype), np.asarray(inv_n, dtype))
     with jax.default_device(target):
         first = jax.jit(evaluate).lower(Xt, y, w0).compile()
         f, g = first(Xt, y, w0)
         stepped = jax.jit(update).lower(Xt, y, w0, g).compile()
         float(stepped(Xt, y, w0, g)[2])
-        start = time.perf_counter()
-        w = w0
-        f, g = first(Xt, y, w)
-        float(f)
-        for _ in range(iterations):
-            w, g, f = stepped(Xt, y, w, g)
-            float(f)
-        return (time.perf_counter() - start) / iterations
+        return timed_steps(first, stepped, lambda: (Xt, y), w0, iterations)
 
 
 def minimal_loop(options: dict, formulation: str):
@@ -74,9 +62,7 @@ def minimal_loop(options: dict, formulation: str):
 
 
 def copy_call(shape: tuple, device: str):
-    import jax
-
-    jax.config.update("jax_enable_x64", True)
+    jax = _jax()
     x = jax.device_put(np.ones(shape), jax.devices(device)[0])
     scaled = jax.jit(lambda x, s: x * s)
 
@@ -111,9 +97,7 @@ REDUCTIONS = ("X.T @ r", "sum(X * r, axis=0)", "Xt @ r (X stored transposed)")
 def hand_reduction(problem, dtype: str, device: str, layout: str, iterations: int) -> float:
     """Seconds per iteration of a jitted `lax.fori_loop` of GD whose gradient X^T r is computed
     as `layout` says (REDUCTIONS), compiled off the clock, read once."""
-    import jax
-
-    jax.config.update("jax_enable_x64", True)
+    jax = _jax()
     import jax.numpy as jnp
 
     target = jax.devices(device)[0]

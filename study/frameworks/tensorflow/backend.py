@@ -1,21 +1,11 @@
-"""TensorFlow backend: the same algorithm code on a CPU or GPU, fed in one of four ways.
+"""TensorFlow backend: the same algorithm code on a CPU or GPU, fed `feed`, `resident`, `fused`
+or `tf1` (`study.frameworks.tensorflow.tf1`); docs/backends.md says what each means.
 
-Feed modes (`feed=`):
-  feed      the data stays on the host (NumPy) and is handed to a compiled step every iteration,
-            which copies it to the device each time (TF2's `feed_dict`);
-  resident  the data is copied to the device once; a compiled step is called from the host loop
-            (`optimizers.driver.host_loop`), which checks the stopping rules: one sync per step;
-  fused     the whole run is one `tf.function` holding a `tf.while_loop`, the stopping rules
-            evaluated on tensors, the trace in a fixed device buffer read back once at the end;
-  tf1       the original TensorFlow 1 program, see `study.frameworks.tensorflow.tf1`.
-`xla=True` compiles the optimizer's step with `jit_compile=True`. In `fused` mode the loop
-control (rules, clock, trace) stays outside XLA: XLA has no clock op on the CPU.
-
-Setup (the copy to the device, the optimizer's constants, tracing and compilation by one
-warm-up call of each pure compiled function) is timed apart from the loop, whose clock stops
-only after a `.numpy()`. Nothing here touches TensorFlow's global configuration. Every function
-is traced with `autograph=False`: the algorithms state their control flow explicitly, so
-AutoGraph would only add tracing time (seconds, for L-BFGS's fused loop).
+`xla=True` compiles the optimizer's step with `jit_compile=True`; in `fused` the loop control
+(rules, clock, trace) stays outside XLA, which has no clock op on the CPU. Nothing here touches
+TensorFlow's global configuration. Every function is traced with `autograph=False`: the
+algorithms state their control flow explicitly, so AutoGraph would only add tracing time
+(seconds, for L-BFGS's fused loop).
 """
 
 from __future__ import annotations
@@ -182,6 +172,7 @@ class TensorflowBackend(BaseBackend):
     """Runs an optimizer on TensorFlow: `minimize(problem, optimizer, rules, w0) -> Outcome`."""
 
     name = "tensorflow"
+    gpu_available = staticmethod(gpu_available)
 
     def __init__(self, dtype: str = "float64", formulation: str = "data", **options):
         super().__init__(dtype, formulation, **options)
@@ -197,9 +188,6 @@ class TensorflowBackend(BaseBackend):
 
     def make_ops(self):
         return TensorflowOps(self.dtype.name, self.device, data_layout(self.dtype, self.xla))
-
-    def gpu_available(self) -> bool:
-        return gpu_available()
 
     def run(self, problem, optimizer, rules, w0):
         if self.feed == "tf1":

@@ -1,13 +1,10 @@
 """The TensorFlow modes of the feed-mode study (imported only for their runs: it imports
-TensorFlow). `build` returns a mode's callable; `study.feedmode.measure` times it.
+TensorFlow; the modes are described in docs/feedmode.md). `build` returns a mode's callable;
+`study.feedmode.measure` times it.
 
-TF1 modes build a graph (`build`) and a Session (`session`); a variable is initialised from a
-placeholder (`data`). TF2 modes time the runtime's initialisation as `session` and a tensor made
-once as `data`; a tf.function traces (and with XLA compiles) in its first call. TF2's compute is
-the call followed by `tf.test.experimental.sync_devices()`, its fetch `.numpy()`. A TF1
-`Session.run` fetches NumPy arrays, so compute runs the graph up to a session handle of the
-output (the tensor stays on its device) and fetch reads it with a second, small run (its fixed
-cost, tens of microseconds, is in the fetch); the handle is deleted outside both clocks.
+A TF1 `Session.run` fetches NumPy arrays, so compute runs the graph up to a session handle of
+the output (the tensor stays on its device) and fetch reads it with a second, small run (its
+fixed cost, tens of microseconds, is in the fetch); the handle is deleted outside both clocks.
 `graphdef_bytes` is the network's GraphDef, without the handle's ops.
 """
 
@@ -83,13 +80,12 @@ def build(spec: Spec, x: np.ndarray, kernel: np.ndarray, clock: Clock) -> Prepar
     with clock.phase("session"):   # what a Session does for TF1: set up the runtime and devices
         tf.config.list_logical_devices()
     placed: dict = {}
+    if mode.feed == "numpy":
+        data = x
+    else:
+        with clock.phase("data"):
+            data = _to_device(x, device)
     if mode.api == "eager":
-        if mode.feed == "numpy":
-            data = x
-        else:
-            with clock.phase("data"):
-                data = _to_device(x, device)
-
         def eager_call():
             with tf.device(device):
                 return _synchronized(network(mode.model, data, kernel), placed)
@@ -100,17 +96,11 @@ def build(spec: Spec, x: np.ndarray, kernel: np.ndarray, clock: Clock) -> Prepar
             return network(mode.model, inputs, kernel)
 
     if mode.feed == "argument":
-        with clock.phase("data"):
-            data = _to_device(x, device)
         function = tf.function(fn, input_signature=[tf.TensorSpec(x.shape, dtype)],
                                jit_compile=mode.xla)
         arguments = (data,)
-    elif mode.feed == "captured-tensor":
-        with clock.phase("data"):
-            data = _to_device(x, device)
+    elif mode.feed in ("captured-tensor", "numpy"):  # closing over the tensor or the array
         function, arguments = tf.function(lambda: fn(data), jit_compile=mode.xla), ()
-    elif mode.feed == "numpy":
-        function, arguments = tf.function(lambda: fn(x), jit_compile=mode.xla), ()
     else:
         raise ValueError(f"unknown feed '{mode.feed}'")
 

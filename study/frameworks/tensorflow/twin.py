@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from study.bench.twins import gd_step, no_loop
+from study.bench.twins import gd_step, no_loop, timed_steps
 
 
 def hand_tf_gd(problem, dtype: str, iterations: int, *, xla: bool, device: str = "cpu") -> float:
@@ -89,14 +89,8 @@ def hand_tf_stepped(problem, feed: str, dtype: str, device: str, iterations: int
                 else (tf.identity(tf.constant(X_host)), tf.identity(tf.constant(y_host))))
         w0 = tf.zeros(w_shape, kind)
         update(X, y, w0, first(X, y, w0)[1])[2].numpy()  # traced off the clock
-        start = time.perf_counter()
-        f, g = first(X, y, w0)
-        f.numpy()
-        w = w0
-        for _ in range(iterations):
-            w, g, f = update(X, y, w, g)
-            f.numpy()
-        return (time.perf_counter() - start) / iterations
+        return timed_steps(first, update, lambda: (X, y), w0, iterations,
+                           read=lambda f: f.numpy())
 
 
 def hand_tf1(problem, dtype: str, device: str, iterations: int) -> float:

@@ -1,23 +1,11 @@
-"""PyTorch backend: the same algorithm code on torch tensors, on a CPU or GPU, fed in one of four
-ways.
+"""PyTorch backend: the same algorithm code on torch tensors, on a CPU or GPU, fed `feed`,
+`resident`, `compiled` or `graphed` (docs/backends.md and docs/gpu.md say what each means).
 
-Feed modes (`feed=`):
-  feed      the data stays on the host (NumPy) and every step starts with
-            `torch.from_numpy(x).to(device)`, as training code that converts its batch each step
-            (on the CPU `from_numpy` shares memory: the conversion is all it costs);
-  resident  tensors on the device once; an eager step called from the host loop
-            (`optimizers.driver.host_loop`), which reads the loss and gradient norm every
-            iteration;
-  compiled  the step under `torch.compile`, called from the host loop, compiled by warm-up calls
-            timed as setup; the line searches' data-dependent branches break the graph there, as
-            they would in any user's compiled step;
-  graphed   GPU only: chunks of 1, 2, 4, ... GRAPH_CHUNK iterations, each captured once as a
-            CUDA graph (capture timed as setup) and replayed; every iteration writes its stats
-            and iterate into fixed device buffers, read once per chunk, the rules checked on the
-            host row by row. A replay cannot stop early (`graphed_overrun` counts the unused
-            iterations), and only straight-line steps can be captured (`graph_refusal`).
-`torch.compile` has no whole-loop mode: `torch._higher_order_ops.while_loop` is private and
-experimental in PyTorch 2.x.
+`graphed` (GPU only) replays chunks of 1, 2, 4, ... GRAPH_CHUNK iterations, each captured once
+as a CUDA graph; every iteration writes its stats and iterate into fixed device buffers, read
+once per chunk, the rules checked on the host row by row. A replay cannot stop early
+(`graphed_overrun` counts the unused iterations), and only straight-line steps can be captured
+(`graph_refusal`).
 
 Python numbers become tensors once per run (`TorchOps.constant`): on a GPU each conversion is a
 copy that waits for the device. The softplus is `logaddexp`, not `F.softplus`, which switches to
@@ -70,7 +58,8 @@ class TorchOps(TransposedOps):
         # torch's own functions under the names the algorithms use
         for name in ("zeros_like", "sigmoid", "reshape"):
             setattr(self, name, getattr(torch, name))
-        for name in ("sqrt", "abs", "isfinite", "logical_and", "logical_or", "logical_not"):
+        for name in ("sqrt", "abs", "isfinite", "logical_and", "logical_or", "logical_not",
+                     "where", "maximum", "minimum"):
             setattr(self, name, self._on_tensors(getattr(torch, name)))
 
     def constant(self, value, dtype, device):
@@ -116,21 +105,16 @@ class TorchOps(TransposedOps):
         return np.asarray(value)
 
     def _on_tensors(self, function):
-        """torch's `function` with any Python number among its arguments made a tensor."""
-        return lambda *args: function(*[self._tensor(a) for a in args])
+        """torch's `function` with any Python number among its arguments made a tensor like
+        its first floating-point tensor argument (else of our dtype)."""
+        tensor = self.torch.Tensor
 
-    def where(self, condition, x, y):
-        like = x if isinstance(x, self.torch.Tensor) else y if isinstance(
-            y, self.torch.Tensor) else None
-        return self.torch.where(condition, self._tensor(x, like), self._tensor(y, like))
+        def on_tensors(*args):
+            like = next((a for a in args if isinstance(a, tensor) and a.is_floating_point()),
+                        None)
+            return function(*[self._tensor(a, like) for a in args])
 
-    def maximum(self, a, b):
-        like = a if isinstance(a, self.torch.Tensor) else b
-        return self.torch.maximum(self._tensor(a, like), self._tensor(b, like))
-
-    def minimum(self, a, b):
-        like = a if isinstance(a, self.torch.Tensor) else b
-        return self.torch.minimum(self._tensor(a, like), self._tensor(b, like))
+        return on_tensors
 
     def softplus(self, x):
         """log(1 + exp(x)) without overflow for any x, exactly as NumPy's logaddexp(0, x)."""
@@ -230,12 +214,10 @@ class TorchBackend(BaseBackend):
     """Runs an optimizer on PyTorch: `minimize(problem, optimizer, rules, w0) -> Outcome`."""
 
     name = "torch"
+    gpu_available = staticmethod(gpu_available)
 
     def make_ops(self) -> TorchOps:
         return TorchOps(self.dtype.name, self.device)
-
-    def gpu_available(self) -> bool:
-        return gpu_available()
 
     def synchronize(self) -> None:
         if self.device == "gpu":

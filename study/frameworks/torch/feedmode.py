@@ -1,16 +1,10 @@
-"""The PyTorch modes of the feed-mode study (imported only for their runs: it imports torch).
-
-`torch-numpy` starts every call with `torch.from_numpy(x).to(device)`, `torch-resident` uses a
-tensor made once on the device (timed as `data`), `torch-compile-arg` calls `torch.compile` of
-the network with that tensor as its argument and `torch-compile-captured` of a function closing
-over it. `session` times the first tensor made on the device. The compiled modes compile in
-their first call, as a user's first call does.
+"""The PyTorch modes of the feed-mode study (imported only for their runs: it imports torch; the
+modes are described in docs/feedmode.md).
 
 Each compiled run starts cold: a fresh Inductor cache directory (TORCHINDUCTOR_CACHE_DIR, this
 process only) and `torch._dynamo.reset()`, since Inductor otherwise reuses kernels an earlier
 process wrote and the first call would depend on which run came first; `executable_bytes` is
-what torch.compile wrote there. A call's compute ends with `torch.cuda.synchronize()` on a CUDA
-device; its fetch is `.cpu().numpy()` (on the CPU, shared memory: near zero), as an NHWC view.
+what torch.compile wrote there.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
-"""torch.optim's own optimizers by name (`torch:LBFGS`, `torch:Adam`, ...) on the torch backend.
+"""torch.optim's own optimizers by name (`torch:LBFGS`, `torch:Adam`, ...) on the torch backend
+(docs/regress.md says how they run and what the record holds).
 
 The library's optimizer updates a parameter tensor whose `.grad` we set from the objective's
-analytic gradient (no autograd graph), so what runs is the library's update rule on the gradient
-every method sees: `param.grad = g; optimizer.step()`, then the objective at the new iterate.
-LBFGS runs with `line_search_fn="strong_wolfe"`, one `step(closure)` per iteration and every
-tolerance 0, so that the run's rules decide; nfev counts every closure call (LBFGS re-evaluates
-at each step's start, which our `lbfgs` does not), and the state at the accepted point is the
-line search's own evaluation there.
-
-In `compiled` the library's step stays out of the compiled graph (`torch.compiler.disable`): it
-runs eagerly as torch.optim ships it, and LBFGS's closure-driven line search would break the
-graph at every branch. Hyperparameters are the class's own, checked before anything runs; those
-the harness fixes (LBFGS's loop, tolerances and line search, `maximize`) are refused.
+analytic gradient (no autograd graph). For LBFGS, the state at the accepted point is the line
+search's own evaluation there. In `compiled` the library's step stays out of the compiled graph
+(`torch.compiler.disable`): LBFGS's closure-driven line search would break the graph at every
+branch. The hyperparameters the harness fixes (FIXED) are refused.
 """
 
 from __future__ import annotations

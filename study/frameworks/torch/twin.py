@@ -6,12 +6,12 @@ from __future__ import annotations
 import time
 
 from study.bench.runs import Unavailable
-from study.bench.twins import host_arrays, no_loop
+from study.bench.twins import gd_functions, host_arrays, no_loop, timed_steps
 
 FEEDS = ("feed", "resident", "compiled", "graphed")  # those with a hand-written loop here
 
 
-def hand_torch(problem, feed: str, dtype: str, device: str, iterations: int) -> float:
+def hand_loop(problem, feed: str, dtype: str, device: str, iterations: int) -> float:
     """PyTorch, no autograd (the analytic gradient, as our backend): an eager step with
     `float(f)` every iteration (feed: `torch.from_numpy(X).to(device)` every step; compiled:
     the step under `torch.compile`, compiled by two calls off the clock); graphed: the whole
@@ -27,14 +27,7 @@ def hand_torch(problem, feed: str, dtype: str, device: str, iterations: int) -> 
     Xt, y = torch.as_tensor(Xt_host, device=target), torch.as_tensor(y_host, device=target)
     w0 = torch.zeros((problem.d, y_host.shape[1]), dtype=Xt.dtype, device=target)
 
-    def evaluate(Xt, y, w):
-        r = Xt.T @ w - y
-        return torch.sum(r * r) * inv_n, (2 * inv_n) * (Xt @ r)
-
-    def update(Xt, y, w, g):
-        w = w - step * g
-        f, g = evaluate(Xt, y, w)
-        return w, g, f
+    evaluate, update = gd_functions(torch.sum, step, inv_n)
 
     def data():
         if feed == "feed":
@@ -49,17 +42,7 @@ def hand_torch(problem, feed: str, dtype: str, device: str, iterations: int) -> 
             f, g = evaluate(Xt, y, w0)
             for _ in range(2):
                 float(update(Xt, y, w0, g)[2])
-        start = time.perf_counter()
-        w = w0
-        f, g = evaluate(*data(), w)
-        float(f)
-        for _ in range(iterations):
-            w, g, f = update(*data(), w, g)
-            float(f)
-        return (time.perf_counter() - start) / iterations
-
-
-hand_loop = hand_torch
+        return timed_steps(evaluate, update, data, w0, iterations)
 
 
 def graphed_torch(evaluate, update, Xt, y, w0, iterations: int) -> float:
@@ -97,7 +80,7 @@ def minimal_loop(options: dict, formulation: str):
         return None
 
     def loop(problem, dtype, iterations):
-        return hand_torch(problem, "resident", dtype, "cpu", iterations)
+        return hand_loop(problem, "resident", dtype, "cpu", iterations)
 
     return "driver vs hand-written eager PyTorch loop", loop
 
