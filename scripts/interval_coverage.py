@@ -3,10 +3,10 @@
 
 For each comparison (per data set, its fastest configuration in the first folder against every
 other, on time to the target; every engine against NumPy float64 on seconds per iteration for GD
-and Adadelta), each folder gives a ratio and a 95% interval (study/paired.py). Reported:
-replication (how often another run's ratio falls in a run's interval), coverage of the pooled
-value (the other runs' geometric mean) and verdict flips between runs. (The method it replaced,
-a percentile bootstrap of the median, and why: docs/studies.md.)
+and Adadelta), each folder gives a ratio and a 95% interval, by the current method
+(study/paired.py) and by the one it replaced (a percentile bootstrap of the median). Reported
+per method: replication (how often another run's ratio falls in a run's interval), coverage of
+the pooled value (the other runs' geometric mean) and verdict flips between runs.
 
     python scripts/interval_coverage.py results/cov1/regression results/cov2/regression ...
 
@@ -36,6 +36,36 @@ from study.regression.labels import label_runs  # noqa: E402
 from study.regression.summary import INSTANCE_COLUMNS, time_to_target  # noqa: E402
 from study.sequential import EQUIVALENT, LESS, MORE, NONE, simulate  # noqa: E402
 from study.sweep.tuning import measured_runs  # noqa: E402
+
+
+def bootstrap_median(a: pd.DataFrame, b: pd.DataFrame, value: str, resamples=2000, seed=0):
+    """The replaced method: per instance the median of repeats, their ratio; the median over
+    instances with a percentile bootstrap resampling instances and repeats."""
+    keys = [c for c in INSTANCE_COLUMNS if c in a and c in b]
+    ag = {k: g[value].to_numpy(float) for k, g in a.groupby(keys)}
+    bg = {k: g[value].to_numpy(float) for k, g in b.groupby(keys)}
+    common = [k for k in ag if k in bg]
+    if not common:
+        return math.nan, math.nan, math.nan
+
+    def ratio(x, y):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(np.isinf(x) & np.isinf(y), 1.0, x / y)
+
+    rng = np.random.default_rng(seed)
+    per = ratio(np.array([np.median(ag[k]) for k in common]),
+                np.array([np.median(bg[k]) for k in common]))
+    boot = np.column_stack([ratio(np.median(ag[k][rng.integers(0, ag[k].size, (resamples,
+                                                                             ag[k].size))], 1),
+                                  np.median(bg[k][rng.integers(0, bg[k].size, (resamples,
+                                                                             bg[k].size))], 1))
+                            for k in common])
+    pick = rng.integers(0, len(common), (resamples, len(common)))
+    medians = np.median(np.take_along_axis(boot, pick, 1), 1)
+    low, high = np.quantile(medians, [0.025, 0.975], method="inverted_cdf")
+    if min(len(ag[k]) for k in common) * len(common) <= 1:
+        low = high = math.nan
+    return float(np.median(per)), float(low), float(high)
 
 
 def labelled(folder: Path) -> pd.DataFrame:
@@ -82,8 +112,10 @@ def measure(folders: list[Path]) -> pd.DataFrame:
             if side_a.empty or side_b.empty:
                 continue
             c = compare(side_a, side_b, INSTANCE_COLUMNS, value)
+            old = bootstrap_median(side_a, side_b, value)
             rows.append({"data": data, "a": a, "b": b, "value": value, "run": run,
-                         "paired": c.ratio, "paired_low": c.low, "paired_high": c.high})
+                         "new": c.ratio, "new_low": c.low, "new_high": c.high,
+                         "old": old[0], "old_low": old[1], "old_high": old[2]})
     return pd.DataFrame(rows)
 
 
@@ -170,7 +202,7 @@ def main() -> None:
     table = measure(args.folders)
     if args.csv:
         table.to_csv(args.csv, index=False)
-    summary = pd.DataFrame([summarize(table, "paired")])
+    summary = pd.DataFrame([summarize(table, "old"), summarize(table, "new")])
     with pd.option_context("display.width", 160, "display.max_columns", None):
         print(summary.to_string(index=False, float_format=lambda x: f"{x:.3f}"))
 
