@@ -87,7 +87,7 @@ class Comparison:
             self.low > 1 or self.high < 1)
 
     def ci(self) -> str:
-        return f"[{_times(self.low)}, {_times(self.high)}]"
+        return f"[{times(self.low)}, {times(self.high)}]"
 
     def cell(self) -> str:
         """The comparison in a table cell, with the verdict the report's sentence gives."""
@@ -114,32 +114,29 @@ class Comparison:
         if self.ratio == 0:  # B did not finish where A did: "0x" would say nothing true
             return f"{b} did not finish where {a} did on most of the {where}"
         if self.busy:
-            return (f"{a} over {b}: {quantity} ratio {_times(self.ratio)} ({where}), but "
+            return (f"{a} over {b}: {quantity} ratio {times(self.ratio)} ({where}), but "
                     f"measured on a busy machine ({self.noisy} of {self.measured} runs flagged "
                     "noisy), so no verdict; `--remeasure-noisy` measures them again")
         if np.isinf(self.ratio):
             how = f"95% interval of the ratio {self.ci()}" if self.has_interval else self.method
             return f"{a} did not finish where {b} did on most of the {where} ({how})"
         if not self.has_interval:
-            return (f"{a} over {b}: {quantity} ratio {_times(self.ratio)} ({where}): "
+            return (f"{a} over {b}: {quantity} ratio {times(self.ratio)} ({where}): "
                     f"{self.method}, so no verdict")
         if not self.distinguishable:
-            return (f"{a} and {b}: not distinguishable ({quantity} ratio {_times(self.ratio)}, "
+            return (f"{a} and {b}: not distinguishable ({quantity} ratio {times(self.ratio)}, "
                     f"95% interval {self.ci()}, {where})")
         if self.ratio > 1:
-            return f"{a} took {_times(self.ratio)} the {quantity} of {b} ({self.ci()}, {where})"
-        return (f"{a} took {_times(self.ratio)} the {quantity} of {b}, i.e. "
-                f"{_times(1 / self.ratio)} less ({self.ci()}, {where})")
+            return f"{a} took {times(self.ratio)} the {quantity} of {b} ({self.ci()}, {where})"
+        return (f"{a} took {times(self.ratio)} the {quantity} of {b}, i.e. "
+                f"{times(1 / self.ratio)} less ({self.ci()}, {where})")
 
 
-def _times(x: float) -> str:
-    if np.isnan(x):
-        return "-"
-    if np.isinf(x):
-        return "inf"
-    if x == 0:
-        return "0x"
-    return f"{x:.3g}x"
+def times(x: float | None, missing: str = "-") -> str:
+    """A ratio as '2.3x', 'inf' or `missing` (None, NaN)."""
+    if x is None or np.isnan(x):
+        return missing
+    return "inf" if np.isinf(x) else f"{x:.3g}x"
 
 
 def _log(values: np.ndarray) -> np.ndarray:

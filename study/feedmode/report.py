@@ -97,13 +97,10 @@ def original_feedmode_answer(runs: pd.DataFrame) -> list[str]:
                 ("first_call_seconds", "first-call time"),
                 ("steady_median_seconds", "time per call"))], dtype, n)
         out.append(
-            f"N = {n}, {dtype}: tf.constant's first call took "
-            f"{fmt_seconds(const['first_call_seconds'])} and later calls "
-            f"{fmt_seconds(const['steady_median_seconds'])}; the placeholder's first call "
-            f"{fmt_seconds(holder['first_call_seconds'])} and later calls "
-            f"{fmt_seconds(holder['steady_median_seconds'])} (medians over repeats). First "
-            "call: " + mode_phrase(runs, "constant", "placeholder", dtype, n,
-                                   "first_call_seconds", "first-call time")
+            f"N = {n}, {dtype}: tf.constant's {_calls(const, ' took', ' and')}; the "
+            f"placeholder's {_calls(holder, and_=' and')} (medians over repeats). First call: "
+            + mode_phrase(runs, "constant", "placeholder", dtype, n, "first_call_seconds",
+                          "first-call time")
             + "; later calls: " + mode_phrase(runs, "constant", "placeholder", dtype, n,
                                               "steady_median_seconds", "time per call") + "."
             + (" " + compute if compute else ""))
@@ -122,9 +119,7 @@ def original_feedmode_answer(runs: pd.DataFrame) -> list[str]:
                        f"{fmt_seconds(off['steady_median_seconds'])}).")
         arg = _feed_row(runs, "function-arg", dtype, n)
         if arg is not None:
-            out.append(f"  TF2's tf.function with the data as an argument: first call "
-                       f"{fmt_seconds(arg['first_call_seconds'])}, later calls "
-                       f"{fmt_seconds(arg['steady_median_seconds'])}.")
+            out.append(f"  TF2's tf.function with the data as an argument: {_calls(arg)}.")
     sweep = runs[(runs["mode"] == "constant") & (runs["grappler"] == "default")
                  & (runs["status"] == "ok")].sort_values("n")
     if sweep["n"].nunique() > 1:
@@ -154,11 +149,12 @@ def framework_pairs() -> dict[str, list[tuple]]:
     return pairs
 
 
-def _calls(row) -> str:
+def _calls(row, took: str = "", and_: str = ",") -> str:
+    """'first call 1.2 s (compilation 0.9 s), later calls 3 ms' of a mode's medians."""
     compile_part = (f" (compilation {fmt_seconds(row['compile_seconds'])})"
                     if pd.notna(row.get("compile_seconds")) else "")
-    return (f"first call {fmt_seconds(row['first_call_seconds'])}{compile_part}, later calls "
-            f"{fmt_seconds(row['steady_median_seconds'])}")
+    return (f"first call{took} {fmt_seconds(row['first_call_seconds'])}{compile_part}{and_} "
+            f"later calls {fmt_seconds(row['steady_median_seconds'])}")
 
 
 def frameworks_answer(runs: pd.DataFrame) -> list[str]:
