@@ -19,7 +19,7 @@ from study.feedmode.figures import COMPUTE, FETCH, SMALL_FETCH, fmt_bytes, main_
 from study.feedmode.model import IMAGE, MODES, modes_of
 from study.frameworks.registry import FRAMEWORKS
 from study.paired import compare
-from study.report.blocks import Block, fmt_seconds
+from study.report.blocks import Block, figure_block, fmt_seconds
 
 # What a comparison of two modes holds fixed (the rest of their configuration: a mode's runs
 # with another number of calls are another configuration, never its repeats); the repeats are
@@ -263,13 +263,10 @@ def section(results, figures: Path) -> list[Block]:
     runs = results.runs
     blocks = [Block("h2", "The second question: was tf.placeholder really 4-5x faster than "
                           "tf.constant?", anchor=f"{results.folder.name}-q2")]
-    headline = figures / "headline.png"
-    if headline.exists():
-        blocks.append(Block("figure", headline, "First call against later calls per feed mode: "
-                                                "dark, the computation with its output left on "
-                                                "the device; light beyond it, the fetch to the "
-                                                "host. Beside each, the size of the graph or "
-                                                "program the mode builds."))
+    blocks += figure_block(figures / "headline.png", "First call against later calls per feed "
+                           "mode: dark, the computation with its output left on the device; "
+                           "light beyond it, the fetch to the host. Beside each, the size of the "
+                           "graph or program the mode builds.")
     blocks.append(Block("list", original_feedmode_answer(runs)))
     others = frameworks_answer(runs) + jax_constant_answer(runs)
     if others:
@@ -277,13 +274,10 @@ def section(results, figures: Path) -> list[Block]:
         titles = [FRAMEWORKS[f].title for f in framework_pairs() if f in present] or ["others"]
         named = ", ".join(titles[:-1]) + (" and " if len(titles) > 1 else "") + titles[-1]
         blocks += [Block("h3", f"The same question on {named}"), Block("list", others)]
-    figure = figures / "feedmode.png"
-    if figure.exists():
-        blocks.append(Block("figure", figure, "First call against later calls per mode (and "
-                                              "the later calls' compute only), what each mode "
-                                              "builds, the Grappler ablation, and "
-                                              "against N: first-call cost, what is built, and "
-                                              "JAX's compilation."))
+    blocks += figure_block(figures / "feedmode.png", "First call against later calls per mode "
+                           "(and the later calls' compute only), what each mode builds, the "
+                           "Grappler ablation, and against N: first-call cost, what is built, "
+                           "and JAX's compilation.")
     blocks += [Block("h3", "CNN feed modes: every run"),
                Block("table", feedmode_table(runs), "every run")]
     return blocks
