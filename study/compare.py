@@ -308,9 +308,8 @@ def figure(result: FolderComparison):
     shown = sorted(shown, key=lambda c: (np.nan_to_num(c.comparison.ratio, posinf=1e300),
                                          c.config))
     fig, ax = plt.subplots(figsize=(12, 1.3 + 0.24 * len(shown)))
-    ratios = np.array([c.comparison.ratio for c in shown], dtype=float)
-    finite = np.concatenate([ratios, [c.comparison.low for c in shown],
-                             [c.comparison.high for c in shown]])
+    finite = np.array([v for c in shown for v in (c.comparison.ratio, c.comparison.low,
+                                                  c.comparison.high)], dtype=float)
     finite = finite[np.isfinite(finite) & (finite > 0)]
     low, high = (finite.min(), finite.max()) if len(finite) else (0.5, 2.0)
     low, high = min(low, 1 / 1.2) / 1.3, max(high, 1.2) * 1.3

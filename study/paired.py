@@ -47,10 +47,6 @@ class Interval:
     high: float
     method: str
 
-    @property
-    def exists(self) -> bool:
-        return not (math.isnan(self.low) or math.isnan(self.high))
-
 
 @dataclass(frozen=True)
 class Comparison:
@@ -182,22 +178,19 @@ def interval(samples_per_instance: list[list[np.ndarray]], level: float = LEVEL)
                         f"median over {k} instances, order statistics")
     mean = float(values.mean())
     if k >= MIN_INSTANCES:
-        spread = float(values.std(ddof=1)) / math.sqrt(k)
-        half = t_quantile(0.5 + level / 2, k - 1) * spread
-        return Interval(math.exp(mean), math.exp(mean - half), math.exp(mean + half),
-                        f"t over {k} instances")
-    variances = np.array([p[1] for p in per])
-    dfs = np.array([p[2] for p in per])
-    if np.isnan(variances).any() or (dfs < 1).any():
-        return Interval(math.exp(mean), math.nan, math.nan,
-                        f"{k} instance{'s' * (k != 1)} without repeats on both sides: too few "
-                        f"for an interval (it takes {MIN_INSTANCES} instances, or repeats)")
-    variance = float(variances.sum()) / k**2
-    df = _welch_df(per, k)
-    half = t_quantile(0.5 + level / 2, df) * math.sqrt(variance)
-    return Interval(math.exp(mean), math.exp(mean - half), math.exp(mean + half),
-                    "Welch t from repeats, " + ("this instance only" if k == 1 else
-                                                f"these {k} instances only"))
+        spread, df = float(values.std(ddof=1)) / math.sqrt(k), k - 1
+        method = f"t over {k} instances"
+    else:
+        variances = np.array([p[1] for p in per])
+        if np.isnan(variances).any() or (np.array([p[2] for p in per]) < 1).any():
+            return Interval(math.exp(mean), math.nan, math.nan,
+                            f"{k} instance{'s' * (k != 1)} without repeats on both sides: too "
+                            f"few for an interval (it takes {MIN_INSTANCES} instances, or repeats)")
+        spread, df = math.sqrt(float(variances.sum()) / k**2), _welch_df(per, k)
+        method = "Welch t from repeats, " + ("this instance only" if k == 1 else
+                                             f"these {k} instances only")
+    half = t_quantile(0.5 + level / 2, df) * spread
+    return Interval(math.exp(mean), math.exp(mean - half), math.exp(mean + half), method)
 
 
 def t_quantile(p: float, df: float) -> float:
@@ -257,8 +250,7 @@ def _groups(runs: pd.DataFrame, instance: list[str], value: str) -> dict:
     if runs.empty:
         return {}
     values = runs[value].to_numpy(float)
-    columns = [instance] if isinstance(instance, str) else list(instance)
-    found = {k: _measured(values[at]) for k, at in _positions(runs, columns).items()}
+    found = {k: _measured(values[at]) for k, at in _positions(runs, list(instance)).items()}
     return {k: v for k, v in found.items() if v.size}
 
 
@@ -332,11 +324,10 @@ def _noise(runs: pd.DataFrame, instance: list[str], common: list) -> tuple[int, 
 
 def typical(runs: pd.DataFrame, instance: list[str], value: str, *,
             level: float = LEVEL) -> Interval:
-    """One configuration's typical `value` over its instances, with its interval."""
-    instance = [c for c in instance if c in runs.columns] or None
-    groups = (list(_groups(runs, instance, value).values()) if instance else
-              [g for g in [_measured(runs[value].to_numpy(float))] if g.size])
-    return interval([[g] for g in groups], level)
+    """One configuration's typical `value` over its instances (none named: one), with its
+    interval."""
+    instance = [c for c in instance if c in runs.columns]
+    return interval([[g] for g in _groups(runs, instance, value).values()], level)
 
 
 def common_instances(runs: pd.DataFrame, config: list[str], instance: list[str]) -> pd.DataFrame:

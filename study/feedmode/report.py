@@ -35,9 +35,7 @@ def _feed_rows(runs, mode, dtype, n, grappler="default"):
 def _feed_row(runs, mode, dtype, n, grappler="default"):
     """The medians over a mode's repeats (None when it has no finished run)."""
     rows = _feed_rows(runs, mode, dtype, n, grappler)
-    if rows.empty:
-        return None
-    return rows.median(numeric_only=True)
+    return None if rows.empty else rows.median(numeric_only=True)
 
 
 def mode_comparison(runs, a: str, b: str, dtype: str, n: int, value: str):
@@ -57,11 +55,6 @@ def fetch_share(rows) -> float:
     return float("nan") if not shares or any(pd.isna(shares)) else max(shares)
 
 
-def _device(runs, mode, dtype, n) -> str:
-    devices = sorted(set(_feed_rows(runs, mode, dtype, n)["device"].dropna()))
-    return "/".join(devices) or "device"
-
-
 def compute_view(runs, rows: dict, pairs, dtype: str, n: int) -> str:
     """The compute-only view of the comparisons `pairs` ((a, b, call column, words)) of the modes
     in `rows` (mode -> medians): one sentence that it agrees where the fetch is small, else the
@@ -69,7 +62,8 @@ def compute_view(runs, rows: dict, pairs, dtype: str, n: int) -> str:
     share = fetch_share(rows.values())
     if np.isnan(share):
         return ""
-    device = _device(runs, next(iter(rows)), dtype, n)
+    device = "/".join(sorted(set(_feed_rows(runs, next(iter(rows)), dtype, n)["device"]
+                                 .dropna()))) or "device"
     if share <= SMALL_FETCH:
         return (f"Compute only (the output left on the {device}) gives the same answer: the "
                 f"fetch to the host took at most {share:.1%} of a call (medians).")

@@ -146,10 +146,8 @@ def label_runs(runs: pd.DataFrame) -> pd.DataFrame:
         if column not in runs:
             runs[column] = None
     if runs.empty:
-        return runs.assign(method=pd.Series(dtype=str), engine=pd.Series(dtype=str),
-                           config=pd.Series(dtype=str), data=pd.Series(dtype=str),
-                           algorithm=pd.Series(dtype=str), instance_seed=pd.Series(dtype=float),
-                           config_key=pd.Series(dtype=str))
+        return runs.assign(**{c: pd.Series(dtype=str) for c in LABELS},
+                           instance_seed=pd.Series(dtype=float))
     runs = with_instances(runs)
     runs["method"] = runs.apply(method_label, axis=1)
     runs["algorithm"] = runs.apply(algorithm_label, axis=1)
