@@ -49,8 +49,7 @@ def fastest_to_target(runs: pd.DataFrame, part: pd.DataFrame, target: str):
     sentence = (f"Fastest to {target} on {data}: {best['config']}, "
                 f"{fmt_seconds(best['typical_seconds'])} "
                 f"[{fmt_seconds(best['ci_low'])}, {fmt_seconds(best['ci_high'])}] "
-                f"(typical over {over(best)}, 95% interval: "
-                f"{best['ci_method']}) in "
+                f"(typical over {over(best)}, 95% interval: {best['ci_method']}) in "
                 f"{best['median_iterations']:.0f} iterations")
     if len(solved) == 1:
         return sentence + ", the only one to reach it in the median", best["config"], None
