@@ -117,9 +117,7 @@ def with_instances(runs: pd.DataFrame) -> pd.DataFrame:
     instance, so its runs are repeats of it: study.paired gives them a repeats interval)."""
     if "instance_seed" in runs or "seed" not in runs:
         return runs
-    for column in ("dataset_params", "init"):
-        if column not in runs:
-            runs = runs.assign(**{column: None})
+    runs = runs.assign(**{c: None for c in ("dataset_params", "init") if c not in runs})
     return runs.assign(instance_seed=runs["seed"].where(seed_matters(runs), -1))
 
 
@@ -141,10 +139,8 @@ def label_runs(runs: pd.DataFrame) -> pd.DataFrame:
     'gd mine [chunk=1]' plain 'gd mine' where its sibling was filtered out)."""
     if set(LABELS) <= set(runs.columns):
         return runs
-    runs = runs.copy()
-    for column in ("feed", "xla", "device", "formulation", "hyperparameters", "dataset_params"):
-        if column not in runs:
-            runs[column] = None
+    runs = runs.assign(**{c: None for c in ("feed", "xla", "device", "formulation",
+                                            "hyperparameters", "dataset_params") if c not in runs})
     if runs.empty:
         return runs.assign(**{c: pd.Series(dtype=str) for c in LABELS},
                            instance_seed=pd.Series(dtype=float))

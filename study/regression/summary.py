@@ -50,10 +50,9 @@ def summarize(runs) -> pd.DataFrame:
     runs = with_instances(measured_runs(runs).copy())
     if runs.empty:
         return pd.DataFrame()
-    for column in ("seconds", "setup_seconds", "iterations", "seconds_per_iteration",
-                   "predicted_iterations"):  # the bound's (rows before issue 44: none)
-        if column not in runs:
-            runs[column] = np.nan
+    runs = runs.assign(**{c: np.nan for c in ("seconds", "setup_seconds", "iterations",
+                                              "seconds_per_iteration", "predicted_iterations")
+                          if c not in runs})  # predicted: the bound's (rows before issue 44: none)
     runs["time_to_target"] = time_to_target(runs)
     runs["total_to_target"] = time_to_target(
         runs.assign(total=runs["seconds"] + runs["setup_seconds"]), "total")
