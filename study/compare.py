@@ -17,7 +17,7 @@ import pandas as pd
 from convergence_study.errors import InputError
 from study.conclusions import Conclusion, conclusions
 from study.output import check_output_path, reading, write_atomic
-from study.paired import Comparison, compare
+from study.paired import Comparison, compare, times
 from study.report.build import env_values
 from study.results import Results, code_versions, load
 
@@ -173,12 +173,8 @@ def compare_folders(folder_a, folder_b) -> FolderComparison:
                      conclusion_changes(conclusions(a), conclusions(b)))
 
 
-def _times(x: float) -> str:
-    if x is None or x != x:
-        return "–"
-    if np.isinf(x):
-        return "inf"
-    return f"{x:.3g}x"
+def _times(x: float | None) -> str:
+    return times(x, "–")
 
 
 def interval(c: Comparison | None) -> str:
@@ -221,6 +217,17 @@ def _state(c: Conclusion | None) -> str:
     return f"{number}, {c.claim}"
 
 
+def change_rows(result: FolderComparison) -> list[tuple[Change, str, str, str]]:
+    """What both reports show of each configuration, in their order: (change, B/A, its
+    interval, what it means)."""
+    return [(change, _times(change.comparison.ratio), interval(change.comparison),
+             change_word(change)) for change in ordered(result.changes)]
+
+
+def moved(result: FolderComparison) -> str:
+    return f"{sum(c.distinguishable for c in result.changes)} of {len(result.changes)}"
+
+
 def text_report(result: FolderComparison) -> str:
     a, b = result.a, result.b
     lines = [f"compare: A = {a.folder}, B = {b.folder} ({a.kind} study)", "",
@@ -230,16 +237,13 @@ def text_report(result: FolderComparison) -> str:
     if not result.differ:
         lines.append("  nothing recorded")
     lines.append(f"  the same in both: {', '.join(result.same) or 'nothing recorded'}")
-    moved = [c for c in result.changes if c.distinguishable]
     lines += ["", "Time per configuration, B over A, paired on the instances both ran "
                   "(median ratio, 95% interval); * = distinguishable:"]
     width = max(len(c.config) for c in result.changes)
-    for change in ordered(result.changes):
-        c = change.comparison
-        lines.append(f"  {'*' if change.distinguishable else ' '} {change.config:<{width}}  "
-                     f"{_times(c.ratio):>7} {interval(c):<22} {change.quantity}, "
-                     f"{c.instances} instances: {change_word(change)}")
-    lines.append(f"  {len(moved)} of {len(result.changes)} changed distinguishably"
+    lines += [f"  {'*' if change.distinguishable else ' '} {change.config:<{width}}  "
+              f"{ratio:>7} {ci:<22} {change.quantity}, {change.comparison.instances} "
+              f"instances: {word}" for change, ratio, ci, word in change_rows(result)]
+    lines.append(f"  {moved(result)} changed distinguishably"
                  + "".join(f"; only in {side}: {', '.join(names)}"
                            for side, names in (("A", result.only_a), ("B", result.only_b))
                            if names))
@@ -257,8 +261,9 @@ def text_report(result: FolderComparison) -> str:
     return "\n".join(lines)
 
 
-def _cell(text: str) -> str:
-    return str(text).replace("|", "\\|")
+def _row(*cells) -> str:
+    """A Markdown table row, each cell's '|' escaped."""
+    return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
 
 
 def markdown_report(result: FolderComparison) -> str:
@@ -266,30 +271,24 @@ def markdown_report(result: FolderComparison) -> str:
     parts = [f"### `study compare`: {a.kind} study, A = `{a.folder}`, B = `{b.folder}`", "",
              "**What differs**", ""]
     if result.differ:
-        parts += ["| | A | B |", "|---|---|---|"]
-        parts += [f"| {n} | {_cell(x)} | {_cell(y)} |" for n, x, y in result.differ] + [""]
+        parts += ["| | A | B |", "|---|---|---|", *(_row(*d) for d in result.differ), ""]
     else:
         parts += ["Nothing recorded differs.", ""]
     parts += [f"The same in both: {', '.join(result.same) or 'nothing recorded'}.", ""]
-    moved = [c for c in result.changes if c.distinguishable]
-    parts += [f"**Time per configuration, B over A** ({len(moved)} of {len(result.changes)} "
-              "changed distinguishably; median ratio over the instances both ran, 95% "
-              "interval)", "", "| configuration | quantity | B/A | 95% interval | instances | "
-              "change |", "|---|---|---|---|---|---|"]
-    for change in ordered(result.changes):
-        c = change.comparison
-        word = change_word(change)
-        parts.append(f"| {_cell(change.config)} | {change.quantity} | {_times(c.ratio)} | "
-                     f"{interval(c)} | {c.instances} | "
-                     f"{'**' + word + '**' if change.distinguishable else word} |")
+    parts += [f"**Time per configuration, B over A** ({moved(result)} changed distinguishably; "
+              "median ratio over the instances both ran, 95% interval)", "",
+              "| configuration | quantity | B/A | 95% interval | instances | change |",
+              "|---|---|---|---|---|---|"]
+    parts += [_row(change.config, change.quantity, ratio, ci, change.comparison.instances,
+                   f"**{word}**" if change.distinguishable else word)
+              for change, ratio, ci, word in change_rows(result)]
     for side, names in (("A", result.only_a), ("B", result.only_b)):
         if names:
             parts += ["", f"Only in {side}: " + ", ".join(f"`{n}`" for n in names) + "."]
     parts += ["", "**Conclusions, derived in A and in B**", "",
               "| conclusion | A | B | verdict |", "|---|---|---|---|"]
-    for id, word, ca, cb in result.conclusions:
-        parts.append(f"| {_cell(id)} | {_cell(_state(ca))} | {_cell(_state(cb))} | "
-                     f"{'**' + word + '**' if word == CHANGED else word} |")
+    parts += [_row(id, _state(ca), _state(cb), f"**{word}**" if word == CHANGED else word)
+              for id, word, ca, cb in result.conclusions]
     for id, word, ca, cb in result.conclusions:
         if word != HELD:
             parts += ["", f"`{id}` ({word}):"]
@@ -309,9 +308,8 @@ def figure(result: FolderComparison):
     shown = sorted(shown, key=lambda c: (np.nan_to_num(c.comparison.ratio, posinf=1e300),
                                          c.config))
     fig, ax = plt.subplots(figsize=(12, 1.3 + 0.24 * len(shown)))
-    ratios = np.array([c.comparison.ratio for c in shown], dtype=float)
-    finite = np.concatenate([ratios, [c.comparison.low for c in shown],
-                             [c.comparison.high for c in shown]])
+    finite = np.array([v for c in shown for v in (c.comparison.ratio, c.comparison.low,
+                                                  c.comparison.high)], dtype=float)
     finite = finite[np.isfinite(finite) & (finite > 0)]
     low, high = (finite.min(), finite.max()) if len(finite) else (0.5, 2.0)
     low, high = min(low, 1 / 1.2) / 1.3, max(high, 1.2) * 1.3
@@ -341,10 +339,9 @@ def figure(result: FolderComparison):
     ax.set_ylim(-0.7, len(shown) - 0.3)
     ax.set_xlabel("B over A (median ratio over common instances, 95% interval; log); "
                   "right of 1 = slower in B")
-    moved = sum(c.distinguishable for c in result.changes)
-    ax.set_title(f"B over A, {result.a.folder.name}: {moved} of {len(result.changes)} "
-                 f"changed distinguishably (red slower in B, blue faster, grey within the "
-                 f"noise)" + (f"; {left_out} closest to 1 not drawn" if left_out else ""),
+    ax.set_title(f"B over A, {result.a.folder.name}: {moved(result)} changed distinguishably "
+                 "(red slower in B, blue faster, grey within the noise)"
+                 + (f"; {left_out} closest to 1 not drawn" if left_out else ""),
                  fontsize=9)
     fig.tight_layout()
     return fig

@@ -65,7 +65,6 @@ def with_verdict(c: Conclusion, margin: float = MARGIN, stopped: dict | None = N
     return replace(c, sentence=f"{c.sentence} Verdict: {verdict.text()}.", verdict=verdict)
 
 
-
 def direction(c: Comparison) -> tuple[str, bool]:
     """(claim, firm) of a paired ratio A/B: less or more time, not distinguishable, or busy."""
     if c.busy:

@@ -56,10 +56,7 @@ def log_axis(axis) -> None:
                                                   fractional=False, trim="-")  # 1000, not 1e+03
             return super().__call__(x, pos)
 
-    if axis is axis.axes.xaxis:
-        axis.axes.set_xscale("log")
-    else:
-        axis.axes.set_yscale("log")
+    getattr(axis.axes, f"set_{axis.axis_name}scale")("log")
     axis.set_major_locator(Locator())
     axis.set_major_formatter(Formatter())
     axis.set_minor_locator(NullLocator())

@@ -7,6 +7,7 @@ written, even where a library swallowed the interrupt.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import tempfile
@@ -179,7 +180,9 @@ def write_files_atomic(writes: dict) -> None:
             if path.exists() and not path.is_file():
                 raise ResultsWriteError(f"cannot write '{path}': it is {_kind(path)}, not a "
                                         "regular file")
-            created += _make_parents(path.parent)
+            # the folders made for it, outermost first
+            created += [p for p in (path.parent, *path.parent.parents) if not p.exists()][::-1]
+            path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
             tmp.unlink(missing_ok=True)  # a link left there is not written through
             temporaries[path] = tmp
@@ -199,25 +202,12 @@ def write_files_atomic(writes: dict) -> None:
             tmp.unlink(missing_ok=True)
         for folder in reversed(created):  # folders made for files that were not written
             if not any(p.exists() for p in targets if folder in p.parents):
-                _remove_empty(folder)
+                with contextlib.suppress(OSError):  # not empty: something else is there
+                    folder.rmdir()
 
 
 def write_atomic(path, write) -> None:
     write_files_atomic({path: write})
-
-
-def _make_parents(folder: Path) -> list[Path]:
-    """Make `folder` and its missing parents; the ones made, outermost first."""
-    missing = [p for p in (folder, *folder.parents) if not p.exists()][::-1]
-    folder.mkdir(parents=True, exist_ok=True)
-    return missing
-
-
-def _remove_empty(folder: Path) -> None:
-    try:
-        folder.rmdir()
-    except OSError:
-        pass
 
 
 def parquet_writer(frame: pd.DataFrame):

@@ -47,10 +47,6 @@ class Interval:
     high: float
     method: str
 
-    @property
-    def exists(self) -> bool:
-        return not (math.isnan(self.low) or math.isnan(self.high))
-
 
 @dataclass(frozen=True)
 class Comparison:
@@ -87,7 +83,7 @@ class Comparison:
             self.low > 1 or self.high < 1)
 
     def ci(self) -> str:
-        return f"[{_times(self.low)}, {_times(self.high)}]"
+        return f"[{times(self.low)}, {times(self.high)}]"
 
     def cell(self) -> str:
         """The comparison in a table cell, with the verdict the report's sentence gives."""
@@ -114,32 +110,29 @@ class Comparison:
         if self.ratio == 0:  # B did not finish where A did: "0x" would say nothing true
             return f"{b} did not finish where {a} did on most of the {where}"
         if self.busy:
-            return (f"{a} over {b}: {quantity} ratio {_times(self.ratio)} ({where}), but "
+            return (f"{a} over {b}: {quantity} ratio {times(self.ratio)} ({where}), but "
                     f"measured on a busy machine ({self.noisy} of {self.measured} runs flagged "
                     "noisy), so no verdict; `--remeasure-noisy` measures them again")
         if np.isinf(self.ratio):
             how = f"95% interval of the ratio {self.ci()}" if self.has_interval else self.method
             return f"{a} did not finish where {b} did on most of the {where} ({how})"
         if not self.has_interval:
-            return (f"{a} over {b}: {quantity} ratio {_times(self.ratio)} ({where}): "
+            return (f"{a} over {b}: {quantity} ratio {times(self.ratio)} ({where}): "
                     f"{self.method}, so no verdict")
         if not self.distinguishable:
-            return (f"{a} and {b}: not distinguishable ({quantity} ratio {_times(self.ratio)}, "
+            return (f"{a} and {b}: not distinguishable ({quantity} ratio {times(self.ratio)}, "
                     f"95% interval {self.ci()}, {where})")
         if self.ratio > 1:
-            return f"{a} took {_times(self.ratio)} the {quantity} of {b} ({self.ci()}, {where})"
-        return (f"{a} took {_times(self.ratio)} the {quantity} of {b}, i.e. "
-                f"{_times(1 / self.ratio)} less ({self.ci()}, {where})")
+            return f"{a} took {times(self.ratio)} the {quantity} of {b} ({self.ci()}, {where})"
+        return (f"{a} took {times(self.ratio)} the {quantity} of {b}, i.e. "
+                f"{times(1 / self.ratio)} less ({self.ci()}, {where})")
 
 
-def _times(x: float) -> str:
-    if np.isnan(x):
-        return "-"
-    if np.isinf(x):
-        return "inf"
-    if x == 0:
-        return "0x"
-    return f"{x:.3g}x"
+def times(x: float | None, missing: str = "-") -> str:
+    """A ratio as '2.3x', 'inf' or `missing` (None, NaN)."""
+    if x is None or np.isnan(x):
+        return missing
+    return "inf" if np.isinf(x) else f"{x:.3g}x"
 
 
 def _log(values: np.ndarray) -> np.ndarray:
@@ -185,22 +178,19 @@ def interval(samples_per_instance: list[list[np.ndarray]], level: float = LEVEL)
                         f"median over {k} instances, order statistics")
     mean = float(values.mean())
     if k >= MIN_INSTANCES:
-        spread = float(values.std(ddof=1)) / math.sqrt(k)
-        half = t_quantile(0.5 + level / 2, k - 1) * spread
-        return Interval(math.exp(mean), math.exp(mean - half), math.exp(mean + half),
-                        f"t over {k} instances")
-    variances = np.array([p[1] for p in per])
-    dfs = np.array([p[2] for p in per])
-    if np.isnan(variances).any() or (dfs < 1).any():
-        return Interval(math.exp(mean), math.nan, math.nan,
-                        f"{k} instance{'s' * (k != 1)} without repeats on both sides: too few "
-                        f"for an interval (it takes {MIN_INSTANCES} instances, or repeats)")
-    variance = float(variances.sum()) / k**2
-    df = _welch_df(per, k)
-    half = t_quantile(0.5 + level / 2, df) * math.sqrt(variance)
-    return Interval(math.exp(mean), math.exp(mean - half), math.exp(mean + half),
-                    "Welch t from repeats, " + ("this instance only" if k == 1 else
-                                                f"these {k} instances only"))
+        spread, df = float(values.std(ddof=1)) / math.sqrt(k), k - 1
+        method = f"t over {k} instances"
+    else:
+        variances = np.array([p[1] for p in per])
+        if np.isnan(variances).any() or (np.array([p[2] for p in per]) < 1).any():
+            return Interval(math.exp(mean), math.nan, math.nan,
+                            f"{k} instance{'s' * (k != 1)} without repeats on both sides: too "
+                            f"few for an interval (it takes {MIN_INSTANCES} instances, or repeats)")
+        spread, df = math.sqrt(float(variances.sum()) / k**2), _welch_df(per, k)
+        method = "Welch t from repeats, " + ("this instance only" if k == 1 else
+                                             f"these {k} instances only")
+    half = t_quantile(0.5 + level / 2, df) * spread
+    return Interval(math.exp(mean), math.exp(mean - half), math.exp(mean + half), method)
 
 
 def t_quantile(p: float, df: float) -> float:
@@ -260,8 +250,7 @@ def _groups(runs: pd.DataFrame, instance: list[str], value: str) -> dict:
     if runs.empty:
         return {}
     values = runs[value].to_numpy(float)
-    columns = [instance] if isinstance(instance, str) else list(instance)
-    found = {k: _measured(values[at]) for k, at in _positions(runs, columns).items()}
+    found = {k: _measured(values[at]) for k, at in _positions(runs, list(instance)).items()}
     return {k: v for k, v in found.items() if v.size}
 
 
@@ -335,11 +324,10 @@ def _noise(runs: pd.DataFrame, instance: list[str], common: list) -> tuple[int, 
 
 def typical(runs: pd.DataFrame, instance: list[str], value: str, *,
             level: float = LEVEL) -> Interval:
-    """One configuration's typical `value` over its instances, with its interval."""
-    instance = [c for c in instance if c in runs.columns] or None
-    groups = (list(_groups(runs, instance, value).values()) if instance else
-              [g for g in [_measured(runs[value].to_numpy(float))] if g.size])
-    return interval([[g] for g in groups], level)
+    """One configuration's typical `value` over its instances (none named: one), with its
+    interval."""
+    instance = [c for c in instance if c in runs.columns]
+    return interval([[g] for g in _groups(runs, instance, value).values()], level)
 
 
 def common_instances(runs: pd.DataFrame, config: list[str], instance: list[str]) -> pd.DataFrame:

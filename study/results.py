@@ -116,8 +116,8 @@ def load(folder, expected_kind: str | None = None) -> Results:
     runs = read_table(folder / "runs.parquet", plugin.SCHEMA, recover=recovery(folder))
     check_rows(runs, plugin, folder / "runs.parquet", recovery(folder))
     check_belongs(runs, folder)
-    code = check_one_fingerprint(runs, folder)
     versions = code_versions(runs, folder)
+    code = check_one_fingerprint(runs, folder, versions)
     note_inputs(folder, versions)
     return Results(folder, kind, plugin, runs, code, changed_since(versions))
 
@@ -197,10 +197,9 @@ def code_versions(runs: pd.DataFrame, folder) -> dict[str, set]:
     return versions
 
 
-def check_one_fingerprint(runs: pd.DataFrame, folder) -> str:
+def check_one_fingerprint(runs: pd.DataFrame, folder, versions: dict[str, set]) -> str:
     """Refuse a table that mixes versions of any source file, or environments."""
     measured = runs[runs["status"] != "skipped"]
-    versions = code_versions(runs, folder)
     mixed = sorted(path for path, digests in versions.items() if len(digests) > 1)
     if mixed:
         raise InputError(f"'{folder}' mixes rows measured by two versions of "
@@ -212,7 +211,7 @@ def check_one_fingerprint(runs: pd.DataFrame, folder) -> str:
         raise InputError(f"'{folder}' mixes rows measured in {len(environments)} environments "
                          f"({', '.join(sorted(map(str, environments)))}); comparisons need one: "
                          "run `convergence-study run CONFIG` here to re-measure the others")
-    return fingerprint_of({path: digests.pop() for path, digests in versions.items()}) \
+    return fingerprint_of({path: next(iter(digests)) for path, digests in versions.items()}) \
         if versions else "unknown"
 
 

@@ -31,6 +31,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from study.paired import times
+
 ALPHA = 0.05
 G = 4.0  # prior variance of the standardized effect: the mixture's tuning (see the docstring)
 MARGIN = 0.1
@@ -72,8 +74,6 @@ class Verdict:
         return self.kind != NONE
 
     def bounds(self) -> str:
-        def times(x):
-            return "-" if math.isnan(x) else "inf" if math.isinf(x) else f"{x:.3g}x"
         return f"[{times(self.low)}, {times(self.high)}]"
 
     def text(self) -> str:

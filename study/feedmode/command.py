@@ -6,16 +6,13 @@ from __future__ import annotations
 import argparse
 
 from convergence_study.errors import InputError
-from study.feedmode.config import with_flags
+from study.feedmode.config import FLAGS, with_flags
 from study.feedmode.model import DTYPES, GRAPPLER, MODES
 from study.feedmode.plugin import framework
 from study.frameworks.registry import FRAMEWORKS
 from study.sweep import runner
 from study.sweep.executors import gpu_visible
 from study.sweep.grid import parse_study, read_config
-
-FLAG_KEYS = ("n", "dtypes", "modes", "grappler", "calls", "device", "run_timeout",
-             "memory_budget_gb", "check_n", "seed")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,7 +49,7 @@ def configure(args):
         raise InputError(f"{args.config}: kind = {raw['kind']!r}; `study feedmode` runs "
                          "feed-mode configs (use `study run` for this one)")
     raw = with_flags({**raw, "kind": "feedmode", "name": raw.get("name", "feedmode")},
-                     {key: getattr(args, key) for key in FLAG_KEYS})
+                     {key: getattr(args, key) for key in FLAGS})
     study = parse_study(raw, args.config or "command line")
     for name in dict.fromkeys(framework(s) for s in study.specs if s.device == "gpu"):
         if not gpu_visible(name):   # asked in a subprocess: this process imports no framework

@@ -42,15 +42,13 @@ def check_list(value, where: str, kind, allowed=None) -> list:
 
 def check_value(key: str, value, where: str):
     """One top-level value, checked; `where` names the flag or the file and key."""
-    if key in ("calls", "check_n"):
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ConfigError(f"{where} must be a positive integer, not {value!r}")
+    if key in ("calls", "check_n", "seed"):
+        least, what = (0, "a non-negative") if key == "seed" else (1, "a positive")
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ConfigError(f"{where} must be {what} integer, not {value!r}")
         if key == "calls" and value > MAX_CALLS:
             raise ConfigError(f"{where}: {value} calls, more than {MAX_CALLS} (each timed call "
                               "is a row of calls.parquet; the run would end at its timeout)")
-    elif key == "seed":
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ConfigError(f"{where} must be a non-negative integer, not {value!r}")
     elif key == "device":
         if value not in DEVICES:
             raise ConfigError(f"{where}: unknown device '{value}'; allowed: {', '.join(DEVICES)}")

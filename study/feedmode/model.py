@@ -76,10 +76,17 @@ def fused_kernel(kernel: np.ndarray) -> np.ndarray:
     return out.astype(kernel.dtype)
 
 
+def _conv(x: np.ndarray, kernel: np.ndarray, stride: int = 1) -> np.ndarray:
+    """VALID cross-correlation (as tf.nn.conv2d) of one-channel inputs, in float64."""
+    size = kernel.shape[0]
+    windows = sliding_window_view(x[..., 0].astype(np.float64), (size, size), axis=(1, 2))
+    return np.einsum("nijab,abc->nijc", windows[:, ::stride, ::stride],
+                     kernel[:, :, 0, :].astype(np.float64))
+
+
 def reference(x: np.ndarray, kernel: np.ndarray) -> np.ndarray:
-    """conv (VALID cross-correlation, as tf.nn.conv2d) -> 2x2 average pool -> relu, in float64."""
-    windows = sliding_window_view(x[..., 0].astype(np.float64), (KERNEL, KERNEL), axis=(1, 2))
-    conv = np.einsum("nijab,abc->nijc", windows, kernel[:, :, 0, :].astype(np.float64))
+    """conv -> 2x2 average pool -> relu, in float64."""
+    conv = _conv(x, kernel)
     n, h, w, c = conv.shape
     pooled = conv[:, : h // POOL * POOL, : w // POOL * POOL]
     pooled = pooled.reshape(n, h // POOL, POOL, w // POOL, POOL, c).mean(axis=(2, 4))
@@ -88,11 +95,7 @@ def reference(x: np.ndarray, kernel: np.ndarray) -> np.ndarray:
 
 def fused_reference(x: np.ndarray, kernel4: np.ndarray) -> np.ndarray:
     """One 4x4 stride-2 VALID convolution -> relu, in float64 (the fused mode's arithmetic)."""
-    size = kernel4.shape[0]
-    windows = sliding_window_view(x[..., 0].astype(np.float64), (size, size), axis=(1, 2))
-    windows = windows[:, ::POOL, ::POOL]
-    conv = np.einsum("nijab,abc->nijc", windows, kernel4[:, :, 0, :].astype(np.float64))
-    return np.maximum(conv, 0.0)
+    return np.maximum(_conv(x, kernel4, POOL), 0.0)
 
 
 def checksum(y: np.ndarray) -> float:

@@ -19,7 +19,7 @@ from study.feedmode.figures import COMPUTE, FETCH, SMALL_FETCH, fmt_bytes, main_
 from study.feedmode.model import IMAGE, MODES, modes_of
 from study.frameworks.registry import FRAMEWORKS
 from study.paired import compare
-from study.report.blocks import Block, fmt_seconds
+from study.report.blocks import Block, figure_block, fmt_seconds
 
 # What a comparison of two modes holds fixed (the rest of their configuration: a mode's runs
 # with another number of calls are another configuration, never its repeats); the repeats are
@@ -35,9 +35,7 @@ def _feed_rows(runs, mode, dtype, n, grappler="default"):
 def _feed_row(runs, mode, dtype, n, grappler="default"):
     """The medians over a mode's repeats (None when it has no finished run)."""
     rows = _feed_rows(runs, mode, dtype, n, grappler)
-    if rows.empty:
-        return None
-    return rows.median(numeric_only=True)
+    return None if rows.empty else rows.median(numeric_only=True)
 
 
 def mode_comparison(runs, a: str, b: str, dtype: str, n: int, value: str):
@@ -57,11 +55,6 @@ def fetch_share(rows) -> float:
     return float("nan") if not shares or any(pd.isna(shares)) else max(shares)
 
 
-def _device(runs, mode, dtype, n) -> str:
-    devices = sorted(set(_feed_rows(runs, mode, dtype, n)["device"].dropna()))
-    return "/".join(devices) or "device"
-
-
 def compute_view(runs, rows: dict, pairs, dtype: str, n: int) -> str:
     """The compute-only view of the comparisons `pairs` ((a, b, call column, words)) of the modes
     in `rows` (mode -> medians): one sentence that it agrees where the fetch is small, else the
@@ -69,7 +62,8 @@ def compute_view(runs, rows: dict, pairs, dtype: str, n: int) -> str:
     share = fetch_share(rows.values())
     if np.isnan(share):
         return ""
-    device = _device(runs, next(iter(rows)), dtype, n)
+    device = "/".join(sorted(set(_feed_rows(runs, next(iter(rows)), dtype, n)["device"]
+                                 .dropna()))) or "device"
     if share <= SMALL_FETCH:
         return (f"Compute only (the output left on the {device}) gives the same answer: the "
                 f"fetch to the host took at most {share:.1%} of a call (medians).")
@@ -97,13 +91,10 @@ def original_feedmode_answer(runs: pd.DataFrame) -> list[str]:
                 ("first_call_seconds", "first-call time"),
                 ("steady_median_seconds", "time per call"))], dtype, n)
         out.append(
-            f"N = {n}, {dtype}: tf.constant's first call took "
-            f"{fmt_seconds(const['first_call_seconds'])} and later calls "
-            f"{fmt_seconds(const['steady_median_seconds'])}; the placeholder's first call "
-            f"{fmt_seconds(holder['first_call_seconds'])} and later calls "
-            f"{fmt_seconds(holder['steady_median_seconds'])} (medians over repeats). First "
-            "call: " + mode_phrase(runs, "constant", "placeholder", dtype, n,
-                                   "first_call_seconds", "first-call time")
+            f"N = {n}, {dtype}: tf.constant's {_calls(const, ' took', ' and')}; the "
+            f"placeholder's {_calls(holder, and_=' and')} (medians over repeats). First call: "
+            + mode_phrase(runs, "constant", "placeholder", dtype, n, "first_call_seconds",
+                          "first-call time")
             + "; later calls: " + mode_phrase(runs, "constant", "placeholder", dtype, n,
                                               "steady_median_seconds", "time per call") + "."
             + (" " + compute if compute else ""))
@@ -122,9 +113,7 @@ def original_feedmode_answer(runs: pd.DataFrame) -> list[str]:
                        f"{fmt_seconds(off['steady_median_seconds'])}).")
         arg = _feed_row(runs, "function-arg", dtype, n)
         if arg is not None:
-            out.append(f"  TF2's tf.function with the data as an argument: first call "
-                       f"{fmt_seconds(arg['first_call_seconds'])}, later calls "
-                       f"{fmt_seconds(arg['steady_median_seconds'])}.")
+            out.append(f"  TF2's tf.function with the data as an argument: {_calls(arg)}.")
     sweep = runs[(runs["mode"] == "constant") & (runs["grappler"] == "default")
                  & (runs["status"] == "ok")].sort_values("n")
     if sweep["n"].nunique() > 1:
@@ -154,11 +143,12 @@ def framework_pairs() -> dict[str, list[tuple]]:
     return pairs
 
 
-def _calls(row) -> str:
+def _calls(row, took: str = "", and_: str = ",") -> str:
+    """'first call 1.2 s (compilation 0.9 s), later calls 3 ms' of a mode's medians."""
     compile_part = (f" (compilation {fmt_seconds(row['compile_seconds'])})"
                     if pd.notna(row.get("compile_seconds")) else "")
-    return (f"first call {fmt_seconds(row['first_call_seconds'])}{compile_part}, later calls "
-            f"{fmt_seconds(row['steady_median_seconds'])}")
+    return (f"first call{took} {fmt_seconds(row['first_call_seconds'])}{compile_part}{and_} "
+            f"later calls {fmt_seconds(row['steady_median_seconds'])}")
 
 
 def frameworks_answer(runs: pd.DataFrame) -> list[str]:
@@ -267,13 +257,10 @@ def section(results, figures: Path) -> list[Block]:
     runs = results.runs
     blocks = [Block("h2", "The second question: was tf.placeholder really 4-5x faster than "
                           "tf.constant?", anchor=f"{results.folder.name}-q2")]
-    headline = figures / "headline.png"
-    if headline.exists():
-        blocks.append(Block("figure", headline, "First call against later calls per feed mode: "
-                                                "dark, the computation with its output left on "
-                                                "the device; light beyond it, the fetch to the "
-                                                "host. Beside each, the size of the graph or "
-                                                "program the mode builds."))
+    blocks += figure_block(figures / "headline.png", "First call against later calls per feed "
+                           "mode: dark, the computation with its output left on the device; "
+                           "light beyond it, the fetch to the host. Beside each, the size of the "
+                           "graph or program the mode builds.")
     blocks.append(Block("list", original_feedmode_answer(runs)))
     others = frameworks_answer(runs) + jax_constant_answer(runs)
     if others:
@@ -281,13 +268,10 @@ def section(results, figures: Path) -> list[Block]:
         titles = [FRAMEWORKS[f].title for f in framework_pairs() if f in present] or ["others"]
         named = ", ".join(titles[:-1]) + (" and " if len(titles) > 1 else "") + titles[-1]
         blocks += [Block("h3", f"The same question on {named}"), Block("list", others)]
-    figure = figures / "feedmode.png"
-    if figure.exists():
-        blocks.append(Block("figure", figure, "First call against later calls per mode (and "
-                                              "the later calls' compute only), what each mode "
-                                              "builds, the Grappler ablation, and "
-                                              "against N: first-call cost, what is built, and "
-                                              "JAX's compilation."))
+    blocks += figure_block(figures / "feedmode.png", "First call against later calls per mode "
+                           "(and the later calls' compute only), what each mode builds, the "
+                           "Grappler ablation, and against N: first-call cost, what is built, "
+                           "and JAX's compilation.")
     blocks += [Block("h3", "CNN feed modes: every run"),
                Block("table", feedmode_table(runs), "every run")]
     return blocks

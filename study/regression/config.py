@@ -74,21 +74,23 @@ def checked(source: str, key: str, value, spec):
 
 
 def check_seeds(value, source: str) -> list:
-    seeds = as_list(value)
-    if not seeds:
-        fail(source, "seeds", "is an empty list; give at least one seed, e.g. seeds = [0]")
-    for seed in seeds:
-        checked(source, "seeds: each seed", seed, values.integer(0))
-    return seeds
+    return _axis(value, source, "seeds", "seed, e.g. seeds = [0]", "seeds: each seed",
+                 values.integer(0))
 
 
 def check_inits(value, source: str) -> list:
-    inits = as_list(value)
-    if not inits:
-        fail(source, "init", "is an empty list; give at least one, e.g. init = \"zeros\"")
-    for init in inits:
-        checked(source, "init", init, values.choice(*INITS))
-    return inits
+    return _axis(value, source, "init", "one, e.g. init = \"zeros\"", "init",
+                 values.choice(*INITS))
+
+
+def _axis(value, source: str, key: str, example: str, each: str, spec) -> list:
+    """A top-level axis (a value or a list of them), never empty, each value checked."""
+    found = as_list(value)
+    if not found:
+        fail(source, key, f"is an empty list; give at least one {example}")
+    for item in found:
+        checked(source, each, item, spec)
+    return found
 
 
 def check_stopping(table, source: str, where: str, base: dict, label: str | None = None) -> dict:
@@ -97,13 +99,18 @@ def check_stopping(table, source: str, where: str, base: dict, label: str | None
         fail(source, where, "must be a table")
     unknown(table, STOPPING_KEYS, source, f"key in {label or where}")
     rules = {**base, **{k: None if v == "off" else v for k, v in table.items()}}
+    _call(source, where, build_rules, **rules)
+    return rules
+
+
+def _call(source: str, where: str, check, *args, **kwargs):
+    """A check's InputError or TypeError (a value of the wrong type) as a config error."""
     try:
-        build_rules(**rules)
+        return check(*args, **kwargs)
     except InputError as exc:
         fail(source, where, str(exc))
     except TypeError as exc:
         fail(source, where, f"wrong type: {exc}")
-    return rules
 
 
 def table_of(parent: dict, key: str, where: str, source: str) -> dict:
@@ -145,21 +152,13 @@ def check_tuning(table, source: str, where: str, rules: dict, seeds: list) -> di
 def own_file(name: str, source: str, section: str) -> str:
     """A user's own `path.py:Name`, its file made absolute (against the working directory) for
     the runs, each in its own process."""
-    try:
-        return absolute(name)
-    except InputError as exc:
-        fail(source, section, str(exc))
+    return _call(source, section, absolute, name)
 
 
 def check_point(source: str, section: str, block_name: str, point: dict) -> None:
     """One point of a block through its section's own check (the data set's, the optimizer's
     constructor, the backend's declaration)."""
-    try:
-        SECTIONS[section][1](block_name, **point)
-    except InputError as exc:
-        fail(source, section, str(exc))
-    except TypeError as exc:
-        fail(source, section, f"wrong type: {exc}")
+    _call(source, section, SECTIONS[section][1], block_name, **point)
 
 
 def section_points(raw: dict, section: str, source: str) -> list[tuple[str, dict]]:

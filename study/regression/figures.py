@@ -234,20 +234,14 @@ def figure_convergence(runs: pd.DataFrame, traces: pd.DataFrame, *, x: str = "se
 def figure_time_to_target(runs: pd.DataFrame):
     """Setup and iteration seconds to the target for the best configuration of each family
     on each engine, per data set; what did not get there is marked and named."""
-    ran = _best_configs(runs)
-    rows = []
-    for (data, fam, engine, config), group in ran.groupby(["data", "family", "engine",
-                                                           "config"]):
+    keys, rows = ["data", "family", "engine", "config"], []
+    for key, group in _best_configs(runs).groupby(keys):
         converged = group[group["status"] == "converged"]
-        statuses = group["status"].value_counts()
-        rows.append({"data": data, "family": fam, "engine": engine, "config": config,
-                     "n": len(group), "converged": len(converged),
-                     "setup": converged["setup_seconds"].median() if len(converged) else np.nan,
-                     "loop": converged["seconds"].median() if len(converged) else np.nan,
-                     "failure": ", ".join(f"{s} {n}" for s, n in statuses.items()
-                                          if s != "converged")})
-    table = pd.DataFrame(rows, columns=["data", "family", "engine", "config", "n", "converged",
-                                        "setup", "loop", "failure"])
+        setup, loop = (converged[c].median() if len(converged) else np.nan
+                       for c in ("setup_seconds", "seconds"))
+        rows.append((*key, len(group), len(converged), setup, loop, ", ".join(
+            f"{s} {n}" for s, n in group["status"].value_counts().items() if s != "converged")))
+    table = pd.DataFrame(rows, columns=[*keys, "n", "converged", "setup", "loop", "failure"])
     table = table.sort_values(["data", "loop"], na_position="last")
     data_sets = list(dict.fromkeys(table["data"])) or ["(no runs)"]
     heights = [max(2.6, 0.26 * (table["data"] == d).sum() + 0.8) for d in data_sets]
@@ -265,11 +259,9 @@ def figure_time_to_target(runs: pd.DataFrame):
         y = np.arange(len(part))
         ok = part["converged"] > 0
         colors = [style.color(f) for f in part["family"]]
-        ax.barh(y[ok], part["setup"][ok].clip(lower=left), left=left, color="#cccccc",
-                label="setup (conversion, transfer, tracing, compilation)")
+        ax.barh(y[ok], part["setup"][ok].clip(lower=left), left=left, color="#cccccc")
         ax.barh(y[ok], part["loop"][ok], left=left + part["setup"][ok].clip(lower=0),
-                color=[c for c, k in zip(colors, ok, strict=True) if k],
-                label="iterations to target (median of converged runs)")
+                color=[c for c, k in zip(colors, ok, strict=True) if k])
         for yi, text, k, c in zip(y, part["failure"], ok, colors, strict=True):
             if not k:
                 ax.plot(left, yi, marker=FAILED_MARKER, color=c, ms=7, mew=2, clip_on=False)

@@ -26,8 +26,7 @@ def best_choices(labelled: pd.DataFrame,
     each algorithm's own best. `labelled`: runs with label_runs' columns."""
     runs = labelled.assign(family=style.families(labelled),
                            time=time_to_target(labelled))
-    keys = ["data", "family", "algorithm", "engine", "config"] if by == "algorithm" else \
-        ["data", "family", "engine", "config"]
+    keys = ["data", "family", *(["algorithm"] if by == "algorithm" else []), "engine", "config"]
     score = runs.groupby(keys).agg(
         time=("time", "median"), closest=("suboptimality", "median")).reset_index()
     score = score.sort_values([*per, "time", "closest"], kind="stable")

@@ -117,9 +117,7 @@ def with_instances(runs: pd.DataFrame) -> pd.DataFrame:
     instance, so its runs are repeats of it: study.paired gives them a repeats interval)."""
     if "instance_seed" in runs or "seed" not in runs:
         return runs
-    for column in ("dataset_params", "init"):
-        if column not in runs:
-            runs = runs.assign(**{column: None})
+    runs = runs.assign(**{c: None for c in ("dataset_params", "init") if c not in runs})
     return runs.assign(instance_seed=runs["seed"].where(seed_matters(runs), -1))
 
 
@@ -141,15 +139,11 @@ def label_runs(runs: pd.DataFrame) -> pd.DataFrame:
     'gd mine [chunk=1]' plain 'gd mine' where its sibling was filtered out)."""
     if set(LABELS) <= set(runs.columns):
         return runs
-    runs = runs.copy()
-    for column in ("feed", "xla", "device", "formulation", "hyperparameters", "dataset_params"):
-        if column not in runs:
-            runs[column] = None
+    runs = runs.assign(**{c: None for c in ("feed", "xla", "device", "formulation",
+                                            "hyperparameters", "dataset_params") if c not in runs})
     if runs.empty:
-        return runs.assign(method=pd.Series(dtype=str), engine=pd.Series(dtype=str),
-                           config=pd.Series(dtype=str), data=pd.Series(dtype=str),
-                           algorithm=pd.Series(dtype=str), instance_seed=pd.Series(dtype=float),
-                           config_key=pd.Series(dtype=str))
+        return runs.assign(**{c: pd.Series(dtype=str) for c in LABELS},
+                           instance_seed=pd.Series(dtype=float))
     runs = with_instances(runs)
     runs["method"] = runs.apply(method_label, axis=1)
     runs["algorithm"] = runs.apply(algorithm_label, axis=1)

@@ -77,17 +77,9 @@ def check_grid(specs) -> str | None:
     return None
 
 
-def framework(spec: RunSpec) -> str | None:
-    return BACKENDS[spec.backend].framework
-
-
 def preload(framework: str) -> tuple[str, ...]:
     """The module of every backend on that framework (importing it initialises nothing)."""
     return tuple(dict.fromkeys(b.module for b in BACKENDS.values() if b.framework == framework))
-
-
-def needs_gpu(spec: RunSpec) -> bool:
-    return spec.backend_options.get("device") == "gpu"
 
 
 def _selectable() -> tuple[set[str], dict, dict]:
@@ -135,10 +127,6 @@ def data_files(dataset: str, params: dict) -> list[str]:
     return [str(Path(p).resolve()) for p in paths if isinstance(p, str) and Path(p).is_file()]
 
 
-def summary(runs) -> str:
-    return format_summary(summarize(runs))
-
-
 def pairs(runs):
     """What `compare` pairs: each data set's configuration, by its time to the target, else
     per iteration."""
@@ -150,10 +138,6 @@ def pairs(runs):
     return rows, INSTANCE_COLUMNS, {"time to target": "time",
                                     "time per iteration (target reached in neither)":
                                         "per_iteration"}
-
-
-def title(runs) -> str:
-    return "logistic regression" if is_logistic(runs) else KIND
 
 
 def subjects(runs) -> list[str]:
@@ -174,26 +158,34 @@ def named_files(runs) -> list[str]:
     return files
 
 
-def study_conclusions(runs, study: str) -> list:
-    from study.regression.conclusions import study_conclusions  # heavy: matplotlib
-
-    return study_conclusions(runs, study)
-
-
 class Regression(StudyPlugin):
     KIND, CONFIG_KEYS, SCHEMA, SIDE_TABLES = KIND, CONFIG_KEYS, SCHEMA, SIDE_TABLES
     MEASURE_STATUSES, FAILED_STATUSES = MEASURE_STATUSES, FAILED_STATUSES
     FIRST_REACHED = True
     expand, spec_from_json = staticmethod(expand), staticmethod(RunSpec.from_json)
-    framework, preload, needs_gpu = staticmethod(framework), staticmethod(preload), \
-        staticmethod(needs_gpu)
-    code_files, input_files = staticmethod(code_files), staticmethod(input_files)
-    check_grid, summary = staticmethod(check_grid), staticmethod(summary)
+    preload, code_files = staticmethod(preload), staticmethod(code_files)
+    input_files, check_grid = staticmethod(input_files), staticmethod(check_grid)
     # a tuned spec waits for its learning-rate grid's runs
     prerequisites, resolve = staticmethod(tuning_runs), staticmethod(resolve_tuned)
-    conclusions, pairs = staticmethod(study_conclusions), staticmethod(pairs)
-    title, subjects = staticmethod(title), staticmethod(subjects)
+    pairs, subjects = staticmethod(pairs), staticmethod(subjects)
     named_files, summary_table = staticmethod(named_files), staticmethod(summarize)
+
+    def framework(self, spec: RunSpec) -> str | None:
+        return BACKENDS[spec.backend].framework
+
+    def needs_gpu(self, spec: RunSpec) -> bool:
+        return spec.backend_options.get("device") == "gpu"
+
+    def summary(self, runs) -> str:
+        return format_summary(summarize(runs))
+
+    def title(self, runs) -> str:
+        return "logistic regression" if is_logistic(runs) else KIND
+
+    def conclusions(self, runs, study: str) -> list:
+        from study.regression.conclusions import study_conclusions  # heavy: matplotlib
+
+        return study_conclusions(runs, study)
 
 
 PLUGIN = Regression()

@@ -32,17 +32,24 @@ def _median(group: pd.DataFrame, column: str) -> float:
     return median(group[column]) if column in group else float("nan")
 
 
+def _configurations(runs: pd.DataFrame, left_out: tuple[str, ...]):
+    """(data set, configuration) -> its measured rows with predictions, the statuses `left_out`
+    aside; none where no row has a prediction."""
+    runs = measured_runs(runs)
+    runs = runs[~runs["status"].isin(left_out)]
+    if runs.empty or not has_predictions(runs):
+        return []
+    return label_runs(runs).groupby(["data", "config"], sort=True)
+
+
 def missed_target_sentences(runs: pd.DataFrame) -> list[str]:
     """One sentence per (data set, configuration) whose runs did not reach the target in the
     median: kappa, the bound's iterations and their time at the measured seconds per
     iteration, and what standardizing or the diagonal step would make of them."""
-    runs = measured_runs(runs)
-    runs = runs[~runs["status"].isin(["skipped", "uncertifiable"])]
-    if runs.empty or not has_predictions(runs) or "stop_tol" not in runs:
+    if "stop_tol" not in runs:
         return []
-    labelled = label_runs(runs)
     out = []
-    for (data, config), group in labelled.groupby(["data", "config"], sort=True):
+    for (data, config), group in _configurations(runs, ("skipped", "uncertifiable")):
         if converged(group).mean() >= 0.5 or group["stop_tol"].isna().all():
             continue
         tol = float(group["stop_tol"].dropna().iloc[0])
@@ -124,15 +131,10 @@ def iterations_against_kappa(runs: pd.DataFrame) -> pd.DataFrame:
     """The figure's points: per data set and configuration with a kappa and a target, the
     median iterations, whether the target was reached in the median, and the median eps0;
     `line` is the optimizer with its step (GD's steps have different bounds, or none)."""
-    runs = measured_runs(runs)
-    runs = runs[~runs["status"].isin(["skipped", "uncertifiable", "failed"])]
     if "stop_tol" in runs:
         runs = runs[runs["stop_tol"].notna()]  # a run without a target has no iterations to it
-    if runs.empty or not has_predictions(runs):
-        return pd.DataFrame()
-    labelled = label_runs(runs)
     rows = []
-    for (data, config), group in labelled.groupby(["data", "config"], sort=True):
+    for (data, config), group in _configurations(runs, ("skipped", "uncertifiable", "failed")):
         kappa = _kappa(group, "kappa_gd")
         if not np.isfinite(kappa):
             continue

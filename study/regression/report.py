@@ -16,7 +16,7 @@ from study.regression import logistic, prediction
 from study.regression.labels import data_titles, label_runs, original_data
 from study.regression.spec import RunSpec
 from study.regression.summary import INSTANCE_COLUMNS, alarm_lines, summarize, time_to_target
-from study.report.blocks import Block, fmt_seconds
+from study.report.blocks import Block, figure_block, fmt_seconds
 from study.sweep.tuning import TUNED, finite, measured_runs, tuning_runs
 
 
@@ -49,8 +49,7 @@ def fastest_to_target(runs: pd.DataFrame, part: pd.DataFrame, target: str):
     sentence = (f"Fastest to {target} on {data}: {best['config']}, "
                 f"{fmt_seconds(best['typical_seconds'])} "
                 f"[{fmt_seconds(best['ci_low'])}, {fmt_seconds(best['ci_high'])}] "
-                f"(typical over {over(best)}, 95% interval: "
-                f"{best['ci_method']}) in "
+                f"(typical over {over(best)}, 95% interval: {best['ci_method']}) in "
                 f"{best['median_iterations']:.0f} iterations")
     if len(solved) == 1:
         return sentence + ", the only one to reach it in the median", best["config"], None
@@ -217,25 +216,23 @@ def original_regression_answer(runs: pd.DataFrame,
     if data is None:
         return ["No GD or Adadelta runs with iterations are in the results."]
     out = []
+
+    def cost(row, per: str = "", passes: str = "passes over X") -> str:
+        return f"{row['ms_per_iteration']:.3g} ms{per} ({row['passes_over_X']:.2g} {passes})"
+
     for engine, row, numpy64, c in pairs:
+        versus = c.phrase("TF1" if engine == "tf1/cpu" else engine, "NumPy", "time per iteration")
         if engine == "tf1/cpu":
             out.append(f"Per iteration on {data}: the original TF1 pattern (feed_dict of the "
-                       f"whole frame every step, float32) took {row['ms_per_iteration']:.3g} ms "
-                       f"({row['passes_over_X']:.2g} passes over X), NumPy float64 "
-                       f"{numpy64['ms_per_iteration']:.3g} ms "
-                       f"({numpy64['passes_over_X']:.2g} passes); paired on the same data, "
-                       "seed and algorithm, " + c.phrase("TF1", "NumPy", "time per iteration")
-                       + ".")
+                       f"whole frame every step, float32) took {cost(row)}, NumPy float64 "
+                       f"{cost(numpy64, passes='passes')}; paired on the same data, seed and "
+                       f"algorithm, {versus}.")
         elif engine.startswith("tf-"):
             out.append(f"With the data resident and the whole loop compiled ({engine}), "
-                       f"TensorFlow took {row['ms_per_iteration']:.3g} ms per iteration "
-                       f"({row['passes_over_X']:.2g} passes over X): "
-                       + c.phrase(engine, "NumPy", "time per iteration") + ".")
+                       f"TensorFlow took {cost(row, ' per iteration')}: {versus}.")
         else:
-            title = framework_title(engine)
-            out.append(f"{title}'s fastest engine per iteration ({engine}, float64) took "
-                       f"{row['ms_per_iteration']:.3g} ms ({row['passes_over_X']:.2g} passes "
-                       "over X): " + c.phrase(engine, "NumPy", "time per iteration") + ".")
+            out.append(f"{framework_title(engine)}'s fastest engine per iteration ({engine}, "
+                       f"float64) took {cost(row)}: {versus}.")
     if out:  # the first answer's medians, their quotient and its paired ratio
         _, row, numpy64, c = pairs[0]
         a, b = row["ms_per_iteration"], numpy64["ms_per_iteration"]
@@ -346,9 +343,7 @@ def regression_blocks(runs: pd.DataFrame, figures: Path,
               Block("list", regression_findings(runs, summary)),
               *theory_blocks(runs, study)]
     for name, caption in CAPTIONS.items():
-        path = figures / f"{name}.png"
-        if path.exists():
-            blocks.append(Block("figure", path, caption))
+        blocks += figure_block(figures / f"{name}.png", caption)
     blocks.append(Block("h3", "Median time to target per configuration",
                         anchor=f"{study}-time-to-target"))
     blocks.append(Block("table", summary_table(summary), "every configuration"))
@@ -430,19 +425,17 @@ def section(results, figures: Path) -> list[Block]:
     tuning = tuning_blocks(results.runs)
     runs = label_runs(measured_runs(results.runs))  # once: subsets keep these labels
     summary = _labelled_summary(runs)
-    headline = figures / "headline.png"
     study = results.folder.name
     repeats = repeats_sentence(runs)
-    if original_data(runs[runs["status"] != "skipped"]):
+    ran = runs[runs["status"] != "skipped"]
+    if original_data(ran):
         title = "The first question: was NumPy really 3x faster than TensorFlow?"
         caption = "Best configuration of each optimizer on each engine"
     else:  # the user's own data: the user's question, named from the data
-        title = own_question(runs[runs["status"] != "skipped"])
-        caption = "Each optimizer on each engine"
+        title, caption = own_question(ran), "Each optimizer on each engine"
     return [Block("h2", title, anchor=f"{study}-q1"),
-            *([Block("figure", headline, f"{caption}, one algorithm per row: time to the "
-                     "target (left) against time per iteration (right).")]
-              if headline.exists() else []),
+            *figure_block(figures / "headline.png", f"{caption}, one algorithm per row: time "
+                          "to the target (left) against time per iteration (right)."),
             *([Block("p", repeats)] if repeats else []),
             Block("list", original_regression_answer(runs, summary)),
             *regression_blocks(runs, figures, summary=summary, study=study),

@@ -13,8 +13,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from convergence_study.errors import InputError
-from study.output import write_text_atomic
 from study.paired import compare, typical
 from study.regression.labels import label_runs, with_instances, with_keys
 from study.sweep.tuning import measured_runs
@@ -52,10 +50,9 @@ def summarize(runs) -> pd.DataFrame:
     runs = with_instances(measured_runs(runs).copy())
     if runs.empty:
         return pd.DataFrame()
-    for column in ("seconds", "setup_seconds", "iterations", "seconds_per_iteration",
-                   "predicted_iterations"):  # the bound's (rows before issue 44: none)
-        if column not in runs:
-            runs[column] = np.nan
+    runs = runs.assign(**{c: np.nan for c in ("seconds", "setup_seconds", "iterations",
+                                              "seconds_per_iteration", "predicted_iterations")
+                          if c not in runs})  # predicted: the bound's (rows before issue 44: none)
     runs["time_to_target"] = time_to_target(runs)
     runs["total_to_target"] = time_to_target(
         runs.assign(total=runs["seconds"] + runs["setup_seconds"]), "total")
@@ -146,8 +143,8 @@ def alarm_lines(table: pd.DataFrame) -> list[str]:
 
 
 def _format_table(table: pd.DataFrame) -> str:
-    def seconds(x):
-        return "inf" if np.isinf(x) else ("-" if np.isnan(x) else f"{x:.3g}")
+    def number(x, spec: str = ".3g"):
+        return "-" if np.isnan(x) else format(x, spec)  # inf as "inf"
 
     labels = label_runs(table)
     view = pd.DataFrame({
@@ -159,31 +156,15 @@ def _format_table(table: pd.DataFrame) -> str:
            if "formulation" in table else ""),
         "dtype": table["dtype"],
         "ok": table["success_rate"].map(lambda r: f"{r:.0%}"),
-        "typical s [95% CI]": [f"{seconds(m)} [{seconds(lo)}, {seconds(hi)}]" for m, lo, hi in
+        "typical s [95% CI]": [f"{number(m)} [{number(lo)}, {number(hi)}]" for m, lo, hi in
                                zip(table["typical_seconds"], table["ci_low"], table["ci_high"],
                                    strict=True)],
-        "min s": table["min_seconds"].map(seconds),
+        "min s": table["min_seconds"].map(number),
         "noisy": table["noisy_runs"],
-        "iters": table["median_iterations"].map(lambda x: "-" if np.isnan(x) else f"{x:.0f}"),
-        "ms/iter": (table["median_seconds_per_iteration"] * 1e3).map(
-            lambda x: "-" if np.isnan(x) else f"{x:.3g}"),
+        "iters": table["median_iterations"].map(lambda x: number(x, ".0f")),
+        "ms/iter": (table["median_seconds_per_iteration"] * 1e3).map(number),
         "vs fastest (paired) [95% CI]": table["vs_best_text"],
         "statuses": table["statuses"],
     })
     return view.to_string(index=False)
 
-
-def add_arguments(parser) -> None:
-    parser.add_argument("results", help="a results folder, e.g. results/regression")
-    parser.add_argument("--csv", help="also write the summary table as CSV")
-
-
-def main(args) -> int:
-    path = Path(args.results) / "runs.parquet"
-    if not path.is_file():
-        raise InputError(f"no results table at '{path}'; run `convergence-study run CONFIG` first")
-    table = summarize(pd.read_parquet(path))
-    print(format_summary(table))
-    if args.csv:
-        write_text_atomic(table.to_csv(index=False), args.csv)
-    return 0

@@ -6,6 +6,7 @@ it), stated against the code that writes the report.
 from __future__ import annotations
 
 from collections import Counter
+from functools import cache
 
 import pandas as pd
 
@@ -33,7 +34,7 @@ def measured_when(runs: pd.DataFrame) -> str:
 def stale_rows(results) -> Counter:
     """Why a re-run would measure rows again -> how many (empty where every row stands)."""
     folder = results.folder / "fingerprints"
-    manifests: dict[tuple, dict] = {}
+    manifest = cache(fingerprint.manifest)  # hashed once per distinct list of files
     reasons: Counter = Counter()
     for text, old in zip(results.runs.get("spec", pd.Series([None] * len(results.runs))),
                          results.runs["code_fingerprint"], strict=True):
@@ -41,14 +42,12 @@ def stale_rows(results) -> Counter:
             reasons["no code fingerprint or spec recorded"] += 1
             continue
         try:
-            files = tuple(results.plugin.code_files(results.plugin.spec_from_json(text)))
-            if files not in manifests:
-                manifests[files] = fingerprint.manifest(files)
+            now = manifest(tuple(results.plugin.code_files(results.plugin.spec_from_json(text))))
         except Exception as exc:  # noqa: BLE001 -- older code's spec, a file gone: said
             reasons[f"cannot be compared here ({type(exc).__name__})"] += 1
             continue
-        if fingerprint.fingerprint_of(manifests[files]) != old:
-            reasons[fingerprint.explain(folder, old, manifests[files])] += 1
+        if fingerprint.fingerprint_of(now) != old:
+            reasons[fingerprint.explain(folder, old, now)] += 1
     return reasons
 
 

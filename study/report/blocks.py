@@ -23,6 +23,11 @@ class Block:
     anchor: str = ""  # an id a link can point at (#anchor), on headings and figures
 
 
+def figure_block(path: Path, caption: str) -> list[Block]:
+    """A figure's block, or none where the figure was not drawn."""
+    return [Block("figure", path, caption)] if path.exists() else []
+
+
 def fmt_seconds(value: float) -> str:
     """Seconds with a unit and three digits; '–' where it does not apply, '∞' not reached."""
     if value is None or value != value:
