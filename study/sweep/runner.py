@@ -18,6 +18,7 @@ import sys
 import uuid
 from collections import Counter
 from dataclasses import dataclass, replace
+from functools import cache
 
 import pandas as pd
 
@@ -74,14 +75,12 @@ def plan_runs(study: Study, specs, folder: ResultsFolder, existing: pd.DataFrame
         noisy = set(flagged.loc[flagged["noisy"].fillna(False).astype(bool), "run_id"])
     seed = random.SystemRandom().randrange(2**31) if order_seed is None else order_seed
     sweep_id = sweep_id or uuid.uuid4().hex[:12]
-    manifests: dict[tuple, dict] = {}
+    manifest = cache(fingerprint.manifest)  # once per list of code files
     todo, reasons, done = [], Counter(), 0
     for spec in specs:
         files = tuple(plugin.code_files(spec))
-        if files not in manifests:
-            manifests[files] = fingerprint.manifest(files)
-        current = fingerprint.save(folder.fingerprints_dir, manifests[files]) if record \
-            else fingerprint.fingerprint_of(manifests[files])
+        current = fingerprint.save(folder.fingerprints_dir, manifest(files)) if record \
+            else fingerprint.fingerprint_of(manifest(files))
         row = rows.get(spec.run_id)
         reason = None
         if row is None:
@@ -92,7 +91,7 @@ def plan_runs(study: Study, specs, folder: ResultsFolder, existing: pd.DataFrame
             reason = "noisy"
         elif row["code_fingerprint"] != current and not keep_stale:
             reason = "stale: " + fingerprint.explain(folder.fingerprints_dir,
-                                                     row["code_fingerprint"], manifests[files])
+                                                     row["code_fingerprint"], manifest(files))
         elif row["env_fingerprint"] not in env_fingerprints and row["status"] != "skipped" \
                 and not keep_stale:
             reason = "stale: measured in another environment"
