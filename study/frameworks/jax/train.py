@@ -34,15 +34,8 @@ from study.train.models.native_load import loaded
 from study.train.models.workload import (
     Submission,
     Workload,
-    check_metric,
-    check_outputs,
-    check_scalar,
     describe,
-    host_metric,
     initial_arrays,
-    integer_labels,
-    loss_failure,
-    run_loss,
 )
 
 OPTAX_ALIAS_MODULE = "optax._src.alias"  # where optax defines its optimizers (its docs' list)
@@ -220,18 +213,19 @@ def split_model(native, seed: int):
 class JaxWorkload(Workload):
     framework = "jax"
 
-    def __init__(self, native, arrays: dict, loss, metric: str, device: str = "cpu",
-                 initial=None, seed: int = 0):
+    def place(self, device: str):
+        return jax_device(device)
+
+    def ops(self):
+        return jax_ops()
+
+    def take_parameters(self, native, initial, seed: int) -> list[str]:
         import jax
         import jax.numpy as jnp
         from jax.flatten_util import ravel_pytree
 
-        self.jax, self.jnp, self.what, self.kind = jax, jnp, native.what, native.kind
+        self.jax, self.jnp = jax, jnp
         self.module = native.obj  # a Flax NNX module's random draws are found by calling it
-        self.device = jax_device(device)
-        self.metric = check_metric(metric)
-        self.loss_used, self.loss_fn, self.loss_label, indices = run_loss(native, loss,
-                                                                          jax_ops())
         params, self.apply = split_model(native, seed)
         leaves = jax.tree_util.tree_leaves_with_path(params)
         check_trainable(sum(int(np.size(leaf)) for _, leaf in leaves), self.what)
@@ -241,61 +235,43 @@ class JaxWorkload(Workload):
                 raise InputError(f"{self.what}: parameter {jax.tree_util.keystr(path)} is not a "
                                  f"float array (got {type(leaf).__name__})")
         params = jax.tree.map(lambda a: jnp.asarray(a, jnp.float32), params)
-        self.names = [jax.tree_util.keystr(path) for path, _ in leaves]
+        names = [jax.tree_util.keystr(path) for path, _ in leaves]
         if initial is not None:
-            values = initial_arrays(initial, self.names, [tuple(leaf.shape) for _, leaf in
-                                                          leaves], self.what)
+            values = initial_arrays(initial, names, [tuple(leaf.shape) for _, leaf in leaves],
+                                    self.what)
             params = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(params),
                                                   [jnp.asarray(v) for v in values])
         self.initial = jax.device_put(params, self.device)
         _, self.unravel = ravel_pytree(self.initial)
         self.ravel = lambda p: ravel_pytree(p)[0]
-        integers = integer_labels(indices, arrays["y_train"])
-
-        def put(x, labels=False):
-            dtype = np.int32 if labels and integers else np.float32
-            return jax.device_put(np.asarray(x).astype(dtype), self.device)
-
-        self.data = (put(arrays["x_train"]), put(arrays["y_train"], True))
-        self.val = (put(arrays["x_val"]), put(arrays["y_val"], True))
-        self.y_val_host = np.asarray(arrays["y_val"])
-        self._check(native.outputs)
 
         def evaluation(params, x, y):
             out = self.apply(params, x)
             return self.loss_fn(out, y), out
 
         self._evaluate = jax.jit(evaluation)
+        return names
 
-    def _check(self, outputs: int) -> None:
-        """Before anything is timed (abstract evaluation, nothing compiled): the rows fit, the
-        outputs' shape, a scalar loss."""
-        jax = self.jax
-        x, y = self.data
-        try:
-            out = jax.eval_shape(self.apply, self.initial, x[:2])
-        except Exception as exc:  # the model's shape is in its own words
-            if self.random_in_training():
-                raise InputError(f"{self.what} has {RANDOM_PASS} (two passes over the same rows "
-                                 "differ), which apply(params, x) cannot carry through a "
-                                 f"compiled step ({describe(exc)}); draw no random numbers in "
-                                 "the model's __call__") from None
-            raise input_mismatch(self.what, tuple(x.shape[1:]), None, exc) from None
-        if not hasattr(out, "shape"):
-            raise InputError(f"{self.what} returns {type(out).__name__}, not an array")
-        check_outputs(self.what, tuple(out.shape), 2, outputs)
-        if len(out.shape) == 2 and out.shape[1] == 1 and y.ndim == 1:  # labels shaped as outputs
-            y, self.val = y.reshape(-1, 1), (self.val[0], self.val[1].reshape(-1, 1))
-            self.data = (x, y)
-        try:
-            value = jax.eval_shape(self.loss_fn, out, y[:2])
-        except Exception as exc:
-            raise loss_failure(self.what, self.loss_fn, out, y[:2], exc,
-                               jax.eval_shape) from None
-        if not hasattr(value, "shape"):
-            raise InputError(f"{self.what}: the loss returns {type(value).__name__}, not an "
-                             "array")
-        check_scalar(self.what, tuple(value.shape))
+    def put(self, values, integers: bool = False):
+        dtype = np.int32 if integers else np.float32
+        return self.jax.device_put(np.asarray(values).astype(dtype), self.device)
+
+    def trial(self, function, *arguments):
+        return self.jax.eval_shape(function, *arguments)  # abstract: nothing compiled
+
+    def is_array(self, value) -> bool:
+        return hasattr(value, "shape")
+
+    def mismatch(self, exc: Exception) -> InputError:
+        if self.random_in_training():
+            return InputError(f"{self.what} has {RANDOM_PASS} (two passes over the same rows "
+                              "differ), which apply(params, x) cannot carry through a compiled "
+                              f"step ({describe(exc)}); draw no random numbers in the model's "
+                              "__call__")
+        return input_mismatch(self.what, tuple(self.data[0].shape[1:]), None, exc)
+
+    def forward(self, params, x):
+        return self.apply(params, x)
 
     def random_in_training(self) -> bool:
         """A Flax NNX module called twice on the same rows, on a copy (its Rngs unmoved): a
@@ -311,30 +287,18 @@ class JaxWorkload(Workload):
             return False
         return not np.allclose(first, second, rtol=1e-5, atol=1e-6, equal_nan=True)
 
+    def evaluation(self, params) -> tuple[float, np.ndarray]:
+        value, out = self._evaluate(params, *self.val)
+        return float(value), np.asarray(out)
+
     def probe(self, rows: int = 256):
-        """The outputs and loss on the validation rows at the initial parameters, as `evaluate`
-        computes them (study.train.models.model_checks judges them): all rows, the shapes the
-        evaluation compiles for anyway (a probe of `rows` rows would compile once more)."""
-        value, out = self._evaluate(self.initial, *self.val)
-        return np.asarray(out), float(value)
+        """All validation rows: the shapes the evaluation compiles for anyway (a probe of
+        `rows` rows would compile once more)."""
+        value, out = self.evaluation(self.initial)
+        return out, value
 
     def init_parameters(self):
         return self.jax.tree.map(lambda a: a.copy(), self.initial)
-
-    def loss(self, params, data, index):
-        xs, ys = data
-        if index is None:
-            return self.loss_fn(self.apply(params, xs), ys)
-        return self.loss_fn(self.apply(params, xs[index]), ys[index])
-
-    def indices(self, rows: list) -> list:
-        return self.jax.device_put([np.asarray(r, np.int32) for r in rows], self.device)
-
-    def evaluate(self, params) -> dict:
-        value, out = self._evaluate(params, *self.val)
-        return {"val_loss": float(value),
-                f"val_{self.metric}": host_metric(self.metric, self.loss_used, np.asarray(out),
-                                                  self.y_val_host)}
 
     def to_flat(self, params) -> np.ndarray:
         return np.asarray(self.ravel(params), np.float64)
@@ -346,9 +310,6 @@ class JaxWorkload(Workload):
     def flat_value_and_grad(self):
         return flat_value_and_grad(self.initial, lambda params, data: self.loss(params, data, None),
                                    self.data, self.device)
-
-    def read(self, value) -> float:
-        return float(self.jax.device_get(value))
 
     def parameter_count(self) -> int:
         return int(sum(leaf.size for leaf in self.jax.tree_util.tree_leaves(self.initial)))

@@ -35,15 +35,8 @@ from study.train.models.native_load import loaded
 from study.train.models.workload import (
     Submission,
     Workload,
-    check_metric,
-    check_outputs,
-    check_scalar,
     describe,
-    host_metric,
     initial_arrays,
-    integer_labels,
-    loss_failure,
-    run_loss,
 )
 from study.train.run.flat import layout, pieces
 
@@ -156,77 +149,62 @@ def expected_rows(module) -> tuple | None:
 
 class TorchWorkload(Workload):
     framework = "torch"
+    ARRAY = "a tensor"
 
-    def __init__(self, native, arrays: dict, loss, metric: str, device: str = "cpu",
-                 initial=None, seed: int = 0):
+    def place(self, device: str):
+        return torch_device(device)
+
+    def ops(self):
+        return torch_ops()
+
+    def take_parameters(self, native, initial, seed: int) -> list[str]:
         import torch
 
-        self.torch, self.what, self.kind = torch, native.what, native.kind
-        self.device = torch_device(device)
-        self.metric = check_metric(metric)
-        self.loss_used, self.loss_fn, self.loss_label, indices = run_loss(native, loss,
-                                                                          torch_ops())
+        self.torch = torch
         self.module = native.obj.to(self.device)
         named = [(n, p) for n, p in self.module.named_parameters() if p.requires_grad]
         check_trainable(sum(p.numel() for _, p in named), self.what)
-        self.names = [n for n, _ in named]
         self.params = [p for _, p in named]
         if initial is not None:
-            values = initial_arrays(initial, self.names, [tuple(p.shape) for p in self.params],
-                                    self.what)
+            values = initial_arrays(initial, [n for n, _ in named],
+                                    [tuple(p.shape) for p in self.params], self.what)
             self.initial = [torch.as_tensor(v, device=self.device) for v in values]
         else:
             self.initial = [p.detach().clone() for p in self.params]
-        integers = integer_labels(indices, arrays["y_train"])
+        return [n for n, _ in named]
 
-        def put(x, labels=False):
-            dtype = torch.int64 if labels and integers else torch.float32
-            return torch.as_tensor(np.asarray(x), dtype=dtype, device=self.device)
+    def put(self, values, integers: bool = False):
+        dtype = self.torch.int64 if integers else self.torch.float32
+        return self.torch.as_tensor(np.asarray(values), dtype=dtype, device=self.device)
 
-        self.data = (put(arrays["x_train"]), put(arrays["y_train"], True))
-        self.x_val, self.y_val = put(arrays["x_val"]), put(arrays["y_val"], True)
-        self.y_val_host = np.asarray(arrays["y_val"])
-        self._check(native.outputs)
+    def trial(self, function, *arguments):
+        with self.torch.no_grad():
+            return function(*arguments)
 
-    def _check(self, outputs: int) -> None:
-        """Before anything is timed: the rows fit, the outputs' shape, a scalar loss."""
-        torch = self.torch
-        x, y = self.data
-        try:
-            with torch.no_grad():
-                out = self.module(x[:2])
-        except Exception as exc:
-            raise input_mismatch(self.what, tuple(x.shape[1:]), expected_rows(self.module),
-                                 exc) from None
-        if not isinstance(out, torch.Tensor):
-            raise InputError(f"{self.what} returns {type(out).__name__}, not a tensor")
-        check_outputs(self.what, tuple(out.shape), 2, outputs)
-        if out.dim() == 2 and out.shape[1] == 1 and y.dim() == 1:  # labels shaped as outputs
-            y, self.y_val = y.reshape(-1, 1), self.y_val.reshape(-1, 1)
-            self.data = (x, y)
-        try:
-            value = self.loss_fn(out, y[:2])
-        except Exception as exc:
-            raise loss_failure(self.what, self.loss_fn, out, y[:2], exc,
-                               lambda f, a, b: f(a, b)) from None
-        if not isinstance(value, torch.Tensor):
-            raise InputError(f"{self.what}: the loss returns {type(value).__name__}, not a "
-                             "tensor")
-        check_scalar(self.what, tuple(value.shape))
+    def is_array(self, value) -> bool:
+        return isinstance(value, self.torch.Tensor)
 
-    def probe(self, rows: int = 256):
-        """The outputs and loss on the first validation rows at the initial parameters, in
-        eval() mode, as `evaluate` computes them (study.train.models.model_checks judges them)."""
-        torch = self.torch
-        self.init_parameters()
+    def mismatch(self, exc: Exception) -> InputError:
+        return input_mismatch(self.what, tuple(self.data[0].shape[1:]),
+                              expected_rows(self.module), exc)
+
+    def forward(self, params, x):
+        return self.module(x)  # in train() mode (set by init_parameters and evaluation)
+
+    def evaluation(self, params, rows: int | None = None) -> tuple[float, np.ndarray]:
         self.module.eval()
         try:
-            with torch.no_grad():
-                out = self.module(self.x_val[:rows])
-                value = self.loss_fn(out, self.y_val[:rows])
+            with self.torch.no_grad():
+                out = self.module(self.val[0][:rows])
+                value = float(self.loss_fn(out, self.val[1][:rows]))
         finally:
             self.module.train()
-        return out.detach().cpu().numpy(), float(value)
+        return value, out.detach().cpu().numpy()
+
+    def probe(self, rows: int = 256):
+        """The first validation rows, in eval() mode."""
+        value, out = self.evaluation(self.init_parameters(), rows)
+        return out, value
 
     def random_in_training(self) -> bool:
         """Two train() passes over the same rows, the global generator forked (the run draws
@@ -250,27 +228,6 @@ class TorchWorkload(Workload):
                 parameter.copy_(value)
         return self.params
 
-    def loss(self, params, data, index):
-        xs, ys = data  # the module is in train() mode (set by init_parameters and evaluate)
-        if index is None:
-            return self.loss_fn(self.module(xs), ys)
-        return self.loss_fn(self.module(xs[index]), ys[index])
-
-    def indices(self, rows: list) -> list:
-        return [self.torch.as_tensor(r, dtype=self.torch.int64, device=self.device)
-                for r in rows]
-
-    def evaluate(self, params) -> dict:
-        torch = self.torch
-        self.module.eval()
-        with torch.no_grad():
-            out = self.module(self.x_val)
-            value = float(self.loss_fn(out, self.y_val))
-        self.module.train()
-        return {"val_loss": value,
-                f"val_{self.metric}": host_metric(self.metric, self.loss_used,
-                                                  out.detach().cpu().numpy(), self.y_val_host)}
-
     def to_flat(self, params) -> np.ndarray:
         return self.torch.cat([p.detach().reshape(-1) for p in params]).double().cpu().numpy()
 
@@ -286,9 +243,6 @@ class TorchWorkload(Workload):
     def flat_value_and_grad(self):
         return flat_value_and_grad(self.params, lambda params, data: self.loss(params, data, None),
                                    self.data, self.device)
-
-    def read(self, value) -> float:
-        return float(value)
 
     def parameter_count(self) -> int:
         return int(sum(p.numel() for p in self.params))

@@ -36,23 +36,66 @@ LBFGS_NAME = "lbfgs"  # our L-BFGS, full batch, on every framework
 
 
 class Workload(ABC):
+    """A native model and its data on one framework; each framework's subclass says how it
+    places, converts and calls (the hooks below), the checks and evaluation are the same."""
+
     framework: str  # the registry's name of its framework
+    ARRAY = "an array"  # what its model and loss must return, in messages
     kind: str  # what the user's function returned, in words
     metric: str
     loss_label: str  # the loss that runs, as the row records it (a callable's qualified name)
     data: tuple
 
+    def __init__(self, native, arrays: dict, loss, metric: str, device: str = "cpu",
+                 initial=None, seed: int = 0):
+        self.what, self.kind = native.what, native.kind
+        self.device = self.place(device)
+        self.metric = check_metric(metric)
+        self.loss_used, self.loss_fn, self.loss_label, indices = run_loss(native, loss,
+                                                                          self.ops())
+        self.names = self.take_parameters(native, initial, seed)
+        integers = integer_labels(indices, arrays["y_train"])
+        self.data = (self.put(arrays["x_train"]), self.put(arrays["y_train"], integers))
+        self.val = (self.put(arrays["x_val"]), self.put(arrays["y_val"], integers))
+        self.y_val_host = np.asarray(arrays["y_val"])
+        self._check(native.outputs)
+
+    @abstractmethod
+    def place(self, device: str):
+        """The framework's device for `cpu` or `gpu` (one line where it sees no GPU)."""
+
+    @abstractmethod
+    def ops(self):
+        """The array functions study.train.models.model.named_loss writes every loss with."""
+
+    @abstractmethod
+    def take_parameters(self, native, initial, seed: int) -> list[str]:
+        """The model's parameters taken (from `initial`'s .npz where given): their names."""
+
+    @abstractmethod
+    def put(self, values, integers: bool = False):
+        """Host values on the device, as int or float32."""
+
+    @abstractmethod
+    def trial(self, function, *arguments):
+        """`function(*arguments)` before any clock, for its shape (no gradient kept)."""
+
+    @abstractmethod
+    def is_array(self, value) -> bool: ...
+
+    @abstractmethod
+    def mismatch(self, exc: Exception) -> InputError:
+        """The one line for a model that fails on the first training rows."""
+
+    @abstractmethod
+    def forward(self, params, x): ...
+
+    @abstractmethod
+    def evaluation(self, params) -> tuple[float, np.ndarray]:
+        """(the loss, the outputs on the host) on the validation rows, in evaluation mode."""
+
     @abstractmethod
     def init_parameters(self): ...
-
-    @abstractmethod
-    def loss(self, params, data, index): ...
-
-    @abstractmethod
-    def indices(self, rows: list) -> list: ...
-
-    @abstractmethod
-    def evaluate(self, params) -> dict: ...
 
     @abstractmethod
     def to_flat(self, params) -> np.ndarray: ...
@@ -64,9 +107,6 @@ class Workload(ABC):
     def flat_value_and_grad(self): ...
 
     @abstractmethod
-    def read(self, value) -> float: ...
-
-    @abstractmethod
     def parameter_count(self) -> int: ...
 
     @abstractmethod
@@ -75,9 +115,49 @@ class Workload(ABC):
 
     @abstractmethod
     def probe(self, rows: int = 256) -> tuple[np.ndarray, float]:
-        """The outputs (on the host) and the loss on the first training rows at the initial
+        """The outputs (on the host) and the loss on the first validation rows at the initial
         parameters, in evaluation mode: what study.train.models.model_checks judges before any
         clock."""
+
+    def _check(self, outputs: int) -> None:
+        """Before anything is timed: the rows fit, the outputs' shape, a scalar loss."""
+        x, y = self.data
+        try:
+            out = self.trial(self.forward, self.initial, x[:2])
+        except Exception as exc:  # the model's shape is in its own words
+            raise self.mismatch(exc) from None
+        if not self.is_array(out):
+            raise InputError(f"{self.what} returns {type(out).__name__}, not {self.ARRAY}")
+        check_outputs(self.what, tuple(out.shape), 2, outputs)
+        if len(out.shape) == 2 and out.shape[1] == 1 and y.ndim == 1:  # labels shaped as outputs
+            y, self.val = y.reshape(-1, 1), (self.val[0], self.val[1].reshape(-1, 1))
+            self.data = (x, y)
+        try:
+            value = self.trial(self.loss_fn, out, y[:2])
+        except Exception as exc:
+            raise loss_failure(self.what, self.loss_fn, out, y[:2], exc, self.trial) from None
+        if not self.is_array(value):
+            raise InputError(f"{self.what}: the loss returns {type(value).__name__}, not "
+                             f"{self.ARRAY}")
+        check_scalar(self.what, tuple(value.shape))
+
+    def loss(self, params, data, index):
+        xs, ys = data
+        if index is not None:
+            xs, ys = xs[index], ys[index]
+        return self.loss_fn(self.forward(params, xs), ys)
+
+    def indices(self, rows: list) -> list:
+        return [self.put(r, True) for r in rows]
+
+    def evaluate(self, params) -> dict:
+        value, out = self.evaluation(params)
+        return {"val_loss": value,
+                f"val_{self.metric}": host_metric(self.metric, self.loss_used, out,
+                                                  self.y_val_host)}
+
+    def read(self, value) -> float:
+        return float(value)
 
     def random_in_training(self) -> bool:
         """Whether two training-mode passes over the same rows give different outputs (a layer
