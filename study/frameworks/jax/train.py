@@ -25,6 +25,7 @@ from datasets.user_file import is_file_name, split
 from optimizers.from_file import provenance as file_record
 from optimizers.ranges import FRACTION, NONNEGATIVE, RATE, check_ranges
 from study.frameworks.jax.optax_file import checked_transform, optax_factory
+from study.frameworks.keras.stepper import KerasStepper
 from study.sweep.schema import Column
 from study.train.frameworks import Adapter
 from study.train.models.input_rows import input_mismatch
@@ -48,13 +49,16 @@ def placed(value) -> str:
     return f"{device.platform}:{device.id}"
 
 
-class KerasStepper:
+class JaxStepper(KerasStepper):
+    """One `jax.jit` of a stateless step, its state (trainable, frozen, optimizer's) donated
+    and kept in the step's buffers, written into the model's variables for an evaluation."""
+
     def __init__(self, model, loss, x, y, rows):
         import jax
 
-        self.jax, self.model, self.rows = jax, model, rows
+        self.jax = jax
         self.device = next(iter(model.weights[0].value.devices()))  # where Keras put them
-        self.x, self.y = jax.device_put(x, self.device), jax.device_put(y, self.device)
+        super().__init__(model, loss, x, y, rows)
         optimizer = model.optimizer
 
         def step(state, xs, ys, index):
@@ -73,9 +77,8 @@ class KerasStepper:
         self.step = jax.jit(step, donate_argnums=0)
         self.reload()
 
-    def prepare(self, first: int, count: int):
-        return self.jax.device_put([np.asarray(self.rows(i), np.int32)
-                                    for i in range(first, first + count)], self.device)
+    def put(self, values):
+        return self.jax.device_put(values, self.device)
 
     def warm(self, prepared) -> None:
         """One step on a copy of the state, thrown away (as OptaxSubmission.warm)."""
@@ -90,21 +93,19 @@ class KerasStepper:
         self.jax.block_until_ready(self.state)
         return float(self.jax.device_get(value))
 
-    def write_back(self) -> None:
+    def groups(self) -> tuple:
         model = self.model
-        variables = (model.trainable_variables, model.non_trainable_variables,
-                     model.optimizer.variables)
-        for group, values in zip(variables, self.state, strict=True):
+        return model.trainable_variables, model.non_trainable_variables, model.optimizer.variables
+
+    def write_back(self) -> None:
+        for group, values in zip(self.groups(), self.state, strict=True):
             for variable, value in zip(group, values, strict=True):
                 variable.assign(value)
 
     def reload(self) -> None:
         """The state from the model's variables, committed to the device as the step's outputs
         are (an uncommitted array is another argument type: the step would compile again)."""
-        model = self.model
-        self.state = self.jax.device_put(tuple([v.value for v in group] for group in (
-            model.trainable_variables, model.non_trainable_variables, model.optimizer.variables)),
-            self.device)
+        self.state = self.put(tuple([v.value for v in group] for group in self.groups()))
 
 
 # ---- the flat objective (our L-BFGS) ----------------------------------------------------------
@@ -213,11 +214,8 @@ def split_model(native, seed: int):
 class JaxWorkload(Workload):
     framework = "jax"
 
-    def place(self, device: str):
-        return jax_device(device)
-
-    def ops(self):
-        return jax_ops()
+    place = staticmethod(jax_device)
+    ops = staticmethod(jax_ops)
 
     def take_parameters(self, native, initial, seed: int) -> list[str]:
         import jax
@@ -507,7 +505,7 @@ class JaxAdapter(Adapter):
     PAIR = "jax-pair"  # (init_params, apply[, loss])
     COLUMNS = (Column("optax_version", "str", "optax: optimizers: optax's version"),)
     LINE_SEARCH = ("lbfgs",)  # its optimizers whose line search compares the loss at points
-    keras_stepper = KerasStepper
+    keras_stepper = JaxStepper
     workload = JaxWorkload
     flat_value_and_grad = staticmethod(flat_value_and_grad)
     placed = staticmethod(placed)

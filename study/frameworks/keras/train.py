@@ -433,29 +433,12 @@ def check_deterministic(model, x) -> None:
 
 
 def make_stepper(model, loss, x: np.ndarray, y: np.ndarray, rows):
-    """The stepper of a compiled model on Keras's framework (its optimizer built here), the
-    training arrays put once on the device that holds the model's weights. Each does per step
-    what Keras's `fit` does, minus the metrics it keeps for its progress bar; none reads
-    anything back to the host inside a segment (the interface: study.train.run.loop). Setup
-    (`warm`) runs one step for what its first call costs and leaves the state where it was (a
-    framework stepping the variables in place puts them back with `rewound`)."""
+    """The stepper of a compiled model on Keras's framework (study.frameworks.keras.stepper), its
+    optimizer built here."""
     import keras
 
     model.optimizer.build(model.trainable_variables)
     return adapter(keras.backend.backend()).keras_stepper(model, loss, x, y, rows)
-
-
-def rewound(model, step) -> None:
-    """`step()` run once for what its first call costs, then every variable of the model
-    (weights, statistics, seed generators) and of its optimizer (slots, iteration count) set
-    back to its value before: the first timed step starts where it would have."""
-    import keras
-
-    variables = [*model.variables, *model.optimizer.variables]
-    saved = [keras.ops.convert_to_numpy(v.value).copy() for v in variables]
-    step()
-    for variable, value in zip(variables, saved, strict=True):
-        variable.assign(value)
 
 
 def make_trainer(model, spec, loss, metric, arrays):

@@ -10,19 +10,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from study.train.frameworks import Adapter, model_library
+from study.frameworks.keras.stepper import KerasStepper
+from study.train.frameworks import Adapter
 from study.train.run.flat import layout, pieces
 
 
-class KerasStepper:
+class TensorflowStepper(KerasStepper):
     """`fit`'s step without its metrics: the batch gathered by index from training arrays on
     the device, forward, the loss plus the model's own losses, gradients, the update."""
 
     def __init__(self, model, loss, x, y, rows):
         import tensorflow as tf
 
-        self.tf, self.model, self.rows = tf, model, rows
-        self.x, self.y = tf.identity(tf.constant(x)), tf.identity(tf.constant(y))
+        self.tf = tf
+        super().__init__(model, loss, x, y, rows)
         optimizer, weights = model.optimizer, model.trainable_variables
 
         def step(xs, ys, index):
@@ -37,12 +38,8 @@ class KerasStepper:
 
         self.step = tf.function(step, jit_compile=bool(model.jit_compile), reduce_retracing=True)
 
-    def prepare(self, first: int, count: int):
-        return [self.tf.identity(self.tf.constant(np.asarray(self.rows(i), np.int32)))
-                for i in range(first, first + count)]
-
-    def warm(self, prepared) -> None:
-        model_library().rewound(self.model, lambda: self.read(self.run(prepared[:1])))
+    def put(self, values):
+        return self.tf.identity(self.tf.constant(values))
 
     def run(self, prepared):
         for index in prepared:
@@ -51,12 +48,6 @@ class KerasStepper:
 
     def read(self, value) -> float:
         return float(value.numpy())
-
-    def write_back(self) -> None:  # the variables are updated in place
-        pass
-
-    def reload(self) -> None:
-        pass
 
 
 def flat_value_and_grad(weights, loss_at, data, device=None):
@@ -84,7 +75,7 @@ def flat_value_and_grad(weights, loss_at, data, device=None):
 
 class TensorflowAdapter(Adapter):
     KERAS = True
-    keras_stepper = KerasStepper
+    keras_stepper = TensorflowStepper
     flat_value_and_grad = staticmethod(flat_value_and_grad)
 
     def gpu_seen(self) -> bool:

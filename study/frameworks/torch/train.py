@@ -21,9 +21,10 @@ from datasets.user_file import is_file_name, split
 from optimizers.from_file import call
 from optimizers.from_file import provenance as file_record
 from optimizers.ranges import check_ranges
+from study.frameworks.keras.stepper import KerasStepper
 from study.frameworks.torch.optimizers import COUNTS, TORCH_RANGES, torch_class
 from study.sweep.schema import Column
-from study.train.frameworks import Adapter, model_library
+from study.train.frameworks import Adapter
 from study.train.models.input_rows import input_mismatch
 from study.train.models.model import (
     LOG_PROBABILITIES,
@@ -42,21 +43,17 @@ from study.train.run.flat import layout, pieces
 
 # ---- Keras models on PyTorch --------------------------------------------------------------------
 
-class KerasStepper:
+class TorchStepper(KerasStepper):
+    INDEX = np.int64
+
     def __init__(self, model, loss, x, y, rows):
         import torch
 
-        self.torch, self.model, self.loss, self.rows = torch, model, loss, rows
-        self.device = model.weights[0].value.device  # where Keras put them
-        self.x = torch.as_tensor(x, device=self.device)
-        self.y = torch.as_tensor(y, device=self.device)
+        self.torch, self.device = torch, model.weights[0].value.device  # where Keras put them
+        super().__init__(model, loss, x, y, rows)
 
-    def prepare(self, first: int, count: int):
-        return [self.torch.as_tensor(np.asarray(self.rows(i), np.int64), device=self.device)
-                for i in range(first, first + count)]
-
-    def warm(self, prepared) -> None:
-        model_library().rewound(self.model, lambda: self.read(self.run(prepared[:1])))
+    def put(self, values):
+        return self.torch.as_tensor(values, device=self.device)
 
     def run(self, prepared):
         torch, model = self.torch, self.model
@@ -74,12 +71,6 @@ class KerasStepper:
 
     def read(self, value) -> float:
         return float(value.item())
-
-    def write_back(self) -> None:  # the variables are updated in place
-        pass
-
-    def reload(self) -> None:
-        pass
 
 
 # ---- the flat objective (our L-BFGS) ----------------------------------------------------------
@@ -151,11 +142,8 @@ class TorchWorkload(Workload):
     framework = "torch"
     ARRAY = "a tensor"
 
-    def place(self, device: str):
-        return torch_device(device)
-
-    def ops(self):
-        return torch_ops()
+    place = staticmethod(torch_device)
+    ops = staticmethod(torch_ops)
 
     def take_parameters(self, native, initial, seed: int) -> list[str]:
         import torch
@@ -392,7 +380,7 @@ class TorchAdapter(Adapter):
         "torch.nn.functional.binary_cross_entropy_with_logits": (LOGIT_OUTPUTS, "binary"),
         "torch.nn.modules.loss.BCEWithLogitsLoss": (LOGIT_OUTPUTS, "binary"),
     }
-    keras_stepper = KerasStepper
+    keras_stepper = TorchStepper
     workload = TorchWorkload
     submission = TorchSubmission
     flat_value_and_grad = staticmethod(flat_value_and_grad)

@@ -40,6 +40,7 @@ class Workload(ABC):
     places, converts and calls (the hooks below), the checks and evaluation are the same."""
 
     framework: str  # the registry's name of its framework
+    place = ops = None  # its device of "cpu" or "gpu"; the functions model.named_loss uses
     ARRAY = "an array"  # what its model and loss must return, in messages
     kind: str  # what the user's function returned, in words
     metric: str
@@ -59,14 +60,6 @@ class Workload(ABC):
         self.val = (self.put(arrays["x_val"]), self.put(arrays["y_val"], integers))
         self.y_val_host = np.asarray(arrays["y_val"])
         self._check(native.outputs)
-
-    @abstractmethod
-    def place(self, device: str):
-        """The framework's device for `cpu` or `gpu` (one line where it sees no GPU)."""
-
-    @abstractmethod
-    def ops(self):
-        """The array functions study.train.models.model.named_loss writes every loss with."""
 
     @abstractmethod
     def take_parameters(self, native, initial, seed: int) -> list[str]:
