@@ -31,6 +31,7 @@ from study.train.frameworks import (
     check_keras,
     default_framework,
     native_adapters,
+    native_modules,
     trainable,
 )
 from study.train.models.data import LAYOUTS, check_data
@@ -57,7 +58,7 @@ EXAMPLE_DEFAULTS = {"digits": ("sparse_categorical_crossentropy", "accuracy"),
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help=f"{', '.join(SHIPPED)}, a .keras file or "
                         "file.py:function(input_shape, outputs) returning a Keras model, "
-                        f"{_native_modules()} or (init_params, apply)")
+                        f"{native_modules()} or (init_params, apply)")
     parser.add_argument("--data", required=True, help=f"{', '.join(DATA)}, a .npz file "
                         "(x_train, y_train, x_val, y_val) or a CSV/Parquet file")
     parser.add_argument("--features", nargs="+", help="CSV/Parquet: feature columns")
@@ -92,12 +93,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--loop", default="steps", help="steps (ours) or fit (model.fit)")
     parser.add_argument("--cache", help="keep the data and initial weights in this folder")
     parser.add_argument("--out", help="write the row as Parquet and the trace beside it")
-
-
-def _native_modules() -> str:
-    """The native modules the adapters recognise, as the help names them."""
-
-    return ", ".join(a.MODULES for a in native_adapters())
 
 
 def _native_forms() -> str:

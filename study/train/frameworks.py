@@ -140,6 +140,11 @@ def native_adapters() -> list[Adapter]:
     return [adapter(name) for name in trainable() if adapter(name).LIBRARY]
 
 
+def native_modules() -> str:
+    """The native modules the adapters recognise, as a message lists them."""
+    return ", ".join(a.MODULES for a in native_adapters())
+
+
 def native_titles() -> str:
     """The frameworks with native models, as a sentence names them (JAX, PyTorch)."""
     return ", ".join(a.TITLE for a in native_adapters())

@@ -22,22 +22,8 @@ from study.train.sweep.schema import SCHEMA, SIDE_TABLES
 from study.train.sweep.spec import LBFGS, Spec
 from study.train.sweep.summary import INSTANCE, keyed, measured, named, summary_table, with_time
 
-KIND = "train"
-MEASURE_MODULE = "study.train.run.measure"
-FIGURES_MODULE = "study.train.sweep.figures"
-REPORT_MODULE = "study.train.sweep.report"
-MEASURE_STATUSES = LOOP_STATUSES
 LBFGS_FILES = ("optimizers/lbfgs.py", "optimizers/linesearch.py", "optimizers/base.py",
                "study/frameworks/numpy/backend.py")
-
-check_grid = check_installed
-prerequisites = rounds.prerequisites
-resolve = rounds.resolve
-spec_from_json = Spec.from_json
-
-
-def framework(spec: Spec) -> str:
-    return spec.backend
 
 
 def preload(framework: str) -> tuple[str, ...]:
@@ -72,10 +58,6 @@ def input_files(spec: Spec) -> list[str]:
     return [str(Path(p).resolve()) for p in paths if p is not None and Path(p).is_file()]
 
 
-def summary(runs) -> str:
-    return summary_table(runs)
-
-
 def pairs(runs):
     """What `compare` pairs: each model, data set and configuration, by its time to the target,
     else per step."""
@@ -104,24 +86,24 @@ def named_files(runs) -> list[str]:
     return [*runs["model"].dropna(), *runs["data"].dropna()]
 
 
-def study_conclusions(runs, study: str) -> list:
-    return train_conclusions(runs, study)
-
-
 class Train(StudyPlugin):
-    KIND, CONFIG_KEYS, SCHEMA, SIDE_TABLES = KIND, CONFIG_KEYS, SCHEMA, SIDE_TABLES
-    MEASURE_MODULE, FIGURES_MODULE, REPORT_MODULE = MEASURE_MODULE, FIGURES_MODULE, \
-        REPORT_MODULE
-    MEASURE_STATUSES = MEASURE_STATUSES
+    KIND, CONFIG_KEYS, SCHEMA, SIDE_TABLES = "train", CONFIG_KEYS, SCHEMA, SIDE_TABLES
+    MEASURE_MODULE = "study.train.run.measure"
+    FIGURES_MODULE = "study.train.sweep.figures"
+    REPORT_MODULE = "study.train.sweep.report"
+    MEASURE_STATUSES = LOOP_STATUSES
     FIRST_REACHED = True
-    expand, spec_from_json = staticmethod(expand), staticmethod(spec_from_json)
-    framework, preload = staticmethod(framework), staticmethod(preload)
+    expand, spec_from_json = staticmethod(expand), staticmethod(Spec.from_json)
+    preload = staticmethod(preload)
     code_files, input_files = staticmethod(code_files), staticmethod(input_files)
-    check_grid, summary = staticmethod(check_grid), staticmethod(summary)
-    prerequisites, resolve = staticmethod(prerequisites), staticmethod(resolve)
+    check_grid, summary = staticmethod(check_installed), staticmethod(summary_table)
+    prerequisites, resolve = staticmethod(rounds.prerequisites), staticmethod(rounds.resolve)
     prepare = staticmethod(prepare)
-    conclusions, pairs = staticmethod(study_conclusions), staticmethod(pairs)
+    conclusions, pairs = staticmethod(train_conclusions), staticmethod(pairs)
     subjects, named_files = staticmethod(subjects), staticmethod(named_files)
+
+    def framework(self, spec: Spec) -> str:
+        return spec.backend
 
 
 PLUGIN = Train()

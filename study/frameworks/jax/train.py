@@ -382,11 +382,7 @@ class OptaxSubmission(Submission):
             signature = inspect.signature(factory)
         except (TypeError, ValueError):
             raise InputError(f"{self.name}: not an optimizer alias") from None
-        accepted = list(signature.parameters)
-        for key in hyperparameters:
-            if key not in accepted:
-                raise InputError(f"{self.name} has no parameter '{key}'; allowed: "
-                                 f"{', '.join(accepted)}")
+        self.check_arguments(hyperparameters, list(signature.parameters))
         missing = [n for n, p in signature.parameters.items() if p.default is p.empty
                    and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
                    and n not in hyperparameters]

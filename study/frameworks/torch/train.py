@@ -264,13 +264,10 @@ class TorchSubmission(Submission):
                              f"{', '.join(classes)}")
         if not self.file:
             self.cls = getattr(torch.optim, class_name)
-        accepted = [p for p in inspect.signature(self.cls).parameters if p != "params"]
-        for key in hyperparameters:
-            if key == "maximize":
-                raise InputError(f"{self.name}: maximize is set by the study (False)")
-            if key not in accepted:
-                raise InputError(f"{self.name} has no parameter '{key}'; allowed: "
-                                 f"{', '.join(p for p in accepted if p != 'maximize')}")
+        if "maximize" in hyperparameters:
+            raise InputError(f"{self.name}: maximize is set by the study (False)")
+        self.check_arguments(hyperparameters, [p for p in inspect.signature(self.cls).parameters
+                                               if p not in ("params", "maximize")])
         config = dict(hyperparameters)
         if isinstance(config.get("betas"), list):
             config["betas"] = tuple(config["betas"])

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from convergence_study.errors import InputError
-from study.train.frameworks import adapter, native_adapters
+from study.train.frameworks import adapter, native_adapters, native_modules
 from study.train.models.input_rows import build_failure
 from study.train.models.model import beside, import_file, model_file
 from study.train.models.native_examples import NATIVE_MODELS
@@ -127,14 +127,9 @@ def classify(built, what: str):
     elif _module_kind(built) is not None:
         return (*_module_kind(built), built, None)
     raise InputError(f"{what} did not give a model: it must return a Keras model, "
-                     f"{_forms()} (optionally with a loss), or (init_params, apply[, loss]); "
-                     f"got {type(built).__name__}"
+                     f"{native_modules()} (optionally with a loss), or (init_params, "
+                     f"apply[, loss]); got {type(built).__name__}"
                      + (f" of {len(built)}" if isinstance(built, tuple | list) else ""))
-
-
-def _forms() -> str:
-    """The native modules the adapters recognise, as a message lists them."""
-    return ", ".join(a.MODULES for a in native_adapters())
 
 
 def _module_kind(value) -> tuple[str, str] | None:

@@ -179,6 +179,13 @@ class Submission(ABC):
     def record(self) -> dict:
         return {}
 
+    def check_arguments(self, hyperparameters: dict, accepted: list[str]) -> None:
+        """Each argument one its optimizer takes (by its signature), else one line."""
+        for key in hyperparameters:
+            if key not in accepted:
+                raise InputError(f"{self.name} has no parameter '{key}'; allowed: "
+                                 f"{', '.join(accepted)}")
+
 
 class LbfgsSubmission(Submission):
     """Our L-BFGS (optimizers/lbfgs.py, strong-Wolfe line search, its algebra on the host in

@@ -23,6 +23,7 @@ import math
 import time
 from dataclasses import dataclass
 
+from convergence_study.errors import InputError
 from optimizers.stopping import Divergence
 
 # completed: ran its budget without a target
@@ -168,8 +169,11 @@ def grown(loss: float, start: float) -> str:
 def epoch_batches(n: int, batch_size: int, seed: int):
     """batch(i) -> row indices: a fresh seeded permutation per epoch, the remainder dropped (a
     smaller last batch would be a new shape, which recompiles), full batch when batch_size is 0
-    or n (a run refuses one above n: study.train.run.measure). The order depends on the seed
-    alone: the same on every framework."""
+    or n; one above n is refused. The order depends on the seed alone: the same on every
+    framework."""
+    if batch_size > n:
+        raise InputError(f"batch_size {batch_size} is more than the {n} training rows; give at "
+                         "most that, or 0 for full batch")
     size = n if batch_size <= 0 or batch_size >= n else batch_size
     per_epoch = n // size
     orders: dict[int, object] = {}

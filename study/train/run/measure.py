@@ -84,13 +84,9 @@ def measure_on_device(spec: Spec, ctx: RunContext, initial) -> Measurement:
     keras.metric_object(spec.metric)  # an unknown name is refused here, before the model is built
     model = keras.build(spec.model, tuple(meta["input_shape"]), meta["outputs"])
     model.set_weights(weights)
-    if spec.batch_size > len(arrays["x_train"]):
-        raise InputError(f"batch_size {spec.batch_size} is more than the "
-                         f"{len(arrays['x_train'])} training rows; give at most that, or 0 for "
-                         "full batch")
+    rows, per_epoch = epoch_batches(len(arrays["x_train"]), spec.batch_size, spec.seed)
     trainer = keras.make_trainer(model, spec, loss, spec.metric, arrays)
     evaluation = keras.Evaluation(model, arrays, spec.metric)
-    rows, per_epoch = epoch_batches(len(arrays["x_train"]), spec.batch_size, spec.seed)
     x, y = arrays["x_train"], arrays["y_train"]
     reference = meta["reference_val_loss"]
     initial = {}
@@ -148,10 +144,7 @@ def measure_on_device(spec: Spec, ctx: RunContext, initial) -> Measurement:
                   epochs=record["steps"] / per_epoch,
                   total_seconds=(record["setup_seconds"] or 0.0) + record["seconds"],
                   **trainer.record(), **device_record(spec, model))
-    table = pd.DataFrame([{"step": t["step"], "seconds": t["seconds"],
-                           "train_loss": t["train_loss"], "val_loss": t["val_loss"],
-                           "val_metric": t.get(f"val_{spec.metric}")} for t in trace])
-    return Measurement(record, {"traces": table})
+    return Measurement(record, {"traces": trace_table(trace, spec.metric)})
 
 
 def native_model(spec: Spec, ctx: RunContext):
@@ -219,10 +212,13 @@ def measure_native(spec: Spec, ctx: RunContext, native, arrays: dict) -> Measure
     record.update(n_train=len(arrays["x_train"]), n_val=len(arrays["x_val"]),
                   reference_val_loss=reference, target_margin=spec.target.get("margin"),
                   target_seed=spec.target.get("seed"))
-    table = pd.DataFrame([{"step": t["step"], "seconds": t["seconds"],
-                           "train_loss": t["train_loss"], "val_loss": t["val_loss"],
-                           "val_metric": t.get(f"val_{spec.metric}")} for t in trace])
-    return Measurement(record, {"traces": table})
+    return Measurement(record, {"traces": trace_table(trace, spec.metric)})
+
+
+def trace_table(trace: list[dict], metric: str) -> pd.DataFrame:
+    return pd.DataFrame([{"step": t["step"], "seconds": t["seconds"],
+                          "train_loss": t["train_loss"], "val_loss": t["val_loss"],
+                          "val_metric": t.get(f"val_{metric}")} for t in trace])
 
 
 def no_gpu(spec: Spec) -> Measurement | None:

@@ -106,9 +106,14 @@ def check_name(optimizer: str) -> None:
         return
     prefix, sep, name = str(optimizer).partition(":")
     if not sep or not name or prefix not in (*native_libraries(), KERAS_LIBRARY):
-        forms = ", ".join(f"{a.LIBRARY}:{a.OPTIMIZER_FORM}" for a in native_adapters())
-        raise InputError(f"optimizer: unknown '{optimizer}'; allowed: {KERAS_LIBRARY}:<Class>, "
-                         f"{forms}, {LBFGS_NAME}, path/to/file.py:Name ({file_kinds()})")
+        raise InputError(f"optimizer: unknown '{optimizer}'; allowed: {allowed_names()}")
+
+
+def allowed_names() -> str:
+    """Every form of an optimizer's name, as a message lists them."""
+    forms = ", ".join(f"{a.LIBRARY}:{a.OPTIMIZER_FORM}" for a in native_adapters())
+    return (f"{KERAS_LIBRARY}:<Class> (any Keras optimizer), {forms} (native models), "
+            f"{LBFGS_NAME}, path/to/file.py:Name ({file_kinds()})")
 
 
 def check_library_name(optimizer: str) -> None:

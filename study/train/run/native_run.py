@@ -23,19 +23,9 @@ from study.train.run.loop import Target, epoch_batches, run_loop
 from study.train.run.native_optimizers import make_submission
 
 
-def train(model: str | NativeModel, arrays: dict, *, loss, metric: str, optimizer: str,
-          hyperparameters: dict | None = None, batch_size: int = 64, seed: int = 0,
-          target: Target | tuple, max_steps: int = 1000, eval_every: int = 0,
-          time_budget: float | None = None, device: str = "cpu", initial=None,
-          backend: str | None = None, check_initial=None) -> dict:
-    """Train a native model to `target` ((metric, value, mode) or a Target) on `arrays`
-    (x_train, y_train, x_val, y_val). `initial`: an .npz of initial parameters (by name, or
-    w0, w1, ...); else the model's own initialization under `seed`. L-BFGS is full batch."""
-    run = prepare(model, arrays, loss=loss, metric=metric, optimizer=optimizer,
-                  hyperparameters=hyperparameters, batch_size=batch_size, seed=seed,
-                  target=target, max_steps=max_steps, eval_every=eval_every,
-                  time_budget=time_budget, device=device, initial=initial, backend=backend,
-                  check_initial=check_initial)
+def train(model: str | NativeModel, arrays: dict, **options) -> dict:
+    """`prepare`'s run, looped: the loop's record, the trace under "trace"."""
+    run = prepare(model, arrays, **options)
     return run.finish(*run.loop())
 
 
@@ -72,7 +62,10 @@ def prepare(model: str | NativeModel, arrays: dict, *, loss, metric: str, optimi
             time_budget: float | None = None, device: str = "cpu", initial=None,
             backend: str | None = None, check_initial=None) -> NativeRun:
     """Everything before the clock, each bad input one line: the model loaded, the workload
-    and submission built and checked, the batches' order."""
+    and submission built and checked, the batches' order. Trains to `target` ((metric, value,
+    mode) or a Target) on `arrays` (x_train, y_train, x_val, y_val); `initial`: an .npz of initial
+    parameters (by name, or w0, w1, ...), else the model's own initialization under `seed`.
+    L-BFGS is full batch."""
     hyperparameters = dict(hyperparameters or {})
     target = target if isinstance(target, Target) else Target(*target)
     if target.metric not in ("val_loss", f"val_{metric}"):
@@ -91,9 +84,6 @@ def prepare(model: str | NativeModel, arrays: dict, *, loss, metric: str, optimi
     work = workload(native, arrays, loss, metric, device, initial, seed)
     check_native(work, optimizer)
     size = 0 if optimizer == LBFGS_NAME else batch_size
-    if size > len(arrays["x_train"]):
-        raise InputError(f"batch_size {size} is more than the {len(arrays['x_train'])} training "
-                         "rows; give at most that, or 0 for full batch")
     rows, per_epoch = epoch_batches(len(arrays["x_train"]), size, seed)
     stepper = WorkloadStepper(work, submission, rows)
 

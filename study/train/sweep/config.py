@@ -44,7 +44,7 @@ from study.train.models.native_examples import FRAMEWORK_OF
 from study.train.models.workload import METRICS, check_metric
 from study.train.run.native_optimizers import (
     KERAS_LIBRARY,
-    file_kinds,
+    allowed_names,
     file_library,
     library_of,
     make_submission,
@@ -190,10 +190,8 @@ def optimizer_points(raw: dict, source: str, seeds) -> list[tuple]:
         if not isinstance(block_name, str) or not (
                 block_name == LBFGS or native or block_name.startswith(f"{KERAS_LIBRARY}:")
                 or is_file_name(block_name)):
-            forms = ", ".join(f"{a.LIBRARY}:{a.OPTIMIZER_FORM}" for a in native_adapters())
             raise ConfigError(f"{source}: optimizers: unknown name {block_name!r}; allowed: "
-                              f"{KERAS_LIBRARY}:<Class> (any Keras optimizer), {forms} (native "
-                              f"models), {LBFGS}, path/to/file.py:Name ({file_kinds()})")
+                              f"{allowed_names()}")
         params = {k: v for k, v in block.items() if k not in ("name", "tuning")}
         rate = adapter(native).RATE if native else protocol.PARAMETER
         if rate != protocol.PARAMETER and protocol.TUNED in (params.get(protocol.PARAMETER),
