@@ -1,17 +1,13 @@
 """The train study on JAX: Keras models on Keras 3's JAX backend, and native JAX models with
 optax's optimizers (`optax:<name>`).
 
-Keras models: one `jax.jit` of a stateless step (`model.stateless_call`, `jax.value_and_grad`,
-`optimizer.stateless_apply`) with the state donated, as `fit` compiles it
-(keras/src/backend/jax/trainer.py); the state lives in the step's buffers and is written into
-the model's variables before an evaluation and read back after it.
-
-A native JAX model is its parameters (a pytree of float arrays) and a pure `apply(params, x)`:
-a pair (init_params(key), apply); an Equinox module (its inexact arrays are the parameters,
-applied per example under `jax.vmap`, Equinox's convention); a Flax NNX module (`nnx.split`:
-only `nnx.Param` trains). Stateless models only: no batch statistics updated by the forward
-pass. Its step is one `jax.jit` of a pure function, the state donated, the batch gathered by
-index inside the step: no host read in a segment.
+Keras models: one `jax.jit` of a stateless step with the state donated, as `fit` compiles it
+(keras/src/backend/jax/trainer.py). A native JAX model is its parameters (a pytree of float
+arrays) and a pure `apply(params, x)`: a pair (init_params(key), apply), an Equinox module (its
+inexact arrays, applied per example under `jax.vmap`), or a Flax NNX module (`nnx.split`: only
+`nnx.Param` trains). Stateless models only: no batch statistics updated by the forward pass.
+Its step is one `jax.jit` of a pure function, the state donated, the batch gathered by index
+inside the step: no host read in a segment.
 """
 
 from __future__ import annotations
@@ -40,6 +36,11 @@ from study.train.models.workload import (
 )
 
 OPTAX_ALIAS_MODULE = "optax._src.alias"  # where optax defines its optimizers (its docs' list)
+# what an optax alias's numbers may be (optimizers.ranges), checked before optax
+OPTAX_RANGES = {"learning_rate": RATE, "eps": NONNEGATIVE, "eps_root": NONNEGATIVE,
+                "b1": FRACTION, "b2": FRACTION, "b3": FRACTION, "decay": FRACTION,
+                "momentum": FRACTION, "weight_decay": NONNEGATIVE,
+                "initial_accumulator_value": NONNEGATIVE}
 
 
 # ---- Keras models on JAX ------------------------------------------------------------------------
@@ -80,8 +81,7 @@ class JaxStepper(KerasStepper):
     def put(self, values):
         return self.jax.device_put(values, self.device)
 
-    def warm(self, prepared) -> None:
-        """One step on a copy of the state, thrown away (as OptaxSubmission.warm)."""
+    def warm(self, prepared) -> None:  # as OptaxSubmission.warm
         self.jax.block_until_ready(self.step(copied(self.state), self.x, self.y, prepared[0]))
 
     def run(self, prepared):
@@ -316,21 +316,11 @@ class JaxWorkload(Workload):
         return placed(self.jax.tree_util.tree_leaves(self.initial)[0])
 
 
-def _optax_ranges() -> dict:
-    """What an optax alias's numbers may be (optimizers.ranges), checked before optax."""
-
-    return {"learning_rate": RATE, "eps": NONNEGATIVE, "eps_root": NONNEGATIVE,
-            "b1": FRACTION, "b2": FRACTION, "b3": FRACTION, "decay": FRACTION,
-            "momentum": FRACTION, "weight_decay": NONNEGATIVE,
-            "initial_accumulator_value": NONNEGATIVE}
-
-
 def settled_state(name: str, step, state, *arguments):
-    """`state` in the types `step` hands back (abstract evaluation: nothing compiled, and a
-    step that cannot run is refused here, before any timing). A jitted step compiles again for
-    every new argument type, weak types included: optax.lbfgs's initial state holds weak-typed
-    scalars that its update returns strong, so its step compiled a second time at step 2,
-    inside the clock. A state whose structure or shapes change with an update is refused."""
+    """`state` in the types `step` hands back (abstract evaluation: nothing compiled). A jitted
+    step compiles again for every new argument type, weak types included: optax.lbfgs's initial
+    state holds weak-typed scalars its update returns strong (a second compile at step 2,
+    inside the clock). A state whose structure or shapes change with an update is refused."""
     import jax
     import jax.numpy as jnp
 
@@ -389,7 +379,7 @@ class OptaxSubmission(Submission):
         if missing:
             raise InputError(f"{self.name} needs {', '.join(missing)} (e.g. --opt-param "
                              f"{missing[0]}=0.01)")
-        check_ranges(self.name, hyperparameters, _optax_ranges())
+        check_ranges(self.name, hyperparameters, OPTAX_RANGES)
         try:
             self.tx = factory(**hyperparameters)
         except Exception as exc:
@@ -437,9 +427,8 @@ class OptaxSubmission(Submission):
         return state
 
     def warm(self, workload, state, index) -> None:
-        """One step on a copy of the state, thrown away (the step is pure; the copy is what it
-        donates): it compiles, and its first call's other costs are paid too (compiled ahead
-        of time instead, step 1 still took ~80 ms against ~0.2 ms for step 2)."""
+        """One step on a copy of the state, thrown away: it compiles, and its first call's other
+        costs are paid too (compiled ahead of time, step 1 still took ~80 ms against ~0.2)."""
         workload.jax.block_until_ready(self.step(copied(state), workload.data, index))
 
     def update(self, workload, state, index):
@@ -460,10 +449,9 @@ class OptaxSubmission(Submission):
 
 
 def optax_aliases() -> tuple[str, ...]:
-    """optax's optimizers, as optax itself lists them: the functions of its alias module (adam,
-    sgd, lbfgs, ...), by the names optax exports. Not every function that returns a
-    GradientTransformation: identity, scale or scale_by_adam are building blocks whose updates
-    are not a descent step (optax adds updates, so scale(0.1) climbs the loss)."""
+    """optax's optimizers, as optax lists them: the functions of its alias module (adam, sgd,
+    lbfgs, ...). Not building blocks such as scale or identity, whose updates are not a descent
+    step (optax adds updates, so scale(0.1) climbs the loss)."""
     import optax
 
     return tuple(sorted(name for name in dir(optax) if not name.startswith("_")
@@ -472,9 +460,8 @@ def optax_aliases() -> tuple[str, ...]:
 
 
 def check_optimizer(name: str) -> None:
-    """`optax:<name>` names one of optax's optimizers; else one line naming it and the list.
-    Asked before a command draws its initial weights (which starts Keras), where optax is
-    installed (the list is optax's own)."""
+    """`optax:<name>` names one of optax's optimizers; else one line naming it and the list
+    (asked before a command starts Keras, where optax is installed)."""
     import importlib.util
 
     if importlib.util.find_spec("optax") is None:

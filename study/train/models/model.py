@@ -18,7 +18,6 @@ from convergence_study.errors import InputError
 from datasets.files import check_input_file
 from study.train.frameworks import native_adapters, native_titles
 from study.train.models.examples import MODELS
-from study.train.models.input_rows import build_failure
 from study.train.models.native_examples import NATIVE_MODELS
 
 SHIPPED = (*MODELS, *NATIVE_MODELS)  # the Keras examples and their native twins, by name
@@ -85,17 +84,6 @@ def check_initial_file(path, model: str, where: str = "initial") -> None:
         raise InputError(f"{where} is for native models ({native_titles()}); '{model}' is a Keras "
                          "model, whose initial weights are drawn per seed")
     check_input_file(Path(path), where)
-
-
-def _call(path: Path, function: str, input_shape, outputs, what: str):
-    with beside(path):
-        module = import_file(path, what)
-        if not callable(getattr(module, function, None)):
-            raise InputError(f"{what}: '{path}' defines no function '{function}'")
-        try:
-            return getattr(module, function)(tuple(input_shape), outputs)
-        except (Exception, SystemExit) as exc:
-            raise build_failure(what, input_shape, outputs, exc) from None
 
 
 @contextmanager

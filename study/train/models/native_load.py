@@ -79,13 +79,13 @@ def load(model: str, input_shape, outputs: int, seed: int = 0) -> NativeModel | 
     takes_seed = _takes(function, "seed")
     path = model_file(model)
     with beside(path) if path is not None else nullcontext():
-        built = _call(function, input_shape, outputs, seed, takes_seed, what)
+        built = call_model(function, input_shape, outputs, what, seed if takes_seed else None)
         kind, framework, obj, loss = classify(built, what)
         if kind is None:
             return None
         if not takes_seed:
             again = adapter(framework).reseeded(
-                seed, lambda: _call(function, input_shape, outputs, seed, False, what))
+                seed, lambda: call_model(function, input_shape, outputs, what))
             if again is not None:
                 kind, framework, obj, loss = classify(again, what)
     if loss is not None and not callable(loss):
@@ -156,14 +156,16 @@ def _takes(function, name: str) -> bool:
         return False
 
 
-def _call(function, input_shape, outputs, seed, takes_seed, what):
+def call_model(function, input_shape, outputs, what: str, seed: int | None = None):
+    """A model function called with (input_shape, outputs[, seed=]); its failure, sys.exit
+    included, one line."""
     try:
-        if takes_seed:
+        if seed is not None:
             return function(tuple(input_shape), outputs, seed=seed)
         return function(tuple(input_shape), outputs)
     except InputError:
         raise
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:
         raise build_failure(what, input_shape, outputs, exc) from None
 
 

@@ -1,21 +1,19 @@
 """The small interface behind native models, modelled on AlgoPerf's workload / submission split:
-the workload is the model and its data (what is trained: initial parameters, the loss on a
-batch, evaluation, flat vectors), the submission the optimizer (how: state, update). Each
-framework's adapter (study/frameworks/<name>/train.py) implements both; our L-BFGS is one
-submission for every model, Keras's included, on the flattened parameters. `WorkloadStepper`
-joins the two into the stepper the segmented loop (study.train.run.loop) times, so native runs
-are timed by the same code as Keras runs.
+the workload is the model and its data (initial parameters, the loss on a batch, evaluation,
+flat vectors), the submission the optimizer (state, update). Each framework's adapter implements
+both; our L-BFGS is one submission for every model, Keras's included. `WorkloadStepper` joins the
+two into the stepper the segmented loop (study.train.run.loop) times, as it times Keras runs.
 
-Why this split: the loop dispatches K steps and then reads the host once (a host read is a
-synchronization), so `Workload.loss` and `Submission.update` return device values and never
-read them; `Workload.evaluate` runs off the clock and returns host floats; what L-BFGS needs on
-the host goes through `Workload.flat_value_and_grad` (float64, full batch). The training arrays
-are passed to `loss` as an argument: a JAX program would embed a closed-over array.
+The loop dispatches K steps and then reads the host once, so `Workload.loss` and
+`Submission.update` return device values and never read them; `Workload.evaluate` runs off the
+clock; L-BFGS's host work goes through `Workload.flat_value_and_grad`. The training arrays are
+an argument of `loss`: a JAX program would embed a closed-over array.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -109,8 +107,7 @@ class Workload(ABC):
     @abstractmethod
     def probe(self, rows: int = 256) -> tuple[np.ndarray, float]:
         """The outputs (on the host) and the loss on the first validation rows at the initial
-        parameters, in evaluation mode: what study.train.models.model_checks judges before any
-        clock."""
+        parameters, in evaluation mode (study.train.models.model_checks judges them)."""
 
     def _check(self, outputs: int) -> None:
         """Before anything is timed: the rows fit, the outputs' shape, a scalar loss."""
@@ -188,9 +185,8 @@ class Submission(ABC):
 
 
 class LbfgsSubmission(Submission):
-    """Our L-BFGS (optimizers/lbfgs.py, strong-Wolfe line search, its algebra on the host in
-    float64) on the flattened parameters, full batch: the batch index is ignored, and every
-    iteration reads the loss and gradient to the host by nature."""
+    """Our L-BFGS (optimizers/lbfgs.py, its algebra on the host in float64) on the flattened
+    parameters, full batch: the batch index is ignored."""
 
     name = LBFGS_NAME
 
@@ -207,7 +203,7 @@ class LbfgsSubmission(Submission):
 
     def init(self, workload, params):
         self.objective = _Objective(workload.flat_value_and_grad())
-        self.state = _LbfgsState(workload.to_flat(params))
+        self.state = SimpleNamespace(w0=workload.to_flat(params), inner=None)
         return self.state
 
     def warm(self, workload, state, index) -> None:
@@ -226,11 +222,6 @@ class LbfgsSubmission(Submission):
         inner = self.state.inner if self.state is not None else None
         evaluations = 1 + int(np.asarray(inner.evaluations)) if inner is not None else 0
         return {"optimizer_library": "ours", "loss_evaluations": evaluations}
-
-
-class _LbfgsState:
-    def __init__(self, w0):
-        self.w0, self.inner = w0, None
 
 
 class _Objective:
@@ -269,7 +260,7 @@ class WorkloadStepper:
     # the Keras steppers' names, so code written for them can hold either
     def write_back(self) -> None:
         """The submission's parameters handed to the workload (a Keras model's variables take
-        them, for its own evaluation: study.train.run.trainers.KerasWeights)."""
+        them for its own evaluation)."""
         self.submission.parameters(self.workload, self.state)
 
     def reload(self) -> None:
@@ -316,10 +307,9 @@ def host_metric(metric: str, loss, y_pred: np.ndarray, y_true: np.ndarray) -> fl
 
 
 def run_loss(native, loss, ops):
-    """(loss(outputs, labels), the loss as the row records it, whether its labels are class
-    indices: True, False, None for either) of the loss that runs, on every native model: the
-    callable returned with the model, else the loss by name (study.train.models.model's table,
-    written with the framework's `ops`)."""
+    """(the loss, loss(outputs, labels), its label in the row, whether its labels are class
+    indices: True, False, None for either): the callable returned with the model, else the loss
+    by name written with the framework's `ops`."""
 
     loss = check_native_loss(native.loss if native.loss is not None else loss, native.what)
     function = loss if callable(loss) else named_loss(loss, ops)
@@ -389,10 +379,8 @@ def initial_arrays(path, names: list[str], shapes: list[tuple], what: str) -> li
 
 
 def loss_failure(what: str, loss_fn, outputs, labels, exc: BaseException, call) -> InputError:
-    """The one line for a loss that failed on the probe batch as `loss(outputs, labels)`: where
-    `call(loss_fn, labels, outputs)` works, the loss takes its arguments the other way round
-    (Equinox's tutorial's `cross_entropy(y, pred_y)`: integer labels where the outputs go), and
-    the line says which order is expected."""
+    """The one line for a loss that failed as `loss(outputs, labels)`; where the other order
+    works (Equinox's tutorial's `cross_entropy(y, pred_y)`), the line says which is expected."""
     try:
         call(loss_fn, labels, outputs)
     except Exception:  # noqa: BLE001 - no order works: the loss's own words

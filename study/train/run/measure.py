@@ -157,10 +157,7 @@ def native_model(spec: Spec, ctx: RunContext):
         return None
     arrays = read_arrays(data_folder(spec.data, ctx.cache_dir))
     outputs = outputs_for(spec.loss, arrays["y_train"], arrays["y_val"], "data")
-    try:
-        native = load(spec.model, arrays["x_train"].shape[1:], outputs, spec.seed)
-    except SystemExit:  # a file calling sys.exit: the Keras path says so in its words
-        return None
+    native = load(spec.model, arrays["x_train"].shape[1:], outputs, spec.seed)
     return None if native is None else (native, arrays)
 
 
