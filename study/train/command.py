@@ -1,7 +1,6 @@
-"""`python -m study train`: one configuration of the train study, measured in this process (its
-Keras on the chosen framework: KERAS_BACKEND is set here, before Keras is imported), with the
-same spec and measurement a sweep's run has. Its cache (data, initial weights) lives in a
-temporary folder unless --cache names one, so a refused run writes nothing."""
+"""`python -m study train`: one configuration of the train study, measured in this process with
+the spec and measurement a sweep's run has (KERAS_BACKEND set before Keras is imported). Its
+cache lives in a temporary folder unless --cache names one, so a refused run writes nothing."""
 
 from __future__ import annotations
 
@@ -96,9 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _native_forms() -> str:
-    """Each native library's optimizers as the help names them: torch:<Class> (PyTorch
-    models)."""
-
+    """Each native library's optimizers as the help names them: torch:<Class> (PyTorch models)."""
     return ", ".join(f"{a.LIBRARY}:{a.OPTIMIZER_FORM} ({a.TITLE} models)"
                      for a in native_adapters())
 
@@ -141,13 +138,11 @@ def spec_from(args) -> Spec:
     if is_file_name(args.optimizer):  # the same file in the run's fresh process
         args.optimizer = absolute(args.optimizer)
     check_initial_file(args.initial, args.model, "--initial")
-    name, sep, value = args.target.partition("=")
-    try:
+    name, _, value = args.target.partition("=")
+    try:  # no "=": an empty value, no number
         table = {"metric": name, "value": float(value)}
     except ValueError:
         raise InputError(f"--target '{args.target}' is not METRIC=VALUE") from None
-    if not sep:
-        raise InputError(f"--target '{args.target}' is not METRIC=VALUE")
     stopping = {"max_steps": args.max_steps}
     if args.time_budget is not None:
         stopping["time_budget"] = args.time_budget
@@ -169,7 +164,6 @@ def spec_from(args) -> Spec:
                 0 if args.optimizer == LBFGS else batch_size, args.eval_every, target,
                 args.seed, 0, stopping, {}, args.loop, args.device,
                 None if args.initial is None else str(args.initial))
-
 
 
 def check_loop(args) -> None:
@@ -201,7 +195,6 @@ def main(args) -> int:
     held = os.environ.get("KERAS_BACKEND")
     os.environ["KERAS_BACKEND"] = spec.backend  # before Keras is imported (by measure)
     try:
-
         with (nullcontext(args.cache) if args.cache else tempfile.TemporaryDirectory()) as cache:
             try:
                 result = measure(spec, RunContext(cache_dir=cache, probe=nullcontext()))

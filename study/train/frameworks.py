@@ -1,9 +1,8 @@
-"""The train study's frameworks and the one way its code reaches one. Each framework's part of the
-study is its adapter, `ADAPTER` of one module in its folder (study/frameworks/<name>/train.py)
-named by its registry entry (`Framework.train`), as Keras 3 keeps one folder per backend: an
-`Adapter` subclass overriding what differs. The rest of the study reads a framework only through
-`adapter(name)` and the lists below, and Keras's models only through `model_library()` (the module
-the model library's registry entry names), so no train module names a framework."""
+"""The train study's frameworks and the one way its code reaches one: each framework's adapter is
+`ADAPTER` of the module its registry entry names (`Framework.train`), an `Adapter` subclass
+overriding what differs. The rest of the study reads a framework only through `adapter(name)`
+and the lists below, and Keras only through `model_library()`, so no train module names a
+framework."""
 
 from __future__ import annotations
 
@@ -15,10 +14,9 @@ from study.frameworks.registry import FRAMEWORKS as REGISTRY
 
 
 class Adapter:
-    """One framework's train knowledge, its optional hooks' defaults declared here: where Keras 3
-    runs on it, the Keras path's pieces (the warm process, the GPU probe, placement, the stepper);
-    for L-BFGS its flat value_and_grad; where it has native models, how to recognise them, what
-    is random in them in training, its workload and its optimizers by name (`LIBRARY:<name>`)."""
+    """One framework's train knowledge, its optional hooks' defaults declared here: the Keras
+    path's pieces, L-BFGS's flat value_and_grad, and where it has native models, how to
+    recognise them, its workload and its optimizers by name (`LIBRARY:<name>`)."""
 
     KERAS = False  # Keras 3 has a backend of this name: Keras models run on it
     DEFAULT = False  # the one-run command's backend when none is given (one adapter says so)

@@ -34,9 +34,8 @@ def preload(framework: str) -> tuple[str, ...]:
 
 
 def code_files(spec: Spec) -> list[str]:
-    """The train study's code, Keras's (its train code and optimizer checks), the engine's,
-    L-BFGS's for its runs, a native library's optimizer checks (torch's ranges) for its
-    optimizers, the data code, and the user's model, data and initial files (their content)."""
+    """The code a run's result depends on: the train study's, Keras's, the engine's, its
+    optimizer's, the data code, and the user's model, data and initial files (their content)."""
     own = [f for f in python_files("study/train") if "figures" not in f and "report" not in f
            and "command" not in f and "summary" not in f]
     files = [*own, *ENGINE_FILES, *python_files("study/frameworks/keras"), "optimizers/ranges.py",
@@ -73,7 +72,6 @@ def pairs(runs):
 
 def subjects(runs) -> list[str]:
     """Each model and data set, by their short names (study.names)."""
-
     if runs.empty:
         return []
     runs = named(runs)

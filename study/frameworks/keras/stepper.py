@@ -1,7 +1,6 @@
-"""What the steppers of a compiled Keras model share, one subclass per framework (its adapter's
-`keras_stepper`, built by study.frameworks.keras.train.make_stepper). Each does per step what
-Keras's `fit` does, minus the metrics it keeps for its progress bar, and reads nothing back to
-the host inside a segment (the interface: study.train.run.loop)."""
+"""What the steppers of a compiled Keras model share (one subclass per framework: its adapter's
+`keras_stepper`). Each does per step what `fit` does minus its metrics, and reads nothing back
+to the host inside a segment (the interface: study.train.run.loop)."""
 
 from __future__ import annotations
 
@@ -9,9 +8,8 @@ import numpy as np
 
 
 class KerasStepper:
-    """The training arrays put once on the device holding the weights, each segment's row
-    indices put there before the clock. The base steps the variables in place: its warm-up puts
-    them back after one step, and it has nothing to write back or reload."""
+    """The training arrays put once on the weights' device, a segment's row indices before the
+    clock; the variables stepped in place (nothing to write back or reload)."""
 
     INDEX = np.int32  # the row indices' type
 
@@ -38,9 +36,8 @@ class KerasStepper:
 
 
 def rewound(model, step) -> None:
-    """`step()` run once for what its first call costs, then every variable of the model
-    (weights, statistics, seed generators) and of its optimizer (slots, iteration count) set
-    back to its value before: the first timed step starts where it would have."""
+    """`step()` run once for what its first call costs, then every variable of the model and its
+    optimizer set back: the first timed step starts where it would have."""
     import keras
 
     variables = [*model.variables, *model.optimizer.variables]

@@ -1,10 +1,6 @@
-"""The train study on TensorFlow: Keras models only (no native TensorFlow models or optimizers).
-
-Device: `tf.device`, since Keras's own scope on TensorFlow is that; TensorFlow places ops softly,
-so after a run the weights' device is read back (study.train.run.measure). Steps: a `tf.function`
-of the step updating the variables in place, XLA as the model's `jit_compile` says (what `fit`
-uses). Flat objective: w assigned into the variables, then `tf.GradientTape` in a
-`tf.function`, host float64 values back."""
+"""The train study on TensorFlow: Keras models only. Device: `tf.device` (TensorFlow places ops
+softly, so a run's weights' device is read back after it). Steps: a `tf.function` updating the
+variables in place, XLA as the model's `jit_compile` says (what `fit` uses)."""
 
 from __future__ import annotations
 

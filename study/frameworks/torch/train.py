@@ -1,13 +1,9 @@
-"""The train study on PyTorch: Keras models on Keras 3's torch backend, and native
-`torch.nn.Module`s with torch.optim's optimizers (`torch:<Class>`).
+"""The train study on PyTorch: Keras models on Keras 3's torch backend (an eager step, as `fit`'s
+is on torch), and native `torch.nn.Module`s with torch.optim's optimizers (`torch:<Class>`).
 
-Keras models: an eager step, as `fit`'s is on torch. Placement is Keras's own `keras.device`
-(to "cpu:0" torch copies a CPU parameter into a tensor that no longer collects gradients).
-
-A native module keeps its parameters (updated in place, as torch.optim does): a step is plain
-torch, the loss returned detached (the loop reads it once per segment); `train()` mode while
-stepping, `eval()` while evaluating. torch.optim.LBFGS gets the closure it needs (its own line
-search reads the host: it is that algorithm's nature).
+A native module's parameters are updated in place, as torch.optim does: a step is plain torch,
+the loss returned detached (the loop reads it once per segment); `train()` mode while stepping,
+`eval()` while evaluating. torch.optim.LBFGS gets the closure it needs.
 """
 
 from __future__ import annotations
@@ -241,9 +237,8 @@ class TorchWorkload(Workload):
 
 class TorchSubmission(Submission):
     """Any torch.optim optimizer by class name, or a file's torch.optim.Optimizer subclass
-    (`path.py:Name`, stepped by `optimizer.step()`: one driven by a closure, as LBFGS, is
-    refused), its hyperparameters by name (checked against the class's signature and study's
-    ranges before anything runs)."""
+    (`path.py:Name`, stepped without a closure), its hyperparameters checked against the class's
+    signature and the study's ranges before anything runs."""
 
     def __init__(self, class_name: str, hyperparameters: dict):
         import torch

@@ -1,13 +1,10 @@
 """The data of a train run: a shipped example, a `.npz` file (x_train, y_train, x_val, y_val) or
-a CSV/Parquet file with chosen feature and label columns, split into training and validation
-rows by a seeded fraction (the same split for every seed, optimizer and framework).
+a CSV/Parquet file with chosen feature and label columns, split by a seeded fraction (the same
+split for every seed, optimizer and framework).
 
 The arrays reach the model as they are: nothing guesses their layout. `layout =
-"channels_first"` on the data table moves the last axis of every x array to just after the
-rows, (N, H, W, C) -> (N, C, H, W), once, here (so the cached arrays carry it and no clock
-sees it); "channels_last", the default, keeps them as stored.
-
-Every check here ends in one line naming the file or field (an InputError: exit 2)."""
+"channels_first"` moves the channel axis once, here (so the cached arrays carry it and no clock
+sees it). Every check ends in one line naming the file or field."""
 
 from __future__ import annotations
 
@@ -126,9 +123,8 @@ def read_npz(path: Path) -> dict[str, np.ndarray]:
 
 
 def check_run_range(array: np.ndarray, name: str, source: str, columns=None) -> None:
-    """Float values the run's float32 cannot hold: finite here (float64), they become inf in
-    the cast every framework makes (features always; float labels too), and the run would be
-    recorded as diverged at its first step. Checked in float32 itself."""
+    """Float values the run's float32 cannot hold: they would become inf in the cast every
+    framework makes, and the run be recorded as diverged at its first step."""
     if array.dtype.kind != "f" or array.dtype.itemsize <= RUN_DTYPE.itemsize:
         return
     with np.errstate(over="ignore"):

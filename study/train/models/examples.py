@@ -1,8 +1,6 @@
 """The shipped examples, which need no download: the models by name, each in its framework's
-folder (`Framework.examples`), and the data sets: the 8x8 digit images scikit-learn ships, the
-same upscaled to MNIST's 28x28 (`digits28`), the eve stand-in's late_week label. Each data
-function returns (x, y) as float32 / integer arrays; the split into training and validation rows
-is the study's (study.train.models.data).
+folder (`Framework.examples`), and the data sets, each returning (x, y) (the split is
+study.train.models.data's).
 """
 
 from __future__ import annotations
@@ -45,9 +43,8 @@ def digits(one_hot: bool = False, **_) -> tuple[np.ndarray, np.ndarray]:
 
 
 def digits28(one_hot: bool = False, **_) -> tuple[np.ndarray, np.ndarray]:
-    """The same 1797 digit images upscaled to MNIST's 28x28 (bilinear: scipy.ndimage.zoom,
-    order 1, within [0, 1]), channels last (28, 28, 1), so MNIST's architectures run unchanged
-    and nothing is downloaded."""
+    """The same 1797 digit images upscaled (bilinear) to MNIST's 28x28, channels last, so MNIST's
+    architectures run unchanged and nothing is downloaded."""
     from scipy.ndimage import zoom
     from sklearn.datasets import load_digits
 

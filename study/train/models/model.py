@@ -1,9 +1,5 @@
-"""The model of a train run, its loss and metric: a shipped example by name, a `.keras` file, or
-`file.py:function(input_shape, outputs)` returning an uncompiled Keras model.
-
-Keras is imported inside the functions only: the run's process has chosen its backend
-(KERAS_BACKEND) before, and the command line checks names without importing it. Every failure
-of the user's model or names is one line (an InputError: exit 2)."""
+"""The model of a train run by name (a shipped example, a `.keras` file or `file.py:function`),
+and the one loss table every model kind uses. Nothing here imports Keras."""
 
 from __future__ import annotations
 
@@ -138,17 +134,13 @@ def loss_label(loss) -> str | None:
 
 
 def known_callables() -> dict:
-    """Callables returned with a model whose meaning is known, by qualified name: (what the
-    model must output, the family of labels: sparse = class indices, binary = 0/1 floats), each
-    framework's in its adapter (`KNOWN_LOSSES`); others are checked for shape."""
-
+    """Each adapter's `KNOWN_LOSSES`: callables whose meaning is known, by qualified name."""
     return {name: meaning for a in native_adapters() for name, meaning in a.KNOWN_LOSSES.items()}
 
 
 def loss_meaning(loss) -> tuple[str | None, str | None]:
-    """(what the model must output: probabilities, logits or log-probabilities, None where any
-    values do; the labels' family: sparse, categorical, binary or None) of a loss by name or a
-    known callable."""
+    """(what the model must output, None where any values do; the labels' family: sparse,
+    categorical, binary or None) of a loss by name or a known callable."""
     if loss is not None and not isinstance(loss, str):
         return known_callables().get(loss_label(loss), (None, None))
     name, logits = loss_name(loss)
@@ -185,9 +177,7 @@ FITS = {"sparse": {PROBABILITIES: "sparse_categorical_crossentropy",
 
 def output_kind(y_pred: np.ndarray) -> tuple[str, str]:
     """(probabilities, log-probabilities or logits; the evidence in words) of a classifier's
-    outputs on a probe batch: rows non-negative summing to 1 are probabilities, rows of values
-    <= 0 whose exponentials sum to 1 log-probabilities, anything else logits. One column: in
-    [0, 1] probabilities, else logits."""
+    outputs on a probe batch."""
     y = np.asarray(y_pred, np.float64).reshape(len(y_pred), -1)
     low, high = float(y.min()), float(y.max())
     if y.shape[1] == 1:
@@ -204,12 +194,10 @@ def output_kind(y_pred: np.ndarray) -> tuple[str, str]:
 
 
 def check_outputs(loss, y_pred: np.ndarray, what: str) -> None:
-    """Before any clock, on a probe batch at the initial weights, for every model kind (the
-    Keras path's initial-weights helper and study.train.models.model_checks for native models):
-    finite outputs, of the kind the loss takes. A probability loss clips logits into an
-    ill-defined objective, and normalises log-probabilities into a meaningless one that can
-    even meet a loss target at zero accuracy; the refusal names what the model outputs and the
-    loss by name that fits it."""
+    """Before any clock, on a probe batch at the initial weights, for every model kind: finite
+    outputs, of the kind the loss takes. A probability loss clips logits into an ill-defined
+    objective, and normalises log-probabilities into one that can meet a loss target at zero
+    accuracy; the refusal names the loss that fits."""
     y_pred = np.asarray(y_pred, np.float64)
     if not np.isfinite(y_pred).all():
         raise InputError(f"{what} gives non-finite outputs (NaN or inf) at its initial weights, "
@@ -262,9 +250,8 @@ def check_native_loss(loss, what: str):
 
 def named_loss(loss: str, ops):
     """loss(outputs, labels) -> the mean over the rows, for a native model, with the meaning
-    Keras gives the name (so a native model and its Keras twin give the same loss at the same
-    weights), written once for every framework: `ops` are the framework's few array functions
-    (its adapter's: study.frameworks.torch.train.torch_ops, ...)."""
+    Keras gives the name (a native model and its Keras twin agree), written once with the
+    framework's few array functions `ops`."""
     name, _ = loss_name(loss)
     base, (expects, _) = NATIVE_LOSSES[name], loss_meaning(loss)
     mean, log = ops.mean, ops.log

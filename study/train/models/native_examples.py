@@ -1,11 +1,7 @@
-"""The shipped examples as native models, beside the Keras ones (study/frameworks/keras/): the
-same architectures in PyTorch, as a pure-JAX pair and as an Equinox module (each in its
-framework's folder, study/frameworks/<name>/examples.py), their parameters in Keras's layout and
-order, so that one `.npz` of w0, w1, ... (the train study's weights.npz) gives all of them the
-same initial weights and the Keras, PyTorch and JAX runs compare on one instance. Without an
-.npz each initializes as Keras does by default (Glorot-uniform kernels, zero biases), under the
-run's seed. `mnist-net-torch` is the other way round: PyTorch's MNIST example as written
-upstream, its Keras twin (mnist-net) written in PyTorch's layout.
+"""The shipped examples as native models (each in its framework's folder), their parameters in
+Keras's layout and order, so that one weights.npz gives the Keras, PyTorch and JAX runs one
+instance; without it each initializes as Keras does by default. `mnist-net-torch` is the other
+way round: PyTorch's MNIST example as written upstream, its Keras twin in PyTorch's layout.
 """
 
 from __future__ import annotations

@@ -1,21 +1,15 @@
-"""What a model function returns, recognised: `file.py:function` (or a shipped native example by
-name, study.train.models.native_examples) called with `(input_shape, outputs)` (and `seed=` when its
-signature takes it) may return
+"""What a model function returns, recognised: `file.py:function` (or a shipped native example)
+called with `(input_shape, outputs)` (and `seed=` when its signature takes it) may return
 
-  a Keras model                        -> None: the Keras path (study.train.models.model) runs it
+  a Keras model                        -> None: the Keras path runs it
   a framework's module [, loss]        -> that framework's native model (its adapter's
-                                          `module_kind`: a torch.nn.Module, an Equinox or Flax
-                                          NNX module), the loss by name (--loss) or the callable
-  (init_params, apply) [, loss]        -> the framework whose adapter takes a pair (`PAIR`):
-                                          init_params(key) -> pytree, apply(params, x)
+                                          `module_kind`)
+  (init_params, apply) [, loss]        -> the framework whose adapter takes a pair (`PAIR`)
 
-Nothing here imports a framework the function did not: a type is recognised through the
-modules already loaded (`loaded`). A model drawn without a seed is drawn again where its
-framework's initializers draw from a global generator (the adapter's `reseeded`), so a seed
-gives the same instance.
-
-A native model runs on its own framework only: it compares optimizers and devices within that
-framework (a framework comparison needs a Keras model, which Keras runs on all three).
+A type is recognised through the modules already loaded (`loaded`), so nothing here imports a
+framework. A model drawn without a seed is drawn again under it where its framework's
+initializers use a global generator (the adapter's `reseeded`). A native model runs on its own
+framework only (a framework comparison needs a Keras model).
 """
 
 from __future__ import annotations

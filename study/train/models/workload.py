@@ -278,10 +278,8 @@ def check_metric(metric: str) -> str:
 
 
 def host_metric(metric: str, loss, y_pred: np.ndarray, y_true: np.ndarray) -> float:
-    """The validation metric on the host (off the clock), as Keras's metric of that name
-    computes it ("accuracy" resolves by the loss's labels, as `compile` resolves it; a callable
-    of unknown meaning by the shapes: several outputs and class indices, the class accuracy).
-    A binary accuracy on logits thresholds at 0 (probability 0.5)."""
+    """The validation metric on the host, as Keras's metric of that name computes it
+    ("accuracy" resolved by the loss's labels as `compile` does, else by the shapes)."""
 
     expects, family = loss_meaning(loss)
     y_pred = np.asarray(y_pred, np.float64)
@@ -318,8 +316,7 @@ def run_loss(native, loss, ops):
 
 def integer_labels(indices: bool | None, labels) -> bool:
     """Labels go to the model as integers for a loss of class indices, and for a callable of
-    unknown meaning where they are integers (torch.nn.CrossEntropyLoss takes class indices);
-    else as float32."""
+    unknown meaning where they are integers; else as float32."""
     return indices is True or (indices is None
                                and np.issubdtype(np.asarray(labels).dtype, np.integer))
 
@@ -338,8 +335,8 @@ def check_scalar(what: str, shape: tuple) -> None:
 
 
 def initial_arrays(path, names: list[str], shapes: list[tuple], what: str) -> list[np.ndarray]:
-    """Initial parameters from an .npz: by the model's own parameter names, else positionally
-    as w0, w1, ... (the train study's weights.npz, Keras's get_weights order); shapes checked."""
+    """Initial parameters from an .npz: by the model's parameter names, else as w0, w1, ...
+    (Keras's get_weights order); shapes checked."""
     from pathlib import Path
 
     path = Path(path)

@@ -1,11 +1,9 @@
-"""One train run in its own process, Keras on the spec's framework (KERAS_BACKEND set before its
-import) and reached through `model_library()`. Outside every clock: the data and the initial
-weights (the sweep's cache: study.train.models.initial), building and compiling the model, and
-the check that the loaded weights give the reference validation loss (else refused, never
-trained); then the loop (study.train.run.loop) inside the noise probe. `loop = "fit"` times
-`model.fit` over the same batches instead. A GPU run where the framework sees none is skipped
-(never moved to the CPU), and the weights' device is checked after the run (TensorFlow places
-ops softly: it would fall back to the CPU without a word)."""
+"""One train run in its own process, Keras on the spec's framework. Outside every clock: the data
+and the initial weights (the sweep's cache), building and compiling the model, and the check
+that the loaded weights give the reference validation loss; then the loop inside the noise
+probe (`loop = "fit"`: `model.fit` over the same batches). A GPU run where the framework sees
+none is skipped, and the weights' device is checked after the run (TensorFlow would fall back
+to the CPU without a word)."""
 
 from __future__ import annotations
 
@@ -148,10 +146,7 @@ def measure_on_device(spec: Spec, ctx: RunContext, initial) -> Measurement:
 
 
 def native_model(spec: Spec, ctx: RunContext):
-    """(the native model, the data arrays) where the spec's model is a shipped native example or
-    a `file.py:function` returning a native model (study.train.models.native_load); None for a
-    Keras model."""
-
+    """(the native model, the data arrays) where the spec's model is a native one; else None."""
     head, sep, _ = spec.model.rpartition(":")
     if spec.model not in NATIVE_MODELS and not (sep and head.endswith(".py")):
         return None
@@ -162,11 +157,9 @@ def native_model(spec: Spec, ctx: RunContext):
 
 
 def measure_native(spec: Spec, ctx: RunContext, native, arrays: dict) -> Measurement:
-    """A PyTorch or JAX model through study.train.run.native_run: everything checked and made before
-    the clock, only the loop inside the noise probe, the row and trace the Keras path gives.
-    A shipped native example starts from its Keras twin's weights for the seed (the same
-    instance as the Keras runs, its validation loss checked against theirs) unless `initial`
-    names an .npz; a user's model from `initial` or its own initialization under the seed."""
+    """A native model through study.train.run.native_run, the row and trace the Keras path gives.
+    A shipped native example starts from its Keras twin's weights for the seed (its validation
+    loss checked against theirs) unless `initial` names an .npz."""
 
     try:  # a model and a framework or optimizer that do not go together: no run, said why
         check_backend(native, spec.backend)
@@ -250,10 +243,9 @@ def check_fit_size(rows, x, y, steps: int) -> None:
 
 def fit_record(trainer, model, rows, x, y, steps: int) -> dict:
     """model.fit over the batches the loop would take, one epoch, no shuffling, no validation:
-    its seconds per step against the loop's. Both are warm: the loop's first step
-    (train_on_batch) and then a one-step fit run untimed as setup, because fit hands the
-    compiled step other argument types than train_on_batch (on JAX it compiled again inside the
-    timed fit: about 0.5 s over 299 steps, which read as fit taking twice the loop's time)."""
+    its seconds per step against the loop's. A first step and a one-step fit run untimed as
+    setup: fit hands the compiled step other argument types than train_on_batch (on JAX it
+    compiled again inside the timed fit, which read as fit taking twice the loop's time)."""
     def batches(first: int, last: int) -> tuple:  # gathered before any clock is read
         order = np.concatenate([rows(i) for i in range(first, last)])
         return x[order], y[order]

@@ -1,9 +1,8 @@
-"""One native-model run: the model loaded (study.train.models.native_load), its workload and the
-optimizer's submission built and checked (every bad input one line before anything is timed),
-then the segmented loop over a `WorkloadStepper`: the same clock, statuses and setup rule as
-Keras runs. `prepare` does everything before the clock and `NativeRun.loop` the timed part (a
-sweep wraps only that in its noise probe); `train` is both and returns the loop's record, the
-trace under "trace"; it writes nothing."""
+"""One native-model run: the model loaded, its workload and the optimizer's submission built and
+checked (every bad input one line before anything is timed), then the segmented loop over a
+`WorkloadStepper`: the same clock, statuses and setup rule as Keras runs. `prepare` does
+everything before the clock, `NativeRun.loop` the timed part; `train` is both and writes
+nothing."""
 
 from __future__ import annotations
 
@@ -103,10 +102,8 @@ def prepare(model: str | NativeModel, arrays: dict, *, loss, metric: str, optimi
 
 
 def outputs_of(loss, arrays: dict) -> int:
-    """How many outputs the model needs: the class count for a loss of class indices (by name,
-    or a known callable such as F.nll_loss), else the labels' width (study.train.models.model.
-    outputs_for's rule; a callable of unknown meaning takes the labels' width, or the class
-    count where the labels are integers in one column)."""
+    """How many outputs the model needs: the class count for a loss of class indices (or a
+    callable of unknown meaning on integer labels in one column), else the labels' width."""
     import numpy as np
 
     y = np.concatenate([arrays["y_train"].reshape(len(arrays["y_train"]), -1),

@@ -1,9 +1,6 @@
-"""The train study's config: [[problems]] (model, data, loss, metric, batch sizes, evaluation
-interval, target, budget, a native model's initial .npz), [[optimizers]] (keras:<Class>, a
-native library's optimizer such as torch:<Class> or optax:<name>, with its arguments, or lbfgs),
-`backends`, `device` (cpu, gpu or both), `seeds` and [tuning]. Every list value of a problem or
-optimizer block is an axis; the grid is their product with backends, devices, seeds and
-repeats."""
+"""The train study's config: [[problems]], [[optimizers]], `backends`, `device`, `seeds` and
+[tuning]. Every list value of a problem or optimizer block is an axis; the grid is their product
+with backends, devices, seeds and repeats."""
 
 from __future__ import annotations
 
@@ -74,10 +71,8 @@ def check_stopping(table, where: str, base: dict | None = None) -> dict:
 
 def check_target(table, where: str, metric: str, seeds, configurations, backend,
                  loss: str | None = None) -> dict:
-    """{metric, value, mode, how}: given, or set by a round ({set = "round", margin, seed,
-    stopping}: study.train.sweep.rounds). A given value the metric cannot take, or a mode against
-    the way a loss or a known metric improves, is refused (it would run to the budget, or be
-    "reached" at the first evaluation)."""
+    """{metric, value, mode, how}: given, or set by a round (study.train.sweep.rounds). A given
+    value the metric cannot take, or a mode against the way it improves, is refused."""
     if not isinstance(table, dict):
         raise ConfigError(f"{where} must be a table, e.g. {{ metric = \"val_loss\", "
                           "value = 0.35 }")
@@ -236,9 +231,8 @@ def round_configurations(points) -> list[list]:
 
 def problem_specs(block: dict, where: str, name: str, axes, configurations,
                   source: str) -> tuple[list[Spec], int]:
-    """One [[problems]] block checked, crossed with the optimizer points, backends, devices,
-    seeds and repeats: its specs, and how many combinations are not planned (a native model on
-    another framework, another library's optimizer)."""
+    """One [[problems]] block checked, crossed with the other axes: its specs, and how many
+    combinations are not planned."""
     points, backends, devices, seeds, repeats = axes
     unknown(block, PROBLEM_KEYS, where, "key")
     for key in ("model", "data", "metric", "target"):
@@ -302,9 +296,8 @@ def problem_specs(block: dict, where: str, name: str, axes, configurations,
 
 
 def check_rows(data: dict, sizes: list, where: str) -> None:
-    """The data read once per table before any run (a layout on rows of features is refused
-    there: study.train.models.data.laid_out) and every batch size against its training rows:
-    a mistake is one line now, not an error row per run."""
+    """The data read once per table before any run, and every batch size against its training
+    rows: a mistake is one line now, not an error row per run."""
     try:
         rows = training_rows(json.dumps(data, sort_keys=True, default=str), where)
     except InputError as exc:
@@ -321,14 +314,12 @@ def training_rows(data: str, where: str) -> int:
 
 
 def check_names(block: dict, own: str | None, where: str) -> None:
-    """The loss and metric names before any run: a shipped native example's against the names
-    native models take, a Keras model's (or a file's, which may build either) by Keras itself
-    in a child process on its NumPy backend (the sweep's process must not import Keras)."""
+    """The loss and metric names before any run: a native example's against the native tables,
+    else by Keras itself in a child process (the sweep's process must not import Keras)."""
     loss, metric = block.get("loss"), block["metric"]
     loss = None if loss in (None, "none") else loss
     try:
         if own:
-
             check_metric(metric)
             if loss is not None:
                 check_native_loss(loss, f"model '{block['model']}'")
@@ -342,7 +333,6 @@ def check_names(block: dict, own: str | None, where: str) -> None:
 
 def familiar(loss: str | None, metric: str) -> bool:
     """Names the study's own tables know Keras has (no child process for them)."""
-
     name, logits = loss_name(loss) if loss is not None else (None, False)
     known = loss is None or (name in NATIVE_LOSSES and (not logits or "entropy" in name))
     return known and metric in METRICS
@@ -359,7 +349,6 @@ def native_framework(optimizer) -> str | None:
 
 def check_native_optimizer(name: str, point: dict, framework: str, where: str) -> None:
     """A torch:/optax: optimizer's hyperparameters, checked by building its submission."""
-
     try:
         REGISTRY[framework].require()
         make_submission(name, point, framework)
@@ -368,10 +357,8 @@ def check_native_optimizer(name: str, point: dict, framework: str, where: str) -
 
 
 def not_planned(model: str, own: str | None, optimizer: str, backend: str) -> bool:
-    """A combination known not to go together, left out of the plan: a shipped native example
-    off its framework or with another library's optimizer, or a shipped Keras model with a
-    native optimizer. A user's file.py:function is known only when it runs: there such a run
-    is a skipped row, with the reason."""
+    """A combination known not to go together, left out of the plan (a user's file.py:function
+    is known only when it runs: there such a run is a skipped row, with the reason)."""
     native = native_framework(optimizer)
     if own is not None:
         return backend != own or native != own and optimizer != LBFGS
@@ -392,11 +379,9 @@ def check_distinct(optimizer_points, source: str) -> None:
 
 
 def round_on_first(problem: list[Spec], backends: list, excludes: list) -> list[Spec]:
-    """The problem's specs with their target round placed on the problem's own first framework:
-    the first of `backends` that one of its runs keeps after the [[exclude]] tables (the engine
-    applies them later; the round must not run on a framework the study left out of this
-    problem, which may not even be installed), on its CPU where it has kept CPU runs (the
-    round's value does not depend on the device, and a CPU is always there)."""
+    """The problem's specs with their target round placed on the first of `backends` that one of
+    its runs keeps after the [[exclude]] tables (a framework left out may not be installed), on
+    its CPU where it has kept CPU runs (a CPU is always there)."""
     kept = [s for s in problem if not any(matches(s.axes(), rule) for rule in excludes)]
     if not kept:
         return problem

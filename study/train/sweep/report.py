@@ -1,7 +1,6 @@
-"""The train study's section of the report, and its conclusions for the answers block: per
-model and data set, which optimizer and framework reached the validation target first (paired
-by seed against the runner-up), L-BFGS against the fastest Keras optimizer, and the loop's
-overhead against model.fit."""
+"""The train study's section of the report: per model and data set, which optimizer and framework
+reached the validation target first, L-BFGS against the fastest library optimizer, and the
+loop's overhead against model.fit."""
 
 from __future__ import annotations
 

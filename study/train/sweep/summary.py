@@ -1,14 +1,11 @@
-"""Per configuration (model and data, optimizer, framework, device, batch size): time to the
-target with its interval over seeds, the success rate, time per step, compile (setup) time and
-evaluation time apart; and each configuration against its problem's fastest, paired by seed.
+"""Per configuration: time to the target with its interval over seeds, the success rate, time per
+step, setup and evaluation time apart; and each configuration against its problem's fastest,
+paired by seed.
 
-Two times to target: training time alone (`to_target`, what configurations are ranked by: the
-study compares how fast each trains, and a compilation is paid once per process) and with the
-setup (tracing and compilation, before step 1) counted in (`to_target_with_setup`, AlgoPerf's
-count, which favours eager frameworks on targets reached in a fraction of a second).
-
-A run that did not reach the target (timeout, diverged, error) counts as infinite time, never
-as a missing row (study.paired). Tuning runs and the target-setting round's runs are left out."""
+Configurations are ranked by training time alone (`to_target`: a compilation is paid once per
+process); `to_target_with_setup` is AlgoPerf's count, which favours eager frameworks on targets
+reached in a fraction of a second. A run that did not reach the target counts as infinite time,
+never as a missing row. Tuning and target-setting runs are left out."""
 
 from __future__ import annotations
 
@@ -84,9 +81,8 @@ def label(row) -> str:
 
 
 def keyed(runs: pd.DataFrame) -> pd.DataFrame:
-    """`config_key`, the run's configuration (study.sweep.grid.configurations), and
-    `configuration`, its label, one per configuration within a problem (a learning rate that
-    differs is said: 'optax:adamw on jax (batch 32) [learning_rate=0.005]')."""
+    """`config_key`, the run's configuration, and `configuration`, its label, one per
+    configuration within a problem (e.g. 'optax:adamw on jax (batch 32) [learning_rate=0.005]')."""
     from study.sweep.grid import configurations, distinct_labels  # heavy: psutil
 
     if "config_key" in runs:
