@@ -52,12 +52,11 @@ _COUNTS = ("gradient_accumulation_steps", "ema_overwrite_frequency", "warmup_ste
            "dynamic_growth_steps", "ns_steps")
 
 
-def check_config(class_name: str, config: dict) -> None:
+def check_config(where: str, class_name: str, config: dict) -> None:
     """Refuse a number no optimizer can use (negative or non-finite rates, betas outside
     [0, 1), a negative decay), naming the parameter and the allowed range; None is Keras's
     'off' where it allows one, and what is not a number is left to Keras's own checks."""
-    check_ranges(f"{PREFIX}{class_name}", config,
-                 {**KERAS_RANGES, **_CLASS_RANGES.get(class_name, {})}, _COUNTS)
+    check_ranges(where, config, {**KERAS_RANGES, **_CLASS_RANGES.get(class_name, {})}, _COUNTS)
 
 
 def keras_classes() -> list[str]:
@@ -80,7 +79,7 @@ def keras_optimizer(name: str, config: dict):
     if class_name not in keras_classes():
         raise InputError(f"unknown Keras optimizer '{class_name}'; allowed: "
                          f"{', '.join(keras_classes())}")
-    check_config(class_name, config)
+    check_config(name, class_name, config)
     try:
         return getattr(keras.optimizers, class_name)(**config)
     except (TypeError, ValueError) as exc:
@@ -226,8 +225,7 @@ def file_optimizer(name: str, config: dict):
     if cls is None:
         raise InputError(f"{where} is not a Keras optimizer class (a subclass of "
                          "keras.optimizers.Optimizer)")
-    check_ranges(where, config, {**KERAS_RANGES, **_CLASS_RANGES.get(cls.__name__, {})},
-                 _COUNTS)
+    check_config(where, cls.__name__, config)
 
     def build():
         try:

@@ -298,20 +298,18 @@ STOCHASTIC_LAYERS = ("Dropout", "SpatialDropout1D", "SpatialDropout2D", "Spatial
                      "RandomContrast", "RandomCrop")
 
 
-class Evaluation:
+def evaluation(model, arrays: dict, metric: str):
     """The validation loss and metric in one call, under the names targets use."""
 
-    def __init__(self, model, arrays: dict, metric: str):
-        self.model, self.metric = model, metric
-        self.x, self.y = arrays["x_val"], arrays["y_val"]
-
-    def __call__(self) -> dict:
-        logs = self.model.test_on_batch(self.x, self.y, return_dict=True)
+    def evaluate() -> dict:
+        logs = model.test_on_batch(arrays["x_val"], arrays["y_val"], return_dict=True)
         others = [k for k in logs if k != "loss"]
         out = {"val_loss": float(logs["loss"])}
         if others:
-            out[f"val_{self.metric}"] = float(logs[others[0]])
+            out[f"val_{metric}"] = float(logs[others[0]])
         return out
+
+    return evaluate
 
 
 class KerasTrainer:

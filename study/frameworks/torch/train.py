@@ -207,8 +207,11 @@ class TorchWorkload(Workload):
 
     def init_parameters(self):
         self.module.train()
+        return self.assign(self.initial)
+
+    def assign(self, values):
         with self.torch.no_grad():
-            for parameter, value in zip(self.params, self.initial, strict=True):
+            for parameter, value in zip(self.params, values, strict=True):
                 parameter.copy_(value)
         return self.params
 
@@ -218,11 +221,7 @@ class TorchWorkload(Workload):
     def from_flat(self, w: np.ndarray):
         torch = self.torch
         flat = torch.as_tensor(np.asarray(w), dtype=torch.float32, device=self.device)
-        with torch.no_grad():
-            for p, value in zip(self.params, pieces(flat, *layout(self.params), torch.reshape),
-                                strict=True):
-                p.copy_(value)
-        return self.params
+        return self.assign(pieces(flat, *layout(self.params), torch.reshape))
 
     def flat_value_and_grad(self):
         return flat_value_and_grad(self.params, lambda params, data: self.loss(params, data, None),

@@ -156,12 +156,8 @@ def loss_meaning(loss) -> tuple[str | None, str | None]:
 def labels_are_indices(loss) -> bool | None:
     """Whether the loss takes class indices (True), other labels (False) or either (None: a
     callable of unknown meaning, which gets integer labels as integers)."""
-    if loss is None:
-        return None
-    if not isinstance(loss, str):
-        family = loss_meaning(loss)[1]
-        return None if family is None else family == "sparse"
-    return loss_meaning(loss)[1] == "sparse"
+    family = None if loss is None else loss_meaning(loss)[1]
+    return None if family is None and not isinstance(loss, str) else family == "sparse"
 
 
 # the loss by name that fits what a model outputs, per family of labels
@@ -318,12 +314,9 @@ def mode_of(metric: str) -> str:
 
 def outputs_for(loss: str, y_train: np.ndarray, y_val: np.ndarray, source: str) -> int:
     """How many outputs the model needs, with the labels checked against the loss's range."""
-    y = np.concatenate([y_train.reshape(len(y_train), -1), y_val.reshape(len(y_val), -1)])
+    y = all_labels(y_train, y_val)
     loss, _ = loss_name(loss)
-    if loss in SPARSE and (y.shape[1] != 1 or not np.all(np.equal(np.mod(y, 1), 0))
-                           or y.min() < 0):
-        raise InputError(f"{source}: labels must be class indices 0, 1, ... for {loss}; "
-                         f"found values from {y.min():g} to {y.max():g}")
+    classes = class_count(y, loss, f"{source}: ") if loss in SPARSE else None
     if loss in PROBABILITY and (y.min() < 0 or y.max() > 1):
         raise InputError(f"{source}: labels must lie in [0, 1] for {loss}; found values from "
                          f"{y.min():g} to {y.max():g}")
@@ -332,14 +325,27 @@ def outputs_for(loss: str, y_train: np.ndarray, y_val: np.ndarray, source: str) 
         raise InputError(f"{source}: the training labels are all one class, so {loss} has "
                          "nothing to learn (a softmax over one class gives 1: the loss is 0 "
                          "whatever the weights); the labels need two classes or more")
-    if loss in SPARSE:
-        return int(y.max()) + 1
+    if classes:
+        return classes
     if loss in DISTRIBUTION and y.shape[1] < 2:
         raise InputError(f"{source}: {loss} needs one column per class (one-hot, two or "
                          f"more), the labels have {y.shape[1]}")
     if not np.isfinite(y.astype(np.float64)).all():
         raise InputError(f"{source}: labels have non-finite values")
     return y.shape[1]
+
+
+def all_labels(y_train: np.ndarray, y_val: np.ndarray) -> np.ndarray:
+    """The training and validation labels, each row's as columns."""
+    return np.concatenate([y_train.reshape(len(y_train), -1), y_val.reshape(len(y_val), -1)])
+
+
+def class_count(y: np.ndarray, loss: str, head: str = "") -> int:
+    """The number of classes of labels that must be class indices 0, 1, ..."""
+    if y.shape[1] != 1 or not np.all(np.equal(np.mod(y, 1), 0)) or y.min() < 0:
+        raise InputError(f"{head}labels must be class indices 0, 1, ... for {loss}; found values "
+                         f"from {y.min():g} to {y.max():g}")
+    return int(y.max()) + 1
 
 
 def describe(exc: BaseException) -> str:

@@ -40,16 +40,11 @@ class NativeModel:
     seed: int = 0
 
 
-def native_examples() -> dict:
-    return NATIVE_MODELS
-
-
 def function_of(model: str):
     """(function, what) behind a model name, or None for a shipped Keras model or a .keras
     file."""
-    examples = native_examples()
-    if model in examples:
-        return examples[model], f"model '{model}'"
+    if model in NATIVE_MODELS:
+        return NATIVE_MODELS[model], f"model '{model}'"
     head, sep, name = model.rpartition(":")
     if not sep or not head.endswith(".py"):
         return None

@@ -84,7 +84,7 @@ def measure_on_device(spec: Spec, ctx: RunContext, initial) -> Measurement:
     model.set_weights(weights)
     rows, per_epoch = epoch_batches(len(arrays["x_train"]), spec.batch_size, spec.seed)
     trainer = keras.make_trainer(model, spec, loss, spec.metric, arrays)
-    evaluation = keras.Evaluation(model, arrays, spec.metric)
+    evaluation = keras.evaluation(model, arrays, spec.metric)
     x, y = arrays["x_train"], arrays["y_train"]
     reference = meta["reference_val_loss"]
     initial = {}

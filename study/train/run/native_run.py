@@ -7,7 +7,7 @@ nothing."""
 from __future__ import annotations
 
 from convergence_study.errors import InputError
-from study.train.models.model import labels_are_indices, loss_label
+from study.train.models.model import all_labels, class_count, labels_are_indices, loss_label
 from study.train.models.model_checks import check_finite_loss, check_native, refuse_stochastic
 from study.train.models.native_load import (
     NativeModel,
@@ -106,14 +106,10 @@ def outputs_of(loss, arrays: dict) -> int:
     callable of unknown meaning on integer labels in one column), else the labels' width."""
     import numpy as np
 
-    y = np.concatenate([arrays["y_train"].reshape(len(arrays["y_train"]), -1),
-                        arrays["y_val"].reshape(len(arrays["y_val"]), -1)])
+    y = all_labels(arrays["y_train"], arrays["y_val"])
     indices = labels_are_indices(loss)
     if indices:
-        if y.shape[1] != 1 or not np.all(np.equal(np.mod(y, 1), 0)) or y.min() < 0:
-            raise InputError(f"labels must be class indices 0, 1, ... for {loss_label(loss)}; "
-                             f"found values from {y.min():g} to {y.max():g}")
-        return int(y.max()) + 1
+        return class_count(y, loss_label(loss))
     if indices is None and y.shape[1] == 1 and np.issubdtype(y.dtype, np.integer) \
             and y.min() >= 0 and y.max() > 1:
         return int(y.max()) + 1
