@@ -34,9 +34,8 @@ from study.train.frameworks import (
     trainable,
 )
 from study.train.models.data import LAYOUTS, check_data
-from study.train.models.examples import DATA, MODELS
+from study.train.models.examples import DATA, FRAMEWORK_OF, MODELS
 from study.train.models.model import SHIPPED, check_initial_file, check_model_name, model_file
-from study.train.models.native_examples import FRAMEWORK_OF
 from study.train.plugin import input_files
 from study.train.run.measure import measure, one_line
 from study.train.run.native_optimizers import (

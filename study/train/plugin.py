@@ -14,10 +14,9 @@ from study.train.models.model import model_file
 from study.train.run.loop import LOOP_STATUSES
 from study.train.run.native_optimizers import library_of
 from study.train.sweep import rounds
-from study.train.sweep.conclusions import train_conclusions
 from study.train.sweep.config import CONFIG_KEYS, check_installed
 from study.train.sweep.config import expand_specs as expand
-from study.train.sweep.report import problem_title
+from study.train.sweep.report import problem_title, train_conclusions
 from study.train.sweep.schema import SCHEMA, SIDE_TABLES
 from study.train.sweep.spec import LBFGS, Spec
 from study.train.sweep.summary import INSTANCE, keyed, measured, named, summary_table, with_time

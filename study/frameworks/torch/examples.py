@@ -1,10 +1,10 @@
-"""PyTorch's shipped native models (study.train.models.native_examples says what they are):
+"""PyTorch's shipped native models (study.train.models.examples says what they are):
 the digits CNN and the eve MLP in Keras's parameter layout, and PyTorch's MNIST example Net as
 written upstream."""
 
 from __future__ import annotations
 
-from study.train.models.native_examples import _cnn_shapes, _glorot_limit, _mlp_shapes
+from study.train.models.examples import _cnn_shapes, _glorot_limit, _mlp_shapes
 
 
 def digits_cnn_torch(input_shape, outputs, seed: int = 0):

@@ -317,23 +317,21 @@ class TorchSubmission(Submission):
             torch.cuda.set_rng_state_all(saved[3])
 
     def update(self, workload, state, index):
+        seen = []
+
+        def closure():
+            state.zero_grad()
+            value = workload.loss(workload.params, workload.data, index)
+            value.backward()
+            seen.append(value.detach())
+            return value
+
         if self.closure:
-            seen = []
-
-            def closure():
-                state.zero_grad()
-                value = workload.loss(workload.params, workload.data, index)
-                value.backward()
-                seen.append(value.detach())
-                return value
-
             state.step(closure)
-            return state, seen[0]
-        state.zero_grad()
-        value = workload.loss(workload.params, workload.data, index)
-        value.backward()
-        state.step()
-        return state, value.detach()
+        else:
+            closure()
+            state.step()
+        return state, seen[0]
 
     def parameters(self, workload, state):
         return workload.params

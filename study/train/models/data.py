@@ -58,16 +58,14 @@ def check_data(data: dict, where: str = "data") -> dict:
             why = " (a .npz holds its own split: x_train, y_train, x_val, y_val)" \
                 if "name" not in data and key in FILE_KEYS and "features" not in allowed else ""
             raise InputError(f"{where}: unknown key '{key}'{why}; allowed: {', '.join(allowed)}")
+    kinds = {"rows": values.integer(1), "seed": values.integer(0),
+             "split_seed": values.integer(0), "one_hot": values.boolean(),
+             "layout": values.choice(*LAYOUTS),
+             "validation_fraction": values.Value("number", 0.0, 1.0, low_open=True,
+                                                 high_open=True)}
     for key, value in data.items():
-        if key in ("rows", "seed", "split_seed"):
-            values.integer(1 if key == "rows" else 0).check(f"{where}: {key}", value)
-        if key == "one_hot":
-            values.boolean().check(f"{where}: {key}", value)
-        if key == "layout":
-            values.choice(*LAYOUTS).check(f"{where}: {key}", value)
-        if key == "validation_fraction":
-            values.Value("number", 0.0, 1.0, low_open=True, high_open=True).check(
-                f"{where}: {key}", value)
+        if key in kinds:
+            kinds[key].check(f"{where}: {key}", value)
     return data
 
 

@@ -28,8 +28,8 @@ from study.sweep.fingerprint import manifest, python_files
 from study.sweep.interpreter import QUIET_LOGS, python_command
 from study.train.frameworks import model_library
 from study.train.models.data import load_data
+from study.train.models.examples import NATIVE_MODELS
 from study.train.models.model import model_file
-from study.train.models.native_examples import NATIVE_MODELS
 from study.train.run.native_optimizers import library_of
 from study.train.sweep.spec import Spec
 

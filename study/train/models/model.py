@@ -13,8 +13,7 @@ import numpy as np
 from convergence_study.errors import InputError
 from datasets.files import check_input_file
 from study.train.frameworks import native_adapters, native_titles
-from study.train.models.examples import MODELS
-from study.train.models.native_examples import NATIVE_MODELS
+from study.train.models.examples import MODELS, NATIVE_MODELS
 
 SHIPPED = (*MODELS, *NATIVE_MODELS)  # the Keras examples and their native twins, by name
 

@@ -22,9 +22,9 @@ from pathlib import Path
 
 from convergence_study.errors import InputError
 from study.train.frameworks import adapter, native_adapters, native_modules
+from study.train.models.examples import NATIVE_MODELS
 from study.train.models.input_rows import build_failure
 from study.train.models.model import beside, import_file, model_file
-from study.train.models.native_examples import NATIVE_MODELS
 
 
 @dataclass

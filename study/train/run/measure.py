@@ -20,6 +20,7 @@ from study.frameworks.registry import FRAMEWORKS
 from study.sweep.plugin import Measurement, RunContext
 from study.sweep.tuning import NO_RATE, is_tuned
 from study.train.frameworks import adapter, check_keras, model_library, native_titles, of_library
+from study.train.models.examples import NATIVE_MODELS
 from study.train.models.initial import (
     RTOL,
     agrees,
@@ -30,7 +31,6 @@ from study.train.models.initial import (
     read_initial,
 )
 from study.train.models.model import outputs_for
-from study.train.models.native_examples import NATIVE_MODELS
 from study.train.models.native_load import check_backend, load
 from study.train.run.loop import Target, epoch_batches, run_loop
 from study.train.run.native_optimizers import KERAS_LIBRARY, check_family, library_of

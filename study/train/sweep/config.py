@@ -26,6 +26,7 @@ from study.train.frameworks import (
     native_adapters,
 )
 from study.train.models.data import check_data, load_data
+from study.train.models.examples import FRAMEWORK_OF
 from study.train.models.model import (
     NATIVE_LOSSES,
     SHIPPED,
@@ -37,7 +38,6 @@ from study.train.models.model import (
     mode_of,
     model_file,
 )
-from study.train.models.native_examples import FRAMEWORK_OF
 from study.train.models.workload import METRICS, check_metric
 from study.train.run.native_optimizers import (
     KERAS_LIBRARY,

@@ -1,6 +1,6 @@
-"""The train study's section of the report: per model and data set, which optimizer and framework
-reached the validation target first, L-BFGS against the fastest library optimizer, and the
-loop's overhead against model.fit."""
+"""The train study's section of the report, and its conclusions for the answers block: per model
+and data set, which optimizer and framework reached the validation target first, L-BFGS against
+the fastest library optimizer, and the loop's overhead against model.fit."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from study.conclusions import Conclusion
 from study.paired import compare
 from study.report.blocks import Block, fmt_seconds
 from study.train.sweep.summary import (
@@ -57,6 +58,15 @@ def problem_sentences(runs: pd.DataFrame) -> list[tuple[str, str, object, bool]]
         sentence += _with_setup(part)
         out.append((title, sentence + ".", c, firm))
     return out
+
+
+def train_conclusions(runs: pd.DataFrame, study: str) -> list[Conclusion]:
+    """Per model and data set, the configuration that reached the validation target first, firm
+    when it is distinguishable from the runner-up."""
+    return [Conclusion(f"train.fastest.{problem}", QUESTION, sentence, c,
+                       sentence.split(": ", 1)[-1].split(" had the")[0], firm,
+                       f"{study}-train", answer=True)
+            for problem, sentence, c, firm in problem_sentences(runs)]
 
 
 def _with_setup(part: pd.DataFrame) -> str:
