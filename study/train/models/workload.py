@@ -59,31 +59,33 @@ class Workload(ABC):
         self.y_val_host = np.asarray(arrays["y_val"])
         self._check(native.outputs)
 
-    @abstractmethod
+    # The hooks the default __init__, checks, loss and evaluation call: a workload that defines
+    # those itself (a framework of your own) needs none of them.
     def take_parameters(self, native, initial, seed: int) -> list[str]:
         """The model's parameters taken (from `initial`'s .npz where given): their names."""
+        raise NotImplementedError
 
-    @abstractmethod
     def put(self, values, integers: bool = False):
         """Host values on the device, as int or float32."""
+        raise NotImplementedError
 
-    @abstractmethod
     def trial(self, function, *arguments):
         """`function(*arguments)` before any clock, for its shape (no gradient kept)."""
+        raise NotImplementedError
 
-    @abstractmethod
-    def is_array(self, value) -> bool: ...
+    def is_array(self, value) -> bool:
+        raise NotImplementedError
 
-    @abstractmethod
     def mismatch(self, exc: Exception) -> InputError:
         """The one line for a model that fails on the first training rows."""
+        raise NotImplementedError
 
-    @abstractmethod
-    def forward(self, params, x): ...
+    def forward(self, params, x):
+        raise NotImplementedError
 
-    @abstractmethod
     def evaluation(self, params) -> tuple[float, np.ndarray]:
         """(the loss, the outputs on the host) on the validation rows, in evaluation mode."""
+        raise NotImplementedError
 
     @abstractmethod
     def init_parameters(self): ...
