@@ -9,6 +9,7 @@ import itertools
 import json
 import math
 import sys
+from contextlib import contextmanager
 from dataclasses import replace
 
 from convergence_study.errors import InputError
@@ -88,10 +89,8 @@ def check_target(table, where: str, metric: str, seeds, configurations, backend,
             if key in table:
                 raise ConfigError(f"{where}: {key} belongs to set = \"round\"")
         value = values.number().check(f"{where}: value", table["value"])
-        try:
+        with config_error(f"{where}: "):
             check_target_value(name, value, mode, loss)
-        except InputError as exc:
-            raise ConfigError(f"{where}: {exc}") from None
         return {"metric": name, "value": value, "mode": mode, "how": "given"}
     values.choice("round").check(f"{where}: set", table["set"])
     if "value" in table:
@@ -140,10 +139,17 @@ def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[Spec]:
 
 def checked(source: str, where: str, value, kind):
     """A value through datasets.values, its one-line error as the config's."""
-    try:
+    with config_error(f"{source}: "):
         return kind.check(where, value)
+
+
+@contextmanager
+def config_error(head: str = ""):
+    """An InputError of a check shared with the command line, as the config's one line."""
+    try:
+        yield
     except InputError as exc:
-        raise ConfigError(f"{source}: {exc}") from None
+        raise ConfigError(f"{head}{exc}") from None
 
 
 def check_axes(raw: dict, source: str) -> tuple[list, list, list]:
@@ -154,10 +160,8 @@ def check_axes(raw: dict, source: str) -> tuple[list, list, list]:
         raise ConfigError(f"{source}: seeds is empty")
     backends = []
     for framework in as_list(raw.get("backends", list(keras_frameworks()))):
-        try:
+        with config_error(f"{source}: "):
             backends.append(check_framework(framework, "backends"))
-        except InputError as exc:
-            raise ConfigError(f"{source}: {exc}") from None
     if not backends:
         raise ConfigError(f"{source}: backends is empty")
     devices = [checked(source, "device", d, values.choice(*DEVICES))
@@ -176,11 +180,9 @@ def optimizer_points(raw: dict, source: str, seeds) -> list[tuple]:
         block_name = block.get("name")
         where = f"{source}: optimizers: '{block_name}'"
         if is_file_name(block_name):  # a file's optimizer: by its absolute path, its library
-            try:
+            with config_error(f"{where}: "):
                 block_name = absolute(block_name)
                 file_library(block_name)
-            except InputError as exc:
-                raise ConfigError(f"{where}: {exc}") from None
         native = native_framework(block_name)
         if not isinstance(block_name, str) or not (
                 block_name == LBFGS or native or block_name.startswith(f"{KERAS_LIBRARY}:")
@@ -241,12 +243,10 @@ def problem_specs(block: dict, where: str, name: str, axes, configurations,
     if "loss" not in block and getattr(model_file(block["model"]), "suffix", None) != ".py":
         # a file.py:function may return its loss with the model: its run says if it does not
         raise ConfigError(f"{where}: 'loss' is required")
-    try:
+    with config_error():
         check_model_name(block["model"], f"{where}: model")
         check_data(block["data"], f"{where}: data")
         check_initial_file(block.get("initial"), block["model"], f"{where}: initial")
-    except InputError as exc:
-        raise ConfigError(str(exc)) from None
     own = FRAMEWORK_OF.get(block["model"])  # a shipped native example's framework
     for key in ("loss", "metric"):
         if not isinstance(block.get(key, ""), str):
@@ -298,10 +298,8 @@ def problem_specs(block: dict, where: str, name: str, axes, configurations,
 def check_rows(data: dict, sizes: list, where: str) -> None:
     """The data read once per table before any run, and every batch size against its training
     rows: a mistake is one line now, not an error row per run."""
-    try:
+    with config_error():
         rows = training_rows(json.dumps(data, sort_keys=True, default=str), where)
-    except InputError as exc:
-        raise ConfigError(str(exc)) from None
     for size in sizes:
         if size > rows:
             raise ConfigError(f"{where.removesuffix(': data')}: batch_size {size} is more than "
@@ -318,15 +316,13 @@ def check_names(block: dict, own: str | None, where: str) -> None:
     else by Keras itself in a child process (the sweep's process must not import Keras)."""
     loss, metric = block.get("loss"), block["metric"]
     loss = None if loss in (None, "none") else loss
-    try:
+    with config_error(f"{where}: "):
         if own:
             check_metric(metric)
             if loss is not None:
                 check_native_loss(loss, f"model '{block['model']}'")
             return
         error = None if familiar(loss, metric) else model_library().check_names(loss, metric)
-    except InputError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
     if error:
         raise ConfigError(f"{where}: {error}")
 
@@ -349,11 +345,9 @@ def native_framework(optimizer) -> str | None:
 
 def check_native_optimizer(name: str, point: dict, framework: str, where: str) -> None:
     """A torch:/optax: optimizer's hyperparameters, checked by building its submission."""
-    try:
+    with config_error(f"{where}: "):
         REGISTRY[framework].require()
         make_submission(name, point, framework)
-    except InputError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
 
 
 def not_planned(model: str, own: str | None, optimizer: str, backend: str) -> bool:
