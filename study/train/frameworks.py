@@ -107,8 +107,7 @@ class Adapter:
 
 @functools.cache
 def model_library():
-    """The train module of the model library running on the frameworks' backends (Keras 3),
-    the one its registry entry names (`Framework.models`)."""
+    """The train module of the model library (Keras 3) its registry entry names."""
     return importlib.import_module(next(f.models for f in REGISTRY.values() if f.models))
 
 

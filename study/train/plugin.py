@@ -50,15 +50,13 @@ def code_files(spec: Spec) -> list[str]:
 
 
 def input_files(spec: Spec) -> list[str]:
-    """The user's model, data and initial-parameter files, by absolute path: an edited file
-    re-measures."""
+    """The user's model, data and initial files, by absolute path: an edited file re-measures."""
     paths = [model_file(spec.model), spec.data.get("path"), spec.initial]
     return [str(Path(p).resolve()) for p in paths if p is not None and Path(p).is_file()]
 
 
 def pairs(runs):
-    """What `compare` pairs: each model, data set and configuration, by its time to the target,
-    else per step."""
+    """What `compare` pairs: each configuration, by its time to the target, else per step."""
     import pandas as pd
 
     rows = keyed(with_time(measured(runs)))

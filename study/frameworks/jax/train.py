@@ -290,8 +290,7 @@ class JaxWorkload(Workload):
         return float(value), np.asarray(out)
 
     def probe(self, rows: int = 256):
-        """All validation rows: the shapes the evaluation compiles for anyway (a probe of
-        `rows` rows would compile once more)."""
+        """All validation rows: the shapes the evaluation compiles for anyway."""
         value, out = self.evaluation(self.initial)
         return out, value
 

@@ -75,8 +75,7 @@ def mnist_net(input_shape, outputs):
 
 
 def _out_in_layer(keras, kind: str, inputs: int, outputs: int, size: int = 1):
-    """A conv (channels first, stride 1, no padding) or linear layer holding its weight in
-    PyTorch's shape, initialized as PyTorch's default does."""
+    """A conv (channels first) or linear layer with PyTorch's weight shape and initialization."""
     from keras import ops
 
     fan_in = inputs * size * size

@@ -128,8 +128,7 @@ def build(model: str, input_shape: tuple, outputs: int):
 
 
 def _input_rows(model) -> tuple | None:
-    """The rows a Keras model takes (its input_shape without the batch axis), None where it has
-    none or several inputs."""
+    """The rows a Keras model takes, None where it has none or several inputs."""
     try:
         shape = model.input_shape
     except Exception:  # noqa: BLE001 - not built, or not one input
@@ -313,8 +312,7 @@ def evaluation(model, arrays: dict, metric: str):
 
 
 class KerasTrainer:
-    """A compiled model; `step` is `train_on_batch` (the fit baseline's warm-up), `stepper`
-    the segmented loop's steps (`make_stepper`)."""
+    """A compiled model: `train_on_batch` (the fit baseline's warm-up) and its stepper."""
 
     def __init__(self, model, spec, loss, metric):
         self.model, self.loss, self.given = model, loss, set(spec.hyperparameters)
@@ -417,8 +415,7 @@ def check_deterministic(model, x) -> None:
 
 
 def make_stepper(model, loss, x: np.ndarray, y: np.ndarray, rows):
-    """The stepper of a compiled model on Keras's framework (study.frameworks.keras.stepper), its
-    optimizer built here."""
+    """The stepper of a compiled model on Keras's framework, its optimizer built here."""
     import keras
 
     model.optimizer.build(model.trainable_variables)

@@ -282,8 +282,7 @@ class TorchSubmission(Submission):
         self.closure = class_name == "LBFGS" and not self.file
 
     def first_step(self, torch) -> None:
-        """A file's class stepped once on a small parameter with a unit gradient: a step that
-        raises or is not finite is one line naming the file."""
+        """A file's class stepped once from zeros on a unit gradient: a failure is one line."""
         param = torch.zeros(4, requires_grad=True)
         optimizer = self.cls([param], **self.config)
         param.grad = torch.ones_like(param)

@@ -70,8 +70,7 @@ def check_data(data: dict, where: str = "data") -> dict:
 
 
 def load_data(data: dict, where: str = "data") -> dict[str, np.ndarray]:
-    """x_train, y_train, x_val, y_val as arrays (x float32), checked for finite values and
-    matching rows."""
+    """x_train, y_train, x_val, y_val as checked arrays (x float32)."""
     check_data(data, where)
     if "name" in data:
         params = {k: data[k] for k in DATA_PARAMS[data["name"]] if k in data}
@@ -92,8 +91,7 @@ def load_data(data: dict, where: str = "data") -> dict[str, np.ndarray]:
 
 
 def laid_out(arrays: dict, layout: str | None, source: str) -> dict[str, np.ndarray]:
-    """The x arrays in the layout the data table says (channels_first: the last axis moved to
-    just after the rows, contiguous), the labels as they are."""
+    """The x arrays in the data table's layout (channels_first: channel axis after the rows)."""
     if layout != "channels_first":
         return arrays
     shape = arrays["x_train"].shape

@@ -20,8 +20,7 @@ from study.frameworks.registry import FRAMEWORKS
 
 
 class Examples(Mapping):
-    """Example name -> its function, imported from its framework's folder only when asked for:
-    the native ones (of frameworks with a train adapter) or the model library's (Keras's)."""
+    """Example name -> its function, imported from its framework's folder only when asked for."""
 
     def __init__(self, native: bool):
         self._where = {name: where for f in FRAMEWORKS.values() if bool(f.train) == native

@@ -68,8 +68,7 @@ def read_arrays(folder: Path) -> dict[str, np.ndarray]:
 
 
 def initial_key(spec, data: Path) -> dict:
-    """The cache key of a spec's initial weights: model (and its file's content), data, loss,
-    seed and the code that draws them."""
+    """The cache key of a spec's initial weights: everything they depend on."""
     path = model_file(spec.model)
     return {"model": spec.model, "model_file": file_digest(path) if path else None,
             "data": data.name, "loss": spec.loss, "seed": spec.seed,
@@ -78,8 +77,7 @@ def initial_key(spec, data: Path) -> dict:
 
 def initial_folder(spec, cache_dir: Path, python: str = sys.executable,
                    timeout: float = HELPER_TIMEOUT) -> Path:
-    """weights.npz (w0, w1, ... in get_weights order) and meta.json (reference_val_loss,
-    outputs, input_shape) for the spec's model, data, loss and seed."""
+    """weights.npz and meta.json (the reference validation loss) for the spec's instance."""
     data = data_folder(spec.data, cache_dir)
 
     def make(folder: Path) -> None:

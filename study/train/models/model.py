@@ -95,8 +95,7 @@ def beside(path: Path):
 
 
 def import_file(path: Path, what: str):
-    """A model file as a module (its folder on the path: `beside`); any failure, sys.exit
-    included, one line."""
+    """A model file as a module (its folder on the path); any failure one line."""
     with beside(path):
         try:
             loaded = importlib.util.spec_from_file_location(f"user_model_{path.stem}", path)
@@ -108,8 +107,7 @@ def import_file(path: Path, what: str):
 
 
 def check_trainable(count: int, what: str) -> None:
-    """A model with no trainable parameters (none, or all frozen) has nothing to train: one
-    line, for every model kind, before any clock."""
+    """A model with no trainable parameters (none, or all frozen): one line, before any clock."""
     if not count:
         raise InputError(f"{what} has no trainable parameters (none, or all frozen): nothing "
                          "to train")

@@ -41,8 +41,7 @@ class NativeModel:
 
 
 def function_of(model: str):
-    """(function, what) behind a model name, or None for a shipped Keras model or a .keras
-    file."""
+    """(function, what) behind a model name, or None for a shipped Keras model or .keras file."""
     if model in NATIVE_MODELS:
         return NATIVE_MODELS[model], f"model '{model}'"
     head, sep, name = model.rpartition(":")
@@ -59,8 +58,7 @@ def function_of(model: str):
 
 
 def load(model: str, input_shape, outputs: int, seed: int = 0) -> NativeModel | None:
-    """The native model behind `model`, or None where it is a Keras one (a shipped Keras
-    example, a .keras file, or a function returning a Keras model)."""
+    """The native model behind `model`, or None where it is a Keras one."""
     found = function_of(model)
     if found is None:
         return None
@@ -95,8 +93,7 @@ def with_outputs(native: NativeModel, outputs: int) -> NativeModel:
 
 
 def stochastic_layers(native: NativeModel) -> list[str]:
-    """The layers of a native model that are random or batch-dependent in training (dropout,
-    batch normalization), by their class names, found by its framework's own types."""
+    """The layers of a native model that are random or batch-dependent in training, by name."""
     return sorted(set(adapter(native.framework).stochastic_layers(native)))
 
 
@@ -146,8 +143,7 @@ def _takes(function, name: str) -> bool:
 
 
 def call_model(function, input_shape, outputs, what: str, seed: int | None = None):
-    """A model function called with (input_shape, outputs[, seed=]); its failure, sys.exit
-    included, one line."""
+    """A model function called with (input_shape, outputs[, seed=]); any failure one line."""
     try:
         if seed is not None:
             return function(tuple(input_shape), outputs, seed=seed)

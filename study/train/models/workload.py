@@ -261,8 +261,7 @@ class WorkloadStepper:
 
     # the Keras steppers' names, so code written for them can hold either
     def write_back(self) -> None:
-        """The submission's parameters handed to the workload (a Keras model's variables take
-        them for its own evaluation)."""
+        """The submission's parameters handed to the workload (a Keras model's variables)."""
         self.submission.parameters(self.workload, self.state)
 
     def reload(self) -> None:

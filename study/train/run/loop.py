@@ -58,8 +58,7 @@ def next_end(done: int, max_steps: int, eval_every: int, longest: int | None = N
 
 
 def segment_ends(max_steps: int, eval_every: int, longest: int | None = None):
-    """The steps after which the loop synchronizes, in order, without a time budget. Lazily:
-    `max_steps` may be 2**63 - 1, "no step limit"."""
+    """The steps after which the loop synchronizes without a time budget (lazily)."""
     end = 0
     while end < max_steps:
         end = next_end(end, max_steps, eval_every, longest)

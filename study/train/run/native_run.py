@@ -29,8 +29,7 @@ def train(model: str | NativeModel, arrays: dict, **options) -> dict:
 
 
 class NativeRun:
-    """A run made and checked, not started: `loop()` is the timed part (what a sweep wraps in
-    its noise probe), `finish(record, trace)` the record."""
+    """A run made and checked, not started: `loop()` is the timed part, `finish` the record."""
 
     def __init__(self, work, submission, stepper, rows, per_epoch, target, metric, options):
         self.work, self.submission, self.stepper = work, submission, stepper

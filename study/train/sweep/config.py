@@ -233,8 +233,7 @@ def round_configurations(points) -> list[list]:
 
 def problem_specs(block: dict, where: str, name: str, axes, configurations,
                   source: str) -> tuple[list[Spec], int]:
-    """One [[problems]] block checked, crossed with the other axes: its specs, and how many
-    combinations are not planned."""
+    """One [[problems]] block crossed with the other axes: its specs, and how many left out."""
     points, backends, devices, seeds, repeats = axes
     unknown(block, PROBLEM_KEYS, where, "key")
     for key in ("model", "data", "metric", "target"):
@@ -335,8 +334,7 @@ def familiar(loss: str | None, metric: str) -> bool:
 
 
 def native_framework(optimizer) -> str | None:
-    """The framework of a native optimizer's name (its adapter's LIBRARY before the colon:
-    torch:<Class> on torch), else None."""
+    """The framework of a native optimizer's name (torch:<Class> on torch), else None."""
     library = library_of(optimizer) if is_file_name(optimizer) else None
     return next((a.NAME for a in native_adapters()
                  if isinstance(optimizer, str) and (optimizer.startswith(f"{a.LIBRARY}:")

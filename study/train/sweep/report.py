@@ -107,8 +107,7 @@ def _target_text(runs, model, data) -> str:
 
 
 def lbfgs_sentences(runs: pd.DataFrame) -> list[str]:
-    """Per problem and framework: our L-BFGS (full batch) against the fastest library optimizer
-    (keras:, or torch:/optax: for a native model)."""
+    """Per problem and framework: our L-BFGS against the fastest library optimizer."""
     runs = keyed(with_time(measured(runs)))
     table = summarize(runs)
     out = []

@@ -63,8 +63,7 @@ def with_device(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def with_time(runs: pd.DataFrame) -> pd.DataFrame:
-    """`to_target` and `to_target_with_setup`: seconds to the target, inf where it was not
-    reached."""
+    """`to_target` and `to_target_with_setup`: seconds to the target, inf where not reached."""
     reached = runs["status"].eq("reached")
     value = pd.to_numeric(runs["seconds_to_target"], errors="coerce")
     setup = pd.to_numeric(runs["seconds_to_target_with_setup"], errors="coerce") \
@@ -143,8 +142,7 @@ def fastest(problem: pd.DataFrame, column: str = "to_target"):
 
 
 def overhead(runs: pd.DataFrame) -> pd.DataFrame:
-    """Our loop's seconds per step over model.fit's, per configuration, where both ran (a fit
-    run's configuration is its loop's but for `loop`)."""
+    """Our loop's seconds per step over model.fit's, per configuration where both ran."""
     runs = keyed(with_device(named(runs)))
     steps_key = runs["config_key"].str.replace('"loop": "fit"', '"loop": "steps"', regex=False)
     fit = runs[runs["loop"].astype(object).eq("fit") & runs["status"].eq("completed")]
