@@ -175,10 +175,8 @@ def measure_native(spec: Spec, ctx: RunContext, native, arrays: dict) -> Measure
     if initial is None and spec.model in NATIVE_MODELS:
         folder = initial_folder(keras_instance(spec), ctx.cache_dir)
         initial, reference = folder / "weights.npz", read_initial(folder)[1]["reference_val_loss"]
-    seen = {}
 
     def check_initial(logs):
-        seen["val_loss"] = logs["val_loss"]
         if reference is not None and not agrees(logs["val_loss"], reference):
             raise InputError(f"{native.what} gives val_loss {logs['val_loss']:.9g} at its Keras "
                              f"twin's initial weights, the twin (Keras's NumPy backend) "
