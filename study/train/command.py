@@ -1,7 +1,6 @@
-"""`python -m study train`: one configuration of the train study, measured in this process (its
-Keras on the chosen framework: KERAS_BACKEND is set here, before Keras is imported), with the
-same spec and measurement a sweep's run has. Its cache (data, initial weights) lives in a
-temporary folder unless --cache names one, so a refused run writes nothing."""
+"""`python -m study train`: one configuration of the train study, measured in this process with
+the spec and measurement a sweep's run has (KERAS_BACKEND set before Keras is imported). Its
+cache lives in a temporary folder unless --cache names one, so a refused run writes nothing."""
 
 from __future__ import annotations
 
@@ -31,12 +30,12 @@ from study.train.frameworks import (
     check_keras,
     default_framework,
     native_adapters,
+    native_modules,
     trainable,
 )
 from study.train.models.data import LAYOUTS, check_data
-from study.train.models.examples import DATA, MODELS
+from study.train.models.examples import DATA, FRAMEWORK_OF, MODELS
 from study.train.models.model import SHIPPED, check_initial_file, check_model_name, model_file
-from study.train.models.native_examples import FRAMEWORK_OF
 from study.train.plugin import input_files
 from study.train.run.measure import measure, one_line
 from study.train.run.native_optimizers import (
@@ -57,7 +56,7 @@ EXAMPLE_DEFAULTS = {"digits": ("sparse_categorical_crossentropy", "accuracy"),
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help=f"{', '.join(SHIPPED)}, a .keras file or "
                         "file.py:function(input_shape, outputs) returning a Keras model, "
-                        f"{_native_modules()} or (init_params, apply)")
+                        f"{native_modules()} or (init_params, apply)")
     parser.add_argument("--data", required=True, help=f"{', '.join(DATA)}, a .npz file "
                         "(x_train, y_train, x_val, y_val) or a CSV/Parquet file")
     parser.add_argument("--features", nargs="+", help="CSV/Parquet: feature columns")
@@ -94,16 +93,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", help="write the row as Parquet and the trace beside it")
 
 
-def _native_modules() -> str:
-    """The native modules the adapters recognise, as the help names them."""
-
-    return ", ".join(a.MODULES for a in native_adapters())
-
-
 def _native_forms() -> str:
-    """Each native library's optimizers as the help names them: torch:<Class> (PyTorch
-    models)."""
-
+    """Each native library's optimizers as the help names them: torch:<Class> (PyTorch models)."""
     return ", ".join(f"{a.LIBRARY}:{a.OPTIMIZER_FORM} ({a.TITLE} models)"
                      for a in native_adapters())
 
@@ -146,13 +137,11 @@ def spec_from(args) -> Spec:
     if is_file_name(args.optimizer):  # the same file in the run's fresh process
         args.optimizer = absolute(args.optimizer)
     check_initial_file(args.initial, args.model, "--initial")
-    name, sep, value = args.target.partition("=")
-    try:
+    name, _, value = args.target.partition("=")
+    try:  # no "=": an empty value, no number
         table = {"metric": name, "value": float(value)}
     except ValueError:
         raise InputError(f"--target '{args.target}' is not METRIC=VALUE") from None
-    if not sep:
-        raise InputError(f"--target '{args.target}' is not METRIC=VALUE")
     stopping = {"max_steps": args.max_steps}
     if args.time_budget is not None:
         stopping["time_budget"] = args.time_budget
@@ -174,7 +163,6 @@ def spec_from(args) -> Spec:
                 0 if args.optimizer == LBFGS else batch_size, args.eval_every, target,
                 args.seed, 0, stopping, {}, args.loop, args.device,
                 None if args.initial is None else str(args.initial))
-
 
 
 def check_loop(args) -> None:
@@ -206,7 +194,6 @@ def main(args) -> int:
     held = os.environ.get("KERAS_BACKEND")
     os.environ["KERAS_BACKEND"] = spec.backend  # before Keras is imported (by measure)
     try:
-
         with (nullcontext(args.cache) if args.cache else tempfile.TemporaryDirectory()) as cache:
             try:
                 result = measure(spec, RunContext(cache_dir=cache, probe=nullcontext()))

@@ -1,9 +1,8 @@
-"""The train study's frameworks and the one way its code reaches one. Each framework's part of the
-study is its adapter, `ADAPTER` of one module in its folder (study/frameworks/<name>/train.py)
-named by its registry entry (`Framework.train`), as Keras 3 keeps one folder per backend: an
-`Adapter` subclass overriding what differs. The rest of the study reads a framework only through
-`adapter(name)` and the lists below, and Keras's models only through `model_library()` (the module
-the model library's registry entry names), so no train module names a framework."""
+"""The train study's frameworks and the one way its code reaches one: each framework's adapter is
+`ADAPTER` of the module its registry entry names (`Framework.train`), an `Adapter` subclass
+overriding what differs. The rest of the study reads a framework only through `adapter(name)`
+and the lists below, and Keras only through `model_library()`, so no train module names a
+framework."""
 
 from __future__ import annotations
 
@@ -15,10 +14,9 @@ from study.frameworks.registry import FRAMEWORKS as REGISTRY
 
 
 class Adapter:
-    """One framework's train knowledge, its optional hooks' defaults declared here: where Keras 3
-    runs on it, the Keras path's pieces (the warm process, the GPU probe, placement, the stepper);
-    for L-BFGS its flat value_and_grad; where it has native models, how to recognise them, what
-    is random in them in training, its workload and its optimizers by name (`LIBRARY:<name>`)."""
+    """One framework's train knowledge, its optional hooks' defaults declared here: the Keras
+    path's pieces, L-BFGS's flat value_and_grad, and where it has native models, how to
+    recognise them, its workload and its optimizers by name (`LIBRARY:<name>`)."""
 
     KERAS = False  # Keras 3 has a backend of this name: Keras models run on it
     DEFAULT = False  # the one-run command's backend when none is given (one adapter says so)
@@ -109,8 +107,7 @@ class Adapter:
 
 @functools.cache
 def model_library():
-    """The train module of the model library running on the frameworks' backends (Keras 3),
-    the one its registry entry names (`Framework.models`)."""
+    """The train module of the model library (Keras 3) its registry entry names."""
     return importlib.import_module(next(f.models for f in REGISTRY.values() if f.models))
 
 
@@ -138,6 +135,11 @@ def keras_frameworks() -> tuple[str, ...]:
 def native_adapters() -> list[Adapter]:
     """The adapters of frameworks with native models and optimizers of their own."""
     return [adapter(name) for name in trainable() if adapter(name).LIBRARY]
+
+
+def native_modules() -> str:
+    """The native modules the adapters recognise, as a message lists them."""
+    return ", ".join(a.MODULES for a in native_adapters())
 
 
 def native_titles() -> str:

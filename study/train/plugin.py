@@ -14,30 +14,15 @@ from study.train.models.model import model_file
 from study.train.run.loop import LOOP_STATUSES
 from study.train.run.native_optimizers import library_of
 from study.train.sweep import rounds
-from study.train.sweep.conclusions import train_conclusions
 from study.train.sweep.config import CONFIG_KEYS, check_installed
 from study.train.sweep.config import expand_specs as expand
-from study.train.sweep.report import problem_title
+from study.train.sweep.report import problem_title, train_conclusions
 from study.train.sweep.schema import SCHEMA, SIDE_TABLES
 from study.train.sweep.spec import LBFGS, Spec
 from study.train.sweep.summary import INSTANCE, keyed, measured, named, summary_table, with_time
 
-KIND = "train"
-MEASURE_MODULE = "study.train.run.measure"
-FIGURES_MODULE = "study.train.sweep.figures"
-REPORT_MODULE = "study.train.sweep.report"
-MEASURE_STATUSES = LOOP_STATUSES
 LBFGS_FILES = ("optimizers/lbfgs.py", "optimizers/linesearch.py", "optimizers/base.py",
                "study/frameworks/numpy/backend.py")
-
-check_grid = check_installed
-prerequisites = rounds.prerequisites
-resolve = rounds.resolve
-spec_from_json = Spec.from_json
-
-
-def framework(spec: Spec) -> str:
-    return spec.backend
 
 
 def preload(framework: str) -> tuple[str, ...]:
@@ -48,9 +33,8 @@ def preload(framework: str) -> tuple[str, ...]:
 
 
 def code_files(spec: Spec) -> list[str]:
-    """The train study's code, Keras's (its train code and optimizer checks), the engine's,
-    L-BFGS's for its runs, a native library's optimizer checks (torch's ranges) for its
-    optimizers, the data code, and the user's model, data and initial files (their content)."""
+    """The code a run's result depends on: the train study's, Keras's, the engine's, its
+    optimizer's, the data code, and the user's model, data and initial files (their content)."""
     own = [f for f in python_files("study/train") if "figures" not in f and "report" not in f
            and "command" not in f and "summary" not in f]
     files = [*own, *ENGINE_FILES, *python_files("study/frameworks/keras"), "optimizers/ranges.py",
@@ -66,19 +50,13 @@ def code_files(spec: Spec) -> list[str]:
 
 
 def input_files(spec: Spec) -> list[str]:
-    """The user's model, data and initial-parameter files, by absolute path: an edited file
-    re-measures."""
+    """The user's model, data and initial files, by absolute path: an edited file re-measures."""
     paths = [model_file(spec.model), spec.data.get("path"), spec.initial]
     return [str(Path(p).resolve()) for p in paths if p is not None and Path(p).is_file()]
 
 
-def summary(runs) -> str:
-    return summary_table(runs)
-
-
 def pairs(runs):
-    """What `compare` pairs: each model, data set and configuration, by its time to the target,
-    else per step."""
+    """What `compare` pairs: each configuration, by its time to the target, else per step."""
     import pandas as pd
 
     rows = keyed(with_time(measured(runs)))
@@ -91,7 +69,6 @@ def pairs(runs):
 
 def subjects(runs) -> list[str]:
     """Each model and data set, by their short names (study.names)."""
-
     if runs.empty:
         return []
     runs = named(runs)
@@ -104,24 +81,24 @@ def named_files(runs) -> list[str]:
     return [*runs["model"].dropna(), *runs["data"].dropna()]
 
 
-def study_conclusions(runs, study: str) -> list:
-    return train_conclusions(runs, study)
-
-
 class Train(StudyPlugin):
-    KIND, CONFIG_KEYS, SCHEMA, SIDE_TABLES = KIND, CONFIG_KEYS, SCHEMA, SIDE_TABLES
-    MEASURE_MODULE, FIGURES_MODULE, REPORT_MODULE = MEASURE_MODULE, FIGURES_MODULE, \
-        REPORT_MODULE
-    MEASURE_STATUSES = MEASURE_STATUSES
+    KIND, CONFIG_KEYS, SCHEMA, SIDE_TABLES = "train", CONFIG_KEYS, SCHEMA, SIDE_TABLES
+    MEASURE_MODULE = "study.train.run.measure"
+    FIGURES_MODULE = "study.train.sweep.figures"
+    REPORT_MODULE = "study.train.sweep.report"
+    MEASURE_STATUSES = LOOP_STATUSES
     FIRST_REACHED = True
-    expand, spec_from_json = staticmethod(expand), staticmethod(spec_from_json)
-    framework, preload = staticmethod(framework), staticmethod(preload)
+    expand, spec_from_json = staticmethod(expand), staticmethod(Spec.from_json)
+    preload = staticmethod(preload)
     code_files, input_files = staticmethod(code_files), staticmethod(input_files)
-    check_grid, summary = staticmethod(check_grid), staticmethod(summary)
-    prerequisites, resolve = staticmethod(prerequisites), staticmethod(resolve)
+    check_grid, summary = staticmethod(check_installed), staticmethod(summary_table)
+    prerequisites, resolve = staticmethod(rounds.prerequisites), staticmethod(rounds.resolve)
     prepare = staticmethod(prepare)
-    conclusions, pairs = staticmethod(study_conclusions), staticmethod(pairs)
+    conclusions, pairs = staticmethod(train_conclusions), staticmethod(pairs)
     subjects, named_files = staticmethod(subjects), staticmethod(named_files)
+
+    def framework(self, spec: Spec) -> str:
+        return spec.backend
 
 
 PLUGIN = Train()

@@ -1,10 +1,10 @@
-"""JAX's shipped native models (study.train.models.native_examples says what they are): the
+"""JAX's shipped native models (study.train.models.examples says what they are): the
 digits CNN and the eve MLP as pure-JAX (init_params, apply) pairs, and the digits CNN as an
 Equinox module, in Keras's parameter layout."""
 
 from __future__ import annotations
 
-from study.train.models.native_examples import _cnn_shapes, _glorot_limit, _mlp_shapes
+from study.train.models.examples import _cnn_shapes, _glorot_limit, _mlp_shapes
 
 
 def _jax_init(shapes):

@@ -1,17 +1,13 @@
 """The train study on JAX: Keras models on Keras 3's JAX backend, and native JAX models with
 optax's optimizers (`optax:<name>`).
 
-Keras models: one `jax.jit` of a stateless step (`model.stateless_call`, `jax.value_and_grad`,
-`optimizer.stateless_apply`) with the state donated, as `fit` compiles it
-(keras/src/backend/jax/trainer.py); the state lives in the step's buffers and is written into
-the model's variables before an evaluation and read back after it.
-
-A native JAX model is its parameters (a pytree of float arrays) and a pure `apply(params, x)`:
-a pair (init_params(key), apply); an Equinox module (its inexact arrays are the parameters,
-applied per example under `jax.vmap`, Equinox's convention); a Flax NNX module (`nnx.split`:
-only `nnx.Param` trains). Stateless models only: no batch statistics updated by the forward
-pass. Its step is one `jax.jit` of a pure function, the state donated, the batch gathered by
-index inside the step: no host read in a segment.
+Keras models: one `jax.jit` of a stateless step with the state donated, as `fit` compiles it
+(keras/src/backend/jax/trainer.py). A native JAX model is its parameters (a pytree of float
+arrays) and a pure `apply(params, x)`: a pair (init_params(key), apply), an Equinox module (its
+inexact arrays, applied per example under `jax.vmap`), or a Flax NNX module (`nnx.split`: only
+`nnx.Param` trains). Stateless models only: no batch statistics updated by the forward pass.
+Its step is one `jax.jit` of a pure function, the state donated, the batch gathered by index
+inside the step: no host read in a segment.
 """
 
 from __future__ import annotations
@@ -25,6 +21,7 @@ from datasets.user_file import is_file_name, split
 from optimizers.from_file import provenance as file_record
 from optimizers.ranges import FRACTION, NONNEGATIVE, RATE, check_ranges
 from study.frameworks.jax.optax_file import checked_transform, optax_factory
+from study.frameworks.keras.stepper import KerasStepper
 from study.sweep.schema import Column
 from study.train.frameworks import Adapter
 from study.train.models.input_rows import input_mismatch
@@ -34,18 +31,16 @@ from study.train.models.native_load import loaded
 from study.train.models.workload import (
     Submission,
     Workload,
-    check_metric,
-    check_outputs,
-    check_scalar,
     describe,
-    host_metric,
     initial_arrays,
-    integer_labels,
-    loss_failure,
-    run_loss,
 )
 
 OPTAX_ALIAS_MODULE = "optax._src.alias"  # where optax defines its optimizers (its docs' list)
+# what an optax alias's numbers may be (optimizers.ranges), checked before optax
+OPTAX_RANGES = {"learning_rate": RATE, "eps": NONNEGATIVE, "eps_root": NONNEGATIVE,
+                "b1": FRACTION, "b2": FRACTION, "b3": FRACTION, "decay": FRACTION,
+                "momentum": FRACTION, "weight_decay": NONNEGATIVE,
+                "initial_accumulator_value": NONNEGATIVE}
 
 
 # ---- Keras models on JAX ------------------------------------------------------------------------
@@ -55,13 +50,16 @@ def placed(value) -> str:
     return f"{device.platform}:{device.id}"
 
 
-class KerasStepper:
+class JaxStepper(KerasStepper):
+    """One `jax.jit` of a stateless step, its state (trainable, frozen, optimizer's) donated
+    and kept in the step's buffers, written into the model's variables for an evaluation."""
+
     def __init__(self, model, loss, x, y, rows):
         import jax
 
-        self.jax, self.model, self.rows = jax, model, rows
+        self.jax = jax
         self.device = next(iter(model.weights[0].value.devices()))  # where Keras put them
-        self.x, self.y = jax.device_put(x, self.device), jax.device_put(y, self.device)
+        super().__init__(model, loss, x, y, rows)
         optimizer = model.optimizer
 
         def step(state, xs, ys, index):
@@ -80,12 +78,10 @@ class KerasStepper:
         self.step = jax.jit(step, donate_argnums=0)
         self.reload()
 
-    def prepare(self, first: int, count: int):
-        return self.jax.device_put([np.asarray(self.rows(i), np.int32)
-                                    for i in range(first, first + count)], self.device)
+    def put(self, values):
+        return self.jax.device_put(values, self.device)
 
-    def warm(self, prepared) -> None:
-        """One step on a copy of the state, thrown away (as OptaxSubmission.warm)."""
+    def warm(self, prepared) -> None:  # as OptaxSubmission.warm
         self.jax.block_until_ready(self.step(copied(self.state), self.x, self.y, prepared[0]))
 
     def run(self, prepared):
@@ -97,21 +93,19 @@ class KerasStepper:
         self.jax.block_until_ready(self.state)
         return float(self.jax.device_get(value))
 
-    def write_back(self) -> None:
+    def groups(self) -> tuple:
         model = self.model
-        variables = (model.trainable_variables, model.non_trainable_variables,
-                     model.optimizer.variables)
-        for group, values in zip(variables, self.state, strict=True):
+        return model.trainable_variables, model.non_trainable_variables, model.optimizer.variables
+
+    def write_back(self) -> None:
+        for group, values in zip(self.groups(), self.state, strict=True):
             for variable, value in zip(group, values, strict=True):
                 variable.assign(value)
 
     def reload(self) -> None:
         """The state from the model's variables, committed to the device as the step's outputs
         are (an uncommitted array is another argument type: the step would compile again)."""
-        model = self.model
-        self.state = self.jax.device_put(tuple([v.value for v in group] for group in (
-            model.trainable_variables, model.non_trainable_variables, model.optimizer.variables)),
-            self.device)
+        self.state = self.put(tuple([v.value for v in group] for group in self.groups()))
 
 
 # ---- the flat objective (our L-BFGS) ----------------------------------------------------------
@@ -220,18 +214,16 @@ def split_model(native, seed: int):
 class JaxWorkload(Workload):
     framework = "jax"
 
-    def __init__(self, native, arrays: dict, loss, metric: str, device: str = "cpu",
-                 initial=None, seed: int = 0):
+    place = staticmethod(jax_device)
+    ops = staticmethod(jax_ops)
+
+    def take_parameters(self, native, initial, seed: int) -> list[str]:
         import jax
         import jax.numpy as jnp
         from jax.flatten_util import ravel_pytree
 
-        self.jax, self.jnp, self.what, self.kind = jax, jnp, native.what, native.kind
+        self.jax, self.jnp = jax, jnp
         self.module = native.obj  # a Flax NNX module's random draws are found by calling it
-        self.device = jax_device(device)
-        self.metric = check_metric(metric)
-        self.loss_used, self.loss_fn, self.loss_label, indices = run_loss(native, loss,
-                                                                          jax_ops())
         params, self.apply = split_model(native, seed)
         leaves = jax.tree_util.tree_leaves_with_path(params)
         check_trainable(sum(int(np.size(leaf)) for _, leaf in leaves), self.what)
@@ -241,61 +233,43 @@ class JaxWorkload(Workload):
                 raise InputError(f"{self.what}: parameter {jax.tree_util.keystr(path)} is not a "
                                  f"float array (got {type(leaf).__name__})")
         params = jax.tree.map(lambda a: jnp.asarray(a, jnp.float32), params)
-        self.names = [jax.tree_util.keystr(path) for path, _ in leaves]
+        names = [jax.tree_util.keystr(path) for path, _ in leaves]
         if initial is not None:
-            values = initial_arrays(initial, self.names, [tuple(leaf.shape) for _, leaf in
-                                                          leaves], self.what)
+            values = initial_arrays(initial, names, [tuple(leaf.shape) for _, leaf in leaves],
+                                    self.what)
             params = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(params),
                                                   [jnp.asarray(v) for v in values])
         self.initial = jax.device_put(params, self.device)
         _, self.unravel = ravel_pytree(self.initial)
         self.ravel = lambda p: ravel_pytree(p)[0]
-        integers = integer_labels(indices, arrays["y_train"])
-
-        def put(x, labels=False):
-            dtype = np.int32 if labels and integers else np.float32
-            return jax.device_put(np.asarray(x).astype(dtype), self.device)
-
-        self.data = (put(arrays["x_train"]), put(arrays["y_train"], True))
-        self.val = (put(arrays["x_val"]), put(arrays["y_val"], True))
-        self.y_val_host = np.asarray(arrays["y_val"])
-        self._check(native.outputs)
 
         def evaluation(params, x, y):
             out = self.apply(params, x)
             return self.loss_fn(out, y), out
 
         self._evaluate = jax.jit(evaluation)
+        return names
 
-    def _check(self, outputs: int) -> None:
-        """Before anything is timed (abstract evaluation, nothing compiled): the rows fit, the
-        outputs' shape, a scalar loss."""
-        jax = self.jax
-        x, y = self.data
-        try:
-            out = jax.eval_shape(self.apply, self.initial, x[:2])
-        except Exception as exc:  # the model's shape is in its own words
-            if self.random_in_training():
-                raise InputError(f"{self.what} has {RANDOM_PASS} (two passes over the same rows "
-                                 "differ), which apply(params, x) cannot carry through a "
-                                 f"compiled step ({describe(exc)}); draw no random numbers in "
-                                 "the model's __call__") from None
-            raise input_mismatch(self.what, tuple(x.shape[1:]), None, exc) from None
-        if not hasattr(out, "shape"):
-            raise InputError(f"{self.what} returns {type(out).__name__}, not an array")
-        check_outputs(self.what, tuple(out.shape), 2, outputs)
-        if len(out.shape) == 2 and out.shape[1] == 1 and y.ndim == 1:  # labels shaped as outputs
-            y, self.val = y.reshape(-1, 1), (self.val[0], self.val[1].reshape(-1, 1))
-            self.data = (x, y)
-        try:
-            value = jax.eval_shape(self.loss_fn, out, y[:2])
-        except Exception as exc:
-            raise loss_failure(self.what, self.loss_fn, out, y[:2], exc,
-                               jax.eval_shape) from None
-        if not hasattr(value, "shape"):
-            raise InputError(f"{self.what}: the loss returns {type(value).__name__}, not an "
-                             "array")
-        check_scalar(self.what, tuple(value.shape))
+    def put(self, values, integers: bool = False):
+        dtype = np.int32 if integers else np.float32
+        return self.jax.device_put(np.asarray(values).astype(dtype), self.device)
+
+    def trial(self, function, *arguments):
+        return self.jax.eval_shape(function, *arguments)  # abstract: nothing compiled
+
+    def is_array(self, value) -> bool:
+        return hasattr(value, "shape")
+
+    def mismatch(self, exc: Exception) -> InputError:
+        if self.random_in_training():
+            return InputError(f"{self.what} has {RANDOM_PASS} (two passes over the same rows "
+                              "differ), which apply(params, x) cannot carry through a compiled "
+                              f"step ({describe(exc)}); draw no random numbers in the model's "
+                              "__call__")
+        return input_mismatch(self.what, tuple(self.data[0].shape[1:]), None, exc)
+
+    def forward(self, params, x):
+        return self.apply(params, x)
 
     def random_in_training(self) -> bool:
         """A Flax NNX module called twice on the same rows, on a copy (its Rngs unmoved): a
@@ -311,30 +285,17 @@ class JaxWorkload(Workload):
             return False
         return not np.allclose(first, second, rtol=1e-5, atol=1e-6, equal_nan=True)
 
+    def evaluation(self, params) -> tuple[float, np.ndarray]:
+        value, out = self._evaluate(params, *self.val)
+        return float(value), np.asarray(out)
+
     def probe(self, rows: int = 256):
-        """The outputs and loss on the validation rows at the initial parameters, as `evaluate`
-        computes them (study.train.models.model_checks judges them): all rows, the shapes the
-        evaluation compiles for anyway (a probe of `rows` rows would compile once more)."""
-        value, out = self._evaluate(self.initial, *self.val)
-        return np.asarray(out), float(value)
+        """All validation rows: the shapes the evaluation compiles for anyway."""
+        value, out = self.evaluation(self.initial)
+        return out, value
 
     def init_parameters(self):
         return self.jax.tree.map(lambda a: a.copy(), self.initial)
-
-    def loss(self, params, data, index):
-        xs, ys = data
-        if index is None:
-            return self.loss_fn(self.apply(params, xs), ys)
-        return self.loss_fn(self.apply(params, xs[index]), ys[index])
-
-    def indices(self, rows: list) -> list:
-        return self.jax.device_put([np.asarray(r, np.int32) for r in rows], self.device)
-
-    def evaluate(self, params) -> dict:
-        value, out = self._evaluate(params, *self.val)
-        return {"val_loss": float(value),
-                f"val_{self.metric}": host_metric(self.metric, self.loss_used, np.asarray(out),
-                                                  self.y_val_host)}
 
     def to_flat(self, params) -> np.ndarray:
         return np.asarray(self.ravel(params), np.float64)
@@ -347,9 +308,6 @@ class JaxWorkload(Workload):
         return flat_value_and_grad(self.initial, lambda params, data: self.loss(params, data, None),
                                    self.data, self.device)
 
-    def read(self, value) -> float:
-        return float(self.jax.device_get(value))
-
     def parameter_count(self) -> int:
         return int(sum(leaf.size for leaf in self.jax.tree_util.tree_leaves(self.initial)))
 
@@ -357,21 +315,11 @@ class JaxWorkload(Workload):
         return placed(self.jax.tree_util.tree_leaves(self.initial)[0])
 
 
-def _optax_ranges() -> dict:
-    """What an optax alias's numbers may be (optimizers.ranges), checked before optax."""
-
-    return {"learning_rate": RATE, "eps": NONNEGATIVE, "eps_root": NONNEGATIVE,
-            "b1": FRACTION, "b2": FRACTION, "b3": FRACTION, "decay": FRACTION,
-            "momentum": FRACTION, "weight_decay": NONNEGATIVE,
-            "initial_accumulator_value": NONNEGATIVE}
-
-
 def settled_state(name: str, step, state, *arguments):
-    """`state` in the types `step` hands back (abstract evaluation: nothing compiled, and a
-    step that cannot run is refused here, before any timing). A jitted step compiles again for
-    every new argument type, weak types included: optax.lbfgs's initial state holds weak-typed
-    scalars that its update returns strong, so its step compiled a second time at step 2,
-    inside the clock. A state whose structure or shapes change with an update is refused."""
+    """`state` in the types `step` hands back (abstract evaluation: nothing compiled). A jitted
+    step compiles again for every new argument type, weak types included: optax.lbfgs's initial
+    state holds weak-typed scalars its update returns strong (a second compile at step 2,
+    inside the clock). A state whose structure or shapes change with an update is refused."""
     import jax
     import jax.numpy as jnp
 
@@ -423,18 +371,14 @@ class OptaxSubmission(Submission):
             signature = inspect.signature(factory)
         except (TypeError, ValueError):
             raise InputError(f"{self.name}: not an optimizer alias") from None
-        accepted = list(signature.parameters)
-        for key in hyperparameters:
-            if key not in accepted:
-                raise InputError(f"{self.name} has no parameter '{key}'; allowed: "
-                                 f"{', '.join(accepted)}")
+        self.check_arguments(hyperparameters, list(signature.parameters))
         missing = [n for n, p in signature.parameters.items() if p.default is p.empty
                    and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
                    and n not in hyperparameters]
         if missing:
             raise InputError(f"{self.name} needs {', '.join(missing)} (e.g. --opt-param "
                              f"{missing[0]}=0.01)")
-        check_ranges(self.name, hyperparameters, _optax_ranges())
+        check_ranges(self.name, hyperparameters, OPTAX_RANGES)
         try:
             self.tx = factory(**hyperparameters)
         except Exception as exc:
@@ -482,9 +426,8 @@ class OptaxSubmission(Submission):
         return state
 
     def warm(self, workload, state, index) -> None:
-        """One step on a copy of the state, thrown away (the step is pure; the copy is what it
-        donates): it compiles, and its first call's other costs are paid too (compiled ahead
-        of time instead, step 1 still took ~80 ms against ~0.2 ms for step 2)."""
+        """One step on a copy of the state, thrown away: it compiles, and its first call's other
+        costs are paid too (compiled ahead of time, step 1 still took ~80 ms against ~0.2)."""
         workload.jax.block_until_ready(self.step(copied(state), workload.data, index))
 
     def update(self, workload, state, index):
@@ -505,10 +448,9 @@ class OptaxSubmission(Submission):
 
 
 def optax_aliases() -> tuple[str, ...]:
-    """optax's optimizers, as optax itself lists them: the functions of its alias module (adam,
-    sgd, lbfgs, ...), by the names optax exports. Not every function that returns a
-    GradientTransformation: identity, scale or scale_by_adam are building blocks whose updates
-    are not a descent step (optax adds updates, so scale(0.1) climbs the loss)."""
+    """optax's optimizers, as optax lists them: the functions of its alias module (adam, sgd,
+    lbfgs, ...). Not building blocks such as scale or identity, whose updates are not a descent
+    step (optax adds updates, so scale(0.1) climbs the loss)."""
     import optax
 
     return tuple(sorted(name for name in dir(optax) if not name.startswith("_")
@@ -517,9 +459,8 @@ def optax_aliases() -> tuple[str, ...]:
 
 
 def check_optimizer(name: str) -> None:
-    """`optax:<name>` names one of optax's optimizers; else one line naming it and the list.
-    Asked before a command draws its initial weights (which starts Keras), where optax is
-    installed (the list is optax's own)."""
+    """`optax:<name>` names one of optax's optimizers; else one line naming it and the list
+    (asked before a command starts Keras, where optax is installed)."""
     import importlib.util
 
     if importlib.util.find_spec("optax") is None:
@@ -546,7 +487,7 @@ class JaxAdapter(Adapter):
     PAIR = "jax-pair"  # (init_params, apply[, loss])
     COLUMNS = (Column("optax_version", "str", "optax: optimizers: optax's version"),)
     LINE_SEARCH = ("lbfgs",)  # its optimizers whose line search compares the loss at points
-    keras_stepper = KerasStepper
+    keras_stepper = JaxStepper
     workload = JaxWorkload
     flat_value_and_grad = staticmethod(flat_value_and_grad)
     placed = staticmethod(placed)

@@ -1,9 +1,6 @@
 """Keras 3, the train study's model library on the TensorFlow, JAX and PyTorch backends (not a
-backend of its own): `train.py` its models in the train study (loading, losses, steppers, the
-initial weights' draw), `examples.py` its shipped models, `optimizers.py` any Keras optimizer as
-`keras:<Class>`, on the tensorflow regression backend and for the train study's Keras models,
-and a file's Keras optimizer class (`path.py:Name`) on both. Keras is imported inside functions
-only: a process picks its backend (KERAS_BACKEND) before the import."""
+backend of its own). Keras is imported inside functions only: a process picks its backend
+(KERAS_BACKEND) before the import."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""Keras's shipped models for the train study (its registry entry's `examples`): the original
-question's layer on the 8x8 digits, a small MLP on the eve stand-in's late_week label, and two
-well-known clients written from their published architectures: Keras's "simple MNIST convnet"
-and PyTorch's MNIST example `Net`. Each takes (input_shape, outputs) and returns an uncompiled
-Keras model, as a user's `file.py:function` does."""
+"""Keras's shipped models for the train study (its registry entry's `examples`), each taking
+(input_shape, outputs) and returning an uncompiled Keras model, as a user's `file.py:function`
+does."""
 
 from __future__ import annotations
 
@@ -37,10 +35,8 @@ def eve_mlp(input_shape, outputs):
 
 
 def mnist_convnet(input_shape, outputs):
-    """Keras's "simple MNIST convnet" example (keras.io/examples/vision/mnist_convnet): conv 32
-    3x3 relu, max-pool 2, conv 64 3x3 relu, max-pool 2, flatten, dropout 0.5, dense softmax; its
-    recipe: categorical cross-entropy on one-hot labels, Adam, batch 128. Rows channels last
-    (28, 28, 1), as Keras has them."""
+    """Keras's "simple MNIST convnet" example (keras.io/examples/vision/mnist_convnet); its
+    recipe: categorical cross-entropy on one-hot labels, Adam, batch 128."""
     import keras
 
     return keras.Sequential([
@@ -56,14 +52,11 @@ def mnist_convnet(input_shape, outputs):
 
 
 def mnist_net(input_shape, outputs):
-    """PyTorch's MNIST example `Net` in Keras: the Keras twin of `mnist-net-torch`
-    (study/frameworks/torch/examples.py), which draws the initial weights every run of that example
-    starts from (Keras's NumPy backend, once per seed) and gives the reference validation loss
-    its first evaluation is checked against. So it is written as PyTorch has it: rows channels
-    first (1, 28, 28: the data's `layout = "channels_first"`), each weight in PyTorch's shape and
-    order (conv (out, in, kh, kw) then bias, linear (out, in) then bias), drawn as PyTorch's
-    default initialization draws it (uniform within 1/sqrt(fan_in)), flattened in (c, h, w)
-    order, and ending in log_softmax (the loss: nll)."""
+    """PyTorch's MNIST example `Net` in Keras: the twin of `mnist-net-torch`, which draws the
+    initial weights that example's runs start from and the reference loss they are checked
+    against. So it is written as PyTorch has it: rows channels first (1, 28, 28), each weight in
+    PyTorch's shape, order and default initialization, flattened in (c, h, w) order, ending in
+    log_softmax (the loss: nll)."""
     import keras
 
     layers = keras.layers
@@ -82,8 +75,7 @@ def mnist_net(input_shape, outputs):
 
 
 def _out_in_layer(keras, kind: str, inputs: int, outputs: int, size: int = 1):
-    """A conv (channels first, stride 1, no padding) or linear layer holding its weight in
-    PyTorch's shape, initialized as PyTorch's default does."""
+    """A conv (channels first) or linear layer with PyTorch's weight shape and initialization."""
     from keras import ops
 
     fan_in = inputs * size * size

@@ -1,12 +1,10 @@
 """Any Keras optimizer by name (`keras:Adam`, `keras:SGD`, ...) on the TensorFlow backend.
 
-The Keras object's own update runs: the iterate lives in a `keras.Variable`, and each iteration
-is `optimizer.apply([g], [variable])` on the full-batch gradient, inside the compiled step of the
-feed and resident modes and inside the fused while_loop (XLA included), timed like every other
-method. The Keras object is stateful, so `init` puts the start point and the optimizer's initial
-slot values back into its variables (the warm-up call has moved them). The record holds the
-class, its full `get_config()` and the Keras version. Keras keeps its learning rate in a
-float32 variable: a float64 run uses that float32-rounded rate.
+The Keras object's own update runs: the iterate lives in a `keras.Variable`, each iteration is
+`optimizer.apply([g], [variable])` on the full-batch gradient, inside the compiled step. The
+object is stateful, so `init` puts the start point and the initial slot values back (the
+warm-up call has moved them). Keras keeps its learning rate in a float32 variable: a float64 run
+uses that float32-rounded rate.
 """
 
 from __future__ import annotations
@@ -54,12 +52,11 @@ _COUNTS = ("gradient_accumulation_steps", "ema_overwrite_frequency", "warmup_ste
            "dynamic_growth_steps", "ns_steps")
 
 
-def check_config(class_name: str, config: dict) -> None:
+def check_config(where: str, class_name: str, config: dict) -> None:
     """Refuse a number no optimizer can use (negative or non-finite rates, betas outside
     [0, 1), a negative decay), naming the parameter and the allowed range; None is Keras's
     'off' where it allows one, and what is not a number is left to Keras's own checks."""
-    check_ranges(f"{PREFIX}{class_name}", config,
-                 {**KERAS_RANGES, **_CLASS_RANGES.get(class_name, {})}, _COUNTS)
+    check_ranges(where, config, {**KERAS_RANGES, **_CLASS_RANGES.get(class_name, {})}, _COUNTS)
 
 
 def keras_classes() -> list[str]:
@@ -82,7 +79,7 @@ def keras_optimizer(name: str, config: dict):
     if class_name not in keras_classes():
         raise InputError(f"unknown Keras optimizer '{class_name}'; allowed: "
                          f"{', '.join(keras_classes())}")
-    check_config(class_name, config)
+    check_config(name, class_name, config)
     try:
         return getattr(keras.optimizers, class_name)(**config)
     except (TypeError, ValueError) as exc:
@@ -158,10 +155,9 @@ class KerasOptimizer(Optimizer):
 
 def check_optimizers(points: list[tuple[str, dict]], timeout: float | None = None) \
         -> list[str | None]:
-    """For each (`keras:Class`, parameters), None or its one-line error, built in a child on
-    Keras's NumPy backend (`numpy_child`): built in the sweep's own process, TensorFlow would
-    start there (its logs on the terminal, a GPU's memory held beside the runs). A point is
-    checked once per process. The child has the study's run_timeout (None: 600 s)."""
+    """For each (`keras:Class`, parameters), None or its one-line error, built once per process
+    in a child on Keras's NumPy backend: in the sweep's own process TensorFlow would start (its
+    logs, a GPU's memory held beside the runs). The child has the run_timeout (None: 600 s)."""
     keys = [json.dumps([name, config], sort_keys=True) for name, config in points]
     new = list(dict.fromkeys(key for key in keys if key not in _CHECKED))
     if new:
@@ -175,9 +171,8 @@ _CHECKED: dict[str, str | None] = {}  # a checked point (its JSON) -> None or it
 
 
 def numpy_child(args: list[str], payload, timeout: float):
-    """`python -P args` (-P: the working directory does not shadow our packages) on Keras's
-    NumPy backend, `payload` as JSON on its stdin: Keras's own checks, the same on every
-    backend, with no framework starting up (3.2 s a check here, against 6.7 with TensorFlow)."""
+    """`python -P args` on Keras's NumPy backend, `payload` as JSON on its stdin: Keras's own
+    checks with no framework starting up (3.2 s a check here, against 6.7 with TensorFlow)."""
     import os
     import subprocess
     from pathlib import Path
@@ -210,9 +205,8 @@ def _check_in_a_child(points: list, timeout: float) -> list[str | None]:
 
 
 def keras_class(name: str):
-    """The Keras optimizer class `path.py:Name` names (a subclass of keras.optimizers.Optimizer,
-    Keras's own classes included), or None: the file's object is for another library. A file
-    that subclasses Keras's has imported Keras."""
+    """The Keras optimizer class `path.py:Name` names, or None: the file's object is for another
+    library (a file that subclasses Keras's has imported Keras)."""
     found = load(name, "optimizer")
     keras = sys.modules.get("keras")
     if keras is None or not isinstance(found, type) or not issubclass(
@@ -222,9 +216,8 @@ def keras_class(name: str):
 
 
 def file_optimizer(name: str, config: dict):
-    """A file's Keras optimizer class built with `config`, checked as `keras:<Class>` is (the
-    ranges, Keras's own checks) and, where Keras runs on a framework, stepped once from zeros on
-    a unit gradient; each failure one line naming the file."""
+    """A file's Keras optimizer class built with `config`, checked as `keras:<Class>` is and,
+    off the NumPy backend, stepped once from zeros on a unit gradient; failures name the file."""
     import keras
 
     cls = keras_class(name)
@@ -232,8 +225,7 @@ def file_optimizer(name: str, config: dict):
     if cls is None:
         raise InputError(f"{where} is not a Keras optimizer class (a subclass of "
                          "keras.optimizers.Optimizer)")
-    check_ranges(where, config, {**KERAS_RANGES, **_CLASS_RANGES.get(cls.__name__, {})},
-                 _COUNTS)
+    check_config(where, cls.__name__, config)
 
     def build():
         try:

@@ -1,19 +1,13 @@
 """Keras models in the train study: the one module the study reaches Keras by (its registry
-entry's `models`), so that no train module imports Keras. Keras is imported inside functions
-only: a process sets KERAS_BACKEND before the import (`prepare`), and a config is checked without
-it (`check_names` asks a child on Keras's NumPy backend).
+entry's `models`). Keras is imported inside functions only: a process sets KERAS_BACKEND before
+the import (`prepare`), and a config's names are checked in a child on Keras's NumPy backend
+(`check_names`).
 
-Here: the model (a shipped example, a `.keras` file, a `file.py:function`), its loss and metric
-by name, the weights drawn once per seed on Keras's NumPy backend (`draw_initial`, in the helper
-of study.train.models.initial), placement on the framework's device (its adapter's `scope`,
-Keras's own `keras.device` by default), and the steps. Keras optimizers: the model compiled as a
-user compiles it (jit_compile="auto": XLA on JAX; a tf.function without XLA on TensorFlow and
-eager on PyTorch; the row records which), then stepped by its framework's stepper (the adapter's
-`keras_stepper`), `fit`'s work per step without a host read; `train_on_batch` remains for the
-`loop = "fit"` baseline's warm-up. Our L-BFGS: the native models' submission
-(study.train.models.workload.LbfgsSubmission) on the flat weights, the loss and gradient through
-the framework's one flat value_and_grad (study.train.run.flat). Both evaluate with
-`model.test_on_batch` on the whole validation set (its first call compiles: evaluation time)."""
+Here: the model and its loss and metric by name, the weights drawn once per seed on the NumPy
+backend (`draw_initial`), placement (the adapter's `scope`, else `keras.device`), and the
+trainers: a Keras optimizer compiled as a user compiles it, stepped by its framework's stepper
+(`train_on_batch` only for the fit baseline's warm-up), or our L-BFGS on the flat weights. Both
+evaluate with `model.test_on_batch` on the whole validation set (its first call compiles)."""
 
 from __future__ import annotations
 
@@ -40,7 +34,7 @@ from study.train.models.model import (
     LOGITS,
     NLL,
     SPARSE,
-    _call,
+    beside,
     check_model_name,
     check_outputs,
     check_trainable,
@@ -50,6 +44,7 @@ from study.train.models.model import (
     outputs_for,
 )
 from study.train.models.model_checks import RANDOM_PASS, refuse_stochastic
+from study.train.models.native_load import call_model, function_of
 from study.train.models.workload import LbfgsSubmission, WorkloadStepper
 from study.train.run.flat import flatten, framework_value_and_grad, layout, pieces
 from study.train.sweep.spec import LBFGS as LBFGS_NAME
@@ -87,8 +82,7 @@ def scope(device: str):
 
 
 def placed(model) -> str:
-    """Where the model's first weight lies, in the framework's own words (cpu:0, cuda:0,
-    GPU:0...)."""
+    """Where the model's first weight lies, in the framework's own words."""
     import keras
 
     return adapter(keras.backend.backend()).placed(model.weights[0].value)
@@ -107,7 +101,6 @@ def build(model: str, input_shape: tuple, outputs: int):
         try:  # a shipped example is built for the rows it is given: what fails is their shape
             built = MODELS[model](input_shape, outputs)
         except Exception as exc:
-
             raise input_mismatch(what, input_shape, None, exc) from None
     elif path.suffix == ".keras":
         what = f"model file '{path}'"
@@ -116,8 +109,9 @@ def build(model: str, input_shape: tuple, outputs: int):
         except Exception as exc:  # a zip that is no model, a model of unknown layers
             raise InputError(f"{what} is not a Keras model: {describe(exc)}") from None
     else:
-        function, what = model.rsplit(":", 1)[1], f"model '{model}'"
-        built = _call(path, function, input_shape, outputs, what)
+        function, what = function_of(model)
+        with beside(path):
+            built = call_model(function, input_shape, outputs, what)
     if not isinstance(built, keras.Model):
         raise InputError(f"{what} did not give a Keras model (got {type(built).__name__})")
     try:
@@ -125,7 +119,6 @@ def build(model: str, input_shape: tuple, outputs: int):
             built.build((None, *input_shape))
         out = built.compute_output_spec(keras.KerasTensor((2, *input_shape))).shape
     except Exception as exc:
-
         raise input_mismatch(what, input_shape, _input_rows(built), exc) from None
     if tuple(out[1:]) not in ((outputs,), () if outputs == 1 else (outputs,)):
         raise InputError(f"{what} gives outputs of shape {tuple(out[1:])}, the data needs "
@@ -135,8 +128,7 @@ def build(model: str, input_shape: tuple, outputs: int):
 
 
 def _input_rows(model) -> tuple | None:
-    """The rows a Keras model takes (its input_shape without the batch axis), None where it has
-    none or several inputs."""
+    """The rows a Keras model takes, None where it has none or several inputs."""
     try:
         shape = model.input_shape
     except Exception:  # noqa: BLE001 - not built, or not one input
@@ -149,7 +141,6 @@ def _input_rows(model) -> tuple | None:
 def loss_function(loss: str, where: str = "loss"):
     """Keras's loss function by name, with from_logits=True bound for `name:from_logits`, and
     the log-probability losses (nll, categorical_nll), which Keras does not name."""
-    import functools
     import inspect
 
     import keras
@@ -299,33 +290,29 @@ def draw_initial(request: dict, arrays: dict) -> None:
 
 # ---- the steps -----------------------------------------------------------------------------
 
-# layers that make a training-mode forward pass random or stateful: L-BFGS's line search
-# needs one deterministic objective (and JAX's flat objective does not carry the state)
+# layers that make a training-mode forward pass random or stateful (L-BFGS needs neither)
 STOCHASTIC_LAYERS = ("Dropout", "SpatialDropout1D", "SpatialDropout2D", "SpatialDropout3D",
                      "GaussianDropout", "GaussianNoise", "AlphaDropout", "BatchNormalization",
                      "RandomFlip", "RandomRotation", "RandomZoom", "RandomTranslation",
                      "RandomContrast", "RandomCrop")
 
 
-class Evaluation:
+def evaluation(model, arrays: dict, metric: str):
     """The validation loss and metric in one call, under the names targets use."""
 
-    def __init__(self, model, arrays: dict, metric: str):
-        self.model, self.metric = model, metric
-        self.x, self.y = arrays["x_val"], arrays["y_val"]
-
-    def __call__(self) -> dict:
-        logs = self.model.test_on_batch(self.x, self.y, return_dict=True)
+    def evaluate() -> dict:
+        logs = model.test_on_batch(arrays["x_val"], arrays["y_val"], return_dict=True)
         others = [k for k in logs if k != "loss"]
         out = {"val_loss": float(logs["loss"])}
         if others:
-            out[f"val_{self.metric}"] = float(logs[others[0]])
+            out[f"val_{metric}"] = float(logs[others[0]])
         return out
+
+    return evaluate
 
 
 class KerasTrainer:
-    """A compiled model; `step` is `train_on_batch` (the fit baseline's warm-up), `stepper`
-    the segmented loop's steps (`make_stepper`)."""
+    """A compiled model: `train_on_batch` (the fit baseline's warm-up) and its stepper."""
 
     def __init__(self, model, spec, loss, metric):
         self.model, self.loss, self.given = model, loss, set(spec.hyperparameters)
@@ -351,10 +338,8 @@ class KerasTrainer:
 
 
 class LbfgsTrainer:
-    """Full batch: every step is one L-BFGS iteration on all training rows, by the one L-BFGS
-    submission of every model (study.train.models.workload.LbfgsSubmission) on the model's flat
-    weights (KerasWeights); each iteration reads the loss and gradient to the host, where the
-    algorithm's algebra runs."""
+    """Full batch: every step is one iteration of the L-BFGS submission every model has
+    (study.train.models.workload.LbfgsSubmission) on the model's flat weights (KerasWeights)."""
 
     def __init__(self, model, spec, loss, metric, arrays: dict):
         import keras
@@ -375,10 +360,8 @@ class LbfgsTrainer:
 
 
 class KerasWeights:
-    """A Keras model's trainable weights as the L-BFGS submission takes a workload's
-    (study.train.models.workload): flat float64 vectors, the full-batch flat objective
-    (study.train.run.flat), the loss read. Written back into the variables, they are what the
-    model evaluates (`test_on_batch`)."""
+    """A Keras model's trainable weights as the L-BFGS submission takes a workload's: flat
+    float64 vectors, written back into the variables the model evaluates with."""
 
     def __init__(self, model, loss, arrays: dict):
         self.model, self.loss = model, loss
@@ -412,10 +395,9 @@ class KerasWeights:
 
 def check_deterministic(model, x) -> None:
     """L-BFGS's line search compares the loss at several points of one objective: a layer that
-    draws noise or keeps batch statistics in training mode makes every evaluation another
-    objective (and updates moving statistics on TensorFlow and PyTorch, not on JAX). Refused:
-    by the layer types, then by behaviour (two training passes over the same rows at the same
-    weights that differ: a custom layer drawing `keras.random`), every variable put back."""
+    draws noise or keeps batch statistics in training makes each evaluation another. Refused by
+    the layer types, then by behaviour (two training passes over the same rows that differ: a
+    custom layer drawing `keras.random`), every variable put back."""
     import keras
 
     kinds = tuple(getattr(keras.layers, name) for name in STOCHASTIC_LAYERS
@@ -433,29 +415,11 @@ def check_deterministic(model, x) -> None:
 
 
 def make_stepper(model, loss, x: np.ndarray, y: np.ndarray, rows):
-    """The stepper of a compiled model on Keras's framework (its optimizer built here), the
-    training arrays put once on the device that holds the model's weights. Each does per step
-    what Keras's `fit` does, minus the metrics it keeps for its progress bar; none reads
-    anything back to the host inside a segment (the interface: study.train.run.loop). Setup
-    (`warm`) runs one step for what its first call costs and leaves the state where it was (a
-    framework stepping the variables in place puts them back with `rewound`)."""
+    """The stepper of a compiled model on Keras's framework, its optimizer built here."""
     import keras
 
     model.optimizer.build(model.trainable_variables)
     return adapter(keras.backend.backend()).keras_stepper(model, loss, x, y, rows)
-
-
-def rewound(model, step) -> None:
-    """`step()` run once for what its first call costs, then every variable of the model
-    (weights, statistics, seed generators) and of its optimizer (slots, iteration count) set
-    back to its value before: the first timed step starts where it would have."""
-    import keras
-
-    variables = [*model.variables, *model.optimizer.variables]
-    saved = [keras.ops.convert_to_numpy(v.value).copy() for v in variables]
-    step()
-    for variable, value in zip(variables, saved, strict=True):
-        variable.assign(value)
 
 
 def make_trainer(model, spec, loss, metric, arrays):
@@ -465,9 +429,8 @@ def make_trainer(model, spec, loss, metric, arrays):
 
 
 def value_and_grad(model, loss, x: np.ndarray, y: np.ndarray):
-    """f(w) -> (loss, gradient) for the flat float64 vector w of a Keras model's trainable
-    weights; `loss` is the mean loss (`loss_object`). The loss at given
-    weights is `model.stateless_call` on every framework (JAX cannot assign a traced value)."""
+    """f(w) -> (loss, gradient) at the flat float64 vector of a Keras model's trainable weights,
+    by `model.stateless_call` on every framework (JAX cannot assign a traced value)."""
     import keras
 
     frozen = [v.value for v in model.non_trainable_variables]

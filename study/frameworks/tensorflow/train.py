@@ -1,28 +1,25 @@
-"""The train study on TensorFlow: Keras models only (no native TensorFlow models or optimizers).
-
-Device: `tf.device`, since Keras's own scope on TensorFlow is that; TensorFlow places ops softly,
-so after a run the weights' device is read back (study.train.run.measure). Steps: a `tf.function`
-of the step updating the variables in place, XLA as the model's `jit_compile` says (what `fit`
-uses). Flat objective: w assigned into the variables, then `tf.GradientTape` in a
-`tf.function`, host float64 values back."""
+"""The train study on TensorFlow: Keras models only. Device: `tf.device` (TensorFlow places ops
+softly, so a run's weights' device is read back after it). Steps: a `tf.function` updating the
+variables in place, XLA as the model's `jit_compile` says (what `fit` uses)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from study.train.frameworks import Adapter, model_library
+from study.frameworks.keras.stepper import KerasStepper
+from study.train.frameworks import Adapter
 from study.train.run.flat import layout, pieces
 
 
-class KerasStepper:
+class TensorflowStepper(KerasStepper):
     """`fit`'s step without its metrics: the batch gathered by index from training arrays on
     the device, forward, the loss plus the model's own losses, gradients, the update."""
 
     def __init__(self, model, loss, x, y, rows):
         import tensorflow as tf
 
-        self.tf, self.model, self.rows = tf, model, rows
-        self.x, self.y = tf.identity(tf.constant(x)), tf.identity(tf.constant(y))
+        self.tf = tf
+        super().__init__(model, loss, x, y, rows)
         optimizer, weights = model.optimizer, model.trainable_variables
 
         def step(xs, ys, index):
@@ -37,12 +34,8 @@ class KerasStepper:
 
         self.step = tf.function(step, jit_compile=bool(model.jit_compile), reduce_retracing=True)
 
-    def prepare(self, first: int, count: int):
-        return [self.tf.identity(self.tf.constant(np.asarray(self.rows(i), np.int32)))
-                for i in range(first, first + count)]
-
-    def warm(self, prepared) -> None:
-        model_library().rewound(self.model, lambda: self.read(self.run(prepared[:1])))
+    def put(self, values):
+        return self.tf.identity(self.tf.constant(values))
 
     def run(self, prepared):
         for index in prepared:
@@ -51,12 +44,6 @@ class KerasStepper:
 
     def read(self, value) -> float:
         return float(value.numpy())
-
-    def write_back(self) -> None:  # the variables are updated in place
-        pass
-
-    def reload(self) -> None:
-        pass
 
 
 def flat_value_and_grad(weights, loss_at, data, device=None):
@@ -84,7 +71,7 @@ def flat_value_and_grad(weights, loss_at, data, device=None):
 
 class TensorflowAdapter(Adapter):
     KERAS = True
-    keras_stepper = KerasStepper
+    keras_stepper = TensorflowStepper
     flat_value_and_grad = staticmethod(flat_value_and_grad)
 
     def gpu_seen(self) -> bool:

@@ -1,10 +1,10 @@
-"""PyTorch's shipped native models (study.train.models.native_examples says what they are):
+"""PyTorch's shipped native models (study.train.models.examples says what they are):
 the digits CNN and the eve MLP in Keras's parameter layout, and PyTorch's MNIST example Net as
 written upstream."""
 
 from __future__ import annotations
 
-from study.train.models.native_examples import _cnn_shapes, _glorot_limit, _mlp_shapes
+from study.train.models.examples import _cnn_shapes, _glorot_limit, _mlp_shapes
 
 
 def digits_cnn_torch(input_shape, outputs, seed: int = 0):
@@ -60,11 +60,8 @@ def _torch_init(torch, shape, generator):
 
 def mnist_net_torch(input_shape, outputs):
     """PyTorch's MNIST example `Net` (github.com/pytorch/examples, mnist/main.py) as written
-    there: channels-first rows (1, 28, 28: the data's `layout = "channels_first"`), log_softmax
-    outputs (the loss: nll, PyTorch's F.nll_loss), trained there with Adadelta at lr 1.0, batch
-    64. Its parameters are PyTorch's own, in its order; a run of the example starts from its
-    Keras twin's draw for the seed (study.train.models.examples.mnist_net, the same shapes and
-    initializer), or from PyTorch's default initialization when built on its own."""
+    there: channels-first rows, log_softmax outputs (the loss: nll), trained there with Adadelta
+    at lr 1.0, batch 64. A run starts from its Keras twin's draw for the seed (mnist-net)."""
     import torch
     import torch.nn as nn
     import torch.nn.functional as F

@@ -1,13 +1,9 @@
-"""The train study on PyTorch: Keras models on Keras 3's torch backend, and native
-`torch.nn.Module`s with torch.optim's optimizers (`torch:<Class>`).
+"""The train study on PyTorch: Keras models on Keras 3's torch backend (an eager step, as `fit`'s
+is on torch), and native `torch.nn.Module`s with torch.optim's optimizers (`torch:<Class>`).
 
-Keras models: an eager step, as `fit`'s is on torch. Placement is Keras's own `keras.device`
-(to "cpu:0" torch copies a CPU parameter into a tensor that no longer collects gradients).
-
-A native module keeps its parameters (updated in place, as torch.optim does): a step is plain
-torch, the loss returned detached (the loop reads it once per segment); `train()` mode while
-stepping, `eval()` while evaluating. torch.optim.LBFGS gets the closure it needs (its own line
-search reads the host: it is that algorithm's nature).
+A native module's parameters are updated in place, as torch.optim does: a step is plain torch,
+the loss returned detached (the loop reads it once per segment); `train()` mode while stepping,
+`eval()` while evaluating. torch.optim.LBFGS gets the closure it needs.
 """
 
 from __future__ import annotations
@@ -21,9 +17,10 @@ from datasets.user_file import is_file_name, split
 from optimizers.from_file import call
 from optimizers.from_file import provenance as file_record
 from optimizers.ranges import check_ranges
+from study.frameworks.keras.stepper import KerasStepper
 from study.frameworks.torch.optimizers import COUNTS, TORCH_RANGES, torch_class
 from study.sweep.schema import Column
-from study.train.frameworks import Adapter, model_library
+from study.train.frameworks import Adapter
 from study.train.models.input_rows import input_mismatch
 from study.train.models.model import (
     LOG_PROBABILITIES,
@@ -35,35 +32,24 @@ from study.train.models.native_load import loaded
 from study.train.models.workload import (
     Submission,
     Workload,
-    check_metric,
-    check_outputs,
-    check_scalar,
     describe,
-    host_metric,
     initial_arrays,
-    integer_labels,
-    loss_failure,
-    run_loss,
 )
 from study.train.run.flat import layout, pieces
 
 # ---- Keras models on PyTorch --------------------------------------------------------------------
 
-class KerasStepper:
+class TorchStepper(KerasStepper):
+    INDEX = np.int64
+
     def __init__(self, model, loss, x, y, rows):
         import torch
 
-        self.torch, self.model, self.loss, self.rows = torch, model, loss, rows
-        self.device = model.weights[0].value.device  # where Keras put them
-        self.x = torch.as_tensor(x, device=self.device)
-        self.y = torch.as_tensor(y, device=self.device)
+        self.torch, self.device = torch, model.weights[0].value.device  # where Keras put them
+        super().__init__(model, loss, x, y, rows)
 
-    def prepare(self, first: int, count: int):
-        return [self.torch.as_tensor(np.asarray(self.rows(i), np.int64), device=self.device)
-                for i in range(first, first + count)]
-
-    def warm(self, prepared) -> None:
-        model_library().rewound(self.model, lambda: self.read(self.run(prepared[:1])))
+    def put(self, values):
+        return self.torch.as_tensor(values, device=self.device)
 
     def run(self, prepared):
         torch, model = self.torch, self.model
@@ -81,12 +67,6 @@ class KerasStepper:
 
     def read(self, value) -> float:
         return float(value.item())
-
-    def write_back(self) -> None:  # the variables are updated in place
-        pass
-
-    def reload(self) -> None:
-        pass
 
 
 # ---- the flat objective (our L-BFGS) ----------------------------------------------------------
@@ -156,77 +136,59 @@ def expected_rows(module) -> tuple | None:
 
 class TorchWorkload(Workload):
     framework = "torch"
+    ARRAY = "a tensor"
 
-    def __init__(self, native, arrays: dict, loss, metric: str, device: str = "cpu",
-                 initial=None, seed: int = 0):
+    place = staticmethod(torch_device)
+    ops = staticmethod(torch_ops)
+
+    def take_parameters(self, native, initial, seed: int) -> list[str]:
         import torch
 
-        self.torch, self.what, self.kind = torch, native.what, native.kind
-        self.device = torch_device(device)
-        self.metric = check_metric(metric)
-        self.loss_used, self.loss_fn, self.loss_label, indices = run_loss(native, loss,
-                                                                          torch_ops())
+        self.torch = torch
         self.module = native.obj.to(self.device)
         named = [(n, p) for n, p in self.module.named_parameters() if p.requires_grad]
         check_trainable(sum(p.numel() for _, p in named), self.what)
-        self.names = [n for n, _ in named]
         self.params = [p for _, p in named]
         if initial is not None:
-            values = initial_arrays(initial, self.names, [tuple(p.shape) for p in self.params],
-                                    self.what)
+            values = initial_arrays(initial, [n for n, _ in named],
+                                    [tuple(p.shape) for p in self.params], self.what)
             self.initial = [torch.as_tensor(v, device=self.device) for v in values]
         else:
             self.initial = [p.detach().clone() for p in self.params]
-        integers = integer_labels(indices, arrays["y_train"])
+        return [n for n, _ in named]
 
-        def put(x, labels=False):
-            dtype = torch.int64 if labels and integers else torch.float32
-            return torch.as_tensor(np.asarray(x), dtype=dtype, device=self.device)
+    def put(self, values, integers: bool = False):
+        dtype = self.torch.int64 if integers else self.torch.float32
+        return self.torch.as_tensor(np.asarray(values), dtype=dtype, device=self.device)
 
-        self.data = (put(arrays["x_train"]), put(arrays["y_train"], True))
-        self.x_val, self.y_val = put(arrays["x_val"]), put(arrays["y_val"], True)
-        self.y_val_host = np.asarray(arrays["y_val"])
-        self._check(native.outputs)
+    def trial(self, function, *arguments):
+        with self.torch.no_grad():
+            return function(*arguments)
 
-    def _check(self, outputs: int) -> None:
-        """Before anything is timed: the rows fit, the outputs' shape, a scalar loss."""
-        torch = self.torch
-        x, y = self.data
-        try:
-            with torch.no_grad():
-                out = self.module(x[:2])
-        except Exception as exc:
-            raise input_mismatch(self.what, tuple(x.shape[1:]), expected_rows(self.module),
-                                 exc) from None
-        if not isinstance(out, torch.Tensor):
-            raise InputError(f"{self.what} returns {type(out).__name__}, not a tensor")
-        check_outputs(self.what, tuple(out.shape), 2, outputs)
-        if out.dim() == 2 and out.shape[1] == 1 and y.dim() == 1:  # labels shaped as outputs
-            y, self.y_val = y.reshape(-1, 1), self.y_val.reshape(-1, 1)
-            self.data = (x, y)
-        try:
-            value = self.loss_fn(out, y[:2])
-        except Exception as exc:
-            raise loss_failure(self.what, self.loss_fn, out, y[:2], exc,
-                               lambda f, a, b: f(a, b)) from None
-        if not isinstance(value, torch.Tensor):
-            raise InputError(f"{self.what}: the loss returns {type(value).__name__}, not a "
-                             "tensor")
-        check_scalar(self.what, tuple(value.shape))
+    def is_array(self, value) -> bool:
+        return isinstance(value, self.torch.Tensor)
 
-    def probe(self, rows: int = 256):
-        """The outputs and loss on the first validation rows at the initial parameters, in
-        eval() mode, as `evaluate` computes them (study.train.models.model_checks judges them)."""
-        torch = self.torch
-        self.init_parameters()
+    def mismatch(self, exc: Exception) -> InputError:
+        return input_mismatch(self.what, tuple(self.data[0].shape[1:]),
+                              expected_rows(self.module), exc)
+
+    def forward(self, params, x):
+        return self.module(x)  # in train() mode (set by init_parameters and evaluation)
+
+    def evaluation(self, params, rows: int | None = None) -> tuple[float, np.ndarray]:
         self.module.eval()
         try:
-            with torch.no_grad():
-                out = self.module(self.x_val[:rows])
-                value = self.loss_fn(out, self.y_val[:rows])
+            with self.torch.no_grad():
+                out = self.module(self.val[0][:rows])
+                value = float(self.loss_fn(out, self.val[1][:rows]))
         finally:
             self.module.train()
-        return out.detach().cpu().numpy(), float(value)
+        return value, out.detach().cpu().numpy()
+
+    def probe(self, rows: int = 256):
+        """The first validation rows, in eval() mode."""
+        value, out = self.evaluation(self.init_parameters(), rows)
+        return out, value
 
     def random_in_training(self) -> bool:
         """Two train() passes over the same rows, the global generator forked (the run draws
@@ -245,31 +207,13 @@ class TorchWorkload(Workload):
 
     def init_parameters(self):
         self.module.train()
+        return self.assign(self.initial)
+
+    def assign(self, values):
         with self.torch.no_grad():
-            for parameter, value in zip(self.params, self.initial, strict=True):
+            for parameter, value in zip(self.params, values, strict=True):
                 parameter.copy_(value)
         return self.params
-
-    def loss(self, params, data, index):
-        xs, ys = data  # the module is in train() mode (set by init_parameters and evaluate)
-        if index is None:
-            return self.loss_fn(self.module(xs), ys)
-        return self.loss_fn(self.module(xs[index]), ys[index])
-
-    def indices(self, rows: list) -> list:
-        return [self.torch.as_tensor(r, dtype=self.torch.int64, device=self.device)
-                for r in rows]
-
-    def evaluate(self, params) -> dict:
-        torch = self.torch
-        self.module.eval()
-        with torch.no_grad():
-            out = self.module(self.x_val)
-            value = float(self.loss_fn(out, self.y_val))
-        self.module.train()
-        return {"val_loss": value,
-                f"val_{self.metric}": host_metric(self.metric, self.loss_used,
-                                                  out.detach().cpu().numpy(), self.y_val_host)}
 
     def to_flat(self, params) -> np.ndarray:
         return self.torch.cat([p.detach().reshape(-1) for p in params]).double().cpu().numpy()
@@ -277,18 +221,11 @@ class TorchWorkload(Workload):
     def from_flat(self, w: np.ndarray):
         torch = self.torch
         flat = torch.as_tensor(np.asarray(w), dtype=torch.float32, device=self.device)
-        with torch.no_grad():
-            for p, value in zip(self.params, pieces(flat, *layout(self.params), torch.reshape),
-                                strict=True):
-                p.copy_(value)
-        return self.params
+        return self.assign(pieces(flat, *layout(self.params), torch.reshape))
 
     def flat_value_and_grad(self):
         return flat_value_and_grad(self.params, lambda params, data: self.loss(params, data, None),
                                    self.data, self.device)
-
-    def read(self, value) -> float:
-        return float(value)
 
     def parameter_count(self) -> int:
         return int(sum(p.numel() for p in self.params))
@@ -299,9 +236,8 @@ class TorchWorkload(Workload):
 
 class TorchSubmission(Submission):
     """Any torch.optim optimizer by class name, or a file's torch.optim.Optimizer subclass
-    (`path.py:Name`, stepped by `optimizer.step()`: one driven by a closure, as LBFGS, is
-    refused), its hyperparameters by name (checked against the class's signature and study's
-    ranges before anything runs)."""
+    (`path.py:Name`, stepped without a closure), its hyperparameters checked against the class's
+    signature and the study's ranges before anything runs."""
 
     def __init__(self, class_name: str, hyperparameters: dict):
         import torch
@@ -322,13 +258,10 @@ class TorchSubmission(Submission):
                              f"{', '.join(classes)}")
         if not self.file:
             self.cls = getattr(torch.optim, class_name)
-        accepted = [p for p in inspect.signature(self.cls).parameters if p != "params"]
-        for key in hyperparameters:
-            if key == "maximize":
-                raise InputError(f"{self.name}: maximize is set by the study (False)")
-            if key not in accepted:
-                raise InputError(f"{self.name} has no parameter '{key}'; allowed: "
-                                 f"{', '.join(p for p in accepted if p != 'maximize')}")
+        if "maximize" in hyperparameters:
+            raise InputError(f"{self.name}: maximize is set by the study (False)")
+        self.check_arguments(hyperparameters, [p for p in inspect.signature(self.cls).parameters
+                                               if p not in ("params", "maximize")])
         config = dict(hyperparameters)
         if isinstance(config.get("betas"), list):
             config["betas"] = tuple(config["betas"])
@@ -349,8 +282,7 @@ class TorchSubmission(Submission):
         self.closure = class_name == "LBFGS" and not self.file
 
     def first_step(self, torch) -> None:
-        """A file's class stepped once on a small parameter with a unit gradient: a step that
-        raises or is not finite is one line naming the file."""
+        """A file's class stepped once from zeros on a unit gradient: a failure is one line."""
         param = torch.zeros(4, requires_grad=True)
         optimizer = self.cls([param], **self.config)
         param.grad = torch.ones_like(param)
@@ -384,23 +316,21 @@ class TorchSubmission(Submission):
             torch.cuda.set_rng_state_all(saved[3])
 
     def update(self, workload, state, index):
+        seen = []
+
+        def closure():
+            state.zero_grad()
+            value = workload.loss(workload.params, workload.data, index)
+            value.backward()
+            seen.append(value.detach())
+            return value
+
         if self.closure:
-            seen = []
-
-            def closure():
-                state.zero_grad()
-                value = workload.loss(workload.params, workload.data, index)
-                value.backward()
-                seen.append(value.detach())
-                return value
-
             state.step(closure)
-            return state, seen[0]
-        state.zero_grad()
-        value = workload.loss(workload.params, workload.data, index)
-        value.backward()
-        state.step()
-        return state, value.detach()
+        else:
+            closure()
+            state.step()
+        return state, seen[0]
 
     def parameters(self, workload, state):
         return workload.params
@@ -438,7 +368,7 @@ class TorchAdapter(Adapter):
         "torch.nn.functional.binary_cross_entropy_with_logits": (LOGIT_OUTPUTS, "binary"),
         "torch.nn.modules.loss.BCEWithLogitsLoss": (LOGIT_OUTPUTS, "binary"),
     }
-    keras_stepper = KerasStepper
+    keras_stepper = TorchStepper
     workload = TorchWorkload
     submission = TorchSubmission
     flat_value_and_grad = staticmethod(flat_value_and_grad)

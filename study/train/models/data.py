@@ -1,13 +1,10 @@
 """The data of a train run: a shipped example, a `.npz` file (x_train, y_train, x_val, y_val) or
-a CSV/Parquet file with chosen feature and label columns, split into training and validation
-rows by a seeded fraction (the same split for every seed, optimizer and framework).
+a CSV/Parquet file with chosen feature and label columns, split by a seeded fraction (the same
+split for every seed, optimizer and framework).
 
 The arrays reach the model as they are: nothing guesses their layout. `layout =
-"channels_first"` on the data table moves the last axis of every x array to just after the
-rows, (N, H, W, C) -> (N, C, H, W), once, here (so the cached arrays carry it and no clock
-sees it); "channels_last", the default, keeps them as stored.
-
-Every check here ends in one line naming the file or field (an InputError: exit 2)."""
+"channels_first"` moves the channel axis once, here (so the cached arrays carry it and no clock
+sees it). Every check ends in one line naming the file or field."""
 
 from __future__ import annotations
 
@@ -61,22 +58,19 @@ def check_data(data: dict, where: str = "data") -> dict:
             why = " (a .npz holds its own split: x_train, y_train, x_val, y_val)" \
                 if "name" not in data and key in FILE_KEYS and "features" not in allowed else ""
             raise InputError(f"{where}: unknown key '{key}'{why}; allowed: {', '.join(allowed)}")
+    kinds = {"rows": values.integer(1), "seed": values.integer(0),
+             "split_seed": values.integer(0), "one_hot": values.boolean(),
+             "layout": values.choice(*LAYOUTS),
+             "validation_fraction": values.Value("number", 0.0, 1.0, low_open=True,
+                                                 high_open=True)}
     for key, value in data.items():
-        if key in ("rows", "seed", "split_seed"):
-            values.integer(1 if key == "rows" else 0).check(f"{where}: {key}", value)
-        if key == "one_hot":
-            values.boolean().check(f"{where}: {key}", value)
-        if key == "layout":
-            values.choice(*LAYOUTS).check(f"{where}: {key}", value)
-        if key == "validation_fraction":
-            values.Value("number", 0.0, 1.0, low_open=True, high_open=True).check(
-                f"{where}: {key}", value)
+        if key in kinds:
+            kinds[key].check(f"{where}: {key}", value)
     return data
 
 
 def load_data(data: dict, where: str = "data") -> dict[str, np.ndarray]:
-    """x_train, y_train, x_val, y_val as arrays (x float32), checked for finite values and
-    matching rows."""
+    """x_train, y_train, x_val, y_val as checked arrays (x float32)."""
     check_data(data, where)
     if "name" in data:
         params = {k: data[k] for k in DATA_PARAMS[data["name"]] if k in data}
@@ -97,8 +91,7 @@ def load_data(data: dict, where: str = "data") -> dict[str, np.ndarray]:
 
 
 def laid_out(arrays: dict, layout: str | None, source: str) -> dict[str, np.ndarray]:
-    """The x arrays in the layout the data table says (channels_first: the last axis moved to
-    just after the rows, contiguous), the labels as they are."""
+    """The x arrays in the data table's layout (channels_first: channel axis after the rows)."""
     if layout != "channels_first":
         return arrays
     shape = arrays["x_train"].shape
@@ -126,9 +119,8 @@ def read_npz(path: Path) -> dict[str, np.ndarray]:
 
 
 def check_run_range(array: np.ndarray, name: str, source: str, columns=None) -> None:
-    """Float values the run's float32 cannot hold: finite here (float64), they become inf in
-    the cast every framework makes (features always; float labels too), and the run would be
-    recorded as diverged at its first step. Checked in float32 itself."""
+    """Float values the run's float32 cannot hold: they would become inf in the cast every
+    framework makes, and the run be recorded as diverged at its first step."""
     if array.dtype.kind != "f" or array.dtype.itemsize <= RUN_DTYPE.itemsize:
         return
     with np.errstate(over="ignore"):

@@ -1,13 +1,17 @@
 """The shipped examples, which need no download: the models by name, each in its framework's
-folder (`Framework.examples`), and the data sets: the 8x8 digit images scikit-learn ships, the
-same upscaled to MNIST's 28x28 (`digits28`), the eve stand-in's late_week label. Each data
-function returns (x, y) as float32 / integer arrays; the split into training and validation rows
-is the study's (study.train.models.data).
+folder (`Framework.examples`), and the data sets, each returning (x, y) (the split is
+study.train.models.data's).
+
+The native examples have their parameters in Keras's layout and order, so that one weights.npz
+gives the Keras, PyTorch and JAX runs one instance; without it each initializes as Keras does by
+default. `mnist-net-torch` is the other way round: PyTorch's MNIST example as written upstream,
+its Keras twin in PyTorch's layout.
 """
 
 from __future__ import annotations
 
 import importlib
+import math
 from collections.abc import Mapping
 
 import numpy as np
@@ -16,8 +20,7 @@ from study.frameworks.registry import FRAMEWORKS
 
 
 class Examples(Mapping):
-    """Example name -> its function, imported from its framework's folder only when asked for:
-    the native ones (of frameworks with a train adapter) or the model library's (Keras's)."""
+    """Example name -> its function, imported from its framework's folder only when asked for."""
 
     def __init__(self, native: bool):
         self._where = {name: where for f in FRAMEWORKS.values() if bool(f.train) == native
@@ -45,9 +48,8 @@ def digits(one_hot: bool = False, **_) -> tuple[np.ndarray, np.ndarray]:
 
 
 def digits28(one_hot: bool = False, **_) -> tuple[np.ndarray, np.ndarray]:
-    """The same 1797 digit images upscaled to MNIST's 28x28 (bilinear: scipy.ndimage.zoom,
-    order 1, within [0, 1]), channels last (28, 28, 1), so MNIST's architectures run unchanged
-    and nothing is downloaded."""
+    """The same 1797 digit images upscaled (bilinear) to MNIST's 28x28, channels last, so MNIST's
+    architectures run unchanged and nothing is downloaded."""
     from scipy.ndimage import zoom
     from sklearn.datasets import load_digits
 
@@ -72,5 +74,30 @@ def eve_late_week(rows: int = 20000, seed: int = 0, **_) -> tuple[np.ndarray, np
 
 
 MODELS = Examples(native=False)  # the Keras models
+NATIVE_MODELS = Examples(native=True)
 DATA = {"digits": digits, "digits28": digits28, "eve-late-week": eve_late_week}
 DATA_PARAMS = {"digits": ("one_hot",), "digits28": ("one_hot",), "eve-late-week": ("rows", "seed")}
+
+
+# the native examples' parameter shapes and Keras's default initializer's bound; digits-cnn:
+# conv 3x3x1x6 VALID -> avg_pool 2x2 -> relu -> flatten (h, w, c) -> dense softmax
+def _glorot_limit(shape) -> float:
+    receptive = math.prod(shape[:-2]) if len(shape) > 2 else 1
+    fan_in, fan_out = shape[-2] * receptive, shape[-1] * receptive
+    return math.sqrt(6.0 / (fan_in + fan_out))
+
+
+def _cnn_shapes(input_shape, outputs):
+    height, width, channels = input_shape
+    pooled = ((height - 2) // 2) * ((width - 2) // 2) * 6
+    return [(3, 3, channels, 6), (6,), (pooled, outputs), (outputs,)]
+
+
+def _mlp_shapes(input_shape, outputs):
+    (features,) = input_shape
+    return [(features, 32), (32,), (32, 32), (32,), (32, outputs), (outputs,)]
+
+
+# each shipped native example's framework (the command and config can pick the backend from the
+# name, before anything is imported)
+FRAMEWORK_OF = {name: f.name for f in FRAMEWORKS.values() if f.train for name in f.examples}

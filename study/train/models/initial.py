@@ -1,12 +1,10 @@
 """The same instance everywhere: per model, data and seed, the initial weights are drawn once by
-Keras's NumPy backend in a helper process (NumPy's own generator: the weights do not depend on
-the framework that runs), with their validation loss, the reference every run checks its loaded
-model against before it trains. Both are cached in the results folder (study.sweep.cache), the
-split data arrays beside them.
+Keras's NumPy backend in a helper process (they do not depend on the framework that runs), with
+their validation loss, the reference every run checks its loaded model against. Both are cached
+in the results folder (study.sweep.cache), the split data arrays beside them.
 
-`python -P -m study.train.models.initial REQUESTS` is the helper (KERAS_BACKEND=numpy): one JSON
-line answers each request, {"ok": true}, {"error": "one line"} (bad input) or {"failed": ...}.
-A sweep asks for all its seeds at once (`prepare_initial`), a single run for its own.
+`python -P -m study.train.models.initial REQUESTS` is the helper (KERAS_BACKEND=numpy); a sweep
+asks for all its seeds at once (`prepare_initial`), a single run for its own.
 """
 
 from __future__ import annotations
@@ -30,8 +28,8 @@ from study.sweep.fingerprint import manifest, python_files
 from study.sweep.interpreter import QUIET_LOGS, python_command
 from study.train.frameworks import model_library
 from study.train.models.data import load_data
+from study.train.models.examples import NATIVE_MODELS
 from study.train.models.model import model_file
-from study.train.models.native_examples import NATIVE_MODELS
 from study.train.run.native_optimizers import library_of
 from study.train.sweep.spec import Spec
 
@@ -70,8 +68,7 @@ def read_arrays(folder: Path) -> dict[str, np.ndarray]:
 
 
 def initial_key(spec, data: Path) -> dict:
-    """The cache key of a spec's initial weights: model (and its file's content), data, loss,
-    seed and the code that draws them."""
+    """The cache key of a spec's initial weights: everything they depend on."""
     path = model_file(spec.model)
     return {"model": spec.model, "model_file": file_digest(path) if path else None,
             "data": data.name, "loss": spec.loss, "seed": spec.seed,
@@ -80,8 +77,7 @@ def initial_key(spec, data: Path) -> dict:
 
 def initial_folder(spec, cache_dir: Path, python: str = sys.executable,
                    timeout: float = HELPER_TIMEOUT) -> Path:
-    """weights.npz (w0, w1, ... in get_weights order) and meta.json (reference_val_loss,
-    outputs, input_shape) for the spec's model, data, loss and seed."""
+    """weights.npz and meta.json (the reference validation loss) for the spec's instance."""
     data = data_folder(spec.data, cache_dir)
 
     def make(folder: Path) -> None:
@@ -98,11 +94,8 @@ def prepare_initial(specs, cache_dir: Path, python: str = sys.executable,
                     timeout: float = HELPER_TIMEOUT) -> None:
     """The initial weights every run of `specs` starts from, those not made yet, drawn by one
     helper process before a sweep's runs: one Keras start-up (about 4 s) instead of one per
-    seed. A request that fails is left out, for its run to meet and record in its own words.
-    The helper has the sweep's run_timeout (`timeout`), one run's time for the whole batch (one
-    import and a few draws, each far less than a run): one that does not finish in it (a model
-    file that never finishes importing) is said and left, and each run draws its own weights
-    within its own run_timeout."""
+    seed. A request that fails is left for its run to meet. A helper that does not finish in
+    one run's time (`timeout`) is said and left: each run then draws its own weights."""
     cache_dir = Path(cache_dir)
     folders, wanted = {}, {}
     for spec in filter(None, map(keras_instance, specs)):
@@ -150,9 +143,8 @@ def moved_from(made: Path):
 
 def keras_instance(spec: Spec) -> Spec | None:
     """The spec whose Keras-drawn weights a run starts from: its own for a Keras model (or a
-    user's file that may be one), its Keras twin's for a shipped native example without an
-    `initial` file; None where none is drawn (a native optimizer, a given `initial`, a target
-    still to be set)."""
+    user's file), its Keras twin's for a shipped native example; None where none is drawn (a
+    native optimizer, a given `initial`, a target still to be set)."""
     if spec.initial is not None or (spec.target.get("how") == "round"
                                     and spec.target.get("value") is None):
         return None

@@ -1,8 +1,5 @@
 """Rows that do not fit the model: the data's arrays reach the model as they are, so a mismatch
-is one line naming both shapes and what to change, the model's expected shape read where it can
-be (Keras's input_shape, a torch model's first conv or linear layer) and a JAX model's in its
-probe call's own words. A leaf module: the Keras model builder and every native workload raise
-it."""
+is one line naming both shapes and what to change (a leaf module: every model kind raises it)."""
 
 from __future__ import annotations
 
@@ -12,9 +9,8 @@ from convergence_study.errors import InputError, failure_line
 def input_mismatch(what: str, rows: tuple, expected: tuple | None,
                    exc: BaseException) -> InputError:
     """The one line for data rows of shape `rows` that the model cannot take. `expected`: the
-    rows the model takes (a str for an axis it leaves open, such as 'H'), None where it cannot
-    be read; then the model's own error says it. What to change follows from the two shapes:
-    channels last given to a channels-first model (or the reverse) is a layout."""
+    rows the model takes (a str for an open axis), None where it cannot be read (then the
+    model's own error says it); channels last given to a channels-first model is a layout."""
     rows = tuple(int(d) for d in rows)
     if _fits(rows, expected):  # built for these rows, failing inside: its own words say why
         expected = None
@@ -49,9 +45,8 @@ def _shape(shape) -> str:
 
 
 def build_failure(what: str, rows: tuple, outputs: int, exc: BaseException) -> InputError:
-    """A model function that fails inside while building: the one line names the input shape
-    it was given (a channels-first model reading channels-last rows fails in its own arithmetic,
-    e.g. `math domain error`, which says nothing of shapes)."""
+    """A model function that fails while building: the line names the input shape it was given
+    (a channels-first model reading channels-last rows may fail as `math domain error`)."""
     rows = tuple(int(d) for d in rows)
     hint = ("; image rows are given channels last, as stored: a channels-first model needs "
             "layout = \"channels_first\" on the data block, --layout channels_first"

@@ -1,9 +1,5 @@
-"""The model of a train run, its loss and metric: a shipped example by name, a `.keras` file, or
-`file.py:function(input_shape, outputs)` returning an uncompiled Keras model.
-
-Keras is imported inside the functions only: the run's process has chosen its backend
-(KERAS_BACKEND) before, and the command line checks names without importing it. Every failure
-of the user's model or names is one line (an InputError: exit 2)."""
+"""The model of a train run by name (a shipped example, a `.keras` file or `file.py:function`),
+and the one loss table every model kind uses. Nothing here imports Keras."""
 
 from __future__ import annotations
 
@@ -17,9 +13,7 @@ import numpy as np
 from convergence_study.errors import InputError
 from datasets.files import check_input_file
 from study.train.frameworks import native_adapters, native_titles
-from study.train.models.examples import MODELS
-from study.train.models.input_rows import build_failure
-from study.train.models.native_examples import NATIVE_MODELS
+from study.train.models.examples import MODELS, NATIVE_MODELS
 
 SHIPPED = (*MODELS, *NATIVE_MODELS)  # the Keras examples and their native twins, by name
 
@@ -87,17 +81,6 @@ def check_initial_file(path, model: str, where: str = "initial") -> None:
     check_input_file(Path(path), where)
 
 
-def _call(path: Path, function: str, input_shape, outputs, what: str):
-    with beside(path):
-        module = import_file(path, what)
-        if not callable(getattr(module, function, None)):
-            raise InputError(f"{what}: '{path}' defines no function '{function}'")
-        try:
-            return getattr(module, function)(tuple(input_shape), outputs)
-        except (Exception, SystemExit) as exc:
-            raise build_failure(what, input_shape, outputs, exc) from None
-
-
 @contextmanager
 def beside(path: Path):
     """The model file's folder first on the import path while it loads and builds, as Python
@@ -112,8 +95,7 @@ def beside(path: Path):
 
 
 def import_file(path: Path, what: str):
-    """A model file as a module (its folder on the path: `beside`); any failure, sys.exit
-    included, one line."""
+    """A model file as a module (its folder on the path); any failure one line."""
     with beside(path):
         try:
             loaded = importlib.util.spec_from_file_location(f"user_model_{path.stem}", path)
@@ -125,8 +107,7 @@ def import_file(path: Path, what: str):
 
 
 def check_trainable(count: int, what: str) -> None:
-    """A model with no trainable parameters (none, or all frozen) has nothing to train: one
-    line, for every model kind, before any clock."""
+    """A model with no trainable parameters (none, or all frozen): one line, before any clock."""
     if not count:
         raise InputError(f"{what} has no trainable parameters (none, or all frozen): nothing "
                          "to train")
@@ -150,17 +131,13 @@ def loss_label(loss) -> str | None:
 
 
 def known_callables() -> dict:
-    """Callables returned with a model whose meaning is known, by qualified name: (what the
-    model must output, the family of labels: sparse = class indices, binary = 0/1 floats), each
-    framework's in its adapter (`KNOWN_LOSSES`); others are checked for shape."""
-
+    """Each adapter's `KNOWN_LOSSES`: callables whose meaning is known, by qualified name."""
     return {name: meaning for a in native_adapters() for name, meaning in a.KNOWN_LOSSES.items()}
 
 
 def loss_meaning(loss) -> tuple[str | None, str | None]:
-    """(what the model must output: probabilities, logits or log-probabilities, None where any
-    values do; the labels' family: sparse, categorical, binary or None) of a loss by name or a
-    known callable."""
+    """(what the model must output, None where any values do; the labels' family: sparse,
+    categorical, binary or None) of a loss by name or a known callable."""
     if loss is not None and not isinstance(loss, str):
         return known_callables().get(loss_label(loss), (None, None))
     name, logits = loss_name(loss)
@@ -176,12 +153,8 @@ def loss_meaning(loss) -> tuple[str | None, str | None]:
 def labels_are_indices(loss) -> bool | None:
     """Whether the loss takes class indices (True), other labels (False) or either (None: a
     callable of unknown meaning, which gets integer labels as integers)."""
-    if loss is None:
-        return None
-    if not isinstance(loss, str):
-        family = loss_meaning(loss)[1]
-        return None if family is None else family == "sparse"
-    return loss_meaning(loss)[1] == "sparse"
+    family = None if loss is None else loss_meaning(loss)[1]
+    return None if family is None and not isinstance(loss, str) else family == "sparse"
 
 
 # the loss by name that fits what a model outputs, per family of labels
@@ -197,9 +170,7 @@ FITS = {"sparse": {PROBABILITIES: "sparse_categorical_crossentropy",
 
 def output_kind(y_pred: np.ndarray) -> tuple[str, str]:
     """(probabilities, log-probabilities or logits; the evidence in words) of a classifier's
-    outputs on a probe batch: rows non-negative summing to 1 are probabilities, rows of values
-    <= 0 whose exponentials sum to 1 log-probabilities, anything else logits. One column: in
-    [0, 1] probabilities, else logits."""
+    outputs on a probe batch."""
     y = np.asarray(y_pred, np.float64).reshape(len(y_pred), -1)
     low, high = float(y.min()), float(y.max())
     if y.shape[1] == 1:
@@ -216,12 +187,10 @@ def output_kind(y_pred: np.ndarray) -> tuple[str, str]:
 
 
 def check_outputs(loss, y_pred: np.ndarray, what: str) -> None:
-    """Before any clock, on a probe batch at the initial weights, for every model kind (the
-    Keras path's initial-weights helper and study.train.models.model_checks for native models):
-    finite outputs, of the kind the loss takes. A probability loss clips logits into an
-    ill-defined objective, and normalises log-probabilities into a meaningless one that can
-    even meet a loss target at zero accuracy; the refusal names what the model outputs and the
-    loss by name that fits it."""
+    """Before any clock, on a probe batch at the initial weights, for every model kind: finite
+    outputs, of the kind the loss takes. A probability loss clips logits into an ill-defined
+    objective, and normalises log-probabilities into one that can meet a loss target at zero
+    accuracy; the refusal names the loss that fits."""
     y_pred = np.asarray(y_pred, np.float64)
     if not np.isfinite(y_pred).all():
         raise InputError(f"{what} gives non-finite outputs (NaN or inf) at its initial weights, "
@@ -274,9 +243,8 @@ def check_native_loss(loss, what: str):
 
 def named_loss(loss: str, ops):
     """loss(outputs, labels) -> the mean over the rows, for a native model, with the meaning
-    Keras gives the name (so a native model and its Keras twin give the same loss at the same
-    weights), written once for every framework: `ops` are the framework's few array functions
-    (its adapter's: study.frameworks.torch.train.torch_ops, ...)."""
+    Keras gives the name (a native model and its Keras twin agree), written once with the
+    framework's few array functions `ops`."""
     name, _ = loss_name(loss)
     base, (expects, _) = NATIVE_LOSSES[name], loss_meaning(loss)
     mean, log = ops.mean, ops.log
@@ -343,12 +311,9 @@ def mode_of(metric: str) -> str:
 
 def outputs_for(loss: str, y_train: np.ndarray, y_val: np.ndarray, source: str) -> int:
     """How many outputs the model needs, with the labels checked against the loss's range."""
-    y = np.concatenate([y_train.reshape(len(y_train), -1), y_val.reshape(len(y_val), -1)])
+    y = all_labels(y_train, y_val)
     loss, _ = loss_name(loss)
-    if loss in SPARSE and (y.shape[1] != 1 or not np.all(np.equal(np.mod(y, 1), 0))
-                           or y.min() < 0):
-        raise InputError(f"{source}: labels must be class indices 0, 1, ... for {loss}; "
-                         f"found values from {y.min():g} to {y.max():g}")
+    classes = class_count(y, loss, f"{source}: ") if loss in SPARSE else None
     if loss in PROBABILITY and (y.min() < 0 or y.max() > 1):
         raise InputError(f"{source}: labels must lie in [0, 1] for {loss}; found values from "
                          f"{y.min():g} to {y.max():g}")
@@ -357,14 +322,27 @@ def outputs_for(loss: str, y_train: np.ndarray, y_val: np.ndarray, source: str) 
         raise InputError(f"{source}: the training labels are all one class, so {loss} has "
                          "nothing to learn (a softmax over one class gives 1: the loss is 0 "
                          "whatever the weights); the labels need two classes or more")
-    if loss in SPARSE:
-        return int(y.max()) + 1
+    if classes:
+        return classes
     if loss in DISTRIBUTION and y.shape[1] < 2:
         raise InputError(f"{source}: {loss} needs one column per class (one-hot, two or "
                          f"more), the labels have {y.shape[1]}")
     if not np.isfinite(y.astype(np.float64)).all():
         raise InputError(f"{source}: labels have non-finite values")
     return y.shape[1]
+
+
+def all_labels(y_train: np.ndarray, y_val: np.ndarray) -> np.ndarray:
+    """The training and validation labels, each row's as columns."""
+    return np.concatenate([y_train.reshape(len(y_train), -1), y_val.reshape(len(y_val), -1)])
+
+
+def class_count(y: np.ndarray, loss: str, head: str = "") -> int:
+    """The number of classes of labels that must be class indices 0, 1, ..."""
+    if y.shape[1] != 1 or not np.all(np.equal(np.mod(y, 1), 0)) or y.min() < 0:
+        raise InputError(f"{head}labels must be class indices 0, 1, ... for {loss}; found values "
+                         f"from {y.min():g} to {y.max():g}")
+    return int(y.max()) + 1
 
 
 def describe(exc: BaseException) -> str:

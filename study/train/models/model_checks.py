@@ -1,11 +1,7 @@
-"""The checks every model kind goes through before any clock, each written once: finite outputs
-of the kind the loss takes (study.train.models.model.check_outputs, on a probe batch at the
-initial weights), a finite loss there (else `diverged` after one step, the label of an optimizer
-that blew up), and no line-search optimizer (ours, or an adapter's LINE_SEARCH) on a model whose
-training objective draws noise or depends on the batch (`refuse_stochastic`).
-
-Why: native models that broke these trained garbage silently (a log_softmax model under a
-probability loss was even recorded `reached`)."""
+"""The checks every model kind goes through before any clock: finite outputs of the kind the loss
+takes, a finite loss there, and no line-search optimizer on a model whose training objective
+draws noise or depends on the batch. Why: native models that broke these trained garbage
+silently (a log_softmax model under a probability loss was even recorded `reached`)."""
 
 from __future__ import annotations
 
@@ -19,16 +15,13 @@ RANDOM_PASS = "a training pass that draws noise"  # found by behaviour, not by a
 
 
 def line_search() -> tuple[str, ...]:
-    """The optimizers whose line search compares the loss at several points of one objective:
-    ours, and each native library's its adapter names."""
-
+    """The optimizers whose line search compares the loss at several points of one objective."""
     return ("lbfgs", *(f"{a.LIBRARY}:{name}" for a in native_adapters() for name in a.LINE_SEARCH))
 
 
 def refuse_stochastic(optimizer: str, found: list[str]) -> None:
-    """L-BFGS on a model with layers random or batch-dependent in training: one line, the same
-    for every model kind (a no-op where nothing was found or the optimizer has no line
-    search)."""
+    """A line-search optimizer on a model with layers random or batch-dependent in training:
+    one line, the same for every model kind."""
     if found and optimizer in line_search():
         raise InputError(f"{optimizer} needs a deterministic training objective, but the model "
                          f"has {', '.join(found)} (random or batch-dependent in training): its "
@@ -44,9 +37,7 @@ def check_finite_loss(value: float, label, what: str) -> None:
 
 
 def check_native(work, optimizer: str) -> None:
-    """A native model's workload at its initial parameters, before any clock: the outputs on a
-    probe batch (finite, the kind the loss takes), the loss there (finite), and, for an L-BFGS,
-    whether two training passes over the same rows differ."""
+    """A native model's workload at its initial parameters, before any clock."""
     outputs, value = work.probe()
     check_outputs(work.loss_used, outputs, work.what)
     check_finite_loss(value, work.loss_label, work.what)

@@ -1,21 +1,15 @@
-"""What a model function returns, recognised: `file.py:function` (or a shipped native example by
-name, study.train.models.native_examples) called with `(input_shape, outputs)` (and `seed=` when its
-signature takes it) may return
+"""What a model function returns, recognised: `file.py:function` (or a shipped native example)
+called with `(input_shape, outputs)` (and `seed=` when its signature takes it) may return
 
-  a Keras model                        -> None: the Keras path (study.train.models.model) runs it
+  a Keras model                        -> None: the Keras path runs it
   a framework's module [, loss]        -> that framework's native model (its adapter's
-                                          `module_kind`: a torch.nn.Module, an Equinox or Flax
-                                          NNX module), the loss by name (--loss) or the callable
-  (init_params, apply) [, loss]        -> the framework whose adapter takes a pair (`PAIR`):
-                                          init_params(key) -> pytree, apply(params, x)
+                                          `module_kind`)
+  (init_params, apply) [, loss]        -> the framework whose adapter takes a pair (`PAIR`)
 
-Nothing here imports a framework the function did not: a type is recognised through the
-modules already loaded (`loaded`). A model drawn without a seed is drawn again where its
-framework's initializers draw from a global generator (the adapter's `reseeded`), so a seed
-gives the same instance.
-
-A native model runs on its own framework only: it compares optimizers and devices within that
-framework (a framework comparison needs a Keras model, which Keras runs on all three).
+A type is recognised through the modules already loaded (`loaded`), so nothing here imports a
+framework. A model drawn without a seed is drawn again under it where its framework's
+initializers use a global generator (the adapter's `reseeded`). A native model runs on its own
+framework only (a framework comparison needs a Keras model).
 """
 
 from __future__ import annotations
@@ -27,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from convergence_study.errors import InputError
-from study.train.frameworks import adapter, native_adapters
+from study.train.frameworks import adapter, native_adapters, native_modules
+from study.train.models.examples import NATIVE_MODELS
 from study.train.models.input_rows import build_failure
 from study.train.models.model import beside, import_file, model_file
-from study.train.models.native_examples import NATIVE_MODELS
 
 
 @dataclass
@@ -46,16 +40,10 @@ class NativeModel:
     seed: int = 0
 
 
-def native_examples() -> dict:
-    return NATIVE_MODELS
-
-
 def function_of(model: str):
-    """(function, what) behind a model name, or None for a shipped Keras model or a .keras
-    file."""
-    examples = native_examples()
-    if model in examples:
-        return examples[model], f"model '{model}'"
+    """(function, what) behind a model name, or None for a shipped Keras model or .keras file."""
+    if model in NATIVE_MODELS:
+        return NATIVE_MODELS[model], f"model '{model}'"
     head, sep, name = model.rpartition(":")
     if not sep or not head.endswith(".py"):
         return None
@@ -70,8 +58,7 @@ def function_of(model: str):
 
 
 def load(model: str, input_shape, outputs: int, seed: int = 0) -> NativeModel | None:
-    """The native model behind `model`, or None where it is a Keras one (a shipped Keras
-    example, a .keras file, or a function returning a Keras model)."""
+    """The native model behind `model`, or None where it is a Keras one."""
     found = function_of(model)
     if found is None:
         return None
@@ -79,13 +66,13 @@ def load(model: str, input_shape, outputs: int, seed: int = 0) -> NativeModel | 
     takes_seed = _takes(function, "seed")
     path = model_file(model)
     with beside(path) if path is not None else nullcontext():
-        built = _call(function, input_shape, outputs, seed, takes_seed, what)
+        built = call_model(function, input_shape, outputs, what, seed if takes_seed else None)
         kind, framework, obj, loss = classify(built, what)
         if kind is None:
             return None
         if not takes_seed:
             again = adapter(framework).reseeded(
-                seed, lambda: _call(function, input_shape, outputs, seed, False, what))
+                seed, lambda: call_model(function, input_shape, outputs, what))
             if again is not None:
                 kind, framework, obj, loss = classify(again, what)
     if loss is not None and not callable(loss):
@@ -106,8 +93,7 @@ def with_outputs(native: NativeModel, outputs: int) -> NativeModel:
 
 
 def stochastic_layers(native: NativeModel) -> list[str]:
-    """The layers of a native model that are random or batch-dependent in training (dropout,
-    batch normalization), by their class names, found by its framework's own types."""
+    """The layers of a native model that are random or batch-dependent in training, by name."""
     return sorted(set(adapter(native.framework).stochastic_layers(native)))
 
 
@@ -127,14 +113,9 @@ def classify(built, what: str):
     elif _module_kind(built) is not None:
         return (*_module_kind(built), built, None)
     raise InputError(f"{what} did not give a model: it must return a Keras model, "
-                     f"{_forms()} (optionally with a loss), or (init_params, apply[, loss]); "
-                     f"got {type(built).__name__}"
+                     f"{native_modules()} (optionally with a loss), or (init_params, "
+                     f"apply[, loss]); got {type(built).__name__}"
                      + (f" of {len(built)}" if isinstance(built, tuple | list) else ""))
-
-
-def _forms() -> str:
-    """The native modules the adapters recognise, as a message lists them."""
-    return ", ".join(a.MODULES for a in native_adapters())
 
 
 def _module_kind(value) -> tuple[str, str] | None:
@@ -161,14 +142,15 @@ def _takes(function, name: str) -> bool:
         return False
 
 
-def _call(function, input_shape, outputs, seed, takes_seed, what):
+def call_model(function, input_shape, outputs, what: str, seed: int | None = None):
+    """A model function called with (input_shape, outputs[, seed=]); any failure one line."""
     try:
-        if takes_seed:
+        if seed is not None:
             return function(tuple(input_shape), outputs, seed=seed)
         return function(tuple(input_shape), outputs)
     except InputError:
         raise
-    except Exception as exc:
+    except (Exception, SystemExit) as exc:
         raise build_failure(what, input_shape, outputs, exc) from None
 
 

@@ -1,21 +1,19 @@
 """The small interface behind native models, modelled on AlgoPerf's workload / submission split:
-the workload is the model and its data (what is trained: initial parameters, the loss on a
-batch, evaluation, flat vectors), the submission the optimizer (how: state, update). Each
-framework's adapter (study/frameworks/<name>/train.py) implements both; our L-BFGS is one
-submission for every model, Keras's included, on the flattened parameters. `WorkloadStepper`
-joins the two into the stepper the segmented loop (study.train.run.loop) times, so native runs
-are timed by the same code as Keras runs.
+the workload is the model and its data (initial parameters, the loss on a batch, evaluation,
+flat vectors), the submission the optimizer (state, update). Each framework's adapter implements
+both; our L-BFGS is one submission for every model, Keras's included. `WorkloadStepper` joins the
+two into the stepper the segmented loop (study.train.run.loop) times, as it times Keras runs.
 
-Why this split: the loop dispatches K steps and then reads the host once (a host read is a
-synchronization), so `Workload.loss` and `Submission.update` return device values and never
-read them; `Workload.evaluate` runs off the clock and returns host floats; what L-BFGS needs on
-the host goes through `Workload.flat_value_and_grad` (float64, full batch). The training arrays
-are passed to `loss` as an argument: a JAX program would embed a closed-over array.
+The loop dispatches K steps and then reads the host once, so `Workload.loss` and
+`Submission.update` return device values and never read them; `Workload.evaluate` runs off the
+clock; L-BFGS's host work goes through `Workload.flat_value_and_grad`. The training arrays are
+an argument of `loss`: a JAX program would embed a closed-over array.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -36,23 +34,61 @@ LBFGS_NAME = "lbfgs"  # our L-BFGS, full batch, on every framework
 
 
 class Workload(ABC):
+    """A native model and its data on one framework; each framework's subclass says how it
+    places, converts and calls (the hooks below), the checks and evaluation are the same."""
+
     framework: str  # the registry's name of its framework
+    place = ops = None  # its device of "cpu" or "gpu"; the functions model.named_loss uses
+    ARRAY = "an array"  # what its model and loss must return, in messages
     kind: str  # what the user's function returned, in words
     metric: str
     loss_label: str  # the loss that runs, as the row records it (a callable's qualified name)
     data: tuple
 
+    def __init__(self, native, arrays: dict, loss, metric: str, device: str = "cpu",
+                 initial=None, seed: int = 0):
+        self.what, self.kind = native.what, native.kind
+        self.device = self.place(device)
+        self.metric = check_metric(metric)
+        self.loss_used, self.loss_fn, self.loss_label, indices = run_loss(native, loss,
+                                                                          self.ops())
+        self.names = self.take_parameters(native, initial, seed)
+        integers = integer_labels(indices, arrays["y_train"])
+        self.data = (self.put(arrays["x_train"]), self.put(arrays["y_train"], integers))
+        self.val = (self.put(arrays["x_val"]), self.put(arrays["y_val"], integers))
+        self.y_val_host = np.asarray(arrays["y_val"])
+        self._check(native.outputs)
+
+    # The hooks the default __init__, checks, loss and evaluation call: a workload that defines
+    # those itself (a framework of your own) needs none of them.
+    def take_parameters(self, native, initial, seed: int) -> list[str]:
+        """The model's parameters taken (from `initial`'s .npz where given): their names."""
+        raise NotImplementedError
+
+    def put(self, values, integers: bool = False):
+        """Host values on the device, as int or float32."""
+        raise NotImplementedError
+
+    def trial(self, function, *arguments):
+        """`function(*arguments)` before any clock, for its shape (no gradient kept)."""
+        raise NotImplementedError
+
+    def is_array(self, value) -> bool:
+        raise NotImplementedError
+
+    def mismatch(self, exc: Exception) -> InputError:
+        """The one line for a model that fails on the first training rows."""
+        raise NotImplementedError
+
+    def forward(self, params, x):
+        raise NotImplementedError
+
+    def evaluation(self, params) -> tuple[float, np.ndarray]:
+        """(the loss, the outputs on the host) on the validation rows, in evaluation mode."""
+        raise NotImplementedError
+
     @abstractmethod
     def init_parameters(self): ...
-
-    @abstractmethod
-    def loss(self, params, data, index): ...
-
-    @abstractmethod
-    def indices(self, rows: list) -> list: ...
-
-    @abstractmethod
-    def evaluate(self, params) -> dict: ...
 
     @abstractmethod
     def to_flat(self, params) -> np.ndarray: ...
@@ -64,9 +100,6 @@ class Workload(ABC):
     def flat_value_and_grad(self): ...
 
     @abstractmethod
-    def read(self, value) -> float: ...
-
-    @abstractmethod
     def parameter_count(self) -> int: ...
 
     @abstractmethod
@@ -75,9 +108,48 @@ class Workload(ABC):
 
     @abstractmethod
     def probe(self, rows: int = 256) -> tuple[np.ndarray, float]:
-        """The outputs (on the host) and the loss on the first training rows at the initial
-        parameters, in evaluation mode: what study.train.models.model_checks judges before any
-        clock."""
+        """The outputs (on the host) and the loss on the first validation rows at the initial
+        parameters, in evaluation mode (study.train.models.model_checks judges them)."""
+
+    def _check(self, outputs: int) -> None:
+        """Before anything is timed: the rows fit, the outputs' shape, a scalar loss."""
+        x, y = self.data
+        try:
+            out = self.trial(self.forward, self.initial, x[:2])
+        except Exception as exc:  # the model's shape is in its own words
+            raise self.mismatch(exc) from None
+        if not self.is_array(out):
+            raise InputError(f"{self.what} returns {type(out).__name__}, not {self.ARRAY}")
+        check_outputs(self.what, tuple(out.shape), 2, outputs)
+        if len(out.shape) == 2 and out.shape[1] == 1 and y.ndim == 1:  # labels shaped as outputs
+            y, self.val = y.reshape(-1, 1), (self.val[0], self.val[1].reshape(-1, 1))
+            self.data = (x, y)
+        try:
+            value = self.trial(self.loss_fn, out, y[:2])
+        except Exception as exc:
+            raise loss_failure(self.what, self.loss_fn, out, y[:2], exc, self.trial) from None
+        if not self.is_array(value):
+            raise InputError(f"{self.what}: the loss returns {type(value).__name__}, not "
+                             f"{self.ARRAY}")
+        check_scalar(self.what, tuple(value.shape))
+
+    def loss(self, params, data, index):
+        xs, ys = data
+        if index is not None:
+            xs, ys = xs[index], ys[index]
+        return self.loss_fn(self.forward(params, xs), ys)
+
+    def indices(self, rows: list) -> list:
+        return [self.put(r, True) for r in rows]
+
+    def evaluate(self, params) -> dict:
+        value, out = self.evaluation(params)
+        return {"val_loss": value,
+                f"val_{self.metric}": host_metric(self.metric, self.loss_used, out,
+                                                  self.y_val_host)}
+
+    def read(self, value) -> float:
+        return float(value)
 
     def random_in_training(self) -> bool:
         """Whether two training-mode passes over the same rows give different outputs (a layer
@@ -106,11 +178,17 @@ class Submission(ABC):
     def record(self) -> dict:
         return {}
 
+    def check_arguments(self, hyperparameters: dict, accepted: list[str]) -> None:
+        """Each argument one its optimizer takes (by its signature), else one line."""
+        for key in hyperparameters:
+            if key not in accepted:
+                raise InputError(f"{self.name} has no parameter '{key}'; allowed: "
+                                 f"{', '.join(accepted)}")
+
 
 class LbfgsSubmission(Submission):
-    """Our L-BFGS (optimizers/lbfgs.py, strong-Wolfe line search, its algebra on the host in
-    float64) on the flattened parameters, full batch: the batch index is ignored, and every
-    iteration reads the loss and gradient to the host by nature."""
+    """Our L-BFGS (optimizers/lbfgs.py, its algebra on the host in float64) on the flattened
+    parameters, full batch: the batch index is ignored."""
 
     name = LBFGS_NAME
 
@@ -127,7 +205,7 @@ class LbfgsSubmission(Submission):
 
     def init(self, workload, params):
         self.objective = _Objective(workload.flat_value_and_grad())
-        self.state = _LbfgsState(workload.to_flat(params))
+        self.state = SimpleNamespace(w0=workload.to_flat(params), inner=None)
         return self.state
 
     def warm(self, workload, state, index) -> None:
@@ -146,11 +224,6 @@ class LbfgsSubmission(Submission):
         inner = self.state.inner if self.state is not None else None
         evaluations = 1 + int(np.asarray(inner.evaluations)) if inner is not None else 0
         return {"optimizer_library": "ours", "loss_evaluations": evaluations}
-
-
-class _LbfgsState:
-    def __init__(self, w0):
-        self.w0, self.inner = w0, None
 
 
 class _Objective:
@@ -188,8 +261,7 @@ class WorkloadStepper:
 
     # the Keras steppers' names, so code written for them can hold either
     def write_back(self) -> None:
-        """The submission's parameters handed to the workload (a Keras model's variables take
-        them, for its own evaluation: study.train.run.trainers.KerasWeights)."""
+        """The submission's parameters handed to the workload (a Keras model's variables)."""
         self.submission.parameters(self.workload, self.state)
 
     def reload(self) -> None:
@@ -207,10 +279,8 @@ def check_metric(metric: str) -> str:
 
 
 def host_metric(metric: str, loss, y_pred: np.ndarray, y_true: np.ndarray) -> float:
-    """The validation metric on the host (off the clock), as Keras's metric of that name
-    computes it ("accuracy" resolves by the loss's labels, as `compile` resolves it; a callable
-    of unknown meaning by the shapes: several outputs and class indices, the class accuracy).
-    A binary accuracy on logits thresholds at 0 (probability 0.5)."""
+    """The validation metric on the host, as Keras's metric of that name computes it
+    ("accuracy" resolved by the loss's labels as `compile` does, else by the shapes)."""
 
     expects, family = loss_meaning(loss)
     y_pred = np.asarray(y_pred, np.float64)
@@ -236,10 +306,9 @@ def host_metric(metric: str, loss, y_pred: np.ndarray, y_true: np.ndarray) -> fl
 
 
 def run_loss(native, loss, ops):
-    """(loss(outputs, labels), the loss as the row records it, whether its labels are class
-    indices: True, False, None for either) of the loss that runs, on every native model: the
-    callable returned with the model, else the loss by name (study.train.models.model's table,
-    written with the framework's `ops`)."""
+    """(the loss, loss(outputs, labels), its label in the row, whether its labels are class
+    indices: True, False, None for either): the callable returned with the model, else the loss
+    by name written with the framework's `ops`."""
 
     loss = check_native_loss(native.loss if native.loss is not None else loss, native.what)
     function = loss if callable(loss) else named_loss(loss, ops)
@@ -248,8 +317,7 @@ def run_loss(native, loss, ops):
 
 def integer_labels(indices: bool | None, labels) -> bool:
     """Labels go to the model as integers for a loss of class indices, and for a callable of
-    unknown meaning where they are integers (torch.nn.CrossEntropyLoss takes class indices);
-    else as float32."""
+    unknown meaning where they are integers; else as float32."""
     return indices is True or (indices is None
                                and np.issubdtype(np.asarray(labels).dtype, np.integer))
 
@@ -268,8 +336,8 @@ def check_scalar(what: str, shape: tuple) -> None:
 
 
 def initial_arrays(path, names: list[str], shapes: list[tuple], what: str) -> list[np.ndarray]:
-    """Initial parameters from an .npz: by the model's own parameter names, else positionally
-    as w0, w1, ... (the train study's weights.npz, Keras's get_weights order); shapes checked."""
+    """Initial parameters from an .npz: by the model's parameter names, else as w0, w1, ...
+    (Keras's get_weights order); shapes checked."""
     from pathlib import Path
 
     path = Path(path)
@@ -309,10 +377,8 @@ def initial_arrays(path, names: list[str], shapes: list[tuple], what: str) -> li
 
 
 def loss_failure(what: str, loss_fn, outputs, labels, exc: BaseException, call) -> InputError:
-    """The one line for a loss that failed on the probe batch as `loss(outputs, labels)`: where
-    `call(loss_fn, labels, outputs)` works, the loss takes its arguments the other way round
-    (Equinox's tutorial's `cross_entropy(y, pred_y)`: integer labels where the outputs go), and
-    the line says which order is expected."""
+    """The one line for a loss that failed as `loss(outputs, labels)`; where the other order
+    works (Equinox's tutorial's `cross_entropy(y, pred_y)`), the line says which is expected."""
     try:
         call(loss_fn, labels, outputs)
     except Exception:  # noqa: BLE001 - no order works: the loss's own words

@@ -1,12 +1,10 @@
 """The loss and its gradient at a flat weight vector: what our L-BFGS needs of a model. Written
-once per framework (its adapter's `flat_value_and_grad`), called alike for a Keras model and a
-native one:
+once per framework (its adapter's `flat_value_and_grad`), for Keras and native models alike:
 
     make(weights, loss_at, data, device) -> f(w) -> (float loss, float64 gradient)
 
-`weights` are the framework's trainable arrays in the flat vector's order, `data` the full batch
-(x, y), `device` where the vector goes (None: the run's device scope). Host float64 values come
-back, so every call ends with the device done. The pieces below split and join flat vectors."""
+`data` is the full batch (x, y), `device` where the vector goes (None: the run's device scope).
+The pieces below split and join flat vectors."""
 
 from __future__ import annotations
 
@@ -18,7 +16,6 @@ from study.train.frameworks import adapter, trainable
 
 def framework_value_and_grad(framework: str):
     """The flat value_and_grad of `framework`'s adapter, or one line saying it has none."""
-
     try:
         return adapter(framework).flat_value_and_grad
     except InputError:

@@ -23,6 +23,7 @@ import math
 import time
 from dataclasses import dataclass
 
+from convergence_study.errors import InputError
 from optimizers.stopping import Divergence
 
 # completed: ran its budget without a target
@@ -57,8 +58,7 @@ def next_end(done: int, max_steps: int, eval_every: int, longest: int | None = N
 
 
 def segment_ends(max_steps: int, eval_every: int, longest: int | None = None):
-    """The steps after which the loop synchronizes, in order, without a time budget. Lazily:
-    `max_steps` may be 2**63 - 1, "no step limit"."""
+    """The steps after which the loop synchronizes without a time budget (lazily)."""
     end = 0
     while end < max_steps:
         end = next_end(end, max_steps, eval_every, longest)
@@ -168,8 +168,11 @@ def grown(loss: float, start: float) -> str:
 def epoch_batches(n: int, batch_size: int, seed: int):
     """batch(i) -> row indices: a fresh seeded permutation per epoch, the remainder dropped (a
     smaller last batch would be a new shape, which recompiles), full batch when batch_size is 0
-    or n (a run refuses one above n: study.train.run.measure). The order depends on the seed
-    alone: the same on every framework."""
+    or n; one above n is refused. The order depends on the seed alone: the same on every
+    framework."""
+    if batch_size > n:
+        raise InputError(f"batch_size {batch_size} is more than the {n} training rows; give at "
+                         "most that, or 0 for full batch")
     size = n if batch_size <= 0 or batch_size >= n else batch_size
     per_epoch = n // size
     orders: dict[int, object] = {}

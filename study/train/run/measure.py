@@ -1,11 +1,9 @@
-"""One train run in its own process, Keras on the spec's framework (KERAS_BACKEND set before its
-import) and reached through `model_library()`. Outside every clock: the data and the initial
-weights (the sweep's cache: study.train.models.initial), building and compiling the model, and
-the check that the loaded weights give the reference validation loss (else refused, never
-trained); then the loop (study.train.run.loop) inside the noise probe. `loop = "fit"` times
-`model.fit` over the same batches instead. A GPU run where the framework sees none is skipped
-(never moved to the CPU), and the weights' device is checked after the run (TensorFlow places
-ops softly: it would fall back to the CPU without a word)."""
+"""One train run in its own process, Keras on the spec's framework. Outside every clock: the data
+and the initial weights (the sweep's cache), building and compiling the model, and the check
+that the loaded weights give the reference validation loss; then the loop inside the noise
+probe (`loop = "fit"`: `model.fit` over the same batches). A GPU run where the framework sees
+none is skipped, and the weights' device is checked after the run (TensorFlow would fall back
+to the CPU without a word)."""
 
 from __future__ import annotations
 
@@ -22,6 +20,7 @@ from study.frameworks.registry import FRAMEWORKS
 from study.sweep.plugin import Measurement, RunContext
 from study.sweep.tuning import NO_RATE, is_tuned
 from study.train.frameworks import adapter, check_keras, model_library, native_titles, of_library
+from study.train.models.examples import NATIVE_MODELS
 from study.train.models.initial import (
     RTOL,
     agrees,
@@ -32,7 +31,6 @@ from study.train.models.initial import (
     read_initial,
 )
 from study.train.models.model import outputs_for
-from study.train.models.native_examples import NATIVE_MODELS
 from study.train.models.native_load import check_backend, load
 from study.train.run.loop import Target, epoch_batches, run_loop
 from study.train.run.native_optimizers import KERAS_LIBRARY, check_family, library_of
@@ -84,13 +82,9 @@ def measure_on_device(spec: Spec, ctx: RunContext, initial) -> Measurement:
     keras.metric_object(spec.metric)  # an unknown name is refused here, before the model is built
     model = keras.build(spec.model, tuple(meta["input_shape"]), meta["outputs"])
     model.set_weights(weights)
-    if spec.batch_size > len(arrays["x_train"]):
-        raise InputError(f"batch_size {spec.batch_size} is more than the "
-                         f"{len(arrays['x_train'])} training rows; give at most that, or 0 for "
-                         "full batch")
-    trainer = keras.make_trainer(model, spec, loss, spec.metric, arrays)
-    evaluation = keras.Evaluation(model, arrays, spec.metric)
     rows, per_epoch = epoch_batches(len(arrays["x_train"]), spec.batch_size, spec.seed)
+    trainer = keras.make_trainer(model, spec, loss, spec.metric, arrays)
+    evaluation = keras.evaluation(model, arrays, spec.metric)
     x, y = arrays["x_train"], arrays["y_train"]
     reference = meta["reference_val_loss"]
     initial = {}
@@ -148,35 +142,24 @@ def measure_on_device(spec: Spec, ctx: RunContext, initial) -> Measurement:
                   epochs=record["steps"] / per_epoch,
                   total_seconds=(record["setup_seconds"] or 0.0) + record["seconds"],
                   **trainer.record(), **device_record(spec, model))
-    table = pd.DataFrame([{"step": t["step"], "seconds": t["seconds"],
-                           "train_loss": t["train_loss"], "val_loss": t["val_loss"],
-                           "val_metric": t.get(f"val_{spec.metric}")} for t in trace])
-    return Measurement(record, {"traces": table})
+    return Measurement(record, {"traces": trace_table(trace, spec.metric)})
 
 
 def native_model(spec: Spec, ctx: RunContext):
-    """(the native model, the data arrays) where the spec's model is a shipped native example or
-    a `file.py:function` returning a native model (study.train.models.native_load); None for a
-    Keras model."""
-
+    """(the native model, the data arrays) where the spec's model is a native one; else None."""
     head, sep, _ = spec.model.rpartition(":")
     if spec.model not in NATIVE_MODELS and not (sep and head.endswith(".py")):
         return None
     arrays = read_arrays(data_folder(spec.data, ctx.cache_dir))
     outputs = outputs_for(spec.loss, arrays["y_train"], arrays["y_val"], "data")
-    try:
-        native = load(spec.model, arrays["x_train"].shape[1:], outputs, spec.seed)
-    except SystemExit:  # a file calling sys.exit: the Keras path says so in its words
-        return None
+    native = load(spec.model, arrays["x_train"].shape[1:], outputs, spec.seed)
     return None if native is None else (native, arrays)
 
 
 def measure_native(spec: Spec, ctx: RunContext, native, arrays: dict) -> Measurement:
-    """A PyTorch or JAX model through study.train.run.native_run: everything checked and made before
-    the clock, only the loop inside the noise probe, the row and trace the Keras path gives.
-    A shipped native example starts from its Keras twin's weights for the seed (the same
-    instance as the Keras runs, its validation loss checked against theirs) unless `initial`
-    names an .npz; a user's model from `initial` or its own initialization under the seed."""
+    """A native model through study.train.run.native_run, the row and trace the Keras path gives.
+    A shipped native example starts from its Keras twin's weights for the seed (its validation
+    loss checked against theirs) unless `initial` names an .npz."""
 
     try:  # a model and a framework or optimizer that do not go together: no run, said why
         check_backend(native, spec.backend)
@@ -192,10 +175,8 @@ def measure_native(spec: Spec, ctx: RunContext, native, arrays: dict) -> Measure
     if initial is None and spec.model in NATIVE_MODELS:
         folder = initial_folder(keras_instance(spec), ctx.cache_dir)
         initial, reference = folder / "weights.npz", read_initial(folder)[1]["reference_val_loss"]
-    seen = {}
 
     def check_initial(logs):
-        seen["val_loss"] = logs["val_loss"]
         if reference is not None and not agrees(logs["val_loss"], reference):
             raise InputError(f"{native.what} gives val_loss {logs['val_loss']:.9g} at its Keras "
                              f"twin's initial weights, the twin (Keras's NumPy backend) "
@@ -219,10 +200,13 @@ def measure_native(spec: Spec, ctx: RunContext, native, arrays: dict) -> Measure
     record.update(n_train=len(arrays["x_train"]), n_val=len(arrays["x_val"]),
                   reference_val_loss=reference, target_margin=spec.target.get("margin"),
                   target_seed=spec.target.get("seed"))
-    table = pd.DataFrame([{"step": t["step"], "seconds": t["seconds"],
-                           "train_loss": t["train_loss"], "val_loss": t["val_loss"],
-                           "val_metric": t.get(f"val_{spec.metric}")} for t in trace])
-    return Measurement(record, {"traces": table})
+    return Measurement(record, {"traces": trace_table(trace, spec.metric)})
+
+
+def trace_table(trace: list[dict], metric: str) -> pd.DataFrame:
+    return pd.DataFrame([{"step": t["step"], "seconds": t["seconds"],
+                          "train_loss": t["train_loss"], "val_loss": t["val_loss"],
+                          "val_metric": t.get(f"val_{metric}")} for t in trace])
 
 
 def no_gpu(spec: Spec) -> Measurement | None:
@@ -257,10 +241,9 @@ def check_fit_size(rows, x, y, steps: int) -> None:
 
 def fit_record(trainer, model, rows, x, y, steps: int) -> dict:
     """model.fit over the batches the loop would take, one epoch, no shuffling, no validation:
-    its seconds per step against the loop's. Both are warm: the loop's first step
-    (train_on_batch) and then a one-step fit run untimed as setup, because fit hands the
-    compiled step other argument types than train_on_batch (on JAX it compiled again inside the
-    timed fit: about 0.5 s over 299 steps, which read as fit taking twice the loop's time)."""
+    its seconds per step against the loop's. A first step and a one-step fit run untimed as
+    setup: fit hands the compiled step other argument types than train_on_batch (on JAX it
+    compiled again inside the timed fit, which read as fit taking twice the loop's time)."""
     def batches(first: int, last: int) -> tuple:  # gathered before any clock is read
         order = np.concatenate([rows(i) for i in range(first, last)])
         return x[order], y[order]

@@ -1,9 +1,6 @@
 """The optimizer of a native model, by name: `<library>:<name>` of its framework's library (the
-adapter's `LIBRARY`: `torch:<Class>`, any torch.optim optimizer, on a PyTorch module;
-`optax:<name>`, one of optax's optimizers, on a JAX model), or `lbfgs` (ours, full batch, on the
-flattened parameters) on any; hyperparameters by the library's own names. An optimizer of another
-framework (a Keras one included: those run on Keras models) is one line naming what the model
-accepts."""
+adapter's `LIBRARY`: `torch:<Class>`, `optax:<name>`), or `lbfgs` (ours) on any, hyperparameters
+by the library's own names. Another framework's optimizer is one line naming what fits."""
 
 from __future__ import annotations
 
@@ -71,9 +68,8 @@ def library_of(optimizer: str) -> str:
 
 
 def file_library(optimizer: str) -> str:
-    """The library of a file's optimizer (`path.py:Name`): the one library (a native
-    framework's adapter's, or Keras) that its file imports, read off the file before anything
-    runs; one line where it imports none of them or several."""
+    """The library of a file's optimizer (`path.py:Name`): the one library its file imports, read
+    off the file before anything runs; one line where it imports none of them or several."""
     path, _ = split(optimizer)
     libraries = (*native_libraries(), KERAS_LIBRARY)
     found = imported(path) & set(libraries)
@@ -106,15 +102,19 @@ def check_name(optimizer: str) -> None:
         return
     prefix, sep, name = str(optimizer).partition(":")
     if not sep or not name or prefix not in (*native_libraries(), KERAS_LIBRARY):
-        forms = ", ".join(f"{a.LIBRARY}:{a.OPTIMIZER_FORM}" for a in native_adapters())
-        raise InputError(f"optimizer: unknown '{optimizer}'; allowed: {KERAS_LIBRARY}:<Class>, "
-                         f"{forms}, {LBFGS_NAME}, path/to/file.py:Name ({file_kinds()})")
+        raise InputError(f"optimizer: unknown '{optimizer}'; allowed: {allowed_names()}")
+
+
+def allowed_names() -> str:
+    """Every form of an optimizer's name, as a message lists them."""
+    forms = ", ".join(f"{a.LIBRARY}:{a.OPTIMIZER_FORM}" for a in native_adapters())
+    return (f"{KERAS_LIBRARY}:<Class> (any Keras optimizer), {forms} (native models), "
+            f"{LBFGS_NAME}, path/to/file.py:Name ({file_kinds()})")
 
 
 def check_library_name(optimizer: str) -> None:
     """A native optimizer's name as its library knows it, where that is known before any
-    framework starts: before a command draws its initial weights, which starts Keras (a
-    file's optimizer is checked when its run builds it)."""
+    framework starts (before a command draws its initial weights, which starts Keras)."""
     if is_file_name(optimizer):
         return
     own = of_library(library_of(optimizer))

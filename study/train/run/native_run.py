@@ -1,14 +1,13 @@
-"""One native-model run: the model loaded (study.train.models.native_load), its workload and the
-optimizer's submission built and checked (every bad input one line before anything is timed),
-then the segmented loop over a `WorkloadStepper`: the same clock, statuses and setup rule as
-Keras runs. `prepare` does everything before the clock and `NativeRun.loop` the timed part (a
-sweep wraps only that in its noise probe); `train` is both and returns the loop's record, the
-trace under "trace"; it writes nothing."""
+"""One native-model run: the model loaded, its workload and the optimizer's submission built and
+checked (every bad input one line before anything is timed), then the segmented loop over a
+`WorkloadStepper`: the same clock, statuses and setup rule as Keras runs. `prepare` does
+everything before the clock, `NativeRun.loop` the timed part; `train` is both and writes
+nothing."""
 
 from __future__ import annotations
 
 from convergence_study.errors import InputError
-from study.train.models.model import labels_are_indices, loss_label
+from study.train.models.model import all_labels, class_count, labels_are_indices, loss_label
 from study.train.models.model_checks import check_finite_loss, check_native, refuse_stochastic
 from study.train.models.native_load import (
     NativeModel,
@@ -23,25 +22,14 @@ from study.train.run.loop import Target, epoch_batches, run_loop
 from study.train.run.native_optimizers import make_submission
 
 
-def train(model: str | NativeModel, arrays: dict, *, loss, metric: str, optimizer: str,
-          hyperparameters: dict | None = None, batch_size: int = 64, seed: int = 0,
-          target: Target | tuple, max_steps: int = 1000, eval_every: int = 0,
-          time_budget: float | None = None, device: str = "cpu", initial=None,
-          backend: str | None = None, check_initial=None) -> dict:
-    """Train a native model to `target` ((metric, value, mode) or a Target) on `arrays`
-    (x_train, y_train, x_val, y_val). `initial`: an .npz of initial parameters (by name, or
-    w0, w1, ...); else the model's own initialization under `seed`. L-BFGS is full batch."""
-    run = prepare(model, arrays, loss=loss, metric=metric, optimizer=optimizer,
-                  hyperparameters=hyperparameters, batch_size=batch_size, seed=seed,
-                  target=target, max_steps=max_steps, eval_every=eval_every,
-                  time_budget=time_budget, device=device, initial=initial, backend=backend,
-                  check_initial=check_initial)
+def train(model: str | NativeModel, arrays: dict, **options) -> dict:
+    """`prepare`'s run, looped: the loop's record, the trace under "trace"."""
+    run = prepare(model, arrays, **options)
     return run.finish(*run.loop())
 
 
 class NativeRun:
-    """A run made and checked, not started: `loop()` is the timed part (what a sweep wraps in
-    its noise probe), `finish(record, trace)` the record."""
+    """A run made and checked, not started: `loop()` is the timed part, `finish` the record."""
 
     def __init__(self, work, submission, stepper, rows, per_epoch, target, metric, options):
         self.work, self.submission, self.stepper = work, submission, stepper
@@ -72,7 +60,10 @@ def prepare(model: str | NativeModel, arrays: dict, *, loss, metric: str, optimi
             time_budget: float | None = None, device: str = "cpu", initial=None,
             backend: str | None = None, check_initial=None) -> NativeRun:
     """Everything before the clock, each bad input one line: the model loaded, the workload
-    and submission built and checked, the batches' order."""
+    and submission built and checked, the batches' order. Trains to `target` ((metric, value,
+    mode) or a Target) on `arrays` (x_train, y_train, x_val, y_val); `initial`: an .npz of initial
+    parameters (by name, or w0, w1, ...), else the model's own initialization under `seed`.
+    L-BFGS is full batch."""
     hyperparameters = dict(hyperparameters or {})
     target = target if isinstance(target, Target) else Target(*target)
     if target.metric not in ("val_loss", f"val_{metric}"):
@@ -91,9 +82,6 @@ def prepare(model: str | NativeModel, arrays: dict, *, loss, metric: str, optimi
     work = workload(native, arrays, loss, metric, device, initial, seed)
     check_native(work, optimizer)
     size = 0 if optimizer == LBFGS_NAME else batch_size
-    if size > len(arrays["x_train"]):
-        raise InputError(f"batch_size {size} is more than the {len(arrays['x_train'])} training "
-                         "rows; give at most that, or 0 for full batch")
     rows, per_epoch = epoch_batches(len(arrays["x_train"]), size, seed)
     stepper = WorkloadStepper(work, submission, rows)
 
@@ -113,20 +101,14 @@ def prepare(model: str | NativeModel, arrays: dict, *, loss, metric: str, optimi
 
 
 def outputs_of(loss, arrays: dict) -> int:
-    """How many outputs the model needs: the class count for a loss of class indices (by name,
-    or a known callable such as F.nll_loss), else the labels' width (study.train.models.model.
-    outputs_for's rule; a callable of unknown meaning takes the labels' width, or the class
-    count where the labels are integers in one column)."""
+    """How many outputs the model needs: the class count for a loss of class indices (or a
+    callable of unknown meaning on integer labels in one column), else the labels' width."""
     import numpy as np
 
-    y = np.concatenate([arrays["y_train"].reshape(len(arrays["y_train"]), -1),
-                        arrays["y_val"].reshape(len(arrays["y_val"]), -1)])
+    y = all_labels(arrays["y_train"], arrays["y_val"])
     indices = labels_are_indices(loss)
     if indices:
-        if y.shape[1] != 1 or not np.all(np.equal(np.mod(y, 1), 0)) or y.min() < 0:
-            raise InputError(f"labels must be class indices 0, 1, ... for {loss_label(loss)}; "
-                             f"found values from {y.min():g} to {y.max():g}")
-        return int(y.max()) + 1
+        return class_count(y, loss_label(loss))
     if indices is None and y.shape[1] == 1 and np.issubdtype(y.dtype, np.integer) \
             and y.min() >= 0 and y.max() > 1:
         return int(y.max()) + 1

@@ -1,3 +1,2 @@
-"""The study's sweep and report parts: the spec of one run, the config and its grid, the rounds a
-run waits for (tuning, target setting), the row schema, and the summary, figures and report
-section drawn from results only."""
+"""The study's sweep and report parts: the spec, the config, the rounds a run waits for, the row
+schema, and the summary, figures and report drawn from results only."""

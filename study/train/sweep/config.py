@@ -1,9 +1,6 @@
-"""The train study's config: [[problems]] (model, data, loss, metric, batch sizes, evaluation
-interval, target, budget, a native model's initial .npz), [[optimizers]] (keras:<Class>, a
-native library's optimizer such as torch:<Class> or optax:<name>, with its arguments, or lbfgs),
-`backends`, `device` (cpu, gpu or both), `seeds` and [tuning]. Every list value of a problem or
-optimizer block is an axis; the grid is their product with backends, devices, seeds and
-repeats."""
+"""The train study's config: [[problems]], [[optimizers]], `backends`, `device`, `seeds` and
+[tuning]. Every list value of a problem or optimizer block is an axis; the grid is their product
+with backends, devices, seeds and repeats."""
 
 from __future__ import annotations
 
@@ -12,6 +9,7 @@ import itertools
 import json
 import math
 import sys
+from contextlib import contextmanager
 from dataclasses import replace
 
 from convergence_study.errors import InputError
@@ -29,6 +27,7 @@ from study.train.frameworks import (
     native_adapters,
 )
 from study.train.models.data import check_data, load_data
+from study.train.models.examples import FRAMEWORK_OF
 from study.train.models.model import (
     NATIVE_LOSSES,
     SHIPPED,
@@ -40,11 +39,10 @@ from study.train.models.model import (
     mode_of,
     model_file,
 )
-from study.train.models.native_examples import FRAMEWORK_OF
 from study.train.models.workload import METRICS, check_metric
 from study.train.run.native_optimizers import (
     KERAS_LIBRARY,
-    file_kinds,
+    allowed_names,
     file_library,
     library_of,
     make_submission,
@@ -74,10 +72,8 @@ def check_stopping(table, where: str, base: dict | None = None) -> dict:
 
 def check_target(table, where: str, metric: str, seeds, configurations, backend,
                  loss: str | None = None) -> dict:
-    """{metric, value, mode, how}: given, or set by a round ({set = "round", margin, seed,
-    stopping}: study.train.sweep.rounds). A given value the metric cannot take, or a mode against
-    the way a loss or a known metric improves, is refused (it would run to the budget, or be
-    "reached" at the first evaluation)."""
+    """{metric, value, mode, how}: given, or set by a round (study.train.sweep.rounds). A given
+    value the metric cannot take, or a mode against the way it improves, is refused."""
     if not isinstance(table, dict):
         raise ConfigError(f"{where} must be a table, e.g. {{ metric = \"val_loss\", "
                           "value = 0.35 }")
@@ -93,10 +89,8 @@ def check_target(table, where: str, metric: str, seeds, configurations, backend,
             if key in table:
                 raise ConfigError(f"{where}: {key} belongs to set = \"round\"")
         value = values.number().check(f"{where}: value", table["value"])
-        try:
+        with config_error(f"{where}: "):
             check_target_value(name, value, mode, loss)
-        except InputError as exc:
-            raise ConfigError(f"{where}: {exc}") from None
         return {"metric": name, "value": value, "mode": mode, "how": "given"}
     values.choice("round").check(f"{where}: set", table["set"])
     if "value" in table:
@@ -145,10 +139,17 @@ def expand_specs(raw: dict, source: str, name: str, repeats: int) -> list[Spec]:
 
 def checked(source: str, where: str, value, kind):
     """A value through datasets.values, its one-line error as the config's."""
-    try:
+    with config_error(f"{source}: "):
         return kind.check(where, value)
+
+
+@contextmanager
+def config_error(head: str = ""):
+    """An InputError of a check shared with the command line, as the config's one line."""
+    try:
+        yield
     except InputError as exc:
-        raise ConfigError(f"{source}: {exc}") from None
+        raise ConfigError(f"{head}{exc}") from None
 
 
 def check_axes(raw: dict, source: str) -> tuple[list, list, list]:
@@ -159,10 +160,8 @@ def check_axes(raw: dict, source: str) -> tuple[list, list, list]:
         raise ConfigError(f"{source}: seeds is empty")
     backends = []
     for framework in as_list(raw.get("backends", list(keras_frameworks()))):
-        try:
+        with config_error(f"{source}: "):
             backends.append(check_framework(framework, "backends"))
-        except InputError as exc:
-            raise ConfigError(f"{source}: {exc}") from None
     if not backends:
         raise ConfigError(f"{source}: backends is empty")
     devices = [checked(source, "device", d, values.choice(*DEVICES))
@@ -181,19 +180,15 @@ def optimizer_points(raw: dict, source: str, seeds) -> list[tuple]:
         block_name = block.get("name")
         where = f"{source}: optimizers: '{block_name}'"
         if is_file_name(block_name):  # a file's optimizer: by its absolute path, its library
-            try:
+            with config_error(f"{where}: "):
                 block_name = absolute(block_name)
                 file_library(block_name)
-            except InputError as exc:
-                raise ConfigError(f"{where}: {exc}") from None
         native = native_framework(block_name)
         if not isinstance(block_name, str) or not (
                 block_name == LBFGS or native or block_name.startswith(f"{KERAS_LIBRARY}:")
                 or is_file_name(block_name)):
-            forms = ", ".join(f"{a.LIBRARY}:{a.OPTIMIZER_FORM}" for a in native_adapters())
             raise ConfigError(f"{source}: optimizers: unknown name {block_name!r}; allowed: "
-                              f"{KERAS_LIBRARY}:<Class> (any Keras optimizer), {forms} (native "
-                              f"models), {LBFGS}, path/to/file.py:Name ({file_kinds()})")
+                              f"{allowed_names()}")
         params = {k: v for k, v in block.items() if k not in ("name", "tuning")}
         rate = adapter(native).RATE if native else protocol.PARAMETER
         if rate != protocol.PARAMETER and protocol.TUNED in (params.get(protocol.PARAMETER),
@@ -238,9 +233,7 @@ def round_configurations(points) -> list[list]:
 
 def problem_specs(block: dict, where: str, name: str, axes, configurations,
                   source: str) -> tuple[list[Spec], int]:
-    """One [[problems]] block checked, crossed with the optimizer points, backends, devices,
-    seeds and repeats: its specs, and how many combinations are not planned (a native model on
-    another framework, another library's optimizer)."""
+    """One [[problems]] block crossed with the other axes: its specs, and how many left out."""
     points, backends, devices, seeds, repeats = axes
     unknown(block, PROBLEM_KEYS, where, "key")
     for key in ("model", "data", "metric", "target"):
@@ -249,12 +242,10 @@ def problem_specs(block: dict, where: str, name: str, axes, configurations,
     if "loss" not in block and getattr(model_file(block["model"]), "suffix", None) != ".py":
         # a file.py:function may return its loss with the model: its run says if it does not
         raise ConfigError(f"{where}: 'loss' is required")
-    try:
+    with config_error():
         check_model_name(block["model"], f"{where}: model")
         check_data(block["data"], f"{where}: data")
         check_initial_file(block.get("initial"), block["model"], f"{where}: initial")
-    except InputError as exc:
-        raise ConfigError(str(exc)) from None
     own = FRAMEWORK_OF.get(block["model"])  # a shipped native example's framework
     for key in ("loss", "metric"):
         if not isinstance(block.get(key, ""), str):
@@ -304,13 +295,10 @@ def problem_specs(block: dict, where: str, name: str, axes, configurations,
 
 
 def check_rows(data: dict, sizes: list, where: str) -> None:
-    """The data read once per table before any run (a layout on rows of features is refused
-    there: study.train.models.data.laid_out) and every batch size against its training rows:
-    a mistake is one line now, not an error row per run."""
-    try:
+    """The data read once per table before any run, and every batch size against its training
+    rows: a mistake is one line now, not an error row per run."""
+    with config_error():
         rows = training_rows(json.dumps(data, sort_keys=True, default=str), where)
-    except InputError as exc:
-        raise ConfigError(str(exc)) from None
     for size in sizes:
         if size > rows:
             raise ConfigError(f"{where.removesuffix(': data')}: batch_size {size} is more than "
@@ -323,36 +311,30 @@ def training_rows(data: str, where: str) -> int:
 
 
 def check_names(block: dict, own: str | None, where: str) -> None:
-    """The loss and metric names before any run: a shipped native example's against the names
-    native models take, a Keras model's (or a file's, which may build either) by Keras itself
-    in a child process on its NumPy backend (the sweep's process must not import Keras)."""
+    """The loss and metric names before any run: a native example's against the native tables,
+    else by Keras itself in a child process (the sweep's process must not import Keras)."""
     loss, metric = block.get("loss"), block["metric"]
     loss = None if loss in (None, "none") else loss
-    try:
+    with config_error(f"{where}: "):
         if own:
-
             check_metric(metric)
             if loss is not None:
                 check_native_loss(loss, f"model '{block['model']}'")
             return
         error = None if familiar(loss, metric) else model_library().check_names(loss, metric)
-    except InputError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
     if error:
         raise ConfigError(f"{where}: {error}")
 
 
 def familiar(loss: str | None, metric: str) -> bool:
     """Names the study's own tables know Keras has (no child process for them)."""
-
     name, logits = loss_name(loss) if loss is not None else (None, False)
     known = loss is None or (name in NATIVE_LOSSES and (not logits or "entropy" in name))
     return known and metric in METRICS
 
 
 def native_framework(optimizer) -> str | None:
-    """The framework of a native optimizer's name (its adapter's LIBRARY before the colon:
-    torch:<Class> on torch), else None."""
+    """The framework of a native optimizer's name (torch:<Class> on torch), else None."""
     library = library_of(optimizer) if is_file_name(optimizer) else None
     return next((a.NAME for a in native_adapters()
                  if isinstance(optimizer, str) and (optimizer.startswith(f"{a.LIBRARY}:")
@@ -361,19 +343,14 @@ def native_framework(optimizer) -> str | None:
 
 def check_native_optimizer(name: str, point: dict, framework: str, where: str) -> None:
     """A torch:/optax: optimizer's hyperparameters, checked by building its submission."""
-
-    try:
+    with config_error(f"{where}: "):
         REGISTRY[framework].require()
         make_submission(name, point, framework)
-    except InputError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
 
 
 def not_planned(model: str, own: str | None, optimizer: str, backend: str) -> bool:
-    """A combination known not to go together, left out of the plan: a shipped native example
-    off its framework or with another library's optimizer, or a shipped Keras model with a
-    native optimizer. A user's file.py:function is known only when it runs: there such a run
-    is a skipped row, with the reason."""
+    """A combination known not to go together, left out of the plan (a user's file.py:function
+    is known only when it runs: there such a run is a skipped row, with the reason)."""
     native = native_framework(optimizer)
     if own is not None:
         return backend != own or native != own and optimizer != LBFGS
@@ -394,11 +371,9 @@ def check_distinct(optimizer_points, source: str) -> None:
 
 
 def round_on_first(problem: list[Spec], backends: list, excludes: list) -> list[Spec]:
-    """The problem's specs with their target round placed on the problem's own first framework:
-    the first of `backends` that one of its runs keeps after the [[exclude]] tables (the engine
-    applies them later; the round must not run on a framework the study left out of this
-    problem, which may not even be installed), on its CPU where it has kept CPU runs (the
-    round's value does not depend on the device, and a CPU is always there)."""
+    """The problem's specs with their target round placed on the first of `backends` that one of
+    its runs keeps after the [[exclude]] tables (a framework left out may not be installed), on
+    its CPU where it has kept CPU runs (a CPU is always there)."""
     kept = [s for s in problem if not any(matches(s.axes(), rule) for rule in excludes)]
     if not kept:
         return problem

@@ -21,7 +21,6 @@ PLAIN = ("-", "o")  # a framework whose adapter is not registered here (results 
 
 def style(framework: str) -> tuple[str, str]:
     """(line style, marker) of a framework's runs."""
-
     try:
         return adapter(framework).STYLE
     except InputError:
@@ -68,7 +67,7 @@ def figure_headline(runs: pd.DataFrame):
 def figure_convergence(runs: pd.DataFrame, traces: pd.DataFrame):
     ok = keyed(measured(runs))
     ok = ok[ok["seed"] == ok["seed"].min()]
-    problems = sorted({(m, d) for m, d in zip(ok["model"], ok["data"], strict=True)})
+    problems = _problems(ok)
     fig, axes = plt.subplots(1, len(problems) or 1, figsize=(6.5 * max(len(problems), 1), 4.2),
                              squeeze=False)
     optimizers = sorted(set(ok["optimizer"]))

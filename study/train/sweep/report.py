@@ -1,7 +1,6 @@
-"""The train study's section of the report, and its conclusions for the answers block: per
-model and data set, which optimizer and framework reached the validation target first (paired
-by seed against the runner-up), L-BFGS against the fastest Keras optimizer, and the loop's
-overhead against model.fit."""
+"""The train study's section of the report, and its conclusions for the answers block: per model
+and data set, which optimizer and framework reached the validation target first, L-BFGS against
+the fastest library optimizer, and the loop's overhead against model.fit."""
 
 from __future__ import annotations
 
@@ -10,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from study.conclusions import Conclusion
 from study.paired import compare
 from study.report.blocks import Block, fmt_seconds
 from study.train.sweep.summary import (
@@ -60,6 +60,15 @@ def problem_sentences(runs: pd.DataFrame) -> list[tuple[str, str, object, bool]]
     return out
 
 
+def train_conclusions(runs: pd.DataFrame, study: str) -> list[Conclusion]:
+    """Per model and data set, the configuration that reached the validation target first, firm
+    when it is distinguishable from the runner-up."""
+    return [Conclusion(f"train.fastest.{problem}", QUESTION, sentence, c,
+                       sentence.split(": ", 1)[-1].split(" had the")[0], firm,
+                       f"{study}-train", answer=True)
+            for problem, sentence, c, firm in problem_sentences(runs)]
+
+
 def _with_setup(part: pd.DataFrame) -> str:
     """The same problem counted as AlgoPerf counts it, compilation (setup) in."""
     first = part.sort_values("to_target_with_setup").iloc[0]
@@ -98,8 +107,7 @@ def _target_text(runs, model, data) -> str:
 
 
 def lbfgs_sentences(runs: pd.DataFrame) -> list[str]:
-    """Per problem and framework: our L-BFGS (full batch) against the fastest library optimizer
-    (keras:, or torch:/optax: for a native model)."""
+    """Per problem and framework: our L-BFGS against the fastest library optimizer."""
     runs = keyed(with_time(measured(runs)))
     table = summarize(runs)
     out = []

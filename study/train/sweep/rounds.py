@@ -1,20 +1,15 @@
 """The runs a measured train run waits for, and how their rows set it: the learning-rate tuning
-protocol (study.sweep.tuning, unchanged: a grid of rates on a held-apart seed with a short
-budget) and the target-setting round, as AlgoPerf sets its targets.
+protocol (study.sweep.tuning, unchanged) and the target-setting round, as AlgoPerf sets targets.
 
 Target-setting round (`target = {metric, set = "round", margin, seed, stopping}`): every
-optimizer configuration of the study (a tuned one at every rate of its grid) runs once on the
-held-apart seed with the long budget and no target, at the problem's batch size (L-BFGS: full
-batch), on the problem's own first framework (the first of `backends` its runs keep after the
-[[exclude]] tables, on the CPU where the problem has CPU runs: study.train.sweep.config; what a
-model can reach does not depend on the framework or device that trains it); the target is the best
-validation value any of them reached, relaxed by the margin (relative: best * (1 + margin) for
-a metric that falls, best * (1 - margin) for one that rises). Every measured row records the
-target, the margin, the seed and `target_how = "round"`.
+optimizer configuration of the study runs once on the held-apart seed with the long budget and
+no target, at the problem's batch size, on the problem's own first framework (what a model can
+reach does not depend on the framework that trains it); the target is the best validation value
+any of them reached, relaxed by the margin (best * (1 + margin) for a metric that falls,
+best * (1 - margin) for one that rises).
 
-Tuning runs have no target (their choice is the best validation value in the short budget:
-rates are compared on what they reach, whichever target is set later), so neither round waits
-for the other and the engine's two rounds (runs that wait, then the rest) suffice.
+Tuning runs have no target (rates are compared on what they reach in the short budget), so
+neither round waits for the other and the engine's two rounds suffice.
 """
 
 from __future__ import annotations

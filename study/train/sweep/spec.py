@@ -42,10 +42,8 @@ class Spec:
 
     @cached_property
     def run_id(self) -> str:
-        """The hash of the spec without the target round's list of optimizer configurations:
-        that list is the whole study's, so with it every round-targeted run's id changed when
-        an optimizer was added; what the round gives a run is its target value (in the
-        resolved spec's target, so a new optimizer that lowers the target still re-runs)."""
+        """The hash of the spec without the target round's list of optimizer configurations (the
+        whole study's: adding an optimizer would change every round-targeted run's id)."""
         fields_ = json.loads(self.to_json())
         fields_["target"].pop("configurations", None)
         fields_.pop("problem", None)  # a name, not what is measured: renaming re-runs nothing

@@ -1,14 +1,11 @@
-"""Per configuration (model and data, optimizer, framework, device, batch size): time to the
-target with its interval over seeds, the success rate, time per step, compile (setup) time and
-evaluation time apart; and each configuration against its problem's fastest, paired by seed.
+"""Per configuration: time to the target with its interval over seeds, the success rate, time per
+step, setup and evaluation time apart; and each configuration against its problem's fastest,
+paired by seed.
 
-Two times to target: training time alone (`to_target`, what configurations are ranked by: the
-study compares how fast each trains, and a compilation is paid once per process) and with the
-setup (tracing and compilation, before step 1) counted in (`to_target_with_setup`, AlgoPerf's
-count, which favours eager frameworks on targets reached in a fraction of a second).
-
-A run that did not reach the target (timeout, diverged, error) counts as infinite time, never
-as a missing row (study.paired). Tuning runs and the target-setting round's runs are left out."""
+Configurations are ranked by training time alone (`to_target`: a compilation is paid once per
+process); `to_target_with_setup` is AlgoPerf's count, which favours eager frameworks on targets
+reached in a fraction of a second. A run that did not reach the target counts as infinite time,
+never as a missing row. Tuning and target-setting runs are left out."""
 
 from __future__ import annotations
 
@@ -66,8 +63,7 @@ def with_device(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def with_time(runs: pd.DataFrame) -> pd.DataFrame:
-    """`to_target` and `to_target_with_setup`: seconds to the target, inf where it was not
-    reached."""
+    """`to_target` and `to_target_with_setup`: seconds to the target, inf where not reached."""
     reached = runs["status"].eq("reached")
     value = pd.to_numeric(runs["seconds_to_target"], errors="coerce")
     setup = pd.to_numeric(runs["seconds_to_target_with_setup"], errors="coerce") \
@@ -84,9 +80,8 @@ def label(row) -> str:
 
 
 def keyed(runs: pd.DataFrame) -> pd.DataFrame:
-    """`config_key`, the run's configuration (study.sweep.grid.configurations), and
-    `configuration`, its label, one per configuration within a problem (a learning rate that
-    differs is said: 'optax:adamw on jax (batch 32) [learning_rate=0.005]')."""
+    """`config_key`, the run's configuration, and `configuration`, its label, one per
+    configuration within a problem (e.g. 'optax:adamw on jax (batch 32) [learning_rate=0.005]')."""
     from study.sweep.grid import configurations, distinct_labels  # heavy: psutil
 
     if "config_key" in runs:
@@ -147,8 +142,7 @@ def fastest(problem: pd.DataFrame, column: str = "to_target"):
 
 
 def overhead(runs: pd.DataFrame) -> pd.DataFrame:
-    """Our loop's seconds per step over model.fit's, per configuration, where both ran (a fit
-    run's configuration is its loop's but for `loop`)."""
+    """Our loop's seconds per step over model.fit's, per configuration where both ran."""
     runs = keyed(with_device(named(runs)))
     steps_key = runs["config_key"].str.replace('"loop": "fit"', '"loop": "steps"', regex=False)
     fit = runs[runs["loop"].astype(object).eq("fit") & runs["status"].eq("completed")]
