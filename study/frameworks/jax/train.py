@@ -21,7 +21,6 @@ from datasets.user_file import is_file_name, split
 from optimizers.from_file import provenance as file_record
 from optimizers.ranges import FRACTION, NONNEGATIVE, RATE, check_ranges
 from study.frameworks.jax.optax_file import checked_transform, optax_factory
-from study.frameworks.keras.stepper import KerasStepper
 from study.sweep.schema import Column
 from study.train.frameworks import Adapter
 from study.train.models.input_rows import input_mismatch
@@ -34,6 +33,7 @@ from study.train.models.workload import (
     describe,
     initial_arrays,
 )
+from study.train.run.stepper import KerasStepper
 
 OPTAX_ALIAS_MODULE = "optax._src.alias"  # where optax defines its optimizers (its docs' list)
 # what an optax alias's numbers may be (optimizers.ranges), checked before optax

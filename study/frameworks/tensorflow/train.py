@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from study.frameworks.keras.stepper import KerasStepper
 from study.train.frameworks import Adapter
 from study.train.run.flat import layout, pieces
+from study.train.run.stepper import KerasStepper
 
 
 class TensorflowStepper(KerasStepper):

@@ -17,7 +17,6 @@ from datasets.user_file import is_file_name, split
 from optimizers.from_file import call
 from optimizers.from_file import provenance as file_record
 from optimizers.ranges import check_ranges
-from study.frameworks.keras.stepper import KerasStepper
 from study.frameworks.torch.optimizers import COUNTS, TORCH_RANGES, torch_class
 from study.sweep.schema import Column
 from study.train.frameworks import Adapter
@@ -36,6 +35,7 @@ from study.train.models.workload import (
     initial_arrays,
 )
 from study.train.run.flat import layout, pieces
+from study.train.run.stepper import KerasStepper
 
 # ---- Keras models on PyTorch --------------------------------------------------------------------
 

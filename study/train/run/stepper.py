@@ -1,6 +1,7 @@
-"""What the steppers of a compiled Keras model share (one subclass per framework: its adapter's
-`keras_stepper`). Each does per step what `fit` does minus its metrics, and reads nothing back
-to the host inside a segment (the interface: study.train.run.loop)."""
+"""What the steppers of a compiled Keras model share (one subclass per framework, in its folder:
+its adapter's `keras_stepper`). Each does per step what `fit` does minus its metrics, and reads
+nothing back to the host inside a segment (the interface: study.train.run.loop). Nothing here
+imports Keras: the variables' own methods are enough."""
 
 from __future__ import annotations
 
@@ -38,10 +39,8 @@ class KerasStepper:
 def rewound(model, step) -> None:
     """`step()` run once for what its first call costs, then every variable of the model and its
     optimizer set back: the first timed step starts where it would have."""
-    import keras
-
     variables = [*model.variables, *model.optimizer.variables]
-    saved = [keras.ops.convert_to_numpy(v.value).copy() for v in variables]
+    saved = [v.numpy() for v in variables]  # a host copy (keras.ops.convert_to_numpy's)
     step()
     for variable, value in zip(variables, saved, strict=True):
         variable.assign(value)
