@@ -25,7 +25,7 @@ import pandas as pd
 from convergence_study.errors import InputError
 from study import interrupts
 from study.output import ResultsWriteError, check_output_folder, reading
-from study.sweep import fingerprint, noise
+from study.sweep import fingerprint, head_start, noise
 from study.sweep.adaptive import ADAPTIVE_STATE, refine, with_candidates
 from study.sweep.dry_run import dry_run, told_apart
 from study.sweep.executors import (
@@ -357,6 +357,7 @@ def make_executor(args):
             raise
         raise InputError("--executor dask needs Dask: pip install "
                          "'convergence-study[dask]'") from None
+    head_start.close()  # its workers import for themselves
     return DaskExecutor(args.scheduler, workers=args.workers, quiet=args.quiet,
                         verbose=args.verbose)
 
