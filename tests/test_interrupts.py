@@ -142,6 +142,8 @@ def test_ctrl_c_on_a_dask_sweep_is_one_line_and_leaves_no_process(tmp_path, mome
 # one before it, while `study.__main__` itself is imported, would meet Python's default handler)
 IN_GC_CALLBACK = """
 import gc
+gc.set_threshold(100)  # a collection soon after the handlers are installed: by default the first
+# may come only in the run's loop, which frees what it allocates (none ever came: no interrupt)
 def _in_gc(phase, info):
     if phase == "start" and signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
         gc.callbacks.remove(_in_gc)
@@ -174,8 +176,9 @@ def test_ctrl_c_in_jaxs_gc_callback_while_jax_imports_stops_the_train_run(tmp_pa
     """The reported case: `study train` of a native JAX model, Ctrl-C raised in a gc callback
     while JAX is being imported: the command ends interrupted, its run not trained out."""
     pytest.importorskip("jax")
-    setup = IN_GC_CALLBACK.replace('if phase == "start":',
-                                   'if phase == "start" and "jax" in sys.modules:')
+    setup = IN_GC_CALLBACK.replace('if phase == "start" and',
+                                   'if phase == "start" and "jax" in sys.modules and')
+    assert setup != IN_GC_CALLBACK
     command = Command("train", "--model", "eve-mlp-jax", "--data", "eve-late-week",
                       "--optimizer", "optax:adam", "--opt-param", "learning_rate=0.001",
                       "--target", "val_loss=0.0001", "--max-steps", 2_000_000_000,
