@@ -145,7 +145,8 @@ import gc
 gc.set_threshold(100)  # a collection soon after the handlers are installed: by default the first
 # may come only in the run's loop, which frees what it allocates (none ever came: no interrupt)
 def _in_gc(phase, info):
-    if phase == "start" and signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+    handler = signal.getsignal(signal.SIGINT)  # SIG_IGN where started in a background job
+    if phase == "start" and callable(handler) and handler is not signal.default_int_handler:
         gc.callbacks.remove(_in_gc)
         os.kill(os.getpid(), signal.SIGINT)  # its handler raises here, inside the callback
 gc.callbacks.append(_in_gc)
