@@ -76,8 +76,10 @@ def serve(preload) -> None:
         request = json.loads(line)
         if "import" in request:
             if request.get("log"):
-                os.dup2(os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND
-                                | os.O_NOFOLLOW, 0o644), 2)
+                log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND
+                              | os.O_NOFOLLOW, 0o644)
+                os.dup2(log, 2)
+                os.close(log)  # (else every run's child inherits it too)
             import_all(request["import"])
             gc.collect()
             gc.freeze()
