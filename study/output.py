@@ -14,6 +14,8 @@ import tempfile
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from convergence_study.errors import InputError
 from datasets.files import kind_of
@@ -210,8 +212,10 @@ def write_atomic(path, write) -> None:
     write_files_atomic({path: write})
 
 
-def parquet_writer(frame: pd.DataFrame):
-    return lambda tmp: frame.to_parquet(tmp, index=False)
+def parquet_writer(table: pd.DataFrame | pa.Table):
+    if isinstance(table, pa.Table):
+        return lambda tmp: pq.write_table(table, tmp)
+    return lambda tmp: table.to_parquet(tmp, index=False)
 
 
 def text_writer(text: str):

@@ -75,14 +75,14 @@ def execute(request: dict) -> None:
                peak_memory_mb=(peak_memory_bytes() - inherited) / 2**20,
                wall_seconds=time.perf_counter() - t0)
     try:
-        frame = plugin.SCHEMA.frame([row])
+        table = plugin.SCHEMA.table([row])
     except ValueError as exc:  # an undeclared column: a bug, recorded rather than lost
         traceback.print_exc()
         keep = {k: v for k, v in row.items() if plugin.SCHEMA.kind_of(k) is not None}
-        frame = plugin.SCHEMA.frame([{**keep, "status": "error", "message": failure_line(exc)}])
+        table = plugin.SCHEMA.table([{**keep, "status": "error", "message": failure_line(exc)}])
         tables = {}
-    for name, table in tables.items():
-        if table is not None and len(table):
-            write_parquet_atomic(plugin.SIDE_TABLES[name].frame(table.assign(run_id=spec.run_id)),
+    for name, side in tables.items():
+        if side is not None and len(side):
+            write_parquet_atomic(plugin.SIDE_TABLES[name].frame(side.assign(run_id=spec.run_id)),
                                  pending / f"{name}.parquet")
-    write_parquet_atomic(frame, pending / "row.parquet")
+    write_parquet_atomic(table, pending / "row.parquet")

@@ -66,7 +66,7 @@ def execute_on_worker(job: Job, timeout: float, memory_budget_gb: float | None) 
                                    memory_budget_gb=memory_budget_gb)
         finally:
             server.close()
-        row = pd.read_parquet(folder.row_path(run_id)).to_dict("records")[0]
+        row = dict(folder.read_row(run_id))
         tables = {name: pd.read_parquet(path) for name in plugin.SIDE_TABLES
                   if (path := folder.table_path(run_id, name)).exists()}
         log = folder.log_path(run_id).read_text(errors="replace")

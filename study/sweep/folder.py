@@ -25,6 +25,7 @@ import uuid
 from pathlib import Path
 
 import pandas as pd
+import pyarrow.parquet as pq
 
 from convergence_study.errors import InputError
 from study.output import (
@@ -55,7 +56,7 @@ class ResultsFolder:
         self.pending_dir = self.runs_dir / ".pending"
         self.damaged_dir = self.runs_dir / "damaged"
         self.fingerprints_dir = self.root / "fingerprints"
-        self._rows: dict[Path, tuple[tuple, pd.DataFrame]] = {}  # rows read, by file identity
+        self._rows: dict[Path, tuple[tuple, dict]] = {}  # rows read, by file identity
 
     # ---- ownership ----------------------------------------------------------------------------
 
@@ -137,7 +138,7 @@ class ResultsFolder:
             if table is not None and len(table):
                 frame = self.side_tables[name].frame(table.assign(run_id=run_id))
                 write_parquet_atomic(frame, self.table_path(run_id, name))
-        write_parquet_atomic(self.schema.frame([row]), self.row_path(run_id))
+        write_parquet_atomic(self.schema.table([row]), self.row_path(run_id))
 
     def accept(self, pending: Path, run_id: str) -> bool:
         """Move a finished run's files from its pending folder into place (tables first)."""
@@ -156,39 +157,35 @@ class ResultsFolder:
         return {p.name[: -len(".parquet")]: p for p in self.runs_dir.glob("*.parquet")
                 if "." not in p.name[: -len(".parquet")]}
 
-    def read_row(self, run_id: str) -> pd.DataFrame:
+    def read_row(self, run_id: str) -> dict:
         """A finished run's row, read once per runner while its size, time and inode stay (a
-        sweep reads every row again to assemble its tables: 15 ms a row)."""
+        sweep reads every row again to assemble its tables)."""
         path = check_kind(self.row_path(run_id))  # a FIFO or link there: set aside, not read
         stat = path.stat()
         identity = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
         kept = self._rows.get(path)
         if kept is not None and kept[0] == identity:
             return kept[1]
-        frame = pd.read_parquet(path)
-        if len(frame) != 1 or frame["run_id"].iloc[0] != run_id:
+        rows = pq.read_table(path).to_pylist()
+        if len(rows) != 1 or rows[0].get("run_id") != run_id:
             raise ValueError("not one row of this run")
-        self._rows[path] = (identity, frame)
-        return frame
+        self._rows[path] = (identity, rows[0])
+        return rows[0]
 
     def scan(self, report=None) -> pd.DataFrame:
         """Every readable finished row; an unreadable file is moved to runs/damaged/ with one
         line said about it (on stderr by default), and its run is measured again."""
         report = report or (lambda line: print(line, file=sys.stderr))
-        frames = []
+        rows = []
         for run_id, path in sorted(self.row_files().items()):
             try:
-                frame = self.read_row(run_id)
+                rows.append(self.read_row(run_id))
             except Exception as exc:  # noqa: BLE001 -- any unreadable file is set aside
                 self.set_aside(path, run_id)
                 report(f"{path}: damaged ({type(exc).__name__}: "
                        f"{str(exc).splitlines()[0][:120] if str(exc) else ''}); moved to "
                        f"{self.damaged_dir}, the run will be measured again")
-                continue
-            frames.append(frame)
-        if not frames:
-            return self.schema.frame([])
-        return self.schema.frame(pd.concat(frames, ignore_index=True))
+        return self.schema.frame(pd.DataFrame.from_records(rows) if rows else [])
 
     def set_aside(self, path: Path, run_id: str) -> None:
         self.damaged_dir.mkdir(parents=True, exist_ok=True)

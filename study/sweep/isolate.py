@@ -232,7 +232,7 @@ def run_isolated(server: ForkServer, job, folder: ResultsFolder, *, timeout: flo
 def _status_of(folder: ResultsFolder, run_id: str) -> str:
     """The accepted row's status; an unreadable row is an error (the scan sets it aside)."""
     try:
-        return str(folder.read_row(run_id)["status"].iloc[0])
+        return str(folder.read_row(run_id)["status"])
     except Exception:  # noqa: BLE001 -- pyarrow raises several types for damaged files
         return "error"
 
