@@ -15,6 +15,7 @@ before the run's clocks start; its cost is recorded apart (`blas_calibration_sec
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -67,9 +68,7 @@ class Choice:
         if self.source == "environment" or self.threads is None \
                 or self.threads == self.default_threads:
             return nullcontext()
-        from threadpoolctl import threadpool_limits
-
-        return threadpool_limits(limits=self.threads, user_api="blas")
+        return controller().limit(limits=self.threads, user_api="blas")
 
     def columns(self) -> dict:
         return {"blas_threads": self.threads, "blas_threads_source": self.source,
@@ -132,9 +131,7 @@ def usable_cpus() -> int:
 def applied(threads: int) -> int | None:
     """The thread count the BLAS libraries report while held at `threads` (the fewest of
     several), or None where none is loaded."""
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(limits=threads, user_api="blas"):
+    with controller().limit(limits=threads, user_api="blas"):
         counts = [p["num_threads"] for p in blas_pools()]
     return min(counts, default=None)
 
@@ -147,10 +144,19 @@ def environment_setting() -> str | None:
     return None
 
 
-def blas_pools() -> list[dict]:
-    from threadpoolctl import threadpool_info
+@functools.cache
+def controller():
+    """threadpoolctl's hold on the loaded BLAS libraries, made once a process: making one walks
+    every loaded library (5 ms of each run's process, twice). NumPy's and SciPy's are loaded
+    first; a run's process is forked with them loaded."""
+    import scipy.linalg  # noqa: F401 -- SciPy's own BLAS, held like NumPy's
+    from threadpoolctl import ThreadpoolController
 
-    return [i for i in threadpool_info() if i.get("user_api") == "blas"]
+    return ThreadpoolController()
+
+
+def blas_pools() -> list[dict]:
+    return [i for i in controller().info() if i.get("user_api") == "blas"]
 
 
 def machine_key(pools: list[dict]) -> str:

@@ -25,6 +25,7 @@ import sys
 PR_SET_PDEATHSIG = 1
 # what every warm process imports first (then its framework's and its study's modules)
 NUMPY_STACK = ("numpy", "scipy.linalg", "scipy.optimize", "pandas", "pyarrow.parquet",
+               "pyarrow.pandas_compat", "pandas.core.arrays.arrow.extension_types",
                "threadpoolctl", "study.sweep.child", "study.sweep.noise")
 
 

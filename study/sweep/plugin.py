@@ -104,8 +104,9 @@ class StudyPlugin:
         return importlib.import_module(self.MEASURE_MODULE).measure(spec, ctx)
 
     def preload(self, framework: str) -> tuple[str, ...]:
-        """The study's own modules for a warm process of that framework (import only), or
-        `module:function` for a function the warm process calls once the module is imported."""
+        """The study's own modules for a warm process of that framework (None: the host's
+        alone; import only), or `module:function` for a function the warm process calls once
+        the module is imported."""
         return ()
 
     def needs_gpu(self, spec) -> bool:
