@@ -365,6 +365,32 @@ def test_undecided_answers_get_instances_until_decided_and_only_theirs(tmp_path,
         "a-over-b": "the fixed design (--no-adaptive)"}
 
 
+@pytest.mark.slow
+def test_instances_an_earlier_loop_added_are_measured_again_when_stale(tmp_path, probe,
+                                                                       monkeypatch, capsys):
+    """The runs the adaptive loop added are rows of the tables like the grid's: once the code
+    changes, a run without the loop measures them again with the rest, so the table holds one
+    version (the figures refuse two, and their advice is this command); the dry run says so."""
+    import probe_study
+
+    from study.paired import compare
+    from study.sweep import adaptive
+
+    monkeypatch.setattr(adaptive, "answer_comparisons", lambda study, folder, runs: [
+        ("a-over-b", compare(fake_times(runs, "a", 1.3), fake_times(runs, "b", 1.0), [], "t"))])
+    path = config(tmp_path, 'actions = ["a", "b", "c"]\nseeds = [0, 1, 2]\nseconds = 0\n'
+                            "[adaptive]\nbatch = 2\nmax_instances = 9\n")
+    out = tmp_path / "res"
+    assert sum(run_study(load_study(path), out, quiet=True, adaptive=True).values()) == 13
+    monkeypatch.setattr(probe_study.Probe, "code_files", staticmethod(
+        lambda spec: ["tests/probe_study.py", "tests/test_sweep.py"]))  # the code changed
+    capsys.readouterr()
+    assert main(["run", str(path), "--out", str(out), "--dry-run"]) == 0
+    assert "13 runs in p (" in capsys.readouterr().out.splitlines()[-1]
+    assert sum(run_study(load_study(path), out, quiet=True).values()) == 13
+    assert rows(out)["code_fingerprint"].nunique() == 1 and len(rows(out)) == 13
+
+
 def test_an_undecided_answer_stops_at_the_cap_and_says_so(tmp_path, probe, monkeypatch):
     from study.paired import compare
     from study.sweep import adaptive

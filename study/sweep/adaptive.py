@@ -76,6 +76,14 @@ def with_candidates(study, runs=None, more: int = 0):
     return replace(study, specs=tuple(study.specs) + tuple(extra.values()))
 
 
+def with_held(study, specs, runs) -> list:
+    """`specs` and the instances an earlier loop added to them that `runs` hold: rows of the
+    tables too, so measured again with the rest when they are stale."""
+    held = set(runs["run_id"]) if "run_id" in runs else set()
+    candidates = with_candidates(replace(study, specs=tuple(specs)), runs).specs
+    return [*specs, *(s for s in candidates[len(specs):] if s.run_id in held)]
+
+
 def answer_comparisons(study, folder, runs) -> list[tuple[str, object]]:
     return [] if runs.empty else load_kind(study.kind).refined(runs, folder.root.name)
 

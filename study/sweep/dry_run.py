@@ -15,6 +15,7 @@ import textwrap
 import pandas as pd
 
 from study.sweep import environment
+from study.sweep.adaptive import with_held
 from study.sweep.folder import ResultsFolder
 from study.sweep.grid import Study, configuration
 from study.sweep.plugin import load_kind
@@ -24,12 +25,15 @@ WIDTH = 120  # a line is cut here: a label longer than that is a data path, said
 SEED_REPEAT = re.compile(r" seed=\S+ rep=\S+$")
 
 
-def dry_run(specs, study: Study, out, plan_runs, *, retry_failed=False, keep_stale=False,
-            remeasure_noisy=False) -> None:
-    """`plan_runs` is the runner's own planner (handed in: the runner imports this module)."""
+def dry_run(specs, study: Study, out, plan_runs, *, held=False, retry_failed=False,
+            keep_stale=False, remeasure_noisy=False) -> None:
+    """`plan_runs` is the runner's own planner (handed in: the runner imports this module);
+    `held`: with the instances an earlier adaptive loop added, as the run plans them."""
     if len(specs) > 1000:  # grouping this many takes a moment: say what comes first
         print(f"{len(specs)} runs in {study.name} ({study.source}); listing them:", flush=True)
     existing = past_rows(out)
+    if held:
+        specs = with_held(study, specs, existing)
     plan = plan_runs(study, specs, ResultsFolder(out, load_kind(study.kind).SCHEMA),
                      existing, {environment.fingerprint()}, retry_failed=retry_failed,
                      keep_stale=keep_stale, remeasure_noisy=remeasure_noisy, order_seed=0,

@@ -17,7 +17,7 @@ import random
 import sys
 import uuid
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cache
 
 import pandas as pd
@@ -26,7 +26,7 @@ from convergence_study.errors import InputError
 from study import interrupts
 from study.output import ResultsWriteError, check_output_folder, reading
 from study.sweep import fingerprint, head_start, noise
-from study.sweep.adaptive import ADAPTIVE_STATE, refine, with_candidates
+from study.sweep.adaptive import ADAPTIVE_STATE, refine, with_candidates, with_held
 from study.sweep.dry_run import dry_run, told_apart
 from study.sweep.executors import (
     NOT_RUN,
@@ -143,7 +143,6 @@ def run_study(study: Study, out_dir, *, only=None, retry_failed: bool = False,
             seed = timed_out.get(configuration(job.spec))
             return None if seed is None else (
                 f"not run: seed {seed} of this configuration timed out ({TIMEOUT_ENDS})")
-    rounds = ([s for s in specs if not waits(plugin, s)], [s for s in specs if waits(plugin, s)])
     with executor, folder.lock():
         try:
             folder.claim(study)
@@ -152,6 +151,10 @@ def run_study(study: Study, out_dir, *, only=None, retry_failed: bool = False,
         except OSError as exc:
             raise ResultsWriteError(f"cannot use results folder '{folder.root}': {exc}") \
                 from None
+        if not only:
+            specs = with_held(study, specs, existing)
+        rounds = ([s for s in specs if not waits(plugin, s)],
+                  [s for s in specs if waits(plugin, s)])
         # A bar at a terminal only; its time left is ours (study.sweep.run_times), not tqdm's
         # rate: runs of one sweep differ a hundredfold, and their order is shuffled.
         bar = tqdm(total=0, disable=quiet or not sys.stderr.isatty(), unit="run",
@@ -380,7 +383,7 @@ def execute(study: Study, args) -> int:
     if getattr(args, "require_gpu", False) and not args.dry_run:
         check_gpu(study, specs)
     if args.dry_run:
-        dry_run(specs, study, out, plan_runs, retry_failed=args.retry_failed,
+        dry_run(specs, study, out, plan_runs, held=not only, retry_failed=args.retry_failed,
                 keep_stale=args.keep_stale, remeasure_noisy=args.remeasure_noisy)
         return 0
     plugin = load_kind(study.kind)
@@ -394,9 +397,7 @@ def execute(study: Study, args) -> int:
     runs_path = os.path.join(out, "runs.parquet")
     if os.path.exists(runs_path):
         runs = pd.read_parquet(runs_path)
-        ran, _ = resolved(plugin, with_candidates(replace(study, specs=tuple(specs)),
-                                                  runs).specs,
-                          runs)  # the instances the adaptive loop added too
+        ran, _ = resolved(plugin, with_held(study, specs, runs), runs)
         print(plugin.summary(runs[runs["run_id"].isin({s.run_id for s in ran})]))
     done = ", ".join(f"{k}={v}" for k, v in sorted(statuses.items())) or "nothing to do"
     print(f"this invocation: {done}; results in {out}/runs.parquet")
