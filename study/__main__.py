@@ -16,6 +16,9 @@ import sys
 from convergence_study.errors import InputError, LibraryFailure
 from study import interrupts
 
+if __name__ == "__main__":
+    interrupts.hold()  # from here on a Ctrl-C is said in one line
+
 COMMANDS = {
     "regress": ("study.regression.regress", "run one regression configuration"),
     "run": ("study.sweep.runner", "run a study config's grid, one fresh process per run, "
@@ -99,6 +102,7 @@ def main(argv=None) -> int:
     if "study.output" in sys.modules:  # a command's inputs are its own (tests run several)
         sys.modules["study.output"].inputs.clear()
     try:
+        interrupts.check()  # one held before the handlers
         if "--verbose" not in argv:
             os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # before TensorFlow is imported
             from study import tensorflow_logs  # start-up: after the variable

@@ -37,6 +37,18 @@ def install() -> None:
     sys.unraisablehook = _unraisable
 
 
+def hold() -> None:
+    """Until `install`: a signal is only recorded, and `check` raises it once the command's
+    `main` runs; so one that comes while the command's module is still being made is said in
+    one line too."""
+    for sig in SIGNALS:
+        signal.signal(sig, _record)
+
+
+def _record(signum, frame):
+    _received.append(signum)
+
+
 def ignore_from_now() -> None:
     """The command is over: a later signal is ignored (Python gives its handlers back to the
     system as it exits, and a SIGTERM then would kill the process). Only after `install`: a
