@@ -173,14 +173,10 @@ def compare_folders(folder_a, folder_b) -> FolderComparison:
                      conclusion_changes(conclusions(a), conclusions(b)))
 
 
-def _times(x: float | None) -> str:
-    return times(x, "–")
-
-
 def interval(c: Comparison | None) -> str:
     if c is None or c.low != c.low:
         return "no interval"
-    return f"[{_times(c.low)}, {_times(c.high)}]"
+    return f"[{times(c.low, '–')}, {times(c.high, '–')}]"
 
 
 def unfinished(c: Comparison) -> str:
@@ -211,7 +207,7 @@ def _state(c: Conclusion | None) -> str:
         return "–"
     if c.comparison is None or c.claim == "neither reached":
         return c.claim
-    number = f"{_times(c.comparison.ratio)} {interval(c.comparison)}"
+    number = f"{times(c.comparison.ratio, '–')} {interval(c.comparison)}"
     if c.id.startswith("fastest."):
         return f"{c.claim} ({number} of the next)"
     return f"{number}, {c.claim}"
@@ -220,7 +216,7 @@ def _state(c: Conclusion | None) -> str:
 def change_rows(result: FolderComparison) -> list[tuple[Change, str, str, str]]:
     """What both reports show of each configuration, in their order: (change, B/A, its
     interval, what it means)."""
-    return [(change, _times(change.comparison.ratio), interval(change.comparison),
+    return [(change, times(change.comparison.ratio, "–"), interval(change.comparison),
              change_word(change)) for change in ordered(result.changes)]
 
 

@@ -41,8 +41,7 @@ def headline_choices(runs: pd.DataFrame) -> pd.DataFrame:
     `apart`, every algorithm of the family that not every engine ran (GD's `diag` step, the
     original program's, exists on NumPy only), at its own best per engine.
     Columns: family, algorithm, engine, config, apart. `runs`: labelled, one data set."""
-    best = best_choices(runs.assign(family=style.families(runs)),
-                        ("data", "family", "algorithm", "engine"), by="algorithm")
+    best = best_choices(runs, ("data", "family", "algorithm", "engine"), by="algorithm")
     rows = []
     for family, part in best.groupby("family", sort=True):
         engines = part.groupby("algorithm")["engine"].agg(frozenset)

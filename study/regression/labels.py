@@ -90,6 +90,13 @@ def data_titles(runs: pd.DataFrame) -> list[str]:
     return sorted({data_title(row) for _, row in sets.iterrows()})
 
 
+def target_tol(runs: pd.DataFrame) -> float | None:
+    """The target as every figure and sentence names it: the most common stop_tol (one block's
+    own rules may differ; the first row's would depend on the table's order), None without."""
+    tols = runs["stop_tol"].dropna() if "stop_tol" in runs else pd.Series(dtype=float)
+    return float(tols.mode().iloc[0]) if len(tols) else None
+
+
 def original_data(runs: pd.DataFrame) -> bool:
     """Whether the runs hold the original question's data set (eve): its questions (Q1, NumPy
     against TensorFlow) are asked of that data only, a study of other data asks its own."""

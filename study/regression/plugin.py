@@ -109,18 +109,15 @@ def code_files(spec: RunSpec) -> list[str]:
     methods += [optimizers[library or name]] if library or not methods else []
     data = split_file(spec.dataset)[0] if is_file_name(spec.dataset) else datasets[spec.dataset]
     own = [*map(str, methods), str(data), *BACKENDS[spec.backend].files]
-    return sorted({*shared, *own, *ENGINE_FILES, *MEASURING_FILES, *input_files(spec)})
-
-
-def input_files(spec: RunSpec) -> list[str]:
-    """The user's data files (the parameters its data set declares as files), by absolute path:
-    their content is hashed into the row's fingerprint like the code's, so an edited file
-    re-measures instead of being compared with rows measured on the old one."""
-    return data_files(spec.dataset, spec.dataset_params)
+    return sorted({*shared, *own, *ENGINE_FILES, *MEASURING_FILES,
+                   *data_files(spec.dataset, spec.dataset_params)})
 
 
 def data_files(dataset: str, params: dict) -> list[str]:
-    """The files a data set's parameters name (`regress` reads the same), by absolute path."""
+    """The user's data files (the parameters its data set declares as files; `regress` reads
+    the same), by absolute path: their content is hashed into the row's fingerprint like the
+    code's, so an edited file re-measures instead of being compared with rows measured on the
+    old one."""
 
     paths = [params.get(key) for key in declared(dataset).files]
     # a file gone missing: the run itself says so, as an error row
@@ -164,7 +161,7 @@ class Regression(StudyPlugin):
     FIRST_REACHED = True
     expand, spec_from_json = staticmethod(expand), staticmethod(RunSpec.from_json)
     preload, code_files = staticmethod(preload), staticmethod(code_files)
-    input_files, check_grid = staticmethod(input_files), staticmethod(check_grid)
+    check_grid = staticmethod(check_grid)
     # a tuned spec waits for its learning-rate grid's runs
     prerequisites, resolve = staticmethod(tuning_runs), staticmethod(resolve_tuned)
     pairs, subjects = staticmethod(pairs), staticmethod(subjects)
@@ -172,6 +169,9 @@ class Regression(StudyPlugin):
 
     def framework(self, spec: RunSpec) -> str | None:
         return BACKENDS[spec.backend].framework
+
+    def input_files(self, spec: RunSpec) -> list[str]:
+        return data_files(spec.dataset, spec.dataset_params)
 
     def needs_gpu(self, spec: RunSpec) -> bool:
         return spec.backend_options.get("device") == "gpu"

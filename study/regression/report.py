@@ -13,7 +13,7 @@ from optimizers import blas_threads, bounds
 from study.frameworks.registry import BACKENDS, FRAMEWORKS
 from study.paired import compare
 from study.regression import logistic, prediction
-from study.regression.labels import data_titles, label_runs, original_data
+from study.regression.labels import data_titles, label_runs, original_data, target_tol
 from study.regression.spec import RunSpec
 from study.regression.summary import INSTANCE_COLUMNS, alarm_lines, summarize, time_to_target
 from study.report.blocks import Block, figure_block, fmt_seconds
@@ -30,8 +30,8 @@ def _labelled_summary(runs: pd.DataFrame) -> pd.DataFrame:
 
 def target_text(runs: pd.DataFrame) -> str:
     """The target the runs stopped at ('1e-08'), or 'the target' without a tol rule."""
-    tols = runs["stop_tol"].dropna() if "stop_tol" in runs else pd.Series(dtype=float)
-    return f"{tols.iloc[0]:g}" if len(tols) else "the target"
+    tol = target_tol(runs)
+    return "the target" if tol is None else f"{tol:g}"
 
 
 def fastest_to_target(runs: pd.DataFrame, part: pd.DataFrame, target: str):
