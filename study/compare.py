@@ -59,16 +59,13 @@ def configuration_changes(a: Results, b: Results) -> tuple[list[Change], list[st
     common = [c for c in groups_a if c in groups_b]
     changes = []
     for config in common:
+        sides = (groups_b[config], groups_a[config])  # B over A
         chosen = list(quantities.items())
         if a.plugin.FIRST_REACHED:  # time to target, else per step
-            column = chosen[0][1]
-            reached = np.isfinite(groups_a[config][column]).any() or \
-                np.isfinite(groups_b[config][column]).any()
+            reached = any(np.isfinite(side[chosen[0][1]]).any() for side in sides)
             chosen = chosen[:1] if reached else chosen[1:]
         for quantity, column in chosen:
-            side_a, side_b = groups_a[config].dropna(subset=[column]), \
-                groups_b[config].dropna(subset=[column])
-            c = compare(side_b, side_a, instance, column)
+            c = compare(*(side.dropna(subset=[column]) for side in sides), instance, column)
             if c.instances:
                 changes.append(Change(config, quantity, c))
     return (changes, sorted(set(groups_a) - set(groups_b)), sorted(set(groups_b) - set(groups_a)))
@@ -170,7 +167,7 @@ def compare_folders(folder_a, folder_b) -> FolderComparison:
                          "a common instance; nothing to compare")
     differ, same = differences(a, b)
     return FolderComparison(a, b, differ, same, changes, only_a, only_b,
-                     conclusion_changes(conclusions(a), conclusions(b)))
+                            conclusion_changes(conclusions(a), conclusions(b)))
 
 
 def interval(c: Comparison | None) -> str:

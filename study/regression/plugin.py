@@ -1,6 +1,6 @@
 """The regression study as the engine sees it (see study.sweep.plugin; what is not here is the
 engine's default: measured by study.regression.measure, figures and report beside it). Logistic
-regression is this study on logistic data (study.regression.logistic.is_logistic): its answers,
+regression is this study on logistic data (study.regression.labels.is_logistic): its answers,
 its name in `compare` and its report title follow from its rows."""
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ from optimizers.stopping import STOPPING_STATUSES
 from study.frameworks.registry import BACKENDS, framework_of
 from study.regression.config import CONFIG_KEYS
 from study.regression.config import expand_specs as expand
-from study.regression.labels import data_titles, label_runs, original_data
-from study.regression.logistic import is_logistic
+from study.regression.labels import data_titles, is_logistic, label_runs, original_data
 from study.regression.schema import SCHEMA, SIDE_TABLES
 from study.regression.spec import RunSpec
 from study.regression.summary import INSTANCE_COLUMNS, format_summary, summarize, time_to_target
