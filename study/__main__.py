@@ -119,14 +119,10 @@ def main(argv=None) -> int:
 
         try:
             code = importlib.import_module(COMMANDS[args.command][0]).main(args)
-        except InputError as exc:
+        except (InputError, ResultsWriteError, LibraryFailure) as exc:
             interrupts.check()  # an error that an interrupt caused is the interrupt
             print(f"convergence-study {args.command}: error: {exc}", file=sys.stderr)
-            return 2
-        except (ResultsWriteError, LibraryFailure) as exc:  # a failure, not the input
-            interrupts.check()
-            print(f"convergence-study {args.command}: error: {exc}", file=sys.stderr)
-            return 1
+            return 2 if isinstance(exc, InputError) else 1  # else a failure, not the input
         interrupts.check()  # one that a library swallowed on its way up
         return code
     except BaseException as exc:  # noqa: BLE001 -- re-raised unless an interrupt is behind it

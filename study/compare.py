@@ -59,16 +59,13 @@ def configuration_changes(a: Results, b: Results) -> tuple[list[Change], list[st
     common = [c for c in groups_a if c in groups_b]
     changes = []
     for config in common:
+        sides = (groups_b[config], groups_a[config])  # B over A
         chosen = list(quantities.items())
         if a.plugin.FIRST_REACHED:  # time to target, else per step
-            column = chosen[0][1]
-            reached = np.isfinite(groups_a[config][column]).any() or \
-                np.isfinite(groups_b[config][column]).any()
+            reached = any(np.isfinite(side[chosen[0][1]]).any() for side in sides)
             chosen = chosen[:1] if reached else chosen[1:]
         for quantity, column in chosen:
-            side_a, side_b = groups_a[config].dropna(subset=[column]), \
-                groups_b[config].dropna(subset=[column])
-            c = compare(side_b, side_a, instance, column)
+            c = compare(*(side.dropna(subset=[column]) for side in sides), instance, column)
             if c.instances:
                 changes.append(Change(config, quantity, c))
     return (changes, sorted(set(groups_a) - set(groups_b)), sorted(set(groups_b) - set(groups_a)))
@@ -170,17 +167,13 @@ def compare_folders(folder_a, folder_b) -> FolderComparison:
                          "a common instance; nothing to compare")
     differ, same = differences(a, b)
     return FolderComparison(a, b, differ, same, changes, only_a, only_b,
-                     conclusion_changes(conclusions(a), conclusions(b)))
-
-
-def _times(x: float | None) -> str:
-    return times(x, "–")
+                            conclusion_changes(conclusions(a), conclusions(b)))
 
 
 def interval(c: Comparison | None) -> str:
     if c is None or c.low != c.low:
         return "no interval"
-    return f"[{_times(c.low)}, {_times(c.high)}]"
+    return f"[{times(c.low, '–')}, {times(c.high, '–')}]"
 
 
 def unfinished(c: Comparison) -> str:
@@ -211,7 +204,7 @@ def _state(c: Conclusion | None) -> str:
         return "–"
     if c.comparison is None or c.claim == "neither reached":
         return c.claim
-    number = f"{_times(c.comparison.ratio)} {interval(c.comparison)}"
+    number = f"{times(c.comparison.ratio, '–')} {interval(c.comparison)}"
     if c.id.startswith("fastest."):
         return f"{c.claim} ({number} of the next)"
     return f"{number}, {c.claim}"
@@ -220,7 +213,7 @@ def _state(c: Conclusion | None) -> str:
 def change_rows(result: FolderComparison) -> list[tuple[Change, str, str, str]]:
     """What both reports show of each configuration, in their order: (change, B/A, its
     interval, what it means)."""
-    return [(change, _times(change.comparison.ratio), interval(change.comparison),
+    return [(change, times(change.comparison.ratio, "–"), interval(change.comparison),
              change_word(change)) for change in ordered(result.changes)]
 
 

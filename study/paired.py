@@ -254,13 +254,10 @@ def _groups(runs: pd.DataFrame, instance: list[str], value: str) -> dict:
     return {k: v for k, v in found.items() if v.size}
 
 
-def compare(a: pd.DataFrame, b: pd.DataFrame, instance: list[str], value: str, *,
-            level: float = LEVEL) -> Comparison:
+def compare(a: pd.DataFrame, b: pd.DataFrame, instance: list[str], value: str) -> Comparison:
     """Paired ratio of `value` (A over B) on the instances (rows' `instance` columns) both ran;
     instance columns a table lacks hold nothing apart."""
     instance = [c for c in instance if c in a.columns and c in b.columns]
-    if not instance:
-        a, b, instance = a.assign(_instance=0), b.assign(_instance=0), ["_instance"]
     # as text: a missing value (None, NaN) must match itself across the two tables
     a, b = (t.assign(**{c: t[c].astype(str) for c in instance}) for t in (a, b))
     a_groups, b_groups = _groups(a, instance, value), _groups(b, instance, value)
@@ -271,7 +268,7 @@ def compare(a: pd.DataFrame, b: pd.DataFrame, instance: list[str], value: str, *
         return Comparison(np.nan, np.nan, np.nan, 0, only_a, only_b, 0, 0, "no instance")
     both_failed = sum(bool(np.median(a_groups[k]) == np.inf == np.median(b_groups[k]))
                       for k in common)
-    found = interval([[a_groups[k], b_groups[k]] for k in common], level)
+    found = interval([[a_groups[k], b_groups[k]] for k in common])
     measurements = min(sum(a_groups[k].size for k in common),
                        sum(b_groups[k].size for k in common))
     return Comparison(found.value, found.low, found.high, len(common), only_a, only_b,
@@ -322,12 +319,11 @@ def _noise(runs: pd.DataFrame, instance: list[str], common: list) -> tuple[int, 
     return int(noisy[rows].sum()), len(rows)
 
 
-def typical(runs: pd.DataFrame, instance: list[str], value: str, *,
-            level: float = LEVEL) -> Interval:
+def typical(runs: pd.DataFrame, instance: list[str], value: str) -> Interval:
     """One configuration's typical `value` over its instances (none named: one), with its
     interval."""
     instance = [c for c in instance if c in runs.columns]
-    return interval([[g] for g in _groups(runs, instance, value).values()], level)
+    return interval([[g] for g in _groups(runs, instance, value).values()])
 
 
 def common_instances(runs: pd.DataFrame, config: list[str], instance: list[str]) -> pd.DataFrame:

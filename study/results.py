@@ -238,7 +238,7 @@ def older_code_note(changed, folder) -> str:
 
 def _only(values: pd.Series) -> str:
     unique = sorted({str(v) for v in values.dropna()})
-    return unique[0] if len(unique) == 1 else ("none" if not unique else "/".join(unique))
+    return "/".join(unique) or "none"
 
 
 # ---- the summarize command --------------------------------------------------------------------

@@ -287,8 +287,7 @@ def test_the_logistic_reference_round_trips_through_the_cache(tmp_path):
 def test_the_logistic_report_section_says_how_f_star_and_the_steps_were_made(tmp_path):
     from test_plots_report import make_tables
 
-    from study.regression import logistic as section_module
-    from study.regression import report
+    from study.regression import labels, report
 
     runs, _ = make_tables()
     runs = runs.assign(dataset="synthetic-logistic", nfev=runs["iterations"] * 2 + 1,
@@ -296,12 +295,12 @@ def test_the_logistic_report_section_says_how_f_star_and_the_steps_were_made(tmp
                        kappa=12.0, study="logistic",
                        hp_line_search=np.where(runs["optimizer"] == "lbfgs", "wolfe", None),
                        hp_step=np.where(runs["optimizer"] == "gd", "armijo", None))
-    assert section_module.is_logistic(runs) and not section_module.is_logistic(make_tables()[0])
+    assert labels.is_logistic(runs) and not labels.is_logistic(make_tables()[0])
     results = type("Results", (), {"runs": runs, "folder": tmp_path / "logistic"})()
     text = "\n".join(str(block.content) for block in report.section(results, tmp_path))
     assert "Newton's method" in text and "f* = 0.5 (relative accuracy 1e-17)" in text
     assert "L-BFGS needed 2.00 loss-and-gradient evaluations per iteration" in text
-    table = section_module.evaluation_table(runs)
+    table = report.evaluation_table(runs)
     lbfgs = table[table["configuration"].str.startswith("lbfgs")].iloc[0]
     assert lbfgs["step rule"] == "wolfe line search" and lbfgs["loss evaluations"] == "17"
     assert set(table[table["configuration"].str.startswith("gd")]["step rule"]) == {"step armijo"}

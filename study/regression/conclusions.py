@@ -8,8 +8,13 @@ import pandas as pd
 
 from study.conclusions import BUSY, Conclusion, paired
 from study.frameworks.registry import BACKENDS, FRAMEWORKS
-from study.regression.labels import algorithm_label, headline_data, label_runs, original_data
-from study.regression.logistic import is_logistic
+from study.regression.labels import (
+    algorithm_label,
+    headline_data,
+    is_logistic,
+    label_runs,
+    original_data,
+)
 from study.regression.report import (
     _labelled_summary,
     fastest_to_target,

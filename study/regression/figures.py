@@ -21,7 +21,7 @@ from study.figures import FAILED_MARKER, legend_outside, log_axis, panel_title, 
 from study.paired import common_instances
 from study.regression import prediction, style
 from study.regression.headline import best_choices, figure_headline
-from study.regression.labels import label_runs, with_instances, with_keys
+from study.regression.labels import label_runs, target_tol, with_instances, with_keys
 from study.regression.summary import DATA_COLUMNS, INSTANCE_COLUMNS, time_to_target
 from study.sweep.tuning import measured_runs
 
@@ -83,11 +83,15 @@ def families_first(labelled: pd.DataFrame) -> list[str]:
     return sorted(score.index, key=lambda f: (-score.loc[f, "reached"], score.loc[f, "time"], f))
 
 
-def panels_under_legends(groups: list[list], count: int, width: float, height: float):
+def family_panels(families: list[str], engines: list[str], count: int, width: float,
+                  height: float, family_look: dict, engine_look, failed: dict):
     """`count` panels of `width` x `height` inches wrapped into at most three columns (two for
-    four, a square) under a two-line title and a legend per group of handles; the panels left
-    over are hidden. Returns the figure, its axes, each legend's columns and the header's
-    inches (for place_header)."""
+    four, a square) under a two-line title and two legends: the families by colour, then the
+    engines (drawn by `engine_look(engine)`) and how a failure is marked; the panels left over
+    are hidden. Returns the figure, its axes and its header (for place_header)."""
+    groups = [[plt.Line2D([], [], color=style.color(f), label=f, **family_look) for f in families],
+              [*(plt.Line2D([], [], color="#333333", label=e, **engine_look(e)) for e in engines),
+               plt.Line2D([], [], color="#333333", ls="none", **failed)]]
     columns = 2 if count == 4 else min(count, 3)
     figure_width = width * columns + 0.8
     legends = [legend_columns([h.get_label() for h in group], figure_width - 0.4)
@@ -99,20 +103,14 @@ def panels_under_legends(groups: list[list], count: int, width: float, height: f
                              figsize=(figure_width, height * rows + header + 0.5))
     for ax in axes.flat[count:]:
         ax.set_visible(False)
-    return fig, axes, legends, header
+    return fig, axes, (groups, legends, header)
 
 
-def legend_groups(families: list[str], engines: list[str], family_look: dict, engine_look,
-                  failed: dict) -> list[list]:
-    """The two legends above the panels: the families by colour, then the engines (drawn by
-    `engine_look(engine)`) and how a failure is marked."""
-    return [[plt.Line2D([], [], color=style.color(f), label=f, **family_look) for f in families],
-            [*(plt.Line2D([], [], color="#333333", label=e, **engine_look(e)) for e in engines),
-             plt.Line2D([], [], color="#333333", ls="none", **failed)]]
-
-
-def axis_labels(ax, panel: int, axes, count: int, ylabel: str, xlabel: str) -> None:
-    """The y label on the left column only, the x label under the lowest panel of each column."""
+def label_panel(ax, panel: int, axes, count: int, data: str, ylabel: str, xlabel: str) -> None:
+    """The data set as the panel's title; the y label on the left column only, the x label
+    under the lowest panel of each column."""
+    ax.set_title(panel_title(data), fontsize=8)
+    ax.tick_params(labelsize=7)
     if panel % axes.shape[1] == 0:
         ax.set_ylabel(ylabel, fontsize=8)
     if panel + axes.shape[1] >= count:
@@ -125,11 +123,12 @@ def legend_columns(labels, width: float, fontsize: float = 8) -> int:
     return max(1, min(len(labels), int(width // entry)))
 
 
-def place_header(fig, title: str, groups: list[list], columns: list[int], header: float):
+def place_header(fig, title: str, header: tuple[list[list], list[int], float]):
     """The title, then each group's legend, placed in inches from the top so that a tall figure
     gets no more room than a short one; then the panels laid out under them. A legend fills
     column by column: its handles are reordered to read row by row. The title is kept out of
     tight_layout, which would make room for it a second time."""
+    groups, columns, header = header
     height = fig.get_size_inches()[1]
     suptitle = fig.suptitle(title, fontsize=9, y=1 - 0.06 / height, in_layout=False)
     top = 0.42
@@ -185,10 +184,10 @@ def figure_convergence(runs: pd.DataFrame, traces: pd.DataFrame, *, x: str = "se
     data_sets = sorted(traces["data"].unique()) or ["(no runs)"]
     families = [f for f in order if f in set(traces["family"])]
     engines = sorted(traces["engine"].map(style.engine_key).unique(), key=style.engine_rank)
-    groups = legend_groups(families, engines, {"lw": 2},
-                           lambda e: {"ls": style.line_style(e), "lw": 1.3},
-                           {"marker": FAILED_MARKER, "label": "run did not converge"})
-    fig, axes, columns, header = panels_under_legends(groups, len(data_sets), 4.0, 3.0)
+    fig, axes, header = family_panels(
+        families, engines, len(data_sets), 4.0, 3.0, {"lw": 2},
+        lambda e: {"ls": style.line_style(e), "lw": 1.3},
+        {"marker": FAILED_MARKER, "label": "run did not converge"})
     panels = dict(list(traces.groupby("data")))
     for panel, (ax, data) in enumerate(zip(axes.flat, data_sets, strict=False)):
         lines = panels.get(data, traces[:0]).groupby(["family", "engine", "config"])
@@ -219,15 +218,13 @@ def figure_convergence(runs: pd.DataFrame, traces: pd.DataFrame, *, x: str = "se
             ax.set_xlim(left=0)
             ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.0f}"))
             ax.xaxis.set_minor_locator(NullLocator())
-        ax.set_title(panel_title(data), fontsize=8)
-        axis_labels(ax, panel, axes, len(data_sets), "(f - f*) / f*", xlabel)
-        ax.tick_params(labelsize=7)
+        label_panel(ax, panel, axes, len(data_sets), data, "(f - f*) / f*", xlabel)
     one_y_range(axes)
     skipped_caption(fig, runs)
     place_header(fig, f"Convergence against {'time' if x == 'seconds' else 'iterations'}: a "
                  "panel per data set, a line per optimizer at its best configuration\n(colour: "
                  "optimizer, fastest first; line style: the engine it ran on; median over seeds, "
-                 "IQR band)", groups, columns, header)
+                 "IQR band)", header)
     return fig
 
 
@@ -302,10 +299,10 @@ def figure_cost_tradeoff(runs: pd.DataFrame):
     data_sets = sorted(agg["data"].unique()) or ["(no runs)"]
     families = [f for f in families_first(ran) if f in set(agg["family"])]
     engines = sorted(agg["engine"].map(style.engine_key).unique(), key=style.engine_rank)
-    groups = legend_groups(families, engines, {"marker": "o", "ls": "none"},
-                           lambda e: {"marker": style.marker(e), "ls": "none"},
-                           {"marker": "o", "mfc": "none", "label": "open: did not converge"})
-    fig, axes, columns, header = panels_under_legends(groups, len(data_sets), 4.2, 3.4)
+    fig, axes, header = family_panels(
+        families, engines, len(data_sets), 4.2, 3.4, {"marker": "o", "ls": "none"},
+        lambda e: {"marker": style.marker(e), "ls": "none"},
+        {"marker": "o", "mfc": "none", "label": "open: did not converge"})
     for panel, (ax, data) in enumerate(zip(axes.flat, data_sets, strict=False)):
         part = agg[agg["data"] == data]
         for r in part.itertuples():
@@ -324,13 +321,11 @@ def figure_cost_tradeoff(runs: pd.DataFrame):
                     ax.plot(xs, ys, color="grey", lw=0.6, ls=":")
                     ax.annotate(f"{total:g} s", (xs[-1], ys[-1]), fontsize=7, color="grey")
             ax.set_ylim(y_low, y_high)
-        ax.set_title(panel_title(data), fontsize=8)
-        ax.tick_params(labelsize=7)
-        axis_labels(ax, panel, axes, len(data_sets), "seconds per iteration (median)",
+        label_panel(ax, panel, axes, len(data_sets), data, "seconds per iteration (median)",
                     "iterations (median; to target when converged)")
     place_header(fig, "Cost per iteration against iterations (dotted: equal total time)\n"
                  "(colour: optimizer, fastest first; marker: engine; each at its best "
-                 "configuration)", groups, columns, header)
+                 "configuration)", header)
     return fig
 
 
@@ -502,7 +497,7 @@ def figure_conditioning(runs: pd.DataFrame):
 
 
 REGRESSION_FIGURES = {
-    "headline": lambda runs, traces: figure_headline(runs, _tol(runs)),
+    "headline": lambda runs, traces: figure_headline(runs, target_tol(runs)),
     "convergence_time": lambda runs, traces: figure_convergence(runs, traces, x="seconds"),
     "convergence_iterations": lambda runs, traces: figure_convergence(runs, traces,
                                                                       x="iterations"),
@@ -512,11 +507,6 @@ REGRESSION_FIGURES = {
     "regression_feed_modes": lambda runs, traces: figure_feed_modes(runs),
     "conditioning": lambda runs, traces: figure_conditioning(runs),
 }
-
-
-def _tol(runs: pd.DataFrame) -> float | None:
-    tols = runs["stop_tol"].dropna() if "stop_tol" in runs else pd.Series(dtype=float)
-    return float(tols.mode().iloc[0]) if len(tols) else None
 
 
 def paired_rows(runs: pd.DataFrame) -> pd.DataFrame:

@@ -41,8 +41,7 @@ def headline_choices(runs: pd.DataFrame) -> pd.DataFrame:
     `apart`, every algorithm of the family that not every engine ran (GD's `diag` step, the
     original program's, exists on NumPy only), at its own best per engine.
     Columns: family, algorithm, engine, config, apart. `runs`: labelled, one data set."""
-    best = best_choices(runs.assign(family=style.families(runs)),
-                        ("data", "family", "algorithm", "engine"), by="algorithm")
+    best = best_choices(runs, ("data", "family", "algorithm", "engine"), by="algorithm")
     rows = []
     for family, part in best.groupby("family", sort=True):
         engines = part.groupby("algorithm")["engine"].agg(frozenset)
@@ -85,14 +84,9 @@ def best_per_family_and_engine(runs: pd.DataFrame, data: str) -> pd.DataFrame:
             "statuses": ", ".join(f"{s} {n}" for s, n in chosen["status"].value_counts().items()),
             "closest": median(chosen["suboptimality"]),
         })
-    table = pd.DataFrame(rows)
-    if table.empty:
-        return table
-    order = sorted(table.index, key=lambda i: (bool(table.loc[i, "apart"]),
-                                               table.loc[i, "family"],
-                                               table.loc[i, "algorithm"],
-                                               style.engine_rank(table.loc[i, "engine"])))
-    return table.loc[order].reset_index(drop=True)
+    rows.sort(key=lambda r: (bool(r["apart"]), r["family"], r["algorithm"],
+                             style.engine_rank(r["engine"])))
+    return pd.DataFrame(rows)
 
 
 def headline_label(row) -> str:
@@ -147,16 +141,13 @@ def figure_headline(runs: pd.DataFrame, tol: float | None):
     log_axis(right.xaxis)
     right.set_xlabel("seconds per iteration (median, IQR; log)")
     right.set_title("Time per iteration (what per-epoch timing shows)", fontsize=10)
-    subject = f"Q1, {data}" if original_data(runs) else data_title_of(runs, data)
+    if original_data(runs):
+        subject = f"Q1, {data}"
+    else:  # the data set as a heading names it (labels.data_title)
+        labelled = label_runs(runs[runs["status"] != "skipped"])
+        subject = data_title(labelled[labelled["data"] == data].iloc[0])
     fig.suptitle(f"{subject}: each optimizer on each engine, one algorithm per row (rows below "
                  "the dashed line: run on some engines only)" if table["apart"].any() else
                  f"{subject}: each optimizer on each engine, one algorithm per row", fontsize=11)
     fig.tight_layout()
     return fig
-
-
-def data_title_of(runs: pd.DataFrame, data: str) -> str:
-    """The heading name (labels.data_title) of the data set labelled `data` in `runs`."""
-    labelled = label_runs(runs[runs["status"] != "skipped"])
-    rows = labelled[labelled["data"] == data]
-    return data_title(rows.iloc[0]) if len(rows) else data

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from datasets import DATASETS
+from datasets import DATASETS, problem_kind
 from study.frameworks.registry import BACKENDS
 from study.names import short_name
 from study.sweep.grid import configurations, distinct_labels
@@ -88,6 +88,23 @@ def data_titles(runs: pd.DataFrame) -> list[str]:
         runs = runs.assign(dataset_params=None)
     sets = runs[["dataset", "dataset_params"]].drop_duplicates()
     return sorted({data_title(row) for _, row in sets.iterrows()})
+
+
+def target_tol(runs: pd.DataFrame) -> float | None:
+    """The target as every figure and sentence names it: the most common stop_tol (one block's
+    own rules may differ; the first row's would depend on the table's order), None without."""
+    tols = runs["stop_tol"].dropna() if "stop_tol" in runs else pd.Series(dtype=float)
+    return float(tols.mode().iloc[0]) if len(tols) else None
+
+
+def is_logistic(runs: pd.DataFrame) -> bool:
+    """Every row's data set is a logistic-regression problem (as its declaration says)."""
+
+    if not len(runs):
+        return False
+    params = runs.get("dataset_params", pd.Series("{}", index=runs.index))
+    return all(problem_kind(name, json.loads(p) if isinstance(p, str) else {}).objective
+               == "logistic" for name, p in zip(runs["dataset"], params, strict=True))
 
 
 def original_data(runs: pd.DataFrame) -> bool:

@@ -33,7 +33,7 @@ SPEC_COLUMNS = ("optimizer", "backend", "dtype", "dataset", "init", "seed", "dat
 def problem_key(spec: RunSpec) -> dict:
     """What the data set and its reference depend on: parameters, the data code, and for a
     file its identity and change times (a write always moves ctime, which no copy preserves;
-    the row's fingerprint hashes the file's content, study.regression.plugin.input_files)."""
+    the row's fingerprint hashes the file's content, study.regression.plugin.data_files)."""
     params = spec.data_params()
     key = {"dataset": spec.dataset, "params": params,
            "code": manifest(python_files("datasets"))}

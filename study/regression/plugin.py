@@ -1,6 +1,6 @@
 """The regression study as the engine sees it (see study.sweep.plugin; what is not here is the
 engine's default: measured by study.regression.measure, figures and report beside it). Logistic
-regression is this study on logistic data (study.regression.logistic.is_logistic): its answers,
+regression is this study on logistic data (study.regression.labels.is_logistic): its answers,
 its name in `compare` and its report title follow from its rows."""
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ from optimizers.stopping import STOPPING_STATUSES
 from study.frameworks.registry import BACKENDS, framework_of
 from study.regression.config import CONFIG_KEYS
 from study.regression.config import expand_specs as expand
-from study.regression.labels import data_titles, label_runs, original_data
-from study.regression.logistic import is_logistic
+from study.regression.labels import data_titles, is_logistic, label_runs, original_data
 from study.regression.schema import SCHEMA, SIDE_TABLES
 from study.regression.spec import RunSpec
 from study.regression.summary import INSTANCE_COLUMNS, format_summary, summarize, time_to_target
@@ -109,18 +108,15 @@ def code_files(spec: RunSpec) -> list[str]:
     methods += [optimizers[library or name]] if library or not methods else []
     data = split_file(spec.dataset)[0] if is_file_name(spec.dataset) else datasets[spec.dataset]
     own = [*map(str, methods), str(data), *BACKENDS[spec.backend].files]
-    return sorted({*shared, *own, *ENGINE_FILES, *MEASURING_FILES, *input_files(spec)})
-
-
-def input_files(spec: RunSpec) -> list[str]:
-    """The user's data files (the parameters its data set declares as files), by absolute path:
-    their content is hashed into the row's fingerprint like the code's, so an edited file
-    re-measures instead of being compared with rows measured on the old one."""
-    return data_files(spec.dataset, spec.dataset_params)
+    return sorted({*shared, *own, *ENGINE_FILES, *MEASURING_FILES,
+                   *data_files(spec.dataset, spec.dataset_params)})
 
 
 def data_files(dataset: str, params: dict) -> list[str]:
-    """The files a data set's parameters name (`regress` reads the same), by absolute path."""
+    """The user's data files (the parameters its data set declares as files; `regress` reads
+    the same), by absolute path: their content is hashed into the row's fingerprint like the
+    code's, so an edited file re-measures instead of being compared with rows measured on the
+    old one."""
 
     paths = [params.get(key) for key in declared(dataset).files]
     # a file gone missing: the run itself says so, as an error row
@@ -164,7 +160,7 @@ class Regression(StudyPlugin):
     FIRST_REACHED = True
     expand, spec_from_json = staticmethod(expand), staticmethod(RunSpec.from_json)
     preload, code_files = staticmethod(preload), staticmethod(code_files)
-    input_files, check_grid = staticmethod(input_files), staticmethod(check_grid)
+    check_grid = staticmethod(check_grid)
     # a tuned spec waits for its learning-rate grid's runs
     prerequisites, resolve = staticmethod(tuning_runs), staticmethod(resolve_tuned)
     pairs, subjects = staticmethod(pairs), staticmethod(subjects)
@@ -172,6 +168,9 @@ class Regression(StudyPlugin):
 
     def framework(self, spec: RunSpec) -> str | None:
         return BACKENDS[spec.backend].framework
+
+    def input_files(self, spec: RunSpec) -> list[str]:
+        return data_files(spec.dataset, spec.dataset_params)
 
     def needs_gpu(self, spec: RunSpec) -> bool:
         return spec.backend_options.get("device") == "gpu"

@@ -24,10 +24,6 @@ INTRO = ("Each run beside what its method's classical bound predicts from the pr
          f"{bounds.SLOWER_FACTOR:g}x its iterations. The {KAPPA_NAMES}.")
 
 
-def has_predictions(runs: pd.DataFrame) -> bool:
-    return all(column in runs for column in NEEDED) and runs["bound"].notna().any()
-
-
 def _median(group: pd.DataFrame, column: str) -> float:
     return median(group[column]) if column in group else float("nan")
 
@@ -37,7 +33,7 @@ def _configurations(runs: pd.DataFrame, left_out: tuple[str, ...]):
     aside; none where no row has a prediction."""
     runs = measured_runs(runs)
     runs = runs[~runs["status"].isin(left_out)]
-    if runs.empty or not has_predictions(runs):
+    if runs.empty or not all(c in runs for c in NEEDED) or runs["bound"].isna().all():
         return []
     return label_runs(runs).groupby(["data", "config"], sort=True)
 

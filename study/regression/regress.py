@@ -59,7 +59,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     data.add_argument("--dataset", default="eve", help=f"one of: {', '.join(DATASETS)}, or "
                       "path/to/file.py:load (your own loader returning X, y)")
     data.add_argument("--rows", type=int, help="rows of eve / n of synthetic")
-    data.add_argument("--standardize", action="store_true", help="z-score the features")
+    data.add_argument("--standardize", action="store_true", default=None,
+                      help="z-score the features")
     data.add_argument("--path", help="tabular: CSV or Parquet file")
     data.add_argument("--features", nargs="+", help="tabular: feature column names")
     data.add_argument("--labels", nargs="+", help="tabular: label column names")
@@ -147,18 +148,11 @@ def dataset_params(args) -> dict:
     elif args.dataset not in DATASETS:
         raise InputError(f"unknown dataset '{args.dataset}'; allowed: {', '.join(DATASETS)}, "
                          "path/to/file.py:load")
-    flags = {}
-    if args.rows is not None:
-        if args.dataset not in ROWS_PARAMETER:
-            raise InputError(f"--rows applies to {', '.join(ROWS_PARAMETER)}, not '{args.dataset}'")
-        flags[ROWS_PARAMETER[args.dataset]] = args.rows
-    for flag in ("path", "features", "labels"):
-        if getattr(args, flag) is not None:
-            flags[flag] = getattr(args, flag)
-    if args.standardize:
-        flags["standardize"] = True
+    if args.rows is not None and args.dataset not in ROWS_PARAMETER:
+        raise InputError(f"--rows applies to {', '.join(ROWS_PARAMETER)}, not '{args.dataset}'")
     names = {"rows": ROWS_PARAMETER.get(args.dataset), "path": "path", "features": "features",
-             "labels": "labels", "standardize": "standardize"}
+             "labels": "labels", "standardize": "standardize"}  # flag -> its parameter
+    flags = {names[flag]: getattr(args, flag) for flag in names if getattr(args, flag) is not None}
     return {**flags, **given_once(flags, key_values(args.data_param, "--data-param"),
                                   "--data-param", names)}
 

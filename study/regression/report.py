@@ -12,8 +12,8 @@ import pandas as pd
 from optimizers import blas_threads, bounds
 from study.frameworks.registry import BACKENDS, FRAMEWORKS
 from study.paired import compare
-from study.regression import logistic, prediction
-from study.regression.labels import data_titles, label_runs, original_data
+from study.regression import prediction
+from study.regression.labels import data_titles, is_logistic, label_runs, original_data, target_tol
 from study.regression.spec import RunSpec
 from study.regression.summary import INSTANCE_COLUMNS, alarm_lines, summarize, time_to_target
 from study.report.blocks import Block, figure_block, fmt_seconds
@@ -30,8 +30,8 @@ def _labelled_summary(runs: pd.DataFrame) -> pd.DataFrame:
 
 def target_text(runs: pd.DataFrame) -> str:
     """The target the runs stopped at ('1e-08'), or 'the target' without a tol rule."""
-    tols = runs["stop_tol"].dropna() if "stop_tol" in runs else pd.Series(dtype=float)
-    return f"{tols.iloc[0]:g}" if len(tols) else "the target"
+    tol = target_tol(runs)
+    return "the target" if tol is None else f"{tol:g}"
 
 
 def fastest_to_target(runs: pd.DataFrame, part: pd.DataFrame, target: str):
@@ -400,7 +400,7 @@ def logistic_section(results, figures: Path) -> list[Block]:
     runs = label_runs(results.runs)  # once: subsets keep these labels
     wall = runs[(runs["status"] != "skipped") & runs["optimizer"].eq("lbfgs")]
     blocks = [Block("h2", "Logistic regression: L-BFGS with a strong-Wolfe line search"),
-              Block("p", logistic.reference_sentence(runs[runs["status"] != "skipped"])),
+              Block("p", reference_sentence(runs[runs["status"] != "skipped"])),
               Block("p", "L-BFGS uses the strong-Wolfe line search of Nocedal and Wright "
                          "(Algorithms 3.5 and 3.6, cubic interpolation, c1 = 1e-4, c2 = 0.9), "
                          "the same code in the NumPy loop and inside the fused tf.while_loop; "
@@ -414,13 +414,55 @@ def logistic_section(results, figures: Path) -> list[Block]:
     blocks += regression_blocks(runs, figures, title="Logistic regression: time to convergence",
                                 study=results.folder.name)
     blocks.append(Block("h3", "Iterations and evaluations"))
-    blocks.append(Block("table", logistic.evaluation_table(runs), "every configuration"))
+    blocks.append(Block("table", evaluation_table(runs), "every configuration"))
     blocks.append(Block("p", stopping_sentence(runs)))
     return [*blocks, *blas_blocks(runs)]
 
 
+def evaluation_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per data set and configuration: median iterations and loss/gradient evaluations (a line
+    search's trial points included), and which step rule ran."""
+    runs = label_runs(runs[runs["status"] != "skipped"])
+    frame = runs.assign(rule=[step_rule(row) for _, row in runs.iterrows()],
+                        reached=runs["target_reached"].map({True: 1.0, False: 0.0}))
+    table = frame.groupby(["data", "config"], sort=True).agg(
+        rule=("rule", "first"), runs=("run_id", "size"),
+        iterations=("iterations", "median"), nfev=("nfev", "median"),
+        ngev=("ngev", "median"), converged=("reached", "mean")).reset_index()
+    return pd.DataFrame({
+        "data set": table["data"], "configuration": table["config"], "step rule": table["rule"],
+        "runs": table["runs"], "converged": table["converged"].map(lambda r: f"{r:.0%}"),
+        "iterations": table["iterations"].map(lambda x: f"{x:.0f}"),
+        "loss evaluations": table["nfev"].map(lambda x: f"{x:.0f}"),
+        "gradient evaluations": table["ngev"].map(lambda x: f"{x:.0f}"),
+    })
+
+
+def step_rule(row) -> str:
+    """How the optimizer of a row chooses its step."""
+    if row["optimizer"] == "gd":
+        return f"step {row.get('hp_step')}"
+    if row["optimizer"] == "lbfgs":
+        return f"{row.get('hp_line_search')} line search"
+    if row["optimizer"] == "scipy-lbfgs":
+        return "SciPy's own (More-Thuente)"
+    return "its own rule"
+
+
+def reference_sentence(runs: pd.DataFrame) -> str:
+    """What f* is worth here: the Newton reference's accuracy and conditioning per data set."""
+    parts = []
+    for data, part in label_runs(runs).groupby("data", sort=True):
+        parts.append(f"{data}: f* = {part['f_star'].iloc[0]:.12g} (relative accuracy "
+                     f"{part['f_star_accuracy'].max():.1g}), Hessian kappa at w* "
+                     f"{part['kappa'].iloc[0]:.3g}")
+    return ("f* is Newton's method in float64 run until its decrement is at machine level, "
+            "certified with an extended-precision loss and gradient (datasets/logistic.py); "
+            + "; ".join(parts) + ".")
+
+
 def section(results, figures: Path) -> list[Block]:
-    if logistic.is_logistic(results.runs):  # configs/logistic.toml: not the original question
+    if is_logistic(results.runs):  # configs/logistic.toml: not the original question
         return logistic_section(results, figures)
     tuning = tuning_blocks(results.runs)
     runs = label_runs(measured_runs(results.runs))  # once: subsets keep these labels
