@@ -148,7 +148,7 @@ class Problem:
         """(mu, L): bounds of the Hessian's eigenvalues valid at every w (one pass over X)."""
         if self.objective == "logistic":
             return logistic.curvature_bounds(self.X, self.lam)
-        eigenvalues = np.linalg.eigvalsh(gram_matrix(self.X))
+        eigenvalues = np.linalg.eigvalsh((2.0 / self.n) * (self.X.T @ self.X))
         return float(eigenvalues[0]) + self.lam, float(eigenvalues[-1]) + self.lam
 
     @cached_property
@@ -299,11 +299,6 @@ def _log10_sum(a: float, b: float) -> float:
     """log10(10^a + 10^b) without forming either power (they may overflow float64)."""
     high, low = max(a, b), min(a, b)
     return high if low == -math.inf else high + math.log10(1 + 10 ** (low - high))
-
-
-def gram_matrix(X: np.ndarray) -> np.ndarray:
-    """The Hessian 2/n X^T X of the mean squared error (one pass over X)."""
-    return (2.0 / X.shape[0]) * (X.T @ X)
 
 
 def _as_matrix(values, what: str) -> np.ndarray:

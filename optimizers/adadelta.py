@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from optimizers.base import Optimizer, fraction, positive
+from optimizers.base import PerCoordinate, fraction, positive
 
 
 class AdadeltaState(NamedTuple):
@@ -31,26 +31,20 @@ class AdadeltaParams(NamedTuple):
 
 
 @dataclass(frozen=True)
-class Adadelta(Optimizer):
+class Adadelta(PerCoordinate):
     learning_rate: float = 1.0
     rho: float = 0.95
     epsilon: float = 1e-8
     name: str = "adadelta"
-    straight_line = True
-    evaluations = {"nfev": 1, "ngev": 1, "nhvp": 0}
+    Params, State = AdadeltaParams, AdadeltaState
 
     def __post_init__(self):
         positive("learning_rate", self.learning_rate, optimizer="adadelta")
         positive("epsilon", self.epsilon, optimizer="adadelta")
         fraction("rho", self.rho, optimizer="adadelta")
 
-    def setup(self, problem, objective, ops) -> AdadeltaParams:
-        return AdadeltaParams(ops.scalar(self.learning_rate), ops.scalar(self.rho),
-                              ops.scalar(self.epsilon))
-
-    def init(self, objective, ops, params, w0) -> AdadeltaState:
-        f, g = objective.value_and_grad(w0)
-        return AdadeltaState(w0, f, g, ops.zeros_like(w0), ops.zeros_like(w0))
+    def slots(self, ops, w0):
+        return ops.zeros_like(w0), ops.zeros_like(w0)
 
     def update(self, objective, ops, params, state) -> AdadeltaState:
         rho, eps = params.rho, params.epsilon

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from datasets import values
-from optimizers.base import Optimizer, hyperparameter, positive
+from optimizers.base import PerCoordinate, hyperparameter, positive
 
 EPSILONS = {"keras3": 1e-7, "tf1": 0.0}
 
@@ -31,14 +31,13 @@ class AdagradParams(NamedTuple):
 
 
 @dataclass(frozen=True)
-class Adagrad(Optimizer):
+class Adagrad(PerCoordinate):
     learning_rate: float = 0.001
     initial_accumulator_value: float = 0.1
     epsilon: float = 1e-7
     name: str = "adagrad"
-    straight_line = True
-    evaluations = {"nfev": 1, "ngev": 1, "nhvp": 0}
     epsilons = EPSILONS
+    Params, State = AdagradParams, AdagradState
 
     def __post_init__(self):
         positive("learning_rate", self.learning_rate, optimizer=self.name)
@@ -46,12 +45,8 @@ class Adagrad(Optimizer):
                  optimizer=self.name)
         hyperparameter(self.name, "epsilon", self.epsilon, values.number(0))
 
-    def setup(self, problem, objective, ops) -> AdagradParams:
-        return AdagradParams(ops.scalar(self.learning_rate), ops.scalar(self.epsilon))
-
-    def init(self, objective, ops, params, w0) -> AdagradState:
-        f, g = objective.value_and_grad(w0)
-        return AdagradState(w0, f, g, ops.zeros_like(w0) + self.initial_accumulator_value)
+    def slots(self, ops, w0):
+        return (ops.zeros_like(w0) + self.initial_accumulator_value,)
 
     def update(self, objective, ops, params, state) -> AdagradState:
         g = state.g

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from optimizers.base import Optimizer, flag, fraction, positive
+from optimizers.base import PerCoordinate, flag, fraction, positive
 
 EPSILONS = {"keras3": 1e-7, "tf1": 1e-8}
 
@@ -35,16 +35,15 @@ class AdamParams(NamedTuple):
 
 
 @dataclass(frozen=True)
-class Adam(Optimizer):
+class Adam(PerCoordinate):
     learning_rate: float = 0.001
     beta_1: float = 0.9
     beta_2: float = 0.999
     epsilon: float = 1e-7
     bias_correction: bool = True
     name: str = "adam"
-    straight_line = True
-    evaluations = {"nfev": 1, "ngev": 1, "nhvp": 0}
     epsilons = EPSILONS
+    Params, State = AdamParams, AdamState
 
     def __post_init__(self):
         positive("learning_rate", self.learning_rate, optimizer=self.name)
@@ -53,13 +52,8 @@ class Adam(Optimizer):
         fraction("beta_2", self.beta_2, optimizer=self.name, closed_low=True)
         flag("bias_correction", self.bias_correction, optimizer=self.name)
 
-    def setup(self, problem, objective, ops) -> AdamParams:
-        return AdamParams(*(ops.scalar(v) for v in (self.learning_rate, self.beta_1,
-                                                      self.beta_2, self.epsilon)))
-
-    def init(self, objective, ops, params, w0) -> AdamState:
-        f, g = objective.value_and_grad(w0)
-        return AdamState(w0, f, g, ops.zeros_like(w0), ops.zeros_like(w0), ops.scalar(0))
+    def slots(self, ops, w0):
+        return ops.zeros_like(w0), ops.zeros_like(w0), ops.scalar(0)
 
     def update(self, objective, ops, params, state) -> AdamState:
         g, t = state.g, state.t + 1

@@ -84,6 +84,23 @@ class Optimizer:
         return backend.minimize(problem, self, rules, w0)
 
 
+class PerCoordinate(Optimizer):
+    """The adaptive per-coordinate methods (Adam, RMSprop, Adagrad, Adadelta): one loss and
+    gradient an iteration, straight-line code, their constants the hyperparameters `Params`
+    names (as backend scalars), and a state of w, f, g and the slots `slots` starts."""
+
+    straight_line = True
+    evaluations = {"nfev": 1, "ngev": 1, "nhvp": 0}
+    Params: type[NamedTuple]
+    State: type[NamedTuple]
+
+    def setup(self, problem, objective, ops):
+        return self.Params(*(ops.scalar(getattr(self, name)) for name in self.Params._fields))
+
+    def init(self, objective, ops, params, w0):
+        return self.State(w0, *objective.value_and_grad(w0), *self.slots(ops, w0))
+
+
 def construct(cls, name: str, hyperparameters: dict):
     """An optimizer dataclass built from its hyperparameters; an unknown key lists the known."""
     allowed = [f.name for f in dataclasses.fields(cls) if f.name != "name"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from optimizers.base import Optimizer, fraction, positive
+from optimizers.base import PerCoordinate, fraction, positive
 
 EPSILONS = {"keras3": 1e-7, "tf1": 1e-10}
 
@@ -31,26 +31,21 @@ class RMSpropParams(NamedTuple):
 
 
 @dataclass(frozen=True)
-class RMSprop(Optimizer):
+class RMSprop(PerCoordinate):
     learning_rate: float = 0.001
     rho: float = 0.9
     epsilon: float = 1e-7
     name: str = "rmsprop"
-    straight_line = True
-    evaluations = {"nfev": 1, "ngev": 1, "nhvp": 0}
     epsilons = EPSILONS
+    Params, State = RMSpropParams, RMSpropState
 
     def __post_init__(self):
         positive("learning_rate", self.learning_rate, optimizer=self.name)
         positive("epsilon", self.epsilon, optimizer=self.name)
         fraction("rho", self.rho, optimizer=self.name)
 
-    def setup(self, problem, objective, ops) -> RMSpropParams:
-        return RMSpropParams(ops.scalar(self.learning_rate), ops.scalar(self.rho),
-                             ops.scalar(self.epsilon))
-
-    def init(self, objective, ops, params, w0) -> RMSpropState:
-        return RMSpropState(w0, *objective.value_and_grad(w0), ops.zeros_like(w0))
+    def slots(self, ops, w0):
+        return (ops.zeros_like(w0),)
 
     def update(self, objective, ops, params, state) -> RMSpropState:
         g = state.g

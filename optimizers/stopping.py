@@ -181,11 +181,6 @@ class TimeBudget(Rule):
 DIVERGENCE_FACTOR = 1e5
 
 
-def diverged(loss: float, start: float, factor: float = DIVERGENCE_FACTOR) -> bool:
-    """The divergence rule on host numbers (Divergence.check is the same rule on a backend)."""
-    return not math.isfinite(loss) or loss > factor * start
-
-
 @dataclass(frozen=True)
 class Divergence(Rule):
     """Loss not finite, or grown past `factor` times its start: recorded, never raised."""

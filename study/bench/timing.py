@@ -1,6 +1,5 @@
 """The timing primitives every section uses: raw timings, their medians, and ratios of two
-timings taken side by side. On a shared, noisy machine an absolute time means little; a ratio
-to a denominator measured a moment before means a lot, so each figure is built from these."""
+timings taken side by side (why ratios: study.bench)."""
 
 from __future__ import annotations
 

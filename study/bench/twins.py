@@ -19,7 +19,6 @@ import time
 
 import numpy as np
 
-from datasets.problem import gram_matrix
 from study.bench.runs import Unavailable
 from study.frameworks.registry import backend
 
@@ -48,9 +47,8 @@ def no_loop(name: str, feed: str) -> Unavailable:
 
 
 def gd_step(problem) -> float:
-    """GD's 1/L step exactly as `optimizers.gd` computes it (float64, from the Gram matrix)."""
-
-    return 1.0 / float(np.linalg.eigvalsh(gram_matrix(problem.X))[-1])
+    """GD's 1/L step exactly as `optimizers.gd` computes it (float64)."""
+    return 1.0 / problem.curvature_bounds()[1]
 
 
 def host_arrays(problem, dtype: str):

@@ -1,11 +1,6 @@
-"""The feed-mode study's section of the report.
-
-Every question is answered on the call with its result on the host (compute + fetch, the
-columns the study always had) and on the computation alone, the output left on the device
-(see study.feedmode.measure). Where the fetch is a small part of every call compared (on the
-CPU it is a conversion in host memory), the two views give the same answer and one sentence says
-so; where it is not (on a GPU the output crosses the bus), the compute-only comparison is given
-as well.
+"""The feed-mode study's section of the report. Every question is answered on the call with
+its result on the host and, where the fetch is more than a small part of a call (a GPU's copy
+across the bus), on the computation alone as well (the two views: study.feedmode.measure).
 """
 
 from __future__ import annotations
@@ -86,18 +81,14 @@ def original_feedmode_answer(runs: pd.DataFrame) -> list[str]:
         const, holder = (_feed_row(runs, m, dtype, n) for m in ("constant", "placeholder"))
         if const is None or holder is None:
             continue
-        compute = compute_view(runs, {"constant": const, "placeholder": holder}, [
-            ("constant", "placeholder", value, words) for value, words in (
-                ("first_call_seconds", "first-call time"),
-                ("steady_median_seconds", "time per call"))], dtype, n)
-        out.append(
-            f"N = {n}, {dtype}: tf.constant's {_calls(const, ' took', ' and')}; the "
-            f"placeholder's {_calls(holder, and_=' and')} (medians over repeats). First call: "
-            + mode_phrase(runs, "constant", "placeholder", dtype, n, "first_call_seconds",
-                          "first-call time")
-            + "; later calls: " + mode_phrase(runs, "constant", "placeholder", dtype, n,
-                                              "steady_median_seconds", "time per call") + "."
-            + (" " + compute if compute else ""))
+        pairs = [("constant", "placeholder", QUANTITIES[words], words)
+                 for words in ("first-call time", "time per call")]
+        first, later = (mode_phrase(runs, a, b, dtype, n, value, words)
+                        for a, b, value, words in pairs)
+        compute = compute_view(runs, {"constant": const, "placeholder": holder}, pairs, dtype, n)
+        out.append(f"N = {n}, {dtype}: tf.constant's {_calls(const, ' took', ' and')}; the "
+                   f"placeholder's {_calls(holder, and_=' and')} (medians over repeats). First "
+                   f"call: {first}; later calls: {later}." + (" " + compute if compute else ""))
         if const["graphdef_bytes"] and holder["graphdef_bytes"]:
             out.append(f"  The constant's graph embeds the input: a "
                        f"{const['graphdef_bytes'] / 1e6:.3g} MB GraphDef against "

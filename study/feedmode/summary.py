@@ -1,11 +1,6 @@
-"""The feed-mode study's terminal summary: one line per run.
-
-Each call shows in two views: `first s` / `steady s`, the call with its result on the host, and
-`first compute s` / `steady compute s`, the computation with the output left on the device; a
-call's fetch to the host is the difference (`steady fetch s`, the later calls' median). On the
-CPU the fetch is a conversion in host memory and the two views nearly coincide; on a GPU the
-fetch is the output's copy across the bus and can be most of a call.
-"""
+"""The feed-mode study's terminal summary: one line per run, each call in the two views of
+study.feedmode.measure (`first s`: the result on the host; `first compute s`: the output left on
+the device; their difference is the fetch, `steady fetch s` the later calls' median)."""
 
 from __future__ import annotations
 

@@ -28,8 +28,6 @@ def measure_feedmode(mode: str, x: np.ndarray, kernel: np.ndarray, out: np.ndarr
     row = {"mode": mode, "api": fm.MODES[mode].api, "feed": fm.MODES[mode].feed, "model": model,
            "xla": fm.MODES[mode].xla, "dtype": dtype, "n": x.shape[0], "calls": calls,
            "status": "ok", "message": "", "input_bytes": x.nbytes, "output_bytes": out.nbytes}
-    if model == "fused-conv":
-        kernel = fm.fused_kernel(kernel)
     try:
         prepared = worker.build(spec, x, kernel, worker.Clock({}, lambda record: None))
         try:

@@ -117,14 +117,13 @@ def measure_problem(plan: Plan, objective: str, n: int, d: int) -> list[dict]:
             "blas_threads": plan.peer_blas_threads}
     budget, repeats = plan.peer_iterations, plan.peer_repeats
     hand = twin_of("numpy").hand_numpy_gd  # the NumPy twin (study/frameworks/numpy/twin.py)
+    lbfgs = {**base, "method": "lbfgs", "peer": "scipy L-BFGS-B"}
     with threadpool_limits(limits=plan.peer_blas_threads, user_api="blas"):
         return [
-            pair_row({**base, "method": "lbfgs", "peer": "scipy L-BFGS-B"}, "per iteration",
-                     PEER_GOALS["lbfgs per iteration"],
+            pair_row(lbfgs, "per iteration", PEER_GOALS["lbfgs per iteration"],
                      lambda: ours(problem, "lbfgs", budget, None),
                      lambda: scipy_lbfgs(problem, budget, None), repeats, True),
-            pair_row({**base, "method": "lbfgs", "peer": "scipy L-BFGS-B"},
-                     f"to {TARGET_TOL:g}", PEER_GOALS["lbfgs to target"],
+            pair_row(lbfgs, f"to {TARGET_TOL:g}", PEER_GOALS["lbfgs to target"],
                      lambda: ours(problem, "lbfgs", plan.peer_max_iter, TARGET_TOL),
                      lambda: scipy_lbfgs(problem, plan.peer_max_iter, TARGET_TOL), repeats,
                      False),

@@ -15,9 +15,9 @@ from study.bench.timing import median, ratio, samples
 from study.frameworks.registry import make_backend
 
 
-def median_total(seconds: list[float], setup: list[float]) -> float:
+def median_total(results) -> float:
     """The median over runs of loop seconds + setup seconds (summed run by run)."""
-    return median([s + u for s, u in zip(seconds, setup, strict=True)])
+    return median([r.seconds + r.setup_seconds for r in results])
 
 
 def bench_target(plan: Plan, problem) -> pd.DataFrame:
@@ -28,15 +28,12 @@ def bench_target(plan: Plan, problem) -> pd.DataFrame:
                    build_rules(tol=TARGET_TOL, max_iter=1), backend=make_backend("numpy"))
 
     candidates = list(plan.target_candidates) + [("closed-form-lstsq", "numpy", "data")]
-    results = {c: {"seconds": [], "setup": [], "status": [], "iterations": [], "reached": []}
-               for c in candidates}
+    results: dict = {c: [] for c in candidates}  # each candidate's runs
     failures: dict = {}
-    ref = {"seconds": [], "setup": []}
+    ref = []
     for _ in range(plan.target_repeats):
-        result = closed_form("normal")
+        ref.append(closed_form("normal"))
         interrupts.check()
-        ref["seconds"].append(result.seconds)
-        ref["setup"].append(result.setup_seconds)
         for candidate in candidates:
             if candidate in failures:
                 continue
@@ -51,14 +48,9 @@ def bench_target(plan: Plan, problem) -> pd.DataFrame:
                 interrupts.check()  # an error an interrupt caused is the interrupt
                 failures[candidate] = exc
                 continue
-            entry = results[candidate]
-            entry["seconds"].append(result.seconds)
-            entry["setup"].append(result.setup_seconds)
-            entry["status"].append(result.status)
-            entry["iterations"].append(result.iterations)
-            entry["reached"].append(bool(result.target_reached))
-    ref_seconds = median(ref["seconds"])
-    ref_total = median_total(ref["seconds"], ref["setup"])
+            results[candidate].append(result)
+    ref_seconds = median([r.seconds for r in ref])
+    ref_total = median_total(ref)
     rows = []
     for candidate in candidates:
         optimizer, label, formulation = candidate
@@ -66,22 +58,23 @@ def bench_target(plan: Plan, problem) -> pd.DataFrame:
                "dtype": "float64", "n": problem.n, "d": problem.d, "tol": TARGET_TOL,
                "status": "ok", "message": "", "reference_seconds": ref_seconds,
                "reference_total_seconds": ref_total,
-               "reference_samples": samples(ref["seconds"])}
+               "reference_samples": samples([r.seconds for r in ref])}
         if candidate in failures:
             rows.append(failed_row(row, failures[candidate]))
             continue
-        entry = results[candidate]
-        reached = all(entry["reached"])
-        seconds = median(entry["seconds"])
-        total = median_total(entry["seconds"], entry["setup"])
-        rows.append({**row, "run_status": entry["status"][-1], "reached": reached,
-                     "iterations": int(np.median(entry["iterations"])),
-                     "seconds_to_target": seconds, "setup_seconds": median(entry["setup"]),
+        runs = results[candidate]
+        reached = all(r.target_reached for r in runs)
+        loop = [r.seconds for r in runs]
+        seconds, total = median(loop), median_total(runs)
+        rows.append({**row, "run_status": runs[-1].status, "reached": reached,
+                     "iterations": int(np.median([r.iterations for r in runs])),
+                     "seconds_to_target": seconds,
+                     "setup_seconds": median([r.setup_seconds for r in runs]),
                      "total_seconds": total,
                      "over_normal": ratio(seconds, ref_seconds) if reached else float("nan"),
                      "total_over_normal_total": ratio(total, ref_total) if reached
                      else float("nan"),
-                     "seconds_samples": samples(entry["seconds"])})
+                     "seconds_samples": samples(loop)})
         progress(f"[target] {optimizer} {label} {formulation}: "
                  f"{shown(rows[-1], 'over_normal', 'x normal equations')}")
     table = pd.DataFrame(rows)
