@@ -342,6 +342,33 @@ def test_runs_under_injected_load_are_flagged_noisy_and_quiet_ones_are_not(tmp_p
     assert loaded["others_cpu_cores"].min() > quiet["others_cpu_cores"].max()
 
 
+def test_the_probe_after_a_run_stops_at_a_pass_no_slower_than_the_one_before(monkeypatch):
+    """After the run one pass is enough when it is no slower than the calibration before (the
+    run's calibration, their maximum, cannot change); a slower one gets the usual three."""
+    from types import SimpleNamespace
+
+    from study.sweep import noise
+
+    clock, passes, used = [0.0], iter([3, 2, 4, 1, 9, 9, 5, 6, 7, 8]), []
+
+    class Buffer:
+        def sum(self):
+            used.append(1)
+            clock[0] += next(passes) / 1000
+
+    monkeypatch.setattr(noise, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
+    values = []
+    for _ in range(2):
+        probe = noise.NoiseProbe()
+        probe.buffer = Buffer()
+        with probe:
+            pass
+        values.append((probe.values["calibration_before_seconds"],
+                       probe.values["calibration_after_seconds"], len(used)))
+    assert values == [(pytest.approx(0.002), pytest.approx(0.001), 4),
+                      (pytest.approx(0.005), pytest.approx(0.006), 10)]
+
+
 def fake_times(runs, action, ratio):
     """Times a run of `action` 'took': ratio x a noise fixed by its seed (the probe measures
     nothing); the adaptive loop's comparisons are made of these."""
