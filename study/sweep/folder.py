@@ -24,6 +24,7 @@ import sys
 import uuid
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
@@ -185,7 +186,7 @@ class ResultsFolder:
                 report(f"{path}: damaged ({type(exc).__name__}: "
                        f"{str(exc).splitlines()[0][:120] if str(exc) else ''}); moved to "
                        f"{self.damaged_dir}, the run will be measured again")
-        return self.schema.frame(pd.DataFrame.from_records(rows) if rows else [])
+        return self.schema.frame(_frame(self.schema, rows) if rows else [])
 
     def set_aside(self, path: Path, run_id: str) -> None:
         self.damaged_dir.mkdir(parents=True, exist_ok=True)
@@ -207,6 +208,21 @@ class ResultsFolder:
                 pd.concat(parts, ignore_index=True)) if parts else schema.frame([])
         tables[self.root / "runs.parquet"] = self.schema.frame(runs)
         write_files_atomic({path: parquet_writer(frame) for path, frame in tables.items()})
+
+
+def _frame(schema: Schema, rows: list[dict]) -> pd.DataFrame:
+    """Rows read one by one as one frame with the types the one-row frames had: an integer
+    column exactly (past 2**53 too), a column holding None as objects, not NaN."""
+    data = {}
+    for name in dict.fromkeys(k for r in rows for k in r):
+        values = [r.get(name, np.nan) for r in rows]  # absent: NaN, as concatenation gave
+        if schema.kind_of(name) == "int":
+            with contextlib.suppress(TypeError, ValueError):  # else Schema.frame says what
+                data[name] = pd.array([None if v is None or v != v else v for v in values],
+                                      dtype="Int64")
+                continue
+        data[name] = pd.Series(values, dtype=object if any(v is None for v in values) else None)
+    return pd.DataFrame(data)
 
 
 def _resolved(source: str) -> str:

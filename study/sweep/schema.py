@@ -110,7 +110,7 @@ class Schema:
             kind = self.kind_of(name)
             if kind == "str":
                 _require_text(self._by_name[name], [v for v in values if v is not None])
-            columns.append(pa.array(values, type=ARROW_TYPES.get(kind)))
+            columns.append(pa.array(values, type=ARROW_TYPES.get(kind), from_pandas=True))
         return pa.table(columns, names=names)
 
     def _from_rows(self, rows: list[dict]) -> pd.DataFrame:
