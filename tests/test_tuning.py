@@ -196,3 +196,28 @@ def test_the_tuning_columns_are_declared_once_and_are_what_a_tuned_run_writes():
         assert [(c.name, c.kind) for c in schema.columns if c.name.startswith("tun")] == [
             (c.name, c.kind) for c in declared]
         assert all(c.name in schema.axes for c in declared)
+
+
+def test_an_instance_the_loop_added_to_a_tuned_configuration_is_held_as_it_ran():
+    """`study run` measures again, when stale, the instances an earlier adaptive loop added; a
+    tuned one's row is under its chosen rate's id, not the id of the spec that waits for it."""
+    from dataclasses import replace
+
+    from study.sweep.adaptive import with_held
+    from study.sweep.grid import waits
+    from study.sweep.plugin import load_kind
+
+    study = parse_study(config(), "t.toml")
+    plugin = load_kind(study.kind)
+    tuned = next(s for s in study.specs if waits(plugin, s))
+    plain = next(s for s in study.specs if not waits(plugin, s) and s.seed == 0)
+    added, added_plain = replace(tuned, seed=2), replace(plain, seed=2)
+    rows = {p.run_id: {"run_id": p.run_id, "seed": p.seed, **row("converged", 10 + i, 1e-9)}
+            for i, p in enumerate(plugin.prerequisites(added))}
+    ran = plugin.resolve(added, rows)
+    assert ran.run_id != added.run_id  # the rate chosen is in its id
+    rows |= {s.run_id: {"run_id": s.run_id, "seed": 2, **row("converged", 9, 1e-9)}
+             for s in (ran, added_plain)}
+    held = {s.run_id for s in with_held(study, study.specs, pd.DataFrame(list(rows.values())))}
+    assert {added.run_id, added_plain.run_id} <= held
+    assert all(p.run_id in held for p in plugin.prerequisites(added))

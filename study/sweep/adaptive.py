@@ -77,11 +77,20 @@ def with_candidates(study, runs=None, more: int = 0):
 
 
 def with_held(study, specs, runs) -> list:
-    """`specs` and the instances an earlier loop added to them that `runs` hold: rows of the
-    tables too, so measured again with the rest when they are stale."""
+    """`specs` and the instances an earlier loop added to them that `runs` hold (one that waits
+    for others, as it ran: a tuned one under its chosen rate): rows of the tables too, so
+    measured again with the rest when they are stale."""
     held = set(runs["run_id"]) if "run_id" in runs else set()
+    if not held:
+        return list(specs)
+    plugin, rows = load_kind(study.kind), {r["run_id"]: r for r in runs.to_dict("records")}
+
+    def ran(spec) -> bool:
+        made, _ = resolved(plugin, [spec], rows)
+        return spec.run_id in held or bool(made) and made[0].run_id in held
+
     candidates = with_candidates(replace(study, specs=tuple(specs)), runs).specs
-    return [*specs, *(s for s in candidates[len(specs):] if s.run_id in held)]
+    return [*specs, *(s for s in candidates[len(specs):] if ran(s))]
 
 
 def answer_comparisons(study, folder, runs) -> list[tuple[str, object]]:

@@ -29,11 +29,11 @@ def dry_run(specs, study: Study, out, plan_runs, *, held=False, retry_failed=Fal
             keep_stale=False, remeasure_noisy=False) -> None:
     """`plan_runs` is the runner's own planner (handed in: the runner imports this module);
     `held`: with the instances an earlier adaptive loop added, as the run plans them."""
-    if len(specs) > 1000:  # grouping this many takes a moment: say what comes first
-        print(f"{len(specs)} runs in {study.name} ({study.source}); listing them:", flush=True)
     existing = past_rows(out)
     if held:
         specs = with_held(study, specs, existing)
+    if len(specs) > 1000:  # grouping this many takes a moment: say what comes first
+        print(f"{len(specs)} runs in {study.name} ({study.source}); listing them:", flush=True)
     plan = plan_runs(study, specs, ResultsFolder(out, load_kind(study.kind).SCHEMA),
                      existing, {environment.fingerprint()}, retry_failed=retry_failed,
                      keep_stale=keep_stale, remeasure_noisy=remeasure_noisy, order_seed=0,
