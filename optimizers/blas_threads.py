@@ -15,13 +15,13 @@ before the run's clocks start; its cost is recorded apart (`blas_calibration_sec
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import math
 import os
 import platform
 import socket
+import sys
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -144,15 +144,22 @@ def environment_setting() -> str | None:
     return None
 
 
-@functools.cache
-def controller():
-    """threadpoolctl's hold on the loaded BLAS libraries, made once a process: making one walks
-    every loaded library (5 ms of each run's process, twice). NumPy's and SciPy's are loaded
-    first; a run's process is forked with them loaded."""
-    import scipy.linalg  # noqa: F401 -- SciPy's own BLAS, held like NumPy's
-    from threadpoolctl import ThreadpoolController
+_held: tuple[int, object] | None = None  # (modules imported when made, the controller)
 
-    return ThreadpoolController()
+
+def controller():
+    """threadpoolctl's hold on the loaded BLAS libraries, made again only once more modules are
+    imported (one of them may have loaded a library): making one walks every loaded library,
+    5 ms twice a run, so a run's warm process makes it after its imports
+    (study.sweep.forkserver). NumPy's and SciPy's libraries are loaded first."""
+    global _held
+    if _held is None or _held[0] != len(sys.modules):
+        import scipy.linalg  # noqa: F401 -- SciPy's own BLAS, held like NumPy's
+        from threadpoolctl import ThreadpoolController
+
+        made = ThreadpoolController()
+        _held = (len(sys.modules), made)
+    return _held[1]
 
 
 def blas_pools() -> list[dict]:

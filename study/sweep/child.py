@@ -5,6 +5,7 @@ that raises becomes an `error` row (its traceback is in the run's log).
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import socket
@@ -12,6 +13,8 @@ import time
 import traceback
 from datetime import UTC, datetime
 from pathlib import Path
+
+import pandas as pd
 
 from convergence_study.errors import failure_line
 from study.output import write_parquet_atomic, write_text_atomic
@@ -47,6 +50,12 @@ def base_row(request: dict, spec) -> dict:
             "sweep_id": request.get("sweep_id"), "order_seed": request.get("order_seed"),
             "order_position": request.get("order_position"),
             "worker_host": socket.gethostname(), "worker_address": None}
+
+
+def warm() -> None:
+    """What a run's first table imports on its way to a file (pandas' Arrow-backed text and its
+    conversion to Arrow), imported once in the warm process instead of in every run's."""
+    pd.DataFrame({"text": ["a"], "number": [1.0]}).to_parquet(io.BytesIO())
 
 
 def execute(request: dict) -> None:

@@ -12,7 +12,6 @@ from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
-from optimizers.blas_threads import blas_pools
 from study.frameworks.registry import FRAMEWORKS
 from study.sweep.interpreter import ROOT, SPIN_VARIABLE, short_spin
 
@@ -61,7 +60,10 @@ def _gpus() -> tuple[str | None, str | None]:
 def _blas() -> tuple[str, str | None]:
     """The BLAS libraries loaded and the kernel each chose for this CPU (OpenBLAS picks
     SkylakeX, Haswell, Zen ... at load time, several times faster with one than another)."""
-    blas = blas_pools()  # SciPy's too, so every process reads alike
+    import scipy.linalg  # noqa: F401 -- load SciPy's BLAS too, so every process reads alike
+    from threadpoolctl import threadpool_info
+
+    blas = [i for i in threadpool_info() if i.get("user_api") == "blas"]
     libs = sorted({f"{i['internal_api']} {i.get('version') or ''} ({i['num_threads']} threads)"
                    for i in blas})
     kernels = sorted({str(i["architecture"]) for i in blas if i.get("architecture")})
