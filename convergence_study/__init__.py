@@ -37,6 +37,9 @@ def activate() -> Path:
 def run() -> None:
     """The `convergence-study` console script."""
     activate()
+    from study import interrupts  # light: signals held before the command's module is made
+
+    interrupts.hold()
     from study.__main__ import run as run_command
 
     run_command()

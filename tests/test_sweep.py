@@ -224,18 +224,19 @@ def test_ctrl_c_at_start_up_is_one_line(tmp_path):
         proc = subprocess.Popen([sys.executable, "-X", "importtime", "-m", "study", "run",
                                  str(path), "--out", str(tmp_path / "res")],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        lines, imported = [], threading.Event()
+        lines, imported, seen = [], threading.Event(), []
 
-        def read(stream=proc.stderr, lines=lines, imported=imported):
+        def read(stream=proc.stderr, lines=lines, imported=imported, seen=seen):
             for line in stream:  # read to the end: a full pipe would stop the command
                 lines.append(line)
                 if line.rstrip().endswith("| study.interrupts"):
+                    seen.append(line)
                     imported.set()
             imported.set()
 
         reader = threading.Thread(target=read)
         reader.start()
-        assert imported.wait(60)
+        assert imported.wait(60) and seen, "".join(lines[-5:])
         time.sleep(delay)
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=60)
@@ -244,6 +245,25 @@ def test_ctrl_c_at_start_up_is_one_line(tmp_path):
         assert "Traceback" not in err, err
         if proc.returncode:
             assert proc.returncode == 130 and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("entry", ["study.__main__ as it runs as python -m study",
+                                   "the installed convergence-study command"])
+def test_a_signal_held_before_the_handlers_is_said_in_one_line(tmp_path, entry):
+    """A Ctrl-C that comes while the signals are held (before the command's module is made)
+    ends the command as one at any later moment does: one line, status 130."""
+    path = tmp_path / "c.toml"
+    path.write_text('[[datasets]]\nname = "synthetic"\nn = 100\n[[optimizers]]\nname = "gd"\n'
+                    '[[backends]]\nname = "numpy"\n')
+    start = ("import runpy; runpy.run_module('study', run_name='__main__')"
+             if entry.startswith("study") else "import convergence_study; convergence_study.run()")
+    interrupt_first = ("import os, signal, study.interrupts as i; i.hold = (lambda hold: lambda: "
+                       "(hold(), os.kill(os.getpid(), signal.SIGINT)))(i.hold); ")
+    done = subprocess.run([sys.executable, "-c", interrupt_first + start, "run", str(path),
+                           "--out", str(tmp_path / "res")], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 130 and "Traceback" not in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "interrupted" in done.stderr
 
 
 # ---- fingerprints ------------------------------------------------------------------------------
