@@ -24,7 +24,7 @@ from study.frameworks.jax.optax_file import checked_transform, optax_factory
 from study.sweep.schema import Column
 from study.train.frameworks import Adapter
 from study.train.models.input_rows import input_mismatch
-from study.train.models.model import check_trainable
+from study.train.models.model import array_ops, check_trainable
 from study.train.models.model_checks import RANDOM_PASS
 from study.train.models.native_load import loaded
 from study.train.models.workload import (
@@ -172,20 +172,13 @@ def jax_device(device: str):
 
 
 def jax_ops():
-    """The array functions study.train.models.model.named_loss writes every loss with."""
-    from types import SimpleNamespace
-
     import jax
     import jax.numpy as jnp
 
-    def shaped(y, out):
-        return y.reshape(out.shape) if y.size == out.size and y.shape != out.shape else y
+    def pick(a, y):
+        return jnp.take_along_axis(a, y.reshape(-1, 1).astype(jnp.int32), -1)[:, 0]
 
-    return SimpleNamespace(
-        mean=jnp.mean, log=jnp.log, abs=jnp.abs, clip=jnp.clip, shaped=shaped,
-        sum=lambda a: a.sum(-1), normalize=lambda a: a / a.sum(-1, keepdims=True),
-        log_softmax=lambda a: jax.nn.log_softmax(a, -1), log_sigmoid=jax.nn.log_sigmoid,
-        pick=lambda a, y: jnp.take_along_axis(a, y.reshape(-1, 1).astype(jnp.int32), -1)[:, 0])
+    return array_ops(jnp, lambda a: jax.nn.log_softmax(a, -1), jax.nn.log_sigmoid, pick)
 
 
 def split_model(native, seed: int):

@@ -25,6 +25,7 @@ from study.train.models.model import (
     LOG_PROBABILITIES,
     LOGIT_OUTPUTS,
     PROBABILITIES,
+    array_ops,
     check_trainable,
 )
 from study.train.models.native_load import loaded
@@ -105,20 +106,10 @@ def torch_device(device: str):
 
 
 def torch_ops():
-    """The array functions study.train.models.model.named_loss writes every loss with."""
-    from types import SimpleNamespace
-
     import torch
 
-    def shaped(y, out):
-        return y.reshape(out.shape) if y.numel() == out.numel() and y.shape != out.shape else y
-
-    return SimpleNamespace(
-        mean=torch.mean, log=torch.log, abs=torch.abs, clip=torch.clamp, shaped=shaped,
-        sum=lambda a: a.sum(-1), normalize=lambda a: a / a.sum(-1, keepdim=True),
-        log_softmax=lambda a: torch.log_softmax(a, -1),
-        log_sigmoid=torch.nn.functional.logsigmoid,
-        pick=lambda a, y: torch.gather(a, -1, y.reshape(-1, 1).long())[:, 0])
+    return array_ops(torch, lambda a: torch.log_softmax(a, -1), torch.nn.functional.logsigmoid,
+                     lambda a, y: torch.gather(a, -1, y.reshape(-1, 1).long())[:, 0])
 
 
 def expected_rows(module) -> tuple | None:
