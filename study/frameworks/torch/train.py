@@ -8,16 +8,13 @@ the loss returned detached (the loop reads it once per segment); `train()` mode 
 
 from __future__ import annotations
 
-import inspect
-
 import numpy as np
 
 from convergence_study.errors import InputError
 from datasets.user_file import is_file_name, split
 from optimizers.from_file import call
 from optimizers.from_file import provenance as file_record
-from optimizers.ranges import check_ranges
-from study.frameworks.torch.optimizers import COUNTS, TORCH_RANGES, torch_class
+from study.frameworks.torch.optimizers import torch_arguments, torch_class
 from study.sweep.schema import Column
 from study.train.frameworks import Adapter
 from study.train.models.input_rows import input_mismatch
@@ -249,18 +246,8 @@ class TorchSubmission(Submission):
                              f"{', '.join(classes)}")
         if not self.file:
             self.cls = getattr(torch.optim, class_name)
-        if "maximize" in hyperparameters:
-            raise InputError(f"{self.name}: maximize is set by the study (False)")
-        self.check_arguments(hyperparameters, [p for p in inspect.signature(self.cls).parameters
-                                               if p not in ("params", "maximize")])
-        config = dict(hyperparameters)
-        if isinstance(config.get("betas"), list):
-            config["betas"] = tuple(config["betas"])
-        numbers = {k: v for k, v in config.items() if k != "betas"}
-        if isinstance(config.get("betas"), tuple) and len(config["betas"]) == 2:
-            numbers.update({"betas[0]": config["betas"][0], "betas[1]": config["betas"][1]})
-        check_ranges(self.name, numbers, TORCH_RANGES, COUNTS)
-        self.config = config
+        self.config = config = torch_arguments(self.name, self.cls, hyperparameters,
+                                               {"maximize": False})  # the study minimises
         try:  # the library's own checks, before any data
             self.cls([torch.zeros(1, requires_grad=True)], **config)
         except (TypeError, ValueError) as exc:
