@@ -14,6 +14,7 @@ from convergence_study.errors import InputError
 from datasets.user_file import is_file_name, split
 from optimizers.from_file import call
 from optimizers.from_file import provenance as file_record
+from study.frameworks.torch.backend import gpu_available
 from study.frameworks.torch.optimizers import torch_arguments, torch_class
 from study.sweep.schema import Column
 from study.train.frameworks import Adapter
@@ -350,11 +351,7 @@ class TorchAdapter(Adapter):
     workload = TorchWorkload
     submission = TorchSubmission
     flat_value_and_grad = staticmethod(flat_value_and_grad)
-
-    def gpu_seen(self) -> bool:
-        import torch
-
-        return torch.cuda.is_available()
+    gpu_seen = staticmethod(gpu_available)
 
     def module_kind(self, value) -> str | None:
         """A torch.nn.Module (recognised through the modules already imported)."""
