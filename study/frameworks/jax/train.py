@@ -279,13 +279,9 @@ class JaxWorkload(Workload):
         return not np.allclose(first, second, rtol=1e-5, atol=1e-6, equal_nan=True)
 
     def evaluation(self, params) -> tuple[float, np.ndarray]:
+        """All validation rows (its probe's too: the shapes the evaluation compiles for)."""
         value, out = self._evaluate(params, *self.val)
         return float(value), np.asarray(out)
-
-    def probe(self, rows: int = 256):
-        """All validation rows: the shapes the evaluation compiles for anyway."""
-        value, out = self.evaluation(self.initial)
-        return out, value
 
     def init_parameters(self):
         return self.jax.tree.map(lambda a: a.copy(), self.initial)
@@ -364,7 +360,10 @@ class OptaxSubmission(Submission):
             signature = inspect.signature(factory)
         except (TypeError, ValueError):
             raise InputError(f"{self.name}: not an optimizer alias") from None
-        self.check_arguments(hyperparameters, list(signature.parameters))
+        unknown = [key for key in hyperparameters if key not in signature.parameters]
+        if unknown:
+            raise InputError(f"{self.name} has no parameter '{unknown[0]}'; allowed: "
+                             f"{', '.join(signature.parameters)}")
         missing = [n for n, p in signature.parameters.items() if p.default is p.empty
                    and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
                    and n not in hyperparameters]
