@@ -175,16 +175,18 @@ def numpy_child(args: list[str], payload, timeout: float, what: str):
     """`python -P args` on Keras's NumPy backend, `payload` as JSON on its stdin, its answer the
     JSON of its last line: Keras's own checks with no framework starting up (3.2 s a check here,
     against 6.7 with TensorFlow). A child that fails or does not finish is one line."""
+    import os
     import subprocess
+    from pathlib import Path
 
-    from study.sweep.interpreter import QUIET_LOGS, python_command
-
-    argv, env = python_command(*args, KERAS_BACKEND="numpy", CUDA_VISIBLE_DEVICES="-1",
-                               **QUIET_LOGS)
+    root = str(Path(__file__).resolve().parents[3])  # the checkout
+    env = {**os.environ, "KERAS_BACKEND": "numpy", "CUDA_VISIBLE_DEVICES": "-1",
+           "TF_CPP_MIN_LOG_LEVEL": "3",
+           "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
     failed = f"could not check {what} in a child process"
     try:
-        done = subprocess.run(argv, input=json.dumps(payload), capture_output=True, text=True,
-                              env=env, timeout=timeout)
+        done = subprocess.run([sys.executable, "-P", *args], input=json.dumps(payload),
+                              capture_output=True, text=True, env=env, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise InputError(f"{failed}: it did not finish within run_timeout = {timeout:g} s") \
             from None
