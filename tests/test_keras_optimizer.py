@@ -220,13 +220,13 @@ def test_a_checked_point_is_not_checked_again_in_this_process(monkeypatch):
 
     sent = []
 
-    def child(points, timeout):
+    def child(args, points, timeout, what):
         sent.append(points)
         return [None if config.get("learning_rate", 0) > 0 else "bad rate"
                 for _, config in points]
 
     monkeypatch.setattr(keras_optimizer, "_CHECKED", {})
-    monkeypatch.setattr(keras_optimizer, "_check_in_a_child", child)
+    monkeypatch.setattr(keras_optimizer, "numpy_child", child)
     adam, bad = ("keras:Adam", {"learning_rate": 0.1}), ("keras:SGD", {"learning_rate": -1})
     assert keras_optimizer.check_optimizers([adam, bad, adam]) == [None, "bad rate", None]
     assert keras_optimizer.check_optimizers([bad, ("keras:SGD", {"learning_rate": 2})]) == \
@@ -244,8 +244,9 @@ def test_the_check_child_is_bound_by_the_studys_run_timeout(monkeypatch):
     with pytest.raises(InputError, match=r"did not finish within run_timeout = 0.05 s"):
         keras_optimizer.check_optimizers([("keras:Adam", {"learning_rate": 0.1})], 0.05)
     seen = []
-    monkeypatch.setattr(keras_optimizer, "_check_in_a_child",
-                        lambda points, timeout: seen.append(timeout) or [None] * len(points))
+    monkeypatch.setattr(keras_optimizer, "numpy_child",
+                        lambda args, points, timeout, what: seen.append(timeout)
+                        or [None] * len(points))
     parse_study(tomllib.loads("""name = "t"
 run_timeout = 7
 [[datasets]]

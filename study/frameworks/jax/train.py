@@ -24,7 +24,7 @@ from study.frameworks.jax.optax_file import checked_transform, optax_factory
 from study.sweep.schema import Column
 from study.train.frameworks import Adapter
 from study.train.models.input_rows import input_mismatch
-from study.train.models.model import check_trainable
+from study.train.models.model import array_ops, check_trainable
 from study.train.models.model_checks import RANDOM_PASS
 from study.train.models.native_load import loaded
 from study.train.models.workload import (
@@ -172,20 +172,13 @@ def jax_device(device: str):
 
 
 def jax_ops():
-    """The array functions study.train.models.model.named_loss writes every loss with."""
-    from types import SimpleNamespace
-
     import jax
     import jax.numpy as jnp
 
-    def shaped(y, out):
-        return y.reshape(out.shape) if y.size == out.size and y.shape != out.shape else y
+    def pick(a, y):
+        return jnp.take_along_axis(a, y.reshape(-1, 1).astype(jnp.int32), -1)[:, 0]
 
-    return SimpleNamespace(
-        mean=jnp.mean, log=jnp.log, abs=jnp.abs, clip=jnp.clip, shaped=shaped,
-        sum=lambda a: a.sum(-1), normalize=lambda a: a / a.sum(-1, keepdims=True),
-        log_softmax=lambda a: jax.nn.log_softmax(a, -1), log_sigmoid=jax.nn.log_sigmoid,
-        pick=lambda a, y: jnp.take_along_axis(a, y.reshape(-1, 1).astype(jnp.int32), -1)[:, 0])
+    return array_ops(jnp, lambda a: jax.nn.log_softmax(a, -1), jax.nn.log_sigmoid, pick)
 
 
 def split_model(native, seed: int):
@@ -286,13 +279,9 @@ class JaxWorkload(Workload):
         return not np.allclose(first, second, rtol=1e-5, atol=1e-6, equal_nan=True)
 
     def evaluation(self, params) -> tuple[float, np.ndarray]:
+        """All validation rows (its probe's too: the shapes the evaluation compiles for)."""
         value, out = self._evaluate(params, *self.val)
         return float(value), np.asarray(out)
-
-    def probe(self, rows: int = 256):
-        """All validation rows: the shapes the evaluation compiles for anyway."""
-        value, out = self.evaluation(self.initial)
-        return out, value
 
     def init_parameters(self):
         return self.jax.tree.map(lambda a: a.copy(), self.initial)
@@ -371,7 +360,10 @@ class OptaxSubmission(Submission):
             signature = inspect.signature(factory)
         except (TypeError, ValueError):
             raise InputError(f"{self.name}: not an optimizer alias") from None
-        self.check_arguments(hyperparameters, list(signature.parameters))
+        unknown = [key for key in hyperparameters if key not in signature.parameters]
+        if unknown:
+            raise InputError(f"{self.name} has no parameter '{unknown[0]}'; allowed: "
+                             f"{', '.join(signature.parameters)}")
         missing = [n for n, p in signature.parameters.items() if p.default is p.empty
                    and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
                    and n not in hyperparameters]

@@ -161,18 +161,20 @@ def check_optimizers(points: list[tuple[str, dict]], timeout: float | None = Non
     keys = [json.dumps([name, config], sort_keys=True) for name, config in points]
     new = list(dict.fromkeys(key for key in keys if key not in _CHECKED))
     if new:
-        _CHECKED.update(zip(new, _check_in_a_child([json.loads(key) for key in new],
-                                                   600.0 if timeout is None else timeout),
-                            strict=True))
+        answers = numpy_child(["-m", "study.frameworks.keras.optimizers"],
+                              [json.loads(key) for key in new],
+                              600.0 if timeout is None else timeout, "the Keras optimizers")
+        _CHECKED.update(zip(new, answers, strict=True))
     return [_CHECKED[key] for key in keys]
 
 
 _CHECKED: dict[str, str | None] = {}  # a checked point (its JSON) -> None or its error
 
 
-def numpy_child(args: list[str], payload, timeout: float):
-    """`python -P args` on Keras's NumPy backend, `payload` as JSON on its stdin: Keras's own
-    checks with no framework starting up (3.2 s a check here, against 6.7 with TensorFlow)."""
+def numpy_child(args: list[str], payload, timeout: float, what: str):
+    """`python -P args` on Keras's NumPy backend, `payload` as JSON on its stdin, its answer the
+    JSON of its last line: Keras's own checks with no framework starting up (3.2 s a check here,
+    against 6.7 with TensorFlow). A child that fails or does not finish is one line."""
     import os
     import subprocess
     from pathlib import Path
@@ -181,27 +183,20 @@ def numpy_child(args: list[str], payload, timeout: float):
     env = {**os.environ, "KERAS_BACKEND": "numpy", "CUDA_VISIBLE_DEVICES": "-1",
            "TF_CPP_MIN_LOG_LEVEL": "3",
            "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
-    return subprocess.run([sys.executable, "-P", *args], input=json.dumps(payload),
-                          capture_output=True, text=True, env=env, timeout=timeout)
-
-
-def _check_in_a_child(points: list, timeout: float) -> list[str | None]:
-    import subprocess
-
+    failed = f"could not check {what} in a child process"
     try:
-        done = numpy_child(["-m", "study.frameworks.keras.optimizers"], points, timeout)
+        done = subprocess.run([sys.executable, "-P", *args], input=json.dumps(payload),
+                              capture_output=True, text=True, env=env, timeout=timeout)
     except subprocess.TimeoutExpired:
-        raise InputError("could not check the Keras optimizers in a child process: it did not "
-                         f"finish within run_timeout = {timeout:g} s") from None
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise InputError(f"could not check the Keras optimizers in a child process: {exc}") \
+        raise InputError(f"{failed}: it did not finish within run_timeout = {timeout:g} s") \
             from None
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise InputError(f"{failed}: {exc}") from None
     try:
         return json.loads(done.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
         lines = [line for line in done.stderr.splitlines() if line.strip()]
-        raise InputError("could not check the Keras optimizers in a child process"
-                         + (f": {lines[-1][:300]}" if lines else "")) from None
+        raise InputError(failed + (f": {lines[-1][:300]}" if lines else "")) from None
 
 
 def keras_class(name: str):

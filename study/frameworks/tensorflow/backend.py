@@ -248,9 +248,8 @@ class TensorflowBackend(BaseBackend):
 
     def _fused_function(self, rules, init_step, update_step):
         rops = self.rule_ops
-        if self.xla:
-            init_step = tf.function(init_step, jit_compile=True, autograph=False)
-            update_step = tf.function(update_step, jit_compile=True, autograph=False)
+        if self.xla:  # the steps compiled by XLA, the loop control outside it
+            init_step, update_step = self._compile(init_step), self._compile(update_step)
         n_rules = len(rules.rules)
 
         def loop(data, params, w0, values, f_star, f_scale, cap):

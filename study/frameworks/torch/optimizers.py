@@ -74,28 +74,7 @@ class TorchOptimizer(Optimizer):
         if self.class_name not in CLASSES and self.library_class is None:
             raise InputError(f"unknown torch optimizer '{self.class_name}'; allowed: "
                              f"{', '.join(CLASSES)}")
-        accepted = [p for p in inspect.signature(self._class()).parameters if p != "params"]
-        fixed = {k: v for k, v in FIXED.items() if k in accepted}
-        allowed = [p for p in accepted if p not in fixed]
-        for key, value in self.config.items():
-            if key in fixed:
-                raise InputError(f"{self.name}: {key} is set by the harness ({fixed[key]!r}); "
-                                 f"allowed: {', '.join(allowed)}")
-            if key not in allowed:
-                raise InputError(f"{self.name} has no parameter '{key}'; allowed: "
-                                 f"{', '.join(allowed)}")
-            if key in SWITCHES and not (isinstance(value, bool) or (
-                    value is None and key in ("foreach", "fused"))):
-                raise InputError(f"{self.name}: {key} must be true or false, got {value!r}")
-        numbers = dict(self.config)
-        betas = numbers.pop("betas", None)
-        if betas is not None:
-            if not isinstance(betas, (list, tuple)) or len(betas) != 2:
-                raise InputError(f"{self.name}: betas must be a pair [beta1, beta2], got "
-                                 f"{betas!r}")
-            numbers.update({"betas[0]": betas[0], "betas[1]": betas[1]})
-        check_ranges(self.name, numbers, TORCH_RANGES, COUNTS)
-        return {**self.config, **fixed, **({"betas": tuple(betas)} if betas is not None else {})}
+        return torch_arguments(self.name, self._class(), self.config, FIXED)
 
     def _build(self, param):
         arguments = self._arguments()
@@ -167,6 +146,31 @@ class TorchOptimizer(Optimizer):
                 "torch_class": type(self._library).__name__,
                 "torch_config": json.dumps(self._library.defaults, sort_keys=True, default=str),
                 "torch_version": torch.__version__}
+
+
+def torch_arguments(name: str, cls, config: dict, fixed: dict) -> dict:
+    """A torch.optim class's keyword arguments: `config` checked against its signature, the
+    switches and the study's ranges, what the caller sets (`fixed`) refused in it and added."""
+    accepted = [p for p in inspect.signature(cls).parameters if p != "params"]
+    fixed = {k: v for k, v in fixed.items() if k in accepted}
+    allowed = [p for p in accepted if p not in fixed]
+    for key, value in config.items():
+        if key in fixed:
+            raise InputError(f"{name}: {key} is set by the harness ({fixed[key]!r}); "
+                             f"allowed: {', '.join(allowed)}")
+        if key not in allowed:
+            raise InputError(f"{name} has no parameter '{key}'; allowed: {', '.join(allowed)}")
+        if key in SWITCHES and not (isinstance(value, bool) or (
+                value is None and key in ("foreach", "fused"))):
+            raise InputError(f"{name}: {key} must be true or false, got {value!r}")
+    numbers = dict(config)
+    betas = numbers.pop("betas", None)
+    if betas is not None:
+        if not isinstance(betas, (list, tuple)) or len(betas) != 2:
+            raise InputError(f"{name}: betas must be a pair [beta1, beta2], got {betas!r}")
+        numbers.update({"betas[0]": betas[0], "betas[1]": betas[1]})
+    check_ranges(name, numbers, TORCH_RANGES, COUNTS)
+    return {**config, **fixed, **({"betas": tuple(betas)} if betas is not None else {})}
 
 
 def torch_class(name: str):

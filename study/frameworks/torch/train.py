@@ -8,16 +8,14 @@ the loss returned detached (the loop reads it once per segment); `train()` mode 
 
 from __future__ import annotations
 
-import inspect
-
 import numpy as np
 
 from convergence_study.errors import InputError
 from datasets.user_file import is_file_name, split
 from optimizers.from_file import call
 from optimizers.from_file import provenance as file_record
-from optimizers.ranges import check_ranges
-from study.frameworks.torch.optimizers import COUNTS, TORCH_RANGES, torch_class
+from study.frameworks.torch.backend import gpu_available
+from study.frameworks.torch.optimizers import torch_arguments, torch_class
 from study.sweep.schema import Column
 from study.train.frameworks import Adapter
 from study.train.models.input_rows import input_mismatch
@@ -25,6 +23,7 @@ from study.train.models.model import (
     LOG_PROBABILITIES,
     LOGIT_OUTPUTS,
     PROBABILITIES,
+    array_ops,
     check_trainable,
 )
 from study.train.models.native_load import loaded
@@ -105,20 +104,10 @@ def torch_device(device: str):
 
 
 def torch_ops():
-    """The array functions study.train.models.model.named_loss writes every loss with."""
-    from types import SimpleNamespace
-
     import torch
 
-    def shaped(y, out):
-        return y.reshape(out.shape) if y.numel() == out.numel() and y.shape != out.shape else y
-
-    return SimpleNamespace(
-        mean=torch.mean, log=torch.log, abs=torch.abs, clip=torch.clamp, shaped=shaped,
-        sum=lambda a: a.sum(-1), normalize=lambda a: a / a.sum(-1, keepdim=True),
-        log_softmax=lambda a: torch.log_softmax(a, -1),
-        log_sigmoid=torch.nn.functional.logsigmoid,
-        pick=lambda a, y: torch.gather(a, -1, y.reshape(-1, 1).long())[:, 0])
+    return array_ops(torch, lambda a: torch.log_softmax(a, -1), torch.nn.functional.logsigmoid,
+                     lambda a, y: torch.gather(a, -1, y.reshape(-1, 1).long())[:, 0])
 
 
 def expected_rows(module) -> tuple | None:
@@ -258,18 +247,8 @@ class TorchSubmission(Submission):
                              f"{', '.join(classes)}")
         if not self.file:
             self.cls = getattr(torch.optim, class_name)
-        if "maximize" in hyperparameters:
-            raise InputError(f"{self.name}: maximize is set by the study (False)")
-        self.check_arguments(hyperparameters, [p for p in inspect.signature(self.cls).parameters
-                                               if p not in ("params", "maximize")])
-        config = dict(hyperparameters)
-        if isinstance(config.get("betas"), list):
-            config["betas"] = tuple(config["betas"])
-        numbers = {k: v for k, v in config.items() if k != "betas"}
-        if isinstance(config.get("betas"), tuple) and len(config["betas"]) == 2:
-            numbers.update({"betas[0]": config["betas"][0], "betas[1]": config["betas"][1]})
-        check_ranges(self.name, numbers, TORCH_RANGES, COUNTS)
-        self.config = config
+        self.config = config = torch_arguments(self.name, self.cls, hyperparameters,
+                                               {"maximize": False})  # the study minimises
         try:  # the library's own checks, before any data
             self.cls([torch.zeros(1, requires_grad=True)], **config)
         except (TypeError, ValueError) as exc:
@@ -372,11 +351,7 @@ class TorchAdapter(Adapter):
     workload = TorchWorkload
     submission = TorchSubmission
     flat_value_and_grad = staticmethod(flat_value_and_grad)
-
-    def gpu_seen(self) -> bool:
-        import torch
-
-        return torch.cuda.is_available()
+    gpu_seen = staticmethod(gpu_available)
 
     def module_kind(self, value) -> str | None:
         """A torch.nn.Module (recognised through the modules already imported)."""

@@ -193,8 +193,13 @@ def read_initial(folder: Path) -> tuple[list[np.ndarray], dict]:
     return weights, meta
 
 
-def agrees(value: float, reference: float) -> bool:
-    return abs(value - reference) <= RTOL * max(abs(reference), 1.0)
+def check_agrees(value: float, reference: float, gives: str, twin: str) -> None:
+    """A loss at the drawn weights against the one Keras's NumPy backend gave (`gives` and
+    `twin` name them): farther apart than float32 rounding, it is another instance."""
+    if not abs(value - reference) <= RTOL * max(abs(reference), 1.0):  # NaN too
+        raise InputError(f"{gives}, {twin} (Keras's NumPy backend) {reference:.9g}: more than "
+                         f"float32 rounding ({RTOL:g}) apart; refusing to train a different "
+                         "instance")
 
 
 def main() -> None:

@@ -7,6 +7,7 @@ import importlib.util
 import sys
 from contextlib import contextmanager
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -272,6 +273,20 @@ def named_loss(loss: str, ops):
     if base == "categorical_crossentropy":
         return lambda out, y: -mean(ops.sum(y * log_probabilities(out)))
     return lambda out, y: -mean(ops.pick(log_probabilities(out), y))
+
+
+def array_ops(xp, log_softmax, log_sigmoid, pick):
+    """The array functions `named_loss` writes every loss with, from an array module with
+    NumPy's names (jax.numpy, torch) and the framework's own three."""
+
+    def shaped(y, out):
+        same = y.shape != out.shape and np.prod(y.shape) == np.prod(out.shape)
+        return y.reshape(out.shape) if same else y
+
+    return SimpleNamespace(
+        mean=xp.mean, log=xp.log, abs=xp.abs, clip=xp.clip, shaped=shaped,
+        sum=lambda a: a.sum(-1), normalize=lambda a: a / a.sum(-1)[..., None],
+        log_softmax=log_softmax, log_sigmoid=log_sigmoid, pick=pick)
 
 
 def check_target_value(metric: str, value: float, mode: str, loss: str | None) -> None:

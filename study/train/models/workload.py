@@ -106,10 +106,11 @@ class Workload(ABC):
     def placed(self) -> str:
         """Where the parameters lie, in the framework's words (cpu:0, cuda:0...)."""
 
-    @abstractmethod
     def probe(self, rows: int = 256) -> tuple[np.ndarray, float]:
-        """The outputs (on the host) and the loss on the first validation rows at the initial
-        parameters, in evaluation mode (study.train.models.model_checks judges them)."""
+        """The outputs (on the host) and the loss on the validation rows (a workload may take the
+        first `rows`) at the initial parameters, in evaluation mode (model_checks judges them)."""
+        value, out = self.evaluation(self.init_parameters())
+        return out, value
 
     def _check(self, outputs: int) -> None:
         """Before anything is timed: the rows fit, the outputs' shape, a scalar loss."""
@@ -177,13 +178,6 @@ class Submission(ABC):
 
     def record(self) -> dict:
         return {}
-
-    def check_arguments(self, hyperparameters: dict, accepted: list[str]) -> None:
-        """Each argument one its optimizer takes (by its signature), else one line."""
-        for key in hyperparameters:
-            if key not in accepted:
-                raise InputError(f"{self.name} has no parameter '{key}'; allowed: "
-                                 f"{', '.join(accepted)}")
 
 
 class LbfgsSubmission(Submission):

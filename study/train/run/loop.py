@@ -48,6 +48,25 @@ class Target:
     def better(self, a: float, b: float | None) -> bool:
         return b is None or (a < b if self.mode == "min" else a > b)
 
+    def checked(self, metric: str) -> Target:
+        """The target, if it names the loss or the run's metric."""
+        if self.metric not in ("val_loss", f"val_{metric}"):
+            raise InputError(f"target metric '{self.metric}': allowed val_loss, val_{metric}")
+        return self
+
+    def met_at_start(self, logs: dict, refuse: bool = True) -> str | None:
+        """Initial weights that already meet the target: refused (no time to measure), or
+        where not `refuse` (a round's target), the words saying so."""
+        value = logs[self.metric]
+        if not self.reached(value):
+            return None
+        met = (f"the initial weights already meet the target: {self.metric} {value:.6g} "
+               f"before any training, target {self.value:.6g}")
+        if refuse:
+            raise InputError(f"{met} ({self.mode}); there is no time to measure: set a harder "
+                             "target")
+        return met
+
 
 def next_end(done: int, max_steps: int, eval_every: int, longest: int | None = None) -> int:
     """The step after `done` at which the loop synchronizes: the next evaluation step, the last
@@ -145,6 +164,14 @@ def run_loop(stepper, evaluate, *, target: Target, max_steps: int, eval_every: i
                    f"{target.value:.6g} not reached"
     record["status"], record["message"] = status, message
     return record, trace
+
+
+def finished(record: dict, trace: list[dict], metric: str, per_epoch: int) -> dict:
+    """The loop's record with what its trace and epochs say."""
+    record.update(initial_val_loss=trace[0]["val_loss"], val_loss=trace[-1].get("val_loss"),
+                  val_metric=trace[-1].get(f"val_{metric}"), epochs=record["steps"] / per_epoch,
+                  total_seconds=(record["setup_seconds"] or 0.0) + record["seconds"])
+    return record
 
 
 def steps_within(record: dict, time_budget: float) -> int:

@@ -22,8 +22,7 @@ from study.sweep.tuning import NO_RATE, is_tuned
 from study.train.frameworks import adapter, check_keras, model_library, native_titles, of_library
 from study.train.models.examples import NATIVE_MODELS
 from study.train.models.initial import (
-    RTOL,
-    agrees,
+    check_agrees,
     data_folder,
     initial_folder,
     keras_instance,
@@ -32,7 +31,7 @@ from study.train.models.initial import (
 )
 from study.train.models.model import outputs_for
 from study.train.models.native_load import check_backend, load
-from study.train.run.loop import Target, epoch_batches, run_loop
+from study.train.run.loop import Target, epoch_batches, finished, run_loop
 from study.train.run.native_optimizers import KERAS_LIBRARY, check_family, library_of
 from study.train.run.native_run import prepare
 from study.train.sweep.spec import Spec
@@ -88,24 +87,15 @@ def measure_on_device(spec: Spec, ctx: RunContext, initial) -> Measurement:
     x, y = arrays["x_train"], arrays["y_train"]
     reference = meta["reference_val_loss"]
     initial = {}
-    target = Target(spec.target["metric"], spec.target.get("value"), spec.target["mode"])
+    target = Target(spec.target["metric"], spec.target.get("value"),
+                    spec.target["mode"]).checked(spec.metric)
 
     def check_initial(logs):
-        initial["val_loss"] = logs["val_loss"]
-        if not agrees(logs["val_loss"], reference):
-            raise InputError(f"the loaded initial weights give val_loss {logs['val_loss']:.9g} "
-                             f"on {spec.backend}, the reference (Keras's NumPy backend) "
-                             f"{reference:.9g}: more than float32 rounding ({RTOL:g}) apart; "
-                             "refusing to train a different instance")
-        if target.reached(logs[target.metric]):
-            met = (f"the initial weights already meet the target: {target.metric} "
-                   f"{logs[target.metric]:.6g} before any training, target {target.value:.6g}")
-            if spec.target.get("how") == "given":  # the user's: refused; a round's: said
-                raise InputError(f"{met} ({target.mode}); there is no time to measure: set a "
-                                 "harder target")
+        check_agrees(logs["val_loss"], reference, f"the loaded initial weights give val_loss "
+                     f"{logs['val_loss']:.9g} on {spec.backend}", "the reference")
+        met = target.met_at_start(logs, refuse=spec.target.get("how") == "given")
+        if met:  # a round's target: said, the user's was refused
             initial["note"] = f" ({met}: the round's margin is too wide for this run)"
-    if target.metric not in ("val_loss", f"val_{spec.metric}"):
-        raise InputError(f"target metric '{target.metric}': allowed val_loss, val_{spec.metric}")
     stopping = spec.stopping
     common = {"n_train": len(x), "n_val": len(arrays["x_val"]), "steps_per_epoch": per_epoch,
               "batch_rows": len(rows(0)), "parameters": meta["parameters"],
@@ -136,12 +126,8 @@ def measure_on_device(spec: Spec, ctx: RunContext, initial) -> Measurement:
                                  check_initial=check_initial)
     stepper.write_back()
     record["message"] += initial.get("note", "")
-    final = trace[-1]
-    record.update(common, initial_val_loss=initial.get("val_loss"),
-                  val_loss=final.get("val_loss"), val_metric=final.get(f"val_{spec.metric}"),
-                  epochs=record["steps"] / per_epoch,
-                  total_seconds=(record["setup_seconds"] or 0.0) + record["seconds"],
-                  **trainer.record(), **device_record(spec, model))
+    record = finished(record, trace, spec.metric, per_epoch)
+    record.update(common, **trainer.record(), **device_record(spec, model))
     return Measurement(record, {"traces": trace_table(trace, spec.metric)})
 
 
@@ -177,11 +163,9 @@ def measure_native(spec: Spec, ctx: RunContext, native, arrays: dict) -> Measure
         initial, reference = folder / "weights.npz", read_initial(folder)[1]["reference_val_loss"]
 
     def check_initial(logs):
-        if reference is not None and not agrees(logs["val_loss"], reference):
-            raise InputError(f"{native.what} gives val_loss {logs['val_loss']:.9g} at its Keras "
-                             f"twin's initial weights, the twin (Keras's NumPy backend) "
-                             f"{reference:.9g}: more than float32 rounding ({RTOL:g}) apart; "
-                             "refusing to train a different instance")
+        if reference is not None:
+            check_agrees(logs["val_loss"], reference, f"{native.what} gives val_loss "
+                         f"{logs['val_loss']:.9g} at its Keras twin's initial weights", "the twin")
 
     target = Target(spec.target["metric"], spec.target.get("value"), spec.target["mode"])
     run = prepare(native, arrays, loss=spec.loss, metric=spec.metric, optimizer=spec.optimizer,

@@ -18,7 +18,7 @@ from study.train.models.native_load import (
     workload,
 )
 from study.train.models.workload import LBFGS_NAME, WorkloadStepper
-from study.train.run.loop import Target, epoch_batches, run_loop
+from study.train.run.loop import Target, epoch_batches, finished, run_loop
 from study.train.run.native_optimizers import make_submission
 
 
@@ -41,12 +41,9 @@ class NativeRun:
                         **self.options)
 
     def finish(self, record: dict, trace: list[dict]) -> dict:
-        final, per_epoch = trace[-1], self.per_epoch
+        record = finished(record, trace, self.metric, self.per_epoch)
         record.update(
-            initial_val_loss=trace[0]["val_loss"], val_loss=final.get("val_loss"),
-            val_metric=final.get(f"val_{self.metric}"), steps_per_epoch=per_epoch,
-            batch_rows=len(self.rows(0)), epochs=record["steps"] / per_epoch,
-            total_seconds=(record["setup_seconds"] or 0.0) + record["seconds"],
+            steps_per_epoch=self.per_epoch, batch_rows=len(self.rows(0)),
             parameters=self.work.parameter_count(), device_name=self.work.placed(),
             target_value=self.target.value, optimizer=self.submission.name,
             **self.work.record(), **self.submission.record())
@@ -65,9 +62,7 @@ def prepare(model: str | NativeModel, arrays: dict, *, loss, metric: str, optimi
     parameters (by name, or w0, w1, ...), else the model's own initialization under `seed`.
     L-BFGS is full batch."""
     hyperparameters = dict(hyperparameters or {})
-    target = target if isinstance(target, Target) else Target(*target)
-    if target.metric not in ("val_loss", f"val_{metric}"):
-        raise InputError(f"target metric '{target.metric}': allowed val_loss, val_{metric}")
+    target = (target if isinstance(target, Target) else Target(*target)).checked(metric)
     if isinstance(model, NativeModel):
         native = model
     else:
@@ -89,11 +84,7 @@ def prepare(model: str | NativeModel, arrays: dict, *, loss, metric: str, optimi
         check_finite_loss(logs["val_loss"], work.loss_label, f"{work.what} (validation rows)")
         if check_initial is not None:
             check_initial(logs)
-        if target.reached(logs[target.metric]):
-            raise InputError(f"the initial weights already meet the target: {target.metric} "
-                             f"{logs[target.metric]:.6g} before any training, target "
-                             f"{target.value:.6g} ({target.mode}); there is no time to "
-                             "measure: set a harder target")
+        target.met_at_start(logs)
 
     options = {"max_steps": max_steps, "eval_every": eval_every or per_epoch,
                "time_budget": time_budget, "check_initial": initial_checked}
