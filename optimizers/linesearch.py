@@ -76,30 +76,36 @@ def strong_wolfe(objective, ops, w, f0, g0, p, alpha0, *, c1=C1, c2=C2, max_eval
         flip = ops.logical_and(move_lo, slope * (a_hi - a_lo) >= 0)
 
         done = ops.where(zooming, zoom_done, bracket_done)
-        # the new bracket's ends, each a point (a, f, slope), as the two algorithms set them
-        current, prev, lo, hi = ((alpha, f, slope), (a_prev, f_prev, d_prev),
-                                 (a_lo, f_lo, d_lo), (a_hi, f_hi, d_hi))
-
-        def pick(condition, x, y):
-            return tuple(ops.where(condition, u, v) for u, v in zip(x, y, strict=True))
-
+        # the new bracket: [lo, hi] as the two algorithms set it
         to_prev_current = ops.logical_and(ops.logical_not(zooming), past)  # lo=prev, hi=current
         to_current_prev = ops.logical_and(ops.logical_not(zooming), turned)  # lo=current, hi=prev
-        new_hi = pick(to_prev_current, current, pick(to_current_prev, prev, hi))
-        new_lo = pick(to_prev_current, prev, pick(to_current_prev, current, lo))
+        new_a_hi = ops.where(to_prev_current, alpha, ops.where(to_current_prev, a_prev, a_hi))
+        new_f_hi = ops.where(to_prev_current, f, ops.where(to_current_prev, f_prev, f_hi))
+        new_d_hi = ops.where(to_prev_current, slope, ops.where(to_current_prev, d_prev, d_hi))
+        new_a_lo = ops.where(to_prev_current, a_prev, ops.where(to_current_prev, alpha, a_lo))
+        new_f_lo = ops.where(to_prev_current, f_prev, ops.where(to_current_prev, f, f_lo))
+        new_d_lo = ops.where(to_prev_current, d_prev, ops.where(to_current_prev, slope, d_lo))
         # zoom: hi = current when above; else lo = current (hi = old lo when the slope flips)
-        new_hi = pick(ops.logical_and(zooming, above), current,
-                      pick(ops.logical_and(zooming, flip), lo, new_hi))
-        new_lo = pick(ops.logical_and(zooming, move_lo), current, new_lo)
+        zoom_hi = ops.logical_and(zooming, above)
+        zoom_flip = ops.logical_and(zooming, flip)
+        zoom_lo = ops.logical_and(zooming, move_lo)
+        new_a_hi = ops.where(zoom_hi, alpha, ops.where(zoom_flip, a_lo, new_a_hi))
+        new_f_hi = ops.where(zoom_hi, f, ops.where(zoom_flip, f_lo, new_f_hi))
+        new_d_hi = ops.where(zoom_hi, slope, ops.where(zoom_flip, d_lo, new_d_hi))
+        new_a_lo = ops.where(zoom_lo, alpha, new_a_lo)
+        new_f_lo = ops.where(zoom_lo, f, new_f_lo)
+        new_d_lo = ops.where(zoom_lo, slope, new_d_lo)
         zooming = ops.logical_or(zooming, ops.logical_or(past, turned))
 
         better = ops.logical_and(decrease, f < best_f)
         best_a, best_f = ops.where(better, alpha, best_a), ops.where(better, f, best_f)
         best_g = ops.where(better, g, best_g)
-        following = ops.where(zooming, _cubic_step(ops, *new_lo, *new_hi), GROW * alpha)
+        following = ops.where(
+            zooming, _cubic_step(ops, new_a_lo, new_f_lo, new_d_lo, new_a_hi, new_f_hi, new_d_hi),
+            GROW * alpha)
         next_alpha = ops.where(done, alpha, following)
-        return (count, next_alpha, alpha, f, slope, *new_lo, *new_hi, zooming, done, f, g,
-                best_a, best_f, best_g)
+        return (count, next_alpha, alpha, f, slope, new_a_lo, new_f_lo, new_d_lo, new_a_hi,
+                new_f_hi, new_d_hi, zooming, done, f, g, best_a, best_f, best_g)
 
     start = (zero, alpha0 + zero, zero, f0, d0, zero, f0, d0, zero, f0, d0, false, false,
              f0, g0, zero, f0, g0)
