@@ -219,9 +219,7 @@ def _product_seconds(X, w, r, calls: int) -> float:
 def calibrate() -> dict:
     """Seconds per product pair at each size, one thread and the default interleaved, the
     fastest of REPEATS each; and the crossover."""
-    from threadpoolctl import ThreadpoolController
-
-    controller = ThreadpoolController()
+    held = controller()
     started, others_before = time.perf_counter(), _others_cpu_seconds()
     one, default = [], []
     for size in SIZES:
@@ -231,7 +229,7 @@ def calibrate() -> dict:
         _product_seconds(*arrays)  # pages touched and threads woken before any timing
         best_one, best_default = np.inf, np.inf
         for _ in range(REPEATS):
-            with controller.limit(limits=1, user_api="blas"):
+            with held.limit(limits=1, user_api="blas"):
                 best_one = min(best_one, _product_seconds(*arrays))
             best_default = min(best_default, _product_seconds(*arrays))
         one.append(best_one)

@@ -197,7 +197,7 @@ class LocalExecutor:
 def preload_for(framework: str | None, plugin) -> tuple[str, ...]:
     """The warm process's imports: the NumPy stack, the study's plugin and measuring module, and
     the framework and the study's modules for it (one framework per warm process; None, the
-    host's: what else a run imports on every fork, 5 ms of a NumPy run)."""
+    host's: else a NumPy run imports its backend after every fork)."""
     extra = FRAMEWORKS[framework].preload if framework else ()
     return (*NUMPY_STACK, *extra, *plugin.preload(framework), plugin.MEASURE_MODULE,
             type(plugin).__module__)
