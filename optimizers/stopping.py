@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import sys
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -57,6 +58,12 @@ class Rule:
     def init_state(self, ops):
         return ()
 
+    def screen(self, problem, f0):
+        """A host predicate (f, iteration, elapsed) that is True wherever `check` may fire, so
+        that the host loop can skip the full check elsewhere; None (a rule with memory, or one
+        that reads more than these): checked at every iterate."""
+        return None
+
     def message(self, iteration: int) -> str:
         return f"{self.reason()} at iteration {iteration}"
 
@@ -76,6 +83,12 @@ class Suboptimality(Rule):
 
     def check(self, ops, ctx, state):
         return ctx.suboptimality <= self.tol, state
+
+    def screen(self, problem, f0):
+        """suboptimality = (f - f*) / scale (datasets.problem) <= tol implies
+        f - f* <= tol * scale up to two roundings: a margin of 1e-9 covers them."""
+        f_star, slack = problem.f_star, self.tol * problem.reference.scale * (1 + 1e-9)
+        return lambda f, iteration, elapsed: f - f_star <= slack
 
 
 @dataclass(frozen=True)
@@ -161,6 +174,10 @@ class MaxIter(Rule):
     def check(self, ops, ctx, state):
         return ctx.iteration >= self.max_iter, state
 
+    def screen(self, problem, f0):
+        max_iter = self.max_iter
+        return lambda f, iteration, elapsed: iteration >= max_iter
+
 
 @dataclass(frozen=True)
 class TimeBudget(Rule):
@@ -175,6 +192,10 @@ class TimeBudget(Rule):
 
     def check(self, ops, ctx, state):
         return ctx.elapsed >= self.seconds, state
+
+    def screen(self, problem, f0):
+        seconds = self.seconds
+        return lambda f, iteration, elapsed: elapsed >= seconds
 
 
 # The divergence rule for every study: a loss not finite, or grown past this times its start.
@@ -194,6 +215,15 @@ class Divergence(Rule):
     def check(self, ops, ctx, state):
         return ops.logical_or(ops.logical_not(ops.isfinite(ctx.f)),
                               ctx.f > self.factor * ctx.f0), state
+
+    def screen(self, problem, f0):
+        """Any f outside (-inf, limit], NaN included: the check's complement, with an infinite
+        limit made the largest float so that an infinite loss still screens in (a NaN or -inf
+        limit: every f does)."""
+        limit = self.factor * f0
+        limit = sys.float_info.max if limit == math.inf else (
+            limit if limit == limit else -math.inf)
+        return lambda f, iteration, elapsed: not -math.inf < f <= limit
 
     def past(self, f: float, f0: float) -> bool:
         """This rule on host floats (the train study's loop): a start at or below 0 (a loss that
@@ -252,6 +282,12 @@ class StoppingRules:
             fired.append(hit)
             new_states.append(state)
         return fired, tuple(new_states)
+
+    def screens(self, problem, f0) -> tuple | None:
+        """Every rule's host screen (Rule.screen), or None when one rule must be checked at
+        every iterate."""
+        screens = tuple(rule.screen(problem, f0) for rule in self.rules)
+        return None if any(screen is None for screen in screens) else screens
 
     def first(self, fired) -> int:
         return next((i for i, hit in enumerate(fired) if bool(hit)), -1)

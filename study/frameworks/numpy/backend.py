@@ -3,6 +3,8 @@ loop over them (the reference every other backend is checked against)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import scipy.linalg
 import scipy.special
@@ -153,8 +155,12 @@ class NumpyBackend(BaseBackend):
         _, params, start, objective = self.prepare(problem, optimizer, w0)
         setup_seconds = setup_clock.elapsed()
 
+        # math.sqrt on a float64 is np.sqrt's correctly rounded root without a ufunc call;
+        # a float32 run keeps its own dtype's root
+        root = math.sqrt if self.dtype == np.float64 else (lambda x: float(np.sqrt(x)))
+
         def observe(state):
-            return float(state.f), float(np.sqrt(self.vdot(state.g, state.g)))
+            return float(state.f), root(self.vdot(state.g, state.g))
 
         state, iterations, seconds, ending, trace = host_loop(
             problem, rules,
