@@ -227,7 +227,9 @@ class TorchBackend(BaseBackend):
     def _stats(state):
         """Loss and gradient norm as one float64 tensor: what the run reads to the host."""
         torch = _torch()
-        return torch.stack([state.f, torch.linalg.vector_norm(state.g)]).to(torch.float64)
+        stats = torch.stack([state.f, torch.linalg.vector_norm(state.g)])
+        # `.to` costs 2 us a call even when it has nothing to do
+        return stats if stats.dtype == torch.float64 else stats.to(torch.float64)
 
     def run(self, problem, optimizer, rules, w0):
         refusal = graph_refusal(optimizer) if self.feed == "graphed" else None
@@ -240,7 +242,7 @@ class TorchBackend(BaseBackend):
         # each returns (state, stats): the statistics are computed with the step (compiled
         # with it in `compiled`, captured with it in `graphed`)
         init, step = step_functions(ops, optimizer, self.formulation, problem.objective,
-                                    self._stats)
+                                    self._stats, eager=self.feed in ("feed", "resident"))
         with torch.no_grad():
             run = self._graphed if self.feed == "graphed" else self._stepped
             state, w, w_host, loop, setup_seconds, extra = run(
