@@ -40,11 +40,13 @@ TINY = replace(
     scaling_iterations=3, scaling_repeats=2, scaling_time_budget=5.0, feed_n=8,
     feed_dtypes=("float32",), feed_modes=("placeholder", "function-arg", "fused"), feed_calls=2,
     target_repeats=2, target_candidates=(("lbfgs", "numpy", "data"), ("lbfgs", "numpy", "gram")),
-    harness_rows=(3000,), harness_dtypes=("float64",), harness_iterations=3, harness_repeats=2,
+    harness_rows=(3000,), harness_small=((500, 120),), harness_dtypes=("float64",),
+    harness_iterations=3, harness_repeats=2,
     harness_backends=("numpy", "jax"), bandwidth_rows=(3000,), bandwidth_dtypes=("float32",),
     bandwidth_backends=("numpy", "jax"), bandwidth_iterations=3, bandwidth_repeats=2,
     probe_rows=2000, peer_problems=(("least-squares", 200, 5), ("logistic", 200, 5)),
-    peer_iterations=3, peer_max_iter=500, peer_repeats=2, peer_sweep_runs=0,
+    peer_iterations=3, peer_long_iterations=150, peer_max_iter=500, peer_repeats=2,
+    peer_sweep_runs=0,
 )
 
 
@@ -267,6 +269,7 @@ def test_harness_covers_every_declared_mode_and_divides_side_by_side(benched):
     expected = {BACKENDS[name].label({"feed": feed} if feed else {})
                 for name in ("numpy", "jax") for feed in BACKENDS[name].allowed("feed") or ("",)}
     assert set(frame["backend"]) == expected
+    assert set(zip(frame["n"], frame["iterations"], strict=True)) == {(500, 120), (3000, 3)}
     rows = ok(frame)
     assert len(rows) == len(frame)  # every NumPy and JAX mode has its hand-written loop
     for _, row in rows.iterrows():
@@ -455,7 +458,8 @@ def test_peer_ratios_are_quotients_of_side_by_side_timings(benched):
     frame = benched[2]["peer"]
     assert set(zip(frame["method"], frame["objective"], frame["check"], strict=True)) == {
         ("lbfgs", "least-squares", "per iteration"), ("lbfgs", "least-squares", "to 1e-08"),
-        ("gd", "least-squares", "per iteration"), ("lbfgs", "logistic", "per iteration"),
+        ("gd", "least-squares", "per iteration"), ("gd", "least-squares", "per iteration over 150"),
+        ("lbfgs", "logistic", "per iteration"),
         ("lbfgs", "logistic", "to 1e-08")}  # the hand GD loop is least squares only
     assert (frame["status"] == "ok").all(), frame["message"].tolist()
     for _, row in frame.iterrows():

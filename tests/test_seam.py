@@ -125,11 +125,12 @@ plan.FULL = replace(
     scaling_repeats=1, scaling_time_budget=2.0, feed_n=4, feed_dtypes=("float32",),
     feed_frameworks=("toy",), feed_calls=1, target_repeats=1,
     target_candidates=(("lbfgs", "toy", "data"),), harness_rows=(400,),
-    harness_dtypes=("float64",), harness_backends=("toy",), harness_iterations=2,
+    harness_small=((200, 110),), harness_dtypes=("float64",), harness_backends=("toy",),
+    harness_iterations=2,
     harness_repeats=1, bandwidth_rows=(400,), bandwidth_dtypes=("float64",),
     bandwidth_backends=("toy",), bandwidth_iterations=2, bandwidth_repeats=1, probe_rows=400,
-    peer_problems=(("least-squares", 100, 3),), peer_iterations=2, peer_max_iter=200,
-    peer_repeats=1, peer_sweep_runs=0)
+    peer_problems=(("least-squares", 100, 3),), peer_iterations=2, peer_long_iterations=120,
+    peer_max_iter=200, peer_repeats=1, peer_sweep_runs=0)
 from study.__main__ import run
 run()
 """

@@ -164,7 +164,7 @@ def render(tables: dict, plan: Plan, seconds: float, device: str = "cpu") -> str
                      f"timed side by side, median of {plan.harness_repeats} (goal <= "
                      f"{LOOP_GOAL})")
         parts.append(text_table(tables["harness"], [
-            ("backend", "engine"), ("dtype", "dtype"), ("n", "n"),
+            ("backend", "engine"), ("dtype", "dtype"), ("n", "n"), ("iterations", "iters"),
             ("host_reads", "host reads"), ("ratio", "ratio"), ("ratio_best", "fastest"),
             ("meets_goal", "meets"), ("seconds", "ours s/iter"),
             ("hand_seconds", "hand s/iter")]))

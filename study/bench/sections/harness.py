@@ -63,14 +63,14 @@ def measure_loop(problem, name: str, feed: str, dtype: str, device: str, *, iter
 def bench_harness(plan: Plan, device: str = "cpu") -> pd.DataFrame:
     rows = []
     found = engines(device, plan.harness_backends)
-    for n in plan.harness_rows:
+    sizes = [*plan.harness_small, *((n, plan.harness_iterations) for n in plan.harness_rows)]
+    for n, iterations in sizes:
         problem = make_problem("eve", rows=n)
         problem.reference  # noqa: B018 -- f* in float64, before any clock
         for dtype in plan.harness_dtypes:
             for name, feed in found:
                 rows.append(measure_loop(problem, name, feed, dtype, device,
-                                         iterations=plan.harness_iterations,
-                                         repeats=plan.harness_repeats))
+                                         iterations=iterations, repeats=plan.harness_repeats))
                 progress(f"[harness] {rows[-1]['backend']} {dtype} n={n} on {device}: "
                          f"{shown(rows[-1], 'ratio', 'x')}")
     return pd.DataFrame(rows)
