@@ -28,6 +28,15 @@ def _columns(names, width: int) -> list:
     return names if len(names) == width and len(set(names)) == width else list(range(width))
 
 
+def frames(problem) -> tuple:
+    """(features frame, its column names), (labels frame, its names): the problem's own names
+    where it has distinct ones (the original program selected its columns by name)."""
+    feature_cols = _columns(problem.feature_names, problem.d)
+    label_cols = _columns(problem.label_names, problem.k)
+    return ((pd.DataFrame(problem.X, columns=feature_cols), feature_cols),
+            (pd.DataFrame(problem.y, columns=label_cols), label_cols))
+
+
 def _tf1_optimizer(problem, optimizer, dtype):
     """The TF1 optimizer class; its hyperparameters as tensors of the run's dtype (given Python
     floats, TF1 rounds them to float32 first, which changes a float64 run by ~1e-8)."""
@@ -59,10 +68,7 @@ def minimize_tf1(backend, problem, optimizer, rules, w0) -> Outcome:
     tf1 = tf.compat.v1
     dtype = backend.dtype
     setup_clock = Stopwatch()
-    feature_cols = _columns(problem.feature_names, problem.d)
-    label_cols = _columns(problem.label_names, problem.k)
-    features_frame = pd.DataFrame(problem.X, columns=feature_cols)
-    labels_frame = pd.DataFrame(problem.y, columns=label_cols)
+    (features_frame, feature_cols), (labels_frame, label_cols) = frames(problem)
     graph = tf.Graph()
     with graph.as_default(), graph.device(backend.placement):
         tf_dtype = tf.as_dtype(dtype)

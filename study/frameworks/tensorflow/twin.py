@@ -7,7 +7,6 @@ from __future__ import annotations
 import time
 
 import numpy as np
-import pandas as pd
 
 from study.bench.twins import gd_step, no_loop, timed_steps
 
@@ -96,13 +95,15 @@ def hand_tf_stepped(problem, feed: str, dtype: str, device: str, iterations: int
 def hand_tf1(problem, dtype: str, device: str, iterations: int) -> float:
     """The original TF1 program: a graph with two placeholders, the weights in a variable,
     `GradientDescentOptimizer(1/L).minimize(loss)`, and one `sess.run([train, loss])` per
-    iteration fed the pandas frames' columns (converted to the dtype at every call); the graph's
-    first run (pruning, the executor) off the clock."""
+    iteration fed the pandas frames' columns by name (converted to the dtype at every call), the
+    frames and names as our tf1 feed makes them; the graph's first run (pruning, the executor)
+    off the clock."""
     import tensorflow as tf
 
+    from study.frameworks.tensorflow.tf1 import frames  # heavy: TensorFlow
+
     tf1 = tf.compat.v1
-    features = pd.DataFrame(problem.X)
-    labels = pd.DataFrame(problem.y)
+    (features, feature_cols), (labels, label_cols) = frames(problem)
     graph = tf.Graph()
     with graph.as_default(), graph.device("/GPU:0" if device == "gpu" else "/CPU:0"):
         kind = tf.as_dtype(dtype)
@@ -116,13 +117,13 @@ def hand_tf1(problem, dtype: str, device: str, iterations: int) -> float:
     graph.finalize()
     with tf1.Session(graph=graph) as session:
         session.run(initialize)
-        session.run([train, loss], feed_dict={X: features[features.columns],
-                                              y: labels[labels.columns]})
+        session.run([train, loss], feed_dict={X: features[feature_cols],
+                                              y: labels[label_cols]})
         session.run(initialize)
         start = time.perf_counter()
         for _ in range(iterations):
-            _, f = session.run([train, loss], feed_dict={X: features[features.columns],
-                                                         y: labels[labels.columns]})
+            _, f = session.run([train, loss], feed_dict={X: features[feature_cols],
+                                                         y: labels[label_cols]})
             float(f)
         return (time.perf_counter() - start) / iterations
 
