@@ -124,12 +124,25 @@ def test_reads_per_iteration_or_per_chunk(problem, monkeypatch, backend, feed):
 
 
 @pytest.mark.skipif(not installed("torch"), reason="torch is not installed")
-@pytest.mark.xfail(strict=True, reason="TorchDynamo guards a 0-d float64 CPU tensor argument "
-                   "(the step size) with .item() at every call: two reads per iteration")
-def test_compiled_torch_float64_on_a_cpu_reads_twice(problem, monkeypatch):
-    """A known read outside our code (study/frameworks/torch/backend.py says where); if PyTorch
-    drops it, this passes and strict xfail says so."""
+def test_compiled_torch_float64_on_a_cpu_reads_once_with_the_same_rows(problem, monkeypatch):
+    """TorchDynamo guards a 0-d float64 CPU tensor argument (a step size) with .item() at every
+    call: the compiled step gets its constants as Python floats (`host_numbers`), one read per
+    iteration, and the run is the one its tensors gave, bit for bit."""
+    from study.frameworks.torch import backend as torch_backend
+
     reads_per_iteration_or_chunk(problem, monkeypatch, "torch", "compiled", "float64")
+
+    def rows(optimizer):
+        result = run(problem, optimizer, build_rules(tol=1e-10, max_iter=150),
+                     backend=make_backend("torch", "float64", feed="compiled"))
+        return (result.iterations, result.status, result.w.tobytes(),
+                result.trace.drop(columns="seconds").to_numpy().tobytes())
+
+    for optimizer in (make_optimizer("gd"), make_optimizer("nesterov")):
+        floats = rows(optimizer)
+        with monkeypatch.context() as patch:
+            patch.setattr(torch_backend, "host_numbers", lambda params, torch: params)
+            assert rows(optimizer) == floats
 
 
 def reads_per_iteration_or_chunk(problem, monkeypatch, backend, feed, dtype):

@@ -159,6 +159,20 @@ def quiet_compiler() -> None:
             logging.getLogger(name).setLevel(logging.ERROR)
 
 
+def host_numbers(params, torch):
+    """The optimizer's constants with each 0-d float64 CPU tensor a Python float: TorchDynamo
+    guards such a tensor argument with `.item()` at every call of a compiled step (a host read
+    per iteration more than the stats'), and a float is the same double in every product."""
+
+    def number(value):
+        if (isinstance(value, torch.Tensor) and value.ndim == 0 and not value.is_cuda
+                and value.dtype == torch.float64):
+            return float(value)
+        return value
+
+    return type(params)(*map(number, params)) if params else params
+
+
 def _to_cpu(value):
     """A state (NamedTuple of tensors) with every tensor on the CPU, for host bookkeeping."""
     torch = _torch()
@@ -268,10 +282,7 @@ class TorchBackend(BaseBackend):
         if self.feed == "compiled":
             quiet_compiler()
             torch._dynamo.reset()  # a fresh compile, as in a process of its own
-            # TorchDynamo guards every 0-d float64 or integer CPU tensor argument (a float64
-            # run's step size) with `.item()`, NaN or not: on the CPU, in float64, one host read
-            # per call more than the stats' (free there: no device to wait for; not on a GPU,
-            # whose tensors it leaves alone). tests/test_host_reads.py holds it as known.
+            params = host_numbers(params, torch)  # no guard's read per call
             step = torch.compile(step)
             warm = init(fetch(), params, start)  # grad mode (off) is part of the guard
             for _ in range(2):  # compiled on the first call; the second checks the guard
