@@ -35,9 +35,9 @@ class RuleMonitor:
     host loop's and SciPy's callback). Its clock starts when it is made and pauses while a trace
     row is written; the caller advances `iteration`.
 
-    Off the trace's schedule, an iterate that no rule's screen lets in (Rule.screen: a few
-    comparisons) skips the full check: the same rules fire at the same iterates, at a fraction
-    of the cost per iteration on small problems."""
+    Off the trace's schedule, an iterate inside the region where no rule can fire
+    (StoppingRules.quiet: a few comparisons) skips the full check: the same rules fire at the
+    same iterates, at a fraction of the cost per iteration on small problems."""
 
     def __init__(self, problem, rules):
         self.problem, self.rules, self.ops = problem, rules, HOST_OPS
@@ -45,22 +45,20 @@ class RuleMonitor:
         self.trace = {c: [] for c in TRACE_COLUMNS}
         self.iteration, self.fired = 0, -1
         self.f0, self.f_prev, self.last = None, float("nan"), None
-        self.screens = None  # made at the first check (the divergence limit needs f0)
+        self.quiet = None  # found at the first check (the divergence limit needs f0)
         self.clock = Stopwatch()
 
     def check(self, f: float, grad_norm: float) -> bool:
         """The rules at the iterate `iteration` (loss f); True when one fires."""
-        if self.screens is not None and not on_trace_schedule(self.iteration):
-            iteration, elapsed = self.iteration, self.clock.elapsed()
-            for screen in self.screens:
-                if screen(f, iteration, elapsed):
-                    break
-            else:
-                self.f_prev = f
-                return False
+        quiet = self.quiet
+        if (quiet is not None and quiet.low < f <= quiet.high
+                and self.iteration < quiet.iterations and self.clock.elapsed() < quiet.seconds
+                and not on_trace_schedule(self.iteration)):
+            self.f_prev = f
+            return False
         if self.f0 is None:
             self.f0 = f
-            self.screens = self.rules.screens(self.problem, f)
+            self.quiet = self.rules.quiet(self.problem, f)
         suboptimality = self.problem.suboptimality(f)
         ctx = Context(self.iteration, self.clock.elapsed(), f, self.f0, self.f_prev,
                       suboptimality, grad_norm)

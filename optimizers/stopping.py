@@ -52,16 +52,25 @@ def _count(name: str, value) -> int:
     return values.integer(1).check(f"stopping rule: {name}", value)
 
 
+class Quiet(NamedTuple):
+    """Where a rule cannot fire: a loss in (low, high], before `iterations` and `seconds`. The
+    host loop skips the full check of an iterate inside every rule's region (a few comparisons)."""
+
+    low: float = -math.inf
+    high: float = math.inf
+    iterations: float = math.inf
+    seconds: float = math.inf
+
+
 class Rule:
     """What every rule shares: no memory unless it keeps one, and its message from `reason`."""
 
     def init_state(self, ops):
         return ()
 
-    def screen(self, problem, f0):
-        """A host predicate (f, iteration, elapsed) that is True wherever `check` may fire, so
-        that the host loop can skip the full check elsewhere; None (a rule with memory, or one
-        that reads more than these): checked at every iterate."""
+    def quiet(self, problem, f0) -> Quiet | None:
+        """Where this rule cannot fire, for a run from loss f0 (None: a rule with memory, or
+        one that reads more than the loss, iteration and clock, is checked at every iterate)."""
         return None
 
     def message(self, iteration: int) -> str:
@@ -84,11 +93,11 @@ class Suboptimality(Rule):
     def check(self, ops, ctx, state):
         return ctx.suboptimality <= self.tol, state
 
-    def screen(self, problem, f0):
-        """suboptimality = (f - f*) / scale (datasets.problem) <= tol implies
-        f - f* <= tol * scale up to two roundings: a margin of 1e-9 covers them."""
-        f_star, slack = problem.f_star, self.tol * problem.reference.scale * (1 + 1e-9)
-        return lambda f, iteration, elapsed: f - f_star <= slack
+    def quiet(self, problem, f0) -> Quiet:
+        """suboptimality = (f - f*) / scale (datasets.problem) <= tol only where
+        f <= f* + tol * scale up to a few roundings, which the margins cover."""
+        slack = self.tol * problem.reference.scale * (1 + 1e-9)
+        return Quiet(low=problem.f_star + slack + 1e-15 * (abs(problem.f_star) + slack))
 
 
 @dataclass(frozen=True)
@@ -174,9 +183,8 @@ class MaxIter(Rule):
     def check(self, ops, ctx, state):
         return ctx.iteration >= self.max_iter, state
 
-    def screen(self, problem, f0):
-        max_iter = self.max_iter
-        return lambda f, iteration, elapsed: iteration >= max_iter
+    def quiet(self, problem, f0) -> Quiet:
+        return Quiet(iterations=self.max_iter)
 
 
 @dataclass(frozen=True)
@@ -193,9 +201,8 @@ class TimeBudget(Rule):
     def check(self, ops, ctx, state):
         return ctx.elapsed >= self.seconds, state
 
-    def screen(self, problem, f0):
-        seconds = self.seconds
-        return lambda f, iteration, elapsed: elapsed >= seconds
+    def quiet(self, problem, f0) -> Quiet:
+        return Quiet(seconds=self.seconds)
 
 
 # The divergence rule for every study: a loss not finite, or grown past this times its start.
@@ -216,14 +223,13 @@ class Divergence(Rule):
         return ops.logical_or(ops.logical_not(ops.isfinite(ctx.f)),
                               ctx.f > self.factor * ctx.f0), state
 
-    def screen(self, problem, f0):
-        """Any f outside (-inf, limit], NaN included: the check's complement, with an infinite
-        limit made the largest float so that an infinite loss still screens in (a NaN or -inf
-        limit: every f does)."""
+    def quiet(self, problem, f0) -> Quiet:
+        """A finite loss up to factor * f0: the check's complement (an infinite limit is made
+        the largest float, so that an infinite loss is checked; a NaN limit: none is quiet)."""
         limit = self.factor * f0
         limit = sys.float_info.max if limit == math.inf else (
             limit if limit == limit else -math.inf)
-        return lambda f, iteration, elapsed: not -math.inf < f <= limit
+        return Quiet(high=limit)
 
     def past(self, f: float, f0: float) -> bool:
         """This rule on host floats (the train study's loop): a start at or below 0 (a loss that
@@ -283,11 +289,14 @@ class StoppingRules:
             new_states.append(state)
         return fired, tuple(new_states)
 
-    def screens(self, problem, f0) -> tuple | None:
-        """Every rule's host screen (Rule.screen), or None when one rule must be checked at
-        every iterate."""
-        screens = tuple(rule.screen(problem, f0) for rule in self.rules)
-        return None if any(screen is None for screen in screens) else screens
+    def quiet(self, problem, f0) -> Quiet | None:
+        """Where no rule can fire (the rules' Quiet regions intersected), or None when one must
+        be checked at every iterate."""
+        regions = [rule.quiet(problem, f0) for rule in self.rules]
+        if any(region is None for region in regions):
+            return None
+        return Quiet(max(r.low for r in regions), min(r.high for r in regions),
+                     min(r.iterations for r in regions), min(r.seconds for r in regions))
 
     def first(self, fired) -> int:
         return next((i for i, hit in enumerate(fired) if bool(hit)), -1)

@@ -241,7 +241,7 @@ def test_a_small_regression_config_gives_the_same_rows(tmp_path, monkeypatch):
         assert comparable(fast) == comparable(before), spec.run_id
 
 
-# long runs, so that most iterates are off the trace's schedule and only screened (issue 53):
+# long runs, so that most iterates are off the trace's schedule and skipped as quiet (issue 53):
 # a target, a budget, and a fixed step a little past 2/L that diverges after some hundreds
 SCREENED_RULES = {"target": {"tol": 1e-8, "max_iter": 6000, "time_budget": 3600.0},
                   "budget": {"max_iter": 1234}}
@@ -249,10 +249,9 @@ SCREENED_RULES = {"target": {"tol": 1e-8, "max_iter": 6000, "time_budget": 3600.
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 @pytest.mark.parametrize("rules", list(SCREENED_RULES))
-def test_screened_iterates_end_runs_where_the_full_check_did(problems, monkeypatch, dtype,
-                                                             rules):
-    """The host loop skips the full check where no rule's screen lets an iterate in; the runs
-    end at the same iterate with the same rows and trace as when every iterate is checked."""
+def test_quiet_iterates_end_runs_where_the_full_check_did(problems, monkeypatch, dtype, rules):
+    """The host loop skips the full check of an iterate where no rule can fire; the runs end at
+    the same iterate with the same rows and trace as when every iterate is checked."""
     from optimizers.stopping import StoppingRules
 
     problem = problems["least-squares"]
@@ -261,23 +260,23 @@ def test_screened_iterates_end_runs_where_the_full_check_did(problems, monkeypat
     longest = 0
     for name, hyperparameters in optimizers:
         optimizer = make_optimizer(name, **hyperparameters)
-        screened = run(problem, optimizer, build_rules(**SCREENED_RULES[rules]),
+        skipping = run(problem, optimizer, build_rules(**SCREENED_RULES[rules]),
                        backend=NumpyBackend(dtype))
         with monkeypatch.context() as patch:
-            patch.setattr(StoppingRules, "screens", lambda self, problem, f0: None)
+            patch.setattr(StoppingRules, "quiet", lambda self, problem, f0: None)
             checked = run(problem, optimizer, build_rules(**SCREENED_RULES[rules]),
                           backend=NumpyBackend(dtype))
-        assert comparable(screened) == comparable(checked), (name, hyperparameters)
-        longest = max(longest, screened.iterations)
+        assert comparable(skipping) == comparable(checked), (name, hyperparameters)
+        longest = max(longest, skipping.iterations)
         if hyperparameters.get("step") == "fixed":  # diverged off the trace's schedule
-            assert screened.status == "diverged" and screened.iterations > 100
-    assert longest > 1000  # most iterates were screened
+            assert skipping.status == "diverged" and skipping.iterations > 100
+    assert longest > 1000  # most iterates were skipped
 
 
-def test_a_screen_lets_in_every_iterate_its_rule_fires_at():
-    """Rule.screen is a superset of where the rule fires: at the target's boundary ulp by ulp
-    (an exact fit's floor scale too), at the divergence limit, with NaN and infinite losses and
-    starts, at the iteration and time budgets."""
+def test_no_rule_fires_where_it_says_it_is_quiet():
+    """Rule.quiet is outside every iterate where the rule fires: at the target's boundary ulp by
+    ulp (an exact fit's floor scale too), at the divergence limit, with NaN and infinite losses
+    and starts, at the iteration and time budgets."""
     from optimizers.stopping import MaxIter, Suboptimality, TimeBudget
 
     exact_fit = make_problem("synthetic", n=50, d=3, noise=0.0, seed=1)
@@ -292,10 +291,12 @@ def test_a_screen_lets_in_every_iterate_its_rule_fires_at():
             for f0 in (1.0, -1.0, 0.0, math.inf, -math.inf, math.nan, 1e300, boundary / 2):
                 losses_here = losses + [1e5 * f0, float(np.nextafter(1e5 * f0, math.inf))]
                 for rule in (Divergence(), Suboptimality(tol), MaxIter(7), TimeBudget(0.5)):
-                    screen = rule.screen(problem, f0)
+                    quiet = rule.quiet(problem, f0)
                     for f in losses_here:
                         for iteration, elapsed in ((6, 0.4), (7, 0.5), (8, 0.6)):
                             ctx = Context(iteration, elapsed, f, f0, math.nan,
                                           problem.suboptimality(f), 1.0)
                             if rule.check(HOST_OPS, ctx, ())[0]:
-                                assert screen(f, iteration, elapsed), (rule, f, f0)
+                                assert not (quiet.low < f <= quiet.high
+                                            and iteration < quiet.iterations
+                                            and elapsed < quiet.seconds), (rule, f, f0)
