@@ -48,8 +48,9 @@ class RuleMonitor:
         self.quiet = None  # found at the first check (the divergence limit needs f0)
         self.clock = Stopwatch()
 
-    def check(self, f: float, grad_norm: float) -> bool:
-        """The rules at the iterate `iteration` (loss f); True when one fires."""
+    def check(self, f: float, grad_norm) -> bool:
+        """The rules at the iterate `iteration` (loss f, the gradient norm or a function that
+        computes it on the host); True when one fires."""
         quiet = self.quiet
         if (quiet is not None and quiet.low < f <= quiet.high
                 and self.iteration < quiet.iterations and self.clock.elapsed() < quiet.seconds
@@ -59,6 +60,8 @@ class RuleMonitor:
         if self.f0 is None:
             self.f0 = f
             self.quiet = self.rules.quiet(self.problem, f)
+        if callable(grad_norm):
+            grad_norm = grad_norm()
         suboptimality = self.problem.suboptimality(f)
         ctx = Context(self.iteration, self.clock.elapsed(), f, self.f0, self.f_prev,
                       suboptimality, grad_norm)
@@ -90,8 +93,8 @@ class RuleMonitor:
 
 
 def host_loop(problem, rules, *, init, step, observe):
-    """Iterate `step` from `init()` until a rule fires; `observe(state)` -> host (f, grad_norm).
-    Returns (state, iterations, seconds, ending, trace)."""
+    """Iterate `step` from `init()` until a rule fires; `observe(state)` -> host (f, grad_norm)
+    as RuleMonitor.check takes them. Returns (state, iterations, seconds, ending, trace)."""
     monitor = RuleMonitor(problem, rules)
     state = init()
     while not monitor.check(*observe(state)):
