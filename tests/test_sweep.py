@@ -743,3 +743,27 @@ def test_a_taken_head_start_whose_imports_fail_says_so_in_its_log(tmp_path):
     with pytest.raises(ServerDied, match="did not start.*see"):
         server.start()
     assert server.adopted is not None and "no_such_module_here" in log.read_text()
+
+
+def test_a_scan_of_the_same_row_files_is_a_copy_of_the_last_and_a_changed_file_is_read(
+        tmp_path):
+    """The runner scans the folder several times a sweep; the frame is made again only when a
+    row file changed (added, rewritten, set aside), and a caller's edits never reach the next."""
+    from study.regression.plugin import SCHEMA, SIDE_TABLES
+    from study.sweep.folder import ResultsFolder
+
+    folder = ResultsFolder(tmp_path / "res", SCHEMA, SIDE_TABLES)
+    folder.prepare()
+    row = {"run_id": "a", "status": "converged", "dataset": "synthetic", "optimizer": "gd",
+           "backend": "numpy", "seconds": 1.0}
+    folder.write_run(row)
+    first = folder.scan()
+    first.loc[0, "seconds"] = 99.0
+    again = folder.scan()
+    assert again is not first and list(again["seconds"]) == [1.0]
+    folder.write_run({**row, "run_id": "b", "seconds": 2.0})
+    assert list(folder.scan()["seconds"]) == [1.0, 2.0]
+    folder.write_run({**row, "seconds": 3.0, "message": "rewritten"})
+    assert list(folder.scan()["seconds"]) == [3.0, 2.0]
+    folder.row_path("b").write_bytes(b"not parquet")
+    assert list(folder.scan(report=lambda line: None)["run_id"]) == ["a"]

@@ -58,6 +58,7 @@ class ResultsFolder:
         self.damaged_dir = self.runs_dir / "damaged"
         self.fingerprints_dir = self.root / "fingerprints"
         self._rows: dict[Path, tuple[tuple, dict]] = {}  # rows read, by file identity
+        self._scanned: tuple | None = None  # (the row files read, the frame scan made)
 
     # ---- ownership ----------------------------------------------------------------------------
 
@@ -161,32 +162,40 @@ class ResultsFolder:
     def read_row(self, run_id: str) -> dict:
         """A finished run's row, read once per runner while its size, time and inode stay (a
         sweep reads every row again to assemble its tables)."""
+        return self._kept_row(run_id)[1]
+
+    def _kept_row(self, run_id: str) -> tuple[tuple, dict]:
+        """(the row file's identity, its row)."""
         path = check_kind(self.row_path(run_id))  # a FIFO or link there: set aside, not read
         stat = path.stat()
         identity = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
         kept = self._rows.get(path)
         if kept is not None and kept[0] == identity:
-            return kept[1]
+            return kept
         rows = pq.read_table(path).to_pylist()
         if len(rows) != 1 or rows[0].get("run_id") != run_id:
             raise ValueError("not one row of this run")
         self._rows[path] = (identity, rows[0])
-        return rows[0]
+        return self._rows[path]
 
     def scan(self, report=None) -> pd.DataFrame:
         """Every readable finished row; an unreadable file is moved to runs/damaged/ with one
         line said about it (on stderr by default), and its run is measured again."""
         report = report or (lambda line: print(line, file=sys.stderr))
-        rows = []
+        rows, files = [], []
         for run_id, path in sorted(self.row_files().items()):
             try:
-                rows.append(self.read_row(run_id))
+                identity, row = self._kept_row(run_id)
+                rows.append(row)
+                files.append((run_id, identity))
             except Exception as exc:  # noqa: BLE001 -- any unreadable file is set aside
                 self.set_aside(path, run_id)
                 report(f"{path}: damaged ({type(exc).__name__}: "
                        f"{str(exc).splitlines()[0][:120] if str(exc) else ''}); moved to "
                        f"{self.damaged_dir}, the run will be measured again")
-        return self.schema.frame(_frame(self.schema, rows) if rows else [])
+        if self._scanned is None or self._scanned[0] != files:  # else the same files: a copy
+            self._scanned = files, self.schema.frame(_frame(self.schema, rows) if rows else [])
+        return self._scanned[1].copy()
 
     def set_aside(self, path: Path, run_id: str) -> None:
         self.damaged_dir.mkdir(parents=True, exist_ok=True)
