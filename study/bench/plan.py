@@ -125,6 +125,8 @@ class Plan:
     peer_kappa: float = 1e4
     peer_iterations: int = 50                   # per-iteration budget (no target)
     peer_long_iterations: int = 2000            # ... and GD's over a long run
+    peer_long_rows: int = 100_000               # ... on problems up to this size (at 1M rows a
+    #                                             GD iteration is the products, 10 ms)
     peer_max_iter: int = 20_000                 # the cap of a run to the target
     peer_repeats: int = 5
     peer_sweep_runs: int = 20                   # 0: no sweep row

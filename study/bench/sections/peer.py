@@ -118,6 +118,9 @@ def measure_problem(plan: Plan, objective: str, n: int, d: int) -> list[dict]:
     budget, repeats = plan.peer_iterations, plan.peer_repeats
     hand = twin_of("numpy").hand_numpy_gd  # the NumPy twin (study/frameworks/numpy/twin.py)
     lbfgs = {**base, "method": "lbfgs", "peer": "scipy L-BFGS-B"}
+    gd_runs = [budget, plan.peer_long_iterations] if n <= plan.peer_long_rows else [budget]
+    if problem.objective != "least-squares":
+        gd_runs = []  # the hand loop's: least squares
     with threadpool_limits(limits=plan.peer_blas_threads, user_api="blas"):
         return [
             pair_row(lbfgs, "per iteration", PEER_GOALS["lbfgs per iteration"],
@@ -127,9 +130,7 @@ def measure_problem(plan: Plan, objective: str, n: int, d: int) -> list[dict]:
                      lambda: ours(problem, "lbfgs", plan.peer_max_iter, TARGET_TOL),
                      lambda: scipy_lbfgs(problem, plan.peer_max_iter, TARGET_TOL), repeats,
                      False),
-        ] + ([gd_row(base, hand, problem, budget, repeats),
-              gd_row(base, hand, problem, plan.peer_long_iterations, repeats)]
-             if problem.objective == "least-squares" else [])  # the hand loop's: least squares
+        ] + [gd_row(base, hand, problem, iterations, repeats) for iterations in gd_runs]
 
 
 def gd_row(base: dict, hand, problem, iterations: int, repeats: int) -> dict:
