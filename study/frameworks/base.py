@@ -17,9 +17,6 @@ from study.frameworks import registry
 COMMON = ("dtype", "formulation", "device")
 TRACE_CAPACITY = 1024  # a fused loop's trace rows: > the ~745 the schedule keeps below 2**31
 CAP = 2**31 - 1  # a fused loop's own iteration limit
-# a fused loop's trace schedule on the device: from iteration 10**p on, every 10**(p - 1)th
-DECADES = [10**power for power in range(2, 19)]
-STRIDES = [1] + [10**power for power in range(1, 18)]
 
 
 class BaseBackend:
@@ -152,3 +149,12 @@ def fused_trace(table: np.ndarray) -> dict:
     trace = {c: table[:, j].tolist() for j, c in enumerate(TRACE_COLUMNS)}
     trace["iteration"] = [int(v) for v in trace["iteration"]]
     return trace
+
+
+def next_on_trace(i, due, stride, where):
+    """`optimizers.result.on_trace_schedule` carried through a fused loop as (due, stride), the
+    next iteration it keeps and the gap after it (start: 0, 1), so that an iteration pays an add
+    and two compares, not a lookup by decade: (whether `i` is kept, the new due and stride)."""
+    kept = i == due
+    after = due + stride
+    return kept, where(kept, after, due), where(kept & (after == 100 * stride), 10 * stride, stride)
