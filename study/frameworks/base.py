@@ -19,6 +19,17 @@ TRACE_CAPACITY = 1024  # a fused loop's trace rows: > the ~745 the schedule keep
 CAP = 2**31 - 1  # a fused loop's own iteration limit
 
 
+def trace_iterations() -> list[int]:
+    """The iterations `optimizers.result.on_trace_schedule` keeps up to CAP, in order, then one
+    past CAP (never reached): a fused loop's row k is due at the k-th, so an iteration costs a
+    lookup and a compare, where the schedule's own test by decade cost ~10 graph ops."""
+    kept, power = list(range(100)), 2
+    while 10**power <= CAP:
+        kept += range(10**power, min(10 ** (power + 1), CAP + 1), 10 ** (power - 1))
+        power += 1
+    return [*kept, CAP + 1]
+
+
 class BaseBackend:
     """A backend named `name` in the registry: its options checked against that declaration
     (a missing one takes the declared default) and kept as attributes of the same names."""
@@ -150,11 +161,3 @@ def fused_trace(table: np.ndarray) -> dict:
     trace["iteration"] = [int(v) for v in trace["iteration"]]
     return trace
 
-
-def next_on_trace(i, due, stride, where):
-    """`optimizers.result.on_trace_schedule` carried through a fused loop as (due, stride), the
-    next iteration it keeps and the gap after it (start: 0, 1), so that an iteration pays an add
-    and two compares, not a lookup by decade: (whether `i` is kept, the new due and stride)."""
-    kept = i == due
-    after = due + stride
-    return kept, where(kept, after, due), where(kept & (after == 100 * stride), 10 * stride, stride)
