@@ -29,7 +29,7 @@ from study.frameworks.base import (
     TransposedOps,
     fused_ending,
     fused_trace,
-    next_on_trace,
+    trace_iterations,
 )
 
 FIRST_CHUNK = 64  # iterations of the fused loop's first call
@@ -129,8 +129,6 @@ class FusedCarry(NamedTuple):
     fired: object  # one flag per rule
     trace: object  # TRACE_CAPACITY rows of TRACE_COLUMNS, the first `slot` kept
     slot: object  # the row the next iteration writes
-    due: object  # the next iteration the trace schedule keeps (`next_on_trace`)
-    stride: object  # and the gap after that one
 
 
 class JaxBackend(BaseBackend):
@@ -218,10 +216,11 @@ class JaxBackend(BaseBackend):
 
         ops = self.ops
         no_clock = jnp.asarray(0.0, jnp.float64)  # the budget is checked between chunks
+        due = jnp.asarray(trace_iterations(), jnp.int64)  # row k keeps iteration due[k]
 
         def check(tensor_rules, f_star, f_scale, carry, stats):
-            """The rules and the trace row of iteration `carry.i` (row `carry.slot`, kept
-            there when the schedule keeps the iteration, else overwritten by the next)."""
+            """The rules and the trace row of iteration `carry.i`: written at row `slot`, kept
+            there when it is the iteration due there, else overwritten by the next."""
             f, grad_norm = stats[0], stats[1]
             iteration = carry.i.astype(jnp.float64)
             suboptimality = (f - f_star) / f_scale
@@ -231,19 +230,17 @@ class JaxBackend(BaseBackend):
             row = jnp.stack([iteration, no_clock, f, suboptimality, grad_norm])
             # clamped, not bounds-checked as `.at[].set` is: the slot stays < TRACE_CAPACITY
             trace = lax.dynamic_update_slice(carry.trace, row[None], (carry.slot, jnp.int32(0)))
-            kept, due, stride = next_on_trace(carry.i, carry.due, carry.stride, jnp.where)
+            kept = carry.i == due[carry.slot]
             return carry._replace(f_prev=f, rule_states=rule_states, fired=jnp.stack(fired),
-                                  trace=trace,
-                                  slot=carry.slot + kept.astype(jnp.int32), due=due,
-                                  stride=stride)
+                                  trace=trace, slot=carry.slot + kept.astype(jnp.int32))
 
         def start(data, params, w0, values, f_star, f_scale, trace):
             tensor_rules = rules_on_tensors(rules, [values[k] for k in range(values.shape[0])])
             state, stats = init_step(data, params, w0)
-            zero = jnp.asarray(0, jnp.int64)
-            carry = FusedCarry(zero, state, jnp.asarray(np.nan, jnp.float64), stats[0],
+            carry = FusedCarry(jnp.asarray(0, jnp.int64), state,
+                               jnp.asarray(np.nan, jnp.float64), stats[0],
                                tensor_rules.init_state(ops), jnp.zeros(len(rules.rules), bool),
-                               trace, jnp.asarray(0, jnp.int32), zero, zero + 1)
+                               trace, jnp.asarray(0, jnp.int32))
             return check(tensor_rules, f_star, f_scale, carry, stats)
 
         def chunk(data, params, carry, values, f_star, f_scale, limit):
