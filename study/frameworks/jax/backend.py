@@ -311,7 +311,7 @@ class JaxBackend(BaseBackend):
             room = (budget.seconds - ended) if budget is not None else CHUNK_SECONDS
             size = max(1, int(min(CHUNK_SECONDS, room) / per_iteration) + 1)
         w = carry.state.w
-        w_host = jax.device_get(w)  # the clock stops once the result is on the host
+        w_host = np.asarray(w)  # the clock stops once it is on the host (jax.device_get: +30 us)
         seconds = clock.elapsed()
         rows = int(carry.slot) + 1 - on_trace_schedule(i)  # the last iteration's row is kept
         trace = fused_trace(np.asarray(carry.trace)[:rows])
