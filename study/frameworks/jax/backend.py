@@ -286,7 +286,7 @@ class JaxBackend(BaseBackend):
                                  donate=(2,))
         jax.block_until_ready(chunk_fn(data, params, carry, *constants, np.int64(2)))
         budget = next((r for r in rules.rules if isinstance(r, TimeBudget)), None)
-        trace = empty_trace()
+        trace = empty_trace().block_until_ready()  # filled before the clock, not on it
         setup_seconds = setup_clock.elapsed()
 
         clock = Stopwatch()
