@@ -160,4 +160,3 @@ def fused_trace(table: np.ndarray) -> dict:
     trace = {c: table[:, j].tolist() for j, c in enumerate(TRACE_COLUMNS)}
     trace["iteration"] = [int(v) for v in trace["iteration"]]
     return trace
-

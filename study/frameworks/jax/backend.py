@@ -259,8 +259,8 @@ class JaxBackend(BaseBackend):
             return carry, jnp.concatenate([carry.i[None], carry.fired.astype(jnp.int64)])
 
         def first_chunk(data, params, w0, values, f_star, f_scale, trace, limit):
-            """The start and the first chunk in one call: each call costs ~100 us on the CPU
-            however few its iterations (1k x 5 GD), a run of 50 iterations ~150 us."""
+            """The start and the first chunk as one call: on the CPU a call costs ~100 us
+            however few iterations it runs (1k x 5 GD), so a short run makes only one."""
             carry = start(data, params, w0, values, f_star, f_scale, trace)
             return chunk(data, params, carry, values, f_star, f_scale, limit)
 
