@@ -17,9 +17,17 @@ from study.frameworks import registry
 COMMON = ("dtype", "formulation", "device")
 TRACE_CAPACITY = 1024  # a fused loop's trace rows: > the ~745 the schedule keeps below 2**31
 CAP = 2**31 - 1  # a fused loop's own iteration limit
-# a fused loop's trace schedule on the device: from iteration 10**p on, every 10**(p - 1)th
-DECADES = [10**power for power in range(2, 19)]
-STRIDES = [1] + [10**power for power in range(1, 18)]
+
+
+def trace_iterations() -> list[int]:
+    """The iterations `optimizers.result.on_trace_schedule` keeps up to CAP, in order, then one
+    past CAP (never reached): a fused loop's row k is due at the k-th, so an iteration costs a
+    lookup and a compare, where the schedule's own test by decade cost ~10 graph ops."""
+    kept, power = list(range(100)), 2
+    while 10**power <= CAP:
+        kept += range(10**power, min(10 ** (power + 1), CAP + 1), 10 ** (power - 1))
+        power += 1
+    return [*kept, CAP + 1]
 
 
 class BaseBackend:

@@ -14,6 +14,8 @@ about 9 us more per read on a CPU), as tests/test_host_reads.py counts.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from optimizers.driver import host_loop, step_functions
@@ -22,13 +24,12 @@ from optimizers.result import TRACE_COLUMNS, Stopwatch, interpolated_seconds, on
 from optimizers.stopping import Context, TimeBudget, rule_values, rules_on_tensors
 from study.frameworks.base import (
     CAP,
-    DECADES,
-    STRIDES,
     TRACE_CAPACITY,
     BaseBackend,
     TransposedOps,
     fused_ending,
     fused_trace,
+    trace_iterations,
 )
 
 FIRST_CHUNK = 64  # iterations of the fused loop's first call
@@ -117,11 +118,17 @@ class JaxOps(TransposedOps):
         return self.jnp.zeros(shape, dtype=like.dtype)
 
 
-def on_trace_schedule_traced(jnp, iteration):
-    """`optimizers.result.on_trace_schedule` on a traced integer."""
-    i = iteration.astype(jnp.int64)
-    decade = jnp.sum(i >= jnp.asarray(DECADES, jnp.int64))
-    return i % jnp.asarray(STRIDES, jnp.int64)[decade] == 0
+class FusedCarry(NamedTuple):
+    """What the fused loop carries from one iteration (and one chunk) to the next."""
+
+    i: object  # iterations done
+    state: object  # the optimizer's
+    f_prev: object  # the loss at the previous iterate
+    f0: object  # the loss at the start
+    rule_states: tuple
+    fired: object  # one flag per rule
+    trace: object  # TRACE_CAPACITY rows of TRACE_COLUMNS, the first `slot` kept
+    slot: object  # the row the next iteration writes
 
 
 class JaxBackend(BaseBackend):
@@ -167,11 +174,12 @@ class JaxBackend(BaseBackend):
                             device_name=str(device), **extra)
 
     @staticmethod
-    def _compile(function, *arguments):
-        """Ahead-of-time: trace, lower and compile for these arguments' shapes and placement."""
+    def _compile(function, *arguments, donate=()):
+        """Ahead-of-time: trace, lower and compile for these arguments' shapes and placement,
+        the arguments numbered in `donate` handed over to the result (not copied)."""
         import jax
 
-        return jax.jit(function).lower(*arguments).compile()
+        return jax.jit(function, donate_argnums=donate).lower(*arguments).compile()
 
     # feed and resident: compiled steps called from the host loop
 
@@ -208,49 +216,55 @@ class JaxBackend(BaseBackend):
 
         ops = self.ops
         no_clock = jnp.asarray(0.0, jnp.float64)  # the budget is checked between chunks
+        due = jnp.asarray(trace_iterations(), jnp.int64)  # row k keeps iteration due[k]
 
-        def check(tensor_rules, f_star, f_scale, i, stats, f0, f_prev, rule_states, buffer,
-                  slot):
+        def check(tensor_rules, f_star, f_scale, carry, stats):
+            """The rules and the trace row of iteration `carry.i`: written at row `slot`, kept
+            there when it is the iteration due there, else overwritten by the next."""
             f, grad_norm = stats[0], stats[1]
-            iteration = i.astype(jnp.float64)
-            ctx = Context(iteration, no_clock, f, f0, f_prev, (f - f_star) / f_scale, grad_norm)
-            fired, rule_states = tensor_rules.check(ops, ctx, rule_states)
-            row = jnp.stack([iteration, no_clock, f, (f - f_star) / f_scale, grad_norm])
-            buffer = buffer.at[slot].set(row)
-            slot = slot + on_trace_schedule_traced(jnp, i).astype(jnp.int32)
-            return jnp.stack(fired), rule_states, buffer, slot
+            iteration = carry.i.astype(jnp.float64)
+            suboptimality = (f - f_star) / f_scale
+            ctx = Context(iteration, no_clock, f, carry.f0, carry.f_prev, suboptimality,
+                          grad_norm)
+            fired, rule_states = tensor_rules.check(ops, ctx, carry.rule_states)
+            row = jnp.stack([iteration, no_clock, f, suboptimality, grad_norm])
+            # clamped, not bounds-checked as `.at[].set` is: the slot stays < TRACE_CAPACITY
+            trace = lax.dynamic_update_slice(carry.trace, row[None], (carry.slot, jnp.int32(0)))
+            kept = carry.i == due[carry.slot]
+            return carry._replace(f_prev=f, rule_states=rule_states, fired=jnp.stack(fired),
+                                  trace=trace, slot=carry.slot + kept.astype(jnp.int32))
 
-        def start(data, params, w0, values, f_star, f_scale):
+        def start(data, params, w0, values, f_star, f_scale, trace):
             tensor_rules = rules_on_tensors(rules, [values[k] for k in range(values.shape[0])])
             state, stats = init_step(data, params, w0)
-            f0 = stats[0]
-            buffer = jnp.zeros((TRACE_CAPACITY, len(TRACE_COLUMNS)), jnp.float64)
-            fired, rule_states, buffer, slot = check(
-                tensor_rules, f_star, f_scale, jnp.asarray(0, jnp.int64), stats, f0,
-                jnp.asarray(np.nan, jnp.float64), tensor_rules.init_state(ops), buffer,
-                jnp.asarray(0, jnp.int32))
-            return (jnp.asarray(0, jnp.int64), state, f0, f0, rule_states, fired, buffer, slot)
+            carry = FusedCarry(jnp.asarray(0, jnp.int64), state,
+                               jnp.asarray(np.nan, jnp.float64), stats[0],
+                               tensor_rules.init_state(ops), jnp.zeros(len(rules.rules), bool),
+                               trace, jnp.asarray(0, jnp.int32))
+            return check(tensor_rules, f_star, f_scale, carry, stats)
 
         def chunk(data, params, carry, values, f_star, f_scale, limit):
             tensor_rules = rules_on_tensors(rules, [values[k] for k in range(values.shape[0])])
 
             def condition(c):
-                i, fired = c[0], c[5]
-                return jnp.logical_and(jnp.logical_not(jnp.any(fired)), i < limit)
+                return jnp.logical_and(jnp.logical_not(jnp.any(c.fired)), c.i < limit)
 
             def body(c):
-                i, state, f_prev, f0, rule_states, _, buffer, slot = c
-                state, stats = update_step(data, params, state)
-                i = i + 1
-                fired, rule_states, buffer, slot = check(tensor_rules, f_star, f_scale, i, stats,
-                                                         f0, f_prev, rule_states, buffer, slot)
-                return (i, state, stats[0], f0, rule_states, fired, buffer, slot)
+                state, stats = update_step(data, params, c.state)
+                return check(tensor_rules, f_star, f_scale, c._replace(i=c.i + 1, state=state),
+                             stats)
 
             carry = lax.while_loop(condition, body, carry)
             # what the host reads after a chunk, as one array (one read): i, then the rules fired
-            return carry, jnp.concatenate([carry[0][None], carry[5].astype(jnp.int64)])
+            return carry, jnp.concatenate([carry.i[None], carry.fired.astype(jnp.int64)])
 
-        return start, chunk
+        def first_chunk(data, params, w0, values, f_star, f_scale, trace, limit):
+            """The start and the first chunk as one call: on the CPU a call costs ~100 us
+            however few iterations it runs (1k x 5 GD), so a short run makes only one."""
+            carry = start(data, params, w0, values, f_star, f_scale, trace)
+            return chunk(data, params, carry, values, f_star, f_scale, limit)
+
+        return first_chunk, chunk
 
     def _fused(self, problem, optimizer, rules, w0):
         import jax
@@ -261,22 +275,28 @@ class JaxBackend(BaseBackend):
         values = jnp.asarray(rule_values(rules), jnp.float64)
         f_star = jnp.asarray(problem.f_star, jnp.float64)
         f_scale = jnp.asarray(problem.reference.scale, jnp.float64)
-        start, chunk = self._fused_functions(rules, *steps)
-        start_fn = self._compile(start, data, params, start_point, values, f_star, f_scale)
-        carry = start_fn(data, params, start_point, values, f_star, f_scale)
-        limit = jnp.asarray(1, jnp.int64)
-        chunk_fn = self._compile(chunk, data, params, carry, values, f_star, f_scale, limit)
-        jax.block_until_ready(chunk_fn(data, params, carry, values, f_star, f_scale, limit))
+        constants = (values, f_star, f_scale)
+        first_chunk, chunk = self._fused_functions(rules, *steps)
+        # each call hands its trace buffer (the first) or carry (the others) over to its
+        # result: made before the clock, never copied (a 40 kB copy took ~60 us on the CPU)
+        first_fn = self._compile(first_chunk, data, params, start_point, *constants,
+                                 empty_trace(), np.int64(1), donate=(6,))
+        carry, _ = first_fn(data, params, start_point, *constants, empty_trace(), np.int64(1))
+        chunk_fn = self._compile(chunk, data, params, carry, *constants, np.int64(2),
+                                 donate=(2,))
+        jax.block_until_ready(chunk_fn(data, params, carry, *constants, np.int64(2)))
         budget = next((r for r in rules.rules if isinstance(r, TimeBudget)), None)
+        trace = empty_trace().block_until_ready()  # filled before the clock, not on it
         setup_seconds = setup_clock.elapsed()
 
         clock = Stopwatch()
-        carry = start_fn(data, params, start_point, values, f_star, f_scale)
-        size, chunks, index, i = FIRST_CHUNK, [], -1, 0
+        size, chunks, index, i, carry = FIRST_CHUNK, [], -1, 0, None
         while True:
             began, first = clock.elapsed(), i
-            carry, summary = chunk_fn(data, params, carry, values, f_star, f_scale,
-                                      jnp.asarray(min(first + size, CAP), jnp.int64))
+            limit = np.int64(min(first + size, CAP))
+            carry, summary = (
+                first_fn(data, params, start_point, *constants, trace, limit) if carry is None
+                else chunk_fn(data, params, carry, *constants, limit))
             summary = summary.tolist()  # the one read of the chunk (the sync)
             i, fired = int(summary[0]), summary[1:]
             ended = clock.elapsed()
@@ -290,15 +310,23 @@ class JaxBackend(BaseBackend):
             per_iteration = (ended - began) / max(i - first, 1)
             room = (budget.seconds - ended) if budget is not None else CHUNK_SECONDS
             size = max(1, int(min(CHUNK_SECONDS, room) / per_iteration) + 1)
-        w = carry[1].w
-        w_host = jax.device_get(w)  # the clock stops once the result is on the host
+        w = carry.state.w
+        w_host = np.asarray(w)  # the clock stops once it is on the host (jax.device_get: +30 us)
         seconds = clock.elapsed()
-        trace = fused_trace(np.asarray(carry[6])[: int(carry[7]) + 1 - on_trace_schedule(i)])
+        rows = int(carry.slot) + 1 - on_trace_schedule(i)  # the last iteration's row is kept
+        trace = fused_trace(np.asarray(carry.trace)[:rows])
         trace["seconds"] = interpolated_seconds(trace["iteration"], chunks)
         loop = (i, seconds, fused_ending(rules, index, i), trace)
         return self._outcome(w, w_host, loop, setup_seconds,
                              trace_clock="interpolated within compiled chunks",
-                             fused_chunks=len(chunks)), carry[1]
+                             fused_chunks=len(chunks)), carry.state
+
+
+def empty_trace():
+    """A fused loop's trace buffer (its rows are written before they are read)."""
+    import jax.numpy as jnp
+
+    return jnp.zeros((TRACE_CAPACITY, len(TRACE_COLUMNS)), jnp.float64)
 
 
 def host_array(array) -> np.ndarray:

@@ -16,16 +16,15 @@ import tensorflow as tf
 from convergence_study.errors import InputError
 from optimizers.driver import host_loop, step_functions
 from optimizers.interruptible import call_interruptibly
-from optimizers.result import TRACE_COLUMNS, Stopwatch
+from optimizers.result import TRACE_COLUMNS, Stopwatch, on_trace_schedule
 from optimizers.stopping import Context, rule_values, rules_on_tensors
 from study.frameworks.base import (
     CAP,
-    DECADES,
-    STRIDES,
     TRACE_CAPACITY,
     BaseBackend,
     fused_ending,
     fused_trace,
+    trace_iterations,
 )
 from study.frameworks.registry import framework
 from study.frameworks.tensorflow.tf1 import minimize_tf1
@@ -160,14 +159,6 @@ def short_device(name: str) -> str:
     return name.rsplit("device:", 1)[-1] if name else "unknown"
 
 
-def on_trace_schedule_tensor(iteration):
-    """`optimizers.result.on_trace_schedule` as a predicate on an integer tensor: the stride is
-    looked up by decade (a handful of ops; it runs every iteration of the fused loop)."""
-    i = tf.cast(iteration, tf.int64)
-    decade = tf.reduce_sum(tf.cast(i >= tf.constant(DECADES, tf.int64), tf.int32))
-    return tf.equal(i % tf.gather(tf.constant(STRIDES, tf.int64), decade), 0)
-
-
 class TensorflowBackend(BaseBackend):
     """Runs an optimizer on TensorFlow: `minimize(problem, optimizer, rules, w0) -> Outcome`."""
 
@@ -207,11 +198,19 @@ class TensorflowBackend(BaseBackend):
         grad_norm = ops.sqrt(ops.vdot(state.g, state.g))
         return tf.cast(tf.stack([state.f, grad_norm]), tf.float64)
 
-    def _setup(self, problem, optimizer, w0):
-        """`prepare`'s data, constants and start point; the pure init and step of a loop."""
+    def _loss_and_grad_norm(self, state):
+        """`_stats` as two scalars, for the fused loop: its graph runs op by op, and stacking
+        the pair only to slice it again cost three ops an iteration."""
+        ops = self.ops
+        grad_norm = ops.sqrt(ops.vdot(state.g, state.g))
+        return tf.cast(state.f, tf.float64), tf.cast(grad_norm, tf.float64)
+
+    def _setup(self, problem, optimizer, w0, stats=None):
+        """`prepare`'s data, constants and start point; the pure init and step of a loop, each
+        also returning `stats` of its state (default `_stats`)."""
         data, params, start, _ = self.prepare(problem, optimizer, w0)
         steps = step_functions(self.ops, optimizer, self.formulation, problem.objective,
-                               self._stats)
+                               stats or self._stats)
         return data, params, start, steps
 
     def _outcome(self, w, w_host, loop, setup_seconds):
@@ -256,62 +255,70 @@ class TensorflowBackend(BaseBackend):
             t0 = tf.timestamp()
             tensor_rules = rules_on_tensors(rules, tf.unstack(values))
 
-            def check(i, stats, f0, f_prev, rule_states, buffer, slot):
-                f, grad_norm = stats[0], stats[1]
-                with tf.control_dependencies([stats]):
+            def check(i, stats, f0, f_prev, rule_states, trace):
+                """The rules and the trace row of iteration i: written at row `slot`, kept there
+                when i is the iteration due there, else overwritten by the next."""
+                f, grad_norm = stats
+                with tf.control_dependencies(stats):
                     elapsed = tf.timestamp() - t0
                 suboptimality = (f - f_star) / f_scale
                 iteration = tf.cast(i, tf.float64)
                 ctx = Context(iteration, elapsed, f, f0, f_prev, suboptimality, grad_norm)
                 fired, rule_states = tensor_rules.check(rops, ctx, rule_states)
-                row = tf.stack([iteration, elapsed, f, suboptimality, grad_norm])
-                buffer = tf.tensor_scatter_nd_update(buffer, [[slot]], row[None])
-                slot = slot + tf.cast(on_trace_schedule_tensor(i), tf.int32)
-                return tf.stack(fired), rule_states, buffer, slot
+                table, slot = trace
+                # a TensorArray's write sets one row, where a scatter into a tensor copied all
+                # 1024 (~9 us an iteration of 1k x 5 GD)
+                table = table.write(slot, tf.stack([iteration, elapsed, f, suboptimality,
+                                                    grad_norm]))
+                kept = tf.equal(i, tf.gather(due, slot))
+                return tf.stack(fired), rule_states, (table, slot + tf.cast(kept, tf.int32))
 
+            due = tf.constant(trace_iterations(), tf.int64)  # row k keeps iteration due[k]
             state, stats = init_step(data, params, w0)
             f0 = stats[0]
-            buffer = tf.zeros((TRACE_CAPACITY, len(TRACE_COLUMNS)), tf.float64)
-            fired, rule_states, buffer, slot = check(
-                tf.constant(0), stats, f0, tf.constant(np.nan, tf.float64),
-                tensor_rules.init_state(rops), buffer, tf.constant(0))
+            table = tf.TensorArray(tf.float64, TRACE_CAPACITY, element_shape=(len(TRACE_COLUMNS),))
+            fired, rule_states, trace = check(
+                tf.constant(0, tf.int64), stats, f0, tf.constant(np.nan, tf.float64),
+                tensor_rules.init_state(rops), (table, tf.constant(0)))
 
-            def condition(i, state, f_prev, rule_states, fired, buffer, slot):
+            def condition(i, state, f_prev, rule_states, fired, trace):
                 return tf.logical_and(tf.logical_not(tf.reduce_any(fired)), i < cap)
 
-            def body(i, state, f_prev, rule_states, fired, buffer, slot):
+            def body(i, state, f_prev, rule_states, fired, trace):
                 state, stats = update_step(data, params, state)
                 i = i + 1
-                fired, rule_states, buffer, slot = check(i, stats, f0, f_prev, rule_states,
-                                                         buffer, slot)
-                return i, state, stats[0], rule_states, fired, buffer, slot
+                fired, rule_states, trace = check(i, stats, f0, f_prev, rule_states, trace)
+                return i, state, stats[0], rule_states, fired, trace
 
-            i, state, _, _, fired, buffer, slot = tf.while_loop(
-                condition, body, (tf.constant(0), state, f0, rule_states, fired, buffer, slot))
-            rows = slot + 1 - tf.cast(on_trace_schedule_tensor(i), tf.int32)
-            return state, i, tf.ensure_shape(fired, (n_rules,)), buffer, rows
+            i, state, _, _, fired, (table, slot) = tf.while_loop(
+                condition, body, (tf.constant(0, tf.int64), state, f0, rule_states, fired, trace))
+            return state, i, tf.ensure_shape(fired, (n_rules,)), table.stack(), slot
 
         return tf.function(loop, autograph=False)
 
     def _fused(self, problem, optimizer, rules, w0):
         setup_clock = Stopwatch()
         with tf.device(DEVICES[self.device]):
-            data, params, start, steps = self._setup(problem, optimizer, w0)
+            data, params, start, steps = self._setup(problem, optimizer, w0,
+                                                     self._loss_and_grad_norm)
             arguments = (data, params, start, tf.constant(rule_values(rules), tf.float64),
                          tf.constant(problem.f_star, tf.float64),
                          tf.constant(problem.reference.scale, tf.float64))
-            loop = self._fused_function(rules, *steps)
-            loop(*arguments, tf.constant(1))[1].numpy()  # trace and compile: one iteration
-            cap = tf.constant(CAP)
+            cap = tf.constant(CAP, tf.int64)
+            # traced once, then called as the concrete function: the tf.function's own call
+            # matched these nested arguments to its traces again, ~0.3 ms a run on the CPU
+            loop = self._fused_function(rules, *steps).get_concrete_function(*arguments, cap)
+            loop(*arguments, tf.constant(1, tf.int64))[1].numpy()  # a first run: one step
             setup_seconds = setup_clock.elapsed()
 
             clock = Stopwatch()
-            state, iterations, fired, buffer, rows = loop(*arguments, cap)
+            state, iterations, fired, table, slot = loop(*arguments, cap)
             w = state.w
             w_host = w.numpy()  # the clock stops once the result is on the host
             seconds = clock.elapsed()
         iterations = int(iterations.numpy())  # bookkeeping reads, outside the clock
         ending = fused_ending(rules, rules.first(fired.numpy()), iterations)
-        trace = fused_trace(buffer.numpy()[: int(rows.numpy())])
+        rows = int(slot.numpy()) + 1 - on_trace_schedule(iterations)  # and the last iteration's
+        trace = fused_trace(table.numpy()[:rows])
         return self._outcome(w, w_host, (iterations, seconds, ending, trace),
                              setup_seconds), state
