@@ -96,7 +96,9 @@ REDUCTIONS = ("X.T @ r", "sum(X * r, axis=0)", "Xt @ r (X stored transposed)")
 
 def hand_reduction(problem, dtype: str, device: str, layout: str, iterations: int) -> float:
     """Seconds per iteration of a jitted `lax.fori_loop` of GD whose gradient X^T r is computed
-    as `layout` says (REDUCTIONS), compiled off the clock, read once."""
+    as `layout` says (REDUCTIONS), compiled off the clock, read once. X and y are arguments of
+    the compiled loop, as an engine's data are (closed over, they were constants of the program
+    and XLA transposed X at compile time: 2.2 against 4.2 us an iteration at 1k x 5)."""
     jax = _jax()
     import jax.numpy as jnp
 
@@ -108,29 +110,29 @@ def hand_reduction(problem, dtype: str, device: str, layout: str, iterations: in
     w0 = jax.device_put(np.zeros((problem.d, problem.y.shape[1]), dtype=dtype), target)
     step, inv_n = np.asarray(gd_step(problem), dtype), np.asarray(1.0 / problem.n, dtype)
 
-    def gradient(r):
+    def gradient(X, r):
         if transposed:
             return X @ r
         if layout == REDUCTIONS[0]:
             return X.T @ r
         return jnp.sum(X * r, axis=0)[:, None]
 
-    def loop(w):
+    def loop(X, y, w):
         def body(_, carry):
             w, g, _ = carry
             w = w - step * g
             r = (X.T @ w if transposed else X @ w) - y
-            return w, (2 * inv_n) * gradient(r), jnp.sum(r * r) * inv_n
+            return w, (2 * inv_n) * gradient(X, r), jnp.sum(r * r) * inv_n
 
         r = (X.T @ w if transposed else X @ w) - y
         return jax.lax.fori_loop(0, iterations, body,
-                                 (w, (2 * inv_n) * gradient(r), jnp.sum(r * r) * inv_n))
+                                 (w, (2 * inv_n) * gradient(X, r), jnp.sum(r * r) * inv_n))
 
     with jax.default_device(target):
-        compiled = jax.jit(loop).lower(w0).compile()
-        float(compiled(w0)[2])
+        compiled = jax.jit(loop).lower(X, y, w0).compile()
+        float(compiled(X, y, w0)[2])
         start = time.perf_counter()
-        float(compiled(w0)[2])
+        float(compiled(X, y, w0)[2])
         return (time.perf_counter() - start) / iterations
 
 
