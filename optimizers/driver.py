@@ -46,6 +46,7 @@ class RuleMonitor:
         self.iteration, self.fired = 0, -1
         self.f0, self.f_prev, self.last = None, float("nan"), None
         self.quiet = None  # found at the first check (the divergence limit needs f0)
+        self.skipped = None  # (f, grad_norm) of the last iterate when its full check was skipped
         self.clock = Stopwatch()
 
     def check(self, f: float, grad_norm) -> bool:
@@ -55,8 +56,9 @@ class RuleMonitor:
         if (quiet is not None and quiet.low < f <= quiet.high
                 and self.iteration < quiet.iterations and self.clock.elapsed() < quiet.seconds
                 and not on_trace_schedule(self.iteration)):
-            self.f_prev = f
+            self.f_prev, self.skipped = f, (f, grad_norm)
             return False
+        self.skipped = None
         if self.f0 is None:
             self.f0 = f
             self.quiet = self.rules.quiet(self.problem, f)
@@ -77,8 +79,13 @@ class RuleMonitor:
         return self.fired >= 0
 
     def finish(self) -> float:
-        """Seconds of the run; the last iterate joins the trace if the schedule left it out."""
+        """Seconds of the run; the last iterate joins the trace if the schedule left it out (a
+        method that stopped by itself may stop at an iterate whose full check was skipped)."""
         seconds = self.clock.elapsed()
+        if self.skipped is not None:
+            f, grad_norm = self.skipped
+            self.last = (f, self.problem.suboptimality(f),
+                         grad_norm() if callable(grad_norm) else grad_norm)
         if self.trace["iteration"][-1] != self.iteration:
             self._append(seconds)
         return seconds

@@ -300,3 +300,21 @@ def test_no_rule_fires_where_it_says_it_is_quiet():
                                 assert not (quiet.low < f <= quiet.high
                                             and iteration < quiet.iterations
                                             and elapsed < quiet.seconds), (rule, f, f0)
+
+
+def test_a_run_that_stops_itself_at_a_skipped_iterate_ends_its_trace_with_that_iterate():
+    """SciPy's methods may stop by themselves at an iterate whose full check was skipped: the
+    trace's last row is that iterate's loss, suboptimality and gradient norm."""
+    problem = PROBLEMS["least-squares"]()
+    monitor = driver.RuleMonitor(problem, build_rules(tol=1e-12, max_iter=10**6))
+    losses = [2 * problem.f_star + 1.0 / (1 + k) for k in range(156)]
+    for k, f in enumerate(losses):
+        monitor.iteration = k
+        assert not monitor.check(f, lambda k=k: 0.5 + k)
+    assert monitor.skipped is not None  # 155 is off the schedule: skipped
+    monitor.finish()
+    last = {column: values[-1] for column, values in monitor.trace.items()}
+    assert last["iteration"] == 155 and last["loss"] == losses[-1]
+    assert last["suboptimality"] == problem.suboptimality(losses[-1])
+    assert last["grad_norm"] == 0.5 + 155
+    assert monitor.trace["iteration"][-2] == 150  # the schedule's, then the last
