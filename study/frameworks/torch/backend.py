@@ -162,7 +162,9 @@ def quiet_compiler() -> None:
 def host_numbers(params, torch):
     """The optimizer's constants with each 0-d float64 CPU tensor a Python float: TorchDynamo
     guards such a tensor argument with `.item()` at every call of a compiled step (a host read
-    per iteration more than the stats'), and a float is the same double in every product."""
+    per iteration more than the stats'), and a float is the same double in every product. For
+    the project's own optimizers only: your own may carry a constant into its state, where a
+    float whose value changes would make TorchDynamo compile again."""
 
     def number(value):
         if (isinstance(value, torch.Tensor) and value.ndim == 0 and not value.is_cuda
@@ -170,7 +172,11 @@ def host_numbers(params, torch):
             return float(value)
         return value
 
-    return type(params)(*map(number, params)) if params else params
+    if type(params) is tuple:
+        return tuple(map(number, params))
+    if isinstance(params, tuple):  # a NamedTuple (an optimizer's Params)
+        return type(params)(*map(number, params))
+    return params  # another container (your own optimizer's): as it is
 
 
 def _to_cpu(value):
@@ -253,6 +259,8 @@ class TorchBackend(BaseBackend):
         ops = self.ops
         setup_clock = Stopwatch()
         data, params, start, _ = self.prepare(problem, optimizer, w0)
+        if self.feed == "compiled" and type(optimizer).__module__.startswith("optimizers."):
+            params = host_numbers(params, torch)  # no guard's read per call
         # each returns (state, stats): the statistics are computed with the step (compiled
         # with it in `compiled`, captured with it in `graphed`)
         init, step = step_functions(ops, optimizer, self.formulation, problem.objective,
@@ -282,7 +290,6 @@ class TorchBackend(BaseBackend):
         if self.feed == "compiled":
             quiet_compiler()
             torch._dynamo.reset()  # a fresh compile, as in a process of its own
-            params = host_numbers(params, torch)  # no guard's read per call
             step = torch.compile(step)
             warm = init(fetch(), params, start)  # grad mode (off) is part of the guard
             for _ in range(2):  # compiled on the first call; the second checks the guard
