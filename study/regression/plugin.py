@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import inspect
 import json
+from functools import cache
 from pathlib import Path
 
 from datasets import DATASETS, InputError, problem_kind
@@ -81,6 +82,7 @@ def preload(framework: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(b.module for b in BACKENDS.values() if b.framework == framework))
 
 
+@cache  # the registries are fixed once imported; a plan asks once per spec (1 ms each)
 def _selectable() -> tuple[set[str], dict, dict]:
     # every keras:<Class> runs through study/frameworks/keras/optimizers.py, every torch:<Class>
     # study/frameworks/torch/optimizers.py, a file's optax factory jax/optax_file.py (the module

@@ -92,6 +92,6 @@ def execute(request: dict) -> None:
         tables = {}
     for name, side in tables.items():
         if side is not None and len(side):
-            write_parquet_atomic(plugin.SIDE_TABLES[name].frame(side.assign(run_id=spec.run_id)),
+            write_parquet_atomic(plugin.SIDE_TABLES[name].table(side.assign(run_id=spec.run_id)),
                                  pending / f"{name}.parquet")
     write_parquet_atomic(table, pending / "row.parquet")

@@ -138,8 +138,8 @@ class ResultsFolder:
         run_id = row["run_id"]
         for name, table in (tables or {}).items():
             if table is not None and len(table):
-                frame = self.side_tables[name].frame(table.assign(run_id=run_id))
-                write_parquet_atomic(frame, self.table_path(run_id, name))
+                write_parquet_atomic(self.side_tables[name].table(table.assign(run_id=run_id)),
+                                     self.table_path(run_id, name))
         write_parquet_atomic(self.schema.table([row]), self.row_path(run_id))
 
     def accept(self, pending: Path, run_id: str) -> bool:
