@@ -7,6 +7,7 @@ the trace is written. Data conversion and the optimizer's setup are timed apart 
 
 from __future__ import annotations
 
+import math
 from time import perf_counter
 
 import numpy as np
@@ -16,7 +17,14 @@ from convergence_study.errors import InputError, Uncertifiable
 from optimizers.base import unsupported
 from optimizers.bounds import predict, verdict
 from optimizers.objective import make_objective
-from optimizers.result import TRACE_COLUMNS, Outcome, RunResult, Stopwatch, on_trace_schedule
+from optimizers.result import (
+    TRACE_COLUMNS,
+    Outcome,
+    RunResult,
+    Stopwatch,
+    next_on_schedule,
+    on_trace_schedule,
+)
 from optimizers.stopping import HOST_OPS, Context, Ending
 
 INITS = ("zeros", "normal")
@@ -46,6 +54,7 @@ class RuleMonitor:
         self.iteration, self.fired = 0, -1
         self.f0, self.f_prev, self.last = None, float("nan"), None
         self.quiet = None  # found at the first check (the divergence limit needs f0)
+        self.checked_from = 0  # the next iterate the trace keeps or the budget ends at
         self.skipped = None  # (f, grad_norm) of the last iterate when its full check was skipped
         self.clock = Stopwatch()
 
@@ -53,15 +62,16 @@ class RuleMonitor:
         """The rules at the iterate `iteration` (loss f, the gradient norm or a function that
         computes it on the host); True when one fires."""
         quiet = self.quiet
-        if (quiet is not None and quiet.low < f <= quiet.high
-                and self.iteration < quiet.iterations and self.clock.elapsed() < quiet.seconds
-                and not on_trace_schedule(self.iteration)):
+        if (self.iteration < self.checked_from and quiet.low < f <= quiet.high
+                and (quiet.seconds == math.inf or self.clock.elapsed() < quiet.seconds)):
             self.f_prev, self.skipped = f, (f, grad_norm)
             return False
         self.skipped = None
         if self.f0 is None:
             self.f0 = f
             self.quiet = self.rules.quiet(self.problem, f)
+        if self.quiet is not None:  # (0.2 us an iterate where the schedule was tested at each)
+            self.checked_from = min(next_on_schedule(self.iteration), self.quiet.iterations)
         if callable(grad_norm):
             grad_norm = grad_norm()
         suboptimality = self.problem.suboptimality(f)

@@ -21,6 +21,15 @@ def on_trace_schedule(iteration: int) -> bool:
     return iteration % stride == 0
 
 
+def next_on_schedule(iteration: int) -> int:
+    """The first iteration after `iteration` that the trace keeps (on_trace_schedule)."""
+    following = iteration + 1
+    if following < 100:
+        return following
+    stride = 10 ** (len(str(following)) - 2)
+    return -(-following // stride) * stride  # a decade's first is a multiple of the next stride
+
+
 def interpolated_seconds(iterations: list[int], chunks) -> list[float]:
     """Seconds of each traced iteration of a loop that ran in chunks read once each (JAX's
     fused loop, PyTorch's CUDA graph replays): iteration 0 at the clock's start, the others

@@ -318,3 +318,26 @@ def test_a_run_that_stops_itself_at_a_skipped_iterate_ends_its_trace_with_that_i
     assert last["suboptimality"] == problem.suboptimality(losses[-1])
     assert last["grad_norm"] == 0.5 + 155
     assert monitor.trace["iteration"][-2] == 150  # the schedule's, then the last
+
+
+def test_the_full_checks_fall_on_the_schedule_the_budget_and_outside_the_region():
+    """Inside the quiet region the monitor checks in full exactly at the iterates the trace
+    keeps (`next_on_schedule` finds the next one) and at the iteration budget; an iterate
+    outside the region (a loss past divergence's limit) is checked in full, and fires."""
+    from optimizers.result import next_on_schedule, on_trace_schedule
+
+    kept = [i for i in range(20_001) if on_trace_schedule(i)]
+    assert all(next_on_schedule(i) == b for a, b in zip(kept, kept[1:], strict=False)
+               for i in range(a, b))
+    problem = PROBLEMS["least-squares"]()
+    for diverges_at, last in ((None, 1234), (777, 777)):
+        monitor = driver.RuleMonitor(problem, build_rules(max_iter=1234))
+        checked = []
+        for k in range(2000):
+            monitor.iteration = k
+            loss = 1e9 * problem.f_star if k == diverges_at else 2 * problem.f_star
+            if monitor.check(loss, lambda k=k, checked=checked: checked.append(k) or 1.0):
+                break
+        assert checked == [i for i in kept if i < last] + [last], diverges_at
+        assert monitor.iteration == last and monitor.ending().status == (
+            "max_iter" if diverges_at is None else "diverged")

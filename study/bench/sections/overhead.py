@@ -7,6 +7,7 @@ without one is a row saying so."""
 
 from __future__ import annotations
 
+import math
 import time
 from contextlib import contextmanager
 
@@ -67,18 +68,19 @@ def measure_harness(problem, label: str, formulation: str, dtype: str, *, iterat
 
 
 @contextmanager
-def trace_schedule(predicate):
-    """Replace the host loop's trace schedule (`optimizers.driver.on_trace_schedule`) for a while.
-    The loop always records its last iteration, so 'only iteration 0' is the smallest trace."""
-
-    if not hasattr(driver, "on_trace_schedule"):
-        raise Unavailable("optimizers.driver has no on_trace_schedule to override")
-    saved = driver.on_trace_schedule
-    driver.on_trace_schedule = predicate
+def trace_schedule(predicate, following):
+    """Replace the host loop's trace schedule (`optimizers.driver.on_trace_schedule`, and
+    `next_on_schedule`, the next iteration it keeps: `following(i)`) for a while. The loop always
+    records its last iteration, so 'only iteration 0' is the smallest trace."""
+    names = ("on_trace_schedule", "next_on_schedule")
+    if not all(hasattr(driver, name) for name in names):
+        raise Unavailable("optimizers.driver has no trace schedule to override")
+    saved = [getattr(driver, name) for name in names]
+    driver.on_trace_schedule, driver.next_on_schedule = predicate, following
     try:
         yield
     finally:
-        driver.on_trace_schedule = saved
+        driver.on_trace_schedule, driver.next_on_schedule = saved
 
 
 def measure_trace(problem, label: str, formulation: str, dtype: str, *, iterations: int,
@@ -88,7 +90,8 @@ def measure_trace(problem, label: str, formulation: str, dtype: str, *, iteratio
     this stays ~1) and the wall clock around run() less setup (what the trace costs in all)."""
     timed = {"every": [], "first": []}
     wall = {"every": [], "first": []}
-    schedules = {"every": lambda iteration: True, "first": lambda iteration: iteration == 0}
+    schedules = {"every": (lambda iteration: True, lambda iteration: iteration + 1),
+                 "first": (lambda iteration: iteration == 0, lambda iteration: math.inf)}
     base = {"check": "trace", **describe(label), "formulation": formulation, "dtype": dtype,
             "n": problem.n, "d": problem.d, "goal": TRACE_GOAL}
     try:
@@ -96,7 +99,7 @@ def measure_trace(problem, label: str, formulation: str, dtype: str, *, iteratio
             raise Unavailable(f"{label} keeps its own trace (not the host loop's)")
         for repeat in range(repeats):  # alternating which goes first
             for name, schedule in list(schedules.items())[::-1 if repeat % 2 else 1]:
-                with trace_schedule(schedule):
+                with trace_schedule(*schedule):
                     start = time.perf_counter()
                     result = run_once(problem, "gd", label, dtype, formulation,
                                       max_iter=iterations)
