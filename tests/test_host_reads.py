@@ -145,6 +145,43 @@ def test_compiled_torch_float64_on_a_cpu_reads_once_with_the_same_rows(problem, 
             assert rows(optimizer) == floats
 
 
+@pytest.mark.skipif(not installed("torch"), reason="torch is not installed")
+@pytest.mark.parametrize("feed", ["resident", "feed"])
+def test_eager_torch_off_the_schedule_reads_the_loss_alone_with_the_same_rows(
+        problem, monkeypatch, feed):
+    """An eager step off the trace's schedule makes no stats (its loss is the read; the norm is
+    read only where the loss leaves the quiet region, here where the target fires): still one
+    read an iteration there (iterations 300-319: one kept by the schedule, 19 not), and the
+    rows of a run that makes the stats at every iterate, bit for bit."""
+    from study.frameworks.torch import backend as torch_backend
+
+    def engine():
+        return make_backend("torch", "float64", feed=feed)
+
+    reads = {}
+    for iterations in (300, 320):
+        made = engine()
+        with monkeypatch.context() as patch:
+            counter = count_reads(patch, "torch", feed)
+            run(problem, make_optimizer("gd"), build_rules(max_iter=iterations), backend=made)
+        reads[iterations] = counter.reads
+    assert reads[320] - reads[300] == 20
+
+    def rows():
+        result = run(problem, make_optimizer("gd"), build_rules(tol=1e-9, max_iter=5000),
+                     backend=engine())
+        return (result.iterations, result.status, result.grad_norm, result.w.tobytes(),
+                result.trace.drop(columns="seconds").to_numpy().tobytes())
+
+    glanced = rows()
+    assert glanced[1] == "converged" and glanced[0] > 100
+    loop = torch_backend.host_loop
+    with monkeypatch.context() as patch:  # the stats at every iterate, as before
+        patch.setattr(torch_backend, "host_loop",
+                      lambda *args, glance=None, **keywords: loop(*args, **keywords))
+        assert rows() == glanced
+
+
 def reads_per_iteration_or_chunk(problem, monkeypatch, backend, feed, dtype):
     options = {"dtype": dtype} if feed is None else {"feed": feed, "dtype": dtype}
     if feed == "graphed":
