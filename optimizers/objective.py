@@ -22,6 +22,7 @@ class LeastSquaresObjective:
     """f(w) = (1/n)||Xw - y||^2 on backend `ops`; each method says its passes over X."""
 
     formulation = "data"
+    ARRAYS = ("X", "y")  # what the data tuple holds before an optional lam (`rebound`)
 
     def __init__(self, ops, X, y, lam=None):
         self.ops = ops
@@ -83,6 +84,7 @@ class LogisticObjective:
     the backends' stable softplus and sigmoid; the curvature depends on w."""
 
     formulation = "data"
+    ARRAYS = ("X", "y")
 
     def __init__(self, ops, X, y, lam):
         self.ops, self.X, self.y = ops, X, y
@@ -124,6 +126,7 @@ class GramObjective:
     """The same f, gradient and curvature from A = X^T X, b = X^T y, c = sum(y^2)."""
 
     formulation = "gram"
+    ARRAYS = ("A", "b", "c", "inv_n")
 
     def __init__(self, ops, A, b, c, inv_n, lam=None):
         self.ops, self.A, self.b, self.c, self.inv_n = ops, A, b, c, inv_n
@@ -147,6 +150,18 @@ class GramObjective:
 
     def hessian_diagonal(self):
         return self.ridge.diagonal((2 * self.inv_n) * self.ops.diag_part(self.A)[:, None])
+
+
+def rebound(objective, data: tuple):
+    """`objective` on another copy of the same data (a feed's fresh copy at every step): its
+    constants kept, its arrays and lam those of `data`. Made again eagerly on PyTorch, the
+    objective cost about 8 us a step at 1k rows; this, under 1."""
+    names = type(objective).ARRAYS
+    bound = object.__new__(type(objective))
+    bound.__dict__.update(objective.__dict__, **dict(zip(names, data, strict=False)))
+    if len(data) > len(names):
+        bound.ridge = Ridge(objective.ops, data[len(names)])
+    return bound
 
 
 def check_formulation(objective: str, formulation: str) -> None:

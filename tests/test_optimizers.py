@@ -343,3 +343,33 @@ def test_every_shipped_optimizer_derives_from_the_base_and_frozen_ones_stay_froz
         assert issubclass(cls, Optimizer), name
         assert dataclasses.is_dataclass(cls) and cls.__dataclass_params__.frozen, name
     assert all(issubclass(cls, Optimizer) for cls in PREFIXES.values())
+
+
+@pytest.mark.parametrize("objective, formulation, lam", [
+    ("least-squares", "data", 0.0), ("least-squares", "data", 0.3),
+    ("least-squares", "gram", 0.0), ("least-squares", "gram", 0.3), ("logistic", "data", 0.1)])
+def test_an_objective_rebound_to_other_data_is_the_one_made_from_them(objective, formulation,
+                                                                      lam):
+    """`rebound` (a feed's step keeps its objective's constants and takes the fresh copy's
+    arrays) gives what the objective made from those arrays gives, bit for bit."""
+    from optimizers.objective import rebound
+
+    backend = make_backend("numpy")
+    rng = np.random.default_rng(3)
+    X, w = rng.standard_normal((40, 3)), rng.standard_normal((3, 1))
+    labels = np.sign(rng.standard_normal((40, 1)))
+    first, second = (prepare_data(backend, X * scale, labels if objective == "logistic"
+                                  else labels + scale, formulation, objective, lam * scale)
+                     for scale in (1.0, 2.0))
+    made = make_objective(backend, second, formulation, objective)
+    bound = rebound(make_objective(backend, first, formulation, objective), second)
+    assert type(bound) is type(made) and bound is not made
+
+    def flat(value):
+        return np.concatenate([np.ravel(v) for v in
+                               (value if isinstance(value, tuple) else (value,))])
+
+    for method, args in (("value_and_grad", (w,)), ("hessian_product", (w, w)),
+                         ("curvature", (w, w)), ("hessian_diagonal", ())):
+        assert np.array_equal(flat(getattr(bound, method)(*args)),
+                              flat(getattr(made, method)(*args))), method
