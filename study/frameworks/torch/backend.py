@@ -262,8 +262,8 @@ class TorchBackend(BaseBackend):
         if self.feed == "compiled" and type(optimizer).__module__.startswith("optimizers."):
             params = host_numbers(params, torch)  # no guard's read per call
         # each returns (state, stats): the statistics are computed with the step (compiled
-        # with it in `compiled`, captured with it in `graphed`)
-        # (eager: the host loop makes the stats only where the rules check in full)
+        # with it in `compiled`, captured with it in `graphed`); an eager step makes none (the
+        # host loop's `observe` makes them where the rules check in full)
         eager = self.feed in ("feed", "resident")
         init, step = step_functions(ops, optimizer, self.formulation, problem.objective,
                                     (lambda state: None) if eager else self._stats, eager=eager)
