@@ -151,7 +151,7 @@ def test_eager_torch_off_the_schedule_reads_the_loss_alone_with_the_same_rows(
         problem, monkeypatch, feed):
     """An eager step off the trace's schedule makes no stats (its loss is the read; the norm is
     read only where the loss leaves the quiet region, here where the target fires): still one
-    read an iteration there (iterations 300-319: one kept by the schedule, 19 not), and the
+    read an iteration there (iterations 300-319: two kept by the schedule, 18 not), and the
     rows of a run that makes the stats at every iterate, bit for bit."""
     from study.frameworks.torch import backend as torch_backend
 
