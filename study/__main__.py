@@ -11,13 +11,20 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
 
-from convergence_study.errors import InputError, LibraryFailure
-from study import interrupts
+BLOCKS = __name__ == "__main__" and hasattr(signal, "pthread_sigmask")
+if BLOCKS:  # a signal from here to `hold` waits, then is held (raised inside hold: a traceback)
+    signal.pthread_sigmask(signal.SIG_BLOCK, (signal.SIGINT, signal.SIGTERM, signal.SIGHUP))
+
+from convergence_study.errors import InputError, LibraryFailure  # noqa: E402
+from study import interrupts  # noqa: E402
 
 if __name__ == "__main__":
     interrupts.hold()  # from here on a Ctrl-C is said in one line
+    if BLOCKS:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, interrupts.SIGNALS)
 
 COMMANDS = {
     "regress": ("study.regression.regress", "run one regression configuration"),
@@ -195,11 +202,11 @@ class ReaderMayLeave:
 
 def run() -> None:
     """The entry point: signals become clean endings before anything heavy is imported."""
-    interrupts.install()
     sys.stdout, sys.stderr = ReaderMayLeave(sys.stdout), ReaderMayLeave(sys.stderr)
     try:
+        interrupts.install()  # (a signal held so far may be raised as it installs)
         code = main()
-    except KeyboardInterrupt as exc:  # in the instant between the command's end and this line
+    except KeyboardInterrupt as exc:  # in an instant before or after the command's `main`
         code = _interrupted(chosen_command(sys.argv[1:]), exc, _files_written())
     interrupts.ignore_from_now()
     if code in (130, 143):
