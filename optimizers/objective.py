@@ -154,8 +154,8 @@ class GramObjective:
 
 def rebound(objective, data: tuple):
     """`objective` on another copy of the same data (a feed's fresh copy at every step): its
-    constants kept, its arrays and lam those of `data`. Made again eagerly on PyTorch, the
-    objective cost about 8 us a step at 1k rows; this, under 1."""
+    constants kept, its arrays and lam those of `data`. In PyTorch's feed loop at 1k rows, made
+    again it cost about 8 us a step over reusing one; bound this way, about 3."""
     names = type(objective).ARRAYS
     bound = object.__new__(type(objective))
     bound.__dict__.update(objective.__dict__, **dict(zip(names, data, strict=False)))

@@ -15,7 +15,8 @@ import signal
 import sys
 
 BLOCKS = __name__ == "__main__" and hasattr(signal, "pthread_sigmask")
-if BLOCKS:  # a signal from here to `hold` waits, then is held (raised inside hold: a traceback)
+if BLOCKS:  # a signal from here to `hold` waits, then is held (raised inside hold: a traceback);
+    # interrupts.SIGNALS, named here because that module's import is what a Ctrl-C may interrupt
     signal.pthread_sigmask(signal.SIG_BLOCK, (signal.SIGINT, signal.SIGTERM, signal.SIGHUP))
 
 from convergence_study.errors import InputError, LibraryFailure  # noqa: E402
