@@ -8,6 +8,7 @@ no answers."""
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import os
@@ -79,6 +80,19 @@ def code_files(spec):
     return ["tests/probe_study.py"]
 
 
+IMPORTED_BY = os.getpid()  # the warm process, in a run's process
+
+
+def _at_exit(who: str) -> None:
+    """Leave a mark in $PROBE_EXIT_DIR, if set, that an exit handler ran in this process."""
+    folder = os.environ.get("PROBE_EXIT_DIR")
+    if folder and os.getpid() != IMPORTED_BY:
+        Path(folder, f"{who}-{os.getpid()}").touch()
+
+
+atexit.register(_at_exit, "inherited")  # registered in whichever process imports this module
+
+
 def _work(seconds: float) -> None:
     """A fixed amount of single-threaded work, about `seconds` long on a quiet machine."""
     end = time.perf_counter() + seconds
@@ -90,6 +104,7 @@ def _work(seconds: float) -> None:
 def measure(spec, ctx):
     global COUNTER
     COUNTER += 1
+    atexit.register(_at_exit, "own")
     if spec.pid_dir:
         Path(spec.pid_dir, f"{os.getpid()}").write_text(spec.action)
     tf_ops = None

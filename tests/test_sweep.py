@@ -90,6 +90,18 @@ def test_every_run_has_its_own_process_and_no_tensorflow_state_leaks(tmp_path, p
     assert sorted(steps["run_id"].unique()) == sorted(runs["run_id"])
 
 
+def test_a_run_runs_its_own_exit_handlers_and_not_the_warm_processes(tmp_path, probe,
+                                                                     monkeypatch):
+    # (TensorFlow's autograph removes its generated modules at exit: a Keras run left them in /tmp)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    monkeypatch.setenv("PROBE_EXIT_DIR", str(marks))
+    run_study(load_study(config(tmp_path, 'actions = ["ok"]\nseeds = [0, 1]\n')),
+              tmp_path / "res", quiet=True)
+    runs = rows(tmp_path / "res")
+    assert sorted(p.name for p in marks.iterdir()) == sorted(f"own-{pid}" for pid in runs["pid"])
+
+
 @pytest.mark.slow
 def test_crash_raise_timeout_and_memory_are_recorded_and_the_sweep_goes_on(tmp_path, probe):
     path = config(tmp_path, 'actions = ["crash", "raise", "sleep", "alloc", "ok"]\n'

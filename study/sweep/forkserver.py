@@ -15,6 +15,7 @@ runner, its children with it.
 
 from __future__ import annotations
 
+import atexit
 import gc
 import importlib
 import json
@@ -109,6 +110,10 @@ def serve(preload) -> None:
 
 def _child(request: dict, server: int) -> None:
     code = 1
+    # The warm process's exit handlers are its own (one could remove files it still uses); the
+    # run's own are run before it leaves: TensorFlow's autograph removes its generated modules
+    # there, which a Keras run left in /tmp by the dozen.
+    atexit._clear()
     try:
         os.setsid()  # a process group of its own: the runner kills it (and what it started)
         die_with_parent(server)
@@ -132,6 +137,7 @@ def _child(request: dict, server: int) -> None:
         traceback.print_exc()
     finally:
         try:
+            atexit._run_exitfuncs()  # (what a handler raises is printed to the log)
             sys.stdout.flush()
             sys.stderr.flush()
         finally:
