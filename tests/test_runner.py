@@ -206,6 +206,22 @@ def test_statuses_are_recorded_while_the_sweep_goes_on(tmp_path, capsys):
         scipy.loc["numpy", "run_id"]}
 
 
+def test_runs_that_cannot_run_here_start_no_warm_process(tmp_path, monkeypatch):
+    from study.frameworks.registry import FRAMEWORKS
+    from study.sweep.isolate import ForkServer
+
+    if FRAMEWORKS["tensorflow"].gpu_nodes_present():
+        pytest.skip("GPU device files are here: TensorFlow is asked, and may see one")
+    launched = []
+    launch = ForkServer.launch
+    monkeypatch.setattr(ForkServer, "launch", lambda server, *args, **kwargs: (
+        launched.append(server.preload), launch(server, *args, **kwargs)))
+    text = ('name = "gpu-only"\n[[datasets]]\nname = "synthetic"\nn = 100\n[[optimizers]]\n'
+            'name = "gd"\n[[backends]]\nname = "tensorflow"\ndevice = "gpu"\n')
+    statuses = run_study(load_study(write(tmp_path, text)), tmp_path / "res", quiet=True)
+    assert statuses == {"not run": 1} and launched == []
+
+
 @pytest.mark.slow
 def test_error_and_timeout_are_recorded(tmp_path):
     text = STATUS_CONFIG.replace("run_timeout = 60", "run_timeout = 0.3").replace(

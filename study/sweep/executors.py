@@ -78,6 +78,16 @@ def gpu_visible(framework: str | None, python: str = sys.executable,
     return _GPU_ANSWERS[python, framework]
 
 
+def may_run_here(job: Job, python: str = sys.executable) -> bool:
+    """Whether a job may run here, as far as is known without asking a framework: a GPU run
+    not where its GPU's device files are missing, or where the framework already said no."""
+    if not job.needs_gpu:
+        return True
+    if job.framework is None or not FRAMEWORKS[job.framework].gpu_nodes_present():
+        return False
+    return _GPU_ANSWERS.get((python, job.framework), True)
+
+
 def write_engine_row(job: Job, folder: ResultsFolder, status: str, message: str,
                      **columns) -> None:
     """The row of a run that measured nothing (skipped, or lost with its process)."""
@@ -136,9 +146,11 @@ class LocalExecutor:
 
     def launch(self, jobs, folder: ResultsFolder) -> list[ForkServer]:
         """Start every warm process the jobs need that is not running, without waiting for
-        them: their imports overlap the sweep's preparation."""
+        them: their imports overlap the sweep's preparation. None for runs that cannot run here
+        (a resumed sweep whose GPU runs were all that was left imported TensorFlow, JAX and
+        PyTorch for 6 s to run nothing)."""
         launched = []
-        for job in {job.preload: job for job in jobs}.values():
+        for job in {job.preload: job for job in jobs if may_run_here(job, self.python)}.values():
             if job.preload in self.servers and self.servers[job.preload].alive:
                 continue
             server = ForkServer(job.preload, self.python,
