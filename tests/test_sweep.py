@@ -779,3 +779,21 @@ def test_a_scan_of_the_same_row_files_is_a_copy_of_the_last_and_a_changed_file_i
     assert list(folder.scan()["seconds"]) == [3.0, 2.0]
     folder.row_path("b").write_bytes(b"not parquet")
     assert list(folder.scan(report=lambda line: None)["run_id"]) == ["a"]
+
+
+@pytest.mark.parametrize("second", [
+    {"step": [3], "note": ["c"]},  # the same types: joined in Arrow
+    {"step": [0.5], "note": [None]},  # a float and an empty text column: pandas's rules
+])
+def test_runs_side_tables_are_joined_as_pandas_joins_them(tmp_path, second):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from study.sweep.folder import _joined
+
+    paths = [tmp_path / "a.parquet", tmp_path / "b.parquet"]
+    pq.write_table(pa.table({"step": [1, 2], "note": ["a", None]}), paths[0])
+    pq.write_table(pa.table(second), paths[1])
+    expected = pd.concat([pd.read_parquet(path) for path in paths], ignore_index=True)
+    joined = _joined(paths)
+    assert joined.equals(expected) and joined.dtypes.equals(expected.dtypes)

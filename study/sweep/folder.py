@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from convergence_study.errors import InputError
@@ -172,7 +173,7 @@ class ResultsFolder:
         kept = self._rows.get(path)
         if kept is not None and kept[0] == identity:
             return kept
-        rows = pq.read_table(path).to_pylist()
+        rows = read_run_file(path).to_pylist()
         if len(rows) != 1 or rows[0].get("run_id") != run_id:
             raise ValueError("not one row of this run")
         self._rows[path] = (identity, rows[0])
@@ -211,12 +212,29 @@ class ResultsFolder:
             return
         tables = {}
         for name, schema in self.side_tables.items():
-            parts = [pd.read_parquet(p) for run_id in runs["run_id"]
+            paths = [p for run_id in runs["run_id"]
                      if (p := self.table_path(run_id, name)).is_file()]
-            tables[self.root / f"{name}.parquet"] = schema.frame(
-                pd.concat(parts, ignore_index=True)) if parts else schema.frame([])
+            tables[self.root / f"{name}.parquet"] = schema.frame(_joined(paths)) if paths \
+                else schema.frame([])
         tables[self.root / "runs.parquet"] = self.schema.frame(runs)
         write_files_atomic({path: parquet_writer(frame) for path, frame in tables.items()})
+
+
+def read_run_file(path) -> pa.Table:
+    """One run's file (its row, a side table): read without the dataset layer, the thread pool
+    and the pre-buffering of `pq.read_table`, which cost more than a one-row file (5.2 -> 2.8
+    ms a row of about 150 columns; a study's scan reads every row)."""
+    with pq.ParquetFile(path, pre_buffer=False) as file:
+        return file.read(use_threads=False)
+
+
+def _joined(paths: list[Path]) -> pd.DataFrame:
+    """Runs' side tables as one frame: joined in Arrow where they share one schema and its
+    metadata (0.53 -> 0.08 s for 300 traces), else read and joined by pandas, as before."""
+    parts = [read_run_file(path) for path in paths]
+    if all(part.schema.equals(parts[0].schema, check_metadata=True) for part in parts):
+        return pa.concat_tables(parts).to_pandas()
+    return pd.concat([pd.read_parquet(path) for path in paths], ignore_index=True)
 
 
 def _frame(schema: Schema, rows: list[dict]) -> pd.DataFrame:
