@@ -180,11 +180,12 @@ def parse_study(raw: dict, source: str) -> Study:
     specs = plugin.expand(raw, source, name, repeats)
     axes = [spec.axes() for spec in specs]
     known = {key for values in axes for key in values}
+    present: dict[str, set] = {}  # axis -> the values the runs have, shared by the rules
     for rule in excludes:
         for key in rule:
             if axis_key(known, key) is None:
                 fail("exclude", f"unknown axis '{key}'; axes: {', '.join(sorted(known))}")
-        problem = unmatched(rule, axes)
+        problem = unmatched(rule, axes, present)
         if problem:
             fail("exclude", problem)
     specs = [s for s, values in zip(specs, axes, strict=True)
@@ -388,15 +389,18 @@ def matches(axes: dict, rule: dict) -> bool:
     return True
 
 
-def unmatched(rule: dict, axes: list[dict]) -> str | None:
+def unmatched(rule: dict, axes: list[dict], present: dict | None = None) -> str | None:
     """Why an [[exclude]] table, or one of its values, matches no run (a typo, most likely);
-    None when it matches."""
+    None when it matches. `present` keeps each axis's values for the next rule (the default
+    study's 30 rules looked them up in its 7,000 runs 64 times: 1 s of every command)."""
+    present = {} if present is None else present
     text = "{" + ", ".join(f"{key} = {value!r}" for key, value in rule.items()) + "}"
     for key, wanted in rule.items():
-        present = {lookup_axis(values, key) for values in axes}
-        absent = [w for w in as_list(wanted) if w not in present]
+        if key not in present:
+            present[key] = {lookup_axis(values, key) for values in axes}
+        absent = [w for w in as_list(wanted) if w not in present[key]]
         if absent:
-            shown = sorted(map(repr, present))
+            shown = sorted(map(repr, present[key]))
             return (f"{text}: no run has {key} = {absent[0]!r}; its values: "
                     f"{', '.join(shown[:12])}{', ...' if len(shown) > 12 else ''}")
     if not any(matches(values, rule) for values in axes):
