@@ -209,12 +209,12 @@ def _welch_df(per, k: int) -> float:
 
 def _median_bounds(sorted_values: np.ndarray, level: float) -> tuple[float, float]:
     """The order statistics [x_(j), x_(k+1-j)] with the largest j that still cover the median
-    with at least `level`: P(Binomial(k, 1/2) <= j - 1) <= (1 - level) / 2."""
-    from scipy import stats  # heavy (0.3 s): only an interval needs it
-
+    with at least `level`: P(Binomial(k, 1/2) <= j - 1) <= (1 - level) / 2. The binomial CDF
+    is scipy.special's `bdtr`: scipy.stats's `binom.cdf` gives the same j (k to 3,000, levels
+    0.8 to 0.999; 1e-11 apart) and cost importing scipy.stats, 0.5-1 s of a command."""
     k = sorted_values.size
     j = 1
-    while stats.binom.cdf(j, k, 0.5) <= (1 - level) / 2:
+    while special.bdtr(j, k, 0.5) <= (1 - level) / 2:
         j += 1
     return float(sorted_values[j - 1]), float(sorted_values[k - j])
 

@@ -178,3 +178,16 @@ def test_a_missing_instance_value_is_one_instance_however_it_is_missing():
     c = compare(a, b, INSTANCE, "t")
     assert c.instances == 2 and c.only_a == 0 and c.ratio == pytest.approx(0.5)
     assert typical(a, INSTANCE, "t").value == pytest.approx(2**0.5)
+
+
+@pytest.mark.parametrize("level", [0.8, 0.95, 0.999])
+def test_a_median_interval_takes_the_order_statistics_scipy_stats_gives(level):
+    from scipy import stats
+
+    from study.paired import _median_bounds
+
+    for k in range(1, 1000):
+        # the CDF grows with j: the first j it exceeds the tail at is one past those it does not
+        j = 1 + int((stats.binom.cdf(np.arange(1, k + 1), k, 0.5) <= (1 - level) / 2).sum())
+        values = np.arange(k, dtype=float)
+        assert _median_bounds(values, level) == (values[j - 1], values[k - j]), k
