@@ -79,8 +79,8 @@ def gpu_visible(framework: str | None, python: str = sys.executable,
 
 
 def may_run_here(job: Job, python: str = sys.executable) -> bool:
-    """Whether a job may run here, as far as is known without asking a framework: a GPU run
-    not where its GPU's device files are missing, or where the framework already said no."""
+    """Whether a job may run here, as far as is known without asking a framework: not a GPU
+    run where its GPU's device files are missing or its framework already said it sees none."""
     if not job.needs_gpu:
         return True
     if job.framework is None or not FRAMEWORKS[job.framework].gpu_nodes_present():

@@ -392,7 +392,7 @@ def matches(axes: dict, rule: dict) -> bool:
 def unmatched(rule: dict, axes: list[dict], present: dict | None = None) -> str | None:
     """Why an [[exclude]] table, or one of its values, matches no run (a typo, most likely);
     None when it matches. `present` keeps each axis's values for the next rule (the default
-    study's 30 rules looked them up in its 7,000 runs 64 times: 1 s of every command)."""
+    study's 30 rules looked them up in its 7,000 runs 64 times: load_study 0.86 -> 0.74 s)."""
     present = {} if present is None else present
     text = "{" + ", ".join(f"{key} = {value!r}" for key, value in rule.items()) + "}"
     for key, wanted in rule.items():
