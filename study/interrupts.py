@@ -62,15 +62,25 @@ def _handle(signum, frame):
     global _in_flight
     _received.append(signum)
     _in_flight += 1
+    _cancel_resend()  # raised now: a signal sent again for an earlier one would be a second
     raise exception_for(signum)
+
+
+_resend: threading.Timer | None = None
 
 
 def _send_again(signum: int) -> None:
     """The signal again, from another thread a moment later: sent from the hook itself, its
     handler would run (and raise) inside the hook, where it is dropped once more."""
-    timer = threading.Timer(0.01, os.kill, (os.getpid(), signum))
-    timer.daemon = True
-    timer.start()
+    global _resend
+    _resend = threading.Timer(0.01, os.kill, (os.getpid(), signum))
+    _resend.daemon = True
+    _resend.start()
+
+
+def _cancel_resend() -> None:
+    if _resend is not None:
+        _resend.cancel()
 
 
 def exception_for(signum: int) -> KeyboardInterrupt:
@@ -85,8 +95,11 @@ def received() -> KeyboardInterrupt | None:
 
 
 def check() -> None:
-    """Raise the interrupt again if one was received (and swallowed on its way up)."""
+    """Raise the interrupt again if one was received (and swallowed on its way up). A signal
+    about to be sent again for it is not: arriving while the interrupted command writes what
+    it finished (`finishing`), it cut that short (a sweep's tables were never written)."""
     if _received:
+        _cancel_resend()
         raise exception_for(_received[0])
 
 
