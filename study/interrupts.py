@@ -7,6 +7,13 @@ had happened. So a swallowed interrupt is delivered again at once (`_unraisable`
 signal had come a moment later; and the signal is recorded and asked for again (`check`) before
 an output file is replaced, between runs, and at the end: an interrupted command never exits 0
 and never replaces finished outputs.
+
+A signal inside an extension module's initialisation is worse. jaxlib's calls Python code from
+C++ (nanobind): an interrupt raised there became a C++ exception, which aborted the process
+(SIGABRT) or was dropped without a trace, and the command trained on to its budget. So from the
+start of an extension module's making to the end of its initialisation, signals are only
+recorded, then sent again (`_HeldExtensionLoader`); `held` records them in a block of code and
+raises them at its end.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import os
 import signal
 import sys
 import threading
+from importlib import machinery
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _received: list[int] = []
@@ -32,6 +40,7 @@ def install() -> None:
     """Handle the signals here (the command's main thread) from now on."""
     global _installed
     _installed = True
+    _held_in_extension_init()
     for sig in SIGNALS:
         signal.signal(sig, _handle)
     sys.unraisablehook = _unraisable
@@ -43,6 +52,79 @@ def hold() -> None:
     one line too."""
     for sig in SIGNALS:
         signal.signal(sig, _record)
+
+
+@contextlib.contextmanager
+def held():
+    """A signal in this block is handled once the block is over, by the handler in place
+    then."""
+    caught: list[int] = []
+    try:
+        with _recorded(caught):
+            yield
+    finally:
+        _raise(caught)
+
+
+@contextlib.contextmanager
+def _recorded(caught: list[int]):
+    """Signals in this block are only appended to `caught`. Only in the main thread, where
+    Python runs signal handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, lambda sig, _frame: caught.append(sig))
+                for sig in SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _raise(caught: list[int]) -> None:
+    for sig in dict.fromkeys(caught):
+        signal.raise_signal(sig)
+
+
+class _HeldExtensionLoader(machinery.ExtensionFileLoader):
+    """An extension module made and initialised with signals recorded; then sent again a
+    moment later (`_send_again`), once the import has kept the module. Raised any earlier, the
+    import dropped the module, and freeing jaxlib's crashed the process (SIGSEGV)."""
+
+    def create_module(self, spec):
+        self.caught: list[int] = []
+        try:
+            with _recorded(self.caught):
+                return super().create_module(spec)
+        except BaseException:
+            _raise(self.caught)  # nothing was made: no initialisation follows
+            raise
+
+    def exec_module(self, module):
+        try:
+            with _recorded(self.caught):
+                super().exec_module(module)
+        except BaseException:
+            _raise(self.caught)  # the import drops the module anyway
+            raise
+        if self.caught:
+            _send_again(self.caught[0])
+
+
+def _held_in_extension_init() -> None:
+    """Modules found in directories from now on are loaded as Python loads them, but for
+    extension modules' `_HeldExtensionLoader` (a path hook ahead of the default one, which
+    turns down what is not a directory just as it does)."""
+    if any(getattr(hook, "holds_signals", False) for hook in sys.path_hooks):
+        return
+    hook = machinery.FileFinder.path_hook(
+        (_HeldExtensionLoader, machinery.EXTENSION_SUFFIXES),
+        (machinery.SourceFileLoader, machinery.SOURCE_SUFFIXES),
+        (machinery.SourcelessFileLoader, machinery.BYTECODE_SUFFIXES))
+    hook.holds_signals = True
+    sys.path_hooks.insert(0, hook)
+    sys.path_importer_cache.clear()  # the directories' finders are made again, by the hook
 
 
 def _record(signum, frame):

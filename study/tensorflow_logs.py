@@ -12,10 +12,10 @@ import contextlib
 import importlib.abc
 import importlib.util
 import os
-import signal
 import sys
 import tempfile
-import threading
+
+from study import interrupts
 
 
 def hold_back() -> None:
@@ -65,29 +65,8 @@ class _QuietLoader(importlib.abc.Loader):
         return self.loader.create_module(spec)
 
     def exec_module(self, module):
-        with signals_held(), descriptor_2_dropped():
+        # a signal inside TensorFlow's C++ start-up (not all of it in extension modules' own
+        # initialisation) aborted the process: held to the end of the import and the first look
+        with interrupts.held(), descriptor_2_dropped():
             self.loader.exec_module(module)
             module.config.list_physical_devices()  # the first look logs cuInit's failure
-
-
-HELD = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
-             if hasattr(signal, name))
-
-
-@contextlib.contextmanager
-def signals_held():
-    """A Ctrl-C or SIGTERM during TensorFlow's import is handled once the import is over: raised
-    inside its C++ initialisation it aborted the process (SIGABRT, nothing printed). Only in the
-    main thread, where Python runs signal handlers."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    caught: list[int] = []
-    previous = {sig: signal.signal(sig, lambda sig, _frame: caught.append(sig)) for sig in HELD}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        for sig in dict.fromkeys(caught):
-            signal.raise_signal(sig)  # now, to the handler the command installed

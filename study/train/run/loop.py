@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from convergence_study.errors import InputError
 from optimizers.stopping import Divergence
+from study import interrupts
 
 # completed: ran its budget without a target
 LOOP_STATUSES = ("reached", "timeout", "diverged", "completed")
@@ -129,6 +130,7 @@ def run_loop(stepper, evaluate, *, target: Target, max_steps: int, eval_every: i
         record["steps"], record["train_loss"] = end, loss
         record["seconds_per_step"] = record["seconds"] / end
         record["segments"] += 1
+        interrupts.check()  # one that code calling Python from C++ caught and dropped
         if DIVERGENCE.past(loss, start):
             status, message = "diverged", f"training loss {loss:.6g} by step {end}" \
                 f"{grown(loss, start)}"
