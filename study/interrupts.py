@@ -30,6 +30,7 @@ _received: list[int] = []
 _in_flight = 0  # interrupts raised by the handler and not swallowed since
 _finishing = 0
 _installed = False
+_resend: threading.Timer | None = None  # the signal sent again (`_send_again`), if it is to come
 
 
 class Terminated(KeyboardInterrupt):
@@ -146,9 +147,6 @@ def _handle(signum, frame):
     _in_flight += 1
     _cancel_resend()  # raised now: a signal sent again for an earlier one would be a second
     raise exception_for(signum)
-
-
-_resend: threading.Timer | None = None
 
 
 def _send_again(signum: int) -> None:
